@@ -7,6 +7,7 @@ stable JSON form documented in docs/JSONL.md (bytes are left as bytes; the write
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -44,9 +45,8 @@ class Event:
         }
         if self.in_payload:
             d["in_payload"] = True
-        for f in dataclasses.fields(self):
-            if f.name not in _HEADER_FIELDS and f.repr:
-                d[f.name] = getattr(self, f.name)
+        for name in _body_fields(type(self)):
+            d[name] = getattr(self, name)
         return d
 
 
@@ -57,6 +57,11 @@ EVENT_NAMES.update({
     **dict.fromkeys((22, 25, 32, 168, 171), "delete_rows"),
     41: "heartbeat", 162: "mariadb_gtid", 163: "mariadb_gtid_list", 165: "query",
 })
+
+@functools.cache
+def _body_fields(cls: type[Event]) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls) if f.name not in _HEADER_FIELDS and f.repr)
+
 
 _HEADER_FIELDS = frozenset(
     ("type_code", "timestamp", "server_id", "event_size", "log_pos", "flags", "position", "in_payload")

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import values as V
-from .charsets import decoder_for
+from .charsets import charset_for, decoder_for
 from .constants import ColumnType as T
 from .errors import BinlogError
 from .jsonb import apply_json_diff, decode_json_binary, decode_json_diff
@@ -31,7 +31,7 @@ _STRUCT = {
     T.FLOAT: ("f", "f", 4),
     T.DOUBLE: ("d", "d", 8),
 }
-_UTF8_COLLATION_CHARSETS = frozenset(("utf8mb4", "utf8mb3", "utf8"))
+_UTF8_CHARSETS = frozenset(("utf8mb4", "utf8mb3", "utf8"))
 
 
 class JsonDiff:
@@ -117,11 +117,10 @@ def _text(g: _Gen, ind: int, var: str, col: Column) -> None:
     if col.collation == 63:
         g.emit(ind, f"{var} = raw")
         return
-    decode = decoder_for(col.collation, g.tm.is_mariadb)
-    if getattr(decode, "charset", None) in _UTF8_COLLATION_CHARSETS:
-        g.emit(ind, f"{var} = raw.decode('utf-8')")
+    if col.collation is not None and charset_for(col.collation, g.tm.is_mariadb) in _UTF8_CHARSETS:
+        g.emit(ind, f"{var} = raw.decode('utf-8', 'replace')")  # inline: the common case
     else:
-        g.emit(ind, f"{var} = {g.const(decode)}(raw)")
+        g.emit(ind, f"{var} = {g.const(decoder_for(col.collation, g.tm.is_mariadb))}(raw)")
 
 
 def _column(g: _Gen, ind: int, var: str, col: Column, json_partial_bit: int | None) -> None:

@@ -38,13 +38,23 @@ def read_binlog_file(path: str | os.PathLike[str], *, start_position: int | None
                      decoder: BinlogDecoder | None = None) -> Iterator[Event]:
     """Yield every event of a binlog file (payload inner events included, in order).
 
-    Events before ``start_position`` are decoded only when they set decoding state (format
-    description); iteration stops before the first event starting at or after ``stop_position``.
     Raises BinlogError naming the file and byte position on anything malformed.
+    """
+    dec = decoder or BinlogDecoder(str(path), verify_checksums=verify_checksums)
+    for pos, chunk in binlog_frames(path, dec, start_position=start_position, stop_position=stop_position):
+        yield from dec.events(chunk, pos)
+
+
+def binlog_frames(path: str | os.PathLike[str], dec: BinlogDecoder, *, start_position: int | None = None,
+                  stop_position: int | None = None) -> Iterator[tuple[int, bytes]]:
+    """Yield ``(position, event bytes)`` for each event of a binlog file, undecoded.
+
+    Events before ``start_position`` are skipped, except format descriptions, which are decoded
+    into ``dec`` because later events depend on them; iteration stops before the first event that
+    starts at or after ``stop_position``.
     """
     path = Path(path)
     name = str(path)
-    dec = decoder or BinlogDecoder(name, verify_checksums=verify_checksums)
     with _mapped(path) as buf:
         size = len(buf)
         if size < 4 or buf[:4] != BINLOG_MAGIC:
@@ -71,7 +81,6 @@ def read_binlog_file(path: str | os.PathLike[str], *, start_position: int | None
             if start_position is not None and pos < start_position:
                 if buf[pos + 4] == ET.FORMAT_DESCRIPTION_EVENT:
                     dec.decode(chunk, pos)
-                pos += ev_size
-                continue
-            yield from dec.events(chunk, pos)
+            else:
+                yield pos, chunk
             pos += ev_size

@@ -1,0 +1,1 @@
+"""Renderers of decoded events: the JSONL contract and mysqlbinlog-style text."""

@@ -1,0 +1,31 @@
+"""The JSONL event format (docs/JSONL.md): one JSON object per event, stable field names."""
+
+from __future__ import annotations
+
+import base64
+from decimal import Decimal
+from typing import Any
+
+import orjson
+
+from ..codec.events import Event
+from ..codec.rows import JsonDiff
+
+_OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, Decimal):
+        return orjson.Fragment(str(value))  # a JSON number with exactly the stored digits
+    if isinstance(value, JsonDiff):
+        return value.to_json()
+    if isinstance(value, tuple):
+        return list(value)
+    raise TypeError(f"cannot encode {type(value).__name__} as JSON")
+
+
+def event_json(event: Event) -> bytes:
+    """One event as a JSON line (newline included)."""
+    return orjson.dumps(event.to_dict(), default=_default, option=_OPTIONS)
