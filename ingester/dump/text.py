@@ -32,16 +32,16 @@ def hexdump(raw: bytes, position: int, header_len: int) -> Iterator[str]:
         return " ".join(f"{x:02x}" for x in b)
 
     if header_len >= 19:
-        yield (f"# {position:8x} {hx(h[0:4])}   {hx(h[4:5])}   {hx(h[5:9])}   {hx(h[9:13])}   "
+        yield (f"# {position:08x} {hx(h[0:4])}   {hx(h[4:5])}   {hx(h[5:9])}   {hx(h[9:13])}   "
                f"{hx(h[13:17])}   {hx(h[17:19])}")
     else:
-        yield f"# {position:8x} {hx(h[0:4])}   {hx(h[4:5])}   {hx(h[5:9])}   {hx(h[9:13])}"
+        yield f"# {position:08x} {hx(h[0:4])}   {hx(h[4:5])}   {hx(h[5:9])}   {hx(h[9:13])}"
     for off in range(header_len, len(raw), 16):
         chunk = raw[off : off + 16]
         left = hx(chunk[:8])
         right = hx(chunk[8:])
-        text = "".join(chr(c) if 32 <= c < 127 else "." for c in chunk)
-        yield f"# {position + off:8x} {left:<23}  {right:<23} |{text}|"
+        text = "".join(chr(c) if chr(c).isascii() and chr(c).isalnum() else "." for c in chunk)
+        yield f"# {position + off:08x} {left:<23}  {right:<23} |{text}|"
 
 
 def _sql_value(v: Any) -> str:
