@@ -93,8 +93,8 @@ class ColumnType(IntEnum):
     TIME2 = 19
     TYPED_ARRAY = 20
     # MariaDB column compression
-    VARCHAR_COMPRESSED = 140
-    BLOB_COMPRESSED = 141
+    BLOB_COMPRESSED = 140
+    VARCHAR_COMPRESSED = 141
     VECTOR = 242
     INVALID = 243
     BOOL = 244

@@ -13,7 +13,7 @@ from . import events as E
 from .constants import EventType as ET
 from .cursor import Cursor
 from .errors import BinlogError, EncryptedBinlogError
-from .rows import _mariadb_uncompress, compile_rows
+from .rows import compile_rows, mariadb_uncompress_event
 from .table_map import parse_table_map
 from .values import compile_decimal
 
@@ -151,7 +151,7 @@ def _query_common(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor, extra_post
     raw = cur.rest()
     if compressed:
         try:
-            raw = _mariadb_uncompress(raw)
+            raw = mariadb_uncompress_event(raw)
         except BinlogError as exc:
             raise cur.error(f"QUERY_COMPRESSED: {exc.reason}") from None
     return dict(thread_id=thread_id, exec_time=exec_time, error_code=error_code, database=database,
@@ -334,12 +334,6 @@ def rows(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
         if extra_len < 2:
             raise cur.error(f"rows event extra data length {extra_len} < 2")
         extra = cur.take(extra_len - 2, "rows extra data")
-    if code in _COMPRESSED_ROWS:
-        try:
-            body = _mariadb_uncompress(cur.rest())
-        except BinlogError as exc:
-            raise cur.error(f"compressed rows event: {exc.reason}") from None
-        cur = Cursor(body, base=cur.base + cur.pos)
     tm = ctx.table_maps.get(table_id)
     if tm is None:
         raise cur.error(f"rows event for table id {table_id} without a preceding TABLE_MAP event")
@@ -354,6 +348,12 @@ def rows(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
         after = ()
     if kind == "write":
         before = ()
+    if code in _COMPRESSED_ROWS:  # MariaDB compresses the row data after the column bitmaps
+        try:
+            body = mariadb_uncompress_event(cur.rest())
+        except BinlogError as exc:
+            raise cur.error(f"compressed rows event: {exc.reason}") from None
+        cur = Cursor(body, base=cur.base + cur.pos)
     decode = compile_rows(tm, kind, before, after, code == ET.PARTIAL_UPDATE_ROWS_EVENT, version == 0)
     try:
         data = decode(cur.buf, cur.pos, cur.end)

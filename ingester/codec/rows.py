@@ -47,25 +47,38 @@ class JsonDiff:
                                decode_json_diff(self.diff)]}
 
 
-def _mariadb_uncompress(data: bytes) -> bytes:
-    """MariaDB compressed value/event body: header byte (0x80 | length bytes), length, zlib."""
-    if not data:
-        raise BinlogError("empty compressed value")
-    head = data[0]
-    if head == 0:  # MariaDB column compression: stored uncompressed
-        return data[1:]
-    nlen = head & 0x07
-    if not head & 0x80 or not 1 <= nlen <= 4 or len(data) < 1 + nlen:
-        raise BinlogError(f"bad MariaDB compression header 0x{head:02x}")
-    size = int.from_bytes(data[1 : 1 + nlen], "big")
-    d = zlib.decompressobj()
+def _inflate(data: bytes, size: int, wbits: int) -> bytes:
+    d = zlib.decompressobj(wbits)
     try:
-        out = d.decompress(data[1 + nlen :], size)
+        out = d.decompress(data, size)
     except zlib.error as exc:
         raise BinlogError(f"corrupt zlib data: {exc}") from None
-    if len(out) != size:
-        raise BinlogError(f"compressed value is {len(out)} bytes, header says {size}")
+    if len(out) != size or d.unconsumed_tail:
+        raise BinlogError(f"compressed data inflates to {len(out)}+ bytes, its header says {size}")
     return out
+
+
+def mariadb_uncompress_event(data: bytes) -> bytes:
+    """MariaDB compressed QUERY text / rows data: 0x80 | length bytes, big-endian length, zlib."""
+    head = data[0] if data else 0
+    nlen = head & 0x07
+    if not head & 0x80 or not 1 <= nlen <= 4 or len(data) < 1 + nlen:
+        raise BinlogError(f"bad MariaDB event compression header 0x{head:02x}")
+    return _inflate(data[1 + nlen :], int.from_bytes(data[1 : 1 + nlen], "big"), 15)
+
+
+def mariadb_uncompress_column(data: bytes) -> bytes:
+    """MariaDB COMPRESSED column value: 0x00 + raw bytes, or 0x80 | no-wrap 0x08 | length bytes,
+    big-endian length, then deflate data (zlib-wrapped only with column_compression_zlib_wrap)."""
+    if not data:
+        return b""
+    head = data[0]
+    if head == 0:
+        return data[1:]
+    nlen = head & 0x07
+    if not head & 0x80 or head & 0x70 or not 1 <= nlen <= 4 or len(data) < 1 + nlen:
+        raise BinlogError(f"bad MariaDB column compression header 0x{head:02x}")
+    return _inflate(data[1 + nlen :], int.from_bytes(data[1 : 1 + nlen], "big"), -15 if head & 0x08 else 15)
 
 
 class _Gen:
@@ -84,7 +97,7 @@ class _Gen:
             "FLT": struct.Struct("<f").unpack_from,
             "DBL": struct.Struct("<d").unpack_from,
             "json_binary": decode_json_binary,
-            "mariadb_uncompress": _mariadb_uncompress,
+            "mariadb_uncompress": mariadb_uncompress_column,
             "JsonDiff": JsonDiff,
         }
         self.lines: list[str] = []

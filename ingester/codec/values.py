@@ -69,7 +69,7 @@ def _datetime_parts(packed: int, micros: int, fsp: int) -> str:
 
 
 def time2(data: bytes, pos: int, fsp: int) -> str:
-    """TIME2: 3 bytes of sign-offset int part, then 0-3 bytes of fraction (signed when < 0)."""
+    """TIME2: 3 bytes of offset int part, then 0-3 bytes of fraction, stored reversed when negative."""
     n = (fsp + 1) // 2
     if n == 3:
         packed = int.from_bytes(data[pos : pos + 6], "big") - 0x800000000000
@@ -78,7 +78,7 @@ def time2(data: bytes, pos: int, fsp: int) -> str:
         if n == 0:
             frac = 0
         else:
-            frac = int.from_bytes(data[pos + 3 : pos + 3 + n], "big", signed=True)
+            frac = int.from_bytes(data[pos + 3 : pos + 3 + n], "big")
             if intpart < 0 and frac:
                 intpart += 1
                 frac -= 0x100 if n == 1 else 0x10000
