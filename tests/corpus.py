@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "real"
-if not CORPUS.is_dir():  # CI clones main next to shared/
-    CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "real"
+
+def _find_corpus() -> Path:
+    """shared/ sits beside the repository (CI clones main next to it); BINLAKE_SHARED overrides."""
+    if os.environ.get("BINLAKE_SHARED"):
+        return Path(os.environ["BINLAKE_SHARED"]) / "corpus" / "real"
+    for parent in Path(__file__).resolve().parents:
+        candidate = parent / "shared" / "corpus" / "real"
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError("../shared/corpus/real not found beside the repository; set BINLAKE_SHARED")
+
+
+CORPUS = _find_corpus()
 
 # MANIFEST event-type abbreviations -> type codes
 ABBREVIATIONS = {

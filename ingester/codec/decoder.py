@@ -27,6 +27,9 @@ from .table_map import TableMap
 
 _HEADER = struct.Struct("<IBIIIH")
 _HEADER_V1 = struct.Struct("<IBII")
+_U32 = struct.Struct("<I").unpack_from
+_FDE = int(ET.FORMAT_DESCRIPTION_EVENT)  # plain ints: enum lookups cost on the per-event path
+_START_V3 = int(ET.START_EVENT_V3)
 CHECKSUM_OFF = 0
 CHECKSUM_CRC32 = 1
 # Post-header lengths before FORMAT_DESCRIPTION_EVENT existed (binlog v1 and v3), by type code.
@@ -72,6 +75,7 @@ class BinlogDecoder:
         self.server_version = ""
         self.is_mariadb = False
         self.table_maps: dict[int, TableMap] = {}
+        self.table_map_cache: dict[bytes, TableMap] = {}
         self.format_description: E.FormatDescriptionEvent | None = None
         self.type_permutation: dict[int, int] = {}
 
@@ -121,9 +125,9 @@ class BinlogDecoder:
         if size != len(buf):
             raise BinlogError(f"event size field says {size} bytes but the event has {len(buf)}", position)
         code = h["type_code"]
-        if code == ET.FORMAT_DESCRIPTION_EVENT:
+        if code == _FDE:
             return self._format_description(buf, h)
-        if code == ET.START_EVENT_V3:
+        if code == _START_V3:
             return self._start_v3(buf, h)
         end = size
         if self.checksum == CHECKSUM_CRC32 and not in_payload:
@@ -131,8 +135,8 @@ class BinlogDecoder:
             if end < self.header_len:
                 raise BinlogError("event too short for its checksum", position)
             if self.verify_checksums:
-                stored = int.from_bytes(buf[end:size], "little")
-                actual = zlib.crc32(buf[:end])
+                stored = _U32(buf, end)[0]
+                actual = zlib.crc32(memoryview(buf)[:end])
                 if stored != actual:
                     raise BinlogError(f"CRC32 mismatch: stored 0x{stored:08x}, computed 0x{actual:08x}",
                                       position)
@@ -190,6 +194,7 @@ class BinlogDecoder:
         self.server_version = server.decode("ascii", "replace")
         self.is_mariadb = b"MariaDB" in server
         self.table_maps.clear()
+        self.table_map_cache.clear()
         ev = E.FormatDescriptionEvent(**h, binlog_version=version, server_version=self.server_version,
                                       create_timestamp=created, header_length=header_len,
                                       post_header_lengths=lengths, checksum_algorithm=algorithm)
@@ -204,6 +209,11 @@ class BinlogDecoder:
         yield ev
         if type(ev) is E.TransactionPayloadEvent:
             yield from self.payload_events(ev)
+
+    def expand(self, ev: E.TransactionPayloadEvent) -> Iterator[E.Event]:
+        """A decoded TRANSACTION_PAYLOAD followed by its inner events."""
+        yield ev
+        yield from self.payload_events(ev)
 
     def payload_events(self, ev: E.TransactionPayloadEvent) -> Iterator[E.Event]:
         """Stream-decompress a compressed transaction and decode its events one at a time."""

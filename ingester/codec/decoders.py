@@ -6,6 +6,8 @@ fields and a Cursor over the event body (post-header + payload, checksum exclude
 
 from __future__ import annotations
 
+import functools
+import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -296,7 +298,15 @@ def start_encryption(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Ev
 
 @register(ET.TABLE_MAP_EVENT)
 def table_map(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
-    tm = parse_table_map(cur, 4 if ctx.post_header_len(ET.TABLE_MAP_EVENT) == 6 else 6, ctx.is_mariadb)
+    # Servers repeat the same table map before every rows event: reuse the parsed map (and the
+    # row decoders compiled for it) whenever the bytes are identical.
+    key = bytes(cur.buf[cur.pos : cur.end])
+    tm = ctx.table_map_cache.get(key)
+    if tm is None:
+        tm = parse_table_map(cur, 4 if ctx.post_header_len(ET.TABLE_MAP_EVENT) == 6 else 6, ctx.is_mariadb)
+        if len(ctx.table_map_cache) >= 4096:
+            ctx.table_map_cache.clear()
+        ctx.table_map_cache[key] = tm
     ctx.table_maps[tm.table_id] = tm
     return E.TableMapEvent(**h, table_map=tm)
 
@@ -317,6 +327,7 @@ _ROWS_CLASS = {"write": E.WriteRowsEvent, "update": E.UpdateRowsEvent, "delete":
 _COMPRESSED_ROWS = frozenset(range(ET.WRITE_ROWS_COMPRESSED_EVENT_V1, ET.DELETE_ROWS_COMPRESSED_EVENT + 1))
 
 
+@functools.cache
 def _columns(bitmap: int, count: int) -> tuple[int, ...]:
     return tuple(i for i in range(count) if bitmap >> i & 1)
 
@@ -474,22 +485,30 @@ def previous_gtids(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Even
     return E.PreviousGtidsEvent(**h, gtid_set=format_gtid_set(sids), sids=sids)
 
 
+_MARIADB_GTID = struct.Struct("<QIB").unpack_from
+
+
 @register(ET.GTID_EVENT)
 def mariadb_gtid(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
-    seq = cur.u64()
-    domain = cur.u32()
-    flags = cur.u8()
-    out: dict[str, Any] = {}
+    cur.need(13, "GTID")
+    seq, domain, flags = _MARIADB_GTID(cur.buf, cur.pos)
+    cur.pos += 13
     if flags & 2:  # FL_GROUP_COMMIT_ID
-        out["commit_id"] = cur.u64()
-    elif flags & (64 | 128):  # FL_PREPARED_XA | FL_COMPLETED_XA
-        fmt = cur.u32()
-        glen = cur.u8()
-        blen = cur.u8()
-        data = cur.take(glen + blen, "XA xid")
-        out["xid"] = {"format_id": fmt, "gtrid": data[:glen], "bqual": data[glen:]}
+        commit_id = cur.u64()
     else:
-        cur.take(min(6, cur.remaining))
+        commit_id = None
+    if cur.end - cur.pos == 6 and not flags & (64 | 128):  # the common case: 6 bytes of padding
+        return E.MariadbGtidEvent(**h, domain_id=domain, sequence=seq, gtid_flags=flags, commit_id=commit_id)
+    out: dict[str, Any] = {"commit_id": commit_id}
+    if commit_id is None:
+        if flags & (64 | 128):  # FL_PREPARED_XA | FL_COMPLETED_XA
+            fmt = cur.u32()
+            glen = cur.u8()
+            blen = cur.u8()
+            data = cur.take(glen + blen, "XA xid")
+            out["xid"] = {"format_id": fmt, "gtrid": data[:glen], "bqual": data[glen:]}
+        else:
+            cur.take(min(6, cur.remaining))
     if cur.remaining:
         extra_flags = cur.u8()
         out["flags_extra"] = extra_flags

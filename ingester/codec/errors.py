@@ -12,6 +12,9 @@ class BinlogError(Exception):
         self.source = source
         super().__init__(str(self))
 
+    def __reduce__(self) -> tuple[object, ...]:  # keep the fields across process boundaries
+        return (type(self), (self.reason, self.position, self.source))
+
     def __str__(self) -> str:
         where = f" at byte {self.position}" if self.position is not None else ""
         return f"{self.source}{where}: {self.reason}"

@@ -72,6 +72,7 @@ class TableMap:
     optional_metadata: dict[str, Any] = field(default_factory=dict)
     _decoders: dict[Any, Callable[..., Any]] = field(default_factory=dict, repr=False)
     _names: list[str] | None = field(default=None, repr=False)
+    _dict: dict[str, Any] | None = field(default=None, repr=False)  # built once: maps repeat per transaction
 
     @property
     def column_names(self) -> list[str]:
@@ -80,6 +81,11 @@ class TableMap:
         return self._names
 
     def to_dict(self) -> dict[str, Any]:
+        if self._dict is None:
+            self._dict = self._build_dict()
+        return self._dict
+
+    def _build_dict(self) -> dict[str, Any]:
         return {
             "table_id": self.table_id,
             "database": self.database,

@@ -53,34 +53,85 @@ def binlog_frames(path: str | os.PathLike[str], dec: BinlogDecoder, *, start_pos
     into ``dec`` because later events depend on them; iteration stops before the first event that
     starts at or after ``stop_position``.
     """
-    path = Path(path)
     name = str(path)
-    with _mapped(path) as buf:
-        size = len(buf)
-        if size < 4 or buf[:4] != BINLOG_MAGIC:
-            raise BinlogError("not a binlog file (missing the fe 62 69 6e magic)", 0, name)
-        pos = 4
-        if size >= 4 + HEADER_V1 and buf[4 + 4] == ET.START_EVENT_V3:
-            first = int.from_bytes(buf[4 + 9 : 4 + 13], "little")
-            if first == _START_V1_SIZE:
-                dec.start_v1()
-            elif first == _START_V3_SIZE:
-                dec.start_v3()
-        while pos < size:
-            if stop_position is not None and pos >= stop_position:
-                return
-            if size - pos < dec.header_len:
-                raise BinlogError(f"file ends inside an event header ({size - pos} of {dec.header_len} bytes)",
-                                  pos, name)
-            ev_size = int.from_bytes(buf[pos + 9 : pos + 13], "little")
-            if ev_size < dec.header_len:
-                raise BinlogError(f"impossible event size {ev_size}", pos, name)
-            if pos + ev_size > size:
-                raise BinlogError(f"file ends inside an event ({size - pos} of {ev_size} bytes)", pos, name)
-            chunk = buf[pos : pos + ev_size]
+    with _mapped(Path(path)) as buf:
+        _check_header(buf, dec, name)
+        for pos, chunk in _walk(buf, 4, stop_position, dec, name):
             if start_position is not None and pos < start_position:
-                if buf[pos + 4] == ET.FORMAT_DESCRIPTION_EVENT:
+                if chunk[4] == ET.FORMAT_DESCRIPTION_EVENT:
                     dec.decode(chunk, pos)
             else:
                 yield pos, chunk
-            pos += ev_size
+
+
+def segment_frames(path: str | os.PathLike[str], dec: BinlogDecoder, start: int,
+                   stop: int | None) -> Iterator[tuple[int, bytes]]:
+    """Frames of one segment ``[start, stop)`` of a file whose only format description is at 4.
+
+    The decoder is primed with that format description first, so a segment that begins at a
+    transaction boundary decodes on its own (parallel readers use this).
+    """
+    name = str(path)
+    with _mapped(Path(path)) as buf:
+        _check_header(buf, dec, name)
+        for pos, chunk in _walk(buf, 4, 5, dec, name):
+            dec.decode(chunk, pos)
+        yield from _walk(buf, start, stop, dec, name)
+
+
+def _check_header(buf: Any, dec: BinlogDecoder, name: str) -> None:
+    size = len(buf)
+    if size < 4 or buf[:4] != BINLOG_MAGIC:
+        raise BinlogError("not a binlog file (missing the fe 62 69 6e magic)", 0, name)
+    if size >= 4 + HEADER_V1 and buf[4 + 4] == ET.START_EVENT_V3:
+        first = int.from_bytes(buf[4 + 9 : 4 + 13], "little")
+        if first == _START_V1_SIZE:
+            dec.start_v1()
+        elif first == _START_V3_SIZE:
+            dec.start_v3()
+
+
+def _walk(buf: Any, pos: int, stop: int | None, dec: BinlogDecoder, name: str) -> Iterator[tuple[int, bytes]]:
+    size = len(buf)
+    end = size if stop is None else min(stop, size)
+    while pos < end:
+        if size - pos < dec.header_len:
+            raise BinlogError(f"file ends inside an event header ({size - pos} of {dec.header_len} bytes)",
+                              pos, name)
+        ev_size = int.from_bytes(buf[pos + 9 : pos + 13], "little")
+        if ev_size < dec.header_len:
+            raise BinlogError(f"impossible event size {ev_size}", pos, name)
+        if pos + ev_size > size:
+            raise BinlogError(f"file ends inside an event ({size - pos} of {ev_size} bytes)", pos, name)
+        yield pos, buf[pos : pos + ev_size]
+        pos += ev_size
+
+
+def transaction_starts(path: str | os.PathLike[str], min_gap: int) -> list[int] | None:
+    """Positions of transaction-starting GTID events at least ``min_gap`` bytes apart.
+
+    None when the file cannot be split safely: more than one format description (relay logs),
+    or no GTID events at all (old servers).
+    """
+    name = str(path)
+    dec = BinlogDecoder(name)
+    starts: list[int] = []
+    last = -min_gap
+    fdes = 0
+    with _mapped(Path(path)) as buf:
+        _check_header(buf, dec, name)
+        for pos, chunk in _walk(buf, 4, None, dec, name):
+            code = chunk[4]
+            if code in _GTID_TYPES and pos - last >= min_gap:
+                starts.append(pos)
+                last = pos
+            elif code == ET.FORMAT_DESCRIPTION_EVENT:
+                fdes += 1
+                if fdes == 1 and pos == 4:
+                    dec.decode(chunk, pos)
+    if fdes != 1 or not starts:
+        return None
+    return starts
+
+
+_GTID_TYPES = frozenset((ET.GTID_LOG_EVENT, ET.ANONYMOUS_GTID_LOG_EVENT, ET.GTID_TAGGED_LOG_EVENT, ET.GTID_EVENT))

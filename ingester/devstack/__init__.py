@@ -1,0 +1,5 @@
+"""Local services for tests and development: private database servers started from the user's session."""
+
+from ingester.devstack.mariadb import BinlogPosition, MariaDBServer, SQLServer, find_mariadbd, free_tcp_port
+
+__all__ = ["BinlogPosition", "MariaDBServer", "SQLServer", "find_mariadbd", "free_tcp_port"]

@@ -1,0 +1,41 @@
+"""Fixtures for the database servers: private processes started by the test session, never a system
+service, so the suite runs the same on a laptop and on a fresh CI machine."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from ingester.devstack import MariaDBServer
+from tests.harness.servers import MySQL84Server, docker_engine_available
+
+
+@pytest.fixture(scope="session")
+def mariadb() -> Iterator[MariaDBServer]:
+    """The shared MariaDB (FULL row metadata, CRC32 checksums); give each test its own database."""
+    with MariaDBServer(binlog_row_metadata="FULL", binlog_checksum="CRC32") as server:
+        yield server
+
+
+@pytest.fixture
+def make_mariadb() -> Iterator[Callable[..., MariaDBServer]]:
+    """Start further servers with other settings (MariaDBServer's keywords); they stop after the test."""
+    with contextlib.ExitStack() as servers:
+
+        def make(**options: Any) -> MariaDBServer:
+            return servers.enter_context(MariaDBServer(**options))
+
+        yield make
+
+
+@pytest.fixture(scope="session")
+def mysql84() -> Iterator[MySQL84Server]:
+    """MySQL 8.4 with GTIDs, in a container: there is no Debian package for it."""
+    if not docker_engine_available():
+        # The suite's only Docker-dependent skip: without an engine there is no way to run MySQL 8.4.
+        pytest.skip("no Docker engine")
+    with MySQL84Server() as server:
+        yield server

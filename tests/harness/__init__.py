@@ -1,0 +1,1 @@
+"""Test harness: the database servers the tests run against and helpers around them."""
