@@ -217,6 +217,12 @@ class BinlogDecoder:
 
     def payload_events(self, ev: E.TransactionPayloadEvent) -> Iterator[E.Event]:
         """Stream-decompress a compressed transaction and decode its events one at a time."""
+        try:
+            yield from self._payload_events(ev)
+        except BinlogError as exc:
+            raise exc.located(self.source, ev.position) from None
+
+    def _payload_events(self, ev: E.TransactionPayloadEvent) -> Iterator[E.Event]:
         pos = ev.position
         if ev.compression_type == 255:
             reader: Any = _BytesReader(ev.payload)

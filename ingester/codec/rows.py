@@ -164,8 +164,21 @@ def _column(g: _Gen, ind: int, var: str, col: Column, json_partial_bit: int | No
         if fsp:
             g.emit(ind, f"{var} += V.fraction(V.read_frac(b, p + 4, {fsp}), {fsp})")
         g.emit(ind, f"p += {4 + V.frac_bytes(fsp)}")
-    elif t == T.DATETIME2:
-        g.emit(ind, f"{var} = V.datetime2(b, p, {meta})", f"p += {5 + V.frac_bytes(meta)}")
+    elif t == T.DATETIME2:  # inlined: the most common temporal type
+        fsp = meta
+        nfrac = V.frac_bytes(fsp)
+        text = "f\"{ym // 13:04d}-{ym % 13:02d}-{ymd & 31:02d} {x >> 12:02d}:{x >> 6 & 63:02d}:{x & 63:02d}"
+        if fsp:
+            scale = (10_000, 100, 1)[nfrac - 1]
+            text += f".{{from_bytes(b[p + 5:p + {5 + nfrac}], 'big') * {scale}:06d}}\""
+            if fsp < 6:
+                text += f"[:{20 + fsp}]"  # the date and time part is always 19 characters
+        else:
+            text += "\""
+        g.emit(ind, "x = from_bytes(b[p:p + 5], 'big') - 0x8000000000", "if x < 0:",
+               f"    {var} = V.datetime2(b, p, {fsp})", "else:",
+               "    ymd = x >> 17", "    ym = ymd >> 5", "    x &= 0x1FFFF", f"    {var} = {text}",
+               f"p += {5 + nfrac}")
     elif t == T.TIME2:
         g.emit(ind, f"{var} = V.time2(b, p, {meta})", f"p += {3 + V.frac_bytes(meta)}")
     elif t == T.BIT:
@@ -319,6 +332,10 @@ def _image(g: _Gen, ind: int, cols: list[Column], prefix: str, partial: bool,
     return names
 
 
+def _tuple(names: list[str]) -> str:
+    return f"({', '.join(names)},)" if names else "()"
+
+
 def compile_rows(tm: TableMap, kind: str, before: tuple[int, ...], after: tuple[int, ...],
                  partial: bool = False, pre_ga: bool = False) -> RowsDecoder:
     """Compile (and cache on the table map) the decoder of a rows-event body."""
@@ -328,16 +345,19 @@ def compile_rows(tm: TableMap, kind: str, before: tuple[int, ...], after: tuple[
         return fn
     g = _Gen(tm)
     g.ns["packed"] = _packed
-    g.emit(0, "def decode_rows(b, p, end):", "    out = []", "    append = out.append",
-           "    while p < end:")
+    g.emit(0, "def decode_rows(b, p, end):", "    out = []", "    append = out.append")
+    if not (after if kind == "write" else before) and not (kind == "update" and after):
+        # An image of no columns takes no bytes: rows data then can only be malformed.
+        g.emit(1, "if p < end:", "    raise BinlogError('rows data for a row image with no columns', p)")
+    g.emit(1, "while p < end:")
     if kind == "update":
         bnames = _image(g, 2, [tm.columns[i] for i in before], "x", False, pre_ga)
         anames = _image(g, 2, [tm.columns[i] for i in after], "y", partial, pre_ga)
-        g.emit(2, f"append((({', '.join(bnames)},), ({', '.join(anames)},)))")
+        g.emit(2, f"append(({_tuple(bnames)}, {_tuple(anames)}))")
     else:
         names = _image(g, 2, [tm.columns[i] for i in (after if kind == "write" else before)], "x", False,
                        pre_ga)
-        g.emit(2, f"append(({', '.join(names)},))")
+        g.emit(2, f"append({_tuple(names)})")
     g.emit(1, "if p != end:", "    raise BinlogError(f'row data ends at {p}, the event at {end}', p)",
            "return out")
     source = "\n".join(g.lines)

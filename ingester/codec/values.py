@@ -123,52 +123,59 @@ def decimal_size(precision: int, scale: int) -> int:
 def compile_decimal(precision: int, scale: int) -> tuple[int, Callable[[bytes, int], str]]:
     """A decoder of MySQL's packed binary DECIMAL(precision, scale) returning the exact string.
 
-    The value is read as one big-endian integer; each group of up to 9 digits is then a fixed
-    bit field of it, so decoding is a few shifts instead of a per-byte loop.
+    The value is read as one big-endian integer; each group of up to 9 digits is a fixed bit
+    field of it, so the generated decoder is a few shifts, one divmod and one format.
     """
     if not 0 < precision <= 65 or not 0 <= scale <= 30 or scale > precision:
         raise BinlogError(f"invalid DECIMAL({precision},{scale})")
+    key = (precision, scale)
+    if key in _DECIMALS:
+        return _DECIMALS[key]
     intg = precision - scale
-    groups: list[tuple[int, int, int]] = []  # (byte length, digits, part 0=int 1=frac)
+    groups: list[tuple[int, int]] = []  # (byte length, digits), most significant first
     if intg % 9:
-        groups.append((_DIG2BYTES[intg % 9], intg % 9, 0))
-    groups += [(4, 9, 0)] * (intg // 9)
-    groups += [(4, 9, 1)] * (scale // 9)
+        groups.append((_DIG2BYTES[intg % 9], intg % 9))
+    groups += [(4, 9)] * (intg // 9)
+    groups += [(4, 9)] * (scale // 9)
     if scale % 9:
-        groups.append((_DIG2BYTES[scale % 9], scale % 9, 1))
+        groups.append((_DIG2BYTES[scale % 9], scale % 9))
     size = sum(g[0] for g in groups)
-    fields: list[tuple[int, int, int, int]] = []  # shift, mask, digits, part
-    shift = size * 8
-    for length, digits, part in groups:
-        shift -= length * 8
-        fields.append((shift, (1 << (length * 8)) - 1, digits, part))
-    all_ones = (1 << (size * 8)) - 1
     sign_bit = 1 << (size * 8 - 1)
-    int_fields = [f for f in fields if f[3] == 0]
-    frac_fields = [f for f in fields if f[3] == 1]
+    all_ones = (1 << (size * 8)) - 1
+    lines = [
+        "def decode(b, p):",
+        f"    x = from_bytes(b[p:p + {size}], 'big')",
+        f"    if x & {sign_bit}:",
+        f"        x ^= {sign_bit}",
+        "        sign = ''",
+        "    else:",
+        f"        x ^= {all_ones ^ sign_bit}",
+        "        sign = '-'",
+    ]
+    shift = size * 8
+    terms = []
+    checks = []
+    for i, (length, digits) in enumerate(groups):
+        shift -= length * 8
+        lines.append(f"    g{i} = x >> {shift} & {(1 << (length * 8)) - 1}")
+        checks.append(f"g{i} > {10**digits - 1}")
+        terms.append((i, digits))
+    lines.append(f"    if {' or '.join(checks)}:")
+    lines.append(f"        raise BinlogError('corrupt DECIMAL({precision},{scale}) digit group')")
+    expr = "g0"
+    for i, digits in terms[1:]:
+        expr = f"({expr}) * {10**digits} + g{i}"
+    lines.append(f"    n = {expr}")
+    if scale:
+        lines.append(f"    i, f = divmod(n, {10**scale})")
+        lines.append(f"    return f'{{sign}}{{i}}.{{f:0{scale}d}}'")
+    else:
+        lines.append("    return f'{sign}{n}'")
+    ns: dict[str, object] = {"from_bytes": int.from_bytes, "BinlogError": BinlogError}
+    exec("\n".join(lines), ns)
+    result = (size, ns["decode"])
+    _DECIMALS[key] = result  # type: ignore[assignment]
+    return result  # type: ignore[return-value]
 
-    def decode(data: bytes, pos: int) -> str:
-        x = int.from_bytes(data[pos : pos + size], "big")
-        negative = not x & sign_bit
-        x ^= sign_bit
-        if negative:
-            x ^= all_ones
-        ipart = []
-        for sh, mask, digits, _ in int_fields:
-            g = (x >> sh) & mask
-            if g >= 10**digits:
-                raise BinlogError(f"corrupt DECIMAL({precision},{scale}) digit group {g}")
-            ipart.append(f"{g:0{digits}d}")
-        istr = "".join(ipart).lstrip("0") or "0"
-        sign = "-" if negative else ""
-        if not scale:
-            return sign + istr
-        fpart = []
-        for sh, mask, digits, _ in frac_fields:
-            g = (x >> sh) & mask
-            if g >= 10**digits:
-                raise BinlogError(f"corrupt DECIMAL({precision},{scale}) digit group {g}")
-            fpart.append(f"{g:0{digits}d}")
-        return f"{sign}{istr}.{''.join(fpart)}"
 
-    return size, decode
+_DECIMALS: dict[tuple[int, int], tuple[int, Callable[[bytes, int], str]]] = {}

@@ -8,13 +8,13 @@ from typing import Any
 
 import orjson
 
-from ..codec.events import Event
+from ..codec.events import Event, TableMapEvent
 from ..codec.rows import JsonDiff
 
 _OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
 
 
-def _default(value: Any) -> Any:
+def json_default(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return base64.b64encode(value).decode("ascii")
     if isinstance(value, Decimal):
@@ -28,4 +28,11 @@ def _default(value: Any) -> Any:
 
 def event_json(event: Event) -> bytes:
     """One event as a JSON line (newline included)."""
-    return orjson.dumps(event.to_dict(), default=_default, option=_OPTIONS)
+    if type(event) is TableMapEvent:
+        # Servers repeat the same map in every transaction: serialize its columns once per map.
+        tm = event.table_map
+        if tm.json_cache is None:
+            tm.json_cache = orjson.dumps(tm.to_dict(), default=json_default)
+        head = orjson.dumps(Event.to_dict(event), default=json_default)
+        return b"".join((head[:-1], b",", tm.json_cache[1:], b"\n"))
+    return orjson.dumps(event.to_dict(), default=json_default, option=_OPTIONS)
