@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import shutil
 import sys
+import tempfile
 from collections import deque
 from collections.abc import Iterable, Iterator
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from ..codec import BinlogDecoder, BinlogError
 from ..codec.events import TransactionPayloadEvent
@@ -17,7 +19,7 @@ from ..dump.text import event_text
 from ..sources.binlog_file import binlog_frames, segment_frames, transaction_starts
 
 _PARALLEL_MIN_FILE = 8 << 20  # below this, starting workers costs more than it saves
-_SEGMENT = 2 << 20
+_SEGMENT = 256 << 10
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -68,7 +70,7 @@ def _write(lines: Iterable[bytes], out: BinaryIO) -> None:
 def dump_file(path: str, out: BinaryIO, fmt: str, hexdump: bool = False, start: int | None = None,
               stop: int | None = None, verify: bool = True, jobs: int = 1) -> None:
     if jobs > 1 and start is None and stop is None and os.path.getsize(path) >= _PARALLEL_MIN_FILE:
-        starts = transaction_starts(path, _SEGMENT)
+        starts = transaction_starts(path, max(_SEGMENT, os.path.getsize(path) // (jobs * 16)))
         if starts:
             _dump_parallel(path, starts, out, fmt, hexdump, verify, jobs)
             return
@@ -76,39 +78,44 @@ def dump_file(path: str, out: BinaryIO, fmt: str, hexdump: bool = False, start: 
     _write(render(dec, binlog_frames(path, dec, start_position=start, stop_position=stop), fmt, hexdump), out)
 
 
-def _render_segment(args: tuple[str, int, int | None, str, bool, bool]) -> tuple[bytes, BinlogError | None]:
-    """Worker: one segment's output, and the error that ended it early (if any)."""
-    path, start, stop, fmt, hexdump, verify = args
+def _render_segment(args: tuple[str, int, int | None, str, bool, bool, str]) -> BinlogError | None:
+    """Worker: write one segment's output to a spool file; return the error that ended it early."""
+    path, start, stop, fmt, hexdump, verify, spool = args
     dec = BinlogDecoder(path, verify_checksums=verify)
-    lines: list[bytes] = []
-    try:
-        lines.extend(render(dec, segment_frames(path, dec, start, stop), fmt, hexdump))
-    except BinlogError as exc:
-        return b"".join(lines), exc
-    return b"".join(lines), None
+    with open(spool, "wb") as out:
+        try:
+            _write(render(dec, segment_frames(path, dec, start, stop), fmt, hexdump), out)
+        except BinlogError as exc:
+            return exc
+    return None
 
 
 def _dump_parallel(path: str, starts: list[int], out: BinaryIO, fmt: str, hexdump: bool, verify: bool,
                    jobs: int) -> None:
-    """Segments decode in worker processes; results are written in file order, with at most
-    2 x jobs segments in flight so memory stays bounded whatever the file size."""
+    """Segments decode in worker processes into spool files, copied out in file order; at most
+    2 x jobs segments are in flight, so memory and spool space stay bounded."""
     dec = BinlogDecoder(path, verify_checksums=verify)
     _write(render(dec, binlog_frames(path, dec, stop_position=starts[0]), fmt, hexdump), out)
+    out.flush()
     bounds = [*starts, None]
-    tasks = ((path, bounds[i], bounds[i + 1], fmt, hexdump, verify) for i in range(len(starts)))
-    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+    with tempfile.TemporaryDirectory(prefix="binlake-dump-") as spool_dir, \
+            multiprocessing.get_context("fork").Pool(jobs) as pool:
         pending: deque = deque()
-        for task in tasks:
-            pending.append(pool.apply_async(_render_segment, (task,)))
+        for i in range(len(starts)):
+            spool = os.path.join(spool_dir, f"{i}.out")
+            task = (path, bounds[i], bounds[i + 1], fmt, hexdump, verify, spool)
+            pending.append((pool.apply_async(_render_segment, (task,)), spool))
             if len(pending) >= 2 * jobs:
-                _emit(pending.popleft().get(), out)
+                _emit(*pending.popleft(), out)
         while pending:
-            _emit(pending.popleft().get(), out)
+            _emit(*pending.popleft(), out)
 
 
-def _emit(result: tuple[bytes, BinlogError | None], out: BinaryIO) -> None:
-    data, error = result
-    out.write(data)
+def _emit(result: Any, spool: str, out: BinaryIO) -> None:
+    error = result.get()
+    with open(spool, "rb") as fh:
+        shutil.copyfileobj(fh, out, 1 << 20)
+    os.unlink(spool)
     if error is not None:
         raise error
 

@@ -6,7 +6,6 @@ fields and a Cursor over the event body (post-header + payload, checksum exclude
 
 from __future__ import annotations
 
-import functools
 import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -327,7 +326,6 @@ _ROWS_CLASS = {"write": E.WriteRowsEvent, "update": E.UpdateRowsEvent, "delete":
 _COMPRESSED_ROWS = frozenset(range(ET.WRITE_ROWS_COMPRESSED_EVENT_V1, ET.DELETE_ROWS_COMPRESSED_EVENT + 1))
 
 
-@functools.cache
 def _columns(bitmap: int, count: int) -> tuple[int, ...]:
     return tuple(i for i in range(count) if bitmap >> i & 1)
 
@@ -336,7 +334,7 @@ def _columns(bitmap: int, count: int) -> tuple[int, ...]:
 def rows(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
     code = h["type_code"]
     kind, version = _ROWS_KIND[code]
-    post = ctx.post_header_len(code)
+    post = ctx.post_header_lengths.get(code, 0)
     table_id = cur.uint(4 if post == 6 else 6)
     rows_flags = cur.u16()
     extra = None
@@ -344,7 +342,8 @@ def rows(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
         extra_len = cur.u16()
         if extra_len < 2:
             raise cur.error(f"rows event extra data length {extra_len} < 2")
-        extra = cur.take(extra_len - 2, "rows extra data")
+        if extra_len > 2:
+            extra = cur.take(extra_len - 2, "rows extra data")
     tm = ctx.table_maps.get(table_id)
     if tm is None:
         raise cur.error(f"rows event for table id {table_id} without a preceding TABLE_MAP event")
@@ -352,20 +351,22 @@ def rows(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
     if width != len(tm.columns):
         raise cur.error(f"rows event has {width} columns, its table map `{tm.database}`.`{tm.table}` "
                         f"has {len(tm.columns)}")
-    before = after = _columns(cur.bitmap(width), width)
-    if kind == "update" and version:  # pre-GA updates have a single column bitmap
-        after = _columns(cur.bitmap(width), width)
-    elif kind == "delete":
-        after = ()
-    if kind == "write":
-        before = ()
+    present = cur.bitmap(width)
+    present_after = cur.bitmap(width) if kind == "update" and version else present  # pre-GA: one bitmap
+    key = (code, present, present_after)
+    compiled = tm._decoders.get(key)
+    if compiled is None:
+        before = _columns(present, width) if kind != "write" else ()
+        after = _columns(present_after, width) if kind != "delete" else ()
+        decoder = compile_rows(tm, kind, before, after, code == ET.PARTIAL_UPDATE_ROWS_EVENT, version == 0)
+        compiled = tm._decoders[key] = (decoder, before, after)
+    decode, before, after = compiled
     if code in _COMPRESSED_ROWS:  # MariaDB compresses the row data after the column bitmaps
         try:
             body = mariadb_uncompress_event(cur.rest())
         except BinlogError as exc:
             raise cur.error(f"compressed rows event: {exc.reason}") from None
         cur = Cursor(body, base=cur.base + cur.pos)
-    decode = compile_rows(tm, kind, before, after, code == ET.PARTIAL_UPDATE_ROWS_EVENT, version == 0)
     try:
         data = decode(cur.buf, cur.pos, cur.end)
     except BinlogError as exc:
