@@ -14,12 +14,11 @@ import random
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ..codec import events as E
-from ..devstack.mariadb import MariaDBServer
 from ..dump.jsonl import event_json, json_default
 from ..sources.binlog_file import read_binlog_file
 
@@ -34,6 +33,9 @@ SCHEMA = [
         weight_kg DOUBLE, placed_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
         ship_date DATE, payload JSON, receipt BLOB)""",
 ]
+if TYPE_CHECKING:
+    from ..devstack.mariadb import MariaDBServer
+
 NAMES = ["Ada", "Grace", "Linus", "Zoë", "Ñandú", "Øyvind", "José", "李雷", "Мария", "😀 emoji"]
 
 
@@ -94,6 +96,8 @@ def _server_rows(server: MariaDBServer, table: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..devstack.mariadb import MariaDBServer  # pymysql is only needed here: keep `dump` fast to start
+
     started = time.monotonic()
     _say("binlake demo: starting a private MariaDB (row-based binlog, FULL row metadata) ...")
     server = MariaDBServer()

@@ -15,6 +15,7 @@ flavour never assigns is unknown rather than borrowed from the other.
 from __future__ import annotations
 
 import codecs
+import functools
 from collections.abc import Callable, Mapping
 
 BINARY_COLLATION = 63
@@ -223,12 +224,14 @@ def _build_table(base: str, overrides: str) -> str:
     return "".join(chars)
 
 
-_TABLES = {charset: _build_table(*spec) for charset, spec in _SINGLE_BYTE.items()}
+@functools.cache
+def _table(charset: str) -> str:
+    """Built on first use: importing the codec stays cheap (it starts every `binlake` command)."""
+    return _build_table(*_SINGLE_BYTE[charset])
+
 
 # Codecs for the single-byte tables that differ from Python's, e.g. "mysql_latin1".
-_CUSTOM_CODECS = {
-    f"mysql_{charset}": _TABLES[charset] for charset, (_, overrides) in _SINGLE_BYTE.items() if overrides
-}
+_CUSTOM_CODECS = {f"mysql_{charset}": charset for charset, (_, overrides) in _SINGLE_BYTE.items() if overrides}
 
 
 def _charmap_codec(name: str, table: str) -> codecs.CodecInfo:
@@ -246,8 +249,8 @@ def _charmap_codec(name: str, table: str) -> codecs.CodecInfo:
 
 def _search_codec(name: str) -> codecs.CodecInfo | None:
     """Codec search function serving the ``mysql_*`` codecs."""
-    table = _CUSTOM_CODECS.get(name)
-    return None if table is None else _charmap_codec(name, table)
+    charset = _CUSTOM_CODECS.get(name)
+    return None if charset is None else _charmap_codec(name, _table(charset))
 
 
 codecs.register(_search_codec)
@@ -319,19 +322,17 @@ def _codec_decoder(codec: str) -> Callable[[bytes], str]:
     return decode
 
 
-def _decoder(charset: str, codec: str | None) -> Decoder:
-    """Fastest decoder for one charset."""
+@functools.cache
+def _decoder(charset: str) -> Decoder:
+    """Fastest decoder for one charset (made on first use)."""
+    codec = PYTHON_CODEC[charset]
     if codec is None:
         return _passthrough
-    if charset in _TABLES:
-        return _charmap_decoder(_TABLES[charset])
+    if charset in _SINGLE_BYTE:
+        return _charmap_decoder(_table(charset))
     if codec.startswith("utf-"):
         return _unicode_decoder(codec)
     return _codec_decoder(codec)
-
-
-_DECODERS = {charset: _decoder(charset, codec) for charset, codec in PYTHON_CODEC.items()}
-_decode_latin1 = _charmap_decoder(_TABLES["latin1"])
 
 
 def _decode_unknown(data: bytes) -> str:
@@ -339,7 +340,7 @@ def _decode_unknown(data: bytes) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        return _decode_latin1(data)
+        return _decoder("latin1")(data)
 
 
 def decoder_for(collation_id: int | None, mariadb: bool = False) -> Decoder:
@@ -347,7 +348,7 @@ def decoder_for(collation_id: int | None, mariadb: bool = False) -> Decoder:
     if collation_id is None:
         return _decode_unknown
     charset = charset_for(collation_id, mariadb)
-    return _decode_unknown if charset is None else _DECODERS[charset]
+    return _decode_unknown if charset is None else _decoder(charset)
 
 
 def decode_text(data: bytes, collation_id: int | None, mariadb: bool = False) -> str | bytes:

@@ -181,8 +181,10 @@ class TableMapEvent(Event):
 class RowsEvent(Event):
     """WRITE/UPDATE/DELETE rows (v0, v1, v2, MariaDB compressed, MySQL partial JSON update).
 
-    ``rows`` holds value tuples: for write the after image, for delete the before image, for
-    update ``(before, after)`` pairs. Values are in the order of the present columns.
+    ``rows`` holds one dict per row: ``{"after": image}`` (write), ``{"before": image}`` (delete)
+    or ``{"before": image, "after": image}`` (update), each image mapping the names of the present
+    columns, in column order, to values. The decoder builds this shape directly: it is the
+    JSONL contract too, so rendering copies nothing.
     """
 
     kind: ClassVar[str] = ""
@@ -204,21 +206,7 @@ class RowsEvent(Event):
         return self.table_map.table
 
     def row_dicts(self) -> Iterator[dict[str, dict[str, Any]]]:
-        names = self.table_map.column_names
-        before = [names[i] for i in self.columns_before]
-        after = [names[i] for i in self.columns_after]
-        if self.kind == "write":
-            for values in self.rows:
-                yield {"after": dict(zip(after, values, strict=True))}
-        elif self.kind == "delete":
-            for values in self.rows:
-                yield {"before": dict(zip(before, values, strict=True))}
-        else:
-            for old, new in self.rows:
-                yield {
-                    "before": dict(zip(before, old, strict=True)),
-                    "after": dict(zip(after, new, strict=True)),
-                }
+        return iter(self.rows)
 
     def to_dict(self) -> dict[str, Any]:
         d = Event.to_dict(self)
@@ -229,7 +217,7 @@ class RowsEvent(Event):
         d["rows_flags"] = self.rows_flags
         if self.extra_data:
             d["extra_data"] = self.extra_data
-        d["rows"] = list(self.row_dicts())
+        d["rows"] = self.rows
         return d
 
 

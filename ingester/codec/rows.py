@@ -332,8 +332,9 @@ def _image(g: _Gen, ind: int, cols: list[Column], prefix: str, partial: bool,
     return names
 
 
-def _tuple(names: list[str]) -> str:
-    return f"({', '.join(names)},)" if names else "()"
+def _image_dict(cols: list[Column], names: list[str]) -> str:
+    """Source of a dict display {column name: value variable} (constant keys: one opcode)."""
+    return "{" + ", ".join(f"{col.name!r}: {var}" for col, var in zip(cols, names, strict=True)) + "}"
 
 
 def compile_rows(tm: TableMap, kind: str, before: tuple[int, ...], after: tuple[int, ...],
@@ -351,41 +352,37 @@ def compile_rows(tm: TableMap, kind: str, before: tuple[int, ...], after: tuple[
         g.emit(1, "if p < end:", "    raise BinlogError('rows data for a row image with no columns', p)")
     g.emit(1, "while p < end:")
     if kind == "update":
-        bnames = _image(g, 2, [tm.columns[i] for i in before], "x", False, pre_ga)
-        anames = _image(g, 2, [tm.columns[i] for i in after], "y", partial, pre_ga)
-        g.emit(2, f"append(({_tuple(bnames)}, {_tuple(anames)}))")
+        bcols = [tm.columns[i] for i in before]
+        acols = [tm.columns[i] for i in after]
+        bnames = _image(g, 2, bcols, "x", False, pre_ga)
+        anames = _image(g, 2, acols, "y", partial, pre_ga)
+        g.emit(2, f"append({{'before': {_image_dict(bcols, bnames)}, 'after': {_image_dict(acols, anames)}}})")
     else:
-        names = _image(g, 2, [tm.columns[i] for i in (after if kind == "write" else before)], "x", False,
-                       pre_ga)
-        g.emit(2, f"append({_tuple(names)})")
+        cols = [tm.columns[i] for i in (after if kind == "write" else before)]
+        names = _image(g, 2, cols, "x", False, pre_ga)
+        image = "after" if kind == "write" else "before"
+        g.emit(2, f"append({{{image!r}: {_image_dict(cols, names)}}})")
     g.emit(1, "if p != end:", "    raise BinlogError(f'row data ends at {p}, the event at {end}', p)",
            "return out")
     source = "\n".join(g.lines)
     exec(compile(source, f"<rows {tm.database}.{tm.table}>", "exec"), g.ns)
     fn = g.ns["decode_rows"]
     if partial:
-        fn = _with_json_diffs(fn, tm, before, after)
+        fn = _with_json_diffs(fn)
     tm._decoders[key] = fn
     return fn
 
 
-def _with_json_diffs(fn: RowsDecoder, tm: TableMap, before: tuple[int, ...],
-                     after: tuple[int, ...]) -> RowsDecoder:
+def _with_json_diffs(fn: RowsDecoder) -> RowsDecoder:
     """Apply partial JSON updates to the before image's value where the before image has it."""
-    before_pos = {c: k for k, c in enumerate(before)}
 
     def decode(b: bytes, p: int, end: int) -> list[Any]:
         rows = fn(b, p, end)
-        for i, (old, new) in enumerate(rows):
-            if not any(type(v) is JsonDiff for v in new):
-                continue
-            fixed = list(new)
-            for k, v in enumerate(new):
-                if type(v) is JsonDiff:
-                    src = before_pos.get(after[k])
-                    if src is not None and old[src] is not None:
-                        fixed[k] = apply_json_diff(old[src], v.diff)
-            rows[i] = (old, tuple(fixed))
+        for row in rows:
+            old, new = row["before"], row["after"]
+            for name, value in new.items():
+                if type(value) is JsonDiff and old.get(name) is not None:
+                    new[name] = apply_json_diff(old[name], value.diff)
         return rows
 
     return decode

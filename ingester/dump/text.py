@@ -66,9 +66,9 @@ def _json_default(v: Any) -> Any:
     return str(v)
 
 
-def _image(label: str, names: list[str], values: tuple[Any, ...], idx: tuple[int, ...]) -> Iterator[str]:
+def _image(label: str, names: list[str], image: dict[str, Any], idx: tuple[int, ...]) -> Iterator[str]:
     yield f"### {label}"
-    for i, v in zip(idx, values, strict=True):
+    for i, v in zip(idx, image.values(), strict=True):
         col = names[i]
         comment = "" if col == f"@{i + 1}" else f" /* {col} */"
         yield f"###   @{i + 1}={_sql_value(v)}{comment}"
@@ -85,14 +85,14 @@ def describe(ev: E.Event) -> Iterator[str]:
         for row in ev.rows:
             if ev.kind == "write":
                 yield f"### INSERT INTO {target}"
-                yield from _image("SET", names, row, ev.columns_after)
+                yield from _image("SET", names, row["after"], ev.columns_after)
             elif ev.kind == "delete":
                 yield f"### DELETE FROM {target}"
-                yield from _image("WHERE", names, row, ev.columns_before)
+                yield from _image("WHERE", names, row["before"], ev.columns_before)
             else:
                 yield f"### UPDATE {target}"
-                yield from _image("WHERE", names, row[0], ev.columns_before)
-                yield from _image("SET", names, row[1], ev.columns_after)
+                yield from _image("WHERE", names, row["before"], ev.columns_before)
+                yield from _image("SET", names, row["after"], ev.columns_after)
         return
     if isinstance(ev, E.QueryEvent):
         yield f"Query\tthread_id={ev.thread_id}\texec_time={ev.exec_time}\terror_code={ev.error_code}"
