@@ -40,16 +40,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def render(dec: BinlogDecoder, frames: Iterable[tuple[int, bytes]], fmt: str,
            hexdump: bool = False) -> Iterator[bytes]:
     """The output lines of each event of ``frames`` (payload inner events expanded)."""
-    jsonl = fmt == "jsonl"
-    for pos, raw in frames:
-        ev = dec.decode(raw, pos)
-        evs = dec.expand(ev) if type(ev) is TransactionPayloadEvent else (ev,)
-        for ev in evs:
-            if jsonl:
-                yield event_json(ev)
+    decode = dec.decode
+    if fmt == "jsonl":
+        for pos, raw in frames:
+            ev = decode(raw, pos)
+            if type(ev) is TransactionPayloadEvent:
+                yield from map(event_json, dec.expand(ev))
             else:
-                yield event_text(dec, ev, None if ev.in_payload else raw, hexdump).encode(
-                    "utf-8", "surrogateescape")
+                yield event_json(ev)
+        return
+    for pos, raw in frames:
+        outer = decode(raw, pos)
+        for ev in dec.expand(outer) if type(outer) is TransactionPayloadEvent else (outer,):
+            yield event_text(dec, ev, None if ev.in_payload else raw, hexdump).encode("utf-8", "surrogateescape")
 
 
 def _write(lines: Iterable[bytes], out: BinaryIO) -> None:

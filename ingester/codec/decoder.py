@@ -120,14 +120,21 @@ class BinlogDecoder:
             raise BinlogError("nesting too deep", position, self.source) from None
 
     def _decode(self, buf: bytes, position: int, in_payload: bool) -> E.Event:
-        h = self.header(buf, position)
-        size = h["event_size"]
+        if self.header_len == HEADER_V3 and not self.type_permutation and len(buf) >= HEADER_V3:
+            ts, code, server_id, size, log_pos, flags = _HEADER.unpack_from(buf)  # the hot path
+            h = {"type_code": code, "timestamp": ts, "server_id": server_id, "event_size": size,
+                 "log_pos": log_pos, "flags": flags, "position": position, "in_payload": in_payload}
+        else:
+            h = self.header(buf, position)
+            h["in_payload"] = in_payload
+            code, size = h["type_code"], h["event_size"]
         if size != len(buf):
             raise BinlogError(f"event size field says {size} bytes but the event has {len(buf)}", position)
-        code = h["type_code"]
         if code == _FDE:
+            del h["in_payload"]
             return self._format_description(buf, h)
         if code == _START_V3:
+            del h["in_payload"]
             return self._start_v3(buf, h)
         end = size
         if self.checksum == CHECKSUM_CRC32 and not in_payload:
@@ -136,16 +143,14 @@ class BinlogDecoder:
                 raise BinlogError("event too short for its checksum", position)
             if self.verify_checksums:
                 stored = _U32(buf, end)[0]
-                actual = zlib.crc32(memoryview(buf)[:end])
+                actual = zlib.crc32(buf[:end] if end < 4096 else memoryview(buf)[:end])
                 if stored != actual:
                     raise BinlogError(f"CRC32 mismatch: stored 0x{stored:08x}, computed 0x{actual:08x}",
                                       position)
-        h["in_payload"] = in_payload
-        cur = Cursor(buf, self.header_len, end, position)
         decoder = REGISTRY.get(code)
         if decoder is None:
             return E.UnknownEvent(**h, body=bytes(buf[self.header_len:end]))
-        return decoder(self, h, cur)
+        return decoder(self, h, Cursor(buf, self.header_len, end, position))
 
     def _start_v3(self, buf: bytes, h: dict[str, Any]) -> E.Event:
         cur = Cursor(buf, self.header_len, len(buf), h["position"])

@@ -99,6 +99,9 @@ class _Gen:
             "json_binary": decode_json_binary,
             "mariadb_uncompress": mariadb_uncompress_column,
             "JsonDiff": JsonDiff,
+            "DATES": V.DATES,
+            "HOUR_MINUTE": V.HOUR_MINUTE,
+            "SECOND": V.SECOND,
         }
         self.lines: list[str] = []
         self._n = 0
@@ -148,8 +151,8 @@ def _column(g: _Gen, ind: int, var: str, col: Column, json_partial_bit: int | No
     elif t == T.YEAR:
         g.emit(ind, f"{var} = b[p]", f"if {var}:", f"    {var} += 1900", "p += 1")
     elif t == T.NEWDECIMAL:
-        size, fn = V.compile_decimal(meta >> 8, meta & 0xFF)
-        g.emit(ind, f"{var} = {g.const(fn)}(b, p)", f"p += {size}")
+        size, lines = V.decimal_code(meta >> 8, meta & 0xFF, var)
+        g.emit(ind, *lines, f"p += {size}")
     elif t == T.DATE or t == T.NEWDATE:
         g.emit(ind, f"{var} = V.date3(from_bytes(b[p:p + 3], 'little'))", "p += 3")
     elif t == T.TIME:
@@ -164,20 +167,19 @@ def _column(g: _Gen, ind: int, var: str, col: Column, json_partial_bit: int | No
         if fsp:
             g.emit(ind, f"{var} += V.fraction(V.read_frac(b, p + 4, {fsp}), {fsp})")
         g.emit(ind, f"p += {4 + V.frac_bytes(fsp)}")
-    elif t == T.DATETIME2:  # inlined: the most common temporal type
+    elif t == T.DATETIME2:  # inlined, from lookup tables: the most common temporal type
         fsp = meta
         nfrac = V.frac_bytes(fsp)
-        text = "f\"{ym // 13:04d}-{ym % 13:02d}-{ymd & 31:02d} {x >> 12:02d}:{x >> 6 & 63:02d}:{x & 63:02d}"
+        frac = ""
         if fsp:
             scale = (10_000, 100, 1)[nfrac - 1]
-            text += f".{{from_bytes(b[p + 5:p + {5 + nfrac}], 'big') * {scale}:06d}}\""
+            frac = f' + f".{{from_bytes(b[p + 5:p + {5 + nfrac}], \'big\') * {scale}:06d}}"'
             if fsp < 6:
-                text += f"[:{20 + fsp}]"  # the date and time part is always 19 characters
-        else:
-            text += "\""
+                frac += f"[:{fsp + 1}]"
         g.emit(ind, "x = from_bytes(b[p:p + 5], 'big') - 0x8000000000", "if x < 0:",
                f"    {var} = V.datetime2(b, p, {fsp})", "else:",
-               "    ymd = x >> 17", "    ym = ymd >> 5", "    x &= 0x1FFFF", f"    {var} = {text}",
+               "    d = DATES.get(x >> 17)", "    if d is None:", "        d = V.date_prefix(x >> 17)",
+               f"    {var} = d + HOUR_MINUTE[x >> 6 & 2047] + SECOND[x & 63]{frac}",
                f"p += {5 + nfrac}")
     elif t == T.TIME2:
         g.emit(ind, f"{var} = V.time2(b, p, {meta})", f"p += {3 + V.frac_bytes(meta)}")

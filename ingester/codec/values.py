@@ -120,17 +120,14 @@ def decimal_size(precision: int, scale: int) -> int:
     return (intg // 9) * 4 + _DIG2BYTES[intg % 9] + (scale // 9) * 4 + _DIG2BYTES[scale % 9]
 
 
-def compile_decimal(precision: int, scale: int) -> tuple[int, Callable[[bytes, int], str]]:
-    """A decoder of MySQL's packed binary DECIMAL(precision, scale) returning the exact string.
+def decimal_code(precision: int, scale: int, var: str) -> tuple[int, list[str]]:
+    """Source lines that decode a packed DECIMAL(precision, scale) at ``b[p:]`` into ``var``.
 
     The value is read as one big-endian integer; each group of up to 9 digits is a fixed bit
-    field of it, so the generated decoder is a few shifts, one divmod and one format.
+    field of it, so decoding is a few shifts, one divmod and one format, with no loop.
     """
     if not 0 < precision <= 65 or not 0 <= scale <= 30 or scale > precision:
         raise BinlogError(f"invalid DECIMAL({precision},{scale})")
-    key = (precision, scale)
-    if key in _DECIMALS:
-        return _DECIMALS[key]
     intg = precision - scale
     groups: list[tuple[int, int]] = []  # (byte length, digits), most significant first
     if intg % 9:
@@ -143,39 +140,59 @@ def compile_decimal(precision: int, scale: int) -> tuple[int, Callable[[bytes, i
     sign_bit = 1 << (size * 8 - 1)
     all_ones = (1 << (size * 8)) - 1
     lines = [
-        "def decode(b, p):",
-        f"    x = from_bytes(b[p:p + {size}], 'big')",
-        f"    if x & {sign_bit}:",
-        f"        x ^= {sign_bit}",
-        "        sign = ''",
-        "    else:",
-        f"        x ^= {all_ones ^ sign_bit}",
-        "        sign = '-'",
+        f"d_x = from_bytes(b[p:p + {size}], 'big')",
+        f"if d_x & {sign_bit}:",
+        f"    d_x ^= {sign_bit}",
+        "    d_s = ''",
+        "else:",
+        f"    d_x ^= {all_ones ^ sign_bit}",
+        "    d_s = '-'",
     ]
     shift = size * 8
-    terms = []
     checks = []
+    expr = ""
     for i, (length, digits) in enumerate(groups):
         shift -= length * 8
-        lines.append(f"    g{i} = x >> {shift} & {(1 << (length * 8)) - 1}")
-        checks.append(f"g{i} > {10**digits - 1}")
-        terms.append((i, digits))
-    lines.append(f"    if {' or '.join(checks)}:")
-    lines.append(f"        raise BinlogError('corrupt DECIMAL({precision},{scale}) digit group')")
-    expr = "g0"
-    for i, digits in terms[1:]:
-        expr = f"({expr}) * {10**digits} + g{i}"
-    lines.append(f"    n = {expr}")
+        lines.append(f"d_{i} = d_x >> {shift} & {(1 << (length * 8)) - 1}")
+        checks.append(f"d_{i} > {10**digits - 1}")
+        expr = f"d_{i}" if not i else f"({expr}) * {10**digits} + d_{i}"
+    lines.append(f"if {' or '.join(checks)}:")
+    lines.append(f"    raise BinlogError('corrupt DECIMAL({precision},{scale}) digit group', p)")
     if scale:
-        lines.append(f"    i, f = divmod(n, {10**scale})")
-        lines.append(f"    return f'{{sign}}{{i}}.{{f:0{scale}d}}'")
+        lines.append(f"d_i, d_f = divmod({expr}, {10**scale})")
+        lines.append(f"{var} = f'{{d_s}}{{d_i}}.{{d_f:0{scale}d}}'")
     else:
-        lines.append("    return f'{sign}{n}'")
+        lines.append(f"{var} = f'{{d_s}}{{{expr}}}'")
+    return size, lines
+
+
+def compile_decimal(precision: int, scale: int) -> tuple[int, Callable[[bytes, int], str]]:
+    """A decoder function of packed DECIMAL(precision, scale) (for values outside row images)."""
+    key = (precision, scale)
+    if key in _DECIMALS:
+        return _DECIMALS[key]
+    size, lines = decimal_code(precision, scale, "v")
     ns: dict[str, object] = {"from_bytes": int.from_bytes, "BinlogError": BinlogError}
-    exec("\n".join(lines), ns)
+    exec("def decode(b, p):\n" + "".join(f"    {line}\n" for line in lines) + "    return v\n", ns)
     result = (size, ns["decode"])
     _DECIMALS[key] = result  # type: ignore[assignment]
     return result  # type: ignore[return-value]
 
 
 _DECIMALS: dict[tuple[int, int], tuple[int, Callable[[bytes, int], str]]] = {}
+
+
+# Pieces of DATETIME2 text, so the row decoders format a value with lookups, not arithmetic.
+HOUR_MINUTE = [f"{i >> 6:02d}:{i & 63:02d}:" for i in range(2048)]
+SECOND = [f"{i:02d}" for i in range(64)]
+DATES: dict[int, str] = {}
+
+
+def date_prefix(ymd: int) -> str:
+    """'YYYY-MM-DD ' of DATETIME2's packed year*13+month, day; cached (dates repeat)."""
+    ym = ymd >> 5
+    text = f"{ym // 13:04d}-{ym % 13:02d}-{ymd & 31:02d} "
+    if len(DATES) >= 100_000:
+        DATES.clear()
+    DATES[ymd] = text
+    return text

@@ -56,8 +56,11 @@ def binlog_frames(path: str | os.PathLike[str], dec: BinlogDecoder, *, start_pos
     name = str(path)
     with _mapped(Path(path)) as buf:
         _check_header(buf, dec, name)
+        if start_position is None:
+            yield from _walk(buf, 4, stop_position, dec, name)
+            return
         for pos, chunk in _walk(buf, 4, stop_position, dec, name):
-            if start_position is not None and pos < start_position:
+            if pos < start_position:
                 if chunk[4] == ET.FORMAT_DESCRIPTION_EVENT:
                     dec.decode(chunk, pos)
             else:
