@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import multiprocessing
+import itertools
 import os
-import shutil
 import sys
-import tempfile
 from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO
@@ -15,7 +13,6 @@ from typing import Any, BinaryIO
 from ..codec import BinlogDecoder, BinlogError
 from ..codec.events import TransactionPayloadEvent
 from ..dump.jsonl import event_json
-from ..dump.text import event_text
 from ..sources.binlog_file import binlog_frames, segment_frames, transaction_starts
 
 _PARALLEL_MIN_FILE = 8 << 20  # below this, starting workers costs more than it saves
@@ -49,6 +46,8 @@ def render(dec: BinlogDecoder, frames: Iterable[tuple[int, bytes]], fmt: str,
             else:
                 yield event_json(ev)
         return
+    from ..dump.text import event_text  # imported on use: keeps `dump --format jsonl` quick to start
+
     for pos, raw in frames:
         outer = decode(raw, pos)
         for ev in dec.expand(outer) if type(outer) is TransactionPayloadEvent else (outer,):
@@ -73,18 +72,24 @@ def _write(lines: Iterable[bytes], out: BinaryIO) -> None:
 def dump_file(path: str, out: BinaryIO, fmt: str, hexdump: bool = False, start: int | None = None,
               stop: int | None = None, verify: bool = True, jobs: int = 1) -> None:
     if jobs > 1 and start is None and stop is None and os.path.getsize(path) >= _PARALLEL_MIN_FILE:
-        starts = transaction_starts(path, max(_SEGMENT, os.path.getsize(path) // (jobs * 16)))
-        if starts:
-            _dump_parallel(path, starts, out, fmt, hexdump, verify, jobs)
-            return
+        _dump_parallel(path, out, fmt, hexdump, verify, jobs)
+        return
     dec = BinlogDecoder(path, verify_checksums=verify)
     _write(render(dec, binlog_frames(path, dec, start_position=start, stop_position=stop), fmt, hexdump), out)
 
 
+_worker_decoders: dict[tuple[str, bool], BinlogDecoder] = {}
+
+
 def _render_segment(args: tuple[str, int, int | None, str, bool, bool, str]) -> BinlogError | None:
-    """Worker: write one segment's output to a spool file; return the error that ended it early."""
+    """Worker: write one segment's output to a spool file; return the error that ended it early.
+
+    A worker keeps one decoder per file, so table maps and their compiled row decoders are
+    reused across the segments it is given."""
     path, start, stop, fmt, hexdump, verify, spool = args
-    dec = BinlogDecoder(path, verify_checksums=verify)
+    dec = _worker_decoders.get((path, verify))
+    if dec is None:
+        dec = _worker_decoders[(path, verify)] = BinlogDecoder(path, verify_checksums=verify)
     with open(spool, "wb") as out:
         try:
             _write(render(dec, segment_frames(path, dec, start, stop), fmt, hexdump), out)
@@ -93,21 +98,22 @@ def _render_segment(args: tuple[str, int, int | None, str, bool, bool, str]) -> 
     return None
 
 
-def _dump_parallel(path: str, starts: list[int], out: BinaryIO, fmt: str, hexdump: bool, verify: bool,
-                   jobs: int) -> None:
-    """Segments decode in worker processes into spool files, copied out in file order; at most
-    2 x jobs segments are in flight, so memory and spool space stay bounded."""
-    dec = BinlogDecoder(path, verify_checksums=verify)
-    _write(render(dec, binlog_frames(path, dec, stop_position=starts[0]), fmt, hexdump), out)
-    out.flush()
-    bounds = [*starts, None]
+def _dump_parallel(path: str, out: BinaryIO, fmt: str, hexdump: bool, verify: bool, jobs: int) -> None:
+    """Segments between GTID events decode in worker processes into spool files, copied out in
+    file order. Boundaries are found while the workers run; at most 2 x jobs segments are in
+    flight, so memory and spool space stay bounded whatever the file size."""
+    import multiprocessing  # imported on use, like the rest of the parallel machinery
+    import tempfile
+
+    gap = max(_SEGMENT, os.path.getsize(path) // (jobs * 16))
+    bounds = [4, *transaction_starts(path, gap), None]
     with tempfile.TemporaryDirectory(prefix="binlake-dump-") as spool_dir, \
             multiprocessing.get_context("fork").Pool(jobs) as pool:
         pending: deque = deque()
-        for i in range(len(starts)):
+        for i, (start, stop) in enumerate(itertools.pairwise(bounds)):
             spool = os.path.join(spool_dir, f"{i}.out")
-            task = (path, bounds[i], bounds[i + 1], fmt, hexdump, verify, spool)
-            pending.append((pool.apply_async(_render_segment, (task,)), spool))
+            pending.append((pool.apply_async(_render_segment, ((path, start, stop, fmt, hexdump, verify, spool),)),
+                            spool))
             if len(pending) >= 2 * jobs:
                 _emit(*pending.popleft(), out)
         while pending:
@@ -115,6 +121,8 @@ def _dump_parallel(path: str, starts: list[int], out: BinaryIO, fmt: str, hexdum
 
 
 def _emit(result: Any, spool: str, out: BinaryIO) -> None:
+    import shutil
+
     error = result.get()
     with open(spool, "rb") as fh:
         shutil.copyfileobj(fh, out, 1 << 20)

@@ -15,8 +15,6 @@ import zlib
 from collections.abc import Iterator
 from typing import Any
 
-import zstandard
-
 from . import events as E
 from .constants import HEADER_V1, HEADER_V3, LOG_EVENT_BINLOG_IN_USE_F
 from .constants import EventType as ET
@@ -76,6 +74,7 @@ class BinlogDecoder:
         self.is_mariadb = False
         self.table_maps: dict[int, TableMap] = {}
         self.table_map_cache: dict[bytes, TableMap] = {}
+        self._format_description_bytes = b""
         self.format_description: E.FormatDescriptionEvent | None = None
         self.type_permutation: dict[int, int] = {}
 
@@ -198,8 +197,10 @@ class BinlogDecoder:
         self.checksum = algorithm or CHECKSUM_OFF
         self.server_version = server.decode("ascii", "replace")
         self.is_mariadb = b"MariaDB" in server
-        self.table_maps.clear()
-        self.table_map_cache.clear()
+        if bytes(buf) != self._format_description_bytes:  # a new format: cached maps may not apply
+            self.table_maps.clear()
+            self.table_map_cache.clear()
+            self._format_description_bytes = bytes(buf)
         ev = E.FormatDescriptionEvent(**h, binlog_version=version, server_version=self.server_version,
                                       create_timestamp=created, header_length=header_len,
                                       post_header_lengths=lengths, checksum_algorithm=algorithm)
@@ -228,6 +229,8 @@ class BinlogDecoder:
             raise exc.located(self.source, ev.position) from None
 
     def _payload_events(self, ev: E.TransactionPayloadEvent) -> Iterator[E.Event]:
+        import zstandard  # only compressed transactions need it
+
         pos = ev.position
         if ev.compression_type == 255:
             reader: Any = _BytesReader(ev.payload)

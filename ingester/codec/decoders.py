@@ -190,7 +190,9 @@ def rotate(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
 
 @register(ET.XID_EVENT)
 def xid(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
-    return E.XidEvent(**h, xid=cur.u64())
+    if cur.end - cur.pos != 8:
+        raise cur.error(f"XID event body is {cur.end - cur.pos} bytes, not 8")
+    return E.XidEvent(**h, xid=_U64(cur.buf, cur.pos)[0])
 
 
 @register(ET.INTVAR_EVENT)
@@ -322,6 +324,7 @@ _ROWS_KIND = {
     ET.WRITE_ROWS_COMPRESSED_EVENT: ("write", 2), ET.UPDATE_ROWS_COMPRESSED_EVENT: ("update", 2),
     ET.DELETE_ROWS_COMPRESSED_EVENT: ("delete", 2),
 }
+_ROWS_HEAD = struct.Struct("<IHHH").unpack_from
 _ROWS_CLASS = {"write": E.WriteRowsEvent, "update": E.UpdateRowsEvent, "delete": E.DeleteRowsEvent}
 _COMPRESSED_ROWS = frozenset(range(ET.WRITE_ROWS_COMPRESSED_EVENT_V1, ET.DELETE_ROWS_COMPRESSED_EVENT + 1))
 
@@ -335,19 +338,34 @@ def rows(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
     code = h["type_code"]
     kind, version = _ROWS_KIND[code]
     post = ctx.post_header_lengths.get(code, 0)
-    table_id = cur.uint(4 if post == 6 else 6)
-    rows_flags = cur.u16()
     extra = None
-    if version == 2 and post >= 10:
-        extra_len = cur.u16()
-        if extra_len < 2:
-            raise cur.error(f"rows event extra data length {extra_len} < 2")
-        if extra_len > 2:
-            extra = cur.take(extra_len - 2, "rows extra data")
+    if post >= 8 and cur.end - cur.pos >= 11:  # 6-byte table id: one unpack for the fixed part
+        low, high, rows_flags, extra_len = _ROWS_HEAD(cur.buf, cur.pos)
+        table_id = low | high << 32
+        cur.pos += 8
+        if version == 2 and post >= 10:
+            cur.pos += 2
+            if extra_len != 2:
+                if extra_len < 2:
+                    raise cur.error(f"rows event extra data length {extra_len} < 2")
+                extra = cur.take(extra_len - 2, "rows extra data")
+    else:
+        table_id = cur.uint(4 if post == 6 else 6)
+        rows_flags = cur.u16()
+        if version == 2 and post >= 10:
+            extra_len = cur.u16()
+            if extra_len < 2:
+                raise cur.error(f"rows event extra data length {extra_len} < 2")
+            if extra_len > 2:
+                extra = cur.take(extra_len - 2, "rows extra data")
     tm = ctx.table_maps.get(table_id)
     if tm is None:
         raise cur.error(f"rows event for table id {table_id} without a preceding TABLE_MAP event")
-    width = cur.packed()
+    width = cur.buf[cur.pos] if cur.pos < cur.end else 0xFF
+    if width < 0xFB:
+        cur.pos += 1
+    else:
+        width = cur.packed()
     if width != len(tm.columns):
         raise cur.error(f"rows event has {width} columns, its table map `{tm.database}`.`{tm.table}` "
                         f"has {len(tm.columns)}")
@@ -487,6 +505,7 @@ def previous_gtids(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Even
 
 
 _MARIADB_GTID = struct.Struct("<QIB").unpack_from
+_U64 = struct.Struct("<Q").unpack_from
 
 
 @register(ET.GTID_EVENT)

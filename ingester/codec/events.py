@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from .table_map import TableMap
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class Event:
     """Header fields common to every event."""
 
@@ -67,14 +67,14 @@ _HEADER_FIELDS = frozenset(
 )
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class UnknownEvent(Event):
     """An event type this codec does not know: surfaced with its body, never dropped."""
 
     body: bytes
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class FormatDescriptionEvent(Event):
     binlog_version: int
     server_version: str
@@ -84,14 +84,14 @@ class FormatDescriptionEvent(Event):
     checksum_algorithm: int | None  # None: pre-5.6 FDE without the field; 0 off; 1 CRC32
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class StartV3Event(Event):
     binlog_version: int
     server_version: str
     create_timestamp: int
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class QueryEvent(Event):
     thread_id: int
     exec_time: int
@@ -102,35 +102,35 @@ class QueryEvent(Event):
     compressed: bool = False
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class RotateEvent(Event):
     next_position: int
     next_file: str
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class StopEvent(Event):
     """StopEvent."""
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class XidEvent(Event):
     xid: int
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class IntvarEvent(Event):
     kind: str  # LAST_INSERT_ID or INSERT_ID
     value: int
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class RandEvent(Event):
     seed1: int
     seed2: int
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class UserVarEvent(Event):
     name: str
     value_type: str | None  # string, real, int, row, decimal; None when the value is NULL
@@ -139,34 +139,34 @@ class UserVarEvent(Event):
     unsigned: bool = False
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class IncidentEvent(Event):
     incident: int
     message: str
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class HeartbeatEvent(Event):
     log_file: str
     log_position: int | None = None
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class IgnorableEvent(Event):
     body: bytes
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class RowsQueryEvent(Event):
     query: str
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class AnnotateRowsEvent(Event):
     query: str
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class TableMapEvent(Event):
     table_map: TableMap = field(repr=False)
 
@@ -176,7 +176,7 @@ class TableMapEvent(Event):
         return d
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class RowsEvent(Event):
     """WRITE/UPDATE/DELETE rows (v0, v1, v2, MariaDB compressed, MySQL partial JSON update).
 
@@ -208,34 +208,37 @@ class RowsEvent(Event):
         return iter(self.rows)
 
     def to_dict(self) -> dict[str, Any]:
-        d = Event.to_dict(self)
-        del d["rows_flags"], d["extra_data"], d["columns_before"], d["columns_after"]
-        d["database"] = self.database
-        d["table"] = self.table
-        d["table_id"] = self.table_id
-        d["rows_flags"] = self.rows_flags
+        tm = self.table_map
+        d = {
+            "type": EVENT_NAMES.get(self.type_code, "unknown"), "type_code": self.type_code,
+            "position": self.position, "log_pos": self.log_pos, "timestamp": self.timestamp,
+            "server_id": self.server_id, "flags": self.flags, "database": tm.database, "table": tm.table,
+            "table_id": self.table_id, "column_count": self.column_count, "rows_flags": self.rows_flags,
+            "rows": self.rows,
+        }
         if self.extra_data:
             d["extra_data"] = self.extra_data
-        d["rows"] = self.rows
+        if self.in_payload:
+            d["in_payload"] = True
         return d
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class WriteRowsEvent(RowsEvent):
     kind: ClassVar[str] = "write"
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class UpdateRowsEvent(RowsEvent):
     kind: ClassVar[str] = "update"
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class DeleteRowsEvent(RowsEvent):
     kind: ClassVar[str] = "delete"
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class GtidEvent(Event):
     """MySQL GTID / ANONYMOUS_GTID / GTID_TAGGED: starts a transaction."""
 
@@ -259,23 +262,23 @@ class GtidEvent(Event):
         return f"{self.uuid}:{self.gno}"
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class AnonymousGtidEvent(GtidEvent):
     """AnonymousGtidEvent."""
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class GtidTaggedEvent(GtidEvent):
     """GtidTaggedEvent."""
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class PreviousGtidsEvent(Event):
     gtid_set: str  # MySQL text form, e.g. "uuid:1-5:7,uuid2:tag:1-3"
     sids: list[dict[str, Any]]
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class TransactionContextEvent(Event):
     server_uuid: str
     thread_id: int
@@ -285,14 +288,14 @@ class TransactionContextEvent(Event):
     read_set: list[bytes]
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class ViewChangeEvent(Event):
     view_id: str
     seq_number: int
     certification_info: dict[str, bytes]
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class XaPrepareEvent(Event):
     one_phase: bool
     format_id: int
@@ -300,7 +303,7 @@ class XaPrepareEvent(Event):
     bqual: bytes
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class TransactionPayloadEvent(Event):
     """MySQL 8.0.20+ compressed transaction; the decoder yields the inner events after it."""
 
@@ -310,7 +313,7 @@ class TransactionPayloadEvent(Event):
     payload: bytes = field(repr=False)
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class LoadEvent(Event):
     """LOAD_EVENT, NEW_LOAD_EVENT and CREATE_FILE_EVENT (MySQL 3.23-5.0 LOAD DATA)."""
 
@@ -332,7 +335,7 @@ class LoadEvent(Event):
     block: bytes | None = None
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class AppendBlockEvent(Event):
     """APPEND_BLOCK_EVENT and BEGIN_LOAD_QUERY_EVENT: a chunk of a LOAD DATA file."""
 
@@ -340,14 +343,14 @@ class AppendBlockEvent(Event):
     block: bytes
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class FileIdEvent(Event):
     """EXEC_LOAD_EVENT and DELETE_FILE_EVENT."""
 
     file_id: int
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class ExecuteLoadQueryEvent(QueryEvent):
     file_id: int
     fn_pos_start: int
@@ -355,7 +358,7 @@ class ExecuteLoadQueryEvent(QueryEvent):
     dup_handling: int
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class MariadbGtidEvent(Event):
     domain_id: int
     sequence: int
@@ -372,17 +375,17 @@ class MariadbGtidEvent(Event):
         return f"{self.domain_id}-{self.server_id}-{self.sequence}"
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class MariadbGtidListEvent(Event):
     list_flags: int
     gtids: list[str]
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class BinlogCheckpointEvent(Event):
     log_file: str
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class SlaveEvent(Event):
     body: bytes

@@ -110,31 +110,31 @@ def _walk(buf: Any, pos: int, stop: int | None, dec: BinlogDecoder, name: str) -
         pos += ev_size
 
 
-def transaction_starts(path: str | os.PathLike[str], min_gap: int) -> list[int] | None:
-    """Positions of transaction-starting GTID events at least ``min_gap`` bytes apart.
+def transaction_starts(path: str | os.PathLike[str], min_gap: int) -> Iterator[int]:
+    """Positions of transaction-starting GTID events at least ``min_gap`` bytes apart, lazily.
 
-    None when the file cannot be split safely: more than one format description (relay logs),
-    or no GTID events at all (old servers).
+    A segment between two of them decodes on its own. Splitting stops at a second format
+    description (relay logs), so everything after it stays in one segment; files of servers
+    without GTIDs yield nothing. Only headers are read; damage is left for the decoders to report.
     """
-    name = str(path)
-    dec = BinlogDecoder(name)
-    starts: list[int] = []
-    last = -min_gap
-    fdes = 0
+    from_bytes = int.from_bytes
     with _mapped(Path(path)) as buf:
-        _check_header(buf, dec, name)
-        for pos, chunk in _walk(buf, 4, None, dec, name):
-            code = chunk[4]
+        size = len(buf)
+        if size < 4 + HEADER_V1 or buf[:4] != BINLOG_MAGIC or buf[8] != ET.FORMAT_DESCRIPTION_EVENT:
+            return
+        pos = 4 + from_bytes(buf[13:17], "little")
+        last = 4
+        while pos + 13 <= size:
+            code = buf[pos + 4]
             if code in _GTID_TYPES and pos - last >= min_gap:
-                starts.append(pos)
+                yield pos
                 last = pos
             elif code == ET.FORMAT_DESCRIPTION_EVENT:
-                fdes += 1
-                if fdes == 1 and pos == 4:
-                    dec.decode(chunk, pos)
-    if fdes != 1 or not starts:
-        return None
-    return starts
+                return
+            ev_size = from_bytes(buf[pos + 9 : pos + 13], "little")
+            if ev_size < HEADER_V1:
+                return
+            pos += ev_size
 
 
 _GTID_TYPES = frozenset((ET.GTID_LOG_EVENT, ET.ANONYMOUS_GTID_LOG_EVENT, ET.GTID_TAGGED_LOG_EVENT, ET.GTID_EVENT))
