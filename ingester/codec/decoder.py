@@ -77,6 +77,7 @@ class BinlogDecoder:
         self._format_description_bytes = b""
         self.format_description: E.FormatDescriptionEvent | None = None
         self.type_permutation: dict[int, int] = {}
+        self._plain_v4 = True  # 19-byte headers, today's type codes: the fast path in _decode
 
     # ------------------------------------------------------------------ state
 
@@ -86,10 +87,12 @@ class BinlogDecoder:
     def start_v1(self) -> None:
         """A binlog v1 (MySQL 3.23) stream: 13-byte headers, fixed post-header lengths."""
         self.binlog_version, self.header_len = 1, HEADER_V1
+        self._plain_v4 = False
         self.post_header_lengths = dict(_V1_POST_HEADERS)
 
     def start_v3(self) -> None:
         self.binlog_version, self.header_len = 3, HEADER_V3
+        self._plain_v4 = False
         self.post_header_lengths = dict(_V3_POST_HEADERS)
 
     # ------------------------------------------------------------------ decoding
@@ -119,7 +122,7 @@ class BinlogDecoder:
             raise BinlogError("nesting too deep", position, self.source) from None
 
     def _decode(self, buf: bytes, position: int, in_payload: bool) -> E.Event:
-        if self.header_len == HEADER_V3 and not self.type_permutation and len(buf) >= HEADER_V3:
+        if self._plain_v4 and len(buf) >= HEADER_V3:
             ts, code, server_id, size, log_pos, flags = _HEADER.unpack_from(buf)  # the hot path
             h = {"type_code": code, "timestamp": ts, "server_id": server_id, "event_size": size,
                  "log_pos": log_pos, "flags": flags, "position": position, "in_payload": in_payload}
@@ -194,6 +197,7 @@ class BinlogDecoder:
         self.post_header_lengths = {
             self.type_permutation.get(i + 1, i + 1): n for i, n in enumerate(lengths)
         }
+        self._plain_v4 = header_len == HEADER_V3 and not self.type_permutation
         self.checksum = algorithm or CHECKSUM_OFF
         self.server_version = server.decode("ascii", "replace")
         self.is_mariadb = b"MariaDB" in server

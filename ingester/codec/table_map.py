@@ -6,7 +6,6 @@ signedness, collation, ENUM/SET labels, names) once, so rows are decoded without
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,7 +69,7 @@ class TableMap:
     has_names: bool = False
     is_mariadb: bool = False
     optional_metadata: dict[str, Any] = field(default_factory=dict)
-    _decoders: dict[Any, Callable[..., Any]] = field(default_factory=dict, repr=False)
+    _decoders: dict[Any, Any] = field(default_factory=dict, repr=False)  # compiled row decoders
     _names: list[str] | None = field(default=None, repr=False)
     _dict: dict[str, Any] | None = field(default=None, repr=False)  # built once: maps repeat per transaction
     json_cache: bytes | None = field(default=None, repr=False)  # for renderers that serialize it once
