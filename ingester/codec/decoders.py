@@ -369,11 +369,14 @@ def rows(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
     if width != len(tm.columns):
         raise cur.error(f"rows event has {width} columns, its table map `{tm.database}`.`{tm.table}` "
                         f"has {len(tm.columns)}")
-    present = cur.bitmap(width)
-    present_after = cur.bitmap(width) if kind == "update" and version else present  # pre-GA: one bitmap
-    key = (code, present, present_after)
+    nbytes = (width + 7) >> 3
+    two = kind == "update" and version  # pre-GA updates have one bitmap for both images
+    bitmaps = cur.take(nbytes * 2 if two else nbytes, "column bitmaps")
+    key = (code, bitmaps)  # the compiled decoder depends only on these
     compiled = tm._decoders.get(key)
     if compiled is None:
+        present = int.from_bytes(bitmaps[:nbytes], "little")
+        present_after = int.from_bytes(bitmaps[nbytes:], "little") if two else present
         before = _columns(present, width) if kind != "write" else ()
         after = _columns(present_after, width) if kind != "delete" else ()
         decoder = compile_rows(tm, kind, before, after, code == ET.PARTIAL_UPDATE_ROWS_EVENT, version == 0)
