@@ -22,7 +22,14 @@ _SEGMENT = 256 << 10
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("dump", help="decode binlog files to text or JSON lines",
                        description="Decode binlog or relay-log files offline.")
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("files", nargs="*", metavar="FILE")
+    p.add_argument("--source", metavar="URL",
+                   help="read from a server's replication stream instead: mysql://USER[:PASSWORD]@HOST:PORT "
+                        "(or BINLAKE_SOURCE)")
+    p.add_argument("--start-file", metavar="NAME", help="with --source: binlog file to start at (default: oldest)")
+    p.add_argument("--server-id", type=int, default=54321, help="with --source: our replica server_id")
+    p.add_argument("--exit-at-end", action="store_true",
+                   help="with --source: stop once caught up (non-blocking dump) instead of waiting for more")
     p.add_argument("--format", choices=("text", "jsonl"), default="text")
     p.add_argument("--hexdump", action="store_true", help="with --format text: add each event's bytes")
     p.add_argument("--start-position", type=int, metavar="N", help="skip events before byte N")
@@ -165,8 +172,35 @@ def _emit(result: Any, spool: str, out: BinaryIO) -> None:
         raise error
 
 
+def _dump_stream(args: argparse.Namespace, out: BinaryIO) -> None:
+    from ..sources.replication import BinlogStream
+
+    stream = BinlogStream(args.source, server_id=args.server_id, start_file=args.start_file,
+                          start_position=args.start_position or 4, non_blocking=args.exit_at_end)
+    dec = BinlogDecoder(str(stream.source))  # only for the text renderer's header lengths
+    if args.format == "jsonl":
+        for ev in stream.events():
+            out.write(event_json(ev))
+            if not args.exit_at_end:
+                out.flush()
+        return
+    from ..dump.text import event_text
+
+    for ev in stream.events():
+        out.write(event_text(dec, ev, None, False).encode("utf-8", "surrogateescape"))
+        if not args.exit_at_end:
+            out.flush()
+
+
 def run(args: argparse.Namespace) -> int:
     out = sys.stdout.buffer
+    args.source = args.source or os.environ.get("BINLAKE_SOURCE")
+    if args.source:
+        _dump_stream(args, out)
+        out.flush()
+        return 0
+    if not args.files:
+        raise SystemExit("binlake dump: give binlog FILEs or --source URL")
     jobs = args.jobs or os.cpu_count() or 1
     for path in args.files:
         dump_file(path, out, args.format, args.hexdump, args.start_position, args.stop_position,

@@ -7,6 +7,7 @@ import os
 import sys
 
 from ..codec.errors import BinlogError
+from ..sources.replication import ReplicationError
 from . import demo, dump
 
 
@@ -22,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
-    except BinlogError as exc:
+    except (BinlogError, ReplicationError) as exc:
         _flush_quietly()
         print(f"binlake: error: {exc}", file=sys.stderr)
         return 2

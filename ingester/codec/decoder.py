@@ -69,7 +69,9 @@ class BinlogDecoder:
         self.checksum = checksum or CHECKSUM_OFF  # until an FDE says otherwise
         self.binlog_version = 4
         self.header_len = HEADER_V3
-        self.post_header_lengths: dict[int, int] = {}
+        # Before any FORMAT_DESCRIPTION (a replication stream starts with an artificial ROTATE),
+        # v4 layouts apply.
+        self.post_header_lengths: dict[int, int] = {int(ET.ROTATE_EVENT): 8}
         self.server_version = ""
         self.is_mariadb = False
         self.table_maps: dict[int, TableMap] = {}

@@ -1,0 +1,68 @@
+"""The sans-I/O packet framing of the replication stream."""
+
+from __future__ import annotations
+
+import pytest
+
+from ingester.sources.replication import PacketFramer, ReplicationError, SourceURL, parse_err, redact
+
+
+def _packet(payload: bytes, seq: int) -> bytes:
+    return len(payload).to_bytes(3, "little") + bytes([seq & 0xFF]) + payload
+
+
+def _stream(payloads: list[bytes], first_seq: int = 1) -> tuple[bytes, int]:
+    out = bytearray()
+    seq = first_seq
+    for payload in payloads:
+        while True:  # split as a server does: 0xFFFFFF-byte pieces, then the rest (maybe empty)
+            piece, payload = payload[:0xFFFFFF], payload[0xFFFFFF:]
+            out += _packet(piece, seq)
+            seq += 1
+            if len(piece) < 0xFFFFFF:
+                break
+    return bytes(out), seq
+
+
+def test_packets_split_at_every_byte_boundary() -> None:
+    payloads = [b"\x00event-one", b"\x00" + bytes(range(256)) * 3, b"\xfe\x00\x00\x02\x00"]
+    data, _ = _stream(payloads)
+    for cut in range(len(data) + 1):
+        framer = PacketFramer()
+        got = []
+        framer.feed(data[:cut])
+        got += framer.packets()
+        framer.feed(data[cut:])
+        got += framer.packets()
+        assert got == payloads
+
+
+def test_multi_packet_payloads_are_reassembled() -> None:
+    big = b"\x00" + b"x" * (0xFFFFFF * 2)  # needs two full packets and a third
+    exact = b"\x00" + b"y" * (0xFFFFFF - 1)  # exactly 0xFFFFFF: followed by an empty packet
+    data, seq = _stream([big, exact, b"\x00tail"])
+    framer = PacketFramer()
+    got = []
+    for i in range(0, len(data), 1 << 22):  # fed in 4 MiB reads, as the socket delivers them
+        framer.feed(data[i : i + (1 << 22)])
+        got += framer.packets()
+    assert [len(p) for p in got] == [len(big), len(exact), 5]
+    assert got[0] == big and got[1] == exact
+    assert framer.next_seq == seq & 0xFF
+
+
+def test_out_of_step_sequence_is_an_error() -> None:
+    framer = PacketFramer()
+    framer.feed(_packet(b"\x00a", 1) + _packet(b"\x00b", 3))
+    with pytest.raises(ReplicationError, match="sequence 3, expected 2"):
+        list(framer.packets())
+
+
+def test_err_packet_and_urls() -> None:
+    err = b"\xff" + (1236).to_bytes(2, "little") + b"#HY000" + b"Could not find first log file name"
+    assert parse_err(err) == (1236, "Could not find first log file name")
+    url = SourceURL.parse("mysql://repl:s%40cret@db.example:3307")
+    assert (url.user, url.password, url.host, url.port) == ("repl", "s@cret", "db.example", 3307)
+    assert "s@cret" not in str(url) and "cret" not in redact("mysql://repl:s%40cret@db.example:3307")
+    with pytest.raises(ValueError, match=r"\*\*\*"):
+        SourceURL.parse("http://u:topsecret@x")
