@@ -235,6 +235,17 @@ class BinlogDecoder:
             raise exc.located(self.source, ev.position) from None
 
     def _payload_events(self, ev: E.TransactionPayloadEvent) -> Iterator[E.Event]:
+        for raw in self._payload_raw(ev):
+            yield self.decode(raw, ev.position, in_payload=True)
+
+    def payload_raw_events(self, ev: E.TransactionPayloadEvent) -> Iterator[bytes]:
+        """The inner events' bytes (no checksums), decompressed as they are read."""
+        try:
+            yield from self._payload_raw(ev)
+        except BinlogError as exc:
+            raise exc.located(self.source, ev.position) from None
+
+    def _payload_raw(self, ev: E.TransactionPayloadEvent) -> Iterator[bytes]:
         import zstandard  # only compressed transactions need it
 
         pos = ev.position
@@ -258,7 +269,7 @@ class BinlogDecoder:
                                       pos)
                 body = _read_exact(reader, size - self.header_len)
                 total += size
-                yield self.decode(head + body, pos, in_payload=True)
+                yield head + body
         except zstandard.ZstdError as exc:
             raise BinlogError(f"corrupt zstd payload: {exc}", pos, self.source) from None
         if ev.uncompressed_size is not None and total != ev.uncompressed_size:

@@ -1,0 +1,102 @@
+"""Record format v1 (docs/FORMAT.md): what the daemon publishes and consumers decode.
+
+A record's value carries the raw bytes of the event plus the events it needs to be decoded on
+its own (the FORMAT_DESCRIPTION and, for rows events, the TABLE_MAP), so any consumer decodes it
+with this project's codec alone. Routing facts (position, GTID, commit time, type, table) ride in
+Kafka headers, readable without touching the value. Pure functions: no Kafka client here.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ..codec import BinlogDecoder, BinlogError
+from ..codec.events import Event
+
+MAGIC = b"BLK"
+VERSION = 1
+_SEQ = struct.Struct(">IQI")
+
+
+@dataclass(frozen=True, order=True)
+class Sequence:
+    """Total order of everything published from one source: binlog file number, position, and the
+    index of an event inside a compressed transaction (0 outside one). Encoded big-endian, so the
+    bytes sort like the values."""
+
+    file_number: int
+    position: int
+    sub: int = 0
+
+    def encode(self) -> bytes:
+        return _SEQ.pack(self.file_number, self.position, self.sub)
+
+    @classmethod
+    def decode(cls, data: bytes) -> Sequence:
+        if len(data) != _SEQ.size:
+            raise ValueError(f"sequence must be {_SEQ.size} bytes, got {len(data)}")
+        return cls(*_SEQ.unpack(data))
+
+    def __str__(self) -> str:
+        return f"{self.file_number}:{self.position}:{self.sub}"
+
+
+def file_number(name: str) -> int:
+    """The numeric suffix of a binlog file name (binlog.000042 -> 42)."""
+    suffix = name.rsplit(".", 1)[-1]
+    if not suffix.isdigit():
+        raise ValueError(f"binlog file name without a numeric suffix: {name!r}")
+    return int(suffix)
+
+
+@dataclass(frozen=True)
+class RecordValue:
+    """The decoded container: the context events and the event itself, all raw bytes."""
+
+    format_description: bytes
+    table_map: bytes | None
+    event: bytes
+    in_payload: bool  # event and table map came out of a compressed transaction: no CRC of their own
+
+
+def encode_value(format_description: bytes, table_map: bytes | None, event: bytes, in_payload: bool) -> bytes:
+    """``BLK`` 1 | flags u8 (1: from a compressed transaction) | len u32 + FDE | len u32 + TABLE_MAP
+    (0 = none) | event. Events keep their checksums, so consumers can verify them."""
+    tm = table_map or b""
+    return b"".join((MAGIC, bytes((VERSION, 1 if in_payload else 0)), struct.pack("<I", len(format_description)),
+                     format_description, struct.pack("<I", len(tm)), tm, event))
+
+
+def decode_value(data: bytes) -> RecordValue:
+    if len(data) < 13 or data[:3] != MAGIC:
+        raise BinlogError("not a binlake record (bad magic)")
+    if data[3] != VERSION:
+        raise BinlogError(f"record format version {data[3]} is newer than this reader ({VERSION})")
+    flags = data[4]
+    p = 5
+    parts = []
+    for what in ("format description", "table map"):
+        if p + 4 > len(data):
+            raise BinlogError(f"record ends inside its {what} length")
+        (n,) = struct.unpack_from("<I", data, p)
+        p += 4
+        if p + n > len(data):
+            raise BinlogError(f"record's {what} of {n} bytes runs past its end")
+        parts.append(data[p : p + n])
+        p += n
+    return RecordValue(parts[0], parts[1] or None, data[p:], bool(flags & 1))
+
+
+def decode_record(data: bytes, source: str = "<record>", position: int = 0) -> Iterator[Event]:
+    """The event of a record (a compressed transaction followed by its inner events)."""
+    value = decode_value(data)
+    dec = BinlogDecoder(source)
+    dec.decode(value.format_description, 4)
+    if value.table_map is not None:
+        dec.decode(value.table_map, position, in_payload=value.in_payload)
+    if value.in_payload:
+        yield dec.decode(value.event, position, in_payload=True)
+    else:
+        yield from dec.events(value.event, position)
