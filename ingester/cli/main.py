@@ -8,7 +8,7 @@ import sys
 
 from ..codec.errors import BinlogError
 from ..sources.replication import ReplicationError
-from . import demo, dump
+from . import consume, demo, dump, run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,6 +16,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     dump.add_parser(sub)
     demo.add_parser(sub)
+    run.add_parser(sub)
+    consume.add_parser(sub)
     return parser
 
 

@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 from ..codec import BinlogDecoder, BinlogError
 from ..codec.decoder import CHECKSUM_CRC32, CHECKSUM_OFF
-from ..codec.events import Event, RotateEvent
+from ..codec.events import Event, RotateEvent, TransactionPayloadEvent
 
 COM_BINLOG_DUMP = 0x12
 COM_REGISTER_SLAVE = 0x15
@@ -138,6 +138,7 @@ class BinlogStream:
         self.checksum = CHECKSUM_OFF
         self.is_mariadb = False
         self._conn: Any = None
+        self.decoder: BinlogDecoder | None = None
 
     # ------------------------------------------------------------------ connection
 
@@ -242,24 +243,35 @@ class BinlogStream:
         finally:
             self.close()
 
-    def events(self) -> Iterator[Event]:
-        """Decoded events, compressed transactions expanded; tracks file and position."""
-        dec: BinlogDecoder | None = None
+    def frames(self) -> Iterator[tuple[bytes, Event]]:
+        """(raw event, decoded outer event) in stream order; ``decoder`` expands payloads.
+
+        Tracks ``file`` and ``next_position`` so the stream can be resumed after any event.
+        """
         for raw in self.raw_events():
-            if dec is None:
-                dec = BinlogDecoder(f"{self.source}", checksum=self.checksum)
+            if self.decoder is None:
+                self.decoder = BinlogDecoder(f"{self.source}", checksum=self.checksum)
+            dec = self.decoder
             if len(raw) < 19:
                 raise BinlogError(f"event of {len(raw)} bytes", self.next_position, f"{self.source}/{self.file}")
             size = int.from_bytes(raw[9:13], "little")
             log_pos = int.from_bytes(raw[13:17], "little")
             position = log_pos - size if log_pos >= size else 0
             dec.source = f"{self.source}/{self.file}"
-            for ev in dec.events(raw, position):
-                if type(ev) is RotateEvent:
-                    self.file, self.next_position = ev.next_file, ev.next_position
-                elif log_pos and not ev.in_payload:
-                    self.next_position = log_pos
-                yield ev
+            ev = dec.decode(raw, position)
+            if type(ev) is RotateEvent:
+                self.file, self.next_position = ev.next_file, ev.next_position
+            elif log_pos:
+                self.next_position = log_pos
+            yield raw, ev
+
+    def events(self) -> Iterator[Event]:
+        """Decoded events, compressed transactions expanded."""
+        for _, ev in self.frames():
+            yield ev
+            if type(ev) is TransactionPayloadEvent:
+                assert self.decoder is not None
+                yield from self.decoder.payload_events(ev)
 
 
 def _message(exc: BaseException) -> str:

@@ -1,0 +1,146 @@
+"""One typed configuration for every command: defaults < YAML file < BINLAKE_* environment < flags.
+
+Secrets (the source password) come from the URL, ``BINLAKE_SOURCE_PASSWORD`` or a file named by
+``password_file``; ``Config.redacted()`` is what may be logged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import yaml
+
+
+@dataclass
+class SourceConfig:
+    url: str = "mysql://root@127.0.0.1:3306"
+    password_file: str | None = None
+    server_id: int = 54321  # our replica id: must differ from every server and replica
+    heartbeat: float = 5.0  # seconds; a stream silent for 3 heartbeats is treated as dead
+    start_file: str | None = None  # only used when there is no checkpoint yet
+    start_position: int = 4
+
+
+@dataclass
+class KafkaConfig:
+    bootstrap: str = "127.0.0.1:9092"
+    topic_prefix: str = "binlake"
+    transactional_id: str | None = None  # default: "<topic_prefix>.<source host:port>"
+    batch_transactions: int = 500  # binlog transactions per Kafka transaction (at most)
+    batch_ms: int = 100  # ... or this much time, whichever comes first
+    max_record_bytes: int = 900_000
+    compression: str | None = "lz4"
+
+
+@dataclass
+class FilterConfig:
+    include: list[str] = field(default_factory=lambda: ["*.*"])  # db.table glob patterns
+    exclude: list[str] = field(default_factory=lambda: ["mysql.*", "sys.*", "performance_schema.*"])
+
+    def accepts(self, database: str, table: str) -> bool:
+        name = f"{database}.{table}"
+        return any(fnmatch.fnmatchcase(name, p) for p in self.include) and not any(
+            fnmatch.fnmatchcase(name, p) for p in self.exclude)
+
+
+@dataclass
+class Config:
+    source: SourceConfig = field(default_factory=SourceConfig)
+    kafka: KafkaConfig = field(default_factory=KafkaConfig)
+    filters: FilterConfig = field(default_factory=FilterConfig)
+    exit_at_end: bool = False
+    metrics_port: int | None = None
+
+    def source_url(self) -> str:
+        """The source URL with the password filled in from the environment or file, if any."""
+        url = self.source.url
+        password = os.environ.get("BINLAKE_SOURCE_PASSWORD")
+        if password is None and self.source.password_file:
+            password = Path(self.source.password_file).read_text().strip()
+        if password is None:
+            return url
+        parts = urlsplit(url)
+        netloc = f"{quote(parts.username or 'root', safe='')}:{quote(password, safe='')}@{parts.hostname}"
+        if parts.port:
+            netloc += f":{parts.port}"
+        return parts._replace(netloc=netloc).geturl()
+
+    def redacted(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        parts = urlsplit(self.source.url)
+        if parts.password is not None:
+            d["source"]["url"] = self.source.url.replace(f":{parts.password}@", ":***@", 1)
+        return d
+
+
+def _merge(obj: Any, values: dict[str, Any], where: str) -> None:
+    names = {f.name: f for f in dataclasses.fields(obj)}
+    for key, value in values.items():
+        key = key.replace("-", "_")
+        if key not in names:
+            raise ValueError(f"{where}: unknown setting {key!r} (known: {', '.join(sorted(names))})")
+        current = getattr(obj, key)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, dict):
+                raise ValueError(f"{where}: {key} must be a mapping")
+            _merge(current, value, f"{where}.{key}")
+        else:
+            setattr(obj, key, _coerce(value, names[key].type, f"{where}.{key}"))
+
+
+def _coerce(value: Any, annotation: Any, where: str) -> Any:
+    text = str(annotation)
+    if value is None:
+        return None
+    try:
+        if text.startswith("bool"):
+            if isinstance(value, str):
+                if value.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                    raise ValueError(value)
+                return value.lower() in ("1", "true", "yes", "on")
+            return bool(value)
+        if text.startswith("int"):
+            return int(value)
+        if text.startswith("float"):
+            return float(value)
+        if text.startswith("list"):
+            return [v.strip() for v in value.split(",")] if isinstance(value, str) else list(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: cannot use {value!r} as {text}") from None
+    return value
+
+
+def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str, Any] | None = None,
+                environ: dict[str, str] | None = None) -> Config:
+    """Defaults, then the YAML file, then BINLAKE_<SECTION>_<NAME> variables, then ``overrides``
+    (nested dicts, as the CLI builds them from its flags)."""
+    config = Config()
+    if path:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: the configuration must be a mapping")
+        _merge(config, data, str(path))
+    env = os.environ if environ is None else environ
+    from_env: dict[str, Any] = {}
+    sections = {f.name for f in dataclasses.fields(Config) if dataclasses.is_dataclass(getattr(config, f.name))}
+    for key, value in env.items():
+        if not key.startswith("BINLAKE_") or key == "BINLAKE_SOURCE_PASSWORD":
+            continue
+        name = key[len("BINLAKE_"):].lower()
+        section, _, rest = name.partition("_")
+        if section in sections and rest:
+            from_env.setdefault(section, {})[rest] = value
+        elif name in {f.name for f in dataclasses.fields(Config)}:
+            from_env[name] = value
+        elif name == "source":  # BINLAKE_SOURCE=mysql://... as a shorthand for the URL
+            from_env.setdefault("source", {})["url"] = value
+    _merge(config, from_env, "environment")
+    if overrides:
+        _merge(config, overrides, "command line")
+    return config

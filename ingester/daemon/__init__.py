@@ -1,0 +1,1 @@
+"""The replication daemon: binlog stream -> records -> Kafka, exactly once."""

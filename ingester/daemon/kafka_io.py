@@ -1,0 +1,110 @@
+"""The Kafka adapter: transactional publishing, topic creation, checkpoint reading (kafka-python)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from ..records.builder import Checkpoint, Record
+
+log = logging.getLogger("binlake.kafka")
+OFFSETS_TOPIC = "_offsets"
+
+
+class KafkaError(Exception):
+    """Kafka refused or failed an operation; the message names the broker and what to check."""
+
+
+def offsets_topic(prefix: str) -> str:
+    return f"{prefix}.{OFFSETS_TOPIC}"
+
+
+class Publisher:
+    """One transactional producer per source: records and checkpoints commit together."""
+
+    def __init__(self, bootstrap: str, prefix: str, transactional_id: str, *, compression: str | None = None,
+                 max_record_bytes: int = 900_000) -> None:
+        from kafka import KafkaProducer
+        from kafka.admin import KafkaAdminClient
+
+        self.prefix = prefix
+        self.transactional_id = transactional_id
+        self._known: set[str] = set()
+        try:
+            self.admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="binlake-admin")
+            self.producer = KafkaProducer(
+                bootstrap_servers=bootstrap, transactional_id=transactional_id, enable_idempotence=True,
+                acks="all", compression_type=compression, max_request_size=max(max_record_bytes * 2, 1 << 20),
+                linger_ms=5, client_id=f"binlake-{transactional_id}")
+            self.producer.init_transactions()  # fences any older instance with the same id
+        except Exception as exc:
+            raise KafkaError(f"kafka {bootstrap}: {exc}") from None
+        self._known.update(self.admin.list_topics())
+        self.ensure_topic(offsets_topic(prefix), compacted=True)
+        self._open = False
+
+    def ensure_topic(self, topic: str, compacted: bool = False) -> None:
+        if topic in self._known:
+            return
+        from kafka.admin import NewTopic
+        from kafka.errors import TopicAlreadyExistsError
+
+        configs = {"cleanup.policy": "compact"} if compacted else {}
+        try:
+            self.admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1, topic_configs=configs)])
+        except TopicAlreadyExistsError:
+            pass
+        self._known.add(topic)
+
+    def send(self, record: Record) -> None:
+        topic = f"{self.prefix}.{record.topic}"
+        self.ensure_topic(topic)
+        if not self._open:
+            self.producer.begin_transaction()
+            self._open = True
+        self.producer.send(topic, key=record.key, value=record.value, headers=record.headers)
+
+    def commit(self, checkpoint: Checkpoint) -> None:
+        """Write the checkpoint and commit everything sent since the last commit, atomically."""
+        if not self._open:
+            self.producer.begin_transaction()
+            self._open = True
+        value = json.dumps({"file": checkpoint.file, "position": checkpoint.position,
+                            "gtid_set": checkpoint.gtid_set, "seq": str(checkpoint.seq)}).encode()
+        self.producer.send(offsets_topic(self.prefix), key=self.transactional_id.encode(), value=value)
+        self.producer.commit_transaction()
+        self._open = False
+
+    def close(self) -> None:
+        try:
+            if self._open:
+                self.producer.abort_transaction()
+        finally:
+            self.producer.close()
+            self.admin.close()
+
+
+def read_checkpoint(bootstrap: str, prefix: str, source_id: str) -> dict[str, Any] | None:
+    """The last committed checkpoint of ``source_id`` (read_committed), or None."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                             enable_auto_commit=False, group_id=None, consumer_timeout_ms=2000)
+    try:
+        topic = offsets_topic(prefix)
+        if topic not in consumer.topics():
+            return None
+        partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        end = consumer.end_offsets(partitions)
+        last = None
+        while any(consumer.position(tp) < end[tp] for tp in partitions):
+            for records in consumer.poll(timeout_ms=1000).values():
+                for msg in records:
+                    if msg.key == source_id.encode() and msg.value:
+                        last = json.loads(msg.value)
+        return last
+    finally:
+        consumer.close()

@@ -1,0 +1,40 @@
+"""Configuration precedence: defaults < YAML < BINLAKE_* environment < command line."""
+
+from __future__ import annotations
+
+import pytest
+
+from ingester.config import load_config
+
+
+def test_precedence_and_types(tmp_path) -> None:
+    f = tmp_path / "binlake.yaml"
+    f.write_text("source:\n  url: mysql://repl@db:3307\n  server_id: 100\nkafka:\n  topic_prefix: fromfile\n"
+                 "filters:\n  include: ['shop.*']\nexit_at_end: true\n")
+    env = {"BINLAKE_KAFKA_TOPIC_PREFIX": "fromenv", "BINLAKE_SOURCE_HEARTBEAT": "2.5", "HOME": "/x"}
+    cfg = load_config(f, {"kafka": {"bootstrap": "k:1"}}, environ=env)
+    assert cfg.source.url == "mysql://repl@db:3307" and cfg.source.server_id == 100
+    assert cfg.source.heartbeat == 2.5
+    assert cfg.kafka.topic_prefix == "fromenv" and cfg.kafka.bootstrap == "k:1"
+    assert cfg.exit_at_end is True
+    assert cfg.filters.accepts("shop", "orders") and not cfg.filters.accepts("crm", "x")
+
+
+def test_unknown_or_bad_settings_are_named(tmp_path) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text("kafka:\n  bootstrapp: x\n")
+    with pytest.raises(ValueError, match=r"bad.yaml.kafka: unknown setting 'bootstrapp'"):
+        load_config(f, environ={})
+    with pytest.raises(ValueError, match=r"environment.source.server_id: cannot use 'abc'"):
+        load_config(None, environ={"BINLAKE_SOURCE_SERVER_ID": "abc"})
+
+
+def test_secrets_never_in_the_redacted_view(tmp_path) -> None:
+    secret = tmp_path / "pw"
+    secret.write_text("hunter2\n")
+    cfg = load_config(None, {"source": {"url": "mysql://repl:inline-pw@db:3306", "password_file": str(secret)}},
+                      environ={})
+    assert "inline-pw" not in str(cfg.redacted())
+    assert cfg.source_url() == "mysql://repl:hunter2@db:3306"
+    env_cfg = load_config(None, {"source": {"url": "mysql://repl@db"}}, environ={})
+    assert env_cfg.source_url() == "mysql://repl@db"
