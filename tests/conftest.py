@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from ingester.devstack import MariaDBServer
+from ingester.devstack.kafka import KafkaBroker
 from tests.harness.servers import MySQL84Server, docker_engine_available
 
 
@@ -27,6 +28,24 @@ def make_mariadb() -> Iterator[Callable[..., MariaDBServer]]:
 
         def make(**options: Any) -> MariaDBServer:
             return servers.enter_context(MariaDBServer(**options))
+
+        yield make
+
+
+@pytest.fixture(scope="session")
+def kafka() -> Iterator[KafkaBroker]:
+    """The shared Kafka broker (KRaft, one node); give each test its own topics and transactional ids."""
+    with KafkaBroker() as broker:
+        yield broker
+
+
+@pytest.fixture
+def make_kafka() -> Iterator[Callable[..., KafkaBroker]]:
+    """Start further brokers (KafkaBroker's keywords, e.g. a datadir to restart); they stop after the test."""
+    with contextlib.ExitStack() as brokers:
+
+        def make(**options: Any) -> KafkaBroker:
+            return brokers.enter_context(KafkaBroker(**options))
 
         yield make
 
