@@ -76,10 +76,15 @@ class Publisher:
         self.producer.commit_transaction()
         self._open = False
 
+    def abort(self) -> None:
+        """Drop everything sent since the last commit (it never becomes visible to read_committed)."""
+        if self._open:
+            self.producer.abort_transaction()
+            self._open = False
+
     def close(self) -> None:
         try:
-            if self._open:
-                self.producer.abort_transaction()
+            self.abort()
         finally:
             self.producer.close()
             self.admin.close()

@@ -6,11 +6,12 @@ import logging
 import signal
 import time
 from types import FrameType
+from typing import Any
 
 from ..config import Config
 from ..records.builder import Checkpoint, Record, RecordBuilder
 from ..records.gtid import MariadbGtidState, MysqlGtidSet
-from ..sources.replication import BinlogStream, SourceURL
+from ..sources.replication import BinlogStream, ReplicationError, SourceURL
 from .kafka_io import Publisher, read_checkpoint
 
 log = logging.getLogger("binlake.run")
@@ -27,36 +28,69 @@ class Runner:
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
         self.stop_requested = False
-        self.stats = {"events": 0, "records": 0, "transactions": 0, "commits": 0}
+        self.stats = {"events": 0, "records": 0, "transactions": 0, "commits": 0, "reconnects": 0}
+        self.committed: dict[str, Any] | None = None
 
     def request_stop(self, signum: int = 0, frame: FrameType | None = None) -> None:
         """SIGTERM/SIGINT: finish the current transaction, commit its checkpoint, exit 0."""
         self.stop_requested = True
 
     def run(self) -> dict[str, int]:
+        """Stream until caught up (--exit-at-end) or asked to stop; reconnect after broken connections.
+
+        After any failure the open Kafka transaction is aborted and streaming resumes from the last
+        committed checkpoint, so a retry can neither lose nor duplicate a transaction.
+        """
         cfg = self.cfg
         source_id = transactional_id(cfg)
-        checkpoint = read_checkpoint(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id)
-        start_file, start_pos = cfg.source.start_file, cfg.source.start_position
-        builder = RecordBuilder(accept=cfg.filters.accepts)
-        if checkpoint:
-            start_file, start_pos = checkpoint["file"], checkpoint["position"]
-            if ":" in checkpoint["gtid_set"] or not checkpoint["gtid_set"]:
-                builder.mysql_gtids = MysqlGtidSet.parse(checkpoint["gtid_set"])
-            else:
-                builder.mariadb_gtids = MariadbGtidState.parse(checkpoint["gtid_set"])
-            log.info("resuming at %s:%s (%s)", start_file, start_pos, checkpoint["gtid_set"] or "no GTIDs")
-        stream = BinlogStream(cfg.source_url(), server_id=cfg.source.server_id, start_file=start_file,
-                              start_position=start_pos, non_blocking=cfg.exit_at_end,
-                              heartbeat=cfg.source.heartbeat)
+        self.committed = read_checkpoint(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id)
         publisher = Publisher(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id,
                               compression=cfg.kafka.compression, max_record_bytes=cfg.kafka.max_record_bytes)
         previous = {sig: signal.signal(sig, self.request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-        pending: Checkpoint | None = None
-        sent_since_commit = 0
-        txns_since_commit = 0
-        last_commit = time.monotonic()
+        delay = 0.5
+        try:
+            while True:
+                try:
+                    self._stream(publisher)
+                    return self.stats
+                except ReplicationError as exc:
+                    publisher.abort()
+                    if _fatal(exc) or self.stop_requested:
+                        raise
+                    self.stats["reconnects"] += 1
+                    log.warning("%s; reconnecting in %.1f s from the last checkpoint", exc, delay)
+                    time.sleep(delay)
+                    delay = min(delay * 2, 30.0)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            publisher.close()
+
+    def _stream(self, publisher: Publisher) -> None:
+        cfg = self.cfg
+        start_file, start_pos = cfg.source.start_file, cfg.source.start_position
+        builder = RecordBuilder(accept=cfg.filters.accepts)
+        if self.committed:
+            start_file, start_pos = self.committed["file"], self.committed["position"]
+            gtids = self.committed["gtid_set"]
+            if gtids and "-" in gtids and ":" not in gtids:
+                builder.mariadb_gtids = MariadbGtidState.parse(gtids)
+            else:
+                builder.mysql_gtids = MysqlGtidSet.parse(gtids)
+            log.info("resuming at %s:%s (%s)", start_file, start_pos, gtids or "no GTIDs")
+        stream = BinlogStream(cfg.source_url(), server_id=cfg.source.server_id, start_file=start_file,
+                              start_position=start_pos, non_blocking=cfg.exit_at_end,
+                              heartbeat=cfg.source.heartbeat)
+        state = {"pending": None, "sent": 0, "txns": 0, "last": time.monotonic()}
         batch_s = cfg.kafka.batch_ms / 1000
+
+        def commit_pending() -> None:
+            pending = state["pending"]
+            if pending is not None:
+                self._commit(publisher, pending, state["txns"])
+                state.update(pending=None, sent=0, txns=0, last=time.monotonic())
+
+        stream.on_idle = lambda: None if builder.in_transaction else commit_pending()
         try:
             for raw, ev in stream.frames():
                 self.stats["events"] += 1
@@ -66,29 +100,33 @@ class Runner:
                 for item in builder.feed(stream.decoder, raw, ev):
                     if type(item) is Record:
                         publisher.send(item)
-                        sent_since_commit += 1
+                        state["sent"] += 1
                         self.stats["records"] += 1
                     else:
-                        if sent_since_commit:
-                            txns_since_commit += 1
-                        pending = item
-                if pending is not None and pending.position == ev.log_pos and (
-                        txns_since_commit >= cfg.kafka.batch_transactions or self.stop_requested
-                        or time.monotonic() - last_commit >= batch_s):
-                    publisher.commit(pending)
-                    self.stats["commits"] += 1
-                    self.stats["transactions"] += txns_since_commit
-                    pending, sent_since_commit, txns_since_commit = None, 0, 0
-                    last_commit = time.monotonic()
-                    if self.stop_requested:
-                        break
-            if pending is not None:
-                publisher.commit(pending)
-                self.stats["commits"] += 1
-                self.stats["transactions"] += txns_since_commit
+                        if state["sent"]:
+                            state["txns"] += 1
+                            state["sent"] = 0
+                        state["pending"] = item
+                if builder.in_transaction:
+                    continue
+                if state["txns"] >= cfg.kafka.batch_transactions or time.monotonic() - state["last"] >= batch_s:
+                    commit_pending()
+                if self.stop_requested:
+                    commit_pending()
+                    return
+            commit_pending()
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-            publisher.close()
             stream.close()
-        return self.stats
+
+    def _commit(self, publisher: Publisher, checkpoint: Checkpoint, transactions: int) -> None:
+        publisher.commit(checkpoint)
+        self.committed = {"file": checkpoint.file, "position": checkpoint.position,
+                          "gtid_set": checkpoint.gtid_set}
+        self.stats["commits"] += 1
+        self.stats["transactions"] += transactions
+
+
+def _fatal(exc: ReplicationError) -> bool:
+    """Errors a reconnect cannot fix: purged binlogs, bad credentials, missing privileges."""
+    text = str(exc)
+    return any(f"error {code}" in text for code in (1236, 1045, 1044, 1227, 1698))

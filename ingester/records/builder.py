@@ -58,6 +58,10 @@ class RecordBuilder:
     _standalone: bool = False
 
     @property
+    def in_transaction(self) -> bool:
+        return self._in_transaction
+
+    @property
     def gtid_set(self) -> str:
         return str(self.mariadb_gtids) if self.mariadb_gtids.domains else str(self.mysql_gtids)
 

@@ -8,9 +8,10 @@ without a server and shared by any transport.
 
 from __future__ import annotations
 
+import select
 import socket
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -139,6 +140,9 @@ class BinlogStream:
         self.is_mariadb = False
         self._conn: Any = None
         self.decoder: BinlogDecoder | None = None
+        # Called when every received event has been handed out and the next read would wait:
+        # the daemon commits its pending Kafka transaction then, so idle streams have no lag.
+        self.on_idle: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ connection
 
@@ -219,6 +223,8 @@ class BinlogStream:
         framer = PacketFramer(first_seq=1)
         try:
             while True:
+                if self.on_idle is not None and not select.select([sock], [], [], 0)[0]:
+                    self.on_idle()
                 try:
                     chunk = rfile.read1(_READ_SIZE)
                 except TimeoutError:
@@ -236,7 +242,10 @@ class BinlogStream:
                         hint = f" ({_HINTS[code]})" if code in _HINTS else ""
                         raise ReplicationError(f"{self.source}: server error {code}: {message}{hint}")
                     elif head == b"\xfe" and len(payload) < 9:
-                        return  # EOF: caught up in non-blocking mode
+                        if self.non_blocking:
+                            return  # EOF: caught up
+                        raise ReplicationError(f"{self.source}: the server ended the binlog stream "
+                                               "(shutting down?)")
                     else:
                         raise ReplicationError(f"{self.source}: unexpected packet 0x{payload[0]:02x} "
                                                "in the binlog stream")

@@ -135,3 +135,51 @@ def test_kill_minus_nine_never_loses_or_duplicates(make_mariadb, kafka, tmp_path
                 expected[gtid] += 1
     assert published == expected
     assert sum(expected.values()) > 3000
+
+
+def test_source_restart_mid_stream_and_graceful_stop(make_mariadb, kafka) -> None:
+    """MariaDB goes away and comes back while the daemon streams; SIGTERM then stops it cleanly."""
+    server = make_mariadb()
+    server.execute("CREATE DATABASE r CHARACTER SET utf8mb4")
+    conn = server.connect("r")
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+        for i in range(500):
+            cur.execute("INSERT INTO t VALUES (%s, %s)", (i, i))
+    prefix = "restart"
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    cmd = [*BINLAKE, "run", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix", prefix,
+           "--server-id", "4444"]
+    proc = subprocess.Popen([*cmd], env=env, stderr=subprocess.PIPE)
+    time.sleep(3)
+    server.stop()  # the replication connection breaks
+    time.sleep(2)
+    server.start()
+    conn = server.connect("r")
+    with conn.cursor() as cur:
+        for i in range(500, 800):
+            cur.execute("INSERT INTO t VALUES (%s, %s)", (i, i))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # wait until the daemon has caught up with the last insert
+        checkpoint = read_checkpoint(kafka.bootstrap, prefix, f"{prefix}.127.0.0.1:{server.port}")
+        if checkpoint and checkpoint["position"] >= server.current_binlog_position().position \
+                and checkpoint["file"] == server.current_binlog_position().file:
+            break
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert b"reconnecting" in err
+    seen = _gtid_rows(kafka, prefix)
+    assert all(n == 1 for n in seen.values())
+    server.flush_logs()
+    expected = collections.Counter()
+    gtid = ""
+    for f in server.binlog_files():
+        for ev in read_binlog_file(f):
+            if isinstance(ev, E.MariadbGtidEvent):
+                gtid = ev.gtid
+            elif isinstance(ev, E.RowsEvent) and ev.database == "r":
+                expected[gtid] += 1
+    assert collections.Counter(g.decode() for g, _ in seen) == expected
+    assert sum(expected.values()) == 800
