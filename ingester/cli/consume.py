@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from ..codec.events import Event
 from ..config import load_config
 from ..dump.jsonl import event_json
 from ..records.format import Sequence, decode_record
@@ -49,30 +50,35 @@ def _messages(bootstrap: str, prefix: str, from_beginning: bool, exit_at_end: bo
         consumer.close()
 
 
-def run(args: argparse.Namespace) -> int:
-    cfg = load_config(args.config, overrides(args))
-    out = sys.stdout.buffer
-    source = f"kafka {cfg.kafka.bootstrap}"
+def committed_events(bootstrap: str, prefix: str, from_beginning: bool = True,
+                     exit_at_end: bool = True) -> Iterator[Event]:
+    """Decoded events of the prefix's topics; with ``exit_at_end``, in source order (by sequence)."""
+    source = f"kafka {bootstrap}"
 
-    def lines(msg: Any) -> Iterator[bytes]:
-        headers = dict(msg.headers or ())
-        seq = Sequence.decode(headers["binlake.seq"])
-        for ev in decode_record(msg.value, f"{source} {msg.topic}[{msg.partition}]@{msg.offset}", seq.position):
-            yield event_json(ev)
+    def decoded(msg: Any) -> Iterator[Event]:
+        seq = Sequence.decode(dict(msg.headers or ())["binlake.seq"])
+        yield from decode_record(msg.value, f"{source} {msg.topic}[{msg.partition}]@{msg.offset}", seq.position)
 
-    batches = _messages(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, args.from_beginning, args.exit_at_end)
-    if args.exit_at_end:  # each partition is in order: merge them by sequence
+    batches = _messages(bootstrap, prefix, from_beginning, exit_at_end)
+    if exit_at_end:  # each partition is in order: merge them by sequence
         per_partition: dict[tuple[str, int], list[Any]] = {}
         for batch in batches:
             for msg in batch:
                 per_partition.setdefault((msg.topic, msg.partition), []).append(msg)
-        merged = heapq.merge(*per_partition.values(), key=lambda m: dict(m.headers)["binlake.seq"])
-        for msg in merged:
-            out.writelines(lines(msg))
+        for msg in heapq.merge(*per_partition.values(), key=lambda m: dict(m.headers)["binlake.seq"]):
+            yield from decoded(msg)
     else:
         for batch in batches:
             for msg in batch:
-                out.writelines(lines(msg))
+                yield from decoded(msg)
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config, overrides(args))
+    out = sys.stdout.buffer
+    for ev in committed_events(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, args.from_beginning, args.exit_at_end):
+        out.write(event_json(ev))
+        if not args.exit_at_end:
             out.flush()
     out.flush()
     return 0
