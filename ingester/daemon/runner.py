@@ -43,6 +43,7 @@ class Runner:
         """
         cfg = self.cfg
         source_id = transactional_id(cfg)
+        self.preflight()
         self.committed = read_checkpoint(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id)
         publisher = Publisher(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id,
                               compression=cfg.kafka.compression, max_record_bytes=cfg.kafka.max_record_bytes)
@@ -65,6 +66,28 @@ class Runner:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             publisher.close()
+
+    def preflight(self) -> None:
+        """The doctor's checks at start-up: warnings are logged, failures stop the daemon."""
+        import pymysql
+
+        from .preflight import FAIL, WARN, run_checks
+
+        src = SourceURL.parse(self.cfg.source_url())
+        try:
+            conn = pymysql.connect(host=src.host, port=src.port, user=src.user, password=src.password,
+                                   connect_timeout=10)
+        except pymysql.err.MySQLError as exc:
+            raise ReplicationError(f"{src}: cannot connect: {exc.args[-1] if exc.args else exc}") from None
+        with conn:
+            findings = run_checks(conn, self.cfg.source.server_id)
+        for finding in findings:
+            if finding.level == WARN:
+                log.warning("preflight: %s", finding)
+        failures = [f for f in findings if f.level == FAIL]
+        if failures:
+            raise ReplicationError(f"{src}: not ready to replicate: " + "; ".join(
+                f"{f.check}: {f.message}" for f in failures))
 
     def _stream(self, publisher: Publisher) -> None:
         cfg = self.cfg
