@@ -55,7 +55,8 @@ class Config:
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     filters: FilterConfig = field(default_factory=FilterConfig)
     exit_at_end: bool = False
-    metrics_port: int | None = None
+    metrics_port: int | None = None  # serve /metrics, /healthz, /readyz on this port
+    metrics_host: str = "127.0.0.1"
 
     def source_url(self) -> str:
         """The source URL with the password filled in from the environment or file, if any."""

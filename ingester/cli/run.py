@@ -20,6 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--server-id", type=int, help="our replica server_id")
     p.add_argument("--exit-at-end", action="store_true", default=None,
                    help="stop once caught up (non-blocking dump), for batch catch-up and tests")
+    p.add_argument("--metrics-port", type=int, help="serve /metrics, /healthz and /readyz (127.0.0.1)")
     p.set_defaults(run=run)
 
 
@@ -35,6 +36,8 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
         out.setdefault("kafka", {})["topic_prefix"] = args.topic_prefix
     if getattr(args, "exit_at_end", None):
         out["exit_at_end"] = True
+    if getattr(args, "metrics_port", None) is not None:
+        out["metrics_port"] = args.metrics_port
     return out
 
 

@@ -13,6 +13,7 @@ from ..records.builder import Checkpoint, Record, RecordBuilder
 from ..records.gtid import MariadbGtidState, MysqlGtidSet
 from ..sources.replication import BinlogStream, ReplicationError, SourceURL
 from .kafka_io import Publisher, read_checkpoint
+from .metrics import Metrics
 
 log = logging.getLogger("binlake.run")
 
@@ -30,6 +31,7 @@ class Runner:
         self.stop_requested = False
         self.stats = {"events": 0, "records": 0, "transactions": 0, "commits": 0, "reconnects": 0}
         self.committed: dict[str, Any] | None = None
+        self.metrics = Metrics()
 
     def request_stop(self, signum: int = 0, frame: FrameType | None = None) -> None:
         """SIGTERM/SIGINT: finish the current transaction, commit its checkpoint, exit 0."""
@@ -43,10 +45,12 @@ class Runner:
         """
         cfg = self.cfg
         source_id = transactional_id(cfg)
+        http = self.metrics.serve(cfg.metrics_port, cfg.metrics_host) if cfg.metrics_port is not None else None
         self.preflight()
         self.committed = read_checkpoint(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id)
         publisher = Publisher(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id,
                               compression=cfg.kafka.compression, max_record_bytes=cfg.kafka.max_record_bytes)
+        self.metrics.kafka_connected = True
         previous = {sig: signal.signal(sig, self.request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         delay = 0.5
         try:
@@ -55,10 +59,12 @@ class Runner:
                     self._stream(publisher)
                     return self.stats
                 except ReplicationError as exc:
+                    self.metrics.source_connected = False
                     publisher.abort()
                     if _fatal(exc) or self.stop_requested:
                         raise
                     self.stats["reconnects"] += 1
+                    self.metrics.reconnects.inc()
                     log.warning("%s; reconnecting in %.1f s from the last checkpoint", exc, delay)
                     time.sleep(delay)
                     delay = min(delay * 2, 30.0)
@@ -66,6 +72,8 @@ class Runner:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             publisher.close()
+            if http is not None:
+                http.shutdown()
 
     def preflight(self) -> None:
         """The doctor's checks at start-up: warnings are logged, failures stop the daemon."""
@@ -117,6 +125,8 @@ class Runner:
         try:
             for raw, ev in stream.frames():
                 self.stats["events"] += 1
+                self.metrics.source_connected = True
+                self.metrics.progress(ev.timestamp, len(raw))
                 assert stream.decoder is not None
                 if not builder.file:
                     builder.file = stream.file or ""
@@ -125,6 +135,7 @@ class Runner:
                         publisher.send(item)
                         state["sent"] += 1
                         self.stats["records"] += 1
+                        self.metrics.records.inc()
                     else:
                         if state["sent"]:
                             state["txns"] += 1
@@ -142,7 +153,10 @@ class Runner:
             stream.close()
 
     def _commit(self, publisher: Publisher, checkpoint: Checkpoint, transactions: int) -> None:
-        publisher.commit(checkpoint)
+        with self.metrics.commit_latency.time():
+            publisher.commit(checkpoint)
+        self.metrics.transactions.inc(transactions)
+        self.metrics.position.labels(checkpoint.file).set(checkpoint.position)
         self.committed = {"file": checkpoint.file, "position": checkpoint.position,
                           "gtid_set": checkpoint.gtid_set}
         self.stats["commits"] += 1

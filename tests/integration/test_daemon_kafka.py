@@ -183,3 +183,41 @@ def test_source_restart_mid_stream_and_graceful_stop(make_mariadb, kafka) -> Non
                 expected[gtid] += 1
     assert collections.Counter(g.decode() for g, _ in seen) == expected
     assert sum(expected.values()) == 800
+
+
+def test_metrics_and_health_endpoints(make_mariadb, kafka) -> None:
+    import urllib.request
+
+    from ingester.devstack import free_tcp_port
+
+    server = make_mariadb()
+    server.execute("CREATE DATABASE m CHARACTER SET utf8mb4")
+    server.execute("CREATE TABLE m.t (id INT PRIMARY KEY)")
+    server.execute("INSERT INTO m.t VALUES (1), (2), (3)")
+    port = free_tcp_port()
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    proc = subprocess.Popen([*BINLAKE, "run", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix",
+                             "metrics", "--server-id", "4545", "--metrics-port", str(port)], env=env,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        body = ""
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
+                    if r.status == 200:
+                        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as m:
+                            body = m.read().decode()
+                        if "binlake_transactions_total 3.0" in body:
+                            break
+            except OSError:
+                pass
+            time.sleep(0.3)
+        assert "binlake_transactions_total 3.0" in body
+        assert "binlake_records_total 3.0" in body
+        assert "binlake_lag_seconds" in body and "binlake_kafka_commit_seconds_bucket" in body
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+            assert r.status == 200
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
