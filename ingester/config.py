@@ -25,6 +25,7 @@ class SourceConfig:
     heartbeat: float = 5.0  # seconds; a stream silent for 3 heartbeats is treated as dead
     start_file: str | None = None  # only used when there is no checkpoint yet
     start_position: int = 4
+    resume: str = "position"  # or "gtid": resume by executed GTIDs, e.g. after failing over to a replica
 
 
 @dataclass

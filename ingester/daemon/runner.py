@@ -109,9 +109,11 @@ class Runner:
             else:
                 builder.mysql_gtids = MysqlGtidSet.parse(gtids)
             log.info("resuming at %s:%s (%s)", start_file, start_pos, gtids or "no GTIDs")
+        by_gtid = cfg.source.resume == "gtid" and bool(self.committed and self.committed["gtid_set"])
         stream = BinlogStream(cfg.source_url(), server_id=cfg.source.server_id, start_file=start_file,
                               start_position=start_pos, non_blocking=cfg.exit_at_end,
-                              heartbeat=cfg.source.heartbeat)
+                              heartbeat=cfg.source.heartbeat,
+                              gtid_set=self.committed["gtid_set"] if by_gtid and self.committed else None)
         state = {"pending": None, "sent": 0, "txns": 0, "last": time.monotonic()}
         batch_s = cfg.kafka.batch_ms / 1000
 

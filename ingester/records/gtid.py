@@ -55,12 +55,41 @@ class MysqlGtidSet:
             MysqlGtidSet._merge(intervals)
         return out
 
+    def encode(self) -> bytes:
+        """The binary set of COM_BINLOG_DUMP_GTID (and PREVIOUS_GTIDS): the tagged layout of MySQL
+        8.3+ only when a tag is present, so older servers get the format they know."""
+        entries = sorted(([*sid.split(":", 1), ""])[:2] for sid in self.sids)
+        tagged = any(tag for _, tag in entries)
+        out = bytearray()
+        if tagged:
+            out += b"\x01" + len(entries).to_bytes(6, "little") + b"\x01"
+        else:
+            out += len(entries).to_bytes(8, "little")
+        for uuid, tag in entries:
+            out += bytes.fromhex(uuid.replace("-", ""))
+            if tagged:
+                out += _serialized_uint(len(tag.encode())) + tag.encode()
+            intervals = self.sids[f"{uuid}:{tag}" if tag else uuid]
+            out += len(intervals).to_bytes(8, "little")
+            for start, end in intervals:
+                out += start.to_bytes(8, "little", signed=True) + end.to_bytes(8, "little", signed=True)
+        return bytes(out)
+
     def __str__(self) -> str:
         parts = []
         for sid in sorted(self.sids):
             ranges = ":".join(f"{s}" if e == s + 1 else f"{s}-{e - 1}" for s, e in self.sids[sid])
             parts.append(f"{sid}:{ranges}")
         return ",".join(parts)
+
+
+def _serialized_uint(n: int) -> bytes:
+    """mysql::serialization's variable-length unsigned integer (the inverse of Cursor.serialized_uint)."""
+    for extra in range(8):
+        if n < 1 << (7 * (extra + 1)):
+            value = (n << (extra + 1)) | ((1 << extra) - 1)
+            return value.to_bytes(extra + 1, "little")
+    return b"\xff" + n.to_bytes(8, "little")
 
 
 @dataclass

@@ -22,6 +22,8 @@ from ..codec.events import Event, RotateEvent, TransactionPayloadEvent
 
 COM_BINLOG_DUMP = 0x12
 COM_REGISTER_SLAVE = 0x15
+COM_BINLOG_DUMP_GTID = 0x1E
+BINLOG_THROUGH_GTID = 0x04
 BINLOG_DUMP_NON_BLOCK = 0x01
 BINLOG_SEND_ANNOTATE_ROWS_EVENT = 0x02  # MariaDB
 _MAX_PACKET = 0xFFFFFF
@@ -127,7 +129,10 @@ class BinlogStream:
 
     def __init__(self, source: str | SourceURL, *, server_id: int, start_file: str | None = None,
                  start_position: int = 4, non_blocking: bool = False, heartbeat: float = 5.0,
-                 connect_timeout: float = 10.0, ssl: dict[str, Any] | None = None) -> None:
+                 connect_timeout: float = 10.0, ssl: dict[str, Any] | None = None,
+                 gtid_set: str | None = None) -> None:
+        """``gtid_set``: resume after these executed GTIDs (MySQL set text or MariaDB ``d-s-n,...``)
+        instead of at ``start_file``/``start_position``: what survives a failover to another server."""
         self.source = source if isinstance(source, SourceURL) else SourceURL.parse(source)
         self.server_id = server_id
         self.file = start_file
@@ -136,6 +141,7 @@ class BinlogStream:
         self.heartbeat = heartbeat
         self.connect_timeout = connect_timeout
         self.ssl = ssl
+        self.gtid_set = gtid_set
         self.checksum = CHECKSUM_OFF
         self.is_mariadb = False
         self._conn: Any = None
@@ -170,7 +176,13 @@ class BinlogStream:
                 cur.execute(f"SET @master_heartbeat_period = {int(self.heartbeat * 1e9)}")
             if self.is_mariadb:
                 cur.execute("SET @mariadb_slave_capability = 4")  # send GTID and annotate events as-is
-            if self.file is None:
+                if self.gtid_set is not None:
+                    cur.execute("SET @slave_connect_state = %s", (self.gtid_set,))
+                    cur.execute("SET @slave_gtid_strict_mode = 1")
+                    cur.execute("SET @slave_gtid_ignore_duplicates = 0")
+            if self.gtid_set is not None:
+                self.file, self.next_position = "", 4
+            elif self.file is None:
                 cur.execute("SHOW BINARY LOGS")
                 self.file = cur.fetchall()[0][0]
                 self.next_position = 4
@@ -191,6 +203,14 @@ class BinlogStream:
     def _dump(self) -> None:
         assert self.file is not None
         flags = BINLOG_DUMP_NON_BLOCK if self.non_blocking else 0
+        if self.gtid_set is not None and not self.is_mariadb:
+            from ..records.gtid import MysqlGtidSet
+
+            data = MysqlGtidSet.parse(self.gtid_set).encode()
+            body = (struct.pack("<HII", flags | BINLOG_THROUGH_GTID, self.server_id, 0) + struct.pack("<Q", 4)
+                    + struct.pack("<I", len(data)) + data)
+            self._command(COM_BINLOG_DUMP_GTID, body)
+            return
         if self.is_mariadb:
             flags |= BINLOG_SEND_ANNOTATE_ROWS_EVENT
         body = struct.pack("<IHI", self.next_position, flags, self.server_id) + self.file.encode()

@@ -85,3 +85,40 @@ def test_bad_password_is_a_clear_error_without_the_password(make_mariadb, capsys
     assert main(["dump", "--source", url, "--exit-at-end"]) == 2
     err = capsys.readouterr().err
     assert "wrong-Secret-42" not in err and "1045" in err and err.count("\n") == 1
+
+
+def test_mariadb_gtid_resume_equals_position_resume(make_mariadb) -> None:
+    server = make_mariadb()
+    _workload(server)
+    first = server.binlog_files()[0]
+    all_events = [e for e in _lines(BinlogStream(server.url, server_id=781, start_file=first.name,
+                                                 non_blocking=True, heartbeat=0).events()) if e["log_pos"]]
+    gtids = [e for e in all_events if e["type"] == "mariadb_gtid"]
+    resume_after = gtids[len(gtids) // 2]
+    state = f"{resume_after['domain_id']}-{resume_after['server_id']}-{resume_after['sequence']}"
+    nxt = gtids[len(gtids) // 2 + 1]
+    by_gtid = [e for e in _lines(BinlogStream(server.url, server_id=782, gtid_set=state, non_blocking=True,
+                                              heartbeat=0).events())
+               if e["log_pos"] and e["type"] not in ("format_description", "mariadb_gtid_list",
+                                                     "binlog_checkpoint")]
+    expected = [e for e in all_events if e["position"] >= nxt["position"]
+                and e["type"] not in ("format_description", "mariadb_gtid_list", "binlog_checkpoint")]
+    assert by_gtid == expected
+    assert by_gtid[0]["type"] == "mariadb_gtid" and by_gtid[0]["sequence"] == nxt["sequence"]
+
+
+def test_mysql84_gtid_resume_where_docker_exists(mysql84) -> None:
+    """MySQL 8.4 (testcontainers, only where a Docker engine runs): COM_BINLOG_DUMP_GTID resumes after
+    the executed set exactly where the position-based stream says the next transaction starts."""
+    _workload(mysql84)
+    with mysql84.connect() as conn, conn.cursor() as cur:
+        cur.execute("SHOW BINARY LOGS")
+        first = cur.fetchall()[0][0]
+    all_events = [e for e in _lines(BinlogStream(mysql84.url, server_id=783, start_file=first,
+                                                 non_blocking=True, heartbeat=0).events()) if e["log_pos"]]
+    gtids = [e for e in all_events if e["type"] == "gtid"]
+    half = gtids[: len(gtids) // 2]
+    executed = f"{half[0]['uuid']}:{half[0]['gno']}-{half[-1]['gno']}"
+    resumed = [e for e in _lines(BinlogStream(mysql84.url, server_id=784, gtid_set=executed, non_blocking=True,
+                                              heartbeat=0).events()) if e["type"] == "gtid"]
+    assert [e["gno"] for e in resumed] == [e["gno"] for e in gtids[len(half):]]

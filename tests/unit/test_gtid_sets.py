@@ -37,3 +37,24 @@ def test_mariadb_state() -> None:
     s = MariadbGtidState.parse("0-1-100,1-2-5")
     s.add(0, 1, 101)
     assert str(s) == "0-1-101,1-2-5"
+
+
+def _previous_gtids_body(name: str) -> tuple[str, bytes]:
+    from ingester.codec import BinlogDecoder
+    from ingester.sources.binlog_file import binlog_frames
+
+    path = CORPUS / "rust-mysql-common" / name
+    dec = BinlogDecoder(str(path))
+    for pos, raw in binlog_frames(path, dec):
+        ev = dec.decode(raw, pos)
+        if isinstance(ev, E.PreviousGtidsEvent):
+            return ev.gtid_set, bytes(raw[19:-4])  # body without header and CRC
+    raise AssertionError("no PREVIOUS_GTIDS")
+
+
+def test_encoding_is_the_servers_own_bytes() -> None:
+    """COM_BINLOG_DUMP_GTID's set has PREVIOUS_GTIDS' layout: servers wrote these bytes themselves."""
+    for name in ("binlog_transaction_with_GTID_TAG.000001", "binlog_transaction_previous_GTID_no_tag.000001",
+                 "binlog_56_gtid_reserved_word.000001"):
+        text, body = _previous_gtids_body(name)
+        assert MysqlGtidSet.parse(text).encode() == body, name
