@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from ..codec.errors import BinlogError
 from ..codec.events import Event
 from ..config import load_config
 from ..dump.jsonl import event_json
@@ -55,9 +56,24 @@ def committed_events(bootstrap: str, prefix: str, from_beginning: bool = True,
     """Decoded events of the prefix's topics; with ``exit_at_end``, in source order (by sequence)."""
     source = f"kafka {bootstrap}"
 
+    chunks: dict[tuple[str, int], list[bytes]] = {}
+
     def decoded(msg: Any) -> Iterator[Event]:
-        seq = Sequence.decode(dict(msg.headers or ())["binlake.seq"])
-        yield from decode_record(msg.value, f"{source} {msg.topic}[{msg.partition}]@{msg.offset}", seq.position)
+        headers = dict(msg.headers or ())
+        seq = Sequence.decode(headers["binlake.seq"])
+        value = msg.value
+        if "binlake.chunk" in headers:  # a record split into consecutive chunks of one partition
+            index, count = (int(x) for x in headers["binlake.chunk"].split(b"/"))
+            parts = chunks.setdefault((msg.topic, msg.partition), [])
+            if index != len(parts):
+                raise BinlogError(f"chunk {index}/{count} follows {len(parts)} chunks",
+                                  msg.offset, f"{source} {msg.topic}[{msg.partition}]")
+            parts.append(value)
+            if index + 1 < count:
+                return
+            value = b"".join(parts)
+            del chunks[(msg.topic, msg.partition)]
+        yield from decode_record(value, f"{source} {msg.topic}[{msg.partition}]@{msg.offset}", seq.position)
 
     batches = _messages(bootstrap, prefix, from_beginning, exit_at_end)
     if exit_at_end:  # each partition is in order: merge them by sequence

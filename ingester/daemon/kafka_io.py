@@ -30,6 +30,7 @@ class Publisher:
 
         self.prefix = prefix
         self.transactional_id = transactional_id
+        self.max_record_bytes = max_record_bytes
         self._known: set[str] = set()
         try:
             self.admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="binlake-admin")
@@ -58,12 +59,21 @@ class Publisher:
         self._known.add(topic)
 
     def send(self, record: Record) -> None:
+        """Publish a record; one larger than ``max_record_bytes`` goes as consecutive chunks (header
+        ``binlake.chunk: i/n``) in the same partition and Kafka transaction."""
         topic = f"{self.prefix}.{record.topic}"
         self.ensure_topic(topic)
         if not self._open:
             self.producer.begin_transaction()
             self._open = True
-        self.producer.send(topic, key=record.key, value=record.value, headers=record.headers)
+        value, size = record.value, self.max_record_bytes
+        if len(value) <= size:
+            self.producer.send(topic, key=record.key, value=value, headers=record.headers)
+            return
+        n = -(-len(value) // size)
+        for i in range(n):
+            headers = [*record.headers, ("binlake.chunk", f"{i}/{n}".encode())]
+            self.producer.send(topic, key=record.key, value=value[i * size : (i + 1) * size], headers=headers)
 
     def commit(self, checkpoint: Checkpoint) -> None:
         """Write the checkpoint and commit everything sent since the last commit, atomically."""

@@ -221,3 +221,22 @@ def test_metrics_and_health_endpoints(make_mariadb, kafka) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
+
+
+def test_events_larger_than_a_kafka_message_are_chunked(make_mariadb, kafka, capsys) -> None:
+    import hashlib
+
+    server = make_mariadb()
+    server.execute("CREATE DATABASE big CHARACTER SET utf8mb4")
+    server.execute("CREATE TABLE big.t (id INT PRIMARY KEY, b LONGBLOB)")
+    conn = server.connect("big")
+    payload = os.urandom(3_000_000)  # one rows event of ~3 MB: three Kafka-sized chunks
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO t VALUES (1, %s), (2, 'small')", (payload,))
+    _run(server, kafka, "chunks")
+    events = [e for e in _consume(kafka, "chunks", capsys) if e["type"] == "write_rows"]
+    import base64
+
+    rows = {r["after"]["id"]: base64.b64decode(r["after"]["b"]) for e in events for r in e["rows"]}
+    assert hashlib.sha256(rows[1]).digest() == hashlib.sha256(payload).digest()
+    assert rows[2] == b"small"
