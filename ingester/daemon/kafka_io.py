@@ -37,13 +37,16 @@ class Publisher:
             self.producer = KafkaProducer(
                 bootstrap_servers=bootstrap, transactional_id=transactional_id, enable_idempotence=True,
                 acks="all", compression_type=compression, max_request_size=max(max_record_bytes * 2, 1 << 20),
-                linger_ms=5, client_id=f"binlake-{transactional_id}")
+                linger_ms=5, client_id=f"binlake-{transactional_id}",
+                # Fail fast when the broker is gone, so the daemon backs off instead of hanging.
+                max_block_ms=15_000, request_timeout_ms=10_000, delivery_timeout_ms=30_000)
             self.producer.init_transactions()  # fences any older instance with the same id
         except Exception as exc:
             raise KafkaError(f"kafka {bootstrap}: {exc}") from None
         self._known.update(self.admin.list_topics())
         self.ensure_topic(offsets_topic(prefix), compacted=True)
         self._open = False
+        self._futures: list[Any] = []
 
     def ensure_topic(self, topic: str, compacted: bool = False) -> None:
         if topic in self._known:
@@ -68,12 +71,13 @@ class Publisher:
             self._open = True
         value, size = record.value, self.max_record_bytes
         if len(value) <= size:
-            self.producer.send(topic, key=record.key, value=value, headers=record.headers)
+            self._futures.append(self.producer.send(topic, key=record.key, value=value, headers=record.headers))
             return
         n = -(-len(value) // size)
         for i in range(n):
             headers = [*record.headers, ("binlake.chunk", f"{i}/{n}".encode())]
-            self.producer.send(topic, key=record.key, value=value[i * size : (i + 1) * size], headers=headers)
+            self._futures.append(
+                self.producer.send(topic, key=record.key, value=value[i * size : (i + 1) * size], headers=headers))
 
     def commit(self, checkpoint: Checkpoint) -> None:
         """Write the checkpoint and commit everything sent since the last commit, atomically."""
@@ -82,15 +86,31 @@ class Publisher:
             self._open = True
         value = json.dumps({"file": checkpoint.file, "position": checkpoint.position,
                             "gtid_set": checkpoint.gtid_set, "seq": str(checkpoint.seq)}).encode()
-        self.producer.send(offsets_topic(self.prefix), key=self.transactional_id.encode(), value=value)
+        self._futures.append(
+            self.producer.send(offsets_topic(self.prefix), key=self.transactional_id.encode(), value=value))
+        # Every record must be acknowledged before the commit: a failed send must never be followed
+        # by a checkpoint that claims it (the error propagates; the caller aborts and retries).
+        self.producer.flush(timeout=30)
+        for future in self._futures:
+            future.get(timeout=0)
+        self._futures.clear()
         self.producer.commit_transaction()
         self._open = False
 
     def abort(self) -> None:
         """Drop everything sent since the last commit (it never becomes visible to read_committed)."""
+        self._futures.clear()
         if self._open:
             self.producer.abort_transaction()
             self._open = False
+
+    def discard(self) -> None:
+        """After a Kafka failure: drop the producer without waiting for the broker."""
+        for client in (self.producer, self.admin):
+            try:
+                client.close(timeout=0) if client is self.producer else client.close()
+            except Exception as exc:  # the connection is already broken
+                log.debug("closing after failure: %s", exc)
 
     def close(self) -> None:
         try:

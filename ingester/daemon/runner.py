@@ -47,31 +47,45 @@ class Runner:
         source_id = transactional_id(cfg)
         http = self.metrics.serve(cfg.metrics_port, cfg.metrics_host) if cfg.metrics_port is not None else None
         self.preflight()
-        self.committed = read_checkpoint(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id)
-        publisher = Publisher(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id,
-                              compression=cfg.kafka.compression, max_record_bytes=cfg.kafka.max_record_bytes)
-        self.metrics.kafka_connected = True
         previous = {sig: signal.signal(sig, self.request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        publisher: Publisher | None = None
         delay = 0.5
         try:
             while True:
                 try:
+                    if publisher is None:  # (re)connect to Kafka; resume from what it has committed
+                        publisher = Publisher(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id,
+                                              compression=cfg.kafka.compression,
+                                              max_record_bytes=cfg.kafka.max_record_bytes)
+                        self.committed = read_checkpoint(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id)
+                        self.metrics.kafka_connected = True
                     self._stream(publisher)
                     return self.stats
                 except ReplicationError as exc:
                     self.metrics.source_connected = False
-                    publisher.abort()
+                    if publisher is not None:
+                        publisher.abort()
                     if _fatal(exc) or self.stop_requested:
                         raise
-                    self.stats["reconnects"] += 1
-                    self.metrics.reconnects.inc()
                     log.warning("%s; reconnecting in %.1f s from the last checkpoint", exc, delay)
-                    time.sleep(delay)
-                    delay = min(delay * 2, 30.0)
+                except Exception as exc:  # Kafka unavailable: stop reading the source until it is back
+                    if not _kafka_failure(exc) or self.stop_requested:
+                        raise
+                    self.metrics.kafka_connected = False
+                    if publisher is not None:
+                        publisher.discard()
+                        publisher = None
+                    log.warning("kafka %s: %s; retrying in %.1f s from the last committed checkpoint",
+                                cfg.kafka.bootstrap, exc, delay)
+                self.stats["reconnects"] += 1
+                self.metrics.reconnects.inc()
+                time.sleep(delay)
+                delay = min(delay * 2, 30.0)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-            publisher.close()
+            if publisher is not None:
+                publisher.close()
             if http is not None:
                 http.shutdown()
 
@@ -163,6 +177,15 @@ class Runner:
                           "gtid_set": checkpoint.gtid_set}
         self.stats["commits"] += 1
         self.stats["transactions"] += transactions
+
+
+def _kafka_failure(exc: Exception) -> bool:
+    """Errors of the Kafka client or broker: retried with back-pressure, never fatal on their own."""
+    from kafka.errors import KafkaError as ClientError
+
+    from .kafka_io import KafkaError
+
+    return isinstance(exc, (ClientError, KafkaError, TimeoutError, ConnectionError))
 
 
 def _fatal(exc: ReplicationError) -> bool:
