@@ -279,3 +279,45 @@ def test_kafka_broker_restart_mid_stream(make_mariadb, make_kafka, tmp_path) -> 
     seen = _gtid_rows(broker, prefix)
     assert all(n == 1 for n in seen.values())
     assert len(seen) == 600
+
+
+def test_dropped_replication_connection(make_mariadb, kafka) -> None:
+    """The server kills our Binlog Dump thread mid-stream: the daemon reconnects, nothing lost or doubled."""
+    server = make_mariadb()
+    server.execute("CREATE DATABASE dc CHARACTER SET utf8mb4")
+    conn = server.connect("dc")
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY)")
+    prefix = "dropconn"
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    proc = subprocess.Popen([*BINLAKE, "run", "--source", server.url, "--kafka", kafka.bootstrap,
+                             "--topic-prefix", prefix, "--server-id", "4747"], env=env, stderr=subprocess.PIPE)
+    killed = 0
+    with conn.cursor() as cur:
+        for i in range(400):
+            cur.execute("INSERT INTO t VALUES (%s)", (i,))
+            if i % 100 == 50:
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline:  # wait for the daemon's (re)connected dump thread
+                    cur.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'")
+                    threads = cur.fetchall()
+                    if threads:
+                        break
+                    time.sleep(0.2)
+                for (thread_id,) in threads:
+                    cur.execute(f"KILL CONNECTION {int(thread_id)}")
+                    killed += 1
+    source_id = f"{prefix}.127.0.0.1:{server.port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        checkpoint = read_checkpoint(kafka.bootstrap, prefix, source_id)
+        pos = server.current_binlog_position()
+        if checkpoint and (checkpoint["file"], checkpoint["position"]) == (pos.file, pos.position):
+            break
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()[-3000:]
+    assert killed >= 2 and err.count(b"reconnecting") >= 2
+    seen = _gtid_rows(kafka, prefix)
+    assert all(n == 1 for n in seen.values()) and len(seen) == 400
