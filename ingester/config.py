@@ -58,6 +58,7 @@ class Config:
     exit_at_end: bool = False
     metrics_port: int | None = None  # serve /metrics, /healthz, /readyz on this port
     metrics_host: str = "127.0.0.1"
+    log_format: str = "text"  # or "json": one JSON object per line, for log pipelines
 
     def source_url(self) -> str:
         """The source URL with the password filled in from the environment or file, if any."""

@@ -21,6 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--exit-at-end", action="store_true", default=None,
                    help="stop once caught up (non-blocking dump), for batch catch-up and tests")
     p.add_argument("--metrics-port", type=int, help="serve /metrics, /healthz and /readyz (127.0.0.1)")
+    p.add_argument("--log-format", choices=("text", "json"))
     p.set_defaults(run=run)
 
 
@@ -38,14 +39,31 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
         out["exit_at_end"] = True
     if getattr(args, "metrics_port", None) is not None:
         out["metrics_port"] = args.metrics_port
+    if getattr(args, "log_format", None):
+        out["log_format"] = args.log_format
     return out
+
+
+class JsonFormatter(logging.Formatter):
+    """Structured logs: one JSON object per line (time, level, logger, message)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return json.dumps({"ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"), "level": record.levelname,
+                           "logger": record.name, "message": record.getMessage()})
+
+
+def setup_logging(log_format: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if log_format == "json" else
+                         logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..daemon.runner import Runner
 
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
     cfg = load_config(args.config, overrides(args))
+    setup_logging(cfg.log_format)
     logging.getLogger("binlake.run").info("configuration: %s", json.dumps(cfg.redacted()))
     stats = Runner(cfg).run()
     logging.getLogger("binlake.run").info("stopped: %s", json.dumps(stats))

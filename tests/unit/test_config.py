@@ -38,3 +38,18 @@ def test_secrets_never_in_the_redacted_view(tmp_path) -> None:
     assert cfg.source_url() == "mysql://repl:hunter2@db:3306"
     env_cfg = load_config(None, {"source": {"url": "mysql://repl@db"}}, environ={})
     assert env_cfg.source_url() == "mysql://repl@db"
+
+
+def test_json_logs_never_carry_the_password(capsys) -> None:
+    import json
+    import logging
+
+    from ingester.cli.run import setup_logging
+
+    cfg = load_config(None, {"source": {"url": "mysql://repl:pa55word@db:3306"}, "log_format": "json"}, environ={})
+    setup_logging(cfg.log_format)
+    logging.getLogger("binlake.run").info("configuration: %s", json.dumps(cfg.redacted()))
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    entry = json.loads(line)
+    assert entry["level"] == "INFO" and entry["logger"] == "binlake.run"
+    assert "pa55word" not in line and "repl:***@db" in entry["message"]
