@@ -17,20 +17,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import pymysql
-
-    from ..daemon.preflight import FAIL, run_checks, worst
-    from ..sources.replication import ReplicationError, SourceURL
+    from ..daemon.preflight import FAIL, check_source, worst
 
     cfg = load_config(args.config, overrides(args))
-    src = SourceURL.parse(cfg.source_url())
-    try:
-        conn = pymysql.connect(host=src.host, port=src.port, user=src.user, password=src.password,
-                               connect_timeout=10)
-    except pymysql.err.MySQLError as exc:
-        raise ReplicationError(f"{src}: cannot connect: {exc.args[-1] if exc.args else exc}") from None
-    with conn:
-        findings = run_checks(conn, cfg.source.server_id)
+    src, findings = check_source(cfg.source_url(), cfg.source.server_id)
     for finding in findings:
         print(finding)
     result = worst(findings)

@@ -91,18 +91,9 @@ class Runner:
 
     def preflight(self) -> None:
         """The doctor's checks at start-up: warnings are logged, failures stop the daemon."""
-        import pymysql
+        from .preflight import FAIL, WARN, check_source
 
-        from .preflight import FAIL, WARN, run_checks
-
-        src = SourceURL.parse(self.cfg.source_url())
-        try:
-            conn = pymysql.connect(host=src.host, port=src.port, user=src.user, password=src.password,
-                                   connect_timeout=10)
-        except pymysql.err.MySQLError as exc:
-            raise ReplicationError(f"{src}: cannot connect: {exc.args[-1] if exc.args else exc}") from None
-        with conn:
-            findings = run_checks(conn, self.cfg.source.server_id)
+        src, findings = check_source(self.cfg.source_url(), self.cfg.source.server_id)
         for finding in findings:
             if finding.level == WARN:
                 log.warning("preflight: %s", finding)

@@ -39,6 +39,32 @@ def _run(server, kafka, prefix: str, *extra: str) -> None:
                  "--server-id", "4242", "--exit-at-end", *extra]) == 0
 
 
+def _wait_caught_up(bootstrap: str, prefix: str, server, timeout: float = 90) -> None:
+    """Until the daemon's committed checkpoint is the server's current binlog position."""
+    source_id = f"{prefix}.127.0.0.1:{server.port}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        checkpoint = read_checkpoint(bootstrap, prefix, source_id)
+        pos = server.current_binlog_position()
+        if checkpoint and (checkpoint["file"], checkpoint["position"]) == (pos.file, pos.position):
+            return
+        time.sleep(0.5)
+
+
+def _rows_events_per_gtid(server, database: str) -> collections.Counter:
+    """What the server wrote: rows events per GTID, read from its own binlog files."""
+    server.flush_logs()
+    expected: collections.Counter = collections.Counter()
+    gtid = ""
+    for f in server.binlog_files():
+        for ev in read_binlog_file(f):
+            if isinstance(ev, E.MariadbGtidEvent):
+                gtid = ev.gtid
+            elif isinstance(ev, E.RowsEvent) and ev.database == database:
+                expected[gtid] += 1
+    return expected
+
+
 def test_every_type_through_kafka_equals_the_servers_select(make_mariadb, kafka, capsys) -> None:
     server = make_mariadb()
     server.execute("CREATE DATABASE zoo CHARACTER SET utf8mb4")
@@ -123,16 +149,7 @@ def test_kill_minus_nine_never_loses_or_duplicates(make_mariadb, kafka, tmp_path
     seen = _gtid_rows(kafka, prefix)
     assert all(n == 1 for n in seen.values()), [k for k, n in seen.items() if n > 1][:5]
     published = collections.Counter(g.decode() for g, _ in seen)
-    # What the server wrote: rows events per GTID, from its own binlog files.
-    server.flush_logs()
-    expected: collections.Counter = collections.Counter()
-    gtid = ""
-    for f in server.binlog_files():
-        for ev in read_binlog_file(f):
-            if isinstance(ev, E.MariadbGtidEvent):
-                gtid = ev.gtid
-            elif isinstance(ev, E.RowsEvent) and ev.database == "k":
-                expected[gtid] += 1
+    expected = _rows_events_per_gtid(server, "k")
     assert published == expected
     assert sum(expected.values()) > 3000
 
@@ -159,28 +176,14 @@ def test_source_restart_mid_stream_and_graceful_stop(make_mariadb, kafka) -> Non
     with conn.cursor() as cur:
         for i in range(500, 800):
             cur.execute("INSERT INTO t VALUES (%s, %s)", (i, i))
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # wait until the daemon has caught up with the last insert
-        checkpoint = read_checkpoint(kafka.bootstrap, prefix, f"{prefix}.127.0.0.1:{server.port}")
-        if checkpoint and checkpoint["position"] >= server.current_binlog_position().position \
-                and checkpoint["file"] == server.current_binlog_position().file:
-            break
-        time.sleep(0.5)
+    _wait_caught_up(kafka.bootstrap, prefix, server)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err.decode()[-2000:]
     assert b"reconnecting" in err
     seen = _gtid_rows(kafka, prefix)
     assert all(n == 1 for n in seen.values())
-    server.flush_logs()
-    expected = collections.Counter()
-    gtid = ""
-    for f in server.binlog_files():
-        for ev in read_binlog_file(f):
-            if isinstance(ev, E.MariadbGtidEvent):
-                gtid = ev.gtid
-            elif isinstance(ev, E.RowsEvent) and ev.database == "r":
-                expected[gtid] += 1
+    expected = _rows_events_per_gtid(server, "r")
     assert collections.Counter(g.decode() for g, _ in seen) == expected
     assert sum(expected.values()) == 800
 
@@ -265,14 +268,7 @@ def test_kafka_broker_restart_mid_stream(make_mariadb, make_kafka, tmp_path) -> 
             cur.execute("INSERT INTO t VALUES (%s)", (i,))
     time.sleep(3)
     broker.start()
-    source_id = f"{prefix}.127.0.0.1:{server.port}"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        checkpoint = read_checkpoint(broker.bootstrap, prefix, source_id)
-        pos = server.current_binlog_position()
-        if checkpoint and (checkpoint["file"], checkpoint["position"]) == (pos.file, pos.position):
-            break
-        time.sleep(0.5)
+    _wait_caught_up(broker.bootstrap, prefix, server)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err.decode()[-3000:]
@@ -307,14 +303,7 @@ def test_dropped_replication_connection(make_mariadb, kafka) -> None:
                 for (thread_id,) in threads:
                     cur.execute(f"KILL CONNECTION {int(thread_id)}")
                     killed += 1
-    source_id = f"{prefix}.127.0.0.1:{server.port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        checkpoint = read_checkpoint(kafka.bootstrap, prefix, source_id)
-        pos = server.current_binlog_position()
-        if checkpoint and (checkpoint["file"], checkpoint["position"]) == (pos.file, pos.position):
-            break
-        time.sleep(0.5)
+    _wait_caught_up(kafka.bootstrap, prefix, server)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err.decode()[-3000:]
