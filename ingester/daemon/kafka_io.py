@@ -10,6 +10,7 @@ from ..records.builder import Checkpoint, Record
 
 log = logging.getLogger("binlake.kafka")
 OFFSETS_TOPIC = "_offsets"
+_FLUSH_BYTES = 32 << 20  # at most this much unacknowledged data in memory
 
 
 class KafkaError(Exception):
@@ -47,6 +48,18 @@ class Publisher:
         self.ensure_topic(offsets_topic(prefix), compacted=True)
         self._open = False
         self._futures: list[Any] = []
+        self._unflushed = 0
+
+    def _drain(self) -> None:
+        """Wait until everything sent so far is acknowledged (still inside the open transaction).
+
+        kafka-python has no bounded send buffer, so a huge binlog transaction would otherwise pile up
+        in memory and its oldest batches expire: this is the daemon's back-pressure."""
+        self.producer.flush(timeout=60)
+        for future in self._futures:
+            future.get(timeout=0)
+        self._futures.clear()
+        self._unflushed = 0
 
     def ensure_topic(self, topic: str, compacted: bool = False) -> None:
         if topic in self._known:
@@ -70,6 +83,9 @@ class Publisher:
             self.producer.begin_transaction()
             self._open = True
         value, size = record.value, self.max_record_bytes
+        self._unflushed += len(value)
+        if self._unflushed > _FLUSH_BYTES:
+            self._drain()
         if len(value) <= size:
             self._futures.append(self.producer.send(topic, key=record.key, value=value, headers=record.headers))
             return
@@ -90,16 +106,14 @@ class Publisher:
             self.producer.send(offsets_topic(self.prefix), key=self.transactional_id.encode(), value=value))
         # Every record must be acknowledged before the commit: a failed send must never be followed
         # by a checkpoint that claims it (the error propagates; the caller aborts and retries).
-        self.producer.flush(timeout=30)
-        for future in self._futures:
-            future.get(timeout=0)
-        self._futures.clear()
+        self._drain()
         self.producer.commit_transaction()
         self._open = False
 
     def abort(self) -> None:
         """Drop everything sent since the last commit (it never becomes visible to read_committed)."""
         self._futures.clear()
+        self._unflushed = 0
         if self._open:
             self.producer.abort_transaction()
             self._open = False

@@ -29,12 +29,15 @@ class Runner:
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
         self.stop_requested = False
+        self.stop_requested_at = 0.0
         self.stats = {"events": 0, "records": 0, "transactions": 0, "commits": 0, "reconnects": 0}
         self.committed: dict[str, Any] | None = None
         self.metrics = Metrics()
 
     def request_stop(self, signum: int = 0, frame: FrameType | None = None) -> None:
         """SIGTERM/SIGINT: finish the current transaction, commit its checkpoint, exit 0."""
+        if not self.stop_requested:
+            self.stop_requested_at = time.monotonic()
         self.stop_requested = True
 
     def run(self) -> dict[str, int]:
@@ -69,8 +72,11 @@ class Runner:
                         raise
                     log.warning("%s; reconnecting in %.1f s from the last checkpoint", exc, delay)
                 except Exception as exc:  # Kafka unavailable: stop reading the source until it is back
-                    if not _kafka_failure(exc) or self.stop_requested:
+                    if not _kafka_failure(exc):
                         raise
+                    if self.stop_requested:
+                        log.warning("kafka %s: %s; stopping as requested", cfg.kafka.bootstrap, exc)
+                        return self.stats
                     self.metrics.kafka_connected = False
                     if publisher is not None:
                         publisher.discard()
@@ -149,6 +155,12 @@ class Runner:
                             state["sent"] = 0
                         state["pending"] = item
                 if builder.in_transaction:
+                    if self.stop_requested and time.monotonic() - self.stop_requested_at > _STOP_GRACE:
+                        # A huge transaction is still streaming: drop it rather than ignore the
+                        # operator; the next start resumes before it (nothing is lost).
+                        log.warning("stopping inside a transaction: it will be published on the next start")
+                        publisher.abort()
+                        return
                     continue
                 if state["txns"] >= cfg.kafka.batch_transactions or time.monotonic() - state["last"] >= batch_s:
                     commit_pending()
@@ -168,6 +180,9 @@ class Runner:
                           "gtid_set": checkpoint.gtid_set}
         self.stats["commits"] += 1
         self.stats["transactions"] += transactions
+
+
+_STOP_GRACE = 10.0  # seconds a stop request waits for the current transaction to end
 
 
 def _kafka_failure(exc: Exception) -> bool:

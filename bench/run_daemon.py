@@ -1,0 +1,612 @@
+"""The daemon end to end: `binlake run` into Kafka (acks=all, transactional) against python-mysql-replication.
+
+Three measurements in one run (see bench/README.md):
+
+1. throughput: the decode benchmark's cached bulk and OLTP workloads through `binlake run --exit-at-end`
+   into a private Kafka broker, against python-mysql-replication decoding the same binlog files;
+2. latency: commit-to-Kafka latency (read_committed consumer) at a steady ~2,000 single-row
+   transactions/s on a fresh MariaDB (--skip-latency skips it);
+3. memory: peak RSS of the daemon while one large transaction (1 GB by default) streams through it
+   (--skip-memory skips it).
+
+Needs `pip install -r bench/requirements.txt` (or `bench/run --daemon ...`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+
+from run_decode import (
+    COUNTED_TYPES,
+    UNIT,
+    BenchError,
+    Timings,
+    _binlake,
+    _check,
+    _cpu_model,
+    _git_revision,
+    count_dump,
+    read_competitor,
+)
+from workloads import SERVER_OPTIONS, Dataset, load_or_generate
+
+from ingester.devstack.kafka import KafkaBroker
+from ingester.devstack.mariadb import MariaDBServer
+
+BENCH_DIR = Path(__file__).resolve().parent
+RESULTS = BENCH_DIR / "results" / "daemon.md"
+STATS_LINE = re.compile(r"stopped: (\{.*\})")
+LATENCY_TABLE = "bench_lat.t"
+SENTINEL_ID = 10**12  # the last latency row: the consumer stops once it sees it
+WARMUP_ID = 0
+
+
+class DaemonFailed(BenchError):
+    """`binlake run` failed or hung; keeps what was measured until then."""
+
+    def __init__(self, message: str, seconds: float, peak_kib: int, hwm_kib: int, how: str,
+                 warnings: list[str]) -> None:
+        super().__init__(message)
+        self.seconds, self.peak_kib, self.hwm_kib, self.how, self.warnings = seconds, peak_kib, hwm_kib, how, warnings
+
+
+@dataclass(slots=True)
+class Throughput:
+    """One workload: what is counted and the wall times of both readers."""
+
+    count: int = 0  # rows (bulk) or events (oltp), counted as run_decode.py counts them
+    rows: int = 0
+    daemon: Timings = field(default_factory=Timings)
+    competitor: Timings = field(default_factory=Timings)
+    daemon_stats: dict[str, int] = field(default_factory=dict)
+    published_rows: int | None = None
+    peak_rss_kib: int = 0
+
+
+@dataclass(slots=True)
+class Latency:
+    target_rate: float
+    achieved_rate: float
+    transactions: int
+    seen: int
+    seconds: float
+    latencies_ms: list[float]
+    batch_ms: str
+    first_quarter_p50: float
+    last_quarter_p50: float
+    mariadb: str
+
+    def pct(self, q: float) -> float:
+        ordered = sorted(self.latencies_ms)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+@dataclass(slots=True)
+class Memory:
+    size_bytes: int
+    rows: int
+    generate_s: float
+    daemon_s: float
+    peak_rss_kib: int
+    hwm_kib: int
+    stats: dict[str, int]
+    returncode: int
+    error: str = ""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=3, help="throughput runs per workload; the median is reported")
+    parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument("--rate", type=float, default=2000, help="latency: target transactions/s (default 2000)")
+    parser.add_argument("--duration", type=float, default=20, help="latency: seconds of load (default 20)")
+    parser.add_argument("--writers", type=int, default=3, help="latency: writer threads (default 3)")
+    parser.add_argument("--batch-ms", type=int, help="latency: the daemon's kafka.batch_ms (default: its own)")
+    parser.add_argument("--memory-mb", type=int, nargs="+", default=[1024, 128],
+                        help="memory: transaction sizes in MiB, one run each (default 1024 128)")
+    parser.add_argument("--memory-timeout", type=float, default=300,
+                        help="memory: seconds before the daemon is stopped (SIGTERM, then SIGKILL)")
+    parser.add_argument("--output", type=Path, default=RESULTS, help=f"markdown report (default {RESULTS})")
+    parser.add_argument("--latency-consumer", nargs=3, metavar=("BOOTSTRAP", "TOPIC", "OUT"),
+                        help=argparse.SUPPRESS)  # internal: the consumer process of the latency test
+    args = parser.parse_args()
+    if args.latency_consumer:
+        return latency_consumer(*args.latency_consumer)
+    dataset = load_or_generate()
+    throughput: dict[str, Throughput] = {}
+    latency: Latency | None = None
+    memory: list[Memory] = []
+    versions: dict[str, str] = {}
+    try:
+        with KafkaBroker() as broker:
+            versions["kafka"] = broker._version
+            if not args.skip_throughput:
+                throughput, versions["mariadb"] = measure_throughput(dataset, broker, args.repeat)
+            if not args.skip_latency:
+                latency = measure_latency(broker, args.rate, args.duration, args.writers, args.batch_ms)
+                versions.setdefault("mariadb", latency.mariadb)
+            if not args.skip_memory:
+                memory = [measure_memory(broker, mb << 20, args.memory_timeout) for mb in args.memory_mb]
+    except BenchError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 1
+    report = render(dataset, throughput, latency, memory, args.repeat, versions)
+    print(report)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(report)
+    print(f"written to {args.output}")
+    return 0
+
+
+# --- throughput ------------------------------------------------------------------------------------
+
+
+def workload_server(dataset: Dataset, name: str, root: Path) -> MariaDBServer:
+    """A copy of the cached datadir whose binary logs end with the workload's last file.
+
+    `binlake run --exit-at-end` reads to the end of the server's binlogs, so in the copy the files after
+    the workload's are dropped: on start the server opens one new, nearly empty file (a format
+    description, GTID list and binlog checkpoint) after the workload's, and that is all the daemon reads
+    beyond the workload. Both readers stream from this server.
+    """
+    datadir = root / name
+    shutil.copytree(dataset.datadir, datadir, ignore=shutil.ignore_patterns("*.sock", "*.pid"))
+    last = dataset.workloads[name].files[-1]
+    index = datadir / "binlog.index"
+    # The index names the files by the original datadir's absolute path: point it at the copies.
+    keep = [str(datadir / Path(line).name) for line in index.read_text().splitlines()
+            if line and Path(line).name <= last]
+    for path in datadir.glob("binlog.[0-9]*"):
+        if path.name > last:
+            path.unlink()
+    index.write_text("".join(f"{line}\n" for line in keep))
+    (datadir / "binlog.state").unlink(missing_ok=True)
+    return MariaDBServer(datadir, options=SERVER_OPTIONS)
+
+
+def run_daemon(server: MariaDBServer, broker: KafkaBroker, prefix: str, server_id: int, start_file: str,
+               start_position: int = 4, sample_rss: bool = False,
+               timeout: float = 900) -> tuple[float, dict[str, int], int, int, str]:
+    """`binlake run --exit-at-end` from start_file: wall seconds, its stats line, peak RSS and
+    VmHWM (KiB, sampled every 0.2 s) and its stderr."""
+    env = os.environ | {"BINLAKE_SOURCE_START_FILE": start_file,
+                        "BINLAKE_SOURCE_START_POSITION": str(start_position)}
+    command = [str(_binlake()), "run", "--source", server.url, "--kafka", broker.bootstrap, "--topic-prefix",
+               prefix, "--exit-at-end", "--server-id", str(server_id)]
+    peak = hwm = 0
+    timed_out = sigkill = False
+    with tempfile.TemporaryFile() as errors:
+        started = time.perf_counter()
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors, env=env)
+        try:
+            while True:
+                try:
+                    proc.wait(0.2 if sample_rss else 0.02)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if sample_rss:
+                    rss, high = _rss_kib(proc.pid)
+                    peak, hwm = max(peak, rss), max(hwm, high)
+                if time.perf_counter() - started > timeout:
+                    timed_out = True
+                    proc.terminate()
+                    try:
+                        proc.wait(15)
+                    except subprocess.TimeoutExpired:
+                        sigkill = True
+                        proc.kill()
+                        proc.wait()
+                    break
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        elapsed = time.perf_counter() - started
+        errors.seek(0)
+        text = errors.read().decode(errors="replace")
+    match = STATS_LINE.search(text)
+    stats = json.loads(match.group(1)) if match else {}
+    if proc.returncode != 0 or not match or timed_out:
+        how = (f"did not finish within {timeout:g}s; " + ("SIGTERM did not stop it within 15 s, SIGKILL did"
+               if sigkill else f"after SIGTERM it exited with {proc.returncode}")) if timed_out \
+            else f"exited with {proc.returncode} after {elapsed:.1f}s"
+        warnings = [line for line in text.splitlines() if ("WARNING binlake" in line and "preflight" not in line)
+                    or "ERROR binlake" in line
+                    or line.startswith("binlake: error")]
+        raise DaemonFailed(f"`{' '.join(command)}` {how}:\n" + "\n".join(text.strip().splitlines()[-30:]),
+                           elapsed, peak, hwm, how, warnings)
+    return elapsed, stats, peak, hwm, text
+
+
+def _rss_kib(pid: int) -> tuple[int, int]:
+    """VmRSS and VmHWM of a process in KiB (0 once it is gone)."""
+    values = {"VmRSS": 0, "VmHWM": 0}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, rest = line.partition(":")
+            if key in values:
+                values[key] = int(rest.split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    return values["VmRSS"], values["VmHWM"]
+
+
+def published_rows(bootstrap: str, prefix: str) -> int:
+    """Row changes committed to the prefix's table topics (read_committed, untimed)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    from ingester.codec.events import RowsEvent
+    from ingester.records.format import decode_record
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                             enable_auto_commit=False, group_id=None, consumer_timeout_ms=3000,
+                             max_partition_fetch_bytes=8 << 20)
+    try:
+        topics = [t for t in consumer.topics() if t.startswith(prefix + ".") and not t.startswith(prefix + "._")]
+        partitions = [TopicPartition(t, p) for t in topics for p in consumer.partitions_for_topic(t) or ()]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        ends = consumer.end_offsets(partitions)
+        rows = 0
+        while any(consumer.position(tp) < ends[tp] for tp in partitions):
+            batch = consumer.poll(timeout_ms=1000)
+            for records in batch.values():
+                for record in records:
+                    headers = dict(record.headers or ())
+                    if "binlake.chunk" in headers:
+                        raise BenchError("chunked record in a throughput workload (not reassembled here)")
+                    for event in decode_record(record.value):
+                        if isinstance(event, RowsEvent):
+                            rows += len(event.rows)
+            if not batch and all(consumer.position(tp) >= ends[tp] for tp in partitions):
+                break
+        return rows
+    finally:
+        consumer.close()
+
+
+def measure_throughput(dataset: Dataset, broker: KafkaBroker, repeat: int) -> tuple[dict[str, Throughput], str]:
+    results: dict[str, Throughput] = {}
+    for name, workload in dataset.workloads.items():
+        types, rows = count_dump(dataset.paths(name))
+        _check(rows == workload.row_changes, f"binlake dump emitted {rows} rows of {name}, "
+               f"the workload made {workload.row_changes} row changes")
+        events = sum(types[t] for t in COUNTED_TYPES[name])
+        results[name] = Throughput(count=rows if name == "bulk" else events, rows=rows)
+    server_ids = itertools.count(200)
+    version = ""
+    with tempfile.TemporaryDirectory(prefix="bl-", dir=BENCH_DIR / "data") as root:
+        servers = {name: workload_server(dataset, name, Path(root)) for name in dataset.workloads}
+        try:
+            for server in servers.values():
+                server.start()
+            version = next(iter(servers.values())).execute("SELECT VERSION()")[0][0]
+            for run in range(1, repeat + 1):
+                for name, result in results.items():
+                    server, workload = servers[name], dataset.workloads[name]
+                    prefix = f"bench{os.getpid()}r{run}{name}"
+                    seconds, stats, rss, hwm, _ = run_daemon(server, broker, prefix, next(server_ids),
+                                                             workload.files[0], sample_rss=True)
+                    result.daemon.seconds.append(seconds)
+                    result.daemon_stats = stats
+                    result.peak_rss_kib = max(result.peak_rss_kib, rss, hwm)
+                    _check(stats.get("records", 0) > 0, f"the daemon published nothing for {name}: {stats}")
+                    if run == 1:
+                        result.published_rows = published_rows(broker.bootstrap, prefix)
+                        _check(result.published_rows == workload.row_changes,
+                               f"the daemon published {result.published_rows} row changes of {name}, the "
+                               f"workload made {workload.row_changes}")
+                    started = time.perf_counter()
+                    events, rows = read_competitor(server, dataset, name, next(server_ids))
+                    result.competitor.seconds.append(time.perf_counter() - started)
+                    counted = rows if name == "bulk" else events
+                    _check(counted == result.count and rows == workload.row_changes,
+                           f"python-mysql-replication read {events} events and {rows} rows of {name}")
+                    print(f"run {run}/{repeat} {name}: binlake run {seconds:.2f}s ({stats}), "
+                          f"python-mysql-replication {result.competitor.seconds[-1]:.2f}s", file=sys.stderr)
+        finally:
+            for server in servers.values():
+                server.close()
+    return results, version
+
+
+# --- latency ---------------------------------------------------------------------------------------
+
+
+def latency_consumer(bootstrap: str, topic: str, out: str) -> int:
+    """The latency test's consumer process: print `ready`, then `warm` once the warm-up row is visible;
+    on the sentinel row write `{id: seen time}` as JSON to out and exit."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    from ingester.codec.events import RowsEvent
+    from ingester.records.format import decode_record
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                             enable_auto_commit=False, group_id=None, fetch_max_wait_ms=10)
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    consumer.poll(timeout_ms=100)
+    print("ready", flush=True)
+    seen: dict[int, float] = {}
+    warm = False
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        batch = consumer.poll(timeout_ms=50, max_records=10_000)
+        now = time.time()
+        for records in batch.values():
+            for record in records:
+                for event in decode_record(record.value):
+                    if isinstance(event, RowsEvent):
+                        for row in event.rows:
+                            seen.setdefault(int(row["after"]["id"]), now)
+        if not warm and WARMUP_ID in seen:
+            warm = True
+            print("warm", flush=True)
+        if SENTINEL_ID in seen:
+            break
+    consumer.close()
+    Path(out).write_text(json.dumps(seen))
+    return 0
+
+
+def measure_latency(broker: KafkaBroker, rate: float, duration: float, writers: int,
+                    batch_ms: int | None) -> Latency:
+    options = {"sync_binlog": 0, "innodb_flush_log_at_trx_commit": 0, "innodb_buffer_pool_size": "128M"}
+    prefix = f"benchlat{os.getpid()}"
+    topic = f"{prefix}.{LATENCY_TABLE}"
+    with MariaDBServer(options=options) as server, tempfile.TemporaryDirectory() as tmp:
+        server.execute("CREATE DATABASE bench_lat")
+        server.execute("CREATE TABLE bench_lat.t (id BIGINT NOT NULL PRIMARY KEY, w TINYINT NOT NULL, "
+                       "note VARCHAR(64) NOT NULL)")
+        start = server.current_binlog_position()
+        broker.create_topic(topic)
+        out = Path(tmp) / "seen.json"
+        consumer = subprocess.Popen([sys.executable, __file__, "--latency-consumer", broker.bootstrap, topic,
+                                     str(out)], stdout=subprocess.PIPE, text=True)
+        env = os.environ | {"BINLAKE_SOURCE_START_FILE": start.file,
+                            "BINLAKE_SOURCE_START_POSITION": str(start.position)}
+        if batch_ms is not None:
+            env["BINLAKE_KAFKA_BATCH_MS"] = str(batch_ms)
+        daemon_log = Path(tmp) / "daemon.log"
+        with open(daemon_log, "wb") as log:
+            daemon = subprocess.Popen([str(_binlake()), "run", "--source", server.url, "--kafka", broker.bootstrap,
+                                       "--topic-prefix", prefix, "--server-id", "901"],
+                                      stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
+        try:
+            assert consumer.stdout is not None
+            _expect(consumer, "ready")
+            server.execute("INSERT INTO bench_lat.t VALUES (%s, 0, 'warm-up')", (WARMUP_ID,))
+            _expect(consumer, "warm", daemon, daemon_log)
+            commits: dict[int, float] = {}
+            lock = threading.Lock()
+            per_writer = rate / writers
+            t0 = time.monotonic() + 0.1
+            end = t0 + duration
+
+            def writer(index: int) -> None:
+                local: dict[int, float] = {}
+                with server.connect() as conn, conn.cursor() as cur:
+                    due = t0 + index / rate
+                    for k in itertools.count():
+                        now = time.monotonic()
+                        if now >= end:
+                            break
+                        if due > now:
+                            time.sleep(due - now)
+                        elif now - due > 1.0:  # far behind: do not burst to catch up
+                            due = now
+                        row_id = 1 + index + k * writers
+                        cur.execute("INSERT INTO bench_lat.t VALUES (%s, %s, 'latency probe row')", (row_id, index))
+                        local[row_id] = time.time()
+                        due += 1 / per_writer
+                with lock:
+                    commits.update(local)
+
+            threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            elapsed = time.monotonic() - t0
+            server.execute("INSERT INTO bench_lat.t VALUES (%s, 0, 'sentinel')", (SENTINEL_ID,))
+            consumer.wait(120)
+            if daemon.poll() is not None:
+                raise BenchError(f"the daemon exited with {daemon.returncode} during the latency test:\n"
+                                 + _tail(daemon_log))
+        finally:
+            if consumer.poll() is None:
+                consumer.kill()
+                consumer.wait()
+            if daemon.poll() is None:
+                daemon.send_signal(signal.SIGTERM)
+                try:
+                    daemon.wait(60)
+                except subprocess.TimeoutExpired:
+                    daemon.kill()
+                    daemon.wait()
+        if not out.exists():
+            raise BenchError("the latency consumer never saw the sentinel row; daemon log:\n" + _tail(daemon_log))
+        seen = {int(k): v for k, v in json.loads(out.read_text()).items()}
+        if daemon.returncode != 0:
+            print(f"bench: the daemon exited with {daemon.returncode} after SIGTERM:\n{_tail(daemon_log)}",
+                  file=sys.stderr)
+        latencies = [(seen[i] - t) * 1000 for i, t in commits.items() if i in seen]
+        missing = len(commits) - len(latencies)
+        _check(missing == 0, f"{missing} of {len(commits)} committed latency rows never reached Kafka")
+        print(f"latency: {len(commits)} transactions in {elapsed:.1f}s, daemon log tail:\n{_tail(daemon_log, 3)}",
+              file=sys.stderr)
+        # Latencies in commit order, to show whether the daemon falls behind (they grow) or keeps up.
+        ordered = [(seen[i] - t) * 1000 for t, i in sorted((t, i) for i, t in commits.items())]
+        return Latency(rate, len(commits) / elapsed, len(commits), len(latencies), elapsed, latencies,
+                       str(batch_ms) if batch_ms is not None else "default (100)",
+                       statistics.median(ordered[: len(ordered) // 4]), statistics.median(ordered[-len(ordered) // 4:]),
+                       server.execute("SELECT VERSION()")[0][0])
+
+
+def _expect(consumer: subprocess.Popen[str], word: str, daemon: subprocess.Popen[bytes] | None = None,
+            daemon_log: Path | None = None) -> None:
+    assert consumer.stdout is not None
+    line = consumer.stdout.readline().strip()
+    if line != word:
+        extra = f"\ndaemon (exit {daemon.poll()}):\n{_tail(daemon_log)}" if daemon and daemon_log else ""
+        raise BenchError(f"latency consumer said {line!r}, expected {word!r}{extra}")
+
+
+def _tail(path: Path | None, lines: int = 30) -> str:
+    if path is None or not path.exists():
+        return ""
+    return "\n".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+
+
+# --- memory ----------------------------------------------------------------------------------------
+
+
+def measure_memory(broker: KafkaBroker, size: int, timeout: float) -> Memory:
+    """One INSERT ... SELECT of `size` bytes of LONGBLOB data (64 KiB a row, random bytes) in a single
+    transaction, then `binlake run --exit-at-end` over it while its RSS is sampled every 0.2 s."""
+    row_bytes = 64 << 10
+    rows = max(1, size // row_bytes)
+    options = {"sync_binlog": 0, "innodb_flush_log_at_trx_commit": 0, "innodb_buffer_pool_size": "256M",
+               "innodb_log_file_size": "512M", "max_binlog_size": "1G", "max_allowed_packet": "1G"}
+    with MariaDBServer(options=options) as server:
+        server.execute("CREATE DATABASE bench_mem")
+        server.execute("CREATE TABLE bench_mem.big (id INT NOT NULL PRIMARY KEY, b LONGBLOB NOT NULL)")
+        server.flush_logs()
+        start = server.current_binlog_position()
+        piece = "RANDOM_BYTES(1024)"
+        try:
+            server.execute(f"SELECT {piece}")
+        except Exception:  # MariaDB before 10.10: compressible, but the same size
+            piece = "UNHEX(REPEAT(MD5(RAND()), 32))"
+        blob = "CONCAT(" + ", ".join([piece] * (row_bytes // 1024)) + ")"
+        started = time.perf_counter()
+        with server.connect("bench_mem") as conn, conn.cursor() as cur:
+            cur.execute(f"INSERT INTO bench_mem.big SELECT seq, {blob} FROM seq_1_to_{rows}")
+        generate_s = time.perf_counter() - started
+        binlog = sum(p.stat().st_size for p in server.binlog_files() if p.name >= start.file)
+        print(f"memory: {rows:,} rows, {binlog / 1e6:.0f} MB of binlog in one transaction, generated in "
+              f"{generate_s:.0f}s", file=sys.stderr)
+        error = ""
+        try:
+            seconds, stats, peak, hwm, _ = run_daemon(server, broker, f"benchmem{os.getpid()}x{rows}", 902,
+                                                      start.file, start.position, sample_rss=True, timeout=timeout)
+            code = 0
+        except DaemonFailed as exc:
+            seconds, stats, peak, hwm, code = exc.seconds, {}, exc.peak_kib, exc.hwm_kib, 1
+            first = "; first daemon warnings: " + " / ".join(w.split(" ", 2)[-1][:300] for w in exc.warnings[:3])
+            error = exc.how + (first if exc.warnings else "")
+            print(f"bench: memory run failed: {exc}", file=sys.stderr)
+        return Memory(binlog, rows, generate_s, seconds, peak, hwm, stats, code, error)
+
+
+# --- report ----------------------------------------------------------------------------------------
+
+
+def render(dataset: Dataset, throughput: dict[str, Throughput], latency: Latency | None, memory: list[Memory],
+           repeat: int, versions: dict[str, str]) -> str:
+    lines = ["# The daemon: binlake run -> Kafka vs python-mysql-replication (decode only)", ""]
+    if throughput:
+        lines += [
+            "## Throughput",
+            "",
+            "| workload | binlog | counted | `binlake run` -> Kafka | python-mysql-replication (decode only) "
+            "| ratio (goal 10x) | rows published (checked) | daemon stats | daemon peak RSS |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for name, r in throughput.items():
+            w, unit = dataset.workloads[name], UNIT[name]
+
+            def rate(t: Timings, unit: str = unit, count: int = r.count) -> str:
+                return f"{count / t.median:,.0f} {unit}/s ({t.median:.2f} s)"
+
+            lines.append(
+                f"| {name} | {w.size_bytes / 1e6:.1f} MB, {w.transactions:,} transactions | {r.count:,} {unit} "
+                f"| {rate(r.daemon)} | {rate(r.competitor)} | **{r.competitor.median / r.daemon.median:.2f}x** "
+                f"| {r.published_rows:,} of {r.rows:,} | {json.dumps(r.daemon_stats)} "
+                f"| {r.peak_rss_kib / 1024:.0f} MiB |"
+            )
+        lines += [
+            "",
+            f"Median of {repeat} runs. `binlake run --exit-at-end` is timed as a subprocess from start to exit: "
+            "interpreter start, preflight checks, Kafka producer and transaction initialisation, topic "
+            "creation and the final commit included. It publishes to a private broker (acks=all, "
+            "idempotent, transactional, zstd, default batching) from a copy of the cached workload datadir "
+            "whose binlogs end with the workload's file, so besides the workload it reads only the server's "
+            "new, nearly empty binlog file. python-mysql-replication decodes the same files from the same "
+            "server (as in run_decode.py). Rows published are counted afterwards (untimed) by a "
+            "read_committed consumer decoding every record.",
+            "",
+        ]
+    if latency is not None:
+        lat = latency
+        lines += [
+            "## Commit-to-Kafka latency",
+            "",
+            "| target rate | achieved rate | transactions | p50 | p95 | p99 (goal < 100 ms) | max "
+            "| p50 first / last quarter | daemon batch_ms |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            f"| {lat.target_rate:,.0f} tx/s | {lat.achieved_rate:,.0f} tx/s | {lat.transactions:,} in "
+            f"{lat.seconds:.1f} s | {lat.pct(0.50):.1f} ms | {lat.pct(0.95):.1f} ms | **{lat.pct(0.99):.1f} ms** "
+            f"| {max(lat.latencies_ms):.1f} ms | {lat.first_quarter_p50:.0f} / {lat.last_quarter_p50:.0f} ms "
+            f"| {lat.batch_ms} |",
+            "",
+            "Single-row autocommit INSERTs from paced writer threads (own pymysql connections) into a fresh "
+            "MariaDB; latency = wall time a read_committed kafka-python consumer (own process, polling) "
+            "first sees the row minus the time the writer's COMMIT returned. The daemon runs with its "
+            "defaults and is stopped with SIGTERM.",
+            "",
+        ]
+    if memory:
+        lines += [
+            "## Memory: one large transaction",
+            "",
+            "| transaction | binlog | daemon run | daemon peak RSS (goal < 200 MB) |",
+            "| --- | --- | --- | --- |",
+        ]
+        for m in memory:
+            outcome = (f"{m.daemon_s:.1f} s, {json.dumps(m.stats)}" if not m.returncode
+                       else f"**failed** after {m.daemon_s:.0f} s: {m.error.replace('|', '/')}")
+            lines.append(
+                f"| {m.rows:,} rows x 64 KiB LONGBLOB, one INSERT ... SELECT (generated in {m.generate_s:.0f} s) "
+                f"| {m.size_bytes / 1e6:,.0f} MB | {outcome} | **{max(m.peak_rss_kib, m.hwm_kib) / 1024:.0f} MiB** "
+                f"(sampled VmRSS max {m.peak_rss_kib / 1024:.0f} MiB, VmHWM {m.hwm_kib / 1024:.0f} MiB) |")
+        lines += [
+            "",
+            "`binlake run --exit-at-end` from the start of the transaction's binlog file; VmRSS and VmHWM "
+            "from /proc/<pid>/status every 0.2 s.",
+            "",
+        ]
+    lines += [
+        f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
+        f"- machine: {os.cpu_count()} CPUs ({_cpu_model()}), {platform.system()} {platform.release()}",
+        f"- Python {platform.python_version()}, MariaDB {versions.get('mariadb', '?')}, Kafka "
+        f"{versions.get('kafka', '?')}, kafka-python {metadata.version('kafka-python')}, "
+        f"mysql-replication {metadata.version('mysql-replication')}, binlake {_git_revision()}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
