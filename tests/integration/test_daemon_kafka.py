@@ -134,7 +134,7 @@ def test_kill_minus_nine_never_loses_or_duplicates(make_mariadb, kafka, tmp_path
     progress = []
     for _ in range(10):
         proc = subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL)
-        time.sleep(rnd.uniform(1.0, 3.0))
+        time.sleep(rnd.uniform(1.5, 4.0))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         checkpoint = read_checkpoint(kafka.bootstrap, prefix, f"{prefix}.127.0.0.1:{server.port}")
