@@ -40,7 +40,9 @@ class Publisher:
                 acks="all", compression_type=compression, max_request_size=max(max_record_bytes * 2, 1 << 20),
                 linger_ms=5, client_id=f"binlake-{transactional_id}",
                 # Fail fast when the broker is gone, so the daemon backs off instead of hanging.
-                max_block_ms=15_000, request_timeout_ms=10_000, delivery_timeout_ms=30_000)
+                max_block_ms=15_000, request_timeout_ms=10_000, delivery_timeout_ms=30_000,
+                # A huge binlog transaction is one Kafka transaction: allow the broker maximum (15 min).
+                transaction_timeout_ms=900_000)
             self.producer.init_transactions()  # fences any older instance with the same id
         except Exception as exc:
             raise KafkaError(f"kafka {bootstrap}: {exc}") from None
