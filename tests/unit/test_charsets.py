@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import codecs
-import getpass
-import shutil
-import subprocess
-import time
 from collections.abc import Callable, Iterator
 
 import pymysql
@@ -127,40 +123,11 @@ def test_undefined_bytes_become_replacement_char() -> None:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pymysql.Connection]:
-    """Throwaway private MariaDB server over a unix socket."""
-    install = shutil.which("mariadb-install-db")
-    daemon = shutil.which("mariadbd") or shutil.which("mariadbd", path="/usr/sbin")
-    if install is None or daemon is None:
-        pytest.skip("mariadbd not installed")
-    base = tmp_path_factory.mktemp("charsets-mariadb")
-    datadir, socket, user = base / "data", str(base / "sock"), getpass.getuser()
-    common = ["--no-defaults", f"--datadir={datadir}", f"--user={user}"]
-    subprocess.run(
-        [install, *common, "--auth-root-authentication-method=normal"], check=True, capture_output=True
-    )
-    serve = [f"--socket={socket}", "--port=0", "--skip-networking", f"--log-error={base / 'error.log'}"]
-    process = subprocess.Popen([daemon, *common, *serve])
-    try:
-        connection = _connect(socket, process)
-        yield connection
-        connection.close()
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
-        shutil.rmtree(base, ignore_errors=True)
-
-
-def _connect(socket: str, process: subprocess.Popen[bytes]) -> pymysql.Connection:
-    """Connect as soon as the server accepts connections."""
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            return pymysql.connect(unix_socket=socket, user="root", charset="utf8mb4", autocommit=True)
-        except pymysql.err.OperationalError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+def server(mariadb) -> Iterator[pymysql.Connection]:
+    """The harness's private MariaDB: the collation facts come from the real server."""
+    connection = mariadb.connect(charset="utf8mb4")
+    yield connection
+    connection.close()
 
 
 def _default_collations(cursor: pymysql.cursors.Cursor) -> dict[str, int]:

@@ -28,8 +28,9 @@ from ingester.codec.jsonb import (
     decode_mysql_decimal,
     to_json_text,
 )
+from tests.corpus import CORPUS as CORPUS_ROOT
 
-CORPUS = Path("/work/shared/corpus/real/rust-mysql-common")
+CORPUS = CORPUS_ROOT / "rust-mysql-common"
 
 # ---------------------------------------------------------------------------------------------
 # An independent encoder written from the format description, for cross-checks.
@@ -415,7 +416,6 @@ def _events(path: Path, event_type: int) -> list[bytes]:
     return bodies
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason="binlog corpus not available")
 def test_real_opaque_values_from_mysql_9() -> None:
     texts = []
     for body in _events(CORPUS / "json-opaque.binlog", 30):  # WRITE_ROWS v2
@@ -436,7 +436,6 @@ def test_real_opaque_values_from_mysql_9() -> None:
     ]
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason="binlog corpus not available")
 def test_real_partial_update_from_mysql_8() -> None:
     binlog = CORPUS / "json.binlog.000001"
     # Table mysql.t (id INT, json_col JSON, name VARCHAR AS (...), age INT AS (...)).
