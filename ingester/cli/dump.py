@@ -76,47 +76,13 @@ def _write(lines: Iterable[bytes], out: BinaryIO) -> None:
         out.write(b"".join(buffer))
 
 
-def _write_jsonl(dec: BinlogDecoder, frames: Iterable[tuple[int, bytes]], out: BinaryIO) -> None:
-    """render() + _write() fused for JSONL: the per-event path of the common case, no generators."""
-    decode = dec.decode
-    buffer: list[bytes] = []
-    append = buffer.append
-    size = 0
-    try:
-        for pos, raw in frames:
-            ev = decode(raw, pos)
-            if type(ev) is TransactionPayloadEvent:
-                for inner in dec.expand(ev):
-                    line = event_json(inner)
-                    append(line)
-                    size += len(line)
-            else:
-                line = event_json(ev)
-                append(line)
-                size += len(line)
-            if size > 1 << 20:
-                out.write(b"".join(buffer))
-                buffer.clear()
-                size = 0
-    finally:  # on a decoding error, everything decoded before it is still written
-        out.write(b"".join(buffer))
-
-
-def _output(dec: BinlogDecoder, frames: Iterable[tuple[int, bytes]], out: BinaryIO, fmt: str,
-            hexdump: bool) -> None:
-    if fmt == "jsonl":
-        _write_jsonl(dec, frames, out)
-    else:
-        _write(render(dec, frames, fmt, hexdump), out)
-
-
 def dump_file(path: str, out: BinaryIO, fmt: str, hexdump: bool = False, start: int | None = None,
               stop: int | None = None, verify: bool = True, jobs: int = 1) -> None:
     if jobs > 1 and start is None and stop is None and os.path.getsize(path) >= _PARALLEL_MIN_FILE:
         _dump_parallel(path, out, fmt, hexdump, verify, jobs)
         return
     dec = BinlogDecoder(path, verify_checksums=verify)
-    _output(dec, binlog_frames(path, dec, start_position=start, stop_position=stop), out, fmt, hexdump)
+    _write(render(dec, binlog_frames(path, dec, start_position=start, stop_position=stop), fmt, hexdump), out)
 
 
 _worker_decoders: dict[tuple[str, bool], BinlogDecoder] = {}
@@ -133,7 +99,7 @@ def _render_segment(args: tuple[str, int, int | None, str, bool, bool, str]) -> 
         dec = _worker_decoders[(path, verify)] = BinlogDecoder(path, verify_checksums=verify)
     with open(spool, "wb") as out:
         try:
-            _output(dec, segment_frames(path, dec, start, stop), out, fmt, hexdump)
+            _write(render(dec, segment_frames(path, dec, start, stop), fmt, hexdump), out)
         except BinlogError as exc:
             return exc
     return None

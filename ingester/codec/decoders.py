@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import events as E
+from .charsets import decoder_for
 from .constants import EventType as ET
 from .cursor import Cursor
 from .errors import BinlogError, EncryptedBinlogError
@@ -44,10 +45,6 @@ def _uuid(raw: bytes) -> str:
 
 
 # ---------------------------------------------------------------- QUERY and friends
-
-_CHARSET_PYTHON = {33: "utf-8", 45: "utf-8", 46: "utf-8", 83: "utf-8", 192: "utf-8", 224: "utf-8",
-                   255: "utf-8", 8: "cp1252", 47: "latin-1", 63: "latin-1"}
-
 
 def _status_vars(cur: Cursor, end: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -124,11 +121,9 @@ def _status_vars(cur: Cursor, end: int) -> dict[str, Any]:
 
 
 def _query_text(raw: bytes, status: dict[str, Any]) -> str:
-    codec = _CHARSET_PYTHON.get(status.get("character_set_client", 33), "utf-8")
-    try:
-        return raw.decode(codec)
-    except UnicodeDecodeError:
-        return raw.decode("utf-8", "surrogateescape")
+    """The statement in the client's character set (the charsets module knows every collation id)."""
+    text = decoder_for(status.get("character_set_client", 33))(raw)
+    return text if isinstance(text, str) else raw.decode("utf-8", "surrogateescape")
 
 
 def _query_common(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor, extra_post_header: int = 0,
