@@ -8,11 +8,10 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from ..codec.errors import BinlogError
 from ..codec.events import Event
 from ..config import load_config
 from ..dump.jsonl import event_json
-from ..records.format import Sequence, decode_record
+from ..records.format import ChunkAssembler, record_events
 from .run import overrides
 
 
@@ -56,24 +55,15 @@ def committed_events(bootstrap: str, prefix: str, from_beginning: bool = True,
     """Decoded events of the prefix's topics; with ``exit_at_end``, in source order (by sequence)."""
     source = f"kafka {bootstrap}"
 
-    chunks: dict[tuple[str, int], list[bytes]] = {}
+    chunks = ChunkAssembler()
 
     def decoded(msg: Any) -> Iterator[Event]:
         headers = dict(msg.headers or ())
-        seq = Sequence.decode(headers["binlake.seq"])
-        value = msg.value
-        if "binlake.chunk" in headers:  # a record split into consecutive chunks of one partition
-            index, count = (int(x) for x in headers["binlake.chunk"].split(b"/"))
-            parts = chunks.setdefault((msg.topic, msg.partition), [])
-            if index != len(parts):
-                raise BinlogError(f"chunk {index}/{count} follows {len(parts)} chunks",
-                                  msg.offset, f"{source} {msg.topic}[{msg.partition}]")
-            parts.append(value)
-            if index + 1 < count:
-                return
-            value = b"".join(parts)
-            del chunks[(msg.topic, msg.partition)]
-        yield from decode_record(value, f"{source} {msg.topic}[{msg.partition}]@{msg.offset}", seq.position)
+        where = f"{source} {msg.topic}[{msg.partition}]"
+        value = chunks.feed((msg.topic, msg.partition), headers, msg.value, where, msg.offset)
+        if value is not None:
+            for item in record_events(headers, value, f"{where}@{msg.offset}"):
+                yield item.event
 
     batches = _messages(bootstrap, prefix, from_beginning, exit_at_end)
     if exit_at_end:  # each partition is in order: merge them by sequence

@@ -9,7 +9,7 @@ Kafka headers, readable without touching the value. Pure functions: no Kafka cli
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from ..codec import BinlogDecoder, BinlogError
@@ -87,6 +87,57 @@ def decode_value(data: bytes) -> RecordValue:
         parts.append(data[p : p + n])
         p += n
     return RecordValue(parts[0], parts[1] or None, data[p:], bool(flags & 1))
+
+
+@dataclass(frozen=True, slots=True)
+class RecordEvent:
+    """One event of a record with the facts a lake needs about it."""
+
+    seq: Sequence
+    gtid: str  # empty without GTIDs
+    commit_ts: int  # microseconds since the epoch
+    event: Event
+
+
+def record_events(headers: Mapping[str, bytes], value: bytes, source: str = "<record>") -> Iterator[RecordEvent]:
+    """The events of one (reassembled) record, each with its sequence, GTID and commit time.
+
+    This is the consumer API: it hides the format version, so consumers (``binlake consume``, the
+    Spark job) never parse record bytes or headers themselves."""
+    seq = Sequence.decode(headers["binlake.seq"])
+    gtid = headers.get("binlake.gtid", b"").decode()
+    commit_ts = int(headers.get("binlake.commit_ts") or 0)
+    for ev in decode_record(value, source, seq.position):
+        yield RecordEvent(seq, gtid, commit_ts, ev)
+
+
+class ChunkAssembler:
+    """Rebuilds records published as consecutive chunks (header ``binlake.chunk: i/n``) of one partition."""
+
+    def __init__(self) -> None:
+        self._parts: dict[object, list[bytes]] = {}
+
+    def feed(self, partition: object, headers: Mapping[str, bytes], value: bytes,
+             where: str = "<record>", offset: int = 0) -> bytes | None:
+        """The whole record value, or None while chunks of it are still missing."""
+        chunk = headers.get("binlake.chunk")
+        if chunk is None:
+            if partition in self._parts:
+                raise BinlogError("a record follows an incomplete chunked record", offset, where)
+            return value
+        index, count = (int(x) for x in chunk.split(b"/"))
+        parts = self._parts.setdefault(partition, [])
+        if index != len(parts):
+            raise BinlogError(f"chunk {index}/{count} follows {len(parts)} chunks", offset, where)
+        parts.append(value)
+        if index + 1 < count:
+            return None
+        del self._parts[partition]
+        return b"".join(parts)
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._parts)
 
 
 def decode_record(data: bytes, source: str = "<record>", position: int = 0) -> Iterator[Event]:
