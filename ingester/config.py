@@ -33,8 +33,9 @@ class KafkaConfig:
     bootstrap: str = "127.0.0.1:9092"
     topic_prefix: str = "binlake"
     transactional_id: str | None = None  # default: "<topic_prefix>.<source host:port>"
-    batch_transactions: int = 500  # binlog transactions per Kafka transaction (at most)
-    batch_ms: int = 100  # ... or this much time, whichever comes first
+    # Group commit: a Kafka transaction commits as soon as the previous one has, holding every binlog
+    # transaction completed meanwhile; batch_ms > 0 also waits at least that long between commits.
+    batch_ms: int = 0
     max_record_bytes: int = 900_000
     compression: str | None = "zstd"  # kafka-python uses the zstandard package we already depend on
 

@@ -11,7 +11,7 @@ from typing import Any
 from ..codec.events import Event
 from ..config import load_config
 from ..dump.jsonl import event_json
-from ..records.format import ChunkAssembler, record_events
+from ..records.format import ChunkAssembler, RecordEvent, record_events
 from .run import overrides
 
 
@@ -53,30 +53,35 @@ def _messages(bootstrap: str, prefix: str, from_beginning: bool, exit_at_end: bo
 def committed_events(bootstrap: str, prefix: str, from_beginning: bool = True,
                      exit_at_end: bool = True) -> Iterator[Event]:
     """Decoded events of the prefix's topics; with ``exit_at_end``, in source order (by sequence)."""
-    source = f"kafka {bootstrap}"
+    return (item.event for item in committed_record_events(bootstrap, prefix, from_beginning, exit_at_end))
 
+
+def committed_record_events(bootstrap: str, prefix: str, from_beginning: bool = True,
+                            exit_at_end: bool = True) -> Iterator[RecordEvent]:
+    """Like ``committed_events``, with each event's sequence, GTID and commit time."""
+    source = f"kafka {bootstrap}"
     chunks = ChunkAssembler()
 
-    def decoded(msg: Any) -> Iterator[Event]:
+    def decoded(msg: Any) -> Iterator[RecordEvent]:
         headers = dict(msg.headers or ())
         where = f"{source} {msg.topic}[{msg.partition}]"
         value = chunks.feed((msg.topic, msg.partition), headers, msg.value, where, msg.offset)
         if value is not None:
-            for item in record_events(headers, value, f"{where}@{msg.offset}"):
-                yield item.event
+            yield from record_events(headers, value, f"{where}@{msg.offset}")
 
     batches = _messages(bootstrap, prefix, from_beginning, exit_at_end)
-    if exit_at_end:  # each partition is in order: merge them by sequence
-        per_partition: dict[tuple[str, int], list[Any]] = {}
-        for batch in batches:
-            for msg in batch:
-                per_partition.setdefault((msg.topic, msg.partition), []).append(msg)
-        for msg in heapq.merge(*per_partition.values(), key=lambda m: dict(m.headers)["binlake.seq"]):
-            yield from decoded(msg)
-    else:
+    if not exit_at_end:
         for batch in batches:
             for msg in batch:
                 yield from decoded(msg)
+        return
+    # Each partition is in source order and a record holds many events: merge the partitions' events.
+    per_partition: dict[tuple[str, int], list[Any]] = {}
+    for batch in batches:
+        for msg in batch:
+            per_partition.setdefault((msg.topic, msg.partition), []).append(msg)
+    streams = [(item for msg in msgs for item in decoded(msg)) for msgs in per_partition.values()]
+    yield from heapq.merge(*streams, key=lambda item: item.seq)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -28,6 +28,12 @@ _HEADER_V1 = struct.Struct("<IBII")
 _U32 = struct.Struct("<I").unpack_from
 _FDE = int(ET.FORMAT_DESCRIPTION_EVENT)  # plain ints: enum lookups cost on the per-event path
 _START_V3 = int(ET.START_EVENT_V3)
+# Rows events whose table id sits right after the header (all but pre-GA v0): routable unparsed.
+ROUTABLE_ROWS = frozenset(int(t) for t in (
+    ET.WRITE_ROWS_EVENT_V1, ET.UPDATE_ROWS_EVENT_V1, ET.DELETE_ROWS_EVENT_V1, ET.WRITE_ROWS_EVENT,
+    ET.UPDATE_ROWS_EVENT, ET.DELETE_ROWS_EVENT, ET.PARTIAL_UPDATE_ROWS_EVENT, ET.WRITE_ROWS_COMPRESSED_EVENT_V1,
+    ET.UPDATE_ROWS_COMPRESSED_EVENT_V1, ET.DELETE_ROWS_COMPRESSED_EVENT_V1, ET.WRITE_ROWS_COMPRESSED_EVENT,
+    ET.UPDATE_ROWS_COMPRESSED_EVENT, ET.DELETE_ROWS_COMPRESSED_EVENT))
 CHECKSUM_OFF = 0
 CHECKSUM_CRC32 = 1
 # Post-header lengths before FORMAT_DESCRIPTION_EVENT existed (binlog v1 and v3), by type code.
@@ -155,6 +161,46 @@ class BinlogDecoder:
         if decoder is None:
             return E.UnknownEvent(**h, body=bytes(buf[self.header_len:end]))
         return decoder(self, h, Cursor(buf, self.header_len, end, position))
+
+    @property
+    def plain_v4(self) -> bool:
+        """19-byte headers and today's type codes: the layout ``verify`` and ``rows_table_id`` serve."""
+        return self._plain_v4
+
+    def verify(self, buf: bytes, position: int = 0, *, in_payload: bool = False) -> int:
+        """Check an event's size field and checksum without decoding it; returns where its body ends.
+
+        For pipelines that forward events undecoded (the daemon), on the ``plain_v4`` layout."""
+        if len(buf) < HEADER_V3:
+            raise BinlogError(f"event header needs {HEADER_V3} bytes, {len(buf)} present", position, self.source)
+        size = _U32(buf, 9)[0]
+        if size != len(buf):
+            raise BinlogError(f"event size field says {size} bytes but the event has {len(buf)}", position,
+                              self.source)
+        if self.checksum != CHECKSUM_CRC32 or in_payload:
+            return size
+        end = size - 4
+        if end < HEADER_V3:
+            raise BinlogError("event too short for its checksum", position, self.source)
+        if self.verify_checksums:
+            stored = _U32(buf, end)[0]
+            actual = zlib.crc32(buf[:end] if end < 4096 else memoryview(buf)[:end])
+            if stored != actual:
+                raise BinlogError(f"CRC32 mismatch: stored 0x{stored:08x}, computed 0x{actual:08x}", position,
+                                  self.source)
+        return end
+
+    def rows_table_id(self, buf: bytes, position: int = 0, *, in_payload: bool = False) -> int | None:
+        """The table id of a rows event, its size and checksum verified, without decoding its rows
+        (the consumer decodes them). None for any other event, and for layouts that need the full
+        decoder."""
+        if not self._plain_v4 or len(buf) < HEADER_V3 + 8 or buf[4] not in ROUTABLE_ROWS:
+            return None
+        if self.post_header_lengths.get(buf[4], 0) < 8:
+            return None
+        if self.verify(buf, position, in_payload=in_payload) < HEADER_V3 + 8:
+            return None  # truncated: the full decoder says what is wrong
+        return int.from_bytes(buf[19:25], "little")
 
     def _start_v3(self, buf: bytes, h: dict[str, Any]) -> E.Event:
         cur = Cursor(buf, self.header_len, len(buf), h["position"])

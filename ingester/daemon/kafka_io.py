@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from ..records.builder import Checkpoint, Record
@@ -22,16 +25,24 @@ def offsets_topic(prefix: str) -> str:
 
 
 class Publisher:
-    """One transactional producer per source: records and checkpoints commit together."""
+    """One transactional producer per source: records and checkpoints commit together.
+
+    ``send`` and ``commit`` only queue the work: a thread of the publisher's own talks to Kafka, so
+    the daemon keeps reading the source while a Kafka transaction commits (the commit round trips
+    are hidden instead of stalling the stream). The queue is bounded in bytes: a slow or absent
+    broker stops the daemon's reading (back-pressure). A failure of the thread is raised by the
+    next ``send``, ``commit`` or ``wait``; ``abort`` then drops what was not committed.
+    """
 
     def __init__(self, bootstrap: str, prefix: str, transactional_id: str, *, compression: str | None = None,
-                 max_record_bytes: int = 900_000) -> None:
+                 max_record_bytes: int = 900_000, max_queued_bytes: int = 32 << 20) -> None:
         from kafka import KafkaProducer
         from kafka.admin import KafkaAdminClient
 
         self.prefix = prefix
         self.transactional_id = transactional_id
         self.max_record_bytes = max_record_bytes
+        self.max_queued_bytes = max_queued_bytes
         self._known: set[str] = set()
         try:
             self.admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="binlake-admin")
@@ -51,17 +62,69 @@ class Publisher:
         self._open = False
         self._futures: list[Any] = []
         self._unflushed = 0
+        self._cond = threading.Condition()
+        self._work: deque[tuple[str, Any, int]] = deque()
+        self._queued = 0
+        self._busy = False
+        self._commits = 0  # queued or under way
+        self._closing = False
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="binlake-kafka", daemon=True)
+        self._thread.start()
 
-    def _drain(self) -> None:
-        """Wait until everything sent so far is acknowledged (still inside the open transaction).
+    # -- the daemon's side
 
-        kafka-python has no bounded send buffer, so a huge binlog transaction would otherwise pile up
-        in memory and its oldest batches expire: this is the daemon's back-pressure."""
-        self.producer.flush(timeout=60)
-        for future in self._futures:
-            future.get(timeout=0)
+    def send(self, record: Record) -> None:
+        """Queue a record for the open Kafka transaction."""
+        self._put("send", record, len(record.value))
+
+    def commit(self, checkpoint: Checkpoint, done: Callable[[], None] | None = None) -> None:
+        """Queue the checkpoint and the commit of everything sent before it; ``done`` runs once committed."""
+        self._put("commit", (checkpoint, done), 0)
+
+    @property
+    def committing(self) -> bool:
+        """A commit is queued or under way: the daemon lets the next batch grow meanwhile (group commit)."""
+        return self._commits > 0
+
+    def wait(self) -> None:
+        """Until everything queued is done (committed or sent); raises the thread's failure."""
+        with self._cond:
+            while (self._work or self._busy) and self._error is None:
+                self._cond.wait()
+            self._raise_failure()
+
+    def abort(self) -> None:
+        """Drop everything not yet committed (it never becomes visible to read_committed)."""
+        with self._cond:
+            self._commits -= sum(1 for item in self._work if item[0] == "commit")
+            self._work.clear()
+            self._queued = 0
+            while self._busy:
+                self._cond.wait()
+            self._error = None
         self._futures.clear()
         self._unflushed = 0
+        if self._open:
+            self.producer.abort_transaction()
+            self._open = False
+
+    def discard(self) -> None:
+        """After a Kafka failure: drop the producer without waiting for the broker."""
+        self._stop_thread(wait=False)
+        for client in (self.producer, self.admin):
+            try:
+                client.close(timeout=0) if client is self.producer else client.close()
+            except Exception as exc:  # the connection is already broken
+                log.debug("closing after failure: %s", exc)
+
+    def close(self) -> None:
+        try:
+            self.abort()
+        finally:
+            self._stop_thread(wait=True)
+            self.producer.close()
+            self.admin.close()
 
     def ensure_topic(self, topic: str, compacted: bool = False) -> None:
         if topic in self._known:
@@ -76,14 +139,69 @@ class Publisher:
             pass
         self._known.add(topic)
 
-    def send(self, record: Record) -> None:
+    def _put(self, op: str, arg: Any, size: int) -> None:
+        with self._cond:
+            while self._queued > self.max_queued_bytes and self._error is None:
+                self._cond.wait()
+            self._raise_failure()
+            self._work.append((op, arg, size))
+            self._queued += size
+            self._commits += op == "commit"
+            self._cond.notify_all()
+
+    def _raise_failure(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def _stop_thread(self, wait: bool) -> None:
+        with self._cond:
+            self._closing = True
+            self._work.clear()
+            self._cond.notify_all()
+        if wait:
+            self._thread.join()
+
+    # -- the publisher's thread
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._work and not self._closing:
+                    self._cond.wait()
+                if self._closing:
+                    return
+                op, arg, size = self._work.popleft()
+                self._busy = True
+            try:
+                if op == "send":
+                    self._send_now(arg)
+                else:
+                    self._commit_now(*arg)
+            except BaseException as exc:  # handed to the daemon's thread, which aborts and retries
+                with self._cond:
+                    self._error = exc
+                    self._commits -= sum(1 for item in self._work if item[0] == "commit")
+                    self._work.clear()
+                    self._queued = 0
+            finally:
+                with self._cond:
+                    self._busy = False
+                    if op == "commit":
+                        self._commits -= 1
+                    self._queued = max(0, self._queued - size)
+                    self._cond.notify_all()
+
+    def _begin(self) -> None:
+        if not self._open:
+            self.producer.begin_transaction()
+            self._open = True
+
+    def _send_now(self, record: Record) -> None:
         """Publish a record; one larger than ``max_record_bytes`` goes as consecutive chunks (header
         ``binlake.chunk: i/n``) in the same partition and Kafka transaction."""
         topic = f"{self.prefix}.{record.topic}"
         self.ensure_topic(topic)
-        if not self._open:
-            self.producer.begin_transaction()
-            self._open = True
+        self._begin()
         value, size = record.value, self.max_record_bytes
         self._unflushed += len(value)
         if self._unflushed > _FLUSH_BYTES:
@@ -97,43 +215,31 @@ class Publisher:
             self._futures.append(
                 self.producer.send(topic, key=record.key, value=value[i * size : (i + 1) * size], headers=headers))
 
-    def commit(self, checkpoint: Checkpoint) -> None:
+    def _commit_now(self, checkpoint: Checkpoint, done: Callable[[], None] | None) -> None:
         """Write the checkpoint and commit everything sent since the last commit, atomically."""
-        if not self._open:
-            self.producer.begin_transaction()
-            self._open = True
+        self._begin()
         value = json.dumps({"file": checkpoint.file, "position": checkpoint.position,
                             "gtid_set": checkpoint.gtid_set, "seq": str(checkpoint.seq)}).encode()
         self._futures.append(
             self.producer.send(offsets_topic(self.prefix), key=self.transactional_id.encode(), value=value))
         # Every record must be acknowledged before the commit: a failed send must never be followed
-        # by a checkpoint that claims it (the error propagates; the caller aborts and retries).
+        # by a checkpoint that claims it (the error propagates; the daemon aborts and retries).
         self._drain()
         self.producer.commit_transaction()
         self._open = False
+        if done is not None:
+            done()
 
-    def abort(self) -> None:
-        """Drop everything sent since the last commit (it never becomes visible to read_committed)."""
+    def _drain(self) -> None:
+        """Wait until everything sent so far is acknowledged (still inside the open transaction).
+
+        kafka-python has no bounded send buffer, so a huge binlog transaction would otherwise pile up
+        in memory and its oldest batches expire."""
+        self.producer.flush(timeout=60)
+        for future in self._futures:
+            future.get(timeout=0)
         self._futures.clear()
         self._unflushed = 0
-        if self._open:
-            self.producer.abort_transaction()
-            self._open = False
-
-    def discard(self) -> None:
-        """After a Kafka failure: drop the producer without waiting for the broker."""
-        for client in (self.producer, self.admin):
-            try:
-                client.close(timeout=0) if client is self.producer else client.close()
-            except Exception as exc:  # the connection is already broken
-                log.debug("closing after failure: %s", exc)
-
-    def close(self) -> None:
-        try:
-            self.abort()
-        finally:
-            self.producer.close()
-            self.admin.close()
 
 
 def read_checkpoint(bootstrap: str, prefix: str, source_id: str) -> dict[str, Any] | None:

@@ -24,17 +24,19 @@ class Metrics:
         self.reconnects = Counter("binlake_reconnects", "Reconnections after a broken stream", registry=r)
         self.lag = Gauge("binlake_lag_seconds", "Now minus the newest event or heartbeat timestamp", registry=r)
         self.position = Gauge("binlake_committed_position", "Last committed binlog position", ["file"], registry=r)
-        self.commit_latency = Histogram("binlake_kafka_commit_seconds", "Kafka transaction commit time",
+        self.commit_latency = Histogram("binlake_kafka_commit_seconds", "Kafka transaction queued-to-committed time",
                                         registry=r, buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
         self.source_connected = False
         self.kafka_connected = False
         self.last_progress = time.monotonic()
 
-    def progress(self, event_timestamp: int, size: int) -> None:
-        self.events.inc()
+    def progress(self, events: int, size: int, newest_timestamp: int) -> None:
+        """Events and bytes read since the last call (the daemon reports in batches: per-event
+        updates would cost more than routing the event)."""
+        self.events.inc(events)
         self.bytes.inc(size)
-        if event_timestamp:
-            self.lag.set(max(0.0, time.time() - event_timestamp))
+        if newest_timestamp:
+            self.lag.set(max(0.0, time.time() - newest_timestamp))
         self.last_progress = time.monotonic()
 
     def serve(self, port: int, host: str = "127.0.0.1", stale_after: float = 60.0) -> ThreadingHTTPServer:

@@ -111,7 +111,7 @@ class Runner:
     def _stream(self, publisher: Publisher) -> None:
         cfg = self.cfg
         start_file, start_pos = cfg.source.start_file, cfg.source.start_position
-        builder = RecordBuilder(accept=cfg.filters.accepts)
+        builder = RecordBuilder(accept=cfg.filters.accepts, max_record_bytes=cfg.kafka.max_record_bytes)
         if self.committed:
             start_file, start_pos = self.committed["file"], self.committed["position"]
             gtids = self.committed["gtid_set"]
@@ -125,35 +125,47 @@ class Runner:
                               start_position=start_pos, non_blocking=cfg.exit_at_end,
                               heartbeat=cfg.source.heartbeat,
                               gtid_set=self.committed["gtid_set"] if by_gtid and self.committed else None)
-        state = {"pending": None, "sent": 0, "txns": 0, "last": time.monotonic()}
         batch_s = cfg.kafka.batch_ms / 1000
+        committed_transactions = 0
+        last_commit = time.monotonic()
+        unreported = [0, 0, b""]  # events and bytes since the last report, the newest event
+
+        def report() -> None:
+            events, size, newest = unreported
+            self.stats["events"] += events
+            self.metrics.progress(events, size, int.from_bytes(newest[:4], "little"))
+            unreported[0] = unreported[1] = 0
 
         def commit_pending() -> None:
-            pending = state["pending"]
-            if pending is not None:
-                self._commit(publisher, pending, state["txns"])
-                state.update(pending=None, sent=0, txns=0, last=time.monotonic())
+            nonlocal committed_transactions, last_commit
+            report()
+            checkpoint = builder.checkpoint()
+            if checkpoint is None:
+                return
+            for record in builder.flush():
+                self._send(publisher, record)
+            self._commit(publisher, checkpoint, builder.transactions - committed_transactions)
+            committed_transactions, last_commit = builder.transactions, time.monotonic()
 
-        stream.on_idle = lambda: None if builder.in_transaction else commit_pending()
+        stream.on_idle = lambda: None if builder.in_transaction or publisher.committing else commit_pending()
+        feed = builder.feed
+        dec = None
+        connecting = time.monotonic()
         try:
-            for raw, ev in stream.frames():
-                self.stats["events"] += 1
-                self.metrics.source_connected = True
-                self.metrics.progress(ev.timestamp, len(raw))
-                assert stream.decoder is not None
-                if not builder.file:
-                    builder.file = stream.file or ""
-                for item in builder.feed(stream.decoder, raw, ev):
-                    if type(item) is Record:
-                        publisher.send(item)
-                        state["sent"] += 1
-                        self.stats["records"] += 1
-                        self.metrics.records.inc()
-                    else:
-                        if state["sent"]:
-                            state["txns"] += 1
-                            state["sent"] = 0
-                        state["pending"] = item
+            for raw, position in stream.positioned():
+                if dec is None:  # connected: the stream's decoder and file are known now
+                    dec = stream.decoder
+                    builder.file = builder.file or stream.file or ""
+                    self.metrics.source_connected = True
+                unreported[0] += 1
+                unreported[1] += len(raw)
+                if unreported[0] >= 4096:
+                    unreported[2] = raw
+                    report()
+                closed = feed(dec, raw, position)
+                if closed:
+                    for record in closed:
+                        self._send(publisher, record)
                 if builder.in_transaction:
                     if self.stop_requested and time.monotonic() - self.stop_requested_at > _STOP_GRACE:
                         # A huge transaction is still streaming: drop it rather than ignore the
@@ -162,24 +174,39 @@ class Runner:
                         publisher.abort()
                         return
                     continue
-                if state["txns"] >= cfg.kafka.batch_transactions or time.monotonic() - state["last"] >= batch_s:
+                unreported[2] = raw
+                if not publisher.committing and (not batch_s or time.monotonic() - last_commit >= batch_s):
                     commit_pending()
                 if self.stop_requested:
-                    commit_pending()
-                    return
+                    break
             commit_pending()
+            publisher.wait()
+            # From connecting to the source to the last commit: the rate a running daemon sustains.
+            self.stats["streaming_ms"] = self.stats.get("streaming_ms", 0) + round(
+                (time.monotonic() - connecting) * 1000)
         finally:
+            report()
             stream.close()
 
+    def _send(self, publisher: Publisher, record: Record) -> None:
+        publisher.send(record)
+        self.stats["records"] += 1
+        self.metrics.records.inc()
+
     def _commit(self, publisher: Publisher, checkpoint: Checkpoint, transactions: int) -> None:
-        with self.metrics.commit_latency.time():
-            publisher.commit(checkpoint)
-        self.metrics.transactions.inc(transactions)
-        self.metrics.position.labels(checkpoint.file).set(checkpoint.position)
-        self.committed = {"file": checkpoint.file, "position": checkpoint.position,
-                          "gtid_set": checkpoint.gtid_set}
-        self.stats["commits"] += 1
-        self.stats["transactions"] += transactions
+        """Queue the Kafka commit; the bookkeeping happens once the broker has committed it."""
+        queued = time.monotonic()
+
+        def committed() -> None:  # on the publisher's thread
+            self.metrics.commit_latency.observe(time.monotonic() - queued)
+            self.metrics.transactions.inc(transactions)
+            self.metrics.position.labels(checkpoint.file).set(checkpoint.position)
+            self.committed = {"file": checkpoint.file, "position": checkpoint.position,
+                              "gtid_set": checkpoint.gtid_set}
+            self.stats["commits"] += 1
+            self.stats["transactions"] += transactions
+
+        publisher.commit(checkpoint, committed)
 
 
 _STOP_GRACE = 10.0  # seconds a stop request waits for the current transaction to end

@@ -1,26 +1,33 @@
 """From binlog events to Kafka records and checkpoints (sans-I/O: no Kafka, no sockets).
 
-The builder follows transactions: rows events become records on their table's topic, DDL and
-other statements become records on the schema topic, and at every transaction boundary it emits
-a checkpoint (file, next position, executed GTIDs) that is safe to resume from. The daemon puts
-a transaction's records and its checkpoint into one Kafka transaction.
+The builder follows transactions: rows events go into an open record of their table's topic, DDL and
+other statements into one of the schema topic, and at every transaction boundary it emits a
+checkpoint (file, next position, executed GTIDs) that is safe to resume from. Open records are
+closed when they reach their size limit or when the daemon commits (``flush``): a Kafka transaction
+then holds whole binlog transactions, their records and the checkpoint. Rows events are routed by
+their table id without decoding their row images: the consumer decodes them.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..codec import BinlogDecoder
+from ..codec import BinlogDecoder, BinlogError
 from ..codec import events as E
-from ..codec.events import EVENT_NAMES
-from .format import Sequence, encode_value, file_number
+from ..codec.constants import HEADER_V3
+from ..codec.decoder import ROUTABLE_ROWS
+from .format import RecordWriter, Sequence, file_number
 from .gtid import MariadbGtidState, MysqlGtidSet
 
 SCHEMA_TOPIC = "_schema"
+_XID, _TABLE_MAP, _MARIADB_GTID = 16, 19, 162
+_FAST = ROUTABLE_ROWS | {_XID, _TABLE_MAP, _MARIADB_GTID}
+_MARIADB_GTID_BODY = struct.Struct("<QIB").unpack_from  # sequence, domain, flags
+_U32 = struct.Struct("<I").unpack_from
 _TRANSACTION_CONTROL = re.compile(rb"^\s*(BEGIN|COMMIT|XA\s+(START|END|PREPARE|COMMIT|ROLLBACK))\b", re.I)
-
 
 @dataclass
 class Record:
@@ -42,17 +49,34 @@ class Checkpoint:
 
 
 @dataclass
+class _Route:
+    """What a table id maps to: its TABLE_MAP bytes and topic (None when filtered out)."""
+
+    table_map: bytes
+    topic: str | None
+
+
+@dataclass
 class RecordBuilder:
     """Feed every event of the stream in order; collect records and checkpoints."""
 
     accept: Callable[[str, str], bool] = lambda db, table: True
     file: str = ""
+    max_record_bytes: int = 900_000
+    max_open_bytes: int = 16 << 20  # all open records together: flushed beyond this (bounded memory)
     mysql_gtids: MysqlGtidSet = field(default_factory=MysqlGtidSet)
     mariadb_gtids: MariadbGtidState = field(default_factory=MariadbGtidState)
+    transactions: int = 0  # binlog transactions completed
     _fde: bytes = b""
-    _maps: dict[int, bytes] = field(default_factory=dict)
+    _routes: dict[int, _Route] = field(default_factory=dict)
+    _table_maps: dict[bytes, tuple[int, str | None]] = field(default_factory=dict)  # body -> (table id, topic)
+    _resume: tuple[str, int, int] | None = None  # the last transaction boundary: file, next position, event
+    _names: dict[str, tuple[str, str]] = field(default_factory=dict)  # topic -> (database, table)
+    _open: dict[str, RecordWriter] = field(default_factory=dict)
+    _open_bytes: int = 0
+    _file_number: int = 0
     _in_transaction: bool = False
-    _gtid: str = ""
+    _gtid: bytes = b""
     _pending_gtid: tuple | None = None
     _commit_ts: int = 0
     _standalone: bool = False
@@ -65,44 +89,156 @@ class RecordBuilder:
     def gtid_set(self) -> str:
         return str(self.mariadb_gtids) if self.mariadb_gtids.domains else str(self.mysql_gtids)
 
-    def feed(self, dec: BinlogDecoder, raw: bytes, ev: E.Event) -> Iterator[Record | Checkpoint]:
-        """Records (and a checkpoint at a transaction's end) for one outer event of the stream."""
+    def feed(self, dec: BinlogDecoder, raw: bytes, position: int) -> list[Record] | tuple[()]:
+        """Records closed by one outer event of the stream (usually none: records fill up over many)."""
+        code = raw[4]
+        if dec.plain_v4 and code in _FAST:  # the events of every transaction, routed without decoding
+            if code != _TABLE_MAP and code != _XID and code != _MARIADB_GTID:
+                table_id = dec.rows_table_id(raw, position)
+                if table_id is not None:
+                    self._in_transaction = True
+                    return self._rows(dec, raw, position, 0, table_id, False)
+            elif code == _TABLE_MAP:
+                end = dec.verify(raw, position)
+                body = raw[HEADER_V3:end]
+                known = self._table_maps.get(body)
+                if known is None:  # decode it once; later maps of the same table are recognised by their bytes
+                    ev = dec.decode(raw, position)
+                    assert type(ev) is E.TableMapEvent
+                    self._event(raw, ev, 0)
+                    if len(self._table_maps) >= 4096:
+                        self._table_maps.clear()
+                    known = self._table_maps[body] = (ev.table_map.table_id, self._routes[ev.table_map.table_id].topic)
+                self._routes[known[0]] = _Route(raw, known[1])
+                self._boundary(raw, position)
+                return ()
+            elif code == _XID:
+                if dec.verify(raw, position) == HEADER_V3 + 8:
+                    self._commit()
+                    self._boundary(raw, position)
+                    return ()
+            elif dec.verify(raw, position) == HEADER_V3 + 19:  # MariaDB GTID with its usual padding
+                seq, domain, flags = _MARIADB_GTID_BODY(raw, HEADER_V3)
+                if not flags & (2 | 64 | 128):  # no commit id, not XA: nothing more to read
+                    server_id = _U32(raw, 5)[0]
+                    self._begin()
+                    self._gtid = f"{domain}-{server_id}-{seq}".encode()
+                    self._pending_gtid = ("mariadb", domain, server_id, seq)
+                    self._commit_ts = _U32(raw, 0)[0] * 1_000_000
+                    self._standalone = bool(flags & 1)
+                    return ()
+        records: list[Record] = []
+        ev = dec.decode(raw, position)
         if type(ev) is E.TransactionPayloadEvent:
             for sub, inner_raw in enumerate(dec.payload_raw_events(ev), start=1):
-                inner = dec.decode(inner_raw, ev.position, in_payload=True)
-                yield from self._event(inner_raw, inner, sub)
+                inner_id = dec.rows_table_id(inner_raw, position, in_payload=True)
+                if inner_id is not None:
+                    self._in_transaction = True
+                    records += self._rows(dec, inner_raw, position, sub, inner_id, True)
+                else:
+                    records += self._event(inner_raw, dec.decode(inner_raw, position, in_payload=True), sub)
         else:
-            yield from self._event(raw, ev, 0)
-        if ev.log_pos and not self._in_transaction and not isinstance(ev, (E.RotateEvent, E.HeartbeatEvent)):
-            yield Checkpoint(self.file, ev.log_pos, self.gtid_set, self._seq(ev, 0))
+            records += self._event(raw, ev, 0)
+        if type(ev) is not E.RotateEvent and type(ev) is not E.HeartbeatEvent:
+            self._boundary(raw, position)
+        return records
 
-    def _seq(self, ev: E.Event, sub: int) -> Sequence:
-        return Sequence(file_number(self.file) if self.file else 0, ev.position, sub)
+    def _boundary(self, raw: bytes, position: int) -> None:
+        """After an event outside any transaction, the stream can resume right after it."""
+        if not self._in_transaction:
+            log_pos = _U32(raw, 13)[0]
+            if log_pos:
+                self._resume = (self.file, log_pos, position)
 
-    def _event(self, raw: bytes, ev: E.Event, sub: int) -> Iterator[Record]:
+    def checkpoint(self) -> Checkpoint | None:
+        """Where to resume after everything fed so far, if that is a new transaction boundary (taken
+        once: the next call returns None until another boundary passes). Call between transactions."""
+        resume = self._resume
+        if resume is None or self._in_transaction:
+            return None
+        self._resume = None
+        return Checkpoint(resume[0], resume[1], self.gtid_set, Sequence(self._file_number, resume[2], 0))
+
+    def flush(self) -> list[Record]:
+        """Close every open record (before a commit): they are all the events fed so far."""
+        records = [self._close(topic) for topic in list(self._open)]
+        self._open_bytes = 0
+        return records
+
+    def _rows(self, dec: BinlogDecoder, raw: bytes, position: int, sub: int, table_id: int,
+              in_payload: bool) -> list[Record] | tuple[()]:
+        route = self._routes.get(table_id)
+        if route is None:
+            raise BinlogError(f"rows event for table id {table_id} without a preceding TABLE_MAP event", position,
+                              dec.source)
+        if route.topic is None:
+            return ()
+        return self._add(route.topic, raw, position, sub, route.table_map, in_payload)
+
+    def _add(self, topic: str, raw: bytes, position: int, sub: int, table_map: bytes | None,
+             in_payload: bool) -> list[Record] | tuple[()]:
+        writer = self._open.get(topic)
+        if writer is None:
+            writer = self._open[topic] = RecordWriter(self._fde)
+        before = writer.size
+        writer.add(Sequence(self._file_number, position, sub).encode(), self._commit_ts, self._gtid, bytes(raw),
+                   table_map, in_payload)
+        self._open_bytes += writer.size - before
+        if writer.size >= self.max_record_bytes:
+            self._open_bytes -= writer.size
+            return [self._close(topic)]
+        if self._open_bytes > self.max_open_bytes:
+            return self.flush()
+        return ()
+
+    def _close(self, topic: str) -> Record:
+        writer = self._open.pop(topic)
+        database, table = self._names.get(topic, ("", ""))
+        headers = [
+            ("binlake.v", b"2"),
+            ("binlake.seq", writer.first_seq),
+            ("binlake.count", str(writer.count).encode()),
+            ("binlake.commit_ts", str(writer.last_commit_ts).encode()),
+            ("binlake.db", database.encode("utf-8", "surrogateescape")),
+            ("binlake.table", table.encode("utf-8", "surrogateescape")),
+            ("binlake.index", writer.index_header()),
+        ]
+        return Record(topic, topic.encode("utf-8", "surrogateescape"), writer.value(), headers,
+                      Sequence.decode(writer.first_seq))
+
+    def _event(self, raw: bytes, ev: E.Event, sub: int) -> list[Record] | tuple[()]:
         kind = type(ev)
         if kind is E.FormatDescriptionEvent:
-            self._fde = bytes(raw)
-            self._maps.clear()
+            self._routes.clear()
+            self._table_maps.clear()
+            if bytes(raw) != self._fde:
+                closed = self.flush()  # records carry one format description
+                self._fde = bytes(raw)
+                return closed
         elif kind is E.RotateEvent:
             self.file = ev.next_file
+            self._file_number = file_number(ev.next_file)
         elif kind is E.TableMapEvent:
-            self._maps[ev.table_map.table_id] = bytes(raw)
-        elif isinstance(ev, E.RowsEvent):
-            self._in_transaction = True
             tm = ev.table_map
-            if self.accept(tm.database, tm.table):
-                yield self._record(f"{tm.database}.{tm.table}", raw, ev, sub, self._maps.get(ev.table_id),
-                                   tm.database, tm.table)
+            topic = f"{tm.database}.{tm.table}" if self.accept(tm.database, tm.table) else None
+            if topic is not None:
+                self._names[topic] = (tm.database, tm.table)
+            self._routes[tm.table_id] = _Route(bytes(raw), topic)
+
+        elif isinstance(ev, E.RowsEvent):  # layouts without the routing fast path (pre-GA, old ids)
+            self._in_transaction = True
+            route = self._routes.get(ev.table_id)
+            if route is not None and route.topic is not None:
+                return self._add(route.topic, raw, ev.position, sub, route.table_map, ev.in_payload)
         elif isinstance(ev, E.GtidEvent):
             self._begin()
             if not isinstance(ev, E.AnonymousGtidEvent):
                 sid = f"{ev.uuid}:{ev.tag}" if ev.tag else ev.uuid
-                self._gtid, self._pending_gtid = ev.gtid, ("mysql", sid, ev.gno)
+                self._gtid, self._pending_gtid = ev.gtid.encode(), ("mysql", sid, ev.gno)
             self._commit_ts = ev.original_commit_timestamp or ev.timestamp * 1_000_000
         elif kind is E.MariadbGtidEvent:
             self._begin()
-            self._gtid, self._pending_gtid = ev.gtid, ("mariadb", ev.domain_id, ev.server_id, ev.sequence)
+            self._gtid, self._pending_gtid = ev.gtid.encode(), ("mariadb", ev.domain_id, ev.server_id, ev.sequence)
             self._commit_ts = ev.timestamp * 1_000_000
             self._standalone = bool(ev.gtid_flags & 1)  # FL_STANDALONE: no COMMIT follows
         elif isinstance(ev, E.QueryEvent):
@@ -117,17 +253,20 @@ class RecordBuilder:
             else:
                 if not self._gtid and not self._in_transaction:
                     self._commit_ts = ev.timestamp * 1_000_000
-                yield self._record(SCHEMA_TOPIC, raw, ev, sub, None, ev.database, "")
+                closed = self._add(SCHEMA_TOPIC, raw, ev.position, sub, None, ev.in_payload)
                 if not self._in_transaction or self._standalone:
                     self._commit()
+                return closed
         elif kind is E.XidEvent or kind is E.XaPrepareEvent:
             self._commit()
+        return ()
 
     def _begin(self) -> None:
         self._in_transaction = True
         self._standalone = False
 
     def _commit(self) -> None:
+        self.transactions += 1
         pending = self._pending_gtid
         if pending is not None:
             if pending[0] == "mysql":
@@ -137,21 +276,4 @@ class RecordBuilder:
         self._in_transaction = False
         self._standalone = False
         self._pending_gtid = None
-        self._gtid = ""
-
-    def _record(self, topic: str, raw: bytes, ev: E.Event, sub: int, table_map: bytes | None,
-                database: str, table: str) -> Record:
-        seq = self._seq(ev, sub)
-        headers = [
-            ("binlake.v", b"1"),
-            ("binlake.seq", seq.encode()),
-            ("binlake.file", self.file.encode()),
-            ("binlake.pos", str(ev.position).encode()),
-            ("binlake.gtid", self._gtid.encode()),
-            ("binlake.commit_ts", str(self._commit_ts).encode()),
-            ("binlake.type", EVENT_NAMES.get(ev.type_code, "unknown").encode()),
-            ("binlake.db", database.encode("utf-8", "surrogateescape")),
-            ("binlake.table", table.encode("utf-8", "surrogateescape")),
-        ]
-        key = f"{database}.{table}".encode("utf-8", "surrogateescape")
-        return Record(topic, key, encode_value(self._fde, table_map, bytes(raw), ev.in_payload), headers, seq)
+        self._gtid = b""

@@ -1,9 +1,10 @@
-"""Record format v1 (docs/FORMAT.md): what the daemon publishes and consumers decode.
+"""Record format v2 (docs/FORMAT.md): what the daemon publishes and consumers decode.
 
-A record's value carries the raw bytes of the event plus the events it needs to be decoded on
-its own (the FORMAT_DESCRIPTION and, for rows events, the TABLE_MAP), so any consumer decodes it
-with this project's codec alone. Routing facts (position, GTID, commit time, type, table) ride in
-Kafka headers, readable without touching the value. Pure functions: no Kafka client here.
+A record holds consecutive events of one topic (one table's rows events, or statements) as the
+server's raw bytes, plus what they need to be decoded on their own: the FORMAT_DESCRIPTION once and
+each TABLE_MAP where it changes. Many events per record is what makes publishing fast (the Kafka
+client's cost is per record). Each event's sequence, GTID, commit time and type ride in the
+``binlake.index`` header, readable without touching the value. Pure functions: no Kafka client here.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ from ..codec import BinlogDecoder, BinlogError
 from ..codec.events import Event
 
 MAGIC = b"BLK"
-VERSION = 1
+VERSION = 2
 _SEQ = struct.Struct(">IQI")
+_LEN = struct.Struct("<I")
+_INDEX_ENTRY = struct.Struct(">16sQBB")  # seq, commit_ts, type code, GTID length; then the GTID
+_FLAG_IN_PAYLOAD = 1
 
 
 @dataclass(frozen=True, order=True)
@@ -51,42 +55,65 @@ def file_number(name: str) -> int:
     return int(suffix)
 
 
-@dataclass(frozen=True)
-class RecordValue:
-    """The decoded container: the context events and the event itself, all raw bytes."""
+class RecordWriter:
+    """Accumulates the events of one record: value parts and index entries, encoded as they come."""
 
-    format_description: bytes
-    table_map: bytes | None
-    event: bytes
-    in_payload: bool  # event and table map came out of a compressed transaction: no CRC of their own
+    __slots__ = ("count", "first_seq", "index", "last_commit_ts", "parts", "size", "table_map")
+
+    def __init__(self, format_description: bytes) -> None:
+        self.parts = [MAGIC, bytes((VERSION, 0)), _LEN.pack(len(format_description)), format_description]
+        self.index: list[bytes] = []
+        self.size = 9 + len(format_description)
+        self.table_map: bytes | None = None
+        self.count = 0
+        self.first_seq = b""
+        self.last_commit_ts = 0
+
+    def add(self, seq: bytes, commit_ts: int, gtid: bytes, event: bytes, table_map: bytes | None,
+            in_payload: bool) -> None:
+        """Append one event. ``table_map`` is stored only where it differs from the previous one."""
+        tm = b"" if table_map is None or table_map == self.table_map else table_map
+        if table_map is not None:
+            self.table_map = table_map
+        self.parts += (bytes((_FLAG_IN_PAYLOAD if in_payload else 0,)), _LEN.pack(len(tm)), tm,
+                       _LEN.pack(len(event)), event)
+        self.index += (_INDEX_ENTRY.pack(seq, commit_ts, event[4], len(gtid)), gtid)
+        self.size += 9 + len(tm) + len(event)
+        if not self.count:
+            self.first_seq = seq
+        self.count += 1
+        self.last_commit_ts = commit_ts
+
+    def value(self) -> bytes:
+        return b"".join(self.parts)
+
+    def index_header(self) -> bytes:
+        return b"".join(self.index)
 
 
-def encode_value(format_description: bytes, table_map: bytes | None, event: bytes, in_payload: bool) -> bytes:
-    """``BLK`` 1 | flags u8 (1: from a compressed transaction) | len u32 + FDE | len u32 + TABLE_MAP
-    (0 = none) | event. Events keep their checksums, so consumers can verify them."""
-    tm = table_map or b""
-    return b"".join((MAGIC, bytes((VERSION, 1 if in_payload else 0)), struct.pack("<I", len(format_description)),
-                     format_description, struct.pack("<I", len(tm)), tm, event))
+@dataclass(frozen=True, slots=True)
+class IndexEntry:
+    """What the ``binlake.index`` header says about one event of a record."""
+
+    seq: Sequence
+    commit_ts: int  # microseconds since the epoch
+    type_code: int
+    gtid: str  # empty without GTIDs
 
 
-def decode_value(data: bytes) -> RecordValue:
-    if len(data) < 13 or data[:3] != MAGIC:
-        raise BinlogError("not a binlake record (bad magic)")
-    if data[3] != VERSION:
-        raise BinlogError(f"record format version {data[3]} is newer than this reader ({VERSION})")
-    flags = data[4]
-    p = 5
-    parts = []
-    for what in ("format description", "table map"):
-        if p + 4 > len(data):
-            raise BinlogError(f"record ends inside its {what} length")
-        (n,) = struct.unpack_from("<I", data, p)
-        p += 4
-        if p + n > len(data):
-            raise BinlogError(f"record's {what} of {n} bytes runs past its end")
-        parts.append(data[p : p + n])
+def read_index(header: bytes) -> list[IndexEntry]:
+    entries = []
+    p, end = 0, len(header)
+    while p < end:
+        if p + _INDEX_ENTRY.size > end:
+            raise BinlogError("record index ends inside an entry", p)
+        seq, commit_ts, code, n = _INDEX_ENTRY.unpack_from(header, p)
+        p += _INDEX_ENTRY.size
+        if p + n > end:
+            raise BinlogError("record index ends inside a GTID", p)
+        entries.append(IndexEntry(Sequence.decode(seq), commit_ts, code, header[p : p + n].decode()))
         p += n
-    return RecordValue(parts[0], parts[1] or None, data[p:], bool(flags & 1))
+    return entries
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,16 +126,49 @@ class RecordEvent:
     event: Event
 
 
+def _check_version(data: bytes) -> None:
+    if len(data) < 9 or data[:3] != MAGIC:
+        raise BinlogError("not a binlake record (bad magic)", 0)
+    if data[3] != VERSION:
+        raise BinlogError(f"record format version {data[3]} is not the version this reader knows ({VERSION})", 3)
+
+
 def record_events(headers: Mapping[str, bytes], value: bytes, source: str = "<record>") -> Iterator[RecordEvent]:
     """The events of one (reassembled) record, each with its sequence, GTID and commit time.
 
-    This is the consumer API: it hides the format version, so consumers (``binlake consume``, the
-    Spark job) never parse record bytes or headers themselves."""
-    seq = Sequence.decode(headers["binlake.seq"])
-    gtid = headers.get("binlake.gtid", b"").decode()
-    commit_ts = int(headers.get("binlake.commit_ts") or 0)
-    for ev in decode_record(value, source, seq.position):
-        yield RecordEvent(seq, gtid, commit_ts, ev)
+    This is the consumer API: consumers (``binlake consume``, the Spark job) never parse record
+    bytes or headers themselves. Errors name ``source`` and the byte offset inside the value."""
+    _check_version(value)
+    index = read_index(headers["binlake.index"])
+    data = memoryview(value)
+    (n,) = _LEN.unpack_from(value, 5)
+    p = 9 + n
+    if p > len(value):
+        raise BinlogError(f"record's format description of {n} bytes runs past its end", 9, source)
+    dec = BinlogDecoder(source)
+    dec.decode(value[9:p], 0)
+    for entry in index:
+        if p + 5 > len(value):
+            raise BinlogError(f"record holds fewer events than its index ({len(index)})", p, source)
+        in_payload = bool(value[p] & _FLAG_IN_PAYLOAD)
+        (m,) = _LEN.unpack_from(value, p + 1)
+        p += 5
+        if m:
+            if p + m > len(value):
+                raise BinlogError(f"record's table map of {m} bytes runs past its end", p, source)
+            dec.decode(bytes(data[p : p + m]), entry.seq.position, in_payload=in_payload)
+            p += m
+        if p + 4 > len(value):
+            raise BinlogError("record ends inside an event length", p, source)
+        (k,) = _LEN.unpack_from(value, p)
+        p += 4
+        if p + k > len(value) or k < 5:
+            raise BinlogError(f"record's event of {k} bytes runs past its end", p, source)
+        ev = dec.decode(bytes(data[p : p + k]), entry.seq.position, in_payload=in_payload)
+        p += k
+        yield RecordEvent(entry.seq, entry.gtid, entry.commit_ts, ev)
+    if p != len(value):
+        raise BinlogError(f"record has {len(value) - p} bytes after the events its index lists", p, source)
 
 
 class ChunkAssembler:
@@ -138,16 +198,3 @@ class ChunkAssembler:
     @property
     def pending(self) -> bool:
         return bool(self._parts)
-
-
-def decode_record(data: bytes, source: str = "<record>", position: int = 0) -> Iterator[Event]:
-    """The event of a record (a compressed transaction followed by its inner events)."""
-    value = decode_value(data)
-    dec = BinlogDecoder(source)
-    dec.decode(value.format_description, 4)
-    if value.table_map is not None:
-        dec.decode(value.table_map, position, in_payload=value.in_payload)
-    if value.in_payload:
-        yield dec.decode(value.event, position, in_payload=True)
-    else:
-        yield from dec.events(value.event, position)

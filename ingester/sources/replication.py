@@ -28,6 +28,9 @@ BINLOG_DUMP_NON_BLOCK = 0x01
 BINLOG_SEND_ANNOTATE_ROWS_EVENT = 0x02  # MariaDB
 _MAX_PACKET = 0xFFFFFF
 _READ_SIZE = 1 << 20
+_SIZE_AND_LOG_POS = struct.Struct("<II").unpack_from
+_U32 = struct.Struct("<I").unpack_from
+_ROTATE = 4
 
 
 class ReplicationError(Exception):
@@ -65,34 +68,47 @@ class PacketFramer:
     """Sans-I/O MySQL packet framing: feed bytes, take complete payloads.
 
     A payload of exactly 0xFFFFFF bytes continues in the next packet; the pieces are joined. The
-    sequence id must increase by one per packet (mod 256): anything else is a broken stream.
+    sequence id must increase by one per packet (mod 256): anything else is a broken stream. Input
+    is kept as immutable chunks, so each payload is copied once; the chunks of a large packet are
+    joined once it is complete, not at every read.
     """
 
     def __init__(self, first_seq: int = 1) -> None:
-        self._buf = bytearray()
+        self._buf = b""
         self._pos = 0
+        self._chunks: list[bytes] = []
+        self._chunked = 0  # bytes in _chunks
+        self._need = 4  # bytes the first incomplete packet needs (header included)
         self._parts: list[bytes] = []
         self.next_seq = first_seq
 
     def feed(self, data: bytes) -> None:
-        if self._pos > (1 << 20) and self._pos > len(self._buf) // 2:
-            del self._buf[: self._pos]
-            self._pos = 0
-        self._buf += data
+        self._chunks.append(data)
+        self._chunked += len(data)
 
-    def packets(self) -> Iterator[bytes]:
-        buf = self._buf
-        while len(buf) - self._pos >= 4:
-            header = int.from_bytes(buf[self._pos : self._pos + 4], "little")
-            length, seq = header & 0xFFFFFF, header >> 24
-            if len(buf) - self._pos - 4 < length:
-                return
+    def packets(self) -> list[bytes]:
+        """Every complete payload fed so far, in order."""
+        if not self._chunks or len(self._buf) - self._pos + self._chunked < self._need:
+            return []
+        self._buf = b"".join([self._buf[self._pos :], *self._chunks])
+        self._pos = 0
+        self._chunks.clear()
+        self._chunked = 0
+        buf, pos, end, out = self._buf, 0, len(self._buf), []
+        while end - pos >= 4:
+            header = _U32(buf, pos)[0]
+            length = header & 0xFFFFFF
+            if end - pos - 4 < length:
+                self._need = length + 4
+                break
+            seq = header >> 24
             if seq != self.next_seq:
+                self._pos = pos
                 raise ReplicationError(f"packet sequence {seq}, expected {self.next_seq}: the stream is out of step")
             self.next_seq = (seq + 1) & 0xFF
-            start = self._pos + 4
-            payload = bytes(buf[start : start + length])
-            self._pos = start + length
+            start = pos + 4
+            pos = start + length
+            payload = buf[start:pos]
             if length == _MAX_PACKET:
                 self._parts.append(payload)
                 continue
@@ -100,7 +116,11 @@ class PacketFramer:
                 self._parts.append(payload)
                 payload = b"".join(self._parts)
                 self._parts = []
-            yield payload
+            out.append(payload)
+        else:
+            self._need = 4
+        self._pos = pos
+        return out
 
 
 def parse_err(payload: bytes) -> tuple[int, str]:
@@ -226,8 +246,11 @@ class BinlogStream:
 
     # ------------------------------------------------------------------ reading
 
-    def raw_events(self) -> Iterator[bytes]:
-        """Event bytes as the server sends them (OK byte stripped), until EOF in non-blocking mode."""
+    def positioned(self) -> Iterator[tuple[bytes, int]]:
+        """(raw event, its position) in stream order, OK byte stripped, until EOF in non-blocking mode.
+
+        Events stay undecoded except ROTATE; ``decoder`` is ready for the caller. Tracks ``file`` and
+        ``next_position`` so the stream can be resumed. This is the daemon's hot loop."""
         import pymysql
 
         try:
@@ -241,6 +264,7 @@ class BinlogStream:
         sock.settimeout(None if not self.heartbeat else max(self.heartbeat * 3, 5.0))
         rfile = self._conn._rfile
         framer = PacketFramer(first_seq=1)
+        dec = self.decoder = BinlogDecoder(f"{self.source}/{self.file}", checksum=self.checksum)
         try:
             while True:
                 if self.on_idle is not None and not select.select([sock], [], [], 0)[0]:
@@ -254,45 +278,45 @@ class BinlogStream:
                     raise ReplicationError(f"{self.source}: the server closed the replication connection")
                 framer.feed(chunk)
                 for payload in framer.packets():
-                    head = payload[:1]
-                    if head == b"\0":
-                        yield payload[1:]
-                    elif head == b"\xff":
-                        code, message = parse_err(payload)
-                        hint = f" ({_HINTS[code]})" if code in _HINTS else ""
-                        raise ReplicationError(f"{self.source}: server error {code}: {message}{hint}")
-                    elif head == b"\xfe" and len(payload) < 9:
-                        if self.non_blocking:
-                            return  # EOF: caught up
-                        raise ReplicationError(f"{self.source}: the server ended the binlog stream "
-                                               "(shutting down?)")
-                    else:
-                        raise ReplicationError(f"{self.source}: unexpected packet 0x{payload[0]:02x} "
-                                               "in the binlog stream")
+                    if not payload or payload[0]:
+                        if self._end_of_stream(payload):
+                            return
+                        continue
+                    if len(payload) < 20:
+                        raise BinlogError(f"event of {len(payload) - 1} bytes", self.next_position, dec.source)
+                    raw = payload[1:]
+                    size, log_pos = _SIZE_AND_LOG_POS(raw, 9)
+                    position = log_pos - size if log_pos >= size else 0
+                    if raw[4] == _ROTATE:
+                        ev = dec.decode(raw, position)
+                        assert type(ev) is RotateEvent
+                        self.file, self.next_position = ev.next_file, ev.next_position
+                        dec.source = f"{self.source}/{self.file}"
+                    elif log_pos:
+                        self.next_position = log_pos
+                    yield raw, position
         finally:
             self.close()
 
-    def frames(self) -> Iterator[tuple[bytes, Event]]:
-        """(raw event, decoded outer event) in stream order; ``decoder`` expands payloads.
+    def _end_of_stream(self, payload: bytes) -> bool:
+        """A packet that is not an event: EOF (True when caught up in non-blocking mode) or an error."""
+        head = payload[0] if payload else -1
+        if head == 0xFF:
+            code, message = parse_err(payload)
+            hint = f" ({_HINTS[code]})" if code in _HINTS else ""
+            raise ReplicationError(f"{self.source}: server error {code}: {message}{hint}")
+        if head == 0xFE and len(payload) < 9:
+            if self.non_blocking:
+                return True
+            raise ReplicationError(f"{self.source}: the server ended the binlog stream (shutting down?)")
+        raise ReplicationError(f"{self.source}: unexpected packet {payload[:1].hex() or 'of 0 bytes'} in the binlog "
+                               "stream")
 
-        Tracks ``file`` and ``next_position`` so the stream can be resumed after any event.
-        """
-        for raw in self.raw_events():
-            if self.decoder is None:
-                self.decoder = BinlogDecoder(f"{self.source}", checksum=self.checksum)
-            dec = self.decoder
-            if len(raw) < 19:
-                raise BinlogError(f"event of {len(raw)} bytes", self.next_position, f"{self.source}/{self.file}")
-            size = int.from_bytes(raw[9:13], "little")
-            log_pos = int.from_bytes(raw[13:17], "little")
-            position = log_pos - size if log_pos >= size else 0
-            dec.source = f"{self.source}/{self.file}"
-            ev = dec.decode(raw, position)
-            if type(ev) is RotateEvent:
-                self.file, self.next_position = ev.next_file, ev.next_position
-            elif log_pos:
-                self.next_position = log_pos
-            yield raw, ev
+    def frames(self) -> Iterator[tuple[bytes, Event]]:
+        """(raw event, decoded outer event) in stream order; ``decoder`` expands payloads."""
+        for raw, position in self.positioned():
+            assert self.decoder is not None
+            yield raw, self.decoder.decode(raw, position)
 
     def events(self) -> Iterator[Event]:
         """Decoded events, compressed transactions expanded."""

@@ -7,9 +7,10 @@ import pytest
 
 from ingester.codec import BinlogDecoder
 from ingester.codec import events as E
+from ingester.codec.errors import BinlogError
 from ingester.dump.jsonl import event_json
 from ingester.records.builder import SCHEMA_TOPIC, Checkpoint, Record, RecordBuilder
-from ingester.records.format import Sequence, decode_record, decode_value
+from ingester.records.format import ChunkAssembler, read_index, record_events
 from ingester.sources.binlog_file import binlog_frames
 from tests.corpus import CORPUS
 
@@ -26,9 +27,10 @@ FILES = [
 ]
 
 
-def _build(path):
+def _build(path, max_record_bytes=900_000):
     dec = BinlogDecoder(str(path))
-    builder = RecordBuilder(file=path.name if path.suffix[1:].isdigit() else "binlog.000001")
+    builder = RecordBuilder(file=path.name if path.suffix[1:].isdigit() else "binlog.000001",
+                            max_record_bytes=max_record_bytes)
     out: list[Record | Checkpoint] = []
     expected: dict[tuple[int, int], dict] = {}
     for pos, raw in binlog_frames(path, dec):
@@ -37,32 +39,75 @@ def _build(path):
         if isinstance(ev, E.TransactionPayloadEvent):
             for sub, inner in enumerate(dec.payload_events(ev), start=1):
                 expected[(pos, sub)] = orjson.loads(event_json(inner))
-        out.extend(builder.feed(dec, raw, ev))
+        out.extend(builder.feed(dec, raw, pos))
+        if (checkpoint := builder.checkpoint()) is not None:
+            out.append(checkpoint)
+    out.extend(builder.flush())
     return builder, out, expected
 
 
+@pytest.mark.parametrize("max_record_bytes", [900_000, 1])
 @pytest.mark.parametrize("name", FILES)
-def test_records_decode_to_the_same_events(name) -> None:
+def test_records_decode_to_the_same_events(name, max_record_bytes) -> None:
+    """Every rows event and statement comes back exactly once, decoded by the codec alone, whether
+    records hold many events or one."""
     path = CORPUS / name
-    _, out, expected = _build(path)
+    _, out, expected = _build(path, max_record_bytes)
     records = [r for r in out if isinstance(r, Record)]
     assert records
     rows_events = [e for e in expected.values() if e["type"] in ("write_rows", "update_rows", "delete_rows")]
-    assert len([r for r in records if r.topic != SCHEMA_TOPIC]) == len(rows_events)
+    seen = []
     for record in records:
-        seq = Sequence.decode(dict(record.headers)["binlake.seq"])
-        (event,) = decode_record(record.value, "record", seq.position)
-        got = orjson.loads(event_json(event))
-        assert got == expected[(seq.position, seq.sub)]
         headers = dict(record.headers)
-        if got["type"] in ("write_rows", "update_rows", "delete_rows"):
-            assert record.topic == f"{got['database']}.{got['table']}"
-            assert headers["binlake.table"].decode() == got["table"]
-            assert decode_value(record.value).table_map is not None
-        else:
-            assert record.topic == SCHEMA_TOPIC and got["type"] == "query"
-    seqs = [r.seq for r in records]
-    assert seqs == sorted(seqs)
+        items = list(record_events(headers, record.value, "record"))
+        assert [i.seq for i in items] == [e.seq for e in read_index(headers["binlake.index"])]
+        assert int(headers["binlake.count"]) == len(items) and headers["binlake.seq"] == items[0].seq.encode()
+        if max_record_bytes == 1:
+            assert len(items) == 1
+        for item in items:
+            got = orjson.loads(event_json(item.event))
+            assert got == expected[(item.seq.position, item.seq.sub)]
+            if got["type"] in ("write_rows", "update_rows", "delete_rows"):
+                assert record.topic == f"{got['database']}.{got['table']}"
+                assert headers["binlake.table"].decode() == got["table"]
+            else:
+                assert record.topic == SCHEMA_TOPIC and got["type"] == "query"
+            seen.append(item.seq)
+    assert len(seen) == len(set(seen))
+    assert len([s for s, r in zip(seen, _topics(records), strict=True) if r != SCHEMA_TOPIC]) == len(rows_events)
+    per_topic: dict[str, list] = {}
+    for record in records:
+        per_topic.setdefault(record.topic, []).append(record.seq)
+    assert all(seqs == sorted(seqs) for seqs in per_topic.values())
+
+
+def _topics(records):
+    for record in records:
+        yield from [record.topic] * int(dict(record.headers)["binlake.count"])
+
+
+def test_damaged_records_fail_with_the_offset() -> None:
+    _, out, _ = _build(CORPUS / "zendesk-maxwell" / "binlog.000004")
+    record = next(r for r in out if isinstance(r, Record) and r.topic != SCHEMA_TOPIC)
+    headers = dict(record.headers)
+    with pytest.raises(BinlogError, match=r"^rec at byte \d+: record's event of \d+ bytes runs past its end"):
+        list(record_events(headers, record.value[:-3], "rec"))
+    with pytest.raises(BinlogError, match="record format version 9"):
+        list(record_events(headers, record.value[:3] + b"\x09" + record.value[4:], "rec"))
+    with pytest.raises(BinlogError, match="CRC32 mismatch"):
+        list(record_events(headers, record.value[:-1] + bytes([record.value[-1] ^ 1]), "rec"))
+
+
+def test_chunks_reassemble_in_order_and_refuse_gaps() -> None:
+    chunks = ChunkAssembler()
+    assert chunks.feed("p", {"binlake.chunk": b"0/3"}, b"ab") is None
+    assert chunks.feed("q", {}, b"other partition") == b"other partition"
+    assert chunks.feed("p", {"binlake.chunk": b"1/3"}, b"cd") is None
+    assert chunks.feed("p", {"binlake.chunk": b"2/3"}, b"e") == b"abcde"
+    assert not chunks.pending
+    chunks.feed("p", {"binlake.chunk": b"0/2"}, b"x")
+    with pytest.raises(BinlogError, match="chunk 0/2 follows 1 chunks"):
+        chunks.feed("p", {"binlake.chunk": b"0/2"}, b"x", "t[0]", 7)
 
 
 def test_checkpoints_are_transaction_boundaries_and_gtids_grow() -> None:
