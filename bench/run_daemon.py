@@ -110,6 +110,7 @@ class Memory:
     stats: dict[str, int]
     returncode: int
     error: str = ""
+    mariadb: str = ""
 
 
 def main() -> int:
@@ -147,6 +148,7 @@ def main() -> int:
                 versions.setdefault("mariadb", latency.mariadb)
             if not args.skip_memory:
                 memory = [measure_memory(broker, mb << 20, args.memory_timeout) for mb in args.memory_mb]
+                versions.setdefault("mariadb", memory[0].mariadb if memory else "")
     except BenchError as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 1
@@ -493,7 +495,8 @@ def measure_memory(broker: KafkaBroker, size: int, timeout: float) -> Memory:
             first = "; first daemon warnings: " + " / ".join(w.split(" ", 2)[-1][:300] for w in exc.warnings[:3])
             error = exc.how + (first if exc.warnings else "")
             print(f"bench: memory run failed: {exc}", file=sys.stderr)
-        return Memory(binlog, rows, generate_s, seconds, peak, hwm, stats, code, error)
+        return Memory(binlog, rows, generate_s, seconds, peak, hwm, stats, code, error,
+                      server.execute("SELECT VERSION()")[0][0])
 
 
 # --- report ----------------------------------------------------------------------------------------
