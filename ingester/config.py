@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import yaml
 
@@ -26,6 +26,11 @@ class SourceConfig:
     start_file: str | None = None  # only used when there is no checkpoint yet
     start_position: int = 4
     resume: str = "position"  # or "gtid": resume by executed GTIDs, e.g. after failing over to a replica
+    # TLS to the source; unset: what the URL says (?tls=...), by default verify-identity.
+    tls: str | None = None  # verify-identity | verify-ca | required | preferred | disabled
+    tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
 
 
 @dataclass
@@ -62,8 +67,15 @@ class Config:
     log_format: str = "text"  # or "json": one JSON object per line, for log pipelines
 
     def source_url(self) -> str:
-        """The source URL with the password filled in from the environment or file, if any."""
+        """The source URL with the password (from the environment or file) and the TLS settings filled in."""
         url = self.source.url
+        tls = {name: value for name, value in (("tls", self.source.tls), ("tls-ca", self.source.tls_ca),
+                                               ("tls-cert", self.source.tls_cert), ("tls-key", self.source.tls_key))
+               if value is not None}
+        if tls:
+            parts = urlsplit(url)
+            query = {k: v[-1] for k, v in parse_qs(parts.query).items()} | tls
+            url = parts._replace(query=urlencode(query)).geturl()
         password = os.environ.get("BINLAKE_SOURCE_PASSWORD")
         if password is None and self.source.password_file:
             password = Path(self.source.password_file).read_text().strip()

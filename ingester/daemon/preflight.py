@@ -23,17 +23,10 @@ class Finding:
 
 def check_source(url: str, server_id: int) -> tuple[str, list[Finding]]:
     """Connect as the replication user would and run every check; (redacted source, findings)."""
-    import pymysql
-
-    from ..sources.replication import ReplicationError, SourceURL
+    from ..sources.replication import SourceURL
 
     src = SourceURL.parse(url)
-    try:
-        conn = pymysql.connect(host=src.host, port=src.port, user=src.user, password=src.password,
-                               connect_timeout=10)
-    except pymysql.err.MySQLError as exc:
-        raise ReplicationError(f"{src}: cannot connect: {exc.args[-1] if exc.args else exc}") from None
-    with conn:
+    with src.connect(connect_timeout=10) as conn:
         return str(src), run_checks(conn, server_id)
 
 

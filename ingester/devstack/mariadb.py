@@ -89,9 +89,15 @@ class SQLServer:
 
     @property
     def url(self) -> str:
-        """mysql://user[:password]@host:port, the form binlake's configuration takes."""
+        """mysql://user[:password]@host:port?tls=..., the form binlake's configuration takes. A private
+        server started without certificates says ``tls=disabled`` explicitly (binlake verifies TLS by
+        default)."""
         auth = quote(self.user, safe="") + (f":{quote(self.password, safe='')}" if self.password else "")
-        return f"mysql://{auth}@{self.host}:{self.port}"
+        return f"mysql://{auth}@{self.host}:{self.port}?{self.tls_query}"
+
+    @property
+    def tls_query(self) -> str:
+        return "tls=disabled"
 
     def connect(self, database: str | None = None, **kw: Any) -> Connection:
         """A new autocommit utf8mb4 connection (the caller closes it); keywords override the defaults."""
@@ -178,6 +184,12 @@ class MariaDBServer(SQLServer):
     @property
     def port(self) -> int:
         return self._port
+
+    @property
+    def tls_query(self) -> str:
+        """Verified TLS when the server was given a certificate (``ssl_cert``, ``ssl_key``, ``ssl_ca``)."""
+        ca = self._settings.get("ssl_ca")
+        return f"tls=verify-identity&tls-ca={quote(str(ca), safe='/')}" if ca else "tls=disabled"
 
     @property
     def datadir(self) -> Path:

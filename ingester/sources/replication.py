@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import select
 import socket
+import ssl
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..codec import BinlogDecoder, BinlogError
 from ..codec.decoder import CHECKSUM_CRC32, CHECKSUM_OFF
@@ -30,6 +31,7 @@ _MAX_PACKET = 0xFFFFFF
 _READ_SIZE = 1 << 20
 _SIZE_AND_LOG_POS = struct.Struct("<II").unpack_from
 _U32 = struct.Struct("<I").unpack_from
+_NO_TLS = 2026  # pymysql: "SSL is required but the server doesn't support it"
 _ROTATE = 4
 
 
@@ -37,24 +39,87 @@ class ReplicationError(Exception):
     """The server refused or broke the replication stream; the message says what to do."""
 
 
+TLS_MODES = ("verify-identity", "verify-ca", "required", "preferred", "disabled")
+
+
 @dataclass(frozen=True)
 class SourceURL:
+    """Where the source is and how to reach it: ``mysql://USER[:PASSWORD]@HOST[:PORT][?tls=MODE&tls-ca=FILE
+    &tls-cert=FILE&tls-key=FILE]``. TLS verifies the server's certificate and name by default
+    (``verify-identity``); anything weaker has to be asked for."""
+
     host: str
     port: int
     user: str
     password: str = ""
+    tls: str = "verify-identity"
+    tls_ca: str | None = None  # default: the system's trusted CAs
+    tls_cert: str | None = None  # client certificate (X509 users)
+    tls_key: str | None = None
 
     @classmethod
     def parse(cls, url: str) -> SourceURL:
-        """``mysql://USER[:PASSWORD]@HOST[:PORT]`` (percent-encoding allowed in user and password)."""
+        """Percent-encoding is allowed in user and password."""
         parts = urlsplit(url)
         if parts.scheme not in ("mysql", "mariadb") or not parts.hostname:
             raise ValueError(f"source must look like mysql://USER[:PASSWORD]@HOST:PORT, got {redact(url)}")
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        unknown = set(query) - {"tls", "tls-ca", "tls-cert", "tls-key"}
+        if unknown:
+            raise ValueError(f"source URL {redact(url)}: unknown parameter {', '.join(sorted(unknown))} "
+                             "(known: tls, tls-ca, tls-cert, tls-key)")
+        tls = query.get("tls", "verify-identity")
+        if tls not in TLS_MODES:
+            raise ValueError(f"source URL {redact(url)}: tls must be one of {', '.join(TLS_MODES)}, got {tls!r}")
         return cls(parts.hostname, parts.port or 3306, unquote(parts.username or "root"),
-                   unquote(parts.password or ""))
+                   unquote(parts.password or ""), tls, query.get("tls-ca"), query.get("tls-cert"),
+                   query.get("tls-key"))
 
     def __str__(self) -> str:  # never shows the password
         return f"mysql://{self.user}@{self.host}:{self.port}"
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        if self.tls in ("disabled", "preferred"):
+            return None
+        ctx = ssl.create_default_context(cafile=self.tls_ca)
+        if self.tls == "required":  # encrypted, but the server is not authenticated
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        elif self.tls == "verify-ca":
+            ctx.check_hostname = False
+        if self.tls_cert:
+            ctx.load_cert_chain(self.tls_cert, self.tls_key)
+        return ctx
+
+    def connect(self, **options: Any) -> Any:
+        """A pymysql connection with this URL's TLS settings. pymysql quietly stays in plaintext when
+        the server offers no TLS: unless TLS is ``preferred`` or ``disabled``, that is refused here."""
+        import pymysql
+
+        context = self.ssl_context()
+        if self.tls == "disabled":
+            options["ssl_disabled"] = True  # pymysql would otherwise try TLS on its own
+        elif self.tls != "preferred":  # pymysql's own default is the preferred mode
+            options["ssl"] = context
+        try:
+            conn = pymysql.connect(host=self.host, port=self.port, user=self.user, password=self.password,
+                                   **options)
+        except pymysql.err.OperationalError as exc:
+            code = exc.args[0] if exc.args else 0
+            hint = _HINTS.get(code, "")
+            if code == _NO_TLS:
+                hint = (f"the server does not offer TLS, and tls={self.tls} requires it: configure TLS on the "
+                        "server, or set tls=disabled explicitly")
+            elif "CERTIFICATE_VERIFY_FAILED" in str(exc):
+                hint = ("the server's certificate was not accepted: give its CA with tls-ca=FILE, or choose a "
+                        "weaker tls mode explicitly")
+            raise ReplicationError(f"{self}: cannot connect: {_message(exc)}" + (f" ({hint})" if hint else "")) \
+                from None
+        if context is not None and not isinstance(conn._sock, ssl.SSLSocket):
+            conn.close()  # older pymysql stays in plaintext quietly
+            raise ReplicationError(f"{self}: the server does not offer TLS, and tls={self.tls} requires it "
+                                   "(configure TLS on the server, or set tls=disabled explicitly)")
+        return conn
 
 
 def redact(url: str) -> str:
@@ -149,8 +214,7 @@ class BinlogStream:
 
     def __init__(self, source: str | SourceURL, *, server_id: int, start_file: str | None = None,
                  start_position: int = 4, non_blocking: bool = False, heartbeat: float = 5.0,
-                 connect_timeout: float = 10.0, ssl: dict[str, Any] | None = None,
-                 gtid_set: str | None = None) -> None:
+                 connect_timeout: float = 10.0, gtid_set: str | None = None) -> None:
         """``gtid_set``: resume after these executed GTIDs (MySQL set text or MariaDB ``d-s-n,...``)
         instead of at ``start_file``/``start_position``: what survives a failover to another server."""
         self.source = source if isinstance(source, SourceURL) else SourceURL.parse(source)
@@ -160,7 +224,6 @@ class BinlogStream:
         self.non_blocking = non_blocking
         self.heartbeat = heartbeat
         self.connect_timeout = connect_timeout
-        self.ssl = ssl
         self.gtid_set = gtid_set
         self.checksum = CHECKSUM_OFF
         self.is_mariadb = False
@@ -173,16 +236,7 @@ class BinlogStream:
     # ------------------------------------------------------------------ connection
 
     def _connect(self) -> None:
-        import pymysql
-
-        try:
-            conn = pymysql.connect(host=self.source.host, port=self.source.port, user=self.source.user,
-                                   password=self.source.password, connect_timeout=self.connect_timeout,
-                                   ssl=self.ssl, autocommit=True, charset="utf8mb4")
-        except pymysql.err.OperationalError as exc:
-            code = exc.args[0] if exc.args else 0
-            raise ReplicationError(f"{self.source}: cannot connect: {_message(exc)}"
-                                   + (f" ({_HINTS[code]})" if code in _HINTS else "")) from None
+        conn = self.source.connect(connect_timeout=self.connect_timeout, autocommit=True, charset="utf8mb4")
         self._conn = conn
         with conn.cursor() as cur:
             cur.execute("SELECT VERSION(), @@global.binlog_checksum")

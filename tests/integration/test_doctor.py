@@ -19,7 +19,7 @@ def test_ready_server_and_least_privilege_user(mariadb, capsys) -> None:
     code, lines = _doctor(mariadb.url, capsys)
     assert code == 0 and lines[-1].startswith("ready:")
     assert any(line.startswith("warn privileges: the user has ALL PRIVILEGES") for line in lines)
-    url = f"mysql://{mariadb.replication_user}:{mariadb.replication_password}@127.0.0.1:{mariadb.port}"
+    url = f"mysql://{mariadb.replication_user}:{mariadb.replication_password}@127.0.0.1:{mariadb.port}?tls=disabled"
     code, lines = _doctor(url, capsys)
     assert code == 0, lines
     assert "ok   privileges: replication and SELECT granted" in lines

@@ -46,7 +46,7 @@ def test_settings_reach_the_server(mariadb: MariaDBServer) -> None:
         " @@character_set_server, @@collation_server, @@max_allowed_packet"
     )
     assert row == ("ROW", "FULL", "CRC32", "FULL", "utf8mb4", "utf8mb4_general_ci", 1 << 30)
-    assert mariadb.url == f"mysql://root@127.0.0.1:{mariadb.port}"
+    assert mariadb.url == f"mysql://root@127.0.0.1:{mariadb.port}?tls=disabled"
     assert mariadb.current_binlog_position().file == mariadb.binlog_files()[-1].name
 
 

@@ -81,7 +81,7 @@ def test_purged_binlog_is_a_clear_error(make_mariadb, capsys) -> None:
 
 def test_bad_password_is_a_clear_error_without_the_password(make_mariadb, capsys) -> None:
     server = make_mariadb()
-    url = f"mysql://{server.replication_user}:wrong-Secret-42@127.0.0.1:{server.port}"
+    url = f"mysql://{server.replication_user}:wrong-Secret-42@127.0.0.1:{server.port}?tls=disabled"
     assert main(["dump", "--source", url, "--exit-at-end"]) == 2
     err = capsys.readouterr().err
     assert "wrong-Secret-42" not in err and "1045" in err and err.count("\n") == 1

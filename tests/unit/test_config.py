@@ -53,3 +53,20 @@ def test_json_logs_never_carry_the_password(capsys) -> None:
     entry = json.loads(line)
     assert entry["level"] == "INFO" and entry["logger"] == "binlake.run"
     assert "pa55word" not in line and "repl:***@db" in entry["message"]
+
+
+def test_tls_settings_join_the_source_url_and_are_validated(monkeypatch) -> None:
+    from ingester.sources.replication import SourceURL
+
+    monkeypatch.setenv("BINLAKE_SOURCE_PASSWORD", "pw")
+    assert SourceURL.parse("mysql://repl@db").tls == "verify-identity"  # verified unless told otherwise
+    cfg = load_config(None, {"source": {"url": "mysql://repl@db:3306?tls=disabled", "tls": "verify-ca",
+                                        "tls_ca": "/etc/ca.pem"}}, environ={})
+    url = SourceURL.parse(cfg.source_url())
+    assert (url.tls, url.tls_ca, url.password) == ("verify-ca", "/etc/ca.pem", "pw")
+    env = load_config(None, {"source": {"url": "mysql://repl@db"}}, environ={"BINLAKE_SOURCE_TLS": "required"})
+    assert SourceURL.parse(env.source_url()).tls == "required"
+    with pytest.raises(ValueError, match="tls must be one of"):
+        SourceURL.parse("mysql://repl@db?tls=sometimes")
+    with pytest.raises(ValueError, match="unknown parameter sslmode"):
+        SourceURL.parse("mysql://repl@db?sslmode=on")
