@@ -50,6 +50,10 @@ class Publisher:
                 bootstrap_servers=bootstrap, transactional_id=transactional_id, enable_idempotence=True,
                 acks="all", compression_type=compression, max_request_size=max(max_record_bytes * 2, 1 << 20),
                 linger_ms=5, client_id=f"binlake-{transactional_id}",
+                # A transaction's first send right after the previous commit is answered "concurrent
+                # transactions" until the broker has written the commit markers, then retried after this
+                # backoff: kafka-python's default (100 ms) would put 100 ms into every commit.
+                retry_backoff_ms=10,
                 # Fail fast when the broker is gone, so the daemon backs off instead of hanging.
                 max_block_ms=15_000, request_timeout_ms=10_000, delivery_timeout_ms=30_000,
                 # A huge binlog transaction is one Kafka transaction: allow the broker maximum (15 min).
