@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterable, Iterator
 from decimal import Decimal
 from typing import Any
 
 import orjson
 
-from ..codec.events import Event, TableMapEvent
+from ..codec import BinlogDecoder
+from ..codec.events import Event, TableMapEvent, TransactionPayloadEvent
 from ..codec.rows import JsonDiff
 
 _OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
@@ -36,3 +38,14 @@ def event_json(event: Event) -> bytes:
         head = orjson.dumps(Event.to_dict(event), default=json_default)
         return b"".join((head[:-1], b",", tm.json_cache[1:], b"\n"))
     return orjson.dumps(event.to_dict(), default=json_default, option=_OPTIONS)
+
+
+def frame_lines(dec: BinlogDecoder, frames: Iterable[tuple[int, bytes]]) -> Iterator[bytes]:
+    """The JSON lines of each event of ``frames`` (compressed payloads followed by their events)."""
+    decode = dec.decode
+    for pos, raw in frames:
+        ev = decode(raw, pos)
+        if type(ev) is TransactionPayloadEvent:
+            yield from map(event_json, dec.expand(ev))
+        else:
+            yield event_json(ev)

@@ -19,6 +19,7 @@ from urllib.parse import unquote, urlsplit
 from ..codec import BinlogDecoder, BinlogError
 from ..codec.decoder import CHECKSUM_CRC32, CHECKSUM_OFF
 from ..codec.events import Event, RotateEvent, TransactionPayloadEvent
+from .errors import ReplicationError
 
 COM_BINLOG_DUMP = 0x12
 COM_REGISTER_SLAVE = 0x15
@@ -28,10 +29,6 @@ BINLOG_DUMP_NON_BLOCK = 0x01
 BINLOG_SEND_ANNOTATE_ROWS_EVENT = 0x02  # MariaDB
 _MAX_PACKET = 0xFFFFFF
 _READ_SIZE = 1 << 20
-
-
-class ReplicationError(Exception):
-    """The server refused or broke the replication stream; the message says what to do."""
 
 
 @dataclass(frozen=True)
