@@ -94,12 +94,9 @@ def rows_plan(tm: TableMap, key: bytes) -> Any:
     width = len(tm.columns)
     nbytes = (width + 7) >> 3
     bitmaps = key[1:]
-    if len(bitmaps) != nbytes * (2 if kind == "update" else 1):
+    if not width or len(bitmaps) != nbytes * (2 if kind == "update" else 1):
         return None
-    present = [int.from_bytes(bitmaps[:nbytes], "little"), int.from_bytes(bitmaps[nbytes:], "little")]
-    if kind != "update":
-        present[1] = present[0]
-    images = {"write": (present[1],), "delete": (present[0],), "update": tuple(present)}[kind]
+    images = [int.from_bytes(bitmaps[i : i + nbytes], "little") for i in range(0, len(bitmaps), nbytes)]
     specs = []
     for prefix, bitmap in zip(_IMAGE_PREFIXES[kind], images, strict=True):
         cols = [c for c in tm.columns if bitmap >> c.index & 1]
