@@ -30,6 +30,26 @@ def json_default(value: Any) -> Any:
 
 def event_json(event: Event) -> bytes:
     """One event as a JSON line (newline included)."""
+    try:
+        return _event_json(event)
+    except orjson.JSONEncodeError:  # text with undecodable bytes (surrogate escapes): JSON cannot hold them
+        return orjson.dumps(_replace_surrogates(event.to_dict()), default=json_default, option=_OPTIONS)
+
+
+def _replace_surrogates(value: Any) -> Any:
+    """``value`` with each lone surrogate of its strings (keys included) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {_replace_surrogates(k): _replace_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_replace_surrogates(v) for v in value]
+    if isinstance(value, JsonDiff):
+        return _replace_surrogates(value.to_json())
+    return value
+
+
+def _event_json(event: Event) -> bytes:
     if type(event) is TableMapEvent:
         # Servers repeat the same map in every transaction: serialize its columns once per map.
         tm = event.table_map

@@ -85,7 +85,8 @@ def test_mutated_corpus_files_render_identically(tmp_path, monkeypatch, data) ->
         del buf[data.draw(st.integers(4, len(buf))):]
     path = tmp_path / name
     path.write_bytes(buf)
-    _same(path, monkeypatch, verify=False)
+    _out, error = _same(path, monkeypatch, verify=False)
+    assert error is None or error.startswith(f"BinlogError: {path} at byte ")
     _same(path, monkeypatch)
 
 
@@ -257,3 +258,19 @@ def test_synthetic_rows_of_every_column_type_render_identically(tmp_path, monkey
     path = tmp_path / "synthetic-bin.000001"
     path.write_bytes(raw)
     _same(path, monkeypatch)
+
+
+def test_undecodable_names_render_as_replacement_characters(tmp_path, monkeypatch) -> None:
+    fde = _fde(MYSQL_FDE)
+    crc = fde[-5] == 1
+    table_map = b"\x2a\0\0\0\0\0\x01\0" + b"\x02db\0" + b"\x02t\xff\0" + b"\x01\x03" + b"\x00" + b"\x00"
+    rows = b"\x2a\0\0\0\0\0\x01\0\x02\0" + b"\x01\x01" + b"\x00" + (7).to_bytes(4, "little")
+    raw = bytearray(b"\xfebin" + fde)
+    for code, body in ((19, table_map), (30, rows)):
+        raw += _event(code, body, len(raw), crc)
+    path = tmp_path / "names-bin.000001"
+    path.write_bytes(raw)
+    out, error = _same(path, monkeypatch)
+    assert error is None
+    assert out.count('"table":"t\ufffd"'.encode()) == 2
+    assert b'"rows":[{"after":{"@1":7}}]' in out
