@@ -710,6 +710,17 @@ static int mariadb_gtid_event(Out *o, const Event *e) {
     return 0;
 }
 
+/* MariaDB ANNOTATE_ROWS: the statement's text, when it is valid UTF-8. */
+static int annotate_rows_event(Out *o, const Event *e) {
+    static const char head[] = HEAD("annotate_rows", 160);
+    if (put_header(o, head, sizeof(head) - 1, e) < 0 || reserve(o, 16) < 0) return -1;
+    PUT_LIT(o, ",\"query\":");
+    int r = put_utf8(o, e->ev + 19, e->end - 19, 0);
+    if (r || reserve(o, 2) < 0) return r ? r : -1;
+    PUT_LIT(o, "}\n");
+    return 0;
+}
+
 typedef struct {
     PyObject *table_maps, *table_map_cache;
     int rows_v1, rows_v2; /* the format's rows post-header lengths are the usual 8 and 10 */
@@ -874,6 +885,7 @@ static PyObject *render(PyObject *module, PyObject *args) {
         switch (ev[4]) {
         case 16: r = xid_event(&o, &e); break;
         case 162: r = mariadb_gtid_event(&o, &e); break;
+        case 160: r = annotate_rows_event(&o, &e); break;
         case 19: r = table_map_event(&o, &e, &st); break;
         case 23: case 24: case 25: r = rows_event(&o, &e, &st, 1); break;
         case 30: case 31: case 32: r = rows_event(&o, &e, &st, 2); break;
