@@ -1,11 +1,11 @@
 """The JSONL renderer of `binlake dump`: the native emitter (``_native.c``) with Python behind it.
 
-The C loop renders the events that dominate real binlogs (GTIDs, XIDs, repeated table maps, rows
-of common column types) straight from the file's bytes into JSON lines. At any other event -- or
-anything unusual or malformed -- it stops, and the Python decoder (the reference implementation)
-renders that one event or raises its BinlogError, so the output and the errors are the same
-either way. Row images are walked by a plan built here once per table map, rows event type and
-column bitmaps; column types the plan does not cover leave the event to Python.
+The C loop renders the events that dominate row-based binlogs (MariaDB GTIDs, XIDs, ANNOTATE_ROWS,
+repeated table maps, rows of common column types) straight from the file's bytes into JSON lines.
+At any other event -- or anything unusual or malformed -- it stops, and the Python decoder (the
+reference implementation) renders that one event or raises its BinlogError, so the output and the
+errors are the same either way. Row images are walked by a plan built here once per table map,
+rows event type and column bitmaps; column types the plan does not cover leave the event to Python.
 
 ``BINLAKE_PURE_PYTHON=1`` (or a missing extension) makes every event go through Python.
 """
