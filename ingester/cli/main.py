@@ -3,28 +3,30 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 
 from ..codec.errors import BinlogError
-from ..sources.replication import ReplicationError
-from . import consume, demo, devstack, doctor, dump, run
+from ..sources.errors import ReplicationError
+
+COMMANDS = ("dump", "demo", "run", "consume", "devstack", "doctor")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand, or of ``only``: the others' modules (Kafka, YAML, ...) take
+    tens of milliseconds to import, which short `binlake dump` runs would pay for nothing."""
     parser = argparse.ArgumentParser(prog="binlake", description="MySQL/MariaDB change data capture.")
     sub = parser.add_subparsers(dest="command", required=True)
-    dump.add_parser(sub)
-    demo.add_parser(sub)
-    run.add_parser(sub)
-    consume.add_parser(sub)
-    devstack.add_parser(sub)
-    doctor.add_parser(sub)
+    for name in COMMANDS:
+        if only in (None, name):
+            importlib.import_module(f"{__package__}.{name}").add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
     try:
         return args.run(args)
     except (BinlogError, ReplicationError) as exc:

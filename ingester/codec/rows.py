@@ -367,7 +367,8 @@ def compile_rows(tm: TableMap, kind: str, before: tuple[int, ...], after: tuple[
     g.emit(1, "if p != end:", "    raise BinlogError(f'row data ends at {p}, the event at {end}', p)",
            "return out")
     source = "\n".join(g.lines)
-    exec(compile(source, f"<rows {tm.database}.{tm.table}>", "exec"), g.ns)
+    name = f"<rows {tm.database}.{tm.table}>".replace("\0", "\\0")  # compile() refuses NUL in names
+    exec(compile(source, name, "exec"), g.ns)
     fn = g.ns["decode_rows"]
     if partial:
         fn = _with_json_diffs(fn)

@@ -73,6 +73,7 @@ class TableMap:
     _names: list[str] | None = field(default=None, repr=False)
     _dict: dict[str, Any] | None = field(default=None, repr=False)  # built once: maps repeat per transaction
     json_cache: bytes | None = field(default=None, repr=False)  # for renderers that serialize it once
+    jsonl_plans: dict[bytes, Any] = field(default_factory=dict, repr=False)  # native dump's row plans
 
     @property
     def column_names(self) -> list[str]:

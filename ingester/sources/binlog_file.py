@@ -54,32 +54,33 @@ def binlog_frames(path: str | os.PathLike[str], dec: BinlogDecoder, *, start_pos
     starts at or after ``stop_position``.
     """
     name = str(path)
+    with open_binlog(path, dec) as buf:
+        pos = 4 if start_position is None else skip_to(buf, dec, name, start_position, stop_position)
+        yield from frames_in(buf, pos, stop_position, dec, name)
+
+
+@contextmanager
+def open_binlog(path: str | os.PathLike[str], dec: BinlogDecoder) -> Iterator[Any]:
+    """The file's bytes, memory-mapped, once its magic is checked (and v1/v3 layouts set in ``dec``)."""
     with _mapped(Path(path)) as buf:
-        _check_header(buf, dec, name)
-        if start_position is None:
-            yield from _walk(buf, 4, stop_position, dec, name)
-            return
-        for pos, chunk in _walk(buf, 4, stop_position, dec, name):
-            if pos < start_position:
-                if chunk[4] == ET.FORMAT_DESCRIPTION_EVENT:
-                    dec.decode(chunk, pos)
-            else:
-                yield pos, chunk
+        _check_header(buf, dec, str(path))
+        yield buf
 
 
-def segment_frames(path: str | os.PathLike[str], dec: BinlogDecoder, start: int,
-                   stop: int | None) -> Iterator[tuple[int, bytes]]:
-    """Frames of one segment ``[start, stop)`` of a file whose only format description is at 4.
+def skip_to(buf: Any, dec: BinlogDecoder, name: str, start: int, stop: int | None) -> int:
+    """Position of the first event at or after ``start``, decoding the format descriptions before it."""
+    pos = 4
+    for at, chunk in frames_in(buf, 4, start if stop is None else min(start, stop), dec, name):
+        if chunk[4] == ET.FORMAT_DESCRIPTION_EVENT:
+            dec.decode(chunk, at)
+        pos = at + len(chunk)
+    return pos
 
-    The decoder is primed with that format description first, so a segment that begins at a
-    transaction boundary decodes on its own (parallel readers use this).
-    """
-    name = str(path)
-    with _mapped(Path(path)) as buf:
-        _check_header(buf, dec, name)
-        for pos, chunk in _walk(buf, 4, 5, dec, name):
-            dec.decode(chunk, pos)
-        yield from _walk(buf, start, stop, dec, name)
+
+def prime_segment(buf: Any, dec: BinlogDecoder, name: str) -> None:
+    """Decode the event at 4 (the format description) so a segment decodes on its own."""
+    for pos, chunk in frames_in(buf, 4, 5, dec, name):
+        dec.decode(chunk, pos)
 
 
 def _check_header(buf: Any, dec: BinlogDecoder, name: str) -> None:
@@ -94,7 +95,8 @@ def _check_header(buf: Any, dec: BinlogDecoder, name: str) -> None:
             dec.start_v3()
 
 
-def _walk(buf: Any, pos: int, stop: int | None, dec: BinlogDecoder, name: str) -> Iterator[tuple[int, bytes]]:
+def frames_in(buf: Any, pos: int, stop: int | None, dec: BinlogDecoder, name: str) -> Iterator[tuple[int, bytes]]:
+    """``(position, event bytes)`` of the events starting in ``[pos, stop)``; framing errors name ``name``."""
     size = len(buf)
     end = size if stop is None else min(stop, size)
     while pos < end:

@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from ..codec import BinlogDecoder, BinlogError
 from ..codec.decoder import CHECKSUM_CRC32, CHECKSUM_OFF
 from ..codec.events import Event, RotateEvent, TransactionPayloadEvent
+from .errors import ReplicationError
 
 COM_BINLOG_DUMP = 0x12
 COM_REGISTER_SLAVE = 0x15
@@ -33,10 +34,6 @@ _SIZE_AND_LOG_POS = struct.Struct("<II").unpack_from
 _U32 = struct.Struct("<I").unpack_from
 _NO_TLS = 2026  # pymysql: "SSL is required but the server doesn't support it"
 _ROTATE = 4
-
-
-class ReplicationError(Exception):
-    """The server refused or broke the replication stream; the message says what to do."""
 
 
 TLS_MODES = ("verify-identity", "verify-ca", "required", "preferred", "disabled")

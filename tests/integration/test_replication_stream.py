@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import io
+import time
+from pathlib import Path
 
 import orjson
 import pytest
 
 from ingester.cli.dump import dump_file
 from ingester.cli.main import main
+from ingester.codec.events import BinlogCheckpointEvent
 from ingester.dump.jsonl import event_json
+from ingester.sources.binlog_file import read_binlog_file
 from ingester.sources.replication import BinlogStream, ReplicationError
 
 pytestmark = pytest.mark.integration
@@ -30,6 +34,15 @@ def _workload(server) -> None:
         cur.execute("INSERT INTO t (id, v) VALUES (1000, REPEAT('x', 100))")
 
 
+def _wait_for_checkpoint(path: Path) -> None:
+    """MariaDB writes a new binlog's BINLOG_CHECKPOINT in the background after FLUSH: a reader racing it
+    sees the file end before the event, which a later read of the file then has."""
+    deadline = time.monotonic() + 30
+    while not any(type(ev) is BinlogCheckpointEvent for ev in read_binlog_file(path)):
+        assert time.monotonic() < deadline, f"no BINLOG_CHECKPOINT in {path}"
+        time.sleep(0.05)
+
+
 def _lines(events) -> list[dict]:
     return [orjson.loads(event_json(ev)) for ev in events]
 
@@ -39,6 +52,7 @@ def test_stream_equals_files(make_mariadb) -> None:
     _workload(server)
     server.flush_logs()
     files = server.binlog_files()
+    _wait_for_checkpoint(files[-1])
     stream = BinlogStream(server.url, server_id=777, start_file=files[0].name, non_blocking=True, heartbeat=0)
     streamed = [e for e in _lines(stream.events()) if e["log_pos"] != 0]  # drop artificial events
     from_files = []
