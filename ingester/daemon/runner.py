@@ -73,8 +73,11 @@ class Runner:
                     self.metrics.source_connected = False
                     if publisher is not None:
                         publisher.abort()
-                    if _fatal(exc) or self.stop_requested:
+                    if _fatal(exc):
                         raise
+                    if self.stop_requested:  # everything committed stays; the rest is re-read on the next start
+                        log.info("%s; stopping as requested", exc)
+                        return self.stats
                     log.warning("%s; reconnecting in %.1f s from the last checkpoint", exc, delay)
                 except Exception as exc:  # Kafka unavailable: stop reading the source until it is back
                     if not _kafka_failure(exc):
@@ -126,11 +129,15 @@ class Runner:
             else:
                 builder.mysql_gtids = MysqlGtidSet.parse(gtids)
             log.info("resuming at %s:%s (%s)", start_file, start_pos, gtids or "no GTIDs")
-        by_gtid = cfg.source.resume == "gtid" and bool(self.committed and self.committed["gtid_set"])
+        gtid_set = None
+        if cfg.source.resume == "gtid":  # by executed GTIDs; the first start streams all the server has
+            if self.committed:
+                gtid_set = self.committed["gtid_set"]
+            elif not start_file:
+                gtid_set = ""
         stream = BinlogStream(cfg.source_url(), server_id=cfg.source.server_id, start_file=start_file,
                               start_position=start_pos, non_blocking=cfg.exit_at_end,
-                              heartbeat=cfg.source.heartbeat,
-                              gtid_set=self.committed["gtid_set"] if by_gtid and self.committed else None)
+                              heartbeat=cfg.source.heartbeat, gtid_set=gtid_set)
         batch_s = cfg.kafka.batch_ms / 1000
         committed_transactions = 0
         last_commit = time.monotonic()
@@ -153,7 +160,14 @@ class Runner:
             self._commit(publisher, checkpoint, builder.transactions - committed_transactions)
             committed_transactions, last_commit = builder.transactions, time.monotonic()
 
-        stream.on_idle = lambda: None if builder.in_transaction or publisher.committing else commit_pending()
+        def idle() -> None:
+            """Everything received is routed and the next read would wait: commit now, after the commit in
+            flight if there is one, or the last batch would wait for the next event (a heartbeat away)."""
+            if not builder.in_transaction:
+                publisher.wait()
+                commit_pending()
+
+        stream.on_idle = idle
         feed = builder.feed
         dec = None
         connecting = time.monotonic()
@@ -231,4 +245,4 @@ def _kafka_failure(exc: Exception) -> bool:
 def _fatal(exc: ReplicationError) -> bool:
     """Errors a reconnect cannot fix: purged binlogs, bad credentials, missing privileges."""
     text = str(exc)
-    return any(f"error {code}" in text for code in (1236, 1045, 1044, 1227, 1698))
+    return any(f"error {code}" in text for code in (1236, 1045, 1044, 1227, 1698, 1047))

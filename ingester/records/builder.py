@@ -27,7 +27,7 @@ _XID, _TABLE_MAP, _MARIADB_GTID = 16, 19, 162
 _FAST = ROUTABLE_ROWS | {_XID, _TABLE_MAP, _MARIADB_GTID}
 _MARIADB_GTID_BODY = struct.Struct("<QIB").unpack_from  # sequence, domain, flags
 _U32 = struct.Struct("<I").unpack_from
-_TRANSACTION_CONTROL = re.compile(rb"^\s*(BEGIN|COMMIT|XA\s+(START|END|PREPARE|COMMIT|ROLLBACK))\b", re.I)
+_TRANSACTION_CONTROL = re.compile(rb"^\s*(BEGIN|COMMIT|ROLLBACK|XA\s+(START|END|PREPARE|COMMIT|ROLLBACK))\b", re.I)
 
 @dataclass
 class Record:
@@ -79,7 +79,7 @@ class RecordBuilder:
     _gtid: bytes = b""
     _pending_gtid: tuple | None = None
     _commit_ts: int = 0
-    _standalone: bool = False
+    _begun: bool = False  # the transaction has a body: BEGIN, XA START, or a MariaDB GTID that is not standalone
 
     @property
     def in_transaction(self) -> bool:
@@ -125,7 +125,7 @@ class RecordBuilder:
                     self._gtid = f"{domain}-{server_id}-{seq}".encode()
                     self._pending_gtid = ("mariadb", domain, server_id, seq)
                     self._commit_ts = _U32(raw, 0)[0] * 1_000_000
-                    self._standalone = bool(flags & 1)
+                    self._begun = not flags & 1  # FL_STANDALONE: one statement, no COMMIT follows
                     return ()
         records: list[Record] = []
         ev = dec.decode(raw, position)
@@ -240,21 +240,25 @@ class RecordBuilder:
             self._begin()
             self._gtid, self._pending_gtid = ev.gtid.encode(), ("mariadb", ev.domain_id, ev.server_id, ev.sequence)
             self._commit_ts = ev.timestamp * 1_000_000
-            self._standalone = bool(ev.gtid_flags & 1)  # FL_STANDALONE: no COMMIT follows
+            self._begun = not ev.gtid_flags & 1  # FL_STANDALONE: one statement, no COMMIT follows
         elif isinstance(ev, E.QueryEvent):
             text = ev.query.encode("utf-8", "surrogateescape")
             control = _TRANSACTION_CONTROL.match(text)
-            if control and control.group(1).upper() == b"BEGIN":
-                self._in_transaction = True
-                if not self._gtid:
-                    self._commit_ts = ev.timestamp * 1_000_000
-            elif control and control.group(1).upper() == b"COMMIT":
-                self._commit()
+            if control:
+                word, xa = control.group(1).upper(), (control.group(2) or b"").upper()
+                if word == b"BEGIN" or xa == b"START":
+                    self._in_transaction = self._begun = True
+                    if not self._gtid:
+                        self._commit_ts = ev.timestamp * 1_000_000
+                elif word in (b"COMMIT", b"ROLLBACK") or xa in (b"COMMIT", b"ROLLBACK"):
+                    self._commit()
+                # XA END and XA PREPARE: the XA_PREPARE event that follows ends the transaction
             else:
                 if not self._gtid and not self._in_transaction:
                     self._commit_ts = ev.timestamp * 1_000_000
                 closed = self._add(SCHEMA_TOPIC, raw, ev.position, sub, None, ev.in_payload)
-                if not self._in_transaction or self._standalone:
+                # A statement after a GTID without BEGIN (MySQL DDL, MariaDB standalone) is the whole transaction.
+                if not self._in_transaction or not self._begun:
                     self._commit()
                 return closed
         elif kind is E.XidEvent or kind is E.XaPrepareEvent:
@@ -263,7 +267,7 @@ class RecordBuilder:
 
     def _begin(self) -> None:
         self._in_transaction = True
-        self._standalone = False
+        self._begun = False
 
     def _commit(self) -> None:
         self.transactions += 1
@@ -274,6 +278,6 @@ class RecordBuilder:
             else:
                 self.mariadb_gtids.add(pending[1], pending[2], pending[3])
         self._in_transaction = False
-        self._standalone = False
+        self._begun = False
         self._pending_gtid = None
         self._gtid = b""

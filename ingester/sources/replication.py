@@ -200,6 +200,8 @@ _HINTS = {
     1045: "check the user and password",
     1227: "the user needs the REPLICATION SLAVE privilege",
     1044: "the user needs the REPLICATION SLAVE privilege",
+    1047: "the server does not implement this dump command: servers that only serve GTID dumps (e.g. Dolt) need "
+          "source.resume: gtid",
 }
 
 

@@ -134,3 +134,17 @@ def _txn_end(expected, gtid_pos):
         if e["type"] == "xid" or (e["type"] == "query" and e["query"] not in ("BEGIN",)):
             return e["log_pos"]
     return float("inf")
+
+
+@pytest.mark.parametrize("name", [f for f in FILES if "mariadb" not in f])
+def test_every_gtid_transaction_ends_in_the_executed_set(name) -> None:
+    """DDL after a MySQL GTID has no BEGIN/COMMIT: it is a whole transaction, and its GTID is executed."""
+    from ingester.records.gtid import MysqlGtidSet
+
+    builder, _, expected = _build(CORPUS / name)
+    gtids = MysqlGtidSet()
+    for event in expected.values():
+        if event["type"] in ("gtid", "gtid_tagged") and event.get("gno"):
+            gtids.add(f"{event['uuid']}:{event['tag']}" if event.get("tag") else event["uuid"], event["gno"])
+    assert not builder.in_transaction
+    assert str(MysqlGtidSet.parse(builder.gtid_set)) == str(gtids)
