@@ -6,6 +6,7 @@ every reference. Each checker is also shown to fail on a deliberately broken cop
 
 from __future__ import annotations
 
+import base64
 import copy
 import dataclasses
 import json
@@ -88,6 +89,8 @@ def test_compose_has_the_pipeline() -> None:
     assert services["mysql"]["image"].startswith("mysql:8.4.")
     assert services["mariadb"]["image"].startswith("mariadb:11.")
     assert services["kafka"]["image"] == f"apache/kafka:{KAFKA_VERSION}", "the broker version the tests run"
+    cluster_id = services["kafka"]["environment"]["CLUSTER_ID"]
+    assert len(base64.urlsafe_b64decode(cluster_id + "==")) == 16, "KRaft cluster ids are base64url UUIDs"
     for name in ("binlake", "binlake-mariadb"):
         assert services[name]["environment"]["BINLAKE_METRICS_HOST"] == "0.0.0.0"
     assert "./lake:/lake" in services["land"]["volumes"]
