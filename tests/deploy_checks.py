@@ -306,6 +306,18 @@ def _dockerignore(context: Path) -> list[str]:
             if line.strip() and not line.startswith("#")]
 
 
+def _ignored(source: str, patterns: list[str]) -> bool:
+    """Docker's rule: the last pattern matching the path or one of its parents decides; `!` re-includes."""
+    path = Path(source.rstrip("/"))
+    candidates = {str(p) for p in [path, *path.parents] if str(p) != "."}
+    verdict = False
+    for pattern in patterns:
+        negated = pattern.startswith("!")
+        if any(fnmatch.fnmatch(c, pattern.lstrip("!")) for c in candidates):
+            verdict = not negated
+    return verdict
+
+
 def dockerfile_problems(path: Path, context: Path = REPO) -> list[str]:
     """COPY sources exist in the build context (and are not ignored), stages referenced exist, base
     images are pinned, and the final stage runs as a user other than root."""
@@ -341,7 +353,7 @@ def dockerfile_problems(path: Path, context: Path = REPO) -> list[str]:
                 matches = list(context.glob(source)) if source != "." else [context]
                 if not matches:
                     problems.append(f"{where}: COPY source {source} does not exist")
-                elif any(fnmatch.fnmatch(source.rstrip("/"), pattern) for pattern in ignored):
+                elif _ignored(source, ignored):
                     problems.append(f"{where}: COPY source {source} is excluded by .dockerignore")
     if user is None or user in ("root", "0"):
         problems.append(f"{path.name}: the final stage runs as root (no USER, or USER root)")

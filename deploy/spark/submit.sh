@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Submit `binlake land` (streaming_job/main.py) to a Spark cluster with plain spark-submit: YARN,
-# Kubernetes (k8s://https://API:443, with the image Dockerfile.spark builds), or standalone.
+# Submit `binlake land` (streaming_job/main.py, through deploy/spark/land.py) to a Spark cluster with
+# plain spark-submit: YARN, Kubernetes (k8s://https://API:443, with the image Dockerfile.spark builds),
+# or standalone.
 #
 #   deploy/spark/submit.sh --kafka broker:9092 --topic-prefix binlake \
 #       --lake s3a://bucket/lake --checkpoint s3a://bucket/_checkpoints/land [--trigger 10s]
@@ -41,8 +42,8 @@ case "$master" in
             --conf spark.kubernetes.namespace="${SPARK_NAMESPACE:-binlake}" \
             --conf spark.kubernetes.authenticate.driver.serviceAccountName=binlake-land \
             --conf spark.kubernetes.driverEnv.BINLAKE_LOG_FORMAT=json \
-            --conf "spark.driver.extraClassPath=/opt/binlake/extra-jars/*" \
-            --conf "spark.executor.extraClassPath=/opt/binlake/extra-jars/*" \
+            --conf "spark.driver.extraClassPath=/opt/binlake/jars/*" \
+            --conf "spark.executor.extraClassPath=/opt/binlake/jars/*" \
             local:///opt/binlake/land.py "$@"
         ;;
 esac
@@ -54,4 +55,4 @@ fi
 if [ -n "${S3A_JARS:-}" ]; then
     jars="$jars,$S3A_JARS"
 fi
-exec spark-submit "${args[@]}" --jars "$jars" "$repo/streaming_job/main.py" "$@"
+exec spark-submit "${args[@]}" --jars "$jars" "$repo/deploy/spark/land.py" "$@"

@@ -13,6 +13,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -201,16 +202,43 @@ def test_spark_image_matches_the_pinned_versions() -> None:
     assert (jars / f"hadoop-client-api-{hadoop.group(1)}.jar").is_file(), "hadoop-aws must match pyspark's Hadoop"
 
 
-@pytest.mark.parametrize(("old", "new", "problem"), [
-    ("USER 10001:10001", "USER root", "runs as root"),
-    ("COPY ingester ./ingester", "COPY ingestor ./ingester", "COPY source ingestor does not exist"),
-    ("COPY --from=build /opt/binlake", "COPY --from=builder /opt/binlake", "no such stage"),
-    ("python:3.11.13-slim-bookworm", "python", "is not pinned"),
-    ("COPY ingester ./ingester", "COPY tests ./tests", "excluded by .dockerignore"),
+def test_spark_script_directory_shadows_no_standard_module() -> None:
+    """spark-submit puts the script's directory first on sys.path: deploy/spark/land.py exists because
+    streaming_job/types.py would shadow `types` there; nothing beside land.py may do the same."""
+    script = REPO / "deploy" / "spark" / "land.py"
+    assert "from streaming_job.main import main" in script.read_text()
+    beside = {p.stem for p in script.parent.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
+    assert beside & sys.stdlib_module_names == set()
+
+
+def test_spark_jars_directory_is_on_every_class_path(production) -> None:
+    """Under spark-submit the Kafka source must be on the JVM's class path from the start: the directory
+    Dockerfile.spark fills is on it in the image's command, in compose and in the SparkApplication."""
+    text = (REPO / "Dockerfile.spark").read_text()
+    jars = "/opt/binlake/jars"
+    assert f"cp $(/opt/venv/bin/python -m streaming_job.versions) {jars}/" in text
+    assert f"-DoutputDirectory={jars}" in text and f"SPARK_EXTRA_CLASSPATH={jars}/*" in text
+    cmd = json.loads(next(i.args for i in dc.parse_dockerfile(text) if i.op == "CMD"))
+    land = [str(a) for a in compose()["services"]["land"]["command"]]
+    for argv in (cmd, land):
+        assert dc._flag(argv, "--driver-class-path") == f"{jars}/*"
+    conf = by_kind(production, "SparkApplication")["spec"]["sparkConf"]
+    assert conf["spark.driver.extraClassPath"] == conf["spark.executor.extraClassPath"] == f"{jars}/*"
+    assert "/opt/binlake/land.py" in cmd and "/opt/binlake/land.py" in land
+
+
+@pytest.mark.parametrize(("dockerfile", "old", "new", "problem"), [
+    ("Dockerfile", "USER 10001:10001", "USER root", "runs as root"),
+    ("Dockerfile.spark", "USER ${BINLAKE_UID}", "USER 0", "runs as root"),
+    ("Dockerfile", "COPY ingester ./ingester", "COPY ingestor ./ingester", "COPY source ingestor does not exist"),
+    ("Dockerfile", "COPY --from=build /opt/binlake", "COPY --from=builder /opt/binlake", "no such stage"),
+    ("Dockerfile", "python:3.11.13-slim-bookworm", "python", "is not pinned"),
+    ("Dockerfile", "COPY ingester ./ingester", "COPY tests ./tests", "excluded by .dockerignore"),
+    ("Dockerfile.spark", "COPY deploy/spark/land.py", "COPY deploy/seed/seed.py", "excluded by .dockerignore"),
 ])
-def test_dockerfile_checks_catch_mistakes(tmp_path: Path, old: str, new: str, problem: str) -> None:
-    broken = tmp_path / "Dockerfile"
-    text = (REPO / "Dockerfile").read_text()
+def test_dockerfile_checks_catch_mistakes(tmp_path: Path, dockerfile: str, old: str, new: str, problem: str) -> None:
+    broken = tmp_path / dockerfile
+    text = (REPO / dockerfile).read_text()
     assert old in text
     broken.write_text(text.replace(old, new))
     problems = dc.dockerfile_problems(broken, REPO)
