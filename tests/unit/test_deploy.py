@@ -106,6 +106,10 @@ def test_compose_daemon_and_land_agree_on_kafka() -> None:
     assert dc._flag(land, "--kafka") == cfg.kafka.bootstrap
     assert dc._flag(land, "--topic-prefix") == cfg.kafka.topic_prefix
     assert dc._flag(land, "--lake") == "/lake"
+    # The checkpoint is on a named volume, which takes its owner from the image's directory: the job's user.
+    checkpoint = dc._flag(land, "--checkpoint") or ""
+    (target,) = [t for s, t, local in dc._binds(services["land"]) if not local and checkpoint.startswith(t + "/")]
+    assert f"install -d -o binlake -g binlake {target}" in (REPO / "Dockerfile.spark").read_text()
 
 
 def test_compose_passwords_agree() -> None:
