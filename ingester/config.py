@@ -152,10 +152,10 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
         section, _, rest = name.partition("_")
         if section in sections and rest:
             from_env.setdefault(section, {})[rest] = value
+        elif name == "source":  # BINLAKE_SOURCE=mysql://... as a shorthand for the URL (before: a section)
+            from_env.setdefault("source", {}).setdefault("url", value)
         elif name in {f.name for f in dataclasses.fields(Config)}:
             from_env[name] = value
-        elif name == "source":  # BINLAKE_SOURCE=mysql://... as a shorthand for the URL
-            from_env.setdefault("source", {})["url"] = value
     _merge(config, from_env, "environment")
     if overrides:
         _merge(config, overrides, "command line")

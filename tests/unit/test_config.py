@@ -70,3 +70,11 @@ def test_tls_settings_join_the_source_url_and_are_validated(monkeypatch) -> None
         SourceURL.parse("mysql://repl@db?tls=sometimes")
     with pytest.raises(ValueError, match="unknown parameter sslmode"):
         SourceURL.parse("mysql://repl@db?sslmode=on")
+
+
+def test_source_shorthand_variable_sets_the_url() -> None:
+    """BINLAKE_SOURCE is the URL (README); BINLAKE_SOURCE_URL, more specific, wins over it."""
+    assert load_config(None, environ={"BINLAKE_SOURCE": "mysql://u@h:1"}).source.url == "mysql://u@h:1"
+    both = {"BINLAKE_SOURCE": "mysql://u@h:1", "BINLAKE_SOURCE_URL": "mysql://v@k:2"}
+    assert load_config(None, environ=both).source.url == "mysql://v@k:2"
+    assert load_config(None, environ=dict(reversed(both.items()))).source.url == "mysql://v@k:2"
