@@ -67,6 +67,8 @@ class Runner:
                                               max_record_bytes=cfg.kafka.max_record_bytes)
                         self.committed = read_checkpoint(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id)
                         self.metrics.kafka_connected = True
+                    if self._snapshot_needed() and not self._snapshot(publisher):
+                        return self.stats  # stopped on request; the next start resumes the snapshot
                     self._stream(publisher)
                     return self.stats
                 except ReplicationError as exc:
@@ -113,6 +115,34 @@ class Runner:
         if failures:
             raise ReplicationError(f"{src}: not ready to replicate: " + "; ".join(
                 f"{f.check}: {f.message}" for f in failures))
+
+    def _snapshot_needed(self) -> bool:
+        """An unfinished snapshot always resumes; ``initial`` starts one without a checkpoint,
+        ``when-needed`` also when the checkpoint's binlog has been purged."""
+        committed, mode = self.committed, self.cfg.snapshot
+        if committed and committed.get("snapshot"):
+            return True
+        if mode == "never":
+            return False
+        if not committed:
+            return True
+        if mode == "when-needed":
+            from .snapshot import binlog_purged
+
+            if binlog_purged(self.cfg, committed["file"]):
+                log.warning("the checkpoint's binlog %s has been purged: taking a new snapshot", committed["file"])
+                self.committed = None
+                return True
+        return False
+
+    def _snapshot(self, publisher: Publisher) -> bool:
+        """Publish the snapshot (or its rest); False when stopped on request before its end."""
+        from .snapshot import Snapshotter
+
+        progress = self.committed.get("snapshot") if self.committed else None
+        done = Snapshotter(self, publisher, progress).run()
+        publisher.wait()  # every chunk committed: self.committed is the snapshot's position now
+        return done
 
     def _stream(self, publisher: Publisher) -> None:
         cfg = self.cfg
