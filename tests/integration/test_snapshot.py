@@ -20,7 +20,9 @@ import pytest
 from ingester.cli.consume import committed_record_events
 from ingester.cli.main import main
 from ingester.codec import events as E
+from ingester.config import load_config
 from ingester.daemon.kafka_io import read_checkpoint
+from ingester.daemon.runner import Runner
 from ingester.dump.jsonl import event_json
 from ingester.records.format import Sequence, file_number
 from ingester.sources.binlog_file import read_binlog_file
@@ -65,7 +67,15 @@ def test_snapshot_rows_equal_binlog_rows_and_the_servers_select(make_mariadb, ka
     zoo._create(conn)
     binlog, binlog_maps = _binlog_state(server, "zoo")
     prefix = "snapzoo"
-    _run(server, kafka, prefix, "--snapshot", "initial")
+    cfg = load_config(environ={}, overrides={
+        "source": {"url": server.url, "server_id": 4545}, "exit_at_end": True, "snapshot": "initial",
+        "kafka": {"bootstrap": kafka.bootstrap, "topic_prefix": prefix}})
+    runner = Runner(cfg)
+    stats = runner.run()
+    rows = sum(len(r) for r in binlog.values())
+    assert stats["snapshot_rows"] == rows
+    assert runner.metrics.registry.get_sample_value("binlake_snapshot_rows_total") == rows
+    assert runner.metrics.registry.get_sample_value("binlake_snapshot_tables_remaining") == 0
     items = list(committed_record_events(kafka.bootstrap, prefix))
     reads = [i for i in items if isinstance(i.event, E.RowsEvent) and i.event.database == "zoo"]
     assert reads and all(type(i.event) is E.SnapshotRowsEvent and i.event.kind == "read" for i in reads)

@@ -84,6 +84,14 @@ def test_progress_line_has_rows_estimate_rate_and_eta() -> None:
     line = progress.line(250, "db.t", progress.started + 5)
     assert line == "snapshot db.t: 250/1,000 rows (25%), 50 rows/s, ETA 0:15"
     assert "2,000/2,000 rows (100%)" in progress.line(2000, "db.t", progress.started + 5)  # estimates are rough
+    progress.last -= 1  # a terminal gets one line, rewritten in place
+    progress.update(300, "db.t")
+    progress.last -= 1
+    progress.update(400, "db.t")
+    progress.finish()
+    out = progress.stream.getvalue()
+    assert out.startswith("\r\x1b[Ksnapshot db.t: 300/1,000 rows (30%)") and out.count("\r") == 2
+    assert out.endswith("\n") and out.count("\n") == 1
 
 
 def test_snapshot_setting(tmp_path) -> None:
