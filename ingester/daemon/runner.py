@@ -140,8 +140,10 @@ class Runner:
         from .snapshot import Snapshotter
 
         progress = self.committed.get("snapshot") if self.committed else None
+        started = time.monotonic()
         done = Snapshotter(self, publisher, progress).run()
         publisher.wait()  # every chunk committed: self.committed is the snapshot's position now
+        self.stats["snapshot_ms"] = self.stats.get("snapshot_ms", 0) + round((time.monotonic() - started) * 1000)
         return done
 
     def _stream(self, publisher: Publisher) -> None:
