@@ -387,10 +387,11 @@ class Snapshotter:
         state = self.state
         assert state is not None
         after = _load_key(state["last_pk"])
-        limit = self.cfg.snapshot_chunk_rows
-        with conn.cursor() as cur:
-            if not reader.key:  # no usable key: one pass, one Kafka transaction (it cannot resume inside)
-                cur = conn.cursor(_unbuffered_cursor())
+        limit = min(self.cfg.snapshot_chunk_rows, 256)  # grows while chunks stay small: rows may be large
+        # No usable key: one pass with an unbuffered cursor, in one Kafka transaction (it cannot resume inside).
+        cur = conn.cursor(None if reader.key else _unbuffered_cursor())
+        try:
+            if not reader.key:
                 cur.execute(*reader.query(0, None))
             while True:
                 if reader.key:
@@ -406,22 +407,22 @@ class Snapshotter:
                 self.runner.metrics.snapshot_rows.inc(len(wire))
                 self.runner.stats["snapshot_rows"] = self.runner.stats.get("snapshot_rows", 0) + len(wire)
                 progress.update(state["rows"], reader.name)
+                if len(raw) < limit:
+                    break  # the table's last chunk: committed with the table's end
+                if size > _TARGET_CHUNK_BYTES and limit > 1:
+                    limit = max(1, limit * _TARGET_CHUNK_BYTES // size)
+                elif size < _TARGET_CHUNK_BYTES // 4:
+                    limit = min(self.cfg.snapshot_chunk_rows, limit * 2)
                 if reader.key:
                     after = reader.key_values(raw[-1], wire[-1])
                     state["last_pk"] = _dump_key(after)
-                    if size > _TARGET_CHUNK_BYTES and limit > 1:
-                        limit = max(1, limit * _TARGET_CHUNK_BYTES // size)
-                    elif size < _TARGET_CHUNK_BYTES // 4:
-                        limit = min(self.cfg.snapshot_chunk_rows, limit * 2)
                     if self.runner.stop_requested:
                         self._commit(final=False)
                         return False
                     if not self.publisher.committing:
                         self._commit(final=False)
-                    if len(raw) < limit:
-                        break
-            if not reader.key:
-                cur.close()
+        finally:
+            cur.close()
         return True
 
     def _publish(self, reader: TableReader, wire: list[list[Any]]) -> int:

@@ -176,7 +176,7 @@ def test_kill_minus_nine_during_a_snapshot_under_writes(make_mariadb, kafka) -> 
     progress = []
     rnd = random.Random(3)
     try:
-        for _ in range(3):
+        for n in range(4):  # a SIGTERM (stop after the current chunk, exit 0), then three kill -9
             proc = subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL)
             before = progress[-1] if progress else 0
             deadline = time.monotonic() + 60
@@ -187,8 +187,8 @@ def test_kill_minus_nine_during_a_snapshot_under_writes(make_mariadb, kafka) -> 
                     break
                 time.sleep(0.1)
             time.sleep(rnd.uniform(0.0, 0.3))
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
+            proc.send_signal(signal.SIGKILL if n else signal.SIGTERM)
+            assert proc.wait(timeout=60) == (-signal.SIGKILL if n else 0)
             checkpoint = read_checkpoint(kafka.bootstrap, prefix, source_id)
             progress.append(checkpoint["snapshot"]["rows"] if checkpoint and "snapshot" in checkpoint else None)
         time.sleep(1)
@@ -196,7 +196,7 @@ def test_kill_minus_nine_during_a_snapshot_under_writes(make_mariadb, kafka) -> 
         workload.stop.set()
         workload.join()
     subprocess.run([*cmd, "--exit-at-end"], env=env, check=True, stderr=subprocess.DEVNULL, timeout=300)
-    # Every kill landed inside the snapshot, each after more chunks had committed.
+    # Every stop landed inside the snapshot, each after more chunks had committed.
     assert all(p is not None for p in progress) and progress == sorted(set(progress)), progress
     assert progress[-1] < 100_000 and workload.changes > 100, (progress, workload.changes)
     items = list(committed_record_events(kafka.bootstrap, prefix))
@@ -209,6 +209,31 @@ def test_kill_minus_nine_during_a_snapshot_under_writes(make_mariadb, kafka) -> 
     read_ids = [pk for _, pk, kind in seen if kind == "read"]
     assert len(read_ids) == len(set(read_ids)), "the snapshot read a row twice"
     assert len(read_ids) > 90_000
+
+
+def test_chunks_of_text_binary_and_composite_keys_and_keyless_tables(make_mariadb, kafka, monkeypatch) -> None:
+    """Chunk boundaries follow the key's collation order (not byte order): every row once, one row per chunk."""
+    server = make_mariadb()
+    server.execute("CREATE DATABASE ck CHARACTER SET utf8mb4")
+    server.execute("CREATE TABLE ck.ci (a VARCHAR(10) CHARACTER SET latin1, b INT, v INT, PRIMARY KEY (a, b))")
+    server.execute("CREATE TABLE ck.bin (a VARBINARY(10) PRIMARY KEY, v INT)")
+    server.execute("CREATE TABLE ck.nokey (a INT, v VARCHAR(10))")
+    words = ["a", "B", "c", "É", "Z", "å", "Ab", "b b", "aa", "ZZ", "", "0", "ö"]  # latin1_swedish_ci: Z < å < ö
+    ci = [(w, b, i) for i, w in enumerate(words) for b in (2, -1, 10)]
+    server.connect("ck").cursor().executemany("INSERT INTO ci VALUES (%s, %s, %s)", ci)
+    binary = [(bytes([x, y]), x * 256 + y) for x in (0, 1, 0x7F, 0x80, 0xFF) for y in (0, 0x41, 0x61, 0xFF)]
+    server.connect("ck").cursor().executemany("INSERT INTO bin VALUES (%s, %s)", binary)
+    server.execute("INSERT INTO ck.nokey VALUES (1, 'x'), (1, 'x'), (NULL, NULL)" + ", (2, 'y')" * 20)
+    monkeypatch.setenv("BINLAKE_SNAPSHOT_CHUNK_ROWS", "1")  # every row is a chunk boundary
+    _run(server, kafka, "chunks", "--snapshot", "initial")
+    rows: dict[str, list] = collections.defaultdict(list)
+    for item in committed_record_events(kafka.bootstrap, "chunks"):
+        if isinstance(item.event, E.SnapshotRowsEvent):
+            rows[item.event.table] += [tuple(r["after"].values()) for r in item.event.rows]
+    assert sorted(rows["ci"]) == sorted(tuple(r) for r in server.execute("SELECT a, b, v FROM ck.ci"))
+    assert len(rows["ci"]) == len(ci)
+    assert sorted(rows["bin"]) == sorted(binary)
+    assert sorted(rows["nokey"], key=repr) == sorted(server.execute("SELECT a, v FROM ck.nokey"), key=repr)
 
 
 def test_snapshot_modes(make_mariadb, kafka) -> None:
