@@ -261,6 +261,8 @@ def _kafka_failure(exc: Exception) -> bool:
 
 
 def _fatal(exc: ReplicationError) -> bool:
-    """Errors a reconnect cannot fix: purged binlogs, bad credentials, missing privileges."""
+    """Errors a reconnect cannot fix: purged binlogs, bad credentials, missing privileges (SELECT too)."""
+    if getattr(exc, "fatal", False):  # e.g. a table the snapshot cannot read
+        return True
     text = str(exc)
-    return any(f"error {code}" in text for code in (1236, 1045, 1044, 1227, 1698))
+    return any(f"error {code}" in text for code in (1236, 1045, 1044, 1227, 1698, 1142, 1143))

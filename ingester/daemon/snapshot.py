@@ -51,7 +51,9 @@ Converter = Callable[[Any], Any]
 
 
 class SnapshotError(ReplicationError):
-    """The snapshot cannot read a table as it is (the message names the table and column)."""
+    """The snapshot cannot read a table as it is (the message names the table and column): no retry helps."""
+
+    fatal = True
 
 
 def _float32(v: str) -> float:
@@ -302,7 +304,8 @@ class Snapshotter:
             finally:
                 conn.close()
         except pymysql.err.MySQLError as exc:
-            raise ReplicationError(f"snapshot: {exc.args[-1] if exc.args else exc}") from None
+            code = exc.args[0] if len(exc.args) > 1 else 0
+            raise ReplicationError(f"snapshot: error {code}: {exc.args[-1] if exc.args else exc}") from None
 
     def _begin(self, cur: Any, mariadb: bool, first: bool) -> tuple[str, int, str]:
         """Start the consistent-snapshot transaction; the binlog position and GTIDs of its point."""

@@ -236,7 +236,7 @@ def test_chunks_of_text_binary_and_composite_keys_and_keyless_tables(make_mariad
     assert sorted(rows["nokey"], key=repr) == sorted(server.execute("SELECT a, v FROM ck.nokey"), key=repr)
 
 
-def test_snapshot_modes(make_mariadb, kafka) -> None:
+def test_snapshot_modes(make_mariadb, kafka, capsys) -> None:
     """never streams from the oldest binlog as before; initial and when-needed snapshot without a checkpoint
     and not with one; when-needed snapshots again once the checkpoint's binlog is purged."""
     server = make_mariadb()
@@ -270,6 +270,13 @@ def test_snapshot_modes(make_mariadb, kafka) -> None:
     items = list(committed_record_events(kafka.bootstrap, "mwhen"))
     state, _ = _replay_rows(items)
     assert state == {1: "a", 2: "b", 3: "c", 4: "d"}
+    # A column the snapshot cannot read stops it at once with one line naming it (no retry loop).
+    server.execute("CREATE TABLE md.u (id INT PRIMARY KEY, u UUID)")
+    started = time.monotonic()
+    assert main(["run", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix", "muuid",
+                 "--server-id", "4545", "--exit-at-end", "--snapshot", "initial"]) == 2
+    assert "snapshot of md.u: column u has type uuid" in capsys.readouterr().err
+    assert time.monotonic() - started < 20
 
 
 def _replay_rows(items) -> tuple[dict[int, str], int]:
@@ -279,3 +286,32 @@ def _replay_rows(items) -> tuple[dict[int, str], int]:
             for row in item.event.rows:
                 state[row["after"]["id"]] = row["after"]["v"]
     return state, len(items)
+
+
+def test_mysql84_snapshot_where_docker_exists(mysql84, kafka) -> None:
+    """MySQL 8.4 (testcontainers, only where a Docker engine runs): the brief FLUSH TABLES WITH READ LOCK
+    gives the snapshot's binlog position and executed GTIDs; the rows equal the server's SELECT."""
+    with mysql84.connect() as conn, conn.cursor() as cur:
+        cur.execute("CREATE DATABASE IF NOT EXISTS snap84")
+        cur.execute("CREATE TABLE snap84.t (id INT PRIMARY KEY, v DECIMAL(6,2), s VARCHAR(10), j JSON)")
+        cur.executemany("INSERT INTO snap84.t VALUES (%s, %s, %s, %s)",
+                        [(i, f"{i}.25", f"s{i}", '{"a": [1, "x"]}') for i in range(1, 301)])
+        conn.commit()
+        cur.execute(mysql84.binlog_status_sql)
+        status = cur.fetchone()
+        cur.execute("SELECT id, v, s FROM snap84.t")
+        expected = {i: (str(v), s) for i, v, s in cur.fetchall()}
+    prefix = "snap84"
+    assert main(["run", "--source", mysql84.url, "--kafka", kafka.bootstrap, "--topic-prefix", prefix,
+                 "--server-id", "4848", "--exit-at-end", "--snapshot", "initial"]) == 0
+    got = {}
+    for item in committed_record_events(kafka.bootstrap, prefix):
+        if isinstance(item.event, E.SnapshotRowsEvent) and item.event.database == "snap84":
+            for row in item.event.rows:
+                after = row["after"]
+                got[after["id"]] = (after["v"], after["s"])
+                assert after["j"] == {"a": [1, "x"]}
+    assert got == expected
+    checkpoint = read_checkpoint(kafka.bootstrap, prefix, f"{prefix}.{mysql84.host}:{mysql84.port}")
+    assert (checkpoint["file"], checkpoint["position"]) == (status[0], status[1])
+    assert checkpoint["gtid_set"] == status[4].replace("\n", "")
