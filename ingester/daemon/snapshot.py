@@ -299,6 +299,7 @@ class Snapshotter:
 
         try:
             conn = _connect(self.cfg)
+            self.runner.metrics.source_connected = True  # /readyz: reading the source, if not its binlog yet
             try:
                 return self._run(conn)
             finally:
@@ -408,6 +409,7 @@ class Snapshotter:
                 size = self._publish(reader, wire)
                 state["rows"] += len(wire)
                 self.runner.metrics.snapshot_rows.inc(len(wire))
+                self.runner.metrics.last_progress = time.monotonic()  # /healthz: a long snapshot is progress
                 self.runner.stats["snapshot_rows"] = self.runner.stats.get("snapshot_rows", 0) + len(wire)
                 progress.update(state["rows"], reader.name)
                 if len(raw) < limit:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -21,7 +22,7 @@ from ingester.cli.consume import committed_record_events
 from ingester.cli.main import main
 from ingester.codec import events as E
 from ingester.config import load_config
-from ingester.daemon.kafka_io import read_checkpoint
+from ingester.daemon.kafka_io import offsets_topic, read_checkpoint
 from ingester.daemon.runner import Runner
 from ingester.dump.jsonl import event_json
 from ingester.records.format import Sequence, file_number
@@ -138,6 +139,36 @@ class _Workload(threading.Thread):
                 time.sleep(0.001)
 
 
+class _CheckpointWatcher:
+    """Follows the offsets topic (read_committed) so a test reacts to a commit within milliseconds."""
+
+    def __init__(self, bootstrap: str, prefix: str, source_id: str) -> None:
+        from kafka import KafkaConsumer, TopicPartition
+        from kafka.admin import KafkaAdminClient, NewTopic
+
+        topic = offsets_topic(prefix)
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        admin.create_topics([NewTopic(topic, 1, 1, topic_configs={"cleanup.policy": "compact"})])
+        admin.close()
+        self.key = source_id.encode()
+        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                                      enable_auto_commit=False, group_id=None, fetch_max_wait_ms=5)
+        self.consumer.assign([TopicPartition(topic, 0)])
+        self.latest: dict[str, Any] = {}
+
+    def wait(self, done: Callable[[dict[str, Any]], bool], timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while not done(self.latest):
+            assert time.monotonic() < deadline, f"checkpoint never got there; last {self.latest}"
+            for records in self.consumer.poll(timeout_ms=20).values():
+                for msg in records:
+                    if msg.key == self.key:
+                        self.latest = orjson.loads(msg.value)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
 def _replay_in_seq_order(items, db: str, table: str) -> tuple[dict[int, tuple], list[tuple]]:
     """Snapshot rows as inserts, then binlog changes, in sequence order; also every (seq, id) seen."""
     state: dict[int, tuple] = {}
@@ -168,37 +199,32 @@ def test_kill_minus_nine_during_a_snapshot_under_writes(make_mariadb, kafka) -> 
             conn.commit()
     prefix = "snapkill"
     source_id = f"{prefix}.127.0.0.1:{server.port}"
-    env = {**os.environ, "PYTHONPATH": os.getcwd(), "BINLAKE_SNAPSHOT_CHUNK_ROWS": "500"}
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "BINLAKE_SNAPSHOT_CHUNK_ROWS": "100"}
     cmd = [*BINLAKE, "run", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix", prefix,
            "--server-id", "4646", "--snapshot", "initial"]
+    watcher = _CheckpointWatcher(kafka.bootstrap, prefix, source_id)
     workload = _Workload(server, "ks")
     workload.start()
     progress = []
-    rnd = random.Random(3)
     try:
-        for n in range(4):  # a SIGTERM (stop after the current chunk, exit 0), then three kill -9
+        for n, share in enumerate((0.1, 0.25, 0.4, 0.55)):  # a SIGTERM (stops after a chunk, exit 0), 3 kill -9
             proc = subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL)
-            before = progress[-1] if progress else 0
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:  # kill once this run has committed some chunks of its own
-                checkpoint = read_checkpoint(kafka.bootstrap, prefix, source_id)
-                rows = checkpoint["snapshot"]["rows"] if checkpoint and "snapshot" in checkpoint else None
-                if rows is not None and rows > before:
-                    break
-                time.sleep(0.1)
-            time.sleep(rnd.uniform(0.0, 0.3))
+            # Stop it as soon as its committed progress passes this round's share of the table.
+            target = max(int(share * 100_000), (progress[-1] if progress else 0) + 1)
+            watcher.wait(lambda c, target=target: "snapshot" in c and c["snapshot"]["rows"] >= target)
             proc.send_signal(signal.SIGKILL if n else signal.SIGTERM)
             assert proc.wait(timeout=60) == (-signal.SIGKILL if n else 0)
             checkpoint = read_checkpoint(kafka.bootstrap, prefix, source_id)
-            progress.append(checkpoint["snapshot"]["rows"] if checkpoint and "snapshot" in checkpoint else None)
-        time.sleep(1)
+            assert checkpoint and "snapshot" in checkpoint, (n, progress, checkpoint, watcher.latest)
+            progress.append(checkpoint["snapshot"]["rows"])
     finally:
+        watcher.close()
         workload.stop.set()
         workload.join()
     subprocess.run([*cmd, "--exit-at-end"], env=env, check=True, stderr=subprocess.DEVNULL, timeout=300)
     # Every stop landed inside the snapshot, each after more chunks had committed.
-    assert all(p is not None for p in progress) and progress == sorted(set(progress)), progress
-    assert progress[-1] < 100_000 and workload.changes > 100, (progress, workload.changes)
+    assert progress == sorted(set(progress)), progress
+    assert progress[0] >= 10_000 and progress[-1] < 100_000 and workload.changes > 100, (progress, workload.changes)
     items = list(committed_record_events(kafka.bootstrap, prefix))
     state, seen = _replay_in_seq_order(items, "ks", "t")
     with conn.cursor() as cur:
