@@ -65,6 +65,10 @@ class Config:
     metrics_port: int | None = None  # serve /metrics, /healthz, /readyz on this port
     metrics_host: str = "127.0.0.1"
     log_format: str = "text"  # or "json": one JSON object per line, for log pipelines
+    # initial: snapshot the selected tables when there is no checkpoint; when-needed: also when the
+    # checkpoint's binlog has been purged; never: stream only (from source.start_file).
+    snapshot: str = "never"
+    snapshot_chunk_rows: int = 5000  # rows per primary-key chunk (fewer when rows are large)
 
     def source_url(self) -> str:
         """The source URL with the password (from the environment or file) and the TLS settings filled in."""
@@ -159,4 +163,11 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
     _merge(config, from_env, "environment")
     if overrides:
         _merge(config, overrides, "command line")
+    if config.snapshot not in SNAPSHOT_MODES:
+        raise ValueError(f"snapshot: {config.snapshot!r} is not one of {', '.join(SNAPSHOT_MODES)}")
+    if config.snapshot_chunk_rows < 1:
+        raise ValueError(f"snapshot_chunk_rows: must be at least 1, got {config.snapshot_chunk_rows}")
     return config
+
+
+SNAPSHOT_MODES = ("initial", "never", "when-needed")

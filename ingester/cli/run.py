@@ -22,6 +22,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="stop once caught up (non-blocking dump), for batch catch-up and tests")
     p.add_argument("--metrics-port", type=int, help="serve /metrics, /healthz and /readyz (127.0.0.1)")
     p.add_argument("--log-format", choices=("text", "json"))
+    p.add_argument("--snapshot", choices=("initial", "never", "when-needed"),
+                   help="read the selected tables first (initial: without a checkpoint; when-needed: also when "
+                        "the checkpoint's binlog is purged)")
     p.set_defaults(run=run)
 
 
@@ -39,6 +42,8 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
         out["exit_at_end"] = True
     if getattr(args, "metrics_port", None) is not None:
         out["metrics_port"] = args.metrics_port
+    if getattr(args, "snapshot", None):
+        out["snapshot"] = args.snapshot
     if getattr(args, "log_format", None):
         out["log_format"] = args.log_format
     return out

@@ -229,6 +229,20 @@ class WriteRowsEvent(RowsEvent):
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
+class SnapshotRowsEvent(WriteRowsEvent):
+    """Rows read by a snapshot (binlake's own event, type code 250, never a server's): a consumer lands
+    them like inserted rows and tells them apart by ``kind``. Its table map comes from
+    information_schema and its values have exactly the binlog decoder's representation."""
+
+    kind: ClassVar[str] = "read"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = RowsEvent.to_dict(self)
+        d["type"] = "read_rows"
+        return d
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
 class UpdateRowsEvent(RowsEvent):
     kind: ClassVar[str] = "update"
 

@@ -222,8 +222,11 @@ class Publisher:
     def _commit_now(self, checkpoint: Checkpoint, done: Callable[[], None] | None) -> None:
         """Write the checkpoint and commit everything sent since the last commit, atomically."""
         self._begin()
-        value = json.dumps({"file": checkpoint.file, "position": checkpoint.position,
-                            "gtid_set": checkpoint.gtid_set, "seq": str(checkpoint.seq)}).encode()
+        fields = {"file": checkpoint.file, "position": checkpoint.position, "gtid_set": checkpoint.gtid_set,
+                  "seq": str(checkpoint.seq)}
+        if checkpoint.snapshot is not None:
+            fields["snapshot"] = checkpoint.snapshot
+        value = json.dumps(fields).encode()
         self._futures.append(
             self.producer.send(offsets_topic(self.prefix), key=self.transactional_id.encode(), value=value))
         # Every record must be acknowledged before the commit: a failed send must never be followed

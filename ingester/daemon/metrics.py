@@ -26,6 +26,9 @@ class Metrics:
         self.position = Gauge("binlake_committed_position", "Last committed binlog position", ["file"], registry=r)
         self.commit_latency = Histogram("binlake_kafka_commit_seconds", "Kafka transaction queued-to-committed time",
                                         registry=r, buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
+        self.snapshot_rows = Counter("binlake_snapshot_rows", "Rows read by the snapshot and published", registry=r)
+        self.snapshot_tables_remaining = Gauge("binlake_snapshot_tables_remaining",
+                                               "Tables the snapshot has not finished", registry=r)
         self.source_connected = False
         self.kafka_connected = False
         self.last_progress = time.monotonic()

@@ -67,6 +67,8 @@ class Runner:
                                               max_record_bytes=cfg.kafka.max_record_bytes)
                         self.committed = read_checkpoint(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id)
                         self.metrics.kafka_connected = True
+                    if self._snapshot_needed() and not self._snapshot(publisher):
+                        return self.stats  # stopped on request; the next start resumes the snapshot
                     self._stream(publisher)
                     return self.stats
                 except ReplicationError as exc:
@@ -116,6 +118,36 @@ class Runner:
         if failures:
             raise ReplicationError(f"{src}: not ready to replicate: " + "; ".join(
                 f"{f.check}: {f.message}" for f in failures))
+
+    def _snapshot_needed(self) -> bool:
+        """An unfinished snapshot always resumes; ``initial`` starts one without a checkpoint,
+        ``when-needed`` also when the checkpoint's binlog has been purged."""
+        committed, mode = self.committed, self.cfg.snapshot
+        if committed and committed.get("snapshot"):
+            return True
+        if mode == "never":
+            return False
+        if not committed:
+            return True
+        if mode == "when-needed":
+            from .snapshot import binlog_purged
+
+            if binlog_purged(self.cfg, committed["file"]):
+                log.warning("the checkpoint's binlog %s has been purged: taking a new snapshot", committed["file"])
+                self.committed = None
+                return True
+        return False
+
+    def _snapshot(self, publisher: Publisher) -> bool:
+        """Publish the snapshot (or its rest); False when stopped on request before its end."""
+        from .snapshot import Snapshotter
+
+        progress = self.committed.get("snapshot") if self.committed else None
+        started = time.monotonic()
+        done = Snapshotter(self, publisher, progress).run()
+        publisher.wait()  # every chunk committed: self.committed is the snapshot's position now
+        self.stats["snapshot_ms"] = self.stats.get("snapshot_ms", 0) + round((time.monotonic() - started) * 1000)
+        return done
 
     def _stream(self, publisher: Publisher) -> None:
         cfg = self.cfg
@@ -243,6 +275,8 @@ def _kafka_failure(exc: Exception) -> bool:
 
 
 def _fatal(exc: ReplicationError) -> bool:
-    """Errors a reconnect cannot fix: purged binlogs, bad credentials, missing privileges."""
+    """Errors a reconnect cannot fix: purged binlogs, bad credentials, missing privileges (SELECT too)."""
+    if getattr(exc, "fatal", False):  # e.g. a table the snapshot cannot read
+        return True
     text = str(exc)
-    return any(f"error {code}" in text for code in (1236, 1045, 1044, 1227, 1698, 1047))
+    return any(f"error {code}" in text for code in (1236, 1045, 1044, 1227, 1698, 1047, 1142, 1143))

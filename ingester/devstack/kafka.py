@@ -276,8 +276,7 @@ class KafkaBroker:
                 *self._jvm(java, classpath),
                 "kafka.tools.StorageTool",
                 "format",
-                "--cluster-id",
-                cluster_id,
+                f"--cluster-id={cluster_id}",  # an id may start with "-": as a separate word it reads as an option
                 "--config",
                 str(self.config_file),
             ],

@@ -14,6 +14,7 @@ import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..codec import BinlogDecoder, BinlogError
 from ..codec import events as E
@@ -46,6 +47,7 @@ class Checkpoint:
     position: int
     gtid_set: str
     seq: Sequence
+    snapshot: dict[str, Any] | None = None  # progress of an unfinished snapshot (daemon/snapshot.py)
 
 
 @dataclass

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ..codec import BinlogDecoder, BinlogError
 from ..codec.events import Event
+from .snapshot import FLAG_SNAPSHOT, SnapshotDecoder
 
 MAGIC = b"BLK"
 VERSION = 2
@@ -146,13 +147,28 @@ def record_events(headers: Mapping[str, bytes], value: bytes, source: str = "<re
     if p > len(value):
         raise BinlogError(f"record's format description of {n} bytes runs past its end", 9, source)
     dec = BinlogDecoder(source)
-    dec.decode(value[9:p], 0)
+    if n:  # records of snapshot entries only have none
+        dec.decode(value[9:p], 0)
+    snapshot: SnapshotDecoder | None = None
     for entry in index:
         if p + 5 > len(value):
             raise BinlogError(f"record holds fewer events than its index ({len(index)})", p, source)
-        in_payload = bool(value[p] & _FLAG_IN_PAYLOAD)
+        flags = value[p]
+        in_payload = bool(flags & _FLAG_IN_PAYLOAD)
         (m,) = _LEN.unpack_from(value, p + 1)
         p += 5
+        if flags & FLAG_SNAPSHOT:  # rows read by a snapshot: a descriptor and JSON rows (records/snapshot.py)
+            if p + m + 4 > len(value):
+                raise BinlogError(f"record's snapshot descriptor of {m} bytes runs past its end", p, source)
+            (k,) = _LEN.unpack_from(value, p + m)
+            if p + m + 4 + k > len(value):
+                raise BinlogError(f"record's snapshot rows of {k} bytes run past its end", p + m, source)
+            snapshot = snapshot or SnapshotDecoder(source)
+            ev = snapshot.event(value[p : p + m], value[p + m + 4 : p + m + 4 + k], entry.seq.position,
+                                entry.commit_ts, p)
+            p += m + 4 + k
+            yield RecordEvent(entry.seq, entry.gtid, entry.commit_ts, ev)
+            continue
         if m:
             if p + m > len(value):
                 raise BinlogError(f"record's table map of {m} bytes runs past its end", p, source)

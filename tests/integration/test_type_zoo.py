@@ -172,6 +172,17 @@ def _canonical(col: str, sqltype: str, value: Any, ours: bool) -> Any:
     return value if ours or isinstance(value, int) else str(value)
 
 
+def assert_replay_equals_select(replayed: dict[str, dict[int, dict[str, Any]]], conn) -> None:
+    """Every zoo table, replayed from JSONL, equals the server's SELECT of it."""
+    for name, cols in TABLES.items():
+        expected = _server_state(conn, name)
+        assert sorted(replayed[name]) == sorted(expected), name
+        for pk, row in expected.items():
+            for col, sqltype in cols:
+                assert _canonical(col, sqltype, replayed[name][pk][col], True) == \
+                    _canonical(col, sqltype, row[col], False), f"{name}.{col} id={pk}"
+
+
 def _replay(jsonl: bytes, db: str) -> dict[str, dict[int, dict[str, Any]]]:
     state: dict[str, dict[int, dict[str, Any]]] = collections.defaultdict(dict)
     for line in jsonl.splitlines():

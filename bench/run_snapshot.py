@@ -1,0 +1,107 @@
+"""Snapshot throughput: `binlake run --snapshot initial` into Kafka (transactional, acks=all) against a
+plain `SELECT *` of the same table through pymysql (unbuffered cursor, default conversions).
+
+The snapshot time runs from opening the consistent snapshot to the last Kafka commit (the daemon's
+``snapshot_ms``); the SELECT time from the query to the last row. Median of --repeat runs; results go
+to bench/results/snapshot.md. Private MariaDB and Kafka, started here. Goal: within 2x of the SELECT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pymysql
+
+from ingester.config import load_config
+from ingester.daemon.runner import Runner
+from ingester.devstack.kafka import KafkaBroker
+from ingester.devstack.mariadb import MariaDBServer
+
+RESULTS = Path(__file__).resolve().parent / "results" / "snapshot.md"
+TABLE = ("CREATE TABLE bench.t (id BIGINT PRIMARY KEY, k INT NOT NULL, c CHAR(120) NOT NULL, pad CHAR(60) NOT NULL,"
+         " price DECIMAL(10,2), created DATETIME(6), note VARCHAR(255), KEY (k))")
+
+
+def load(server: MariaDBServer, rows: int) -> None:
+    """A sysbench-like table, plus DECIMAL, DATETIME and a nullable VARCHAR."""
+    server.execute("CREATE DATABASE bench CHARACTER SET utf8mb4")
+    server.execute(TABLE)
+    conn = server.connect("bench")
+    with conn.cursor() as cur:
+        for start in range(0, rows, 10_000):
+            batch = [(i, i * 7 % 100_000, f"{i:011d}-" * 10, f"pad{i:056d}", f"{i % 100_000}.{i % 100:02d}",
+                      f"2024-01-{i % 28 + 1:02d} 12:34:56.{i % 1_000_000:06d}", None if i % 3 else f"note {i}")
+                     for i in range(start, min(rows, start + 10_000))]
+            cur.executemany("INSERT INTO t VALUES (%s, %s, %s, %s, %s, %s, %s)", batch)
+            conn.commit()
+    conn.close()
+
+
+def plain_select(server: MariaDBServer) -> float:
+    conn = pymysql.connect(host=server.host, port=server.port, user=server.user, password=server.password,
+                           charset="utf8mb4", cursorclass=pymysql.cursors.SSCursor)
+    try:
+        started = time.perf_counter()
+        with conn.cursor() as cur:
+            cur.execute("SELECT * FROM bench.t")
+            for _ in cur:
+                pass
+        return time.perf_counter() - started
+    finally:
+        conn.close()
+
+
+def snapshot(server: MariaDBServer, kafka: KafkaBroker, prefix: str) -> tuple[float, int]:
+    cfg = load_config(environ={}, overrides={
+        "source": {"url": server.url, "server_id": 4747}, "exit_at_end": True, "snapshot": "initial",
+        "filters": {"include": ["bench.*"]}, "kafka": {"bootstrap": kafka.bootstrap, "topic_prefix": prefix}})
+    stats = Runner(cfg).run()
+    return stats["snapshot_ms"] / 1000, stats["snapshot_rows"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=300_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    with MariaDBServer(options={"innodb_buffer_pool_size": "256M"}) as server, KafkaBroker() as kafka:
+        load(server, args.rows)
+        plain_select(server)  # warm the buffer pool
+        selects, snaps = [], []
+        for n in range(args.repeat):
+            selects.append(plain_select(server))
+            seconds, rows = snapshot(server, kafka, f"snapbench{n}")
+            if rows != args.rows:
+                raise SystemExit(f"snapshot published {rows} rows, the table has {args.rows}")
+            snaps.append(seconds)
+            print(f"run {n + 1}: SELECT {selects[-1]:.2f} s, snapshot {seconds:.2f} s", file=sys.stderr)
+        version = server.execute("SELECT VERSION()")[0][0]
+    sel, snap = statistics.median(selects), statistics.median(snaps)
+    revision = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    report = f"""# Snapshot throughput
+
+{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, revision {revision}, {platform.processor() or platform.machine()},
+{version}, Python {platform.python_version()}; {args.rows:,} rows (BIGINT PK, INT, CHAR(120), CHAR(60),
+DECIMAL(10,2), DATETIME(6), VARCHAR(255)), median of {args.repeat}.
+
+| reader | time | rows/s |
+|---|---|---|
+| `SELECT *` through pymysql (unbuffered) | {sel:.2f} s | {args.rows / sel:,.0f} |
+| `binlake run --snapshot initial` into Kafka | {snap:.2f} s | {args.rows / snap:,.0f} |
+
+Snapshot / SELECT time: **{snap / sel:.2f}x** (goal: at most 2x).
+"""
+    RESULTS.write_text(report)
+    print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,498 @@
+"""The snapshot of ``binlake run``: the selected tables' rows at one consistent point, then streaming
+from exactly that point (docs/FORMAT.md, "Snapshots").
+
+MariaDB gives the binlog position of a ``START TRANSACTION WITH CONSISTENT SNAPSHOT`` without any lock
+(``binlog_snapshot_file``/``binlog_snapshot_position``); MySQL holds FLUSH TABLES WITH READ LOCK only
+while the snapshot transaction starts. Rows are read in primary-key chunks (bounded memory), converted
+to the binlog decoder's value representation, and published with the progress in the checkpoint, one
+Kafka transaction per chunk (or per group of chunks while a commit is in flight), so a crash resumes
+after the last committed chunk, from a newer snapshot: the binlog from the original position is
+replayed over it, which converges on the source's rows because binlog events sort after every
+snapshot row.
+"""
+
+from __future__ import annotations
+
+import binascii
+import logging
+import re
+import struct
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any
+
+import orjson
+
+from ..codec.charsets import decoder_for
+from ..codec.constants import ColumnType as T
+from ..codec.table_map import GEOMETRY_TYPES, Column, TableMap
+from ..config import Config
+from ..records import snapshot as S
+from ..records.builder import Checkpoint, Record
+from ..records.format import Sequence, file_number
+from ..sources.replication import ReplicationError, SourceURL
+
+if TYPE_CHECKING:
+    from .kafka_io import Publisher
+    from .runner import Runner
+
+log = logging.getLogger("binlake.snapshot")
+_TARGET_CHUNK_BYTES = 8 << 20  # chunks shrink below chunk_rows when rows are large (bounded memory)
+_SYSTEM_SCHEMAS = ("mysql", "sys", "performance_schema", "information_schema")
+_INTS = {"tinyint": T.TINY, "smallint": T.SHORT, "mediumint": T.INT24, "int": T.LONG, "bigint": T.LONGLONG}
+_BLOBS = {"tinyblob": 1, "tinytext": 1, "blob": 2, "text": 2, "mediumblob": 3, "mediumtext": 3, "longblob": 4,
+          "longtext": 4}
+_F32 = struct.Struct("<f")
+_LABEL = re.compile(r"'((?:[^']|'')*)'")
+
+Converter = Callable[[Any], Any]
+
+
+class SnapshotError(ReplicationError):
+    """The snapshot cannot read a table as it is (the message names the table and column): no retry helps."""
+
+    fatal = True
+
+
+def _float32(v: str) -> float:
+    return _F32.unpack(_F32.pack(float(v)))[0]
+
+
+def _bits(v: bytes) -> int:
+    return int.from_bytes(v, "big")
+
+
+def _b64(v: bytes) -> str:
+    return binascii.b2a_base64(v, newline=False).decode("ascii")
+
+
+def _vector(v: bytes) -> list[float]:
+    return list(struct.unpack(f"<{len(v) // 4}f", v))
+
+
+def _json(v: bytes) -> Any:
+    return orjson.loads(v)
+
+
+def _text(v: Any) -> str:
+    return v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else v
+
+
+@dataclass
+class TableReader:
+    """How one table is read: its table map, SELECT expressions, per-column converters, chunk key."""
+
+    name: str  # "<db>.<table>", also the logical topic
+    table_map: TableMap
+    exprs: list[str]
+    converters: list[tuple[int, Converter]]  # columns whose raw value needs converting
+    binary: list[int]  # columns whose values are bytes (base64 on the wire)
+    key: list[int]  # chunk key columns (the primary key); empty: read in one pass
+    descriptor: bytes
+
+    def convert(self, rows: list[tuple[Any, ...]]) -> list[list[Any]]:
+        """Raw SELECT rows (character_set_results=binary) to wire rows in the binlog decoder's representation."""
+        converters = self.converters
+        out = []
+        for raw in rows:
+            row = list(raw)
+            for i, f in converters:
+                v = row[i]
+                if v is not None:
+                    row[i] = f(v)
+            out.append(row)
+        return out
+
+    def key_values(self, raw: tuple[Any, ...], wire: list[Any]) -> list[Any]:
+        """The chunk key of a row as SELECT parameters: bytes for binary columns, else the decoded value."""
+        return [raw[i] if i in self.binary else wire[i] for i in self.key]
+
+    def query(self, limit: int, after: list[Any] | None) -> tuple[str, list[Any]]:
+        db, table = self.table_map.database, self.table_map.table
+        sql = f"SELECT {', '.join(self.exprs)} FROM {_quote(db)}.{_quote(table)}"
+        if not self.key:
+            return sql, []
+        names = [_quote(self.table_map.columns[i].name) for i in self.key]
+        params: list[Any] = []
+        if after is not None:  # (k1, k2) > (a, b) spelled out, so every server uses the index range
+            terms = []
+            for n in range(len(names)):
+                terms.append("(" + " AND ".join([f"{c} = %s" for c in names[:n]] + [f"{names[n]} > %s"]) + ")")
+                params += [*after[:n], after[n]]
+            sql += " WHERE " + " OR ".join(terms)
+        return f"{sql} ORDER BY {', '.join(names)} LIMIT {int(limit)}", params
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def table_reader(conn: Any, database: str, table: str, collations: dict[str, int], mariadb: bool) -> TableReader:
+    """The table's columns from information_schema, described as its binlog TABLE_MAP would describe them."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, COLLATION_NAME, NUMERIC_PRECISION, NUMERIC_SCALE,"
+                    " DATETIME_PRECISION, CHARACTER_OCTET_LENGTH, IS_NULLABLE FROM information_schema.COLUMNS"
+                    " WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (database, table))
+        infos = cur.fetchall()
+        cur.execute("SELECT COLUMN_NAME, SUB_PART FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s"
+                    " AND TABLE_NAME = %s AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX", (database, table))
+        pk_rows = cur.fetchall()
+    name = f"{database}.{table}"
+    columns, exprs, converters, binary = [], [], [], []
+    for i, info in enumerate(infos):
+        col, expr, conv, is_binary = _column(i, [_text(v) for v in info], collations, mariadb, name)
+        columns.append(col)
+        exprs.append(expr)
+        if conv is not None:
+            converters.append((i, conv))
+        if is_binary:
+            binary.append(i)
+    index = {c.name: c.index for c in columns}
+    pk = [(index[_text(c)], int(sub) if sub is not None else 0) for c, sub in pk_rows] or None
+    tm = TableMap(0, 0, database, table, columns, pk, has_names=True, is_mariadb=mariadb)
+    key = [i for i, _ in pk or ()]
+    if any(columns[i].type in (T.ENUM, T.SET, T.FLOAT, T.DOUBLE) for i in key):
+        key = []  # their SQL comparison is not their ORDER BY order: read in one pass
+    return TableReader(name, tm, exprs, converters, binary, key, S.encode_descriptor(tm, binary))
+
+
+def _column(i: int, info: list[Any], collations: dict[str, int], mariadb: bool,
+            table: str) -> tuple[Column, str, Converter | None, bool]:
+    """One column: its table-map description, SELECT expression, converter and whether it is bytes."""
+    name, data_type, column_type, collation_name, precision, scale, fsp, octets, nullable = info
+    data_type, column_type = data_type.lower(), column_type.lower()
+    q = _quote(name)
+    unsigned = "unsigned" in column_type
+    collation = collations.get(collation_name) if collation_name else None
+    null = nullable == "YES"
+
+    def col(t: int, meta: int = 0, binlog_type: int | None = None, **kw: Any) -> Column:
+        return Column(i, name, t, t if binlog_type is None else binlog_type, meta, null, **kw)
+
+    if data_type in _INTS:
+        return col(_INTS[data_type], unsigned=unsigned), q, int, False
+    if data_type == "float":
+        return col(T.FLOAT, 4, unsigned=unsigned), f"CAST({q} AS DOUBLE)", _float32, False
+    if data_type in ("double", "real"):
+        return col(T.DOUBLE, 8, unsigned=unsigned), q, float, False
+    if data_type == "decimal":
+        return col(T.NEWDECIMAL, int(precision) << 8 | int(scale), unsigned=unsigned), q, None, False
+    if data_type == "year":
+        return col(T.YEAR), q, int, False
+    if data_type == "date":
+        return col(T.DATE), q, None, False
+    if data_type in ("time", "datetime", "timestamp"):
+        t = {"time": T.TIME2, "datetime": T.DATETIME2, "timestamp": T.TIMESTAMP2}[data_type]
+        return col(t, int(fsp or 0)), q, None, False
+    if data_type == "bit":
+        bits = int(precision)
+        return col(T.BIT, (bits // 8) << 8 | bits % 8), q, _bits, False
+    if data_type in ("enum", "set"):
+        labels = [m.replace("''", "'") for m in _LABEL.findall(column_type)]
+        if data_type == "enum":
+            return (col(T.ENUM, T.ENUM << 8 | (1 if len(labels) < 256 else 2), T.STRING, collation=collation,
+                        enum_values=labels), q, decoder_for(collation, mariadb), False)
+        size = (len(labels) + 7) // 8
+        return (col(T.SET, T.SET << 8 | (8 if size > 4 else size), T.STRING, collation=collation,
+                    set_values=labels), q, decoder_for(collation, mariadb), False)
+    compressed = "compressed" in column_type
+    is_binary = collation_name is None
+    text_collation = 63 if is_binary else collation
+    conv: Converter = _b64 if is_binary else decoder_for(collation, mariadb)
+    if data_type in ("char", "binary"):
+        n = int(octets)
+        meta = T.STRING << 8 | n if n < 256 else (T.STRING ^ ((n & 0x300) >> 4)) << 8 | (n & 0xFF)
+        return col(T.STRING, meta, collation=text_collation), q, conv, is_binary
+    if data_type in ("varchar", "varbinary"):
+        t = T.VARCHAR_COMPRESSED if compressed else T.VARCHAR
+        return col(t, int(octets) + (1 if compressed else 0), collation=text_collation), q, conv, is_binary
+    if data_type in _BLOBS:
+        t = T.BLOB_COMPRESSED if compressed else T.BLOB
+        return col(t, _BLOBS[data_type], collation=text_collation), q, conv, is_binary
+    if data_type == "json":  # MySQL's binary JSON (MariaDB's JSON is LONGTEXT, above)
+        return col(T.JSON, 4), q, _json, False
+    if data_type.upper() in GEOMETRY_TYPES:
+        return col(T.GEOMETRY, 4, geometry_type=GEOMETRY_TYPES.index(data_type.upper())), q, _b64, True
+    if data_type == "vector":
+        return col(T.VECTOR, 4), q, _vector, False
+    raise SnapshotError(f"snapshot of {table}: column {name} has type {column_type}, which the snapshot cannot "
+                        "read yet (exclude the table with filters.exclude)")
+
+
+class Progress:
+    """Rows done / estimated, rate and ETA: one updating line on a terminal, a log line now and then otherwise."""
+
+    def __init__(self, estimate: int, done: int, stream: IO[str] | None = None, tty: bool | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty() if tty is None else tty
+        self.estimate = estimate
+        self.start_rows = done
+        self.started = self.last = time.monotonic()
+        self.shown = False
+
+    def line(self, rows: int, table: str, now: float | None = None) -> str:
+        elapsed = max((now or time.monotonic()) - self.started, 1e-6)
+        rate = (rows - self.start_rows) / elapsed
+        estimate = max(self.estimate, rows)
+        left = estimate - rows
+        eta = f"{int(left / rate) // 60}:{int(left / rate) % 60:02d}" if rate > 0 else "?"
+        pct = 100 * rows // estimate if estimate else 100
+        return f"snapshot {table}: {rows:,}/{estimate:,} rows ({pct}%), {rate:,.0f} rows/s, ETA {eta}"
+
+    def update(self, rows: int, table: str) -> None:
+        now = time.monotonic()
+        if now - self.last < (0.2 if self.tty else 10.0):
+            return
+        self.last = now
+        if self.tty:
+            self.stream.write("\r\x1b[K" + self.line(rows, table, now))
+            self.stream.flush()
+            self.shown = True
+        else:
+            log.info("%s", self.line(rows, table, now))
+
+    def finish(self) -> None:
+        if self.shown:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def binlog_purged(cfg: Config, file: str) -> bool:
+    """Whether the server no longer has the binlog file a checkpoint names (when-needed snapshots)."""
+    conn = _connect(cfg, raw=False)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW BINARY LOGS")
+            return file not in {row[0] for row in cur.fetchall()}
+    finally:
+        conn.close()
+
+
+def _connect(cfg: Config, raw: bool = True) -> Any:
+    import pymysql
+
+    options: dict[str, Any] = {"charset": "utf8mb4"}
+    if raw:  # values as the server sends them: converted here exactly like the binlog decoder's
+        options["conv"] = {k: v for k, v in pymysql.converters.conversions.items() if not isinstance(k, int)}
+    conn = SourceURL.parse(cfg.source_url()).connect(**options)
+    if raw:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION character_set_results = binary, time_zone = '+00:00',"
+                        " net_write_timeout = 600, net_read_timeout = 600")
+    return conn
+
+
+class Snapshotter:
+    """Reads and publishes one snapshot, resuming from ``state`` (the committed checkpoint's progress)."""
+
+    def __init__(self, runner: Runner, publisher: Publisher, state: dict[str, Any] | None) -> None:
+        self.runner = runner
+        self.cfg = runner.cfg
+        self.publisher = publisher
+        self.state = state
+
+    def run(self) -> bool:
+        """Publish what is left of the snapshot; False when stopped by request before the end."""
+        import pymysql
+
+        try:
+            conn = _connect(self.cfg)
+            self.runner.metrics.source_connected = True  # /readyz: reading the source, if not its binlog yet
+            try:
+                return self._run(conn)
+            finally:
+                conn.close()
+        except pymysql.err.MySQLError as exc:
+            code = exc.args[0] if len(exc.args) > 1 else 0
+            raise ReplicationError(f"snapshot: error {code}: {exc.args[-1] if exc.args else exc}") from None
+
+    def _begin(self, cur: Any, mariadb: bool, first: bool) -> tuple[str, int, str]:
+        """Start the consistent-snapshot transaction; the binlog position and GTIDs of its point."""
+        cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        if mariadb or not first:  # MariaDB reports the snapshot's position itself: no lock at all
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            if not first:
+                return "", 0, ""
+            cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+            status = {_text(k).lower(): _text(v) for k, v in cur.fetchall()}
+            file, position = status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])
+            cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, position))
+            return file, position, _text(cur.fetchone()[0] or b"")
+        # MySQL: no commit may happen between the snapshot and reading the position; hold the lock briefly.
+        cur.execute("FLUSH TABLES WITH READ LOCK")
+        try:
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            try:
+                cur.execute("SHOW BINARY LOG STATUS")
+            except Exception:
+                cur.execute("SHOW MASTER STATUS")
+            row = cur.fetchone()
+            if row is None:
+                raise ReplicationError("snapshot: the server has binary logging off")
+            return _text(row[0]), int(row[1]), _text(row[4] or b"").replace("\n", "")
+        finally:
+            cur.execute("UNLOCK TABLES")
+
+    def _run(self, conn: Any) -> bool:
+        with conn.cursor() as cur:
+            cur.execute("SELECT VERSION(), UNIX_TIMESTAMP(NOW(6))")
+            version, now = cur.fetchone()
+            mariadb = b"mariadb" in version.lower()
+            cur.execute("SELECT COLLATION_NAME, ID FROM information_schema.COLLATIONS WHERE ID IS NOT NULL")
+            collations = {_text(name): int(cid) for name, cid in cur.fetchall()}
+            first = self.state is None
+            file, position, gtid_set = self._begin(cur, mariadb, first)
+            if first:
+                cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES"
+                            " WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN %s", (_SYSTEM_SCHEMAS,))
+                tables = sorted((_text(db), _text(t), int(n or 0)) for db, t, n in cur.fetchall())
+                tables = [t for t in tables if self.cfg.filters.accepts(t[0], t[1])]
+                self.state = {"file": file, "position": position, "gtid_set": gtid_set,
+                              "ts": int(float(now) * 1_000_000), "pending": [f"{db}.{t}" for db, t, _ in tables],
+                              "names": [[db, t] for db, t, _ in tables], "last_pk": None, "rows": 0, "events": 0,
+                              "estimate": sum(n for _, _, n in tables)}
+                log.info("snapshot of %d tables (about %s rows) at %s:%s (%s)", len(tables),
+                         f"{self.state['estimate']:,}", file, position, gtid_set or "no GTIDs")
+            else:
+                log.info("resuming the snapshot of %s:%s at %s (%s rows done)", self.state["file"],
+                         self.state["position"], self.state["pending"][0] if self.state["pending"] else "the end",
+                         f"{self.state['rows']:,}")
+        state = self.state
+        assert state is not None
+        names = {f"{db}.{t}": (db, t) for db, t in state["names"]}
+        progress = Progress(state["estimate"], state["rows"])
+        metrics = self.runner.metrics
+        try:
+            while state["pending"]:
+                metrics.snapshot_tables_remaining.set(len(state["pending"]))
+                name = state["pending"][0]
+                db, table = names[name]
+                reader = table_reader(conn, db, table, collations, mariadb)
+                if not reader.table_map.columns:  # dropped since the snapshot began
+                    log.warning("snapshot: table %s no longer exists; skipped", name)
+                elif not self._table(conn, reader, progress):
+                    return False
+                state["pending"].pop(0)
+                state["last_pk"] = None
+                self._commit(final=not state["pending"])
+            if not state["names"]:
+                self._commit(final=True)
+            metrics.snapshot_tables_remaining.set(0)
+        finally:
+            progress.finish()
+        log.info("snapshot done: %s rows of %d tables; streaming from %s:%s", f"{state['rows']:,}",
+                 len(state["names"]), state["file"], state["position"])
+        return True
+
+    def _table(self, conn: Any, reader: TableReader, progress: Progress) -> bool:
+        """Publish the rest of one table; False when a stop was requested (progress committed)."""
+        state = self.state
+        assert state is not None
+        after = _load_key(state["last_pk"])
+        limit = min(self.cfg.snapshot_chunk_rows, 256)  # grows while chunks stay small: rows may be large
+        # No usable key: one pass with an unbuffered cursor, in one Kafka transaction (it cannot resume inside).
+        cur = conn.cursor(None if reader.key else _unbuffered_cursor())
+        try:
+            if not reader.key:
+                cur.execute(*reader.query(0, None))
+            while True:
+                if reader.key:
+                    cur.execute(*reader.query(limit, after))
+                    raw = cur.fetchall()
+                else:
+                    raw = cur.fetchmany(limit)
+                if not raw:
+                    break
+                wire = reader.convert(raw)
+                size = self._publish(reader, wire)
+                state["rows"] += len(wire)
+                self.runner.metrics.snapshot_rows.inc(len(wire))
+                self.runner.metrics.last_progress = time.monotonic()  # /healthz: a long snapshot is progress
+                self.runner.stats["snapshot_rows"] = self.runner.stats.get("snapshot_rows", 0) + len(wire)
+                progress.update(state["rows"], reader.name)
+                if len(raw) < limit:
+                    break  # the table's last chunk: committed with the table's end
+                if size > _TARGET_CHUNK_BYTES and limit > 1:
+                    limit = max(1, limit * _TARGET_CHUNK_BYTES // size)
+                elif size < _TARGET_CHUNK_BYTES // 4:
+                    limit = min(self.cfg.snapshot_chunk_rows, limit * 2)
+                if reader.key:
+                    after = reader.key_values(raw[-1], wire[-1])
+                    state["last_pk"] = _dump_key(after)
+                    if self.runner.stop_requested:
+                        self._commit(final=False)
+                        return False
+                    if not self.publisher.committing:
+                        self._commit(final=False)
+        finally:
+            cur.close()
+        return True
+
+    def _publish(self, reader: TableReader, wire: list[list[Any]]) -> int:
+        """Send rows as records of at most about ``max_record_bytes``; returns their encoded size."""
+        state = self.state
+        assert state is not None
+        encoded = orjson.dumps(wire)
+        parts = 1 + len(encoded) // self.cfg.kafka.max_record_bytes
+        groups = [encoded] if parts == 1 else [
+            orjson.dumps(wire[k * len(wire) // parts : (k + 1) * len(wire) // parts]) for k in range(parts)]
+        db, table = reader.table_map.database, reader.table_map.table
+        ts = str(state["ts"]).encode()
+        for rows_json in groups:
+            if rows_json == b"[]":
+                continue
+            seq = self._seq()
+            state["events"] += 1
+            raw_seq = seq.encode()
+            headers = [("binlake.v", b"2"), ("binlake.seq", raw_seq), ("binlake.count", b"1"),
+                       ("binlake.commit_ts", ts), ("binlake.db", db.encode("utf-8", "surrogateescape")),
+                       ("binlake.table", table.encode("utf-8", "surrogateescape")),
+                       ("binlake.index", S.index_entry(raw_seq, state["ts"]))]
+            record = Record(reader.name, reader.name.encode("utf-8", "surrogateescape"),
+                            S.snapshot_value(reader.descriptor, [rows_json]), headers, seq)
+            self.runner._send(self.publisher, record)
+        return len(encoded)
+
+    def _seq(self) -> Sequence:
+        """Snapshot rows sort after everything before the snapshot's position and before everything at
+        or after it: (file, position - 1, n); no event starts at position - 1."""
+        state = self.state
+        assert state is not None
+        if state["events"] >= 1 << 32:
+            raise ReplicationError("snapshot: more than 2^32 snapshot events; raise snapshot_chunk_rows")
+        return Sequence(file_number(state["file"]), state["position"] - 1, state["events"])
+
+    def _commit(self, final: bool) -> None:
+        """Queue the checkpoint of everything published so far (the progress is copied: it changes)."""
+        state = self.state
+        assert state is not None
+        progress = None if final else {**state, "pending": list(state["pending"])}
+        checkpoint = Checkpoint(state["file"], state["position"], state["gtid_set"], self._seq(), progress)
+        runner = self.runner
+
+        def committed() -> None:  # on the publisher's thread
+            done = {"file": checkpoint.file, "position": checkpoint.position, "gtid_set": checkpoint.gtid_set}
+            if progress is not None:
+                done["snapshot"] = progress
+            runner.committed = done
+            runner.stats["commits"] += 1
+
+        self.publisher.commit(checkpoint, committed)
+
+
+def _unbuffered_cursor() -> Any:
+    import pymysql
+
+    return pymysql.cursors.SSCursor
+
+
+def _dump_key(values: list[Any]) -> list[Any]:
+    return [{"b64": _b64(v)} if isinstance(v, bytes) else v for v in values]
+
+
+def _load_key(values: list[Any] | None) -> list[Any] | None:
+    if values is None:
+        return None
+    return [binascii.a2b_base64(v["b64"]) if isinstance(v, dict) else v for v in values]

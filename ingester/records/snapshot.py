@@ -1,0 +1,92 @@
+"""Snapshot entries of record format v2 (docs/FORMAT.md, "Snapshot rows").
+
+A snapshot reads rows with SELECT, not from the binlog, so there are no server bytes to publish. Its
+entries carry instead a table descriptor (the columns as a TABLE_MAP would describe them, built from
+information_schema) and the rows as JSON arrays in column order, with the values already in the binlog
+decoder's representation (docs/JSONL.md); binary values are base64. ``record_events`` turns them into
+``SnapshotRowsEvent``s, so consumers keep one decode API. Pure functions: no Kafka, no SQL.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+from typing import Any
+
+import orjson
+
+from ..codec import BinlogError
+from ..codec.events import SnapshotRowsEvent
+from ..codec.table_map import Column, TableMap
+
+SNAPSHOT_ROWS = 250  # the index's type code of snapshot entries: no server uses it
+FLAG_SNAPSHOT = 2  # entry flag bit 1: the entry is a snapshot entry (descriptor + JSON rows)
+_LEN = struct.Struct("<I")
+_INDEX_ENTRY = struct.Struct(">16sQBB")
+_COLUMN_FIELDS = ("name", "type", "binlog_type", "meta", "nullable", "unsigned", "collation", "enum_values",
+                  "set_values", "geometry_type")
+
+
+def encode_descriptor(tm: TableMap, binary: list[int]) -> bytes:
+    """The table descriptor of a snapshot entry: ``binary`` lists the columns whose values are bytes."""
+    return orjson.dumps({
+        "database": tm.database, "table": tm.table, "mariadb": tm.is_mariadb,
+        "columns": [{f: getattr(c, f) for f in _COLUMN_FIELDS} for c in tm.columns],
+        "primary_key": tm.primary_key, "binary": binary,
+    })
+
+
+def decode_descriptor(data: bytes) -> tuple[TableMap, list[int], list[str]]:
+    d = orjson.loads(data)
+    columns = [Column(i, c["name"], c["type"], c["binlog_type"], c["meta"], c["nullable"], c["unsigned"],
+                      c["collation"], c["enum_values"], c["set_values"], c["geometry_type"])
+               for i, c in enumerate(d["columns"])]
+    pk = [tuple(x) for x in d["primary_key"]] if d["primary_key"] is not None else None
+    tm = TableMap(0, 0, d["database"], d["table"], columns, pk, has_names=True, is_mariadb=d["mariadb"])
+    return tm, d["binary"], tm.column_names
+
+
+def snapshot_value(descriptor: bytes, rows_json: list[bytes]) -> bytes:
+    """A record value of snapshot entries only (one per element of ``rows_json``, each a JSON array of
+    rows): no format description (its length is 0), the descriptor with the first entry."""
+    parts = [b"BLK", bytes((2, 0)), _LEN.pack(0)]
+    for i, rows in enumerate(rows_json):
+        tm = descriptor if i == 0 else b""
+        parts += (bytes((FLAG_SNAPSHOT,)), _LEN.pack(len(tm)), tm, _LEN.pack(len(rows)), rows)
+    return b"".join(parts)
+
+
+def index_entry(seq: bytes, commit_ts: int) -> bytes:
+    return _INDEX_ENTRY.pack(seq, commit_ts, SNAPSHOT_ROWS, 0)
+
+
+class SnapshotDecoder:
+    """Turns snapshot entries of one record into events; remembers the record's current descriptor."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.table: tuple[TableMap, list[int], list[str]] | None = None
+
+    def event(self, descriptor: bytes, rows: bytes, position: int, commit_ts: int, offset: int) -> SnapshotRowsEvent:
+        if descriptor:
+            try:
+                self.table = decode_descriptor(descriptor)
+            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                raise BinlogError(f"bad snapshot table descriptor: {exc}", offset, self.source) from None
+        if self.table is None:
+            raise BinlogError("snapshot entry without a table descriptor", offset, self.source)
+        tm, binary, names = self.table
+        try:
+            values = orjson.loads(rows)
+            for row in values:
+                for i in binary:
+                    if row[i] is not None:
+                        row[i] = base64.b64decode(row[i])
+            out: list[Any] = [{"after": dict(zip(names, row, strict=True))} for row in values]
+        except (orjson.JSONDecodeError, TypeError, ValueError) as exc:
+            raise BinlogError(f"bad snapshot rows: {exc}", offset, self.source) from None
+        n = len(tm.columns)
+        return SnapshotRowsEvent(type_code=SNAPSHOT_ROWS, timestamp=commit_ts // 1_000_000, server_id=0,
+                                 event_size=len(rows), log_pos=0, flags=0, position=position, table_id=0,
+                                 rows_flags=0, extra_data=None, column_count=n, columns_before=(),
+                                 columns_after=tuple(range(n)), table_map=tm, rows=out)

@@ -1,0 +1,102 @@
+"""Snapshot entries of the record format, chunk queries, progress line and settings, without servers."""
+
+from __future__ import annotations
+
+import io
+
+import orjson
+import pytest
+
+from ingester.codec import events as E
+from ingester.codec.constants import ColumnType as T
+from ingester.codec.errors import BinlogError
+from ingester.codec.table_map import Column, TableMap
+from ingester.config import load_config
+from ingester.daemon import snapshot as D
+from ingester.dump.jsonl import event_json
+from ingester.records import snapshot as S
+from ingester.records.format import Sequence, read_index, record_events
+
+
+def _table() -> TableMap:
+    cols = [Column(0, "id", T.LONG, T.LONG, 0, False, unsigned=False),
+            Column(1, "name", T.VARCHAR, T.VARCHAR, 40, True, collation=45),
+            Column(2, "raw", T.BLOB, T.BLOB, 2, True, collation=63)]
+    return TableMap(0, 0, "db", "t", cols, [(0, 0)], has_names=True, is_mariadb=True)
+
+
+def _record(rows_per_entry: list[list[list]]) -> tuple[dict[str, bytes], bytes]:
+    descriptor = S.encode_descriptor(_table(), [2])
+    value = S.snapshot_value(descriptor, [orjson.dumps(rows) for rows in rows_per_entry])
+    index = b"".join(S.index_entry(Sequence(3, 99, k).encode(), 1_700_000_000_000_000)
+                     for k in range(len(rows_per_entry)))
+    return {"binlake.index": index}, value
+
+
+def test_snapshot_entries_decode_to_read_rows_events() -> None:
+    headers, value = _record([[[1, "a", D._b64(b"\x00\xff")], [2, None, None]], [[3, "ç", D._b64(b"")]]])
+    items = list(record_events(headers, value))
+    assert [i.seq for i in items] == [Sequence(3, 99, 0), Sequence(3, 99, 1)]
+    assert all(type(i.event) is E.SnapshotRowsEvent and i.event.kind == "read" for i in items)
+    assert isinstance(items[0].event, E.WriteRowsEvent)  # consumers land them like inserted rows
+    assert items[0].event.rows == [{"after": {"id": 1, "name": "a", "raw": b"\x00\xff"}},
+                                   {"after": {"id": 2, "name": None, "raw": None}}]
+    assert items[1].event.rows == [{"after": {"id": 3, "name": "ç", "raw": b""}}]
+    tm = items[1].event.table_map  # the descriptor of the record's first entry applies to the next
+    assert (tm.database, tm.table, tm.primary_key, tm.column_names) == ("db", "t", [(0, 0)], ["id", "name", "raw"])
+    assert [(c.type, c.meta, c.collation) for c in tm.columns] == [(T.LONG, 0, None), (T.VARCHAR, 40, 45),
+                                                                     (T.BLOB, 2, 63)]
+    line = orjson.loads(event_json(items[0].event))
+    assert (line["type"], line["database"], line["table"], line["rows"][0]["after"]["raw"]) == \
+        ("read_rows", "db", "t", "AP8=")
+    assert [e.type_code for e in read_index(headers["binlake.index"])] == [S.SNAPSHOT_ROWS] * 2
+
+
+@pytest.mark.parametrize("cut", [12, 30, -3])
+def test_damaged_snapshot_records_raise_the_codecs_error(cut) -> None:
+    headers, value = _record([[[1, "a", None]]])
+    with pytest.raises(BinlogError):
+        list(record_events(headers, value[:cut]))
+
+
+def test_snapshot_entry_without_a_descriptor_is_refused() -> None:
+    headers, value = _record([[[1, "a", None]]])
+    start = 9 + 1  # after the header and the entry's flags
+    n = int.from_bytes(value[start : start + 4], "little")
+    stripped = value[:start] + bytes(4) + value[start + 4 + n :]
+    with pytest.raises(BinlogError, match="without a table descriptor"):
+        list(record_events(headers, stripped))
+
+
+def test_chunk_queries_continue_after_the_last_key() -> None:
+    tm = _table()
+    reader = D.TableReader("db.t", tm, ["`id`", "`name`", "`raw`"], [], [2], [0, 1], b"")
+    assert reader.query(10, None) == ("SELECT `id`, `name`, `raw` FROM `db`.`t` ORDER BY `id`, `name` LIMIT 10", [])
+    sql, params = reader.query(10, [5, "x"])
+    assert sql.endswith("WHERE (`id` > %s) OR (`id` = %s AND `name` > %s) ORDER BY `id`, `name` LIMIT 10")
+    assert params == [5, 5, "x"]
+    key = [b"\x00\x01", 7, "é"]
+    assert D._load_key(orjson.loads(orjson.dumps(D._dump_key(key)))) == key
+
+
+def test_progress_line_has_rows_estimate_rate_and_eta() -> None:
+    progress = D.Progress(1000, 0, io.StringIO(), tty=True)
+    line = progress.line(250, "db.t", progress.started + 5)
+    assert line == "snapshot db.t: 250/1,000 rows (25%), 50 rows/s, ETA 0:15"
+    assert "2,000/2,000 rows (100%)" in progress.line(2000, "db.t", progress.started + 5)  # estimates are rough
+    progress.last -= 1  # a terminal gets one line, rewritten in place
+    progress.update(300, "db.t")
+    progress.last -= 1
+    progress.update(400, "db.t")
+    progress.finish()
+    out = progress.stream.getvalue()
+    assert out.startswith("\r\x1b[Ksnapshot db.t: 300/1,000 rows (30%)") and out.count("\r") == 2
+    assert out.endswith("\n") and out.count("\n") == 1
+
+
+def test_snapshot_setting(tmp_path) -> None:
+    assert load_config(environ={}).snapshot == "never"
+    assert load_config(environ={"BINLAKE_SNAPSHOT": "when-needed"}).snapshot == "when-needed"
+    assert load_config(environ={"BINLAKE_SNAPSHOT_CHUNK_ROWS": "100"}).snapshot_chunk_rows == 100
+    with pytest.raises(ValueError, match="'always' is not one of initial, never, when-needed"):
+        load_config(environ={}, overrides={"snapshot": "always"})
