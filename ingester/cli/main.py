@@ -8,7 +8,7 @@ import sys
 
 from ..codec.errors import BinlogError
 from ..sources.replication import ReplicationError
-from . import consume, demo, devstack, doctor, dump, run
+from . import consume, demo, devstack, doctor, dump, land, run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,6 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_parser(sub)
     run.add_parser(sub)
     consume.add_parser(sub)
+    land.add_parser(sub)
     devstack.add_parser(sub)
     doctor.add_parser(sub)
     return parser

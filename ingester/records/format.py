@@ -111,6 +111,16 @@ def record_events(headers: Mapping[str, bytes], value: bytes, source: str = "<re
         yield RecordEvent(seq, gtid, commit_ts, ev)
 
 
+def chunk_index(headers: Mapping[str, bytes]) -> tuple[int, int] | None:
+    """(index, count) of a record's chunk, None for a whole record. For readers that split one
+    partition's offsets between workers (Spark's minPartitions) and must carry chunks across a split."""
+    chunk = headers.get("binlake.chunk")
+    if chunk is None:
+        return None
+    index, count = (int(x) for x in chunk.split(b"/"))
+    return index, count
+
+
 class ChunkAssembler:
     """Rebuilds records published as consecutive chunks (header ``binlake.chunk: i/n``) of one partition."""
 
@@ -120,12 +130,12 @@ class ChunkAssembler:
     def feed(self, partition: object, headers: Mapping[str, bytes], value: bytes,
              where: str = "<record>", offset: int = 0) -> bytes | None:
         """The whole record value, or None while chunks of it are still missing."""
-        chunk = headers.get("binlake.chunk")
+        chunk = chunk_index(headers)
         if chunk is None:
             if partition in self._parts:
                 raise BinlogError("a record follows an incomplete chunked record", offset, where)
             return value
-        index, count = (int(x) for x in chunk.split(b"/"))
+        index, count = chunk
         parts = self._parts.setdefault(partition, [])
         if index != len(parts):
             raise BinlogError(f"chunk {index}/{count} follows {len(parts)} chunks", offset, where)
