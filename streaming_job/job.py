@@ -51,6 +51,8 @@ def build_session(master: str | None, shuffle_partitions: int, app_name: str = "
                .config("spark.databricks.delta.properties.defaults.enableTypeWidening", "true")
                .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
                .config("spark.databricks.delta.snapshotPartitions", "2")  # small logs, 2 CPUs
+               # MERGE's source is decoded once per batch and deterministic: no second copy of it
+               .config("spark.databricks.delta.merge.materializeSource", "none")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false"))
     if master:

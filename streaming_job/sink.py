@@ -77,6 +77,7 @@ class Lander:
             errors = [(r.topic, r.partition, r.offset, r.error, bytes(r.raw), bytes(r.headers)) for r in special
                       if r.kind == "error"]
             if orphans:
+                log.info("batch %d: %d chunk pieces reassembled across partition splits", batch_id, len(orphans))
                 extra = reassemble(orphans)
                 errors += [(r[1], r[2], r[3], r[16], r[17], r[18]) for r in extra if r[0] == "error"]
                 good = [r for r in extra if r[0] == "row"]
@@ -84,6 +85,7 @@ class Lander:
                     rows = rows.unionByName(self.spark.createDataFrame(good, GENERIC_DDL))
             if errors:
                 self._undecodable(errors, batch_id)
+            log.debug("batch %d: decoded in %.1fs", batch_id, time.monotonic() - start)
             stats = self._land(rows, batch_id)
         finally:
             decoded.unpersist()
@@ -122,20 +124,28 @@ class Lander:
         for (db, table), schemas in sorted(tables.items()):
             lake = self._lake_columns(db, table)
             columns, pk = self._evolve(db, table, lake, schemas)
-            subset = rows.filter((F.col("db") == db) & (F.col("tbl") == table))
+            # minPartitions may have made many small partitions: as many tasks as cores is enough here
+            subset = rows.filter((F.col("db") == db) & (F.col("tbl") == table)).coalesce(
+                self.spark.sparkContext.defaultParallelism)
             changes = (subset.mapInArrow(typed_partition(columns), typed_ddl(columns))
                        .withColumn("commit_date", F.to_date("commit_ts"))
                        .withColumn("ingest_ts", F.current_timestamp()))
+            changes = changes.persist()  # the change log and the mirror both read it
             changes_path = self.path(db, table + "__changes")
             if lake:
                 self._add_columns(changes_path, lake, columns, nested=True)
+            t = time.monotonic()
             self._append(changes, changes_path, batch_id, partition_by="commit_date")
+            log.debug("%s.%s: change log %.1fs", db, table, time.monotonic() - t)
             if pk:
                 if any(g.partial for g in schemas):
                     raise LandError(f"`{db}`.`{table}`: partial row images (binlog_row_image MINIMAL or NOBLOB) "
                                     f"from {min(g.first_position for g in schemas)}: the mirror needs FULL images; "
                                     "set binlog_row_image=FULL")
+                t = time.monotonic()
                 self._merge(changes, db, table, lake, columns, pk, batch_id)
+                log.debug("%s.%s: MERGE %.1fs", db, table, time.monotonic() - t)
+            changes.unpersist()
             self._columns[(db, table)] = columns
             stats.rows += sum(g.n for g in schemas)
             newest = max(g.newest for g in schemas) / 1e6

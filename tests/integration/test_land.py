@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import collections
 import datetime
+import os
+import random
+import signal
+import subprocess
 import sys
+import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -183,7 +188,8 @@ def _land(kafka, prefix: str, lake: Path, *extra: str) -> int:
                  "--checkpoint", str(lake / "_checkpoint"), "--trigger", "available-now", *extra])
 
 
-def test_every_type_lands_and_mirrors_equal_the_servers_select(make_mariadb, kafka, spark, tmp_path) -> None:
+def test_every_type_lands_and_mirrors_equal_the_servers_select(make_mariadb, kafka, spark, tmp_path,
+                                                               monkeypatch, capsys) -> None:
     server = make_mariadb()
     db = "landzoo"
     server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
@@ -191,9 +197,13 @@ def test_every_type_lands_and_mirrors_equal_the_servers_select(make_mariadb, kaf
     zoo._create(conn)
     _workload(conn)
     prefix = "land1"
+    # Small records: the big rows go as chunks, and minPartitions splits the partitions between them.
+    monkeypatch.setenv("BINLAKE_KAFKA_MAX_RECORD_BYTES", "20000")
     _run_daemon(server, kafka, prefix)
     lake = tmp_path / "lake"
-    assert _land(kafka, prefix, lake, "--min-partitions", "4") == 0
+    capsys.readouterr()
+    assert _land(kafka, prefix, lake, "--min-partitions", "16") == 0
+    assert "chunk pieces reassembled across partition splits" in capsys.readouterr().err
 
     for name, cols in zoo.TABLES.items():
         got, types = _mirror(spark, lake, db, name, cols)
@@ -222,3 +232,144 @@ def test_every_type_lands_and_mirrors_equal_the_servers_select(make_mariadb, kaf
     before = spark.read.format("delta").load(str(lake / db / "acct__changes")).count()
     assert _land(kafka, prefix, lake) == 0
     assert spark.read.format("delta").load(str(lake / db / "acct__changes")).count() == before
+
+
+def _committed(checkpoint: Path) -> int:
+    """Micro-batches the query has committed (Spark's commit log)."""
+    return len(list((checkpoint / "commits").glob("[0-9]*")))
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver's JVM and Python workers share its process group
+    proc.wait()
+
+
+def test_kill_minus_nine_of_the_driver_neither_loses_nor_duplicates(make_mariadb, kafka, spark, tmp_path) -> None:
+    server = make_mariadb()
+    db = "landkill"
+    server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
+    conn = server.connect(db)
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(50), n BIGINT)")
+        cur.execute("CREATE TABLE b (id INT PRIMARY KEY, n BIGINT)")
+        for i in range(900):
+            conn.begin()
+            cur.execute("INSERT INTO a VALUES (%s, %s, %s)", (i, f"v{i}", i))
+            if i % 3 == 0:
+                cur.execute("INSERT INTO b VALUES (%s, %s)", (i, i * i))
+            if i % 7 == 0 and i:
+                cur.execute("UPDATE a SET n = n + 1, v = 'upd' WHERE id = %s", (i - 1,))
+            if i % 11 == 0 and i:
+                cur.execute("DELETE FROM b WHERE id = %s", (i - 3,))
+            if i % 13 == 0 and i:
+                cur.execute("UPDATE a SET id = id + 100000 WHERE id = %s", (i - 2,))
+            conn.commit()
+    prefix = "landkill"
+    _run_daemon(server, kafka, prefix)
+    lake = tmp_path / "lake"
+    checkpoint = lake / "_checkpoint"
+    cmd = [*BINLAKE, "land", "--kafka", kafka.bootstrap, "--topic-prefix", prefix, "--lake", str(lake),
+           "--checkpoint", str(checkpoint), "--max-offsets-per-trigger", "300"]
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    rnd = random.Random(4)
+    progress = []
+    for target in (1, 3):  # kill once that many batches have committed, at a random moment of the next
+        proc = subprocess.Popen([*cmd, "--trigger", "1s"], env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 240
+        while _committed(checkpoint) < target and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        time.sleep(rnd.uniform(0.5, 3.0))
+        _kill_group(proc)
+        progress.append(_committed(checkpoint))
+    done = subprocess.run([*cmd, "--trigger", "available-now"], env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # The kills landed mid-stream: each after some progress, all before the end.
+    assert progress[0] >= 1 and progress == sorted(progress) and progress[-1] < _committed(checkpoint), progress
+
+    for table, key in (("a", "id"), ("b", "id")):
+        df = spark.read.format("delta").load(str(lake / db / table))
+        mirror = {(r["id"],): {c: r[c] for c in df.columns if not c.startswith("_binlake")} for r in df.collect()}
+        assert mirror == _plain_rows(conn, table, key), table
+    server.flush_logs()
+    counts = zoo._verbose_counts(server.binlog_files()[:-1], db)
+    _assert_change_log(spark, lake, db, counts, ["a", "b"])
+
+
+def _mirror_rows(spark, lake: Path, db: str, table: str) -> tuple[dict, dict]:
+    df = spark.read.format("delta").load(str(lake / db / table))
+    rows = {r["id"]: {c: r[c] for c in df.columns if not c.startswith("_binlake")} for r in df.collect()}
+    return rows, {f.name: f.dataType.simpleString() for f in df.schema.fields}
+
+
+def test_schema_changes_evolve_the_lake_and_unsafe_ones_stop_it(make_mariadb, kafka, spark, tmp_path,
+                                                                capsys) -> None:
+    server = make_mariadb()
+    db = "landddl"
+    server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
+    conn = server.connect(db)
+    prefix, lake = "landddl", tmp_path / "lake"
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, n INT, f FLOAT)")
+        cur.execute("INSERT INTO t VALUES (1, -5, 1.5), (2, 7, NULL)")
+    _run_daemon(server, kafka, prefix)
+    assert _land(kafka, prefix, lake) == 0
+    with conn.cursor() as cur:  # the tables exist now: ALTER TABLE on the lake side
+        cur.execute("ALTER TABLE t ADD COLUMN c VARCHAR(10), MODIFY n BIGINT")
+        cur.execute("INSERT INTO t VALUES (3, 9000000000, 2.5, 'new')")
+        cur.execute("UPDATE t SET c = 'old', n = n * 2 WHERE id = 1")
+        cur.execute("DELETE FROM t WHERE id = 3")
+        cur.execute("ALTER TABLE t MODIFY f DOUBLE, MODIFY n SMALLINT")  # f widens; n narrows: stays bigint
+        cur.execute("INSERT INTO t VALUES (4, 1, 0.1, 'x')")
+    _run_daemon(server, kafka, prefix)
+    assert _land(kafka, prefix, lake) == 0
+    rows, types = _mirror_rows(spark, lake, db, "t")
+    assert {c: types[c] for c in ("id", "n", "f", "c")} == {"id": "int", "n": "bigint", "f": "double", "c": "string"}
+    assert rows == _plain_rows(conn, "t", "id") and len(rows) == 3
+    changes = spark.read.format("delta").load(str(lake / db / "t__changes"))
+    assert changes.schema["after"].dataType.simpleString() == "struct<id:int,n:bigint,f:double,c:string>"
+    assert changes.count() == 6
+
+    with conn.cursor() as cur:
+        cur.execute("ALTER TABLE t MODIFY c INT")  # string -> int: no safe widening
+        cur.execute("INSERT INTO t VALUES (5, 1, 1, 42)")
+    _run_daemon(server, kafka, prefix)
+    capsys.readouterr()
+    assert _land(kafka, prefix, lake) == 2
+    err = capsys.readouterr().err
+    assert f"binlake: error: `{db}`.`t`: column `c` changed from string to int at binlog position" in err, err
+
+
+def test_undecodable_records_stop_the_query_or_go_to_quarantine(make_mariadb, kafka, spark, tmp_path,
+                                                                 capsys) -> None:
+    from kafka import KafkaProducer
+
+    server = make_mariadb()
+    db = "landbad"
+    server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
+    conn = server.connect(db)
+    prefix, lake = "landbad", tmp_path / "lake"
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))")
+        cur.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+    _run_daemon(server, kafka, prefix)
+    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap)
+    bad = b"BLK\x01\x00garbage"
+    producer.send(f"{prefix}.{db}.t", key=f"{db}.t".encode(), value=bad,
+                  headers=[("binlake.v", b"1"), ("binlake.seq", bytes(15) + b"\x01")]).get(timeout=30)
+    producer.close()
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO t VALUES (3, 'c')")
+        cur.execute("UPDATE t SET v = 'z' WHERE id = 1")
+    _run_daemon(server, kafka, prefix)
+    capsys.readouterr()
+    assert _land(kafka, prefix, lake) == 2
+    err = capsys.readouterr().err
+    assert f"binlake: error: undecodable record at {prefix}.{db}.t[0]@" in err, err
+    assert _land(kafka, prefix, lake, "--quarantine") == 0  # the same batch again, now quarantined
+    quarantined = spark.read.format("delta").load(str(lake / "_quarantine")).collect()
+    assert [bytes(r.value) for r in quarantined] == [bad] and quarantined[0].error
+    assert quarantined[0].topic == f"{prefix}.{db}.t"
+    rows, _ = _mirror_rows(spark, lake, db, "t")
+    assert rows == _plain_rows(conn, "t", "id")
