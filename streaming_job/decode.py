@@ -23,7 +23,7 @@ import pyarrow as pa
 from ingester.codec.events import RowsEvent
 from ingester.records.format import ChunkAssembler, chunk_index, record_events
 
-from .types import converter, lake_type, to_decimal
+from .types import converter, identity, lake_type, text_value, to_decimal
 
 GENERIC_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("kind", pa.string(), "string"),  # row | error | chunk
@@ -53,22 +53,32 @@ _PICKLE = pickle.HIGHEST_PROTOCOL
 
 
 class _Shape:
-    """What one table map means for the lake: schema JSON and a converter per column name."""
+    """What one table map means for the lake: schema JSON and the conversions its values need."""
 
-    __slots__ = ("convert", "schema")
+    __slots__ = ("fixes", "schema", "texts")
 
     def __init__(self, event: RowsEvent) -> None:
         tm = event.table_map
         columns = [(c.name, lake_type(c)) for c in tm.columns]
         pk = [tm.columns[i].name for i, _ in tm.primary_key] if tm.primary_key else []
         self.schema = orjson.dumps({"columns": columns, "pk": pk}).decode()
-        self.convert = {c.name: converter(c, t) for c, (_, t) in zip(tm.columns, columns, strict=True)}
+        convert = [(c.name, converter(c, t)) for c, (_, t) in zip(tm.columns, columns, strict=True)]
+        # Most values are already what Arrow takes: only the others are touched, text only when not str.
+        self.texts = [(n, f) for n, f in convert if f is text_value]
+        self.fixes = [(n, f) for n, f in convert if f is not text_value and f is not identity]
 
     def image(self, values: dict[str, Any] | None) -> bytes | None:
         if values is None:
             return None
-        conv = self.convert
-        return pickle.dumps({k: None if v is None else conv[k](v) for k, v in values.items()}, _PICKLE)
+        for name, fix in self.fixes:  # the codec's dict is ours alone: converted in place
+            v = values.get(name)
+            if v is not None:
+                values[name] = fix(v)
+        for name, fix in self.texts:
+            v = values.get(name)
+            if v is not None and type(v) is not str:
+                values[name] = fix(v)
+        return pickle.dumps(values, _PICKLE)
 
 
 class _Out:

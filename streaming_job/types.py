@@ -115,7 +115,7 @@ def _bit(v: int) -> int:
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
-def _text(v: Any) -> str:
+def text_value(v: Any) -> str:
     if isinstance(v, str):
         return v
     if isinstance(v, bytes):  # text column without charset metadata that is not valid UTF-8
@@ -134,7 +134,7 @@ def _json(v: Any) -> str:
     return orjson.dumps(v, default=json_default).decode()
 
 
-def _identity(v: Any) -> Any:
+def identity(v: Any) -> Any:
     return v
 
 
@@ -150,10 +150,10 @@ def converter(col: Column, dtype: str) -> Callable[[Any], Any]:
     if dtype in ("timestamp", "timestamp_ntz"):
         return datetime_micros
     if dtype == "string":
-        return _json if t == T.JSON else _text
+        return _json if t == T.JSON else text_value
     if dtype == "binary":
         return _binary
-    return _identity  # integers, floats, DECIMAL strings (made Decimal when building arrays)
+    return identity  # integers, floats, DECIMAL strings (made Decimal when building arrays)
 
 
 # --- schema compatibility (driver side) -------------------------------------------------------

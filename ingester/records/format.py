@@ -153,11 +153,27 @@ class ChunkAssembler:
 def decode_record(data: bytes, source: str = "<record>", position: int = 0) -> Iterator[Event]:
     """The event of a record (a compressed transaction followed by its inner events)."""
     value = decode_value(data)
-    dec = BinlogDecoder(source)
-    dec.decode(value.format_description, 4)
+    dec = _decoder(value.format_description, source)
     if value.table_map is not None:
         dec.decode(value.table_map, position, in_payload=value.in_payload)
     if value.in_payload:
         yield dec.decode(value.event, position, in_payload=True)
     else:
         yield from dec.events(value.event, position)
+
+
+_decoders: dict[bytes, BinlogDecoder] = {}
+
+
+def _decoder(format_description: bytes, source: str) -> BinlogDecoder:
+    """One decoder per FORMAT_DESCRIPTION: every record repeats its table map, and a decoder that has
+    seen the same map bytes before reuses the parsed map and its compiled row decoders."""
+    dec = _decoders.get(format_description)
+    if dec is None:
+        dec = BinlogDecoder(source)
+        dec.decode(format_description, 4)
+        if len(_decoders) >= 64:
+            _decoders.clear()
+        _decoders[format_description] = dec
+    dec.source = source
+    return dec

@@ -299,7 +299,7 @@ def test_kill_minus_nine_of_the_driver_neither_loses_nor_duplicates(make_mariadb
 
 def _mirror_rows(spark, lake: Path, db: str, table: str) -> tuple[dict, dict]:
     df = spark.read.format("delta").load(str(lake / db / table))
-    rows = {r["id"]: {c: r[c] for c in df.columns if not c.startswith("_binlake")} for r in df.collect()}
+    rows = {(r["id"],): {c: r[c] for c in df.columns if not c.startswith("_binlake")} for r in df.collect()}
     return rows, {f.name: f.dataType.simpleString() for f in df.schema.fields}
 
 
@@ -332,6 +332,7 @@ def test_schema_changes_evolve_the_lake_and_unsafe_ones_stop_it(make_mariadb, ka
     assert changes.count() == 6
 
     with conn.cursor() as cur:
+        cur.execute("UPDATE t SET c = '7'")
         cur.execute("ALTER TABLE t MODIFY c INT")  # string -> int: no safe widening
         cur.execute("INSERT INTO t VALUES (5, 1, 1, 42)")
     _run_daemon(server, kafka, prefix)
