@@ -6,18 +6,24 @@ statements) is published by `binlake run --exit-at-end` into a private Kafka bro
 micro-batches (from the job's own progress lines) and over the whole run including Spark's start;
 the result is checked (change log rows = the workload's row changes, mirror rows = the server's).
 
-    .venv/bin/python bench/run_land.py [--min-partitions N] [--max-offsets-per-trigger N]
+With --latency, first the commit-to-mirror latency at a steady rate of single-row transactions
+(default 2,000/s for 20 s) with `--trigger 1s`.
+
+    .venv/bin/python bench/run_land.py [--min-partitions N] [--max-offsets-per-trigger N] [--latency]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import platform
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,6 +33,7 @@ from run_decode import BenchError, _check, _cpu_model, _git_revision
 from workloads import load_or_generate
 
 from ingester.devstack.kafka import KafkaBroker
+from ingester.devstack.mariadb import MariaDBServer
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS = BENCH_DIR / "results" / "land.md"
@@ -39,7 +46,11 @@ def main() -> int:
     parser.add_argument("--min-partitions", type=int, default=4)
     parser.add_argument("--max-offsets-per-trigger", type=int)
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--latency", action="store_true", help="also measure commit-to-mirror latency")
+    parser.add_argument("--rate", type=float, default=2000, help="latency: target transactions/s")
+    parser.add_argument("--duration", type=float, default=20, help="latency: seconds of load")
     args = parser.parse_args()
+    latency = measure_latency(args.rate, args.duration) if args.latency else ""
     dataset = load_or_generate()
     workload = dataset.workloads["bulk"]
     with KafkaBroker() as broker, tempfile.TemporaryDirectory(prefix="bl-land-", dir=BENCH_DIR / "data") as root:
@@ -70,9 +81,129 @@ def main() -> int:
     _check(mirror == mirror_rows, f"mirror has {mirror} rows, the server {mirror_rows}")
     rate = landed / batch_seconds
     report = _report(workload.row_changes, batches, batch_seconds, wall, rate, args, load_before, load_after)
+    report += latency
     args.output.write_text(report)
     print(report)
     return 0
+
+
+def measure_latency(rate: float, duration: float, writers: int = 3) -> str:
+    """Single-row transactions at ``rate``/s for ``duration`` s through `binlake run` and `binlake land
+    --trigger 1s`; a row's latency is the commit time of the first mirror version holding it (Delta
+    history) minus the time its INSERT returned (autocommit)."""
+    options = {"sync_binlog": 0, "innodb_flush_log_at_trx_commit": 0, "innodb_buffer_pool_size": "128M"}
+    prefix = f"landlat{os.getpid()}"
+    with KafkaBroker() as broker, MariaDBServer(binlog_row_metadata="FULL", options=options) as server, \
+            tempfile.TemporaryDirectory(prefix="bl-lat-", dir=BENCH_DIR / "data") as root:
+        server.execute("CREATE DATABASE bench_lat")
+        server.execute("CREATE TABLE bench_lat.t (id BIGINT NOT NULL PRIMARY KEY, w TINYINT NOT NULL)")
+        server.execute("INSERT INTO bench_lat.t VALUES (0, 0)")  # warm-up row
+        lake = Path(root) / "lake"
+        logs = Path(root)
+        procs = [
+            subprocess.Popen([sys.executable, "-m", "ingester.cli.main", "run", "--source", server.url, "--kafka",
+                              broker.bootstrap, "--topic-prefix", prefix, "--server-id", "902"],
+                             stdout=subprocess.DEVNULL, stderr=open(logs / "run.log", "wb"), cwd=BENCH_DIR.parent),
+            subprocess.Popen([sys.executable, "-m", "ingester.cli.main", "land", "--kafka", broker.bootstrap,
+                              "--topic-prefix", prefix, "--lake", str(lake), "--checkpoint", str(lake / "_cp"),
+                              "--trigger", "1s"],
+                             stdout=subprocess.DEVNULL, stderr=open(logs / "land.log", "wb"), cwd=BENCH_DIR.parent),
+        ]
+        try:
+            _wait_landed(logs / "land.log", 1, procs, 300)
+            commits = _write(server, rate, duration, writers)
+            _wait_landed(logs / "land.log", 1 + len(commits), procs, 600)
+        finally:
+            for proc in procs:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        landed = _first_versions(lake / "bench_lat" / "t")
+    latencies = sorted(landed[i] - t for i, t in commits.items())
+    _check(len(latencies) == len(commits), "rows missing from the mirror")
+
+    def pct(q: float) -> float:
+        return latencies[min(len(latencies) - 1, int(q * len(latencies)))]
+
+    achieved = len(commits) / duration
+    return "\n".join([
+        "## Commit-to-mirror latency",
+        "",
+        f"Single-row autocommit INSERTs from {writers} threads, target {rate:,.0f}/s for {duration:.0f} s "
+        f"(achieved {achieved:,.0f}/s, {len(commits):,} transactions); `binlake run` and `binlake land --trigger 1s`"
+        " running alongside on the same 2 CPUs. Latency: Delta commit of the first mirror version holding the row"
+        " minus the time the INSERT returned.",
+        "",
+        "| p50 | p90 | p99 | max |",
+        "|---|---|---|---|",
+        f"| {pct(0.5):.2f} s | {pct(0.9):.2f} s | {pct(0.99):.2f} s | {latencies[-1]:.2f} s |",
+        "",
+        f"Goal p99 < 5 s: {'met' if pct(0.99) < 5 else 'not met'}.",
+        "",
+    ])
+
+
+def _write(server: MariaDBServer, rate: float, duration: float, writers: int) -> dict[int, float]:
+    commits: dict[int, float] = {}
+    lock = threading.Lock()
+    t0 = time.monotonic() + 0.1
+    end = t0 + duration
+
+    def writer(index: int) -> None:
+        local: dict[int, float] = {}
+        with server.connect() as conn, conn.cursor() as cur:
+            due = t0 + index / rate
+            for k in itertools.count():
+                now = time.monotonic()
+                if now >= end:
+                    break
+                if due > now:
+                    time.sleep(due - now)
+                row_id = 1 + index + k * writers
+                cur.execute("INSERT INTO bench_lat.t VALUES (%s, %s)", (row_id, index))
+                local[row_id] = time.time()
+                due += writers / rate
+        with lock:
+            commits.update(local)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return commits
+
+
+def _wait_landed(log: Path, rows: int, procs: list[subprocess.Popen], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        landed = sum(int(m.group(3)) for m in BATCH_LINE.finditer(log.read_text(errors="replace")))
+        if landed >= rows:
+            return
+        if any(p.poll() is not None for p in procs):
+            raise BenchError(f"a process exited early; see {log}")
+        time.sleep(0.5)
+    raise BenchError(f"fewer than {rows} rows landed after {timeout:.0f} s")
+
+
+def _first_versions(path: Path) -> dict[int, float]:
+    """Row id -> commit time (s) of the first mirror version that holds it (Delta time travel)."""
+    from streaming_job.job import build_session
+
+    spark = build_session("local[2]", 2, "binlake-land-bench-latency")
+    try:
+        history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").select("version", "timestamp").collect()
+        first: dict[int, float] = {}
+        for h in sorted(history, key=lambda h: h.version):
+            at = h.timestamp.timestamp()  # pyspark gives local naive datetimes; this undoes that
+            for r in spark.read.format("delta").option("versionAsOf", h.version).load(str(path)).select("id").collect():
+                first.setdefault(r.id, at)
+        return first
+    finally:
+        spark.stop()
 
 
 def _count(lake: Path) -> tuple[int, int]:

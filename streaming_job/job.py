@@ -81,8 +81,11 @@ class LandMetrics(StreamingQueryListener):
     def onQueryStarted(self, event: Any) -> None:
         log.info("query %s started", event.id)
 
+    last_batch: int = -1
+
     def onQueryProgress(self, event: Any) -> None:
         progress = event.progress
+        self.last_batch = progress.batchId
         stats = self.lander.last
         seconds = (progress.batchDuration or 0) / 1000
         self.batches.inc()
@@ -140,6 +143,7 @@ def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
     query = writer.start()
     try:
         query.awaitTermination()
+        _drain(query, listener)
     except Exception as exc:
         if lander.error is not None:
             raise lander.error from None
@@ -147,6 +151,14 @@ def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
     finally:
         spark.streams.removeListener(listener)
     return 0
+
+
+def _drain(query: Any, listener: LandMetrics, timeout: float = 10.0) -> None:
+    """Listener events arrive asynchronously: let the last batch's reach the metrics before returning."""
+    last = query.lastProgress
+    deadline = time.monotonic() + timeout
+    while last and listener.last_batch < last["batchId"] and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _interval(trigger: str) -> str:

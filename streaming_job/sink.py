@@ -143,7 +143,7 @@ class Lander:
                                     f"from {min(g.first_position for g in schemas)}: the mirror needs FULL images; "
                                     "set binlog_row_image=FULL")
                 t = time.monotonic()
-                self._merge(changes, db, table, lake, columns, pk, batch_id)
+                self._merge(changes, db, table, columns, pk, batch_id)
                 log.debug("%s.%s: MERGE %.1fs", db, table, time.monotonic() - t)
             changes.unpersist()
             self._columns[(db, table)] = columns
@@ -201,14 +201,14 @@ class Lander:
             specs = ", ".join(f"{p}{quote(n)} {t}" for p in prefixes for n, t in added)
             self.spark.sql(f"ALTER TABLE delta.{quote(path)} ADD COLUMNS ({specs})")
         for name, dtype in columns:
-            if name in current and current[name] != dtype:
+            if name in current and current[name] != dtype and widens(current[name], dtype):
                 for p in prefixes:
                     self.spark.sql(f"ALTER TABLE delta.{quote(path)} ALTER COLUMN {p}{quote(name)} TYPE {dtype}")
 
     # --- mirror -------------------------------------------------------------------------------
 
-    def _merge(self, changes: DataFrame, db: str, table: str, lake: list[tuple[str, str]],
-               columns: list[tuple[str, str]], pk: list[str], batch_id: int) -> None:
+    def _merge(self, changes: DataFrame, db: str, table: str, columns: list[tuple[str, str]], pk: list[str],
+               batch_id: int) -> None:
         from delta.tables import DeltaTable
 
         path = self.path(db, table)
@@ -227,11 +227,17 @@ class Lander:
                   .select("s.*")
                   .withColumnRenamed("seq", "_binlake_seq")
                   .withColumnRenamed("commit_ts", "_binlake_commit_ts"))
-        if not lake or not _is_delta(path):  # new table (or a key that appeared by ALTER TABLE)
-            schema = ", ".join(f"{quote(n)} {t}" for n, t in [*columns, *_META])
-            self.spark.createDataFrame([], schema).write.format("delta").mode("ignore").save(path)
-        if lake:
-            self._add_columns(path, lake, columns, nested=False)
+        if not _is_delta(path):
+            # A new mirror starts empty: the batch's surviving rows are plain inserts, no MERGE needed.
+            # (A replay after a crash finds the table and MERGEs, or skips by txnVersion: same result.)
+            rows = latest.filter("NOT _deleted").select(*[quote(n) for n, _ in [*columns, *_META]])
+            self._append(rows, path, batch_id)
+            return
+        target = DeltaTable.forPath(self.spark, path)
+        # The mirror's own schema: a crash may have come between the change log's ALTER and this one.
+        current = [(f.name, f.dataType.simpleString()) for f in target.toDF().schema.fields
+                   if not f.name.startswith("_binlake_")]
+        self._add_columns(path, current, columns, nested=False)
         assign = {quote(n): f"s.{quote(n)}" for n, _ in [*columns, *_META]}
         on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in pk)
         conf = self.spark.conf

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from typing import Any
 
@@ -62,6 +63,8 @@ def run(args: argparse.Namespace, master_from_config: bool = True) -> int:
         cfg = load_config(args.config, land_overrides(args))
         setup_logging(cfg.log_format)
         logging.getLogger("py4j").setLevel(logging.WARNING)  # one INFO line per callback otherwise
+        if os.environ.get("BINLAKE_DEBUG"):
+            logging.getLogger("binlake.land").setLevel(logging.DEBUG)  # per-step timings of each batch
         logging.getLogger("binlake.land").info("configuration: %s", json.dumps(cfg.redacted()))
         from streaming_job.job import run as run_job
         from streaming_job.sink import LandError

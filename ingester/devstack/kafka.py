@@ -276,8 +276,7 @@ class KafkaBroker:
                 *self._jvm(java, classpath),
                 "kafka.tools.StorageTool",
                 "format",
-                "--cluster-id",
-                cluster_id,
+                f"--cluster-id={cluster_id}",  # one argument: an id may start with "-"
                 "--config",
                 str(self.config_file),
             ],

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 
 from ingester.cli.main import main
+from ingester.devstack.mariadb import free_tcp_port
 from tests.integration import test_type_zoo as zoo
 
 pytestmark = pytest.mark.integration
@@ -252,7 +254,7 @@ def test_kill_minus_nine_of_the_driver_neither_loses_nor_duplicates(make_mariadb
     with conn.cursor() as cur:
         cur.execute("CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(50), n BIGINT)")
         cur.execute("CREATE TABLE b (id INT PRIMARY KEY, n BIGINT)")
-        for i in range(900):
+        for i in range(600):
             conn.begin()
             cur.execute("INSERT INTO a VALUES (%s, %s, %s)", (i, f"v{i}", i))
             if i % 3 == 0:
@@ -269,11 +271,11 @@ def test_kill_minus_nine_of_the_driver_neither_loses_nor_duplicates(make_mariadb
     lake = tmp_path / "lake"
     checkpoint = lake / "_checkpoint"
     cmd = [*BINLAKE, "land", "--kafka", kafka.bootstrap, "--topic-prefix", prefix, "--lake", str(lake),
-           "--checkpoint", str(checkpoint), "--max-offsets-per-trigger", "300"]
+           "--checkpoint", str(checkpoint), "--max-offsets-per-trigger", "250"]
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     rnd = random.Random(4)
     progress = []
-    for target in (1, 3):  # kill once that many batches have committed, at a random moment of the next
+    for target in (1, 2):  # kill once that many batches have committed, at a random moment of the next
         proc = subprocess.Popen([*cmd, "--trigger", "1s"], env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 240
@@ -314,7 +316,10 @@ def test_schema_changes_evolve_the_lake_and_unsafe_ones_stop_it(make_mariadb, ka
         cur.execute("CREATE TABLE t (id INT PRIMARY KEY, n INT, f FLOAT)")
         cur.execute("INSERT INTO t VALUES (1, -5, 1.5), (2, 7, NULL)")
     _run_daemon(server, kafka, prefix)
-    assert _land(kafka, prefix, lake) == 0
+    port = free_tcp_port()
+    assert _land(kafka, prefix, lake, "--metrics-port", str(port)) == 0
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    assert "binlake_land_rows_total 2.0" in metrics and "binlake_land_lag_seconds " in metrics, metrics
     with conn.cursor() as cur:  # the tables exist now: ALTER TABLE on the lake side
         cur.execute("ALTER TABLE t ADD COLUMN c VARCHAR(10), MODIFY n BIGINT")
         cur.execute("INSERT INTO t VALUES (3, 9000000000, 2.5, 'new')")
