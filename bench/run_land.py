@@ -15,7 +15,6 @@ With --latency, first the commit-to-mirror latency at a steady rate of single-ro
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import platform
 import re
@@ -23,12 +22,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from run_daemon import published_rows, run_daemon, workload_server
+from run_daemon import published_rows, run_daemon, steady_inserts, workload_server
 from run_decode import BenchError, _check, _cpu_model, _git_revision
 from workloads import load_or_generate
 
@@ -111,7 +109,8 @@ def measure_latency(rate: float, duration: float, writers: int = 3) -> str:
         ]
         try:
             _wait_landed(logs / "land.log", 1, procs, 300)
-            commits = _write(server, rate, duration, writers)
+            commits, elapsed = steady_inserts(server, "INSERT INTO bench_lat.t VALUES (%s, %s)", rate, duration,
+                                              writers)
             _wait_landed(logs / "land.log", 1 + len(commits), procs, 600)
         finally:
             for proc in procs:
@@ -128,7 +127,7 @@ def measure_latency(rate: float, duration: float, writers: int = 3) -> str:
     def pct(q: float) -> float:
         return latencies[min(len(latencies) - 1, int(q * len(latencies)))]
 
-    achieved = len(commits) / duration
+    achieved = len(commits) / elapsed
     return "\n".join([
         "## Commit-to-mirror latency",
         "",
@@ -144,37 +143,6 @@ def measure_latency(rate: float, duration: float, writers: int = 3) -> str:
         f"Goal p99 < 5 s: {'met' if pct(0.99) < 5 else 'not met'}.",
         "",
     ])
-
-
-def _write(server: MariaDBServer, rate: float, duration: float, writers: int) -> dict[int, float]:
-    commits: dict[int, float] = {}
-    lock = threading.Lock()
-    t0 = time.monotonic() + 0.1
-    end = t0 + duration
-
-    def writer(index: int) -> None:
-        local: dict[int, float] = {}
-        with server.connect() as conn, conn.cursor() as cur:
-            due = t0 + index / rate
-            for k in itertools.count():
-                now = time.monotonic()
-                if now >= end:
-                    break
-                if due > now:
-                    time.sleep(due - now)
-                row_id = 1 + index + k * writers
-                cur.execute("INSERT INTO bench_lat.t VALUES (%s, %s)", (row_id, index))
-                local[row_id] = time.time()
-                due += writers / rate
-        with lock:
-            commits.update(local)
-
-    threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return commits
 
 
 def _wait_landed(log: Path, rows: int, procs: list[subprocess.Popen], timeout: float) -> None:
