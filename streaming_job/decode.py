@@ -23,7 +23,7 @@ import pyarrow as pa
 from ingester.codec.events import RowsEvent
 from ingester.records.format import ChunkAssembler, chunk_index, record_events
 
-from .types import converter, identity, lake_type, text_value, to_decimal
+from .lake_types import converter, identity, lake_type, text_value, to_decimal
 
 GENERIC_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("kind", pa.string(), "string"),  # row | error | chunk

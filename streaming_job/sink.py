@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from .decode import GENERIC_DDL, decode_partition, quote, reassemble, typed_ddl, typed_partition
-from .types import widens
+from .lake_types import widens
 
 log = logging.getLogger("binlake.land")
 QUARANTINE_TABLE = "_quarantine"

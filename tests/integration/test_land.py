@@ -28,7 +28,7 @@ from tests.integration import test_type_zoo as zoo
 pytestmark = pytest.mark.integration
 BINLAKE = [sys.executable, "-m", "ingester.cli.main"]
 
-# What each zoo column lands as (docs/LAND.md), written down independently of streaming_job/types.py.
+# What each zoo column lands as (docs/LAND.md), written down independently of streaming_job/lake_types.py.
 LAKE_TYPES = {
     "ti": "tinyint", "tiu": "smallint", "si": "smallint", "siu": "int", "mi": "int", "miu": "int", "i": "int",
     "iu": "bigint", "bi": "bigint", "biu": "decimal(20,0)", "b1": "bigint", "b17": "bigint", "b64": "bigint",
