@@ -79,7 +79,7 @@ def main() -> int:
     _check(mirror == mirror_rows, f"mirror has {mirror} rows, the server {mirror_rows}")
     rate = landed / batch_seconds
     report = _report(workload.row_changes, batches, batch_seconds, wall, rate, args, load_before, load_after)
-    report += latency
+    report += "\n" + latency if latency else ""
     args.output.write_text(report)
     print(report)
     return 0
