@@ -348,6 +348,43 @@ def latency_consumer(bootstrap: str, topic: str, out: str) -> int:
     return 0
 
 
+def steady_inserts(server: MariaDBServer, insert: str, rate: float, duration: float,
+                   writers: int) -> tuple[dict[int, float], float]:
+    """Autocommit INSERTs (``insert`` takes row id and writer index) at ``rate``/s for ``duration`` s from
+    ``writers`` threads: row id -> time the INSERT returned, and the seconds it took."""
+    commits: dict[int, float] = {}
+    lock = threading.Lock()
+    per_writer = rate / writers
+    t0 = time.monotonic() + 0.1
+    end = t0 + duration
+
+    def writer(index: int) -> None:
+        local: dict[int, float] = {}
+        with server.connect() as conn, conn.cursor() as cur:
+            due = t0 + index / rate
+            for k in itertools.count():
+                now = time.monotonic()
+                if now >= end:
+                    break
+                if due > now:
+                    time.sleep(due - now)
+                elif now - due > 1.0:  # far behind: do not burst to catch up
+                    due = now
+                row_id = 1 + index + k * writers
+                cur.execute(insert, (row_id, index))
+                local[row_id] = time.time()
+                due += 1 / per_writer
+        with lock:
+            commits.update(local)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return commits, time.monotonic() - t0
+
+
 def measure_latency(broker: KafkaBroker, rate: float, duration: float, writers: int,
                     batch_ms: int | None) -> Latency:
     options = {"sync_binlog": 0, "innodb_flush_log_at_trx_commit": 0, "innodb_buffer_pool_size": "128M"}
@@ -376,37 +413,8 @@ def measure_latency(broker: KafkaBroker, rate: float, duration: float, writers: 
             _expect(consumer, "ready")
             server.execute("INSERT INTO bench_lat.t VALUES (%s, 0, 'warm-up')", (WARMUP_ID,))
             _expect(consumer, "warm", daemon, daemon_log)
-            commits: dict[int, float] = {}
-            lock = threading.Lock()
-            per_writer = rate / writers
-            t0 = time.monotonic() + 0.1
-            end = t0 + duration
-
-            def writer(index: int) -> None:
-                local: dict[int, float] = {}
-                with server.connect() as conn, conn.cursor() as cur:
-                    due = t0 + index / rate
-                    for k in itertools.count():
-                        now = time.monotonic()
-                        if now >= end:
-                            break
-                        if due > now:
-                            time.sleep(due - now)
-                        elif now - due > 1.0:  # far behind: do not burst to catch up
-                            due = now
-                        row_id = 1 + index + k * writers
-                        cur.execute("INSERT INTO bench_lat.t VALUES (%s, %s, 'latency probe row')", (row_id, index))
-                        local[row_id] = time.time()
-                        due += 1 / per_writer
-                with lock:
-                    commits.update(local)
-
-            threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            elapsed = time.monotonic() - t0
+            commits, elapsed = steady_inserts(server, "INSERT INTO bench_lat.t VALUES (%s, %s, 'latency probe row')",
+                                              rate, duration, writers)
             server.execute("INSERT INTO bench_lat.t VALUES (%s, 0, 'sentinel')", (SENTINEL_ID,))
             consumer.wait(120)
             if daemon.poll() is not None:

@@ -57,10 +57,25 @@ class FilterConfig:
 
 
 @dataclass
+class LandConfig:
+    """``binlake land``: Kafka topics -> Delta Lake (docs/LAND.md)."""
+
+    lake: str | None = None  # root of the Delta tables: <lake>/<db>/<table>[__changes]
+    checkpoint: str | None = None  # Spark's checkpoint: the query's progress; one per lake
+    trigger: str = "1s"  # micro-batch interval, or "available-now": land what is committed, then stop
+    quarantine: bool = False  # undecodable records go to <lake>/_quarantine instead of stopping the query
+    min_partitions: int | None = None  # Kafka source minPartitions: decode one hot table in many tasks
+    max_offsets_per_trigger: int | None = None  # bound a micro-batch (e.g. the first run on a backlog)
+    master: str = "local[2]"  # Spark master for `binlake land`; spark-submit sets its own
+    shuffle_partitions: int = 2
+
+
+@dataclass
 class Config:
     source: SourceConfig = field(default_factory=SourceConfig)
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     filters: FilterConfig = field(default_factory=FilterConfig)
+    land: LandConfig = field(default_factory=LandConfig)
     exit_at_end: bool = False
     metrics_port: int | None = None  # serve /metrics, /healthz, /readyz on this port
     metrics_host: str = "127.0.0.1"

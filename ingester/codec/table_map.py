@@ -182,7 +182,8 @@ def _strings(cur: Cursor) -> list[str]:
 
 def _parse_optional_metadata(cur: Cursor, tm: TableMap) -> None:
     cols = tm.columns
-    numeric = [c for c in cols if c.type in _NUMERIC]
+    # MariaDB's YEAR is a TINYINT underneath and has a signedness bit; MySQL's has none.
+    numeric = [c for c in cols if c.type in _NUMERIC or (tm.is_mariadb and c.type == T.YEAR)]
     character = [c for c in cols if c.type in _CHARACTER]
     enum_set = [c for c in cols if c.type in (T.ENUM, T.SET)]
     enums = [c for c in cols if c.type == T.ENUM]

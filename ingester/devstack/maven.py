@@ -16,6 +16,7 @@ from xml.sax.saxutils import escape
 
 _DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"  # pinned: reproducible goals
 _STAMP = "coordinates.txt"
+_CENTRAL = "https://repo.maven.apache.org/maven2"
 _OUTPUT_TAIL_LINES = 20
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -81,6 +82,12 @@ def _copy_dependencies(coordinates: list[str], output: Path, repository: Path) -
         for group, artifact, version in (coordinate.split(":") for coordinate in coordinates)
     )
     pom = output / "pom.xml"
+    # Some poms (Spark's) declare repositories of their own; every request goes to Maven Central instead.
+    settings = output / "settings.xml"
+    settings.write_text(
+        '<settings xmlns="http://maven.apache.org/SETTINGS/1.0.0"><mirrors><mirror><id>central-only</id>'
+        f"<mirrorOf>*</mirrorOf><url>{_CENTRAL}</url></mirror></mirrors></settings>\n"
+    )
     pom.write_text(
         '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
         "<groupId>binlake.devstack</groupId><artifactId>classpath</artifactId><version>0</version>"
@@ -92,6 +99,8 @@ def _copy_dependencies(coordinates: list[str], output: Path, repository: Path) -
             "-q",
             "-B",
             "-U",  # retry artifacts a failed earlier run left marked as missing
+            "-s",
+            str(settings),
             "-f",
             str(pom),
             f"-Dmaven.repo.local={repository}",
@@ -105,6 +114,7 @@ def _copy_dependencies(coordinates: list[str], output: Path, repository: Path) -
         check=False,
     )
     pom.unlink()
+    settings.unlink()
     if result.returncode != 0:
         tail = "\n".join(_error_lines(result.stdout + result.stderr)[-_OUTPUT_TAIL_LINES:])
         raise MavenError(

@@ -1,0 +1,227 @@
+"""`binlake land` throughput: the decode benchmark's bulk workload, Kafka -> Delta Lake, Spark local[2].
+
+The cached bulk workload (bench/workloads.py: 230,000 row changes of one table in multi-row
+statements) is published by `binlake run --exit-at-end` into a private Kafka broker (untimed), then
+`binlake land --trigger available-now` lands it. Reported: rows landed per second over the
+micro-batches (from the job's own progress lines) and over the whole run including Spark's start;
+the result is checked (change log rows = the workload's row changes, mirror rows = the server's).
+
+With --latency, first the commit-to-mirror latency at a steady rate of single-row transactions
+(default 2,000/s for 20 s) with `--trigger 1s`.
+
+    .venv/bin/python bench/run_land.py [--min-partitions N] [--max-offsets-per-trigger N] [--latency]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from run_daemon import published_rows, run_daemon, steady_inserts, workload_server
+from run_decode import BenchError, _check, _cpu_model, _git_revision
+from workloads import load_or_generate
+
+from ingester.devstack.kafka import KafkaBroker
+from ingester.devstack.mariadb import MariaDBServer
+
+BENCH_DIR = Path(__file__).resolve().parent
+RESULTS = BENCH_DIR / "results" / "land.md"
+BATCH_LINE = re.compile(r"batch (\d+): (\d+) records in, (\d+) row changes landed in ([\d.]+)s")
+GOAL_ROWS_PER_S = 100_000
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--min-partitions", type=int, default=4)
+    parser.add_argument("--max-offsets-per-trigger", type=int)
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--latency", action="store_true", help="also measure commit-to-mirror latency")
+    parser.add_argument("--rate", type=float, default=2000, help="latency: target transactions/s")
+    parser.add_argument("--duration", type=float, default=20, help="latency: seconds of load")
+    args = parser.parse_args()
+    latency = measure_latency(args.rate, args.duration) if args.latency else ""
+    dataset = load_or_generate()
+    workload = dataset.workloads["bulk"]
+    with KafkaBroker() as broker, tempfile.TemporaryDirectory(prefix="bl-land-", dir=BENCH_DIR / "data") as root:
+        server = workload_server(dataset, "bulk", Path(root))
+        with server:
+            prefix = f"land{os.getpid()}"
+            run_daemon(server, broker, prefix, 301, workload.files[0])
+            _check(published_rows(broker.bootstrap, prefix) == workload.row_changes, "daemon published too few")
+            mirror_rows = server.execute("SELECT COUNT(*) FROM bench_bulk.orders")[0][0]
+        lake = Path(root) / "lake"
+        command = [sys.executable, "-m", "ingester.cli.main", "land", "--kafka", broker.bootstrap, "--topic-prefix",
+                   prefix, "--lake", str(lake), "--checkpoint", str(lake / "_checkpoint"), "--trigger",
+                   "available-now", "--min-partitions", str(args.min_partitions)]
+        if args.max_offsets_per_trigger:
+            command += ["--max-offsets-per-trigger", str(args.max_offsets_per_trigger)]
+        load_before = os.getloadavg()
+        started = time.perf_counter()
+        proc = subprocess.run(command, capture_output=True, text=True, cwd=BENCH_DIR.parent, timeout=3600)
+        wall = time.perf_counter() - started
+        load_after = os.getloadavg()
+        _check(proc.returncode == 0, f"binlake land failed: {proc.stderr[-2000:]}")
+        batches = [tuple(map(float, m.groups())) for m in BATCH_LINE.finditer(proc.stderr)]
+        landed = int(sum(b[2] for b in batches))
+        batch_seconds = sum(b[3] for b in batches)
+        changes, mirror = _count(lake)
+    _check(landed == workload.row_changes == changes, f"landed {landed}, change log {changes}, "
+           f"workload {workload.row_changes}")
+    _check(mirror == mirror_rows, f"mirror has {mirror} rows, the server {mirror_rows}")
+    rate = landed / batch_seconds
+    report = _report(workload.row_changes, batches, batch_seconds, wall, rate, args, load_before, load_after)
+    report += "\n" + latency if latency else ""
+    args.output.write_text(report)
+    print(report)
+    return 0
+
+
+def measure_latency(rate: float, duration: float, writers: int = 3) -> str:
+    """Single-row transactions at ``rate``/s for ``duration`` s through `binlake run` and `binlake land
+    --trigger 1s`; a row's latency is the commit time of the first mirror version holding it (Delta
+    history) minus the time its INSERT returned (autocommit)."""
+    options = {"sync_binlog": 0, "innodb_flush_log_at_trx_commit": 0, "innodb_buffer_pool_size": "128M"}
+    prefix = f"landlat{os.getpid()}"
+    with KafkaBroker() as broker, MariaDBServer(binlog_row_metadata="FULL", options=options) as server, \
+            tempfile.TemporaryDirectory(prefix="bl-lat-", dir=BENCH_DIR / "data") as root:
+        server.execute("CREATE DATABASE bench_lat")
+        server.execute("CREATE TABLE bench_lat.t (id BIGINT NOT NULL PRIMARY KEY, w TINYINT NOT NULL)")
+        server.execute("INSERT INTO bench_lat.t VALUES (0, 0)")  # warm-up row
+        lake = Path(root) / "lake"
+        logs = Path(root)
+        procs = [
+            subprocess.Popen([sys.executable, "-m", "ingester.cli.main", "run", "--source", server.url, "--kafka",
+                              broker.bootstrap, "--topic-prefix", prefix, "--server-id", "902"],
+                             stdout=subprocess.DEVNULL, stderr=open(logs / "run.log", "wb"), cwd=BENCH_DIR.parent),
+            subprocess.Popen([sys.executable, "-m", "ingester.cli.main", "land", "--kafka", broker.bootstrap,
+                              "--topic-prefix", prefix, "--lake", str(lake), "--checkpoint", str(lake / "_cp"),
+                              "--trigger", "1s"],
+                             stdout=subprocess.DEVNULL, stderr=open(logs / "land.log", "wb"), cwd=BENCH_DIR.parent),
+        ]
+        try:
+            _wait_landed(logs / "land.log", 1, procs, 300)
+            commits, elapsed = steady_inserts(server, "INSERT INTO bench_lat.t VALUES (%s, %s)", rate, duration,
+                                              writers)
+            _wait_landed(logs / "land.log", 1 + len(commits), procs, 600)
+        finally:
+            for proc in procs:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        landed = _first_versions(lake / "bench_lat" / "t")
+    latencies = sorted(landed[i] - t for i, t in commits.items())
+    _check(len(latencies) == len(commits), "rows missing from the mirror")
+
+    def pct(q: float) -> float:
+        return latencies[min(len(latencies) - 1, int(q * len(latencies)))]
+
+    achieved = len(commits) / elapsed
+    return "\n".join([
+        "## Commit-to-mirror latency",
+        "",
+        f"Single-row autocommit INSERTs from {writers} threads, target {rate:,.0f}/s for {duration:.0f} s "
+        f"(achieved {achieved:,.0f}/s, {len(commits):,} transactions); `binlake run` and `binlake land --trigger 1s`"
+        " running alongside on the same 2 CPUs. Latency: Delta commit of the first mirror version holding the row"
+        " minus the time the INSERT returned.",
+        "",
+        "| p50 | p90 | p99 | max |",
+        "|---|---|---|---|",
+        f"| {pct(0.5):.2f} s | {pct(0.9):.2f} s | {pct(0.99):.2f} s | {latencies[-1]:.2f} s |",
+        "",
+        f"Goal p99 < 5 s: {'met' if pct(0.99) < 5 else 'not met'}.",
+        "",
+    ])
+
+
+def _wait_landed(log: Path, rows: int, procs: list[subprocess.Popen], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        landed = sum(int(m.group(3)) for m in BATCH_LINE.finditer(log.read_text(errors="replace")))
+        if landed >= rows:
+            return
+        if any(p.poll() is not None for p in procs):
+            raise BenchError(f"a process exited early; see {log}")
+        time.sleep(0.5)
+    raise BenchError(f"fewer than {rows} rows landed after {timeout:.0f} s")
+
+
+def _first_versions(path: Path) -> dict[int, float]:
+    """Row id -> commit time (s) of the first mirror version that holds it (Delta time travel)."""
+    from streaming_job.job import build_session
+
+    spark = build_session("local[2]", 2, "binlake-land-bench-latency")
+    try:
+        history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").select("version", "timestamp").collect()
+        first: dict[int, float] = {}
+        for h in sorted(history, key=lambda h: h.version):
+            at = h.timestamp.timestamp()  # pyspark gives local naive datetimes; this undoes that
+            for r in spark.read.format("delta").option("versionAsOf", h.version).load(str(path)).select("id").collect():
+                first.setdefault(r.id, at)
+        return first
+    finally:
+        spark.stop()
+
+
+def _count(lake: Path) -> tuple[int, int]:
+    """Rows of the change log and of the mirror, read back with a fresh Spark session."""
+    from streaming_job.job import build_session
+
+    spark = build_session("local[2]", 2, "binlake-land-bench-check")
+    try:
+        table = lake / "bench_bulk"
+        read = spark.read.format("delta").load
+        return read(str(table / "orders__changes")).count(), read(str(table / "orders")).count()
+    finally:
+        spark.stop()
+
+
+def _report(rows: int, batches: list[tuple[float, ...]], batch_seconds: float, wall: float, rate: float,
+            args: argparse.Namespace, load_before: tuple[float, ...], load_after: tuple[float, ...]) -> str:
+    import pyspark
+
+    verdict = "meets" if rate >= GOAL_ROWS_PER_S else "misses"
+    lines = [
+        "# binlake land benchmark",
+        "",
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, commit {_git_revision()}, {_cpu_model()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}, pyspark {pyspark.__version__}, Spark local[2], "
+        f"minPartitions {args.min_partitions}, maxOffsetsPerTrigger {args.max_offsets_per_trigger or 'none'}.",
+        f"Load average before/after (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in load_before)} / "
+        f"{', '.join(f'{x:.1f}' for x in load_after)} (other jobs share the 2 CPUs).",
+        "",
+        "Bulk workload (bench/workloads.py): one table, 230,000 row changes (130,000 inserts, 60,000 updates, "
+        "40,000 deletes), published by `binlake run` beforehand; `binlake land --trigger available-now`.",
+        "",
+        "| measure | value |",
+        "|---|---|",
+        f"| row changes landed (change log and mirror checked) | {rows:,} |",
+        f"| micro-batches | {len(batches)} |",
+        f"| time in micro-batches | {batch_seconds:.1f} s |",
+        f"| **rows landed per second (in micro-batches)** | **{rate:,.0f}** ({verdict} the {GOAL_ROWS_PER_S:,} goal) |",
+        f"| whole run incl. Spark start and shutdown | {wall:.1f} s ({rows / wall:,.0f} rows/s) |",
+        "",
+        "Per batch (records in, row changes, seconds): "
+        + "; ".join(f"{int(b[1])}/{int(b[2])}/{b[3]:.1f}s" for b in batches),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BenchError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,79 @@
+"""``binlake land``: the Spark job that lands the daemon's topics in Delta Lake (local mode by default)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from typing import Any
+
+from ..config import Config, load_config
+from .run import overrides, setup_logging
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE", help="YAML configuration (see README)")
+    p.add_argument("--kafka", metavar="HOST:PORT", help="Kafka bootstrap server")
+    p.add_argument("--topic-prefix", metavar="P")
+    p.add_argument("--lake", metavar="PATH", help="root of the Delta tables")
+    p.add_argument("--checkpoint", metavar="PATH", help="Spark checkpoint location (the query's progress)")
+    p.add_argument("--trigger", metavar="1s|available-now", help="micro-batch interval, or land what is there")
+    p.add_argument("--quarantine", action="store_true", default=None,
+                   help="land undecodable records in <lake>/_quarantine instead of stopping")
+    p.add_argument("--min-partitions", type=int, metavar="N", help="Kafka source minPartitions")
+    p.add_argument("--max-offsets-per-trigger", type=int, metavar="N", help="bound each micro-batch")
+    p.add_argument("--master", metavar="URL", help="Spark master (default local[2])")
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on 127.0.0.1")
+    p.add_argument("--log-format", choices=("text", "json"))
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("land", help="land the topics in Delta Lake: change logs and mirror tables (Spark)")
+    add_arguments(p)
+    p.set_defaults(run=run)
+
+
+def land_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    out = overrides(args)
+    land = {k: getattr(args, k) for k in ("lake", "checkpoint", "trigger", "quarantine", "min_partitions",
+                                          "max_offsets_per_trigger", "master") if getattr(args, k, None) is not None}
+    if land:
+        out["land"] = land
+    return out
+
+
+def settings(cfg: Config, master: str | None) -> Any:
+    from streaming_job.job import LandSettings
+
+    if not cfg.land.lake or not cfg.land.checkpoint:
+        raise ValueError("land needs --lake and --checkpoint (or land.lake and land.checkpoint)")
+    return LandSettings(bootstrap=cfg.kafka.bootstrap, topic_prefix=cfg.kafka.topic_prefix, lake=cfg.land.lake,
+                        checkpoint=cfg.land.checkpoint, trigger=cfg.land.trigger, quarantine=cfg.land.quarantine,
+                        min_partitions=cfg.land.min_partitions,
+                        max_offsets_per_trigger=cfg.land.max_offsets_per_trigger, master=master,
+                        shuffle_partitions=cfg.land.shuffle_partitions, metrics_port=cfg.metrics_port,
+                        metrics_host=cfg.metrics_host)
+
+
+def run(args: argparse.Namespace, master_from_config: bool = True) -> int:
+    """Run the job; one-line errors (exit 2) for configuration mistakes and for what stops the query."""
+    try:
+        cfg = load_config(args.config, land_overrides(args))
+        setup_logging(cfg.log_format)
+        logging.getLogger("py4j").setLevel(logging.WARNING)  # one INFO line per callback otherwise
+        if os.environ.get("BINLAKE_DEBUG"):
+            logging.getLogger("binlake.land").setLevel(logging.DEBUG)  # per-step timings of each batch
+        logging.getLogger("binlake.land").info("configuration: %s", json.dumps(cfg.redacted()))
+        from streaming_job.job import run as run_job
+        from streaming_job.sink import LandError
+
+        try:
+            return run_job(settings(cfg, cfg.land.master if master_from_config else None))
+        except LandError as exc:
+            print(f"binlake: error: {exc}", file=sys.stderr)
+            return 2
+    except ValueError as exc:
+        print(f"binlake: error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,1 @@
+"""Spark Structured Streaming job: binlake topics -> Delta Lake change logs and mirror tables (docs/LAND.md)."""

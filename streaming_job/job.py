@@ -1,0 +1,169 @@
+"""The streaming query: Kafka source (read_committed, headers) -> foreachBatch(Lander), with metrics.
+
+Used by ``binlake land`` (local mode by default) and by ``streaming_job/main.py`` under spark-submit.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQueryListener
+
+from .sink import Lander, LandError
+
+log = logging.getLogger("binlake.land")
+
+
+@dataclass
+class LandSettings:
+    bootstrap: str
+    topic_prefix: str
+    lake: str
+    checkpoint: str
+    trigger: str = "1s"  # a processing-time interval, or "available-now" (land what is there, then stop)
+    quarantine: bool = False
+    min_partitions: int | None = None  # Kafka source splits: many tasks decode one hot table
+    max_offsets_per_trigger: int | None = None
+    master: str | None = "local[2]"  # None: whatever spark-submit set
+    shuffle_partitions: int = 2
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+
+
+def build_session(master: str | None, shuffle_partitions: int, app_name: str = "binlake-land") -> SparkSession:
+    """A session with Delta Lake and the Kafka source from locally cached jars (no network once warm)."""
+    from .versions import spark_jars
+
+    builder = (SparkSession.builder.appName(app_name)
+               .config("spark.jars", ",".join(str(p) for p in spark_jars()))
+               .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+               .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+               .config("spark.databricks.delta.properties.defaults.enableTypeWidening", "true")
+               .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
+               .config("spark.databricks.delta.snapshotPartitions", "2")  # small logs, 2 CPUs
+               # MERGE's source is decoded once per batch and deterministic: no second copy of it
+               .config("spark.databricks.delta.merge.materializeSource", "none")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false"))
+    if master:
+        builder = builder.master(master)
+    if master and master.startswith("local"):  # workers must import the codec: this interpreter
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+class LandMetrics(StreamingQueryListener):
+    """Per micro-batch: rows landed per second, batch duration, lag; logged and in Prometheus."""
+
+    def __init__(self, lander: Lander) -> None:
+        self.lander = lander
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.rows = Counter("binlake_land_rows", "Row changes landed in Delta change logs", registry=r)
+        self.rate = Gauge("binlake_land_rows_per_second", "Row changes landed per second, last batch", registry=r)
+        self.duration = Histogram("binlake_land_batch_seconds", "Micro-batch duration", registry=r,
+                                  buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300))
+        self.lag = Gauge("binlake_land_lag_seconds", "Now minus the newest landed commit timestamp", registry=r)
+        self.batches = Counter("binlake_land_batches", "Micro-batches completed", registry=r)
+
+    def onQueryStarted(self, event: Any) -> None:
+        log.info("query %s started", event.id)
+
+    last_batch: int = -1
+
+    def onQueryProgress(self, event: Any) -> None:
+        progress = event.progress
+        self.last_batch = progress.batchId
+        stats = self.lander.last
+        seconds = (progress.batchDuration or 0) / 1000
+        self.batches.inc()
+        self.duration.observe(seconds)
+        self.rows.inc(stats.rows)
+        rate = stats.rows / seconds if seconds else 0.0
+        self.rate.set(rate)
+        lag = max(0.0, time.time() - stats.newest_commit_ts) if stats.newest_commit_ts else None
+        if lag is not None:
+            self.lag.set(lag)
+        log.info("batch %d: %d records in, %d row changes landed in %.1fs (%.0f rows/s), lag %s",
+                 progress.batchId, progress.numInputRows, stats.rows, seconds, rate,
+                 f"{lag:.1f}s" if lag is not None else "-")
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        if event.exception:
+            log.error("query stopped: %s", self.lander.error or event.exception.splitlines()[0])
+
+
+def topic_pattern(prefix: str) -> str:
+    """The prefix's table topics: everything but its _schema and _offsets topics."""
+    return rf"{re.escape(prefix)}\.(?!_schema$|_offsets$).+"
+
+
+def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
+    """Run the query until it stops (available-now: once everything committed so far has landed)."""
+    spark = spark or build_session(settings.master, settings.shuffle_partitions)
+    lander = Lander(spark, settings.lake, settings.checkpoint, settings.quarantine)
+    listener = LandMetrics(lander)
+    spark.streams.addListener(listener)
+    if settings.metrics_port is not None:
+        start_http_server(settings.metrics_port, settings.metrics_host, registry=listener.registry)
+    reader = (spark.readStream.format("kafka")
+              .option("kafka.bootstrap.servers", settings.bootstrap)
+              .option("subscribePattern", topic_pattern(settings.topic_prefix))
+              .option("startingOffsets", "earliest")
+              .option("kafka.isolation.level", "read_committed")
+              .option("kafka.metadata.max.age.ms", "5000")  # new tables' topics are found within seconds
+              .option("includeHeaders", "true")
+              .option("failOnDataLoss", "true"))
+    if settings.min_partitions:
+        reader = reader.option("minPartitions", str(settings.min_partitions))
+    if settings.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
+    writer = (reader.load().writeStream.foreachBatch(lander)
+              .option("checkpointLocation", settings.checkpoint)
+              .queryName("binlake-land"))
+    if settings.trigger == "available-now":
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=_interval(settings.trigger))
+    query = writer.start()
+    try:
+        query.awaitTermination()
+        _drain(query, listener)
+    except Exception as exc:
+        if lander.error is not None:
+            raise lander.error from None
+        raise LandError(f"streaming query failed: {str(exc).splitlines()[0]}") from exc
+    finally:
+        spark.streams.removeListener(listener)
+    return 0
+
+
+def _drain(query: Any, listener: LandMetrics, timeout: float = 10.0) -> None:
+    """Listener events arrive asynchronously: let the last batch's reach the metrics before returning."""
+    last = query.lastProgress
+    deadline = time.monotonic() + timeout
+    while last and listener.last_batch < last["batchId"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _interval(trigger: str) -> str:
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(ms|s|m)", trigger.strip())
+    if m is None:
+        raise ValueError(f"trigger {trigger!r}: use an interval like 1s, 500ms, 2m, or available-now")
+    unit = {"ms": "milliseconds", "s": "seconds", "m": "minutes"}[m.group(2)]
+    return f"{m.group(1)} {unit}"

@@ -1,0 +1,261 @@
+"""foreachBatch: one micro-batch of Kafka records -> Delta change logs, mirrors, quarantine.
+
+Exactly once: every Delta write of batch N carries (txnAppId, txnVersion=N), so a batch replayed
+after a crash skips the writes that already committed. Mirrors apply the batch's changes in source
+order (seq, row index): per primary key the last change wins, an update that moves the key deletes
+the old key, deletes delete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import pickle
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from .decode import GENERIC_DDL, decode_partition, quote, reassemble, typed_ddl, typed_partition
+from .lake_types import widens
+
+log = logging.getLogger("binlake.land")
+QUARANTINE_TABLE = "_quarantine"
+_META = [("_binlake_seq", "binary"), ("_binlake_commit_ts", "timestamp")]
+
+
+class LandError(RuntimeError):
+    """Stops the query: an undecodable record (without --quarantine) or an unsafe schema change."""
+
+
+@dataclass
+class BatchStats:
+    rows: int = 0
+    newest_commit_ts: float | None = None  # seconds since the epoch
+    seconds: float = 0.0
+
+
+@dataclass
+class Lander:
+    spark: SparkSession
+    lake: str
+    checkpoint: str
+    quarantine: bool = False
+    app_id: str = ""
+    last: BatchStats = field(default_factory=BatchStats)
+    error: LandError | None = None
+    _columns: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.app_id:  # stable per checkpoint: the query's identity for Delta's idempotent writes
+            digest = hashlib.sha256(str(Path(self.checkpoint).absolute()).encode()).hexdigest()[:16]
+            self.app_id = f"binlake-land-{digest}"
+
+    def path(self, db: str, table: str) -> str:
+        return str(Path(self.lake) / db / table)
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        try:
+            self.process(batch, batch_id)
+        except LandError as exc:
+            self.error = exc
+            raise
+
+    def process(self, batch: DataFrame, batch_id: int) -> None:
+        start = time.monotonic()
+        decoded = batch.mapInArrow(decode_partition, GENERIC_DDL).persist()
+        try:
+            special = decoded.filter("kind != 'row'").select(
+                "kind", "topic", "partition", "offset", "error", "raw", "headers").collect()
+            rows = decoded.filter("kind = 'row'")
+            orphans = [(r.topic, r.partition, r.offset, bytes(r.headers), bytes(r.raw)) for r in special
+                       if r.kind == "chunk"]
+            errors = [(r.topic, r.partition, r.offset, r.error, bytes(r.raw), bytes(r.headers)) for r in special
+                      if r.kind == "error"]
+            if orphans:
+                log.info("batch %d: %d chunk pieces reassembled across partition splits", batch_id, len(orphans))
+                extra = reassemble(orphans)
+                errors += [(r[1], r[2], r[3], r[16], r[17], r[18]) for r in extra if r[0] == "error"]
+                good = [r for r in extra if r[0] == "row"]
+                if good:
+                    rows = rows.unionByName(self.spark.createDataFrame(good, GENERIC_DDL))
+            if errors:
+                self._undecodable(errors, batch_id)
+            log.debug("batch %d: decoded in %.1fs", batch_id, time.monotonic() - start)
+            stats = self._land(rows, batch_id)
+        finally:
+            decoded.unpersist()
+        stats.seconds = time.monotonic() - start
+        self.last = stats
+
+    def _undecodable(self, errors: list[tuple[str, int, int, str, bytes, bytes]], batch_id: int) -> None:
+        topic, partition, offset, message, _, _ = min(errors)
+        if not self.quarantine:
+            raise LandError(f"undecodable record at {topic}[{partition}]@{offset}: {message} "
+                            f"({len(errors)} in this batch; --quarantine lands them in {QUARANTINE_TABLE})")
+        log.warning("quarantined %d undecodable records, first %s[%s]@%s: %s", len(errors), topic, partition,
+                    offset, message)
+        df = self.spark.createDataFrame(
+            [(t, p, o, m, raw, {k: v for k, v in pickle.loads(h).items()}) for t, p, o, m, raw, h in errors],
+            "topic string, partition int, offset bigint, error string, value binary, headers map<string,binary>",
+        ).withColumn("batch_id", F.lit(batch_id)).withColumn("ingest_ts", F.current_timestamp())
+        self._append(df, str(Path(self.lake) / QUARANTINE_TABLE), batch_id)
+
+    def _append(self, df: DataFrame, path: str, batch_id: int, partition_by: str | None = None) -> None:
+        writer = (df.write.format("delta").mode("append").option("txnAppId", self.app_id)
+                  .option("txnVersion", batch_id))
+        if partition_by:
+            writer = writer.partitionBy(partition_by)
+        writer.save(path)
+
+    def _land(self, rows: DataFrame, batch_id: int) -> BatchStats:
+        stats = BatchStats()
+        groups = rows.groupBy("db", "tbl", "schema").agg(
+            F.min("seq").alias("first_seq"), F.min_by("position", "seq").alias("first_position"),
+            F.count(F.lit(1)).alias("n"), F.max("commit_ts").alias("newest"),
+            F.max(F.col("partial").cast("int")).alias("partial")).collect()
+        tables: dict[tuple[str, str], list[Any]] = {}
+        for g in sorted(groups, key=lambda g: bytes(g.first_seq)):
+            tables.setdefault((g.db, g.tbl), []).append(g)
+        for (db, table), schemas in sorted(tables.items()):
+            lake = self._lake_columns(db, table)
+            columns, pk = self._evolve(db, table, lake, schemas)
+            # minPartitions may have made many small partitions: as many tasks as cores is enough here
+            subset = rows.filter((F.col("db") == db) & (F.col("tbl") == table)).coalesce(
+                self.spark.sparkContext.defaultParallelism)
+            changes = (subset.mapInArrow(typed_partition(columns), typed_ddl(columns))
+                       .withColumn("commit_date", F.to_date("commit_ts"))
+                       .withColumn("ingest_ts", F.current_timestamp()))
+            changes = changes.persist()  # the change log and the mirror both read it
+            changes_path = self.path(db, table + "__changes")
+            if lake:
+                self._add_columns(changes_path, lake, columns, nested=True)
+            t = time.monotonic()
+            self._append(changes, changes_path, batch_id, partition_by="commit_date")
+            log.debug("%s.%s: change log %.1fs", db, table, time.monotonic() - t)
+            if pk:
+                if any(g.partial for g in schemas):
+                    raise LandError(f"`{db}`.`{table}`: partial row images (binlog_row_image MINIMAL or NOBLOB) "
+                                    f"from {min(g.first_position for g in schemas)}: the mirror needs FULL images; "
+                                    "set binlog_row_image=FULL")
+                t = time.monotonic()
+                self._merge(changes, db, table, columns, pk, batch_id)
+                log.debug("%s.%s: MERGE %.1fs", db, table, time.monotonic() - t)
+            changes.unpersist()
+            self._columns[(db, table)] = columns
+            stats.rows += sum(g.n for g in schemas)
+            newest = max(g.newest for g in schemas) / 1e6
+            stats.newest_commit_ts = max(stats.newest_commit_ts or 0.0, newest)
+        return stats
+
+    # --- schema -------------------------------------------------------------------------------
+
+    def _lake_columns(self, db: str, table: str) -> list[tuple[str, str]]:
+        key = (db, table)
+        if key not in self._columns:
+            path = self.path(db, table + "__changes")
+            columns: list[tuple[str, str]] = []
+            if _is_delta(path):
+                after = self.spark.read.format("delta").load(path).schema["after"].dataType
+                columns = [(f.name, f.dataType.simpleString()) for f in after.fields]
+            self._columns[key] = columns
+        return self._columns[key]
+
+    def _evolve(self, db: str, table: str, lake: list[tuple[str, str]],
+                schemas: list[Any]) -> tuple[list[tuple[str, str]], list[str]]:
+        """The union of the lake's columns and this batch's table maps, in source order. New columns are
+        added; a type that widens (or narrows into the lake's type) is kept wide; anything else stops."""
+        columns = list(lake)
+        pk: list[str] = []
+        for g in schemas:
+            meta = orjson.loads(g.schema)
+            pk = meta["pk"]
+            index = {n: i for i, (n, _) in enumerate(columns)}
+            for name, dtype in meta["columns"]:
+                if name not in index:
+                    index[name] = len(columns)
+                    columns.append((name, dtype))
+                    continue
+                old = columns[index[name]][1]
+                if widens(dtype, old):
+                    continue
+                if widens(old, dtype):
+                    columns[index[name]] = (name, dtype)
+                    continue
+                raise LandError(f"`{db}`.`{table}`: column `{name}` changed from {old} to {dtype} at binlog position "
+                                f"{g.first_position} (file:position:index); not a safe widening, so the query "
+                                "stops: land the table anew from that point under a new lake path")
+        return columns, pk
+
+    def _add_columns(self, path: str, lake: list[tuple[str, str]], columns: list[tuple[str, str]],
+                     nested: bool) -> None:
+        """ALTER a table from the lake's columns to the union: added columns, widened types (type widening)."""
+        current = dict(lake)
+        prefixes = ("before.", "after.") if nested else ("",)
+        added = [(n, t) for n, t in columns if n not in current]
+        if added:
+            specs = ", ".join(f"{p}{quote(n)} {t}" for p in prefixes for n, t in added)
+            self.spark.sql(f"ALTER TABLE delta.{quote(path)} ADD COLUMNS ({specs})")
+        for name, dtype in columns:
+            if name in current and current[name] != dtype and widens(current[name], dtype):
+                for p in prefixes:
+                    self.spark.sql(f"ALTER TABLE delta.{quote(path)} ALTER COLUMN {p}{quote(name)} TYPE {dtype}")
+
+    # --- mirror -------------------------------------------------------------------------------
+
+    def _merge(self, changes: DataFrame, db: str, table: str, columns: list[tuple[str, str]], pk: list[str],
+               batch_id: int) -> None:
+        from delta.tables import DeltaTable
+
+        path = self.path(db, table)
+        order = F.struct(F.col("seq"), F.col("row_index"), F.col("_sub"))
+        image = [F.col(f"after.{quote(n)}").alias(n) for n, _ in columns]
+        upserts = changes.filter("after IS NOT NULL").select(
+            *image, F.lit(False).alias("_deleted"), "seq", "row_index", F.lit(1).alias("_sub"), "commit_ts")
+        key_moved = " OR ".join(f"NOT (before.{quote(k)} <=> after.{quote(k)})" for k in pk)
+        deletes = changes.filter(f"before IS NOT NULL AND (after IS NULL OR {key_moved})").select(
+            *[F.col(f"before.{quote(n)}").alias(n) if n in pk else F.lit(None).cast(t).alias(n) for n, t in columns],
+            F.lit(True).alias("_deleted"), "seq", "row_index", F.lit(0).alias("_sub"), "commit_ts")
+        latest = (upserts.unionByName(deletes)
+                  .withColumn("_order", order)
+                  .groupBy(*[F.col(quote(k)) for k in pk])
+                  .agg(F.max_by(F.struct("*"), "_order").alias("s"))
+                  .select("s.*")
+                  .withColumnRenamed("seq", "_binlake_seq")
+                  .withColumnRenamed("commit_ts", "_binlake_commit_ts"))
+        if not _is_delta(path):
+            # A new mirror starts empty: the batch's surviving rows are plain inserts, no MERGE needed.
+            # (A replay after a crash finds the table and MERGEs, or skips by txnVersion: same result.)
+            rows = latest.filter("NOT _deleted").select(*[quote(n) for n, _ in [*columns, *_META]])
+            self._append(rows, path, batch_id)
+            return
+        target = DeltaTable.forPath(self.spark, path)
+        # The mirror's own schema: a crash may have come between the change log's ALTER and this one.
+        current = [(f.name, f.dataType.simpleString()) for f in target.toDF().schema.fields
+                   if not f.name.startswith("_binlake_")]
+        self._add_columns(path, current, columns, nested=False)
+        assign = {quote(n): f"s.{quote(n)}" for n, _ in [*columns, *_META]}
+        on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in pk)
+        conf = self.spark.conf
+        conf.set("spark.databricks.delta.write.txnAppId", self.app_id)
+        conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+        try:
+            (DeltaTable.forPath(self.spark, path).alias("t").merge(latest.alias("s"), on)
+             .whenMatchedDelete(condition="s._deleted")
+             .whenMatchedUpdate(condition="NOT s._deleted", set=assign)
+             .whenNotMatchedInsert(condition="NOT s._deleted", values=assign)
+             .execute())
+        finally:
+            conf.unset("spark.databricks.delta.write.txnAppId")
+            conf.unset("spark.databricks.delta.write.txnVersion")
+
+
+def _is_delta(path: str) -> bool:
+    from delta.tables import DeltaTable
+    from pyspark.sql import SparkSession
+
+    return DeltaTable.isDeltaTable(SparkSession.getActiveSession(), path)

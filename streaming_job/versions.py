@@ -1,0 +1,42 @@
+"""The one matching set of Spark, Delta Lake and connector versions (pyproject pins the Python side).
+
+delta-spark 4.0.0 is built for Spark 4.0 and Scala 2.13; the Kafka source must be Spark's own
+version. Change all of these together, and pyproject's `spark` extra with them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+SPARK_VERSION = "4.0.0"
+DELTA_VERSION = "4.0.0"
+SCALA_VERSION = "2.13"
+MAVEN_COORDINATES = [
+    f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_VERSION}:{SPARK_VERSION}",
+    f"io.delta:delta-spark_{SCALA_VERSION}:{DELTA_VERSION}",
+]
+_VERSIONED_JAR = re.compile(r"^(.*?)-\d[\w.\-]*\.jar$")
+
+
+def spark_jars(cache_dir: Path | None = None) -> list[Path]:
+    """The connector jars from Maven Central (cached; offline once warm), minus the libraries pyspark
+    already ships: a second scala-library or hadoop client on the classpath breaks the driver."""
+    import pyspark
+
+    from ingester.devstack.maven import fetch_classpath
+
+    if pyspark.__version__ != SPARK_VERSION:
+        raise RuntimeError(f"pyspark {pyspark.__version__} is installed, binlake land needs {SPARK_VERSION}")
+    shipped = {_artifact(p.name) for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    return [p for p in fetch_classpath(MAVEN_COORDINATES, cache_dir) if _artifact(p.name) not in shipped]
+
+
+def _artifact(jar_name: str) -> str:
+    m = _VERSIONED_JAR.match(jar_name)
+    return m.group(1) if m else jar_name
+
+
+if __name__ == "__main__":  # scripts/bootstrap warms the cache: `python -m streaming_job.versions`
+    for jar in spark_jars():
+        print(jar)

@@ -1,0 +1,381 @@
+"""binlake run -> Kafka -> binlake land (Spark local[2]) -> Delta Lake, against real servers.
+
+Proof is the server's own SELECT of every table (values computed by the server: HEX, +0,
+TIME_TO_SEC, UNIX_TIMESTAMP, ...) and the row counts of mariadb-binlog --verbose, never our decoder.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ingester.cli.main import main
+from ingester.devstack.mariadb import free_tcp_port
+from tests.integration import test_type_zoo as zoo
+
+pytestmark = pytest.mark.integration
+BINLAKE = [sys.executable, "-m", "ingester.cli.main"]
+
+# What each zoo column lands as (docs/LAND.md), written down independently of streaming_job/lake_types.py.
+LAKE_TYPES = {
+    "ti": "tinyint", "tiu": "smallint", "si": "smallint", "siu": "int", "mi": "int", "miu": "int", "i": "int",
+    "iu": "bigint", "bi": "bigint", "biu": "decimal(20,0)", "b1": "bigint", "b17": "bigint", "b64": "bigint",
+    "yr": "int", "bo": "tinyint",
+    "f": "float", "d": "double", "d0": "decimal(10,0)", "d52": "decimal(5,2)", "d65": "string",
+    "d189": "decimal(18,9)", "du": "decimal(12,4)",
+    "dt": "date", "t0": "bigint", "t1": "bigint", "t3": "bigint", "t6": "bigint", "dt0": "timestamp_ntz",
+    "dt2": "timestamp_ntz", "dt6": "timestamp_ntz", "ts0": "timestamp", "ts3": "timestamp", "ts6": "timestamp",
+    "c": "string", "vc": "string", "vl": "string", "vb": "binary", "bn": "binary", "vbn": "binary",
+    "tt": "string", "tx": "string", "mt": "string", "lt": "string", "tb": "binary", "bb": "binary",
+    "mb": "binary", "lb": "binary", "e": "string", "s": "string", "j": "string", "cu": "string", "gk": "string",
+    "vcc": "string", "bc": "binary", "c255": "string", "g": "binary", "p": "binary", "pg": "binary",
+}
+TIMES = {"t0", "t1", "t3", "t6"}
+DATETIMES = {"dt0", "dt2", "dt6"}
+TIMESTAMPS = {"ts0", "ts3", "ts6"}
+ZERO = ("0000-", "-00-", "-00 ")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[2] session for the in-process runs and for reading the lake (jars fetched once)."""
+    from streaming_job.job import build_session
+
+    session = build_session("local[2]", 2, "binlake-land-tests")
+    yield session
+    session.stop()
+
+
+def _server_expr(col: str, sqltype: str) -> str:
+    """The server computes the lake's value (as text where Python would otherwise do the work)."""
+    q = f"`{col}`"
+    if col in TIMES:
+        return f"ROUND(TIME_TO_SEC({q}) * 1000000)"
+    if col in TIMESTAMPS:
+        return f"IF(CAST({q} AS CHAR) = '0000-00-00 00:00:00', NULL, ROUND(UNIX_TIMESTAMP({q}) * 1000000))"
+    return zoo._select_expr(col, sqltype)
+
+
+def _server_rows(conn, table: str, cols: list[tuple[str, str]]) -> dict[Any, dict[str, Any]]:
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION time_zone = '+00:00'")
+        cur.execute(f"SELECT id, {', '.join(_server_expr(c, t) for c, t in cols)} FROM `{table}`")
+        return {r[0]: dict(zip([c for c, _ in cols], r[1:], strict=True)) for r in cur.fetchall()}
+
+
+def _expected(col: str, sqltype: str, v: Any) -> Any:
+    """The server's value in the lake's representation."""
+    if v is None:
+        return None
+    if col in zoo.BINARY:
+        return v.upper()
+    if col == "j":
+        return zoo.json.loads(v)
+    if col in zoo.FLOAT32 or sqltype == "DOUBLE":
+        return float(v)
+    if col in TIMES or col in TIMESTAMPS:
+        return int(v)
+    if col == "dt" or col in DATETIMES:
+        return None if any(z in v + " " for z in ZERO) else v
+    return v if isinstance(v, int) else str(v)
+
+
+def _lake(col: str, v: Any) -> Any:
+    """The mirror's value (as collected by Spark) in the same representation."""
+    if v is None:
+        return None
+    if col in zoo.BINARY:
+        return bytes(v).hex().upper()
+    if col in zoo.BITS:
+        return v & (1 << 64) - 1
+    if col == "j":
+        return zoo.json.loads(v)
+    if isinstance(v, Decimal):
+        return int(v) if col == "biu" else format(v, "f")
+    if col == "dt":
+        return v.isoformat()
+    if col in DATETIMES:
+        return v
+    return v
+
+
+def _mirror(spark, lake: Path, db: str, table: str, cols: list[tuple[str, str]]) -> tuple[dict, dict]:
+    """Rows by id (timestamps as UTC microseconds, computed by Spark) and column types of a mirror."""
+    from pyspark.sql import functions as F
+
+    df = spark.read.format("delta").load(str(lake / db / table))
+    types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    exprs = [F.unix_micros(F.col(c)).alias(c) if c in TIMESTAMPS else F.col(c) for c, _ in cols]
+    return {r["id"]: r.asDict() for r in df.select("id", *exprs).collect()}, types
+
+
+def _compare_datetime(expected: Any, got: Any) -> bool:
+    if expected is None or got is None:
+        return expected is got
+    return datetime.datetime.fromisoformat(expected) == got
+
+
+def _changes(spark, lake: Path, db: str, table: str) -> list:
+    return spark.read.format("delta").load(str(lake / db / f"{table}__changes")).select(
+        "op", "seq", "row_index", "gtid", "commit_ts", "commit_date", "ingest_ts").collect()
+
+
+def _assert_change_log(spark, lake: Path, db: str, counts: collections.Counter, tables: list[str]) -> None:
+    """Every change log holds exactly the row changes mariadb-binlog --verbose saw, each once."""
+    for table in tables:
+        rows = _changes(spark, lake, db, table)
+        got = collections.Counter(r.op for r in rows)
+        want = {op: counts[(verb, table)] for op, verb in (("insert", "insert"), ("update", "update"),
+                                                             ("delete", "delete")) if counts[(verb, table)]}
+        assert dict(got) == want, table
+        keys = [(bytes(r.seq), r.row_index) for r in rows]
+        assert len(set(keys)) == len(keys), f"{table}: duplicate changes"
+        assert all(r.commit_date == r.commit_ts.date() and r.gtid for r in rows), table
+
+
+def _workload(conn) -> None:
+    """Beyond the zoo: multi-row and multi-table transactions, key updates, deletes, a table without a key."""
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE acct (id INT PRIMARY KEY, owner VARCHAR(20), balance DECIMAL(12,2))")
+        cur.execute("CREATE TABLE ledger (a INT, b VARCHAR(5), amount BIGINT, PRIMARY KEY (a, b))")
+        cur.execute("CREATE TABLE nopk (x INT, y VARCHAR(10))")
+        conn.begin()
+        cur.execute("INSERT INTO acct VALUES " + ", ".join(f"({i}, 'o{i}', {i}.50)" for i in range(1, 201)))
+        cur.execute("INSERT INTO ledger VALUES " + ", ".join(f"({i}, 'k{i % 3}', {i * 7})" for i in range(100)))
+        cur.execute("INSERT INTO nopk VALUES (1, 'a'), (1, 'a'), (2, 'b')")
+        conn.commit()
+        for i in range(1, 60):  # single-row transactions across two tables
+            conn.begin()
+            cur.execute("UPDATE acct SET balance = balance - 1 WHERE id = %s", (i,))
+            cur.execute("INSERT INTO ledger VALUES (%s, 'tx', -1)", (1000 + i,))
+            conn.commit()
+        cur.execute("UPDATE acct SET id = id + 1000 WHERE id <= 20")  # key moves, many rows
+        cur.execute("UPDATE acct SET id = 5000 WHERE id = 1001")
+        cur.execute("UPDATE acct SET id = 1001 WHERE id = 1002")  # a key freed and reused in one batch
+        cur.execute("UPDATE ledger SET b = 'z' WHERE a < 10")  # composite key moves
+        cur.execute("DELETE FROM acct WHERE id BETWEEN 100 AND 150")
+        cur.execute("INSERT INTO acct VALUES (120, 'again', 0)")  # deleted key re-inserted
+        cur.execute("DELETE FROM ledger WHERE amount > 500")
+        cur.execute("UPDATE nopk SET y = 'c' WHERE x = 1")
+        cur.execute("DELETE FROM nopk WHERE x = 2")
+
+
+def _plain_rows(conn, table: str, key: str) -> dict:
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT * FROM `{table}`")
+        names = [d[0] for d in cur.description]
+        return {tuple(r[names.index(k)] for k in key.split(",")): dict(zip(names, r, strict=True))
+                for r in cur.fetchall()}
+
+
+def _run_daemon(server, kafka, prefix: str) -> None:
+    assert main(["run", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix", prefix,
+                 "--server-id", "4545", "--exit-at-end"]) == 0
+
+
+def _land(kafka, prefix: str, lake: Path, *extra: str) -> int:
+    return main(["land", "--kafka", kafka.bootstrap, "--topic-prefix", prefix, "--lake", str(lake),
+                 "--checkpoint", str(lake / "_checkpoint"), "--trigger", "available-now", *extra])
+
+
+def test_every_type_lands_and_mirrors_equal_the_servers_select(make_mariadb, kafka, spark, tmp_path,
+                                                               monkeypatch, capsys) -> None:
+    server = make_mariadb()
+    db = "landzoo"
+    server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
+    conn = server.connect(db)
+    zoo._create(conn)
+    _workload(conn)
+    prefix = "land1"
+    # Small records: the big rows go as chunks, and minPartitions splits the partitions between them.
+    monkeypatch.setenv("BINLAKE_KAFKA_MAX_RECORD_BYTES", "20000")
+    _run_daemon(server, kafka, prefix)
+    lake = tmp_path / "lake"
+    capsys.readouterr()
+    assert _land(kafka, prefix, lake, "--min-partitions", "16") == 0
+    assert "chunk pieces reassembled across partition splits" in capsys.readouterr().err
+
+    for name, cols in zoo.TABLES.items():
+        got, types = _mirror(spark, lake, db, name, cols)
+        assert {c: types[c] for c, _ in cols} == {c: LAKE_TYPES[c] for c, _ in cols}, name
+        expected = _server_rows(conn, name, cols)
+        assert sorted(got) == sorted(expected), name
+        for pk, row in expected.items():
+            for col, sqltype in cols:
+                want, have = _expected(col, sqltype, row[col]), _lake(col, got[pk][col])
+                if col in DATETIMES:
+                    assert _compare_datetime(want, have), f"{name}.{col} id={pk}: {have!r} != {want!r}"
+                else:
+                    assert have == want, f"{name}.{col} id={pk}: lake {have!r}, server {want!r}"
+    for table, key in (("acct", "id"), ("ledger", "a,b")):
+        df = spark.read.format("delta").load(str(lake / db / table))
+        mirror = {tuple(r[k] for k in key.split(",")): {c: r[c] for c in df.columns if not c.startswith("_binlake")}
+                  for r in df.collect()}
+        assert mirror == _plain_rows(conn, table, key), table
+    assert not (lake / db / "nopk").exists()  # no primary key: change log only
+
+    server.flush_logs()
+    counts = zoo._verbose_counts(server.binlog_files()[:-1], db)
+    _assert_change_log(spark, lake, db, counts, [*zoo.TABLES, "acct", "ledger", "nopk"])
+
+    # A second run finds its checkpoint: nothing lands twice.
+    before = spark.read.format("delta").load(str(lake / db / "acct__changes")).count()
+    assert _land(kafka, prefix, lake) == 0
+    assert spark.read.format("delta").load(str(lake / db / "acct__changes")).count() == before
+
+
+def _committed(checkpoint: Path) -> int:
+    """Micro-batches the query has committed (Spark's commit log)."""
+    return len(list((checkpoint / "commits").glob("[0-9]*")))
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver's JVM and Python workers share its process group
+    proc.wait()
+
+
+def test_kill_minus_nine_of_the_driver_neither_loses_nor_duplicates(make_mariadb, kafka, spark, tmp_path) -> None:
+    server = make_mariadb()
+    db = "landkill"
+    server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
+    conn = server.connect(db)
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(50), n BIGINT)")
+        cur.execute("CREATE TABLE b (id INT PRIMARY KEY, n BIGINT)")
+        for i in range(600):
+            conn.begin()
+            cur.execute("INSERT INTO a VALUES (%s, %s, %s)", (i, f"v{i}", i))
+            if i % 3 == 0:
+                cur.execute("INSERT INTO b VALUES (%s, %s)", (i, i * i))
+            if i % 7 == 0 and i:
+                cur.execute("UPDATE a SET n = n + 1, v = 'upd' WHERE id = %s", (i - 1,))
+            if i % 11 == 0 and i:
+                cur.execute("DELETE FROM b WHERE id = %s", (i - 3,))
+            if i % 13 == 0 and i:
+                cur.execute("UPDATE a SET id = id + 100000 WHERE id = %s", (i - 2,))
+            conn.commit()
+    prefix = "landkill"
+    _run_daemon(server, kafka, prefix)
+    lake = tmp_path / "lake"
+    checkpoint = lake / "_checkpoint"
+    cmd = [*BINLAKE, "land", "--kafka", kafka.bootstrap, "--topic-prefix", prefix, "--lake", str(lake),
+           "--checkpoint", str(checkpoint), "--max-offsets-per-trigger", "250"]
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    rnd = random.Random(4)
+    progress = []
+    for target in (1, 2):  # kill once that many batches have committed, at a random moment of the next
+        proc = subprocess.Popen([*cmd, "--trigger", "1s"], env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 240
+        while _committed(checkpoint) < target and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        time.sleep(rnd.uniform(0.5, 3.0))
+        _kill_group(proc)
+        progress.append(_committed(checkpoint))
+    done = subprocess.run([*cmd, "--trigger", "available-now"], env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # The kills landed mid-stream: each after some progress, all before the end.
+    assert progress[0] >= 1 and progress == sorted(progress) and progress[-1] < _committed(checkpoint), progress
+
+    for table, key in (("a", "id"), ("b", "id")):
+        df = spark.read.format("delta").load(str(lake / db / table))
+        mirror = {(r["id"],): {c: r[c] for c in df.columns if not c.startswith("_binlake")} for r in df.collect()}
+        assert mirror == _plain_rows(conn, table, key), table
+    server.flush_logs()
+    counts = zoo._verbose_counts(server.binlog_files()[:-1], db)
+    _assert_change_log(spark, lake, db, counts, ["a", "b"])
+
+
+def _mirror_rows(spark, lake: Path, db: str, table: str) -> tuple[dict, dict]:
+    df = spark.read.format("delta").load(str(lake / db / table))
+    rows = {(r["id"],): {c: r[c] for c in df.columns if not c.startswith("_binlake")} for r in df.collect()}
+    return rows, {f.name: f.dataType.simpleString() for f in df.schema.fields}
+
+
+def test_schema_changes_evolve_the_lake_and_unsafe_ones_stop_it(make_mariadb, kafka, spark, tmp_path,
+                                                                capsys) -> None:
+    server = make_mariadb()
+    db = "landddl"
+    server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
+    conn = server.connect(db)
+    prefix, lake = "landddl", tmp_path / "lake"
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, n INT, f FLOAT)")
+        cur.execute("INSERT INTO t VALUES (1, -5, 1.5), (2, 7, NULL)")
+    _run_daemon(server, kafka, prefix)
+    port = free_tcp_port()
+    assert _land(kafka, prefix, lake, "--metrics-port", str(port)) == 0
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    assert "binlake_land_rows_total 2.0" in metrics and "binlake_land_lag_seconds " in metrics, metrics
+    with conn.cursor() as cur:  # the tables exist now: ALTER TABLE on the lake side
+        cur.execute("ALTER TABLE t ADD COLUMN c VARCHAR(10), MODIFY n BIGINT")
+        cur.execute("INSERT INTO t VALUES (3, 9000000000, 2.5, 'new')")
+        cur.execute("UPDATE t SET c = 'old', n = n * 2 WHERE id = 1")
+        cur.execute("DELETE FROM t WHERE id = 3")
+        cur.execute("ALTER TABLE t MODIFY f DOUBLE, MODIFY n SMALLINT")  # f widens; n narrows: stays bigint
+        cur.execute("INSERT INTO t VALUES (4, 1, 0.1, 'x')")
+    _run_daemon(server, kafka, prefix)
+    assert _land(kafka, prefix, lake) == 0
+    rows, types = _mirror_rows(spark, lake, db, "t")
+    assert {c: types[c] for c in ("id", "n", "f", "c")} == {"id": "int", "n": "bigint", "f": "double", "c": "string"}
+    assert rows == _plain_rows(conn, "t", "id") and len(rows) == 3
+    changes = spark.read.format("delta").load(str(lake / db / "t__changes"))
+    assert changes.schema["after"].dataType.simpleString() == "struct<id:int,n:bigint,f:double,c:string>"
+    assert changes.count() == 6
+
+    with conn.cursor() as cur:
+        cur.execute("UPDATE t SET c = '7'")
+        cur.execute("ALTER TABLE t MODIFY c INT")  # string -> int: no safe widening
+        cur.execute("INSERT INTO t VALUES (5, 1, 1, 42)")
+    _run_daemon(server, kafka, prefix)
+    capsys.readouterr()
+    assert _land(kafka, prefix, lake) == 2
+    err = capsys.readouterr().err
+    assert f"binlake: error: `{db}`.`t`: column `c` changed from string to int at binlog position" in err, err
+
+
+def test_undecodable_records_stop_the_query_or_go_to_quarantine(make_mariadb, kafka, spark, tmp_path,
+                                                                 capsys) -> None:
+    from kafka import KafkaProducer
+
+    server = make_mariadb()
+    db = "landbad"
+    server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
+    conn = server.connect(db)
+    prefix, lake = "landbad", tmp_path / "lake"
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))")
+        cur.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+    _run_daemon(server, kafka, prefix)
+    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap)
+    bad = b"BLK\x01\x00garbage"
+    producer.send(f"{prefix}.{db}.t", key=f"{db}.t".encode(), value=bad,
+                  headers=[("binlake.v", b"1"), ("binlake.seq", bytes(15) + b"\x01")]).get(timeout=30)
+    producer.close()
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO t VALUES (3, 'c')")
+        cur.execute("UPDATE t SET v = 'z' WHERE id = 1")
+    _run_daemon(server, kafka, prefix)
+    capsys.readouterr()
+    assert _land(kafka, prefix, lake) == 2
+    err = capsys.readouterr().err
+    assert f"binlake: error: undecodable record at {prefix}.{db}.t[0]@" in err, err
+    assert _land(kafka, prefix, lake, "--quarantine") == 0  # the same batch again, now quarantined
+    quarantined = spark.read.format("delta").load(str(lake / "_quarantine")).collect()
+    assert [bytes(r.value) for r in quarantined] == [bad] and quarantined[0].error
+    assert quarantined[0].topic == f"{prefix}.{db}.t"
+    rows, _ = _mirror_rows(spark, lake, db, "t")
+    assert rows == _plain_rows(conn, "t", "id")

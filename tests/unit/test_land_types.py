@@ -1,0 +1,90 @@
+"""The lake's value conversions and schema rules (streaming_job/lake_types.py), without Spark.
+
+Expected values are computed independently (datetime arithmetic), not with the functions under test.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from ingester.records.format import ChunkAssembler, chunk_index
+from streaming_job.decode import GENERIC_FIELDS, Reader, _Out, reassemble
+from streaming_job.lake_types import date_days, datetime_micros, time_micros, widens
+
+EPOCH = datetime.datetime(1970, 1, 1)
+
+
+@pytest.mark.parametrize("text", ["1000-01-01 00:00:00", "1969-12-31 23:59:59.5", "2024-02-29 12:34:56.123456",
+                                  "9999-12-31 23:59:59.99", "2038-01-19 03:14:07.999"])
+def test_datetime_micros(text: str) -> None:
+    want = (datetime.datetime.fromisoformat(text) - EPOCH) // datetime.timedelta(microseconds=1)
+    assert datetime_micros(text) == want
+
+
+@pytest.mark.parametrize("text", ["0000-00-00", "2024-00-00", "2024-05-00", "0000-00-00 00:00:00",
+                                  "2024-00-00 00:00:00"])
+def test_zero_dates_are_null(text: str) -> None:
+    assert (date_days if len(text) == 10 else datetime_micros)(text) is None
+
+
+def test_date_days() -> None:
+    assert date_days("1970-01-01") == 0
+    assert date_days("1969-12-31") == -1
+    assert date_days("2024-02-29") == (datetime.date(2024, 2, 29) - datetime.date(1970, 1, 1)).days
+
+
+@pytest.mark.parametrize(("text", "micros"), [
+    ("00:00:00", 0), ("-00:00:00.5", -500_000), ("838:59:59", 838 * 3_600_000_000 + 59 * 60_000_000 + 59_000_000),
+    ("-838:59:58.999999", -(838 * 3_600_000_000 + 59 * 60_000_000 + 58_999_999)), ("-00:00:00.000001", -1),
+    ("12:34:56.789", 45_296_789_000),
+])
+def test_time_micros(text: str, micros: int) -> None:
+    assert time_micros(text) == micros
+
+
+@pytest.mark.parametrize(("old", "new", "ok"), [
+    ("int", "bigint", True), ("bigint", "int", False), ("tinyint", "smallint", True), ("float", "double", True),
+    ("double", "float", False), ("int", "decimal(10,0)", True), ("int", "decimal(9,0)", False),
+    ("decimal(5,2)", "decimal(7,3)", True), ("decimal(5,2)", "decimal(6,3)", True),
+    ("decimal(5,2)", "decimal(5,3)", False), ("date", "timestamp_ntz", True),
+    ("int", "string", False), ("string", "int", False), ("timestamp", "timestamp_ntz", False),
+    ("bigint", "decimal(20,0)", True),
+])
+def test_widening_rules(old: str, new: str, ok: bool) -> None:
+    assert widens(old, new) is ok
+
+
+def _piece(i: int, n: int) -> dict[str, bytes]:
+    return {"binlake.chunk": f"{i}/{n}".encode(), "binlake.seq": bytes(16)}
+
+
+def test_chunks_cut_by_a_split_go_to_the_driver_and_come_back_whole() -> None:
+    """A task whose offset range starts or ends inside a chunked record hands those pieces on."""
+    assert chunk_index(_piece(1, 3)) == (1, 3) and chunk_index({}) is None
+    first, second = Reader(), Reader()
+    out1, out2 = _Out(), _Out()
+    first.feed(out1, "t", 0, 10, _piece(0, 3), b"garbage-0")
+    first.finish(out1)
+    second.feed(out2, "t", 0, 11, _piece(1, 3), b"garbage-1")
+    second.feed(out2, "t", 0, 12, _piece(2, 3), b"garbage-2")
+    second.finish(out2)
+    pieces = [r for r in out1.rows + out2.rows if r[0] == "chunk"]
+    assert [r[3] for r in pieces] == [10, 11, 12]
+    kind = [name for name, _, _ in GENERIC_FIELDS].index("kind")
+    rows = reassemble([(r[1], r[2], r[3], r[18], r[17]) for r in pieces])
+    # Reassembled whole (the bytes are no record, so it is one error row for the first offset, not three).
+    assert [(r[kind], r[3]) for r in rows] == [("error", 12)]
+    assert ChunkAssembler().feed("p", _piece(0, 1), b"x") == b"x"
+
+
+def test_a_chunk_left_incomplete_at_the_batch_end_is_an_error_not_lost() -> None:
+    rows = reassemble([("t", 0, 5, _pickle(_piece(0, 2)), b"half")])
+    assert len(rows) == 1 and rows[0][0] == "error" and "incomplete" in rows[0][16]
+
+
+def _pickle(headers: dict[str, bytes]) -> bytes:
+    import pickle
+
+    return pickle.dumps(headers)
