@@ -179,19 +179,23 @@ class RecordBuilder:
 
     def _add(self, topic: str, raw: bytes, position: int, sub: int, table_map: bytes | None,
              in_payload: bool) -> list[Record] | tuple[()]:
+        closed: list[Record] = []
         writer = self._open.get(topic)
+        # An event that would take the record past its limit starts the next one: a record is larger than
+        # the limit (and published in chunks) only when a single event is.
+        if writer is not None and writer.size + 9 + len(raw) + len(table_map or b"") > self.max_record_bytes:
+            self._open_bytes -= writer.size
+            closed.append(self._close(topic))
+            writer = None
         if writer is None:
             writer = self._open[topic] = RecordWriter(self._fde)
         before = writer.size
         writer.add(Sequence(self._file_number, position, sub).encode(), self._commit_ts, self._gtid, bytes(raw),
                    table_map, in_payload)
         self._open_bytes += writer.size - before
-        if writer.size >= self.max_record_bytes:
-            self._open_bytes -= writer.size
-            return [self._close(topic)]
         if self._open_bytes > self.max_open_bytes:
-            return self.flush()
-        return ()
+            closed += self.flush()
+        return closed or ()
 
     def _close(self, topic: str) -> Record:
         writer = self._open.pop(topic)

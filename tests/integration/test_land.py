@@ -246,7 +246,8 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def test_kill_minus_nine_of_the_driver_neither_loses_nor_duplicates(make_mariadb, kafka, spark, tmp_path) -> None:
+def test_kill_minus_nine_of_the_driver_neither_loses_nor_duplicates(make_mariadb, kafka, spark, tmp_path,
+                                                                   monkeypatch) -> None:
     server = make_mariadb()
     db = "landkill"
     server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
@@ -267,11 +268,13 @@ def test_kill_minus_nine_of_the_driver_neither_loses_nor_duplicates(make_mariadb
                 cur.execute("UPDATE a SET id = id + 100000 WHERE id = %s", (i - 2,))
             conn.commit()
     prefix = "landkill"
+    # Small records (a few dozen events each) and few of them per micro-batch: the stream spans many batches.
+    monkeypatch.setenv("BINLAKE_KAFKA_MAX_RECORD_BYTES", "2000")
     _run_daemon(server, kafka, prefix)
     lake = tmp_path / "lake"
     checkpoint = lake / "_checkpoint"
     cmd = [*BINLAKE, "land", "--kafka", kafka.bootstrap, "--topic-prefix", prefix, "--lake", str(lake),
-           "--checkpoint", str(checkpoint), "--max-offsets-per-trigger", "250"]
+           "--checkpoint", str(checkpoint), "--max-offsets-per-trigger", "8"]
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     rnd = random.Random(4)
     progress = []
