@@ -101,9 +101,7 @@ class Publisher:
     def abort(self) -> None:
         """Drop everything not yet committed (it never becomes visible to read_committed)."""
         with self._cond:
-            self._commits -= sum(1 for item in self._work if item[0] == "commit")
-            self._work.clear()
-            self._queued = 0
+            self._drop_queued()
             while self._busy:
                 self._cond.wait()
             self._error = None
@@ -153,6 +151,12 @@ class Publisher:
             self._commits += op == "commit"
             self._cond.notify_all()
 
+    def _drop_queued(self) -> None:
+        """Forget the queued work (the lock is held); a commit under way still finishes or fails."""
+        self._commits -= sum(1 for op, _, _ in self._work if op == "commit")
+        self._work.clear()
+        self._queued = 0
+
     def _raise_failure(self) -> None:
         if self._error is not None:
             raise self._error
@@ -184,9 +188,7 @@ class Publisher:
             except BaseException as exc:  # handed to the daemon's thread, which aborts and retries
                 with self._cond:
                     self._error = exc
-                    self._commits -= sum(1 for item in self._work if item[0] == "commit")
-                    self._work.clear()
-                    self._queued = 0
+                    self._drop_queued()
             finally:
                 with self._cond:
                     self._busy = False

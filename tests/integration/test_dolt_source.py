@@ -30,7 +30,8 @@ from ingester.records.gtid import MysqlGtidSet
 pytestmark = pytest.mark.integration
 
 _VERSION = "v0.40.5-0.20260424001550-011a27ff4303"  # as scripts/fetch-dolt builds it
-DOLT = next((str(p) for p in (default_cache_dir() / "dolt" / _VERSION / "dolt",) if p.exists()), shutil.which("dolt"))
+_CACHED = default_cache_dir() / "dolt" / _VERSION / "dolt"
+DOLT = str(_CACHED) if _CACHED.exists() else shutil.which("dolt")
 if DOLT is None:
     pytest.skip("Dolt is not built: run scripts/fetch-dolt", allow_module_level=True)
 
