@@ -191,7 +191,8 @@ class _Pipeline:
         if self.land_error is not None:
             raise DemoError(f"binlake land stopped: {str(self.land_error).splitlines()[0]}")
 
-    def status(self, done: _Progress) -> str:
+    def status(self, done: _Progress) -> tuple[str, tuple[float, ...]]:
+        """The progress line, and what it counts (heartbeats aside): a line that says nothing new is skipped."""
         d, land = _metrics(self.daemon_port), _metrics(self.land_port)
         line = f"  .. source: {done.rows:,} row changes, {done.transactions:,} transactions"
         if d:
@@ -204,7 +205,9 @@ class _Pipeline:
                      f"lag {land.get('binlake_land_lag_seconds', 0):.1f} s")
         else:
             line += " | binlake land: starting Spark"
-        return line
+        counts = (done.rows, d.get("binlake_transactions_total", 0), land.get("binlake_land_rows_total", -1),
+                  land.get("binlake_land_batches_total", -1))
+        return line, counts
 
     def wait_started(self, deadline: float) -> None:
         """Until the landing query runs: Spark's start is the slow part, the daemon is up long before."""
@@ -319,9 +322,15 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _ticker(pipeline: _Pipeline, done: _Progress, stop: threading.Event, every: float = 3.0) -> None:
+def _ticker(pipeline: _Pipeline, done: _Progress, stop: threading.Event, every: float = 3.0,
+            quiet_for: float = 15.0) -> None:
+    """A progress line every few seconds while something moves, every quiet_for seconds otherwise."""
+    last, printed = None, 0.0
     while not stop.wait(every):
-        _say(pipeline.status(done))
+        line, counts = pipeline.status(done)
+        if counts != last or time.monotonic() - printed >= quiet_for:
+            _say(line)
+            last, printed = counts, time.monotonic()
 
 
 def run(args: argparse.Namespace) -> int:
