@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import random
 import re
 import shutil
@@ -175,6 +176,7 @@ class _Pipeline:
         from streaming_job.job import LandSettings, build_session
         from streaming_job.job import run as run_job
 
+        logging.getLogger("py4j").setLevel(logging.WARNING)  # one INFO line per callback otherwise
         try:
             self.spark = build_session("local[2]", 2, "binlake-demo")
             run_job(LandSettings(bootstrap=self.bootstrap, topic_prefix=PREFIX, lake=str(self.lake),
