@@ -10,16 +10,18 @@ their table id without decoding their row images: the consumer decodes them.
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 from ..codec import BinlogDecoder, BinlogError
 from ..codec import events as E
 from ..codec.constants import HEADER_V3
-from ..codec.decoder import ROUTABLE_ROWS
+from ..codec.decoder import CHECKSUM_CRC32, ROUTABLE_ROWS
 from .format import RecordWriter, Sequence, file_number
 from .gtid import MariadbGtidState, MysqlGtidSet
 
@@ -50,12 +52,23 @@ class Checkpoint:
     snapshot: dict[str, Any] | None = None  # progress of an unfinished snapshot (daemon/snapshot.py)
 
 
-@dataclass
-class _Route:
-    """What a table id maps to: its TABLE_MAP bytes and topic (None when filtered out)."""
+# What a table id maps to: its TABLE_MAP bytes and topic (None when filtered out). A plain tuple: the
+# native router (_router.c) reads and writes these too.
+_Route = tuple[bytes, str | None]
 
-    table_map: bytes
-    topic: str | None
+
+def _load_router() -> ModuleType | None:
+    """The native routing core (_router.c), unless BINLAKE_PURE_PYTHON is set or it is not built."""
+    if os.environ.get("BINLAKE_PURE_PYTHON"):
+        return None
+    try:
+        from . import _router
+    except ImportError:
+        return None
+    return _router
+
+
+_native = _load_router()
 
 
 @dataclass
@@ -82,6 +95,7 @@ class RecordBuilder:
     _pending_gtid: tuple | None = None
     _commit_ts: int = 0
     _begun: bool = False  # the transaction has a body: BEGIN, XA START, or a MariaDB GTID that is not standalone
+    _routable: tuple[dict[int, int] | None, bytes] = (None, b"")  # post-header lengths -> _router's flags
 
     @property
     def in_transaction(self) -> bool:
@@ -110,8 +124,8 @@ class RecordBuilder:
                     self._event(raw, ev, 0)
                     if len(self._table_maps) >= 4096:
                         self._table_maps.clear()
-                    known = self._table_maps[body] = (ev.table_map.table_id, self._routes[ev.table_map.table_id].topic)
-                self._routes[known[0]] = _Route(raw, known[1])
+                    known = self._table_maps[body] = (ev.table_map.table_id, self._routes[ev.table_map.table_id][1])
+                self._routes[known[0]] = (raw, known[1])
                 self._boundary(raw, position)
                 return ()
             elif code == _XID:
@@ -145,6 +159,23 @@ class RecordBuilder:
             self._boundary(raw, position)
         return records
 
+    def route(self, dec: BinlogDecoder, buf: bytes, pos: int, next_seq: int,
+              stop_at_commit: bool) -> tuple[int, int, int, int, int, int, bool] | None:
+        """Feed the events of the replication packets in ``buf[pos:]`` natively, exactly as ``feed`` would,
+        until one that ``feed`` must handle (or, with ``stop_at_commit``, a transaction's end). Returns
+        (pos, next_seq, events, bytes, next log position or 0, last timestamp, stopped at a commit) -- the
+        packets consumed -- or None without the native core. Records never close here: the event that
+        closes one is left to ``feed``."""
+        if _native is None or not dec.plain_v4:
+            return None
+        posts, routable = self._routable
+        if posts is not dec.post_header_lengths:
+            posts = dec.post_header_lengths
+            routable = bytes(code in ROUTABLE_ROWS and posts.get(code, 0) >= 8 for code in range(256))
+            self._routable = (posts, routable)
+        return _native.route(buf, pos, next_seq, self.__dict__, RecordWriter, dec.checksum == CHECKSUM_CRC32,
+                             dec.verify_checksums, routable, stop_at_commit)
+
     def _boundary(self, raw: bytes, position: int) -> None:
         """After an event outside any transaction, the stream can resume right after it."""
         if not self._in_transaction:
@@ -173,9 +204,9 @@ class RecordBuilder:
         if route is None:
             raise BinlogError(f"rows event for table id {table_id} without a preceding TABLE_MAP event", position,
                               dec.source)
-        if route.topic is None:
+        if route[1] is None:
             return ()
-        return self._add(route.topic, raw, position, sub, route.table_map, in_payload)
+        return self._add(route[1], raw, position, sub, route[0], in_payload)
 
     def _add(self, topic: str, raw: bytes, position: int, sub: int, table_map: bytes | None,
              in_payload: bool) -> list[Record] | tuple[()]:
@@ -229,13 +260,13 @@ class RecordBuilder:
             topic = f"{tm.database}.{tm.table}" if self.accept(tm.database, tm.table) else None
             if topic is not None:
                 self._names[topic] = (tm.database, tm.table)
-            self._routes[tm.table_id] = _Route(bytes(raw), topic)
+            self._routes[tm.table_id] = (bytes(raw), topic)
 
         elif isinstance(ev, E.RowsEvent):  # layouts without the routing fast path (pre-GA, old ids)
             self._in_transaction = True
             route = self._routes.get(ev.table_id)
-            if route is not None and route.topic is not None:
-                return self._add(route.topic, raw, ev.position, sub, route.table_map, ev.in_payload)
+            if route is not None and route[1] is not None:
+                return self._add(route[1], raw, ev.position, sub, route[0], ev.in_payload)
         elif isinstance(ev, E.GtidEvent):
             self._begin()
             if not isinstance(ev, E.AnonymousGtidEvent):
