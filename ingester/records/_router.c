@@ -2,8 +2,9 @@
  * the replication stream straight into the RecordBuilder's state (ingester/records/builder.py).
  *
  * It only handles the events of OLTP transactions that RecordBuilder.feed routes on its fast path --
- * MariaDB GTID, TABLE_MAP of a known table, rows events, XID -- and MariaDB's ANNOTATE_ROWS (which the
- * builder decodes and drops), and only when it knows the outcome exactly. Anything else (another event type, a multi-packet, a non-event packet, ROTATE, any size or
+ * MariaDB GTID, TABLE_MAP of a known table, rows events, XID -- plus MySQL's GTIDs, the BEGIN statements
+ * the builder has decoded before (recognised by their bytes, like table maps) and MariaDB's
+ * ANNOTATE_ROWS (which the builder decodes and drops), and only when it knows the outcome exactly. Anything else (another event type, a multi-packet, a non-event packet, ROTATE, any size or
  * checksum mismatch, an unknown table id or table map, a record that has to close, a value the
  * Python struct packing would refuse) stops it *before* that packet, untouched: Python then frames it
  * and feeds it to the builder, producing the same records or raising the same error. So C never
@@ -27,6 +28,9 @@
 #define ROTATE 4
 #define MARIADB_GTID 162
 #define ANNOTATE_ROWS 160
+#define QUERY 2
+#define GTID 33
+#define ANONYMOUS_GTID 34
 
 static inline uint32_t le32(const uint8_t *p) { return crc_le32(p); }
 static inline uint64_t le48(const uint8_t *p) { return le32(p) | (uint64_t)(p[4] | p[5] << 8) << 32; }
@@ -39,15 +43,15 @@ static inline void put_be(uint8_t *p, uint64_t v, int n) {
 }
 
 /* Interned names of the builder's fields and RecordWriter's slots. */
-static PyObject *S_routes, *S_table_maps, *S_open, *S_open_bytes, *S_in_transaction, *S_begun, *S_gtid,
+static PyObject *S_begins, *S_routes, *S_table_maps, *S_open, *S_open_bytes, *S_in_transaction, *S_begun, *S_gtid,
     *S_pending_gtid, *S_commit_ts, *S_resume, *S_file, *S_transactions, *S_file_number, *S_fde,
-    *S_max_record_bytes, *S_max_open_bytes, *S_mariadb_gtids, *S_mysql_gtids, *S_domains, *S_mariadb, *S_mysql,
+    *S_max_record_bytes, *S_max_open_bytes, *S_mariadb_gtids, *S_mysql_gtids, *S_mariadb, *S_mysql,
     *S_add, *W_size, *W_count, *W_first_seq, *W_index, *W_last_commit_ts, *W_parts, *W_table_map;
 
 /* The builder's scalar state, held in C during one call and written back at its end. */
 typedef struct {
     PyObject *dict;                       /* the builder's __dict__ */
-    PyObject *routes, *table_maps, *open; /* borrowed: the builder's containers */
+    PyObject *routes, *table_maps, *open, *begins; /* borrowed: the builder's containers */
     PyObject *gtid, *pending;             /* owned */
     PyObject *writer_class;               /* borrowed */
     int in_transaction, begun, changed_resume;
@@ -75,10 +79,11 @@ static int load(State *s, PyObject *dict, PyObject *writer_class) {
     s->writer_class = writer_class;
     PyObject *v;
     if (!(s->routes = item(dict, S_routes)) || !(s->table_maps = item(dict, S_table_maps)) ||
-        !(s->open = item(dict, S_open)))
+        !(s->open = item(dict, S_open)) || !(s->begins = item(dict, S_begins)))
         return -1;
-    if (!PyDict_Check(s->routes) || !PyDict_Check(s->table_maps) || !PyDict_Check(s->open)) {
-        PyErr_SetString(PyExc_TypeError, "builder containers must be dicts");
+    if (!PyDict_Check(s->routes) || !PyDict_Check(s->table_maps) || !PyDict_Check(s->open) ||
+        !PySet_Check(s->begins)) {
+        PyErr_SetString(PyExc_TypeError, "builder containers must be dicts and a set");
         return -1;
     }
     if (!(v = item(dict, S_in_transaction))) return -1;
@@ -130,6 +135,36 @@ static Py_ssize_t verified_end(const uint8_t *ev, Py_ssize_t n, int crc, int ver
     if (end < HEADER) return -1;
     if (verify && crc32_of(ev, end) != le32(ev + end)) return -1;
     return end;
+}
+
+/* The original commit timestamp of a MySQL GTID event's body ev[HEADER:end] (0 when it has none), read
+ * like decoders._gtid_fields reads it; -1 wherever that would fail (Python then raises its error). */
+static int mysql_gtid_commit_ts(const uint8_t *ev, Py_ssize_t end, uint64_t *original) {
+    Py_ssize_t p = HEADER + 25; /* flags, uuid, gno */
+    if (end < p) return -1;
+    if (end - p < 17 || ev[p] != 2) return 0; /* no logical timestamps */
+    p += 17;
+    if (end - p < 7) return 0;
+    uint64_t ts = le32(ev + p) | (uint64_t)ev[p + 4] << 32 | (uint64_t)ev[p + 5] << 40 | (uint64_t)ev[p + 6] << 48;
+    p += 7;
+    if (ts & (1ULL << 55)) {
+        if (end - p < 7) return -1;
+        ts = le32(ev + p) | (uint64_t)ev[p + 4] << 32 | (uint64_t)ev[p + 5] << 40 | (uint64_t)ev[p + 6] << 48;
+        p += 7;
+    }
+    *original = ts;
+    if (end > p) { /* transaction length, a length-encoded integer */
+        uint8_t first = ev[p++];
+        Py_ssize_t more = first < 0xFB ? 0 : first == 0xFC ? 2 : first == 0xFD ? 3 : first == 0xFE ? 8 : -1;
+        if (more < 0 || end - p < more) return -1;
+        p += more;
+    }
+    if (end - p >= 4) { /* server versions */
+        int both = ev[p + 3] & 0x80;
+        p += 4;
+        if (both && end - p < 4) return -1;
+    }
+    return 0;
 }
 
 /* RecordBuilder._boundary: outside a transaction the stream can resume right after this event. */
@@ -315,6 +350,52 @@ static int route_event(State *s, const uint8_t *ev, Py_ssize_t n, uint64_t posit
         if (rc) return -1;
         return boundary(s, ev, position) ? -1 : 1;
     }
+    if (code == QUERY) { /* a BEGIN the builder has decoded before: the same bytes are the same BEGIN */
+        if ((end = verified_end(ev, n, crc, verify)) < 0) return 0;
+        PyObject *body = PyBytes_FromStringAndSize((const char *)ev + HEADER, end - HEADER);
+        if (!body) return -1;
+        int known = PySet_Contains(s->begins, body);
+        Py_DECREF(body);
+        if (known <= 0) return known;
+        s->in_transaction = s->begun = 1;
+        if (!PyBytes_GET_SIZE(s->gtid)) {
+            s->commit_ts = (uint64_t)le32(ev) * 1000000u;
+            s->commit_ts_ok = 1;
+        }
+        return 1;
+    }
+    if (code == GTID || code == ANONYMOUS_GTID) {
+        if ((end = verified_end(ev, n, crc, verify)) < 0) return 0;
+        uint64_t original = 0;
+        if (mysql_gtid_commit_ts(ev, end, &original) < 0) return 0;
+        if (code == GTID) {
+            const uint8_t *u = ev + HEADER + 1;
+            char uuid[37], text[64];
+            static const char hex[] = "0123456789abcdef";
+            for (int i = 0, k = 0; i < 16; i++) {
+                if (i == 4 || i == 6 || i == 8 || i == 10) uuid[k++] = '-';
+                uuid[k++] = hex[u[i] >> 4];
+                uuid[k++] = hex[u[i] & 15];
+            }
+            uuid[36] = 0;
+            long long gno = (long long)le64(ev + HEADER + 17);
+            int len = snprintf(text, sizeof text, "%s:%lld", uuid, gno);
+            PyObject *gtid = PyBytes_FromStringAndSize(text, len);
+            PyObject *pending = Py_BuildValue("(OsL)", S_mysql, uuid, gno);
+            if (!gtid || !pending) {
+                Py_XDECREF(gtid);
+                Py_XDECREF(pending);
+                return -1;
+            }
+            Py_SETREF(s->gtid, gtid);
+            Py_SETREF(s->pending, pending);
+        }
+        s->in_transaction = 1;
+        s->begun = 0;
+        s->commit_ts = original ? original : (uint64_t)le32(ev) * 1000000u;
+        s->commit_ts_ok = 1;
+        return 1;
+    }
     if (code == ANNOTATE_ROWS) { /* the statement text of MariaDB's next rows events: decoded, then dropped */
         if (verified_end(ev, n, crc, verify) < 0) return 0;
         return boundary(s, ev, position) ? -1 : 1;
@@ -417,7 +498,7 @@ static PyObject *route(PyObject *module, PyObject *args) {
         }
     }
     PyBuffer_Release(&view);
-    if (!failed && store(&s)) failed = 1;
+    if (!failed && events && store(&s)) failed = 1; /* nothing routed: nothing changed */
     Py_XDECREF(s.gtid);
     Py_XDECREF(s.pending);
     if (failed) return NULL;
@@ -440,6 +521,7 @@ static struct PyModuleDef module_def = {
 
 PyMODINIT_FUNC PyInit__router(void) {
     crc_init();
+    INTERN(S_begins, "_begins");
     INTERN(S_routes, "_routes");
     INTERN(S_table_maps, "_table_maps");
     INTERN(S_open, "_open");
@@ -458,7 +540,6 @@ PyMODINIT_FUNC PyInit__router(void) {
     INTERN(S_max_open_bytes, "max_open_bytes");
     INTERN(S_mariadb_gtids, "mariadb_gtids");
     INTERN(S_mysql_gtids, "mysql_gtids");
-    INTERN(S_domains, "domains");
     INTERN(S_mariadb, "mariadb");
     INTERN(S_mysql, "mysql");
     INTERN(S_add, "add");

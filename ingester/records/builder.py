@@ -85,6 +85,7 @@ class RecordBuilder:
     _fde: bytes = b""
     _routes: dict[int, _Route] = field(default_factory=dict)
     _table_maps: dict[bytes, tuple[int, str | None]] = field(default_factory=dict)  # body -> (table id, topic)
+    _begins: set[bytes] = field(default_factory=set)  # bodies of QUERY events decoded as BEGIN (for _router)
     _resume: tuple[str, int, int] | None = None  # the last transaction boundary: file, next position, event
     _names: dict[str, tuple[str, str]] = field(default_factory=dict)  # topic -> (database, table)
     _open: dict[str, RecordWriter] = field(default_factory=dict)
@@ -155,6 +156,8 @@ class RecordBuilder:
                     records += self._event(inner_raw, dec.decode(inner_raw, position, in_payload=True), sub)
         else:
             records += self._event(raw, ev, 0)
+            if type(ev) is E.QueryEvent and dec.plain_v4:
+                self._remember_begin(dec, raw, position, ev)
         if type(ev) is not E.RotateEvent and type(ev) is not E.HeartbeatEvent:
             self._boundary(raw, position)
         return records
@@ -175,6 +178,15 @@ class RecordBuilder:
             self._routable = (posts, routable)
         return _native.route(buf, pos, next_seq, self.__dict__, RecordWriter, dec.checksum == CHECKSUM_CRC32,
                              dec.verify_checksums, routable, stop_at_commit)
+
+    def _remember_begin(self, dec: BinlogDecoder, raw: bytes, position: int, ev: E.QueryEvent) -> None:
+        """A BEGIN statement: the native router recognises the same bytes again (MySQL sends the same BEGIN
+        for every transaction of a session), as the same statement."""
+        control = _TRANSACTION_CONTROL.match(ev.query.encode("utf-8", "surrogateescape"))
+        if control and control.group(1).upper() == b"BEGIN":
+            if len(self._begins) >= 4096:
+                self._begins.clear()
+            self._begins.add(bytes(raw[HEADER_V3 : dec.verify(raw, position)]))
 
     def _boundary(self, raw: bytes, position: int) -> None:
         """After an event outside any transaction, the stream can resume right after it."""
@@ -248,6 +260,7 @@ class RecordBuilder:
         if kind is E.FormatDescriptionEvent:
             self._routes.clear()
             self._table_maps.clear()
+            self._begins.clear()
             if bytes(raw) != self._fde:
                 closed = self.flush()  # records carry one format description
                 self._fde = bytes(raw)

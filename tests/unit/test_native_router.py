@@ -29,7 +29,7 @@ from ingester.daemon import runner as runner_module
 from ingester.records import builder as builder_module
 from ingester.records.builder import Checkpoint, Record, RecordBuilder
 from ingester.sources import replication
-from tests.corpus import manifest
+from tests.corpus import CORPUS, manifest
 
 NATIVE = builder_module._native
 _MAX_PACKET = 0xFFFFFF
@@ -206,6 +206,20 @@ def test_corpus_streams_route_identically(entry, busy, monkeypatch) -> None:
     same(monkeypatch, _corpus_stream(entry.path, crc), crc=crc, busy=busy, seed=len(entry.path.name))
 
 
+# MySQL transactions (GTID, BEGIN, TABLE_MAP, rows, XID) with and without checksums
+MYSQL_OLTP = ["osheroff-mysql-binlog-connector-java/mysql-bin.checksum-crc32",
+              "osheroff-mysql-binlog-connector-java/mysql-bin.checksum-none", "alibaba-canal/mysql-bin.000001"]
+
+
+@pytest.mark.parametrize("name", MYSQL_OLTP)
+def test_mysql_transactions_route_natively(name, monkeypatch) -> None:
+    """MySQL GTIDs and repeated BEGINs are the native router's too: most events never reach Python."""
+    crc = name.endswith("crc32")
+    _, error, native_share = same(monkeypatch, _corpus_stream(CORPUS / name, crc), crc=crc)
+    assert error is None
+    assert native_share > 0.7
+
+
 # ---------------------------------------------------------------------------------------- OLTP workload
 
 
@@ -286,20 +300,25 @@ def test_heartbeats_rotates_and_multi_packets(oltp, monkeypatch) -> None:
     assert native_share > 0.9
 
 
-def test_mutated_and_truncated_streams(oltp, monkeypatch) -> None:
+@pytest.mark.parametrize("source", ["oltp", *MYSQL_OLTP[:2]])
+def test_mutated_and_truncated_streams(oltp, source, monkeypatch) -> None:
     """Any damaged byte or cut: the same records before it, the same error naming the same place."""
-    events, name = oltp
-    data = framed([fake_rotate(name, True), *events[:600]])
+    crc = not source.endswith("none")
+    if source == "oltp":
+        events, name = oltp
+        data = framed([fake_rotate(name, True), *events[:600]])
+    else:
+        data = _corpus_stream(CORPUS / source, crc)
     rng = random.Random(5)
     errors = set()
     for _ in range(40):
         damaged = bytearray(data)
         for _ in range(rng.choice((1, 2, 5))):
             damaged[rng.randrange(len(damaged))] ^= 1 << rng.randrange(8)
-        _, error, _ = same(monkeypatch, bytes(damaged), busy=rng.random() < 0.5)
+        _, error, _ = same(monkeypatch, bytes(damaged), crc=crc, busy=rng.random() < 0.5)
         errors.add(error)
     for _ in range(15):
-        _, error, _ = same(monkeypatch, data[: rng.randrange(len(data))], seed=rng.randrange(100))
+        _, error, _ = same(monkeypatch, data[: rng.randrange(len(data))], crc=crc, seed=rng.randrange(100))
         assert error is not None and "closed the replication connection" in error
     assert len(errors) > 5  # the damage was seen, in many ways
 
