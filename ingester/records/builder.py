@@ -162,6 +162,11 @@ class RecordBuilder:
             self._boundary(raw, position)
         return records
 
+    @property
+    def routes_natively(self) -> bool:
+        """Whether ``route`` can take events (the native core is built and not switched off)."""
+        return _native is not None
+
     def route(self, dec: BinlogDecoder, buf: bytes, pos: int, next_seq: int,
               stop_at_commit: bool) -> tuple[int, int, int, int, int, int, bool] | None:
         """Feed the events of the replication packets in ``buf[pos:]`` natively, exactly as ``feed`` would,

@@ -152,7 +152,8 @@ class PacketFramer:
         self._chunked += len(data)
 
     def packets(self, limit: int = -1) -> list[bytes]:
-        """Every complete payload fed so far (at most ``limit`` of them when given), in order."""
+        """Every complete payload fed so far (at most ``limit`` of them when given), in order. A packet out of
+        step raises once the payloads before it have been taken."""
         if self._chunks and len(self._buf) - self._pos + self._chunked >= self._need:
             self.pending()
         elif self._need > 4 or self._pos == len(self._buf):
@@ -166,7 +167,9 @@ class PacketFramer:
                 break
             seq = header >> 24
             if seq != self.next_seq:
-                self._pos = pos
+                self._pos, self._need = pos, 4
+                if out:  # the packets before it are taken first; the next call raises
+                    return out
                 raise ReplicationError(f"packet sequence {seq}, expected {self.next_seq}: the stream is out of step")
             self.next_seq = (seq + 1) & 0xFF
             start = pos + 4
@@ -348,6 +351,7 @@ class BinlogStream:
         rfile = self._conn._rfile
         framer = PacketFramer(first_seq=1)
         dec = self.decoder = BinlogDecoder(f"{self.source}/{self.file}", checksum=self.checksum)
+        routing = builder is not None and builder.routes_natively
         try:
             while True:
                 if self.on_idle is not None and not select.select([sock], [], [], 0)[0]:
@@ -360,7 +364,7 @@ class BinlogStream:
                 if not chunk:
                     raise ReplicationError(f"{self.source}: the server closed the replication connection")
                 framer.feed(chunk)
-                for payload in framer.packets() if builder is None else self._routed(framer, builder, dec):
+                for payload in self._routed(framer, builder, dec) if routing else self._payloads(framer):
                     if payload is None:
                         yield None, self.routed[0]
                         continue
@@ -383,6 +387,12 @@ class BinlogStream:
                     yield raw, position
         finally:
             self.close()
+
+    @staticmethod
+    def _payloads(framer: PacketFramer) -> Iterator[bytes]:
+        """The framer's payloads until it needs more bytes (an error after some of them is raised after them)."""
+        while payloads := framer.packets():
+            yield from payloads
 
     def _routed(self, framer: PacketFramer, builder: RecordBuilder, dec: BinlogDecoder) -> Iterator[bytes | None]:
         """The framer's payloads, except runs of events the builder's native router takes: None for each run."""
