@@ -26,7 +26,7 @@ from .format import RecordWriter, Sequence, file_number
 from .gtid import MariadbGtidState, MysqlGtidSet
 
 SCHEMA_TOPIC = "_schema"
-_XID, _TABLE_MAP, _MARIADB_GTID = 16, 19, 162
+_QUERY, _XID, _TABLE_MAP, _MARIADB_GTID = 2, 16, 19, 162
 _FAST = ROUTABLE_ROWS | {_XID, _TABLE_MAP, _MARIADB_GTID}
 _MARIADB_GTID_BODY = struct.Struct("<QIB").unpack_from  # sequence, domain, flags
 _U32 = struct.Struct("<I").unpack_from
@@ -156,7 +156,7 @@ class RecordBuilder:
                     records += self._event(inner_raw, dec.decode(inner_raw, position, in_payload=True), sub)
         else:
             records += self._event(raw, ev, 0)
-            if type(ev) is E.QueryEvent and dec.plain_v4:
+            if code == _QUERY and type(ev) is E.QueryEvent and dec.plain_v4:
                 self._remember_begin(dec, raw, position, ev)
         if type(ev) is not E.RotateEvent and type(ev) is not E.HeartbeatEvent:
             self._boundary(raw, position)
