@@ -305,6 +305,18 @@ done:
     return rc;
 }
 
+/* The transaction's GTID text and the pending GTID (a new reference, NULL on error) to add at its end. */
+static int set_gtid(State *s, const char *text, int len, PyObject *pending) {
+    PyObject *gtid = pending ? PyBytes_FromStringAndSize(text, len) : NULL;
+    if (!gtid) {
+        Py_XDECREF(pending);
+        return -1;
+    }
+    Py_SETREF(s->gtid, gtid);
+    Py_SETREF(s->pending, pending);
+    return 0;
+}
+
 /* One event as RecordBuilder.feed's fast path routes it: 1 done, 0 Python must feed it, -1 error.
  * *ended is set when it ended a transaction. Nothing is changed when it returns 0. */
 static int route_event(State *s, const uint8_t *ev, Py_ssize_t n, uint64_t position, int crc, int verify,
@@ -380,15 +392,7 @@ static int route_event(State *s, const uint8_t *ev, Py_ssize_t n, uint64_t posit
             uuid[36] = 0;
             long long gno = (long long)le64(ev + HEADER + 17);
             int len = snprintf(text, sizeof text, "%s:%lld", uuid, gno);
-            PyObject *gtid = PyBytes_FromStringAndSize(text, len);
-            PyObject *pending = Py_BuildValue("(OsL)", S_mysql, uuid, gno);
-            if (!gtid || !pending) {
-                Py_XDECREF(gtid);
-                Py_XDECREF(pending);
-                return -1;
-            }
-            Py_SETREF(s->gtid, gtid);
-            Py_SETREF(s->pending, pending);
+            if (set_gtid(s, text, len, Py_BuildValue("(OsL)", S_mysql, uuid, gno))) return -1;
         }
         s->in_transaction = 1;
         s->begun = 0;
@@ -415,16 +419,9 @@ static int route_event(State *s, const uint8_t *ev, Py_ssize_t n, uint64_t posit
         char text[64];
         int len = snprintf(text, sizeof text, "%lu-%lu-%llu", (unsigned long)domain, (unsigned long)server_id,
                            (unsigned long long)seq);
-        PyObject *gtid = PyBytes_FromStringAndSize(text, len);
-        PyObject *pending = Py_BuildValue("(OkkK)", S_mariadb, (unsigned long)domain, (unsigned long)server_id,
-                                          (unsigned long long)seq);
-        if (!gtid || !pending) {
-            Py_XDECREF(gtid);
-            Py_XDECREF(pending);
+        if (set_gtid(s, text, len, Py_BuildValue("(OkkK)", S_mariadb, (unsigned long)domain,
+                                                 (unsigned long)server_id, (unsigned long long)seq)))
             return -1;
-        }
-        Py_SETREF(s->gtid, gtid);
-        Py_SETREF(s->pending, pending);
         s->in_transaction = 1;
         s->commit_ts = (uint64_t)le32(ev) * 1000000u;
         s->commit_ts_ok = 1;
