@@ -117,8 +117,8 @@ static int set_ll(PyObject *dict, PyObject *key, long long v) {
 }
 
 static int store(State *s) {
-    PyObject *ts = PyLong_FromUnsignedLongLong(s->commit_ts);
-    int rc = !ts || PyDict_SetItem(s->dict, S_commit_ts, ts) ||
+    PyObject *ts = s->commit_ts_ok ? PyLong_FromUnsignedLongLong(s->commit_ts) : Py_NewRef(Py_None);
+    int rc = !ts || (s->commit_ts_ok && PyDict_SetItem(s->dict, S_commit_ts, ts)) ||
              PyDict_SetItem(s->dict, S_in_transaction, s->in_transaction ? Py_True : Py_False) ||
              PyDict_SetItem(s->dict, S_begun, s->begun ? Py_True : Py_False) ||
              PyDict_SetItem(s->dict, S_gtid, s->gtid) || PyDict_SetItem(s->dict, S_pending_gtid, s->pending) ||
@@ -186,12 +186,12 @@ static int commit(State *s) {
     s->transactions++;
     PyObject *p = s->pending;
     if (p != Py_None) {
-        if (!PyTuple_Check(p) || PyTuple_GET_SIZE(p) < 3) {
-            PyErr_SetString(PyExc_TypeError, "builder _pending_gtid must be a tuple");
+        int mysql = PyTuple_Check(p) && PyTuple_GET_SIZE(p) == 3 && PyUnicode_Check(PyTuple_GET_ITEM(p, 0)) &&
+                    PyUnicode_Compare(PyTuple_GET_ITEM(p, 0), S_mysql) == 0;
+        if (!mysql && !(PyTuple_Check(p) && PyTuple_GET_SIZE(p) == 4)) {
+            PyErr_SetString(PyExc_TypeError, "builder _pending_gtid must be a GTID tuple");
             return -1;
         }
-        PyObject *kind = PyTuple_GET_ITEM(p, 0);
-        int mysql = PyUnicode_Check(kind) && PyUnicode_Compare(kind, S_mysql) == 0;
         PyObject *gtids = item(s->dict, mysql ? S_mysql_gtids : S_mariadb_gtids);
         if (!gtids) return -1;
         PyObject *r;
@@ -339,7 +339,9 @@ static int route_event(State *s, const uint8_t *ev, Py_ssize_t n, uint64_t posit
             s->in_transaction = 1;
             return 1;
         }
+        Py_INCREF(route); /* add_rows may run Python code (a new RecordWriter) */
         int added = add_rows(s, topic, PyTuple_GET_ITEM(route, 0), ev, n, position);
+        Py_DECREF(route);
         if (added == 1) s->in_transaction = 1;
         return added;
     }
