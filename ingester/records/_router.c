@@ -330,11 +330,15 @@ static int route_event(State *s, const uint8_t *ev, Py_ssize_t n, uint64_t posit
         PyObject *route = PyDict_GetItemWithError(s->routes, id); /* borrowed */
         Py_DECREF(id);
         if (!route) return PyErr_Occurred() ? -1 : 0; /* Python says which table id lacks a TABLE_MAP */
-        if (!PyTuple_Check(route) || PyTuple_GET_SIZE(route) != 2 || !PyBytes_Check(PyTuple_GET_ITEM(route, 0))) {
-            PyErr_SetString(PyExc_TypeError, "builder routes must be (bytes, topic) tuples");
+        if (!PyTuple_Check(route) || PyTuple_GET_SIZE(route) < 2 || !PyBytes_Check(PyTuple_GET_ITEM(route, 0))) {
+            PyErr_SetString(PyExc_TypeError, "builder routes must be (bytes, topic, ...) tuples");
             return -1;
         }
         PyObject *topic = PyTuple_GET_ITEM(route, 1);
+        if (PyTuple_GET_SIZE(route) > 2 && topic != Py_None) { /* anything more attached to the map: Python */
+            int attached = PyObject_IsTrue(PyTuple_GET_ITEM(route, 2));
+            if (attached) return attached < 0 ? -1 : 0;
+        }
         if (topic == Py_None) {
             s->in_transaction = 1;
             return 1;
@@ -352,15 +356,22 @@ static int route_event(State *s, const uint8_t *ev, Py_ssize_t n, uint64_t posit
         PyObject *known = PyDict_GetItemWithError(s->table_maps, body); /* borrowed */
         Py_DECREF(body);
         if (!known) return PyErr_Occurred() ? -1 : 0; /* a new map: Python decodes it once */
-        if (!PyTuple_Check(known) || PyTuple_GET_SIZE(known) != 2) {
-            PyErr_SetString(PyExc_TypeError, "builder table maps must be (table id, topic) tuples");
+        Py_ssize_t size = PyTuple_Check(known) ? PyTuple_GET_SIZE(known) : 0;
+        if (size < 2) {
+            PyErr_SetString(PyExc_TypeError, "builder table maps must be (table id, topic, ...) tuples");
             return -1;
         }
-        PyObject *raw = PyBytes_FromStringAndSize((const char *)ev, n);
-        PyObject *route = raw ? PyTuple_Pack(2, raw, PyTuple_GET_ITEM(known, 1)) : NULL;
-        Py_XDECREF(raw);
-        int rc = route ? PyDict_SetItem(s->routes, PyTuple_GET_ITEM(known, 0), route) : -1;
-        Py_XDECREF(route);
+        /* the route: this map's bytes, then what the known map has besides its table id */
+        PyObject *route = PyTuple_New(size);
+        PyObject *raw = route ? PyBytes_FromStringAndSize((const char *)ev, n) : NULL;
+        if (!raw) {
+            Py_XDECREF(route);
+            return -1;
+        }
+        PyTuple_SET_ITEM(route, 0, raw);
+        for (Py_ssize_t i = 1; i < size; i++) PyTuple_SET_ITEM(route, i, Py_NewRef(PyTuple_GET_ITEM(known, i)));
+        int rc = PyDict_SetItem(s->routes, PyTuple_GET_ITEM(known, 0), route);
+        Py_DECREF(route);
         if (rc) return -1;
         return boundary(s, ev, position) ? -1 : 1;
     }
