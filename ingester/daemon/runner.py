@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import struct
 import sys
 import time
 from types import FrameType
@@ -173,12 +174,12 @@ class Runner:
         batch_s = cfg.kafka.batch_ms / 1000
         committed_transactions = 0
         last_commit = time.monotonic()
-        unreported = [0, 0, b""]  # events and bytes since the last report, the newest event
+        unreported = [0, 0, 0]  # events and bytes since the last report, the newest event's timestamp
 
         def report() -> None:
             events, size, newest = unreported
             self.stats["events"] += events
-            self.metrics.progress(events, size, int.from_bytes(newest[:4], "little"))
+            self.metrics.progress(events, size, newest)
             unreported[0] = unreported[1] = 0
 
         def commit_pending() -> None:
@@ -199,25 +200,38 @@ class Runner:
                 publisher.wait()
                 commit_pending()
 
+        def commit_wanted() -> bool:
+            """Would the loop commit at the next transaction's end? Then native routing stops there."""
+            return not publisher.committing and (not batch_s or time.monotonic() - last_commit >= batch_s)
+
         stream.on_idle = idle
+        stream.commit_wanted = commit_wanted
         feed = builder.feed
         dec = None
         connecting = time.monotonic()
         try:
-            for raw, position in stream.positioned():
-                if dec is None:  # connected: the stream's decoder and file are known now
-                    dec = stream.decoder
-                    builder.file = builder.file or stream.file or ""
-                    self.metrics.source_connected = True
-                unreported[0] += 1
-                unreported[1] += len(raw)
-                if unreported[0] >= 4096:
-                    unreported[2] = raw
-                    report()
-                closed = feed(dec, raw, position)
-                if closed:
-                    for record in closed:
-                        self._send(publisher, record)
+            for raw, position in stream.positioned(builder):
+                if raw is None:  # a run of events the native router fed to the builder
+                    events, size, newest = stream.routed
+                    unreported[0] += events
+                    unreported[1] += size
+                    unreported[2] = newest
+                    if unreported[0] >= 4096:
+                        report()
+                else:
+                    if dec is None:  # connected: the stream's decoder and file are known now
+                        dec = stream.decoder
+                        builder.file = builder.file or stream.file or ""
+                        self.metrics.source_connected = True
+                    unreported[0] += 1
+                    unreported[1] += len(raw)
+                    if unreported[0] >= 4096:
+                        unreported[2] = _U32(raw, 0)[0]
+                        report()
+                    closed = feed(dec, raw, position)
+                    if closed:
+                        for record in closed:
+                            self._send(publisher, record)
                 if builder.in_transaction:
                     if self.stop_requested and time.monotonic() - self.stop_requested_at > _STOP_GRACE:
                         # A huge transaction is still streaming: drop it rather than ignore the
@@ -226,7 +240,8 @@ class Runner:
                         publisher.abort()
                         return
                     continue
-                unreported[2] = raw
+                if raw is not None:
+                    unreported[2] = _U32(raw, 0)[0]
                 if not publisher.committing and (not batch_s or time.monotonic() - last_commit >= batch_s):
                     commit_pending()
                 if self.stop_requested:
@@ -261,6 +276,7 @@ class Runner:
         publisher.commit(checkpoint, committed)
 
 
+_U32 = struct.Struct("<I").unpack_from
 _SWITCH_INTERVAL = 0.0005
 _STOP_GRACE = 10.0  # seconds a stop request waits for the current transaction to end
 
