@@ -166,8 +166,7 @@ class SchemaHistory:
             changed = []
             for old, new in op.pairs:
                 if old not in tables and old not in self.skipped:
-                    changed += self._unknown(old, new)
-                    continue
+                    continue  # a view, or a table never captured: its rows, if any, stop at attachment()
                 changed += self._rename(old, new)
             return changed
         if isinstance(op, DropTables):
