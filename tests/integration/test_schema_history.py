@@ -20,6 +20,7 @@ from ingester.codec import events as E
 from ingester.daemon.kafka_io import read_compacted
 from ingester.records.format import Sequence, file_number
 from ingester.schema.history import SchemaHistory, capture
+from tests.integration.test_land import _land, _mirror_rows, _plain_rows, spark  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.integration
 BINLAKE = [sys.executable, "-m", "ingester.cli.main"]
@@ -170,3 +171,28 @@ def test_unparsed_ddl_stops_or_skips_the_table(make_mariadb, kafka, monkeypatch,
     assert main([*base, "--topic-prefix", "unp"]) == 0
     tables = [(i.event.table, i.event.rows) for i in _consumed(kafka, "unp")]
     assert tables == [("keep", [{"after": {"id": 1}}])]
+
+
+def test_land_mirrors_a_minimal_metadata_server_with_its_column_names(make_mariadb, kafka, spark,  # noqa: F811
+                                                                      tmp_path) -> None:
+    """binlake land decodes the schema entries like FULL table maps: lake columns have the server's names."""
+    server = make_mariadb(binlog_row_metadata="MINIMAL")
+    server.execute(f"CREATE DATABASE {DB} CHARACTER SET utf8mb4")
+    conn = server.connect(DB)
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(10), b INT UNSIGNED, e ENUM('x', 'y'))")
+        cur.execute("INSERT INTO t VALUES (1, 'one', 4000000000, 'y'), (2, 'two', 2, 'x')")
+    base = ["run", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix", "landmin",
+            "--server-id", "4749", "--exit-at-end", "--snapshot", "initial"]
+    assert main(base) == 0
+    with conn.cursor() as cur:
+        cur.execute("ALTER TABLE t ADD COLUMN c INT DEFAULT 3 FIRST, RENAME COLUMN a TO a2, DROP COLUMN e")
+        cur.execute("INSERT INTO t (id, a2, b) VALUES (3, 'three', 3)")
+        cur.execute("UPDATE t SET b = b + 1")  # every row's image now has the current columns
+        cur.execute("DELETE FROM t WHERE id = 2")
+    assert main(base) == 0
+    assert _land(kafka, "landmin", tmp_path / "lake") == 0
+    rows, types = _mirror_rows(spark, tmp_path / "lake", DB, "t")
+    expected = _plain_rows(conn, "t", "id")
+    assert {k: {c: row[c] for c in ("id", "c", "a2", "b")} for k, row in rows.items()} == expected
+    assert {"id", "c", "a2", "b", "a", "e"} <= set(types) and not any(c.startswith("@") for c in types)
