@@ -258,6 +258,9 @@ def test_kill_minus_nine_during_a_snapshot_under_writes(make_mariadb, kafka) -> 
     read_ids = [pk for _, pk, kind in seen if kind == "read"]
     assert len(read_ids) == len(set(read_ids)), "the snapshot read a row twice"
     assert len(read_ids) > n_rows * 9 // 10
+    print(f"snapshot kill -9 proof: {n_rows:,} rows; stopped at {progress} rows committed; {workload.changes:,} "
+          f"concurrent changes; {len(read_ids):,} rows read, {len(seen):,} changes; mirror == SELECT "
+          f"({len(expected):,} rows)")  # the figure of bench/results/snapshot.md (pytest -s)
 
 
 def test_chunks_of_text_binary_and_composite_keys_and_keyless_tables(make_mariadb, kafka, monkeypatch) -> None:
