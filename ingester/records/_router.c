@@ -46,7 +46,7 @@ static inline void put_be(uint8_t *p, uint64_t v, int n) {
 static PyObject *S_begins, *S_routes, *S_table_maps, *S_open, *S_open_bytes, *S_in_transaction, *S_begun, *S_gtid,
     *S_pending_gtid, *S_commit_ts, *S_resume, *S_file, *S_transactions, *S_file_number, *S_fde,
     *S_max_record_bytes, *S_max_open_bytes, *S_mariadb_gtids, *S_mysql_gtids, *S_mariadb, *S_mysql,
-    *S_add, *W_size, *W_count, *W_first_seq, *W_index, *W_last_commit_ts, *W_parts, *W_table_map;
+    *S_add, *W_size, *W_count, *W_first_seq, *W_index, *W_last_commit_ts, *W_parts, *W_table_map, *W_schema;
 
 /* The builder's scalar state, held in C during one call and written back at its end. */
 typedef struct {
@@ -231,6 +231,11 @@ static int add_rows(State *s, PyObject *topic, PyObject *table_map, const uint8_
     if (writer) {
         if (get_writer_ll(writer, W_size, &size)) return -1;
         if (size + 9 + n + tm_len > s->max_record_bytes) return 0; /* the record closes: Python */
+        PyObject *schema = PyObject_GetAttr(writer, W_schema); /* a map stored with a schema entry: Python */
+        if (!schema) return -1;
+        int with_schema = PyObject_IsTrue(schema);
+        Py_DECREF(schema);
+        if (with_schema) return with_schema < 0 ? -1 : 0;
         PyObject *previous = PyObject_GetAttr(writer, W_table_map);
         if (!previous) return -1;
         same_map = PyBytes_Check(previous) && PyBytes_GET_SIZE(previous) == tm_len &&
@@ -560,5 +565,6 @@ PyMODINIT_FUNC PyInit__router(void) {
     INTERN(W_last_commit_ts, "last_commit_ts");
     INTERN(W_parts, "parts");
     INTERN(W_table_map, "table_map");
+    INTERN(W_schema, "schema");
     return PyModule_Create(&module_def);
 }

@@ -22,6 +22,7 @@ from ..codec import BinlogDecoder, BinlogError
 from ..codec import events as E
 from ..codec.constants import HEADER_V3
 from ..codec.decoder import CHECKSUM_CRC32, ROUTABLE_ROWS
+from ..schema.history import HISTORY_TOPIC, SchemaHistory, history_key
 from .format import RecordWriter, Sequence, file_number
 from .gtid import MariadbGtidState, MysqlGtidSet
 
@@ -52,9 +53,10 @@ class Checkpoint:
     snapshot: dict[str, Any] | None = None  # progress of an unfinished snapshot (daemon/snapshot.py)
 
 
-# What a table id maps to: its TABLE_MAP bytes and topic (None when filtered out). A plain tuple: the
-# native router (_router.c) reads and writes these too.
-_Route = tuple[bytes, str | None]
+# What a table id maps to: its TABLE_MAP bytes, topic (None when filtered out) and the schema history's
+# entry for the map (b"" with FULL row metadata). A plain tuple: the native router (_router.c) reads and
+# writes these too, and leaves routes with a schema entry to Python.
+_Route = tuple[bytes, str | None, bytes]
 
 
 def _load_router() -> ModuleType | None:
@@ -82,9 +84,10 @@ class RecordBuilder:
     mysql_gtids: MysqlGtidSet = field(default_factory=MysqlGtidSet)
     mariadb_gtids: MariadbGtidState = field(default_factory=MariadbGtidState)
     transactions: int = 0  # binlog transactions completed
+    schema: SchemaHistory | None = None  # follows DDL when TABLE_MAPs carry no column names
     _fde: bytes = b""
     _routes: dict[int, _Route] = field(default_factory=dict)
-    _table_maps: dict[bytes, tuple[int, str | None]] = field(default_factory=dict)  # body -> (table id, topic)
+    _table_maps: dict[bytes, tuple[int, str | None, bytes]] = field(default_factory=dict)  # body -> id, topic, schema
     _begins: set[bytes] = field(default_factory=set)  # bodies of QUERY events decoded as BEGIN (for _router)
     _resume: tuple[str, int, int] | None = None  # the last transaction boundary: file, next position, event
     _names: dict[str, tuple[str, str]] = field(default_factory=dict)  # topic -> (database, table)
@@ -125,8 +128,9 @@ class RecordBuilder:
                     self._event(raw, ev, 0)
                     if len(self._table_maps) >= 4096:
                         self._table_maps.clear()
-                    known = self._table_maps[body] = (ev.table_map.table_id, self._routes[ev.table_map.table_id][1])
-                self._routes[known[0]] = (raw, known[1])
+                    route = self._routes[ev.table_map.table_id]
+                    known = self._table_maps[body] = (ev.table_map.table_id, route[1], route[2])
+                self._routes[known[0]] = (raw, known[1], known[2])
                 self._boundary(raw, position)
                 return ()
             elif code == _XID:
@@ -223,10 +227,10 @@ class RecordBuilder:
                               dec.source)
         if route[1] is None:
             return ()
-        return self._add(route[1], raw, position, sub, route[0], in_payload)
+        return self._add(route[1], raw, position, sub, route[0], in_payload, route[2])
 
     def _add(self, topic: str, raw: bytes, position: int, sub: int, table_map: bytes | None,
-             in_payload: bool) -> list[Record] | tuple[()]:
+             in_payload: bool, schema: bytes = b"") -> list[Record] | tuple[()]:
         closed: list[Record] = []
         writer = self._open.get(topic)
         # An event that would take the record past its limit starts the next one: a record is larger than
@@ -239,7 +243,7 @@ class RecordBuilder:
             writer = self._open[topic] = RecordWriter(self._fde)
         before = writer.size
         writer.add(Sequence(self._file_number, position, sub).encode(), self._commit_ts, self._gtid, bytes(raw),
-                   table_map, in_payload)
+                   table_map, in_payload, schema)
         self._open_bytes += writer.size - before
         if self._open_bytes > self.max_open_bytes:
             closed += self.flush()
@@ -276,15 +280,19 @@ class RecordBuilder:
         elif kind is E.TableMapEvent:
             tm = ev.table_map
             topic = f"{tm.database}.{tm.table}" if self.accept(tm.database, tm.table) else None
+            schema = b""
+            if topic is not None and self.schema is not None and not tm.has_names:
+                attachment = self.schema.attachment(tm, f"{self.file}:{ev.position}")
+                topic, schema = (None, b"") if attachment is None else (topic, attachment)
             if topic is not None:
                 self._names[topic] = (tm.database, tm.table)
-            self._routes[tm.table_id] = (bytes(raw), topic)
+            self._routes[tm.table_id] = (bytes(raw), topic, schema)
 
         elif isinstance(ev, E.RowsEvent):  # layouts without the routing fast path (pre-GA, old ids)
             self._in_transaction = True
             route = self._routes.get(ev.table_id)
             if route is not None and route[1] is not None:
-                return self._add(route[1], raw, ev.position, sub, route[0], ev.in_payload)
+                return self._add(route[1], raw, ev.position, sub, route[0], ev.in_payload, route[2])
         elif isinstance(ev, E.GtidEvent):
             self._begin()
             if not isinstance(ev, E.AnonymousGtidEvent):
@@ -312,6 +320,8 @@ class RecordBuilder:
                 if not self._gtid and not self._in_transaction:
                     self._commit_ts = ev.timestamp * 1_000_000
                 closed = self._add(SCHEMA_TOPIC, raw, ev.position, sub, None, ev.in_payload)
+                if self.schema is not None:
+                    closed = [*closed, *self._schema_changes(ev, sub)]
                 # A statement after a GTID without BEGIN (MySQL DDL, MariaDB standalone) is the whole transaction.
                 if not self._in_transaction or not self._begun:
                     self._commit()
@@ -319,6 +329,16 @@ class RecordBuilder:
         elif kind is E.XidEvent or kind is E.XaPrepareEvent:
             self._commit()
         return ()
+
+    def _schema_changes(self, ev: E.QueryEvent, sub: int) -> list[Record]:
+        """History entries of the tables a statement changed (records of the history topic)."""
+        assert self.schema is not None
+        seq = Sequence(self._file_number, ev.position, sub)
+        changed = self.schema.apply(ev.database, ev.query, f"{self.file}:{ev.position}")
+        if changed:
+            self._table_maps.clear()  # the same map bytes may now need another schema entry
+        return [Record(HISTORY_TOPIC, history_key(name), self.schema.entry(name, str(seq), ev.query),
+                       [("binlake.seq", seq.encode())], seq) for name in changed]
 
     def _begin(self) -> None:
         self._in_transaction = True
