@@ -197,19 +197,36 @@ def decode_partition(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBat
         yield out.batch()
 
 
-def reassemble(pieces: list[tuple[str, int, int, bytes, bytes]]) -> list[tuple[Any, ...]]:
+def reassemble(pieces: list[tuple[str, int, int, bytes, bytes]],
+               fetch: Callable[[str, int, int, int], list[tuple[int, dict[str, bytes], bytes]]],
+               ) -> tuple[list[tuple[Any, ...]], list[tuple[str, int, int]]]:
     """Driver side: chunk rows (topic, partition, offset, headers pickle, value) of one batch -> generic
-    rows. Chunks still incomplete at the end of the batch become errors naming their offsets."""
+    rows, and the (topic, partition, offset) of chunks carried over to the next batch.
+
+    maxOffsetsPerTrigger may cut a chunked record between micro-batches: its first chunks end one
+    batch (carried over: they land with the next) and its last ones start the next, which ``fetch``es
+    (topic, partition, start, end) the first ones again from Kafka. A chunk is at offset o - i from its
+    record's chunk 0 (chunks are consecutive in one Kafka transaction), so replays after a crash find
+    them the same way."""
+    by_partition: dict[tuple[str, int], list[tuple[int, dict[str, bytes], bytes]]] = {}
+    for topic, partition, offset, headers, value in pieces:
+        by_partition.setdefault((topic, partition), []).append((offset, pickle.loads(headers), value))
     reader = Reader()
     out = _Out()
-    for topic, partition, offset, headers, value in sorted(pieces, key=lambda p: (p[0], p[1], p[2])):
-        reader.feed(out, topic, partition, offset, pickle.loads(headers), value)
-    tail = _Out()
-    reader.finish(tail)
-    for row in tail.rows:
-        out.rows.append(("error", *row[1:16], "chunked record incomplete at the end of the micro-batch "
-                         "(maxOffsetsPerTrigger cut it)", *row[17:]))
-    return out.rows
+    for (topic, partition), items in sorted(by_partition.items()):
+        items.sort(key=lambda item: item[0])
+        offset, headers, _ = items[0]
+        index = (chunk_index(headers) or (0, 0))[0]
+        if index:  # the record began in an earlier micro-batch
+            items[:0] = fetch(topic, partition, offset - index, offset)
+        for offset, headers, value in items:
+            reader.feed(out, topic, partition, offset, headers, value)
+    carried = [(topic, partition, offset) for (topic, partition), rest in reader.pending.items()
+               for offset, _, _ in rest]
+    reader.pending.clear()
+    rows = [r if r[0] != "chunk" else ("error", *r[1:16], "chunk of a record whose earlier chunks are missing",
+                                       *r[17:]) for r in out.rows]
+    return rows, carried
 
 
 # --- step 2: typed images ---------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import pickle
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,11 +21,15 @@ import orjson
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ingester.codec.events import QueryEvent
+from ingester.records.format import record_events
+
 from .decode import GENERIC_DDL, decode_partition, quote, reassemble, typed_ddl, typed_partition
 from .lake_types import widens
 
 log = logging.getLogger("binlake.land")
 QUARANTINE_TABLE = "_quarantine"
+_DDL = re.compile(r"\s*(/\*.*?\*/\s*)*(ALTER|CREATE|RENAME|DROP|TRUNCATE)\b", re.IGNORECASE | re.DOTALL)
 _META = [("_binlake_seq", "binary"), ("_binlake_commit_ts", "timestamp")]
 
 
@@ -45,6 +50,8 @@ class Lander:
     lake: str
     checkpoint: str
     quarantine: bool = False
+    bootstrap: str = ""  # Kafka, for records read again: chunks cut by maxOffsetsPerTrigger, DDL statements
+    topic_prefix: str = ""
     app_id: str = ""
     last: BatchStats = field(default_factory=BatchStats)
     error: LandError | None = None
@@ -78,7 +85,11 @@ class Lander:
                       if r.kind == "error"]
             if orphans:
                 log.info("batch %d: %d chunk pieces reassembled across partition splits", batch_id, len(orphans))
-                extra = reassemble(orphans)
+                extra, carried = reassemble(orphans, self._fetch)
+                if carried:
+                    first = min(carried)
+                    log.info("batch %d: %d chunks of a record cut by maxOffsetsPerTrigger carried over to the next "
+                             "batch, from %s[%d]@%d", batch_id, len(carried), *first)
                 errors += [(r[1], r[2], r[3], r[16], r[17], r[18]) for r in extra if r[0] == "error"]
                 good = [r for r in extra if r[0] == "row"]
                 if good:
@@ -91,6 +102,23 @@ class Lander:
             decoded.unpersist()
         stats.seconds = time.monotonic() - start
         self.last = stats
+
+    def _fetch(self, topic: str, partition: int, start: int, end: int) -> list[tuple[int, dict[str, bytes], bytes]]:
+        """Records [start, end) of one partition, read again from Kafka (committed ones only)."""
+        rows = self._kafka(topic, {str(partition): start}, {str(partition): end}, partition).select(
+            "offset", "headers", "value").collect()
+        return [(r.offset, {h.key: bytes(h.value) for h in r.headers or ()}, bytes(r.value)) for r in rows]
+
+    def _kafka(self, topic: str, start: dict[str, int] | str, end: dict[str, int] | str,
+               partition: int | None = None) -> DataFrame:
+        """A batch read of one topic (or partition) between offsets, as the stream reads it."""
+        reader = (self.spark.read.format("kafka").option("kafka.bootstrap.servers", self.bootstrap)
+                  .option("kafka.isolation.level", "read_committed").option("includeHeaders", "true")
+                  .option("startingOffsets", start if isinstance(start, str) else orjson.dumps({topic: start}).decode())
+                  .option("endingOffsets", end if isinstance(end, str) else orjson.dumps({topic: end}).decode()))
+        if partition is None:
+            return reader.option("subscribe", topic).load()
+        return reader.option("assign", orjson.dumps({topic: [partition]}).decode()).load()
 
     def _undecodable(self, errors: list[tuple[str, int, int, str, bytes, bytes]], batch_id: int) -> None:
         topic, partition, offset, message, _, _ = min(errors)
@@ -187,9 +215,32 @@ class Lander:
                     columns[index[name]] = (name, dtype)
                     continue
                 raise LandError(f"`{db}`.`{table}`: column `{name}` changed from {old} to {dtype} at binlog position "
-                                f"{g.first_position} (file:position:index); not a safe widening, so the query "
-                                "stops: land the table anew from that point under a new lake path")
+                                f"{g.first_position} (file:position:index), {self._ddl_before(db, table, g)}; "
+                                "not a safe widening, so the query stops: land the table anew from that point "
+                                "under a new lake path")
         return columns, pk
+
+    def _ddl_before(self, db: str, table: str, group: Any) -> str:
+        """The last statement on the schema topic before ``group``'s first row that names the table: for
+        the error message only, so the topic is read just then."""
+        topic = f"{self.topic_prefix}._schema"
+        mentions = re.compile(r"(?<![\w$])`?" + re.escape(table) + r"`?(?![\w$])", re.IGNORECASE)
+        found = None
+        try:
+            records = self._kafka(topic, "earliest", "latest").select("offset", "headers", "value").collect()
+            for r in records:
+                headers = {h.key: bytes(h.value) for h in r.headers or ()}
+                for item in record_events(headers, bytes(r.value), f"{topic}[0]@{r.offset}"):
+                    ev = item.event
+                    if (item.seq.encode() < bytes(group.first_seq) and isinstance(ev, QueryEvent)
+                            and _DDL.match(ev.query) and mentions.search(ev.query)
+                            and (ev.database == db or re.search(re.escape(db), ev.query, re.IGNORECASE))):
+                        found = (str(item.seq), ev.query)
+        except Exception as exc:  # the message must still come out
+            return f"the DDL statement could not be read from {topic}: {type(exc).__name__}: {exc}"
+        if found is None:
+            return f"no DDL statement naming the table before it on {topic}"
+        return f"after the DDL statement at {found[0]}: {' '.join(found[1].split())}"
 
     def _add_columns(self, path: str, lake: list[tuple[str, str]], columns: list[tuple[str, str]],
                      nested: bool) -> None:

@@ -73,15 +73,38 @@ def test_chunks_cut_by_a_split_go_to_the_driver_and_come_back_whole() -> None:
     pieces = [r for r in out1.rows + out2.rows if r[0] == "chunk"]
     assert [r[3] for r in pieces] == [10, 11, 12]
     kind = [name for name, _, _ in GENERIC_FIELDS].index("kind")
-    rows = reassemble([(r[1], r[2], r[3], r[18], r[17]) for r in pieces])
+    rows, carried = reassemble([(r[1], r[2], r[3], r[18], r[17]) for r in pieces], _no_fetch)
     # Reassembled whole (the bytes are no record, so it is one error row for the first offset, not three).
-    assert [(r[kind], r[3]) for r in rows] == [("error", 12)]
+    assert [(r[kind], r[3]) for r in rows] == [("error", 12)] and carried == []
     assert ChunkAssembler().feed("p", _piece(0, 1), b"x") == b"x"
 
 
-def test_a_chunk_left_incomplete_at_the_batch_end_is_an_error_not_lost() -> None:
-    rows = reassemble([("t", 0, 5, _pickle(_piece(0, 2)), b"half")])
-    assert len(rows) == 1 and rows[0][0] == "error" and "incomplete" in rows[0][16]
+def _no_fetch(topic: str, partition: int, start: int, end: int) -> list:
+    raise AssertionError(f"nothing to fetch, asked for {topic}[{partition}] {start}..{end}")
+
+
+def test_a_record_cut_by_the_batch_end_is_carried_over_and_read_again_by_the_next_batch() -> None:
+    """maxOffsetsPerTrigger cut a 3-chunk record after its first chunk (offset 5): this batch carries it
+    over; the next one starts at offset 6 and reads offset 5 again from Kafka."""
+    rows, carried = reassemble([("t", 0, 5, _pickle(_piece(0, 3)), b"garbage-0")], _no_fetch)
+    assert rows == [] and carried == [("t", 0, 5)]
+    asked = []
+
+    def fetch(topic: str, partition: int, start: int, end: int) -> list:
+        asked.append((topic, partition, start, end))
+        return [(5, _piece(0, 3), b"garbage-0")]
+
+    rows, carried = reassemble([("t", 0, 6, _pickle(_piece(1, 3)), b"garbage-1"),
+                                ("t", 0, 7, _pickle(_piece(2, 3)), b"garbage-2")], fetch)
+    assert asked == [("t", 0, 5, 6)] and carried == []
+    # Whole again (the bytes are no record: one error row at the last chunk's offset).
+    assert [(r[0], r[3]) for r in rows] == [("error", 7)] and "bad magic" in rows[0][16]
+
+
+def test_a_chunk_whose_head_kafka_does_not_give_back_is_an_error_not_lost() -> None:
+    rows, carried = reassemble([("t", 0, 9, _pickle(_piece(2, 3)), b"x")], lambda *a: [(8, _piece(1, 3), b"y")])
+    assert carried == [] and [(r[0], r[3]) for r in rows] == [("error", 8), ("error", 9)]
+    assert all("earlier chunks are missing" in r[16] for r in rows)
 
 
 def _pickle(headers: dict[str, bytes]) -> bytes:
