@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from ingester.codec.events import QueryEvent
 from ingester.records.format import record_events
 
-from .decode import GENERIC_DDL, decode_partition, quote, reassemble, typed_ddl, typed_partition
+from .decode import ERROR, HEADERS, RAW, RECORD_DDL, decode_partition, quote, reassemble, typed_ddl, typed_partition
 from .lake_types import widens
 
 log = logging.getLogger("binlake.land")
@@ -42,6 +42,29 @@ class BatchStats:
     rows: int = 0
     newest_commit_ts: float | None = None  # seconds since the epoch
     seconds: float = 0.0
+
+
+@dataclass
+class _Schema:
+    """One table schema's share of a batch: where it starts, how many rows, the newest commit."""
+
+    schema: str
+    first_seq: bytes = b""
+    first_position: str = ""
+    n: int = 0
+    newest: int = 0
+    partial: bool = False
+
+    def add(self, seq: bytes, position: str, n: int, newest: int, partial: bool) -> None:
+        if not self.first_seq or seq < self.first_seq:
+            self.first_seq, self.first_position = seq, position
+        self.n += n
+        self.newest = max(self.newest, newest)
+        self.partial = self.partial or partial
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return orjson.loads(self.schema)
 
 
 @dataclass
@@ -74,14 +97,15 @@ class Lander:
 
     def process(self, batch: DataFrame, batch_id: int) -> None:
         start = time.monotonic()
-        decoded = batch.mapInArrow(decode_partition, GENERIC_DDL).persist()
+        decoded = batch.mapInArrow(decode_partition, RECORD_DDL).persist()
         try:
-            special = decoded.filter("kind != 'row'").select(
-                "kind", "topic", "partition", "offset", "error", "raw", "headers").collect()
+            # One job decodes (and caches) the batch; the driver gets everything but the row data.
+            info = decoded.drop("data").collect()
             rows = decoded.filter("kind = 'row'")
-            orphans = [(r.topic, r.partition, r.offset, bytes(r.headers), bytes(r.raw)) for r in special
+            meta = [r for r in info if r.kind == "row"]
+            orphans = [(r.topic, r.partition, r.offset, bytes(r.headers), bytes(r.raw)) for r in info
                        if r.kind == "chunk"]
-            errors = [(r.topic, r.partition, r.offset, r.error, bytes(r.raw), bytes(r.headers)) for r in special
+            errors = [(r.topic, r.partition, r.offset, r.error, bytes(r.raw), bytes(r.headers)) for r in info
                       if r.kind == "error"]
             if orphans:
                 log.info("batch %d: %d chunk pieces reassembled across partition splits", batch_id, len(orphans))
@@ -90,14 +114,16 @@ class Lander:
                     first = min(carried)
                     log.info("batch %d: %d chunks of a record cut by maxOffsetsPerTrigger carried over to the next "
                              "batch, from %s[%d]@%d", batch_id, len(carried), *first)
-                errors += [(r[1], r[2], r[3], r[16], r[17], r[18]) for r in extra if r[0] == "error"]
+                errors += [(r[1], r[2], r[3], r[ERROR], r[RAW], r[HEADERS]) for r in extra if r[0] == "error"]
                 good = [r for r in extra if r[0] == "row"]
                 if good:
-                    rows = rows.unionByName(self.spark.createDataFrame(good, GENERIC_DDL))
+                    extra_df = self.spark.createDataFrame(good, RECORD_DDL)
+                    rows = rows.unionByName(extra_df)
+                    meta += extra_df.drop("data").collect()
             if errors:
                 self._undecodable(errors, batch_id)
             log.debug("batch %d: decoded in %.1fs", batch_id, time.monotonic() - start)
-            stats = self._land(rows, batch_id)
+            stats = self._land(rows, meta, batch_id)
         finally:
             decoded.unpersist()
         stats.seconds = time.monotonic() - start
@@ -140,15 +166,15 @@ class Lander:
             writer = writer.partitionBy(partition_by)
         writer.save(path)
 
-    def _land(self, rows: DataFrame, batch_id: int) -> BatchStats:
+    def _land(self, rows: DataFrame, meta: list[Any], batch_id: int) -> BatchStats:
         stats = BatchStats()
-        groups = rows.groupBy("db", "tbl", "schema").agg(
-            F.min("seq").alias("first_seq"), F.min_by("position", "seq").alias("first_position"),
-            F.count(F.lit(1)).alias("n"), F.max("commit_ts").alias("newest"),
-            F.max(F.col("partial").cast("int")).alias("partial")).collect()
-        tables: dict[tuple[str, str], list[Any]] = {}
-        for g in sorted(groups, key=lambda g: bytes(g.first_seq)):
-            tables.setdefault((g.db, g.tbl), []).append(g)
+        groups: dict[tuple[str, str, str], _Schema] = {}
+        for r in meta:
+            g = groups.setdefault((r.db, r.tbl, r.schema), _Schema(r.schema))
+            g.add(bytes(r.first_seq), r.first_position, r.rows, r.newest, r.partial)
+        tables: dict[tuple[str, str], list[_Schema]] = {}
+        for (db, table, _), g in sorted(groups.items(), key=lambda kv: kv[1].first_seq):
+            tables.setdefault((db, table), []).append(g)
         for (db, table), schemas in sorted(tables.items()):
             lake = self._lake_columns(db, table)
             columns, pk = self._evolve(db, table, lake, schemas)
@@ -194,13 +220,13 @@ class Lander:
         return self._columns[key]
 
     def _evolve(self, db: str, table: str, lake: list[tuple[str, str]],
-                schemas: list[Any]) -> tuple[list[tuple[str, str]], list[str]]:
+                schemas: list[_Schema]) -> tuple[list[tuple[str, str]], list[str]]:
         """The union of the lake's columns and this batch's table maps, in source order. New columns are
         added; a type that widens (or narrows into the lake's type) is kept wide; anything else stops."""
         columns = list(lake)
         pk: list[str] = []
         for g in schemas:
-            meta = orjson.loads(g.schema)
+            meta = g.meta
             pk = meta["pk"]
             index = {n: i for i, (n, _) in enumerate(columns)}
             for name, dtype in meta["columns"]:
@@ -220,7 +246,7 @@ class Lander:
                                 "under a new lake path")
         return columns, pk
 
-    def _ddl_before(self, db: str, table: str, group: Any) -> str:
+    def _ddl_before(self, db: str, table: str, group: _Schema) -> str:
         """The last statement on the schema topic before ``group``'s first row that names the table: for
         the error message only, so the topic is read just then."""
         topic = f"{self.topic_prefix}._schema"
@@ -232,7 +258,7 @@ class Lander:
                 headers = {h.key: bytes(h.value) for h in r.headers or ()}
                 for item in record_events(headers, bytes(r.value), f"{topic}[0]@{r.offset}"):
                     ev = item.event
-                    if (item.seq.encode() < bytes(group.first_seq) and isinstance(ev, QueryEvent)
+                    if (item.seq.encode() < group.first_seq and isinstance(ev, QueryEvent)
                             and _DDL.match(ev.query) and mentions.search(ev.query)
                             and (ev.database == db or re.search(re.escape(db), ev.query, re.IGNORECASE))):
                         found = (str(item.seq), ev.query)

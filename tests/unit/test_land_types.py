@@ -10,7 +10,7 @@ import datetime
 import pytest
 
 from ingester.records.format import ChunkAssembler, chunk_index
-from streaming_job.decode import GENERIC_FIELDS, Reader, _Out, reassemble
+from streaming_job.decode import ERROR, HEADERS, RAW, Reader, _Out, reassemble
 from streaming_job.lake_types import date_days, datetime_micros, time_micros, widens
 
 EPOCH = datetime.datetime(1970, 1, 1)
@@ -72,10 +72,9 @@ def test_chunks_cut_by_a_split_go_to_the_driver_and_come_back_whole() -> None:
     second.finish(out2)
     pieces = [r for r in out1.rows + out2.rows if r[0] == "chunk"]
     assert [r[3] for r in pieces] == [10, 11, 12]
-    kind = [name for name, _, _ in GENERIC_FIELDS].index("kind")
-    rows, carried = reassemble([(r[1], r[2], r[3], r[18], r[17]) for r in pieces], _no_fetch)
+    rows, carried = reassemble([(r[1], r[2], r[3], r[HEADERS], r[RAW]) for r in pieces], _no_fetch)
     # Reassembled whole (the bytes are no record, so it is one error row for the first offset, not three).
-    assert [(r[kind], r[3]) for r in rows] == [("error", 12)] and carried == []
+    assert [(r[0], r[3]) for r in rows] == [("error", 12)] and carried == []
     assert ChunkAssembler().feed("p", _piece(0, 1), b"x") == b"x"
 
 
@@ -98,13 +97,13 @@ def test_a_record_cut_by_the_batch_end_is_carried_over_and_read_again_by_the_nex
                                 ("t", 0, 7, _pickle(_piece(2, 3)), b"garbage-2")], fetch)
     assert asked == [("t", 0, 5, 6)] and carried == []
     # Whole again (the bytes are no record: one error row at the last chunk's offset).
-    assert [(r[0], r[3]) for r in rows] == [("error", 7)] and "bad magic" in rows[0][16]
+    assert [(r[0], r[3]) for r in rows] == [("error", 7)] and "bad magic" in rows[0][ERROR]
 
 
 def test_a_chunk_whose_head_kafka_does_not_give_back_is_an_error_not_lost() -> None:
     rows, carried = reassemble([("t", 0, 9, _pickle(_piece(2, 3)), b"x")], lambda *a: [(8, _piece(1, 3), b"y")])
     assert carried == [] and [(r[0], r[3]) for r in rows] == [("error", 8), ("error", 9)]
-    assert all("earlier chunks are missing" in r[16] for r in rows)
+    assert all("earlier chunks are missing" in r[ERROR] for r in rows)
 
 
 def _pickle(headers: dict[str, bytes]) -> bytes:
