@@ -77,35 +77,36 @@ class _Shape:
 
     def image(self, images: list[dict[str, Any] | None]) -> pa.StructArray:
         """One struct array of row images (None: no image), built column by column."""
-        arrays = []
-        for name, typ, fix, text in self.columns:
-            values = [None if d is None else d.get(name) for d in images]
-            if pa.types.is_decimal(typ):  # the codec's exact digits (or BIGINT UNSIGNED's int): no loss
-                try:
-                    arrays.append(pa.array(values, pa.string()).cast(typ))
-                except pa.ArrowTypeError:
-                    arrays.append(pa.array([None if v is None else to_decimal(v) for v in values], typ))
-                continue
-            parse = _PARSED.get(fix)
-            if parse is not None:  # Arrow parses valid dates; zero dates (-> NULL) make it fall back to Python
-                try:
-                    arrays.append(pa.array(values, pa.string()).cast(parse).view(typ))
-                    continue
-                except (pa.ArrowInvalid, pa.ArrowTypeError):
-                    pass
-                values = [None if v is None else fix(v) for v in values]
-                arrays.append(pa.array(values, typ))
-                continue
-            if fix is not None:
-                values = [None if v is None else fix(v) for v in values]
-            try:
-                arrays.append(pa.array(values, typ))
-            except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError):
-                if not text:
-                    raise
-                arrays.append(pa.array([None if v is None else text_value(v) for v in values], typ))
+        arrays = [column_array([None if d is None else d.get(name) for d in images], typ, fix, text)
+                  for name, typ, fix, text in self.columns]
         mask = pa.array([d is None for d in images], pa.bool_())
         return pa.StructArray.from_arrays(arrays, fields=list(self.image_type), mask=mask)
+
+
+def column_array(values: list[Any], typ: pa.DataType, fix: Callable[[Any], Any] | None, text: bool) -> pa.Array:
+    """The codec's values of one column -> an Arrow array of its lake type. ``fix`` converts a non-null
+    value (lake_types.converter; None: Arrow takes it as it is); ``text``: a string column whose rare
+    non-str values need text_value. Dates and decimals go through Arrow's own parsing (exact, or an
+    error), the reference conversions only where Arrow refuses: zero dates, BIGINT UNSIGNED ints."""
+    if pa.types.is_decimal(typ):  # the codec's exact digits (or BIGINT UNSIGNED's int): no loss
+        try:
+            return pa.array(values, pa.string()).cast(typ)
+        except pa.ArrowTypeError:
+            return pa.array([None if v is None else to_decimal(v) for v in values], typ)
+    parse = _PARSED.get(fix)
+    if parse is not None:  # Arrow parses valid dates; zero dates (-> NULL) make it fall back to Python
+        try:
+            return pa.array(values, pa.string()).cast(parse).view(typ)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            pass
+    if fix is not None:
+        return pa.array([None if v is None else fix(v) for v in values], typ)
+    try:
+        return pa.array(values, typ)
+    except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError):
+        if not text:
+            raise
+        return pa.array([None if v is None else text_value(v) for v in values], typ)
 
 
 class _Group:

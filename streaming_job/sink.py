@@ -30,6 +30,8 @@ from .lake_types import widens
 log = logging.getLogger("binlake.land")
 QUARANTINE_TABLE = "_quarantine"
 _DDL = re.compile(r"\s*(/\*.*?\*/\s*)*(ALTER|CREATE|RENAME|DROP|TRUNCATE)\b", re.IGNORECASE | re.DOTALL)
+_STATS_COLUMNS = "spark.databricks.delta.properties.defaults.dataSkippingStatsColumns"
+_CHANGE_LOG_STATS = ["seq", "commit_ts", "kafka_offset"]
 _META = [("_binlake_seq", "binary"), ("_binlake_commit_ts", "timestamp")]
 
 
@@ -79,6 +81,7 @@ class Lander:
     last: BatchStats = field(default_factory=BatchStats)
     error: LandError | None = None
     _columns: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)
+    _mirrors: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)  # columns once MERGEd
 
     def __post_init__(self) -> None:
         if not self.app_id:  # stable per checkpoint: the query's identity for Delta's idempotent writes
@@ -159,12 +162,23 @@ class Lander:
         ).withColumn("batch_id", F.lit(batch_id)).withColumn("ingest_ts", F.current_timestamp())
         self._append(df, str(Path(self.lake) / QUARANTINE_TABLE), batch_id)
 
-    def _append(self, df: DataFrame, path: str, batch_id: int, partition_by: str | None = None) -> None:
+    def _append(self, df: DataFrame, path: str, batch_id: int, partition_by: str | None = None,
+                stats: list[str] | None = None) -> None:
+        """An idempotent append; ``stats``: the table is new, collect file statistics of these columns only
+        (statistics of every column of wide row images cost a third of the write, and skip nothing)."""
         writer = (df.write.format("delta").mode("append").option("txnAppId", self.app_id)
                   .option("txnVersion", batch_id))
         if partition_by:
             writer = writer.partitionBy(partition_by)
-        writer.save(path)
+        if stats is None:
+            writer.save(path)
+            return
+        conf = self.spark.conf
+        conf.set(_STATS_COLUMNS, ",".join(quote(c) for c in stats))
+        try:
+            writer.save(path)
+        finally:
+            conf.unset(_STATS_COLUMNS)
 
     def _land(self, rows: DataFrame, meta: list[Any], batch_id: int) -> BatchStats:
         stats = BatchStats()
@@ -189,7 +203,8 @@ class Lander:
             if lake:
                 self._add_columns(changes_path, lake, columns, nested=True)
             t = time.monotonic()
-            self._append(changes, changes_path, batch_id, partition_by="commit_date")
+            self._append(changes, changes_path, batch_id, partition_by="commit_date",
+                         stats=None if lake else _CHANGE_LOG_STATS)
             log.debug("%s.%s: change log %.1fs", db, table, time.monotonic() - t)
             if pk:
                 if any(g.partial for g in schemas):
@@ -304,17 +319,19 @@ class Lander:
                   .select("s.*")
                   .withColumnRenamed("seq", "_binlake_seq")
                   .withColumnRenamed("commit_ts", "_binlake_commit_ts"))
-        if not _is_delta(path):
+        known = self._mirrors.get((db, table))
+        if known is None and not _is_delta(path):
             # A new mirror starts empty: the batch's surviving rows are plain inserts, no MERGE needed.
             # (A replay after a crash finds the table and MERGEs, or skips by txnVersion: same result.)
             rows = latest.filter("NOT _deleted").select(*[quote(n) for n, _ in [*columns, *_META]])
-            self._append(rows, path, batch_id)
+            self._append(rows, path, batch_id, stats=[*pk, "_binlake_seq"])
+            self._mirrors[(db, table)] = columns
             return
-        target = DeltaTable.forPath(self.spark, path)
-        # The mirror's own schema: a crash may have come between the change log's ALTER and this one.
-        current = [(f.name, f.dataType.simpleString()) for f in target.toDF().schema.fields
-                   if not f.name.startswith("_binlake_")]
-        self._add_columns(path, current, columns, nested=False)
+        if known is None:
+            # The mirror's own schema: a crash may have come between the change log's ALTER and this one.
+            known = [(f.name, f.dataType.simpleString()) for f in DeltaTable.forPath(self.spark, path).toDF().schema
+                     if not f.name.startswith("_binlake_")]
+        self._add_columns(path, known, columns, nested=False)
         assign = {quote(n): f"s.{quote(n)}" for n, _ in [*columns, *_META]}
         on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in pk)
         conf = self.spark.conf
@@ -329,6 +346,7 @@ class Lander:
         finally:
             conf.unset("spark.databricks.delta.write.txnAppId")
             conf.unset("spark.databricks.delta.write.txnVersion")
+        self._mirrors[(db, table)] = columns
 
 
 def _is_delta(path: str) -> bool:

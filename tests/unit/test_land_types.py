@@ -6,11 +6,14 @@ Expected values are computed independently (datetime arithmetic), not with the f
 from __future__ import annotations
 
 import datetime
+import random
+from decimal import Decimal
 
+import pyarrow as pa
 import pytest
 
 from ingester.records.format import ChunkAssembler, chunk_index
-from streaming_job.decode import ERROR, HEADERS, RAW, Reader, _Out, reassemble
+from streaming_job.decode import ERROR, HEADERS, RAW, Reader, _Out, column_array, reassemble
 from streaming_job.lake_types import date_days, datetime_micros, time_micros, widens
 
 EPOCH = datetime.datetime(1970, 1, 1)
@@ -110,3 +113,41 @@ def _pickle(headers: dict[str, bytes]) -> bytes:
     import pickle
 
     return pickle.dumps(headers)
+
+
+def _random_datetimes(rnd: random.Random, n: int) -> list[str | None]:
+    out: list[str | None] = []
+    for _ in range(n):
+        y, mo, d = rnd.randint(1000, 9999), rnd.randint(1, 12), rnd.randint(1, 28)
+        text = f"{y:04d}-{mo:02d}-{d:02d} {rnd.randint(0, 23):02d}:{rnd.randint(0, 59):02d}:{rnd.randint(0, 59):02d}"
+        fsp = rnd.choice([0, 0, 1, 3, 6])
+        out.append(text + (f".{rnd.randrange(10 ** fsp):0{fsp}d}" if fsp else ""))
+    return [*out, None, "1970-01-01 00:00:00", "1969-12-31 23:59:59.999999", "9999-12-31 23:59:59.999999"]
+
+
+@pytest.mark.parametrize("zero", [None, "0000-00-00 00:00:00", "2024-00-00 00:00:00", "2024-05-00 10:00:00"])
+def test_arrow_parses_datetimes_and_dates_like_the_reference_conversion(zero: str | None) -> None:
+    """Differential: the columnar path (Arrow's parser, falling back to Python for zero dates) against
+    lake_types' per-value conversions, themselves checked against datetime arithmetic above."""
+    values = [*_random_datetimes(random.Random(7), 2000), zero]
+    for typ in (pa.timestamp("us"), pa.timestamp("us", tz="UTC")):
+        got = column_array(values, typ, datetime_micros, False).cast(pa.int64()).to_pylist()
+        assert got == [None if v is None else datetime_micros(v) for v in values]
+    days = [None if v is None else v[:10] for v in values]
+    assert column_array(days, pa.date32(), date_days, False).cast(pa.int32()).to_pylist() == \
+        [None if v is None else date_days(v) for v in days]
+
+
+def test_decimals_keep_every_digit_or_fail() -> None:
+    typ = pa.decimal128(12, 4)
+    values = ["0.0000", "-12345678.9012", "99999999.9999", None, "-0.0001"]
+    assert column_array(values, typ, None, False).to_pylist() == [None if v is None else Decimal(v) for v in values]
+    assert column_array([2**64 - 1, None], pa.decimal128(20, 0), None, False).to_pylist() == [Decimal(2**64 - 1), None]
+    with pytest.raises(pa.ArrowInvalid):
+        column_array(["1.00005"], typ, None, False)  # a fifth fraction digit would be lost
+
+
+def test_text_columns_take_labels_as_text_and_refuse_invalid_utf8() -> None:
+    assert column_array(["plain", 3, None], pa.string(), None, True).to_pylist() == ["plain", "3", None]
+    with pytest.raises(UnicodeEncodeError):  # the record becomes an undecodable-record error, never lost
+        column_array([b"\xff\xfe"], pa.string(), None, True)
