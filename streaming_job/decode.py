@@ -1,12 +1,15 @@
 """Kafka records -> row changes, on the executors (``mapInArrow``), in two steps.
 
-1. ``decode_partition``: the generic step. Every record of any table becomes one row per row change
-   (GENERIC_DDL): source facts (seq, GTID, commit time), the table's lake schema as JSON, and the
-   before/after images as pickled dicts of plain values (``types.converter``). A record that cannot
-   be decoded becomes an ``error`` row carrying its bytes, never nothing; chunks of a record that a
-   split of the partition's offsets (minPartitions) cut off become ``chunk`` rows, which the driver
-   reassembles (``Orphans``).
-2. ``typed_partition``: per table, the images become typed struct columns of the union schema.
+1. ``decode_partition``: the generic step. Every record becomes one row per table and schema it
+   holds rows of (RECORD_DDL): the table, its lake schema as JSON (from the TABLE_MAP), the first
+   sequence, row count and newest commit time (all the driver needs to plan the batch), and the
+   row changes themselves, already typed: an Arrow IPC stream of (op, seq, position, gtid,
+   commit_ts, row_index, before, after) in the record's own schema, built column by column. A
+   record that cannot be decoded becomes an ``error`` row carrying its bytes, never nothing; chunks
+   of a record that a split of the partition's offsets (minPartitions) or the batch's end cut off
+   become ``chunk`` rows, which the driver reassembles (``reassemble``).
+2. ``typed_partition``: per table, those streams are cast to the union schema of the batch (added
+   columns null, widened types) -- Arrow casts only, no value touched in Python again.
 
 Record bytes and headers are only ever read through ``ingester.records.format``.
 """
@@ -23,66 +26,122 @@ import pyarrow as pa
 from ingester.codec.events import RowsEvent
 from ingester.records.format import ChunkAssembler, chunk_index, record_events
 
-from .lake_types import converter, identity, lake_type, text_value, to_decimal
+from .lake_types import converter, date_days, datetime_micros, identity, lake_type, text_value, to_decimal
 
-GENERIC_FIELDS: list[tuple[str, pa.DataType, str]] = [
+RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("kind", pa.string(), "string"),  # row | error | chunk
     ("topic", pa.string(), "string"),
     ("partition", pa.int32(), "int"),
     ("offset", pa.int64(), "bigint"),
     ("db", pa.string(), "string"),
     ("tbl", pa.string(), "string"),
-    ("op", pa.string(), "string"),
-    ("seq", pa.binary(), "binary"),
-    ("position", pa.string(), "string"),
-    ("gtid", pa.string(), "string"),
-    ("commit_ts", pa.int64(), "bigint"),
-    ("row_index", pa.int32(), "int"),
     ("schema", pa.string(), "string"),
-    ("before", pa.binary(), "binary"),
-    ("after", pa.binary(), "binary"),
+    ("first_seq", pa.binary(), "binary"),
+    ("first_position", pa.string(), "string"),
+    ("rows", pa.int64(), "bigint"),
+    ("newest", pa.int64(), "bigint"),  # commit time, microseconds since the epoch
     ("partial", pa.bool_(), "boolean"),
+    ("data", pa.binary(), "binary"),  # Arrow IPC stream of the row changes (CHANGE_HEAD + before/after)
     ("error", pa.string(), "string"),
     ("raw", pa.binary(), "binary"),
     ("headers", pa.binary(), "binary"),
 ]
-GENERIC_ARROW = pa.schema([(n, t) for n, t, _ in GENERIC_FIELDS])
-GENERIC_DDL = ", ".join(f"`{n}` {d}" for n, _, d in GENERIC_FIELDS)
+ERROR, RAW, HEADERS = 13, 14, 15  # indexes of those fields in a record row
+RECORD_ARROW = pa.schema([(n, t) for n, t, _ in RECORD_FIELDS])
+RECORD_DDL = ", ".join(f"`{n}` {d}" for n, _, d in RECORD_FIELDS)
 _OPS = {"write": "insert", "update": "update", "delete": "delete", "read": "read"}  # read: snapshot rows
 _PICKLE = pickle.HIGHEST_PROTOCOL
+_TS = pa.timestamp("us", tz="UTC")
+_PARSED = {date_days: pa.date32(), datetime_micros: pa.timestamp("us")}  # Arrow's parse of the codec's text
+CHANGE_HEAD = [("op", pa.string()), ("seq", pa.binary()), ("position", pa.string()), ("gtid", pa.string()),
+               ("commit_ts", _TS), ("row_index", pa.int32())]
 
 
 class _Shape:
-    """What one table map means for the lake: schema JSON and the conversions its values need."""
+    """What one table map means for the lake: schema JSON, Arrow types, and the conversions its values need."""
 
-    __slots__ = ("fixes", "schema", "texts")
+    __slots__ = ("columns", "image_type", "schema")
 
     def __init__(self, event: RowsEvent) -> None:
         tm = event.table_map
-        columns = [(c.name, lake_type(c)) for c in tm.columns]
+        lake = [(c.name, lake_type(c)) for c in tm.columns]
         pk = [tm.columns[i].name for i, _ in tm.primary_key] if tm.primary_key else []
-        self.schema = orjson.dumps({"columns": columns, "pk": pk}).decode()
-        convert = [(c.name, converter(c, t)) for c, (_, t) in zip(tm.columns, columns, strict=True)]
-        # Most values are already what Arrow takes: only the others are touched, text only when not str.
-        self.texts = [(n, f) for n, f in convert if f is text_value]
-        self.fixes = [(n, f) for n, f in convert if f is not text_value and f is not identity]
+        self.schema = orjson.dumps({"columns": lake, "pk": pk}).decode()
+        # (name, Arrow type, conversion of non-null values or None, text column)
+        self.columns = []
+        for c, (name, dtype) in zip(tm.columns, lake, strict=True):
+            fix = converter(c, dtype)
+            self.columns.append((name, arrow_type(dtype), None if fix is identity or fix is text_value else fix,
+                                 fix is text_value))
+        self.image_type = pa.struct([pa.field(n, t) for n, t, _, _ in self.columns])
 
-    def image(self, values: dict[str, Any] | None) -> bytes | None:
-        if values is None:
-            return None
-        for name, fix in self.fixes:  # the codec's dict is ours alone: converted in place
-            v = values.get(name)
-            if v is not None:
-                values[name] = fix(v)
-        for name, fix in self.texts:
-            v = values.get(name)
-            if v is not None and type(v) is not str:
-                values[name] = fix(v)
-        return pickle.dumps(values, _PICKLE)
+    def image(self, images: list[dict[str, Any] | None]) -> pa.StructArray:
+        """One struct array of row images (None: no image), built column by column."""
+        arrays = [column_array([None if d is None else d.get(name) for d in images], typ, fix, text)
+                  for name, typ, fix, text in self.columns]
+        mask = pa.array([d is None for d in images], pa.bool_())
+        return pa.StructArray.from_arrays(arrays, fields=list(self.image_type), mask=mask)
+
+
+def column_array(values: list[Any], typ: pa.DataType, fix: Callable[[Any], Any] | None, text: bool) -> pa.Array:
+    """The codec's values of one column -> an Arrow array of its lake type. ``fix`` converts a non-null
+    value (lake_types.converter; None: Arrow takes it as it is); ``text``: a string column whose rare
+    non-str values need text_value. Dates and decimals go through Arrow's own parsing (exact, or an
+    error), the reference conversions only where Arrow refuses: zero dates, BIGINT UNSIGNED ints."""
+    if pa.types.is_decimal(typ):  # the codec's exact digits (or BIGINT UNSIGNED's int): no loss
+        try:
+            return pa.array(values, pa.string()).cast(typ)
+        except pa.ArrowTypeError:
+            return pa.array([None if v is None else to_decimal(v) for v in values], typ)
+    parse = _PARSED.get(fix)
+    if parse is not None:  # Arrow parses valid dates; zero dates (-> NULL) make it fall back to Python
+        try:
+            return pa.array(values, pa.string()).cast(parse).view(typ)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            pass
+    if fix is not None:
+        return pa.array([None if v is None else fix(v) for v in values], typ)
+    try:
+        return pa.array(values, typ)
+    except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError):
+        if not text:
+            raise
+        return pa.array([None if v is None else text_value(v) for v in values], typ)
+
+
+class _Group:
+    """The row changes of one record for one table and schema, as columns."""
+
+    __slots__ = ("after", "before", "commit_ts", "db", "first_position", "first_seq", "gtid", "op", "partial",
+                 "position", "row_index", "seq", "shape", "tbl")
+
+    def __init__(self, db: str, tbl: str, shape: _Shape, seq: bytes, position: str) -> None:
+        self.db, self.tbl, self.shape = db, tbl, shape
+        self.first_seq, self.first_position = seq, position
+        self.partial = False
+        self.op: list[str] = []
+        self.seq: list[bytes] = []
+        self.position: list[str] = []
+        self.gtid: list[str] = []
+        self.commit_ts: list[int] = []
+        self.row_index: list[int] = []
+        self.before: list[dict[str, Any] | None] = []
+        self.after: list[dict[str, Any] | None] = []
+
+    def ipc(self) -> bytes:
+        shape = self.shape
+        arrays = [pa.array(v, t) for v, (_, t) in zip(
+            (self.op, self.seq, self.position, self.gtid, self.commit_ts, self.row_index), CHANGE_HEAD, strict=True)]
+        arrays += [shape.image(self.before), shape.image(self.after)]
+        schema = pa.schema([*CHANGE_HEAD, ("before", shape.image_type), ("after", shape.image_type)])
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, schema) as writer:
+            writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=schema))
+        return sink.getvalue().to_pybytes()
 
 
 class _Out:
-    """Column lists of one output batch."""
+    """Record rows of one output batch."""
 
     def __init__(self) -> None:
         self.rows: list[tuple[Any, ...]] = []
@@ -90,13 +149,13 @@ class _Out:
     def special(self, kind: str, topic: str, partition: int, offset: int, error: str | None,
                 raw: bytes, headers: dict[str, bytes]) -> None:
         self.rows.append((kind, topic, partition, offset, None, None, None, None, f"{topic}[{partition}]@{offset}",
-                          None, None, None, None, None, None, None, error, raw, pickle.dumps(headers, _PICKLE)))
+                          None, None, None, None, error, raw, pickle.dumps(headers, _PICKLE)))
 
     def batch(self) -> pa.RecordBatch:
-        columns = list(zip(*self.rows, strict=True)) if self.rows else [() for _ in GENERIC_FIELDS]
-        return pa.RecordBatch.from_arrays([pa.array(c, t) for c, (_, t, _) in zip(columns, GENERIC_FIELDS,
+        columns = list(zip(*self.rows, strict=True)) if self.rows else [() for _ in RECORD_FIELDS]
+        return pa.RecordBatch.from_arrays([pa.array(c, t) for c, (_, t, _) in zip(columns, RECORD_FIELDS,
                                                                                    strict=True)],
-                                          schema=GENERIC_ARROW)
+                                          schema=RECORD_ARROW)
 
 
 _shapes: dict[Any, _Shape] = {}  # per executor process: table maps repeat in every record
@@ -116,24 +175,34 @@ def _shape(event: RowsEvent) -> _Shape:
 
 def decode_record(out: _Out, topic: str, partition: int, offset: int, headers: dict[str, bytes],
                   value: bytes) -> None:
-    """Append the record's row changes to ``out``, or one error row if any part of it fails."""
+    """Append the record's row changes to ``out`` (one row per table and schema), or one error row if
+    any part of it fails."""
     where = f"{topic}[{partition}]@{offset}"
-    rows = []
     try:
+        groups: dict[tuple[str, str, int], _Group] = {}
         for item in record_events(headers, value, where):
             ev = item.event
             if not isinstance(ev, RowsEvent):
                 continue
             shape = _shape(ev)
-            op = _OPS[ev.kind]
             seq = item.seq.encode()
             position = str(item.seq)
-            partial = min(len(ev.columns_before or ev.columns_after), len(ev.columns_after or ev.columns_before)) \
-                < ev.column_count
-            for i, row in enumerate(ev.rows):
-                rows.append(("row", topic, partition, offset, ev.database, ev.table, op, seq, position, item.gtid,
-                             item.commit_ts, i, shape.schema, shape.image(row.get("before")),
-                             shape.image(row.get("after")), partial, None, None, None))
+            g = groups.get((ev.database, ev.table, id(shape)))
+            if g is None:
+                g = groups[(ev.database, ev.table, id(shape))] = _Group(ev.database, ev.table, shape, seq, position)
+            n = len(ev.rows)
+            g.op += [_OPS[ev.kind]] * n
+            g.seq += [seq] * n
+            g.position += [position] * n
+            g.gtid += [item.gtid] * n
+            g.commit_ts += [item.commit_ts] * n
+            g.row_index += range(n)
+            g.before += [row.get("before") for row in ev.rows]
+            g.after += [row.get("after") for row in ev.rows]
+            g.partial = g.partial or min(len(ev.columns_before or ev.columns_after),
+                                         len(ev.columns_after or ev.columns_before)) < ev.column_count
+        rows = [("row", topic, partition, offset, g.db, g.tbl, g.shape.schema, g.first_seq, g.first_position,
+                 len(g.op), max(g.commit_ts), g.partial, g.ipc(), None, None, None) for g in groups.values()]
     except Exception as exc:  # any failure quarantines or stops with the record's position
         out.special("error", topic, partition, offset, f"{type(exc).__name__}: {exc}", value, headers)
         return
@@ -197,27 +266,44 @@ def decode_partition(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBat
         yield out.batch()
 
 
-def reassemble(pieces: list[tuple[str, int, int, bytes, bytes]]) -> list[tuple[Any, ...]]:
+def reassemble(pieces: list[tuple[str, int, int, bytes, bytes]],
+               fetch: Callable[[str, int, int, int], list[tuple[int, dict[str, bytes], bytes]]],
+               ) -> tuple[list[tuple[Any, ...]], list[tuple[str, int, int]]]:
     """Driver side: chunk rows (topic, partition, offset, headers pickle, value) of one batch -> generic
-    rows. Chunks still incomplete at the end of the batch become errors naming their offsets."""
+    rows, and the (topic, partition, offset) of chunks carried over to the next batch.
+
+    maxOffsetsPerTrigger may cut a chunked record between micro-batches: its first chunks end one
+    batch (carried over: they land with the next) and its last ones start the next, which ``fetch``es
+    (topic, partition, start, end) the first ones again from Kafka. A chunk is at offset o - i from its
+    record's chunk 0 (chunks are consecutive in one Kafka transaction), so replays after a crash find
+    them the same way."""
+    by_partition: dict[tuple[str, int], list[tuple[int, dict[str, bytes], bytes]]] = {}
+    for topic, partition, offset, headers, value in pieces:
+        by_partition.setdefault((topic, partition), []).append((offset, pickle.loads(headers), value))
     reader = Reader()
     out = _Out()
-    for topic, partition, offset, headers, value in sorted(pieces, key=lambda p: (p[0], p[1], p[2])):
-        reader.feed(out, topic, partition, offset, pickle.loads(headers), value)
-    tail = _Out()
-    reader.finish(tail)
-    for row in tail.rows:
-        out.rows.append(("error", *row[1:16], "chunked record incomplete at the end of the micro-batch "
-                         "(maxOffsetsPerTrigger cut it)", *row[17:]))
-    return out.rows
+    for (topic, partition), items in sorted(by_partition.items()):
+        items.sort(key=lambda item: item[0])
+        offset, headers, _ = items[0]
+        index = (chunk_index(headers) or (0, 0))[0]
+        if index:  # the record began in an earlier micro-batch
+            items[:0] = fetch(topic, partition, offset - index, offset)
+        for offset, headers, value in items:
+            reader.feed(out, topic, partition, offset, headers, value)
+    carried = [(topic, partition, offset) for (topic, partition), rest in reader.pending.items()
+               for offset, _, _ in rest]
+    reader.pending.clear()
+    rows = [r if r[0] != "chunk" else ("error", *r[1:ERROR], "chunk of a record whose earlier chunks are missing",
+                                       *r[RAW:]) for r in out.rows]
+    return rows, carried
 
 
-# --- step 2: typed images ---------------------------------------------------------------------
+# --- step 2: the batch's union schema --------------------------------------------------------
 
 _ARROW_TYPES: dict[str, pa.DataType] = {
     "tinyint": pa.int8(), "smallint": pa.int16(), "int": pa.int32(), "bigint": pa.int64(),
     "float": pa.float32(), "double": pa.float64(), "date": pa.date32(),
-    "timestamp": pa.timestamp("us", tz="UTC"), "timestamp_ntz": pa.timestamp("us"),
+    "timestamp": _TS, "timestamp_ntz": pa.timestamp("us"),
     "string": pa.string(), "binary": pa.binary(), "array<float>": pa.list_(pa.float32()),
     "boolean": pa.bool_(),
 }
@@ -248,33 +334,44 @@ def typed_ddl(columns: list[tuple[str, str]]) -> str:
     return ", ".join([f"{quote(n)} {t}" for n, t in TYPED_HEAD] + [f"before {image}", f"after {image}"])
 
 
-def _image_array(images: list[bytes | None], columns: list[tuple[str, str]]) -> pa.StructArray:
-    decoded = [None if b is None else pickle.loads(b) for b in images]
+def _conform(image: pa.StructArray, fields: list[pa.Field]) -> pa.StructArray:
+    """A record's images in the union schema: its columns cast (widened), the others null."""
+    have = {f.name: i for i, f in enumerate(image.type)}
     arrays = []
-    for name, dtype in columns:
-        values = [None if d is None else d.get(name) for d in decoded]
-        if dtype.startswith("decimal("):
-            values = [None if v is None else to_decimal(v) for v in values]
-        arrays.append(pa.array(values, arrow_type(dtype)))
+    for f in fields:
+        i = have.get(f.name)
+        if i is None:
+            arrays.append(pa.nulls(len(image), f.type))
+            continue
+        child = image.field(i)
+        arrays.append(child if child.type == f.type else child.cast(f.type))
+    return pa.StructArray.from_arrays(arrays, fields=fields, mask=image.is_null())
+
+
+def typed_partition(columns: list[tuple[str, str]],
+                    batch_rows: int = 65_536) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """mapInArrow function: record rows of one table -> TYPED_HEAD + typed before/after structs."""
     fields = [pa.field(n, arrow_type(t)) for n, t in columns]
-    mask = pa.array([d is None for d in decoded], pa.bool_())
-    return pa.StructArray.from_arrays(arrays, fields=fields, mask=mask)
-
-
-def typed_partition(columns: list[tuple[str, str]]) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """mapInArrow function: generic rows of one table -> TYPED_HEAD + typed before/after structs."""
-    head = [pa.field(n, arrow_type(t)) for n, t in TYPED_HEAD]
+    image = pa.struct(fields)
+    schema = pa.schema([*[pa.field(n, arrow_type(t)) for n, t in TYPED_HEAD], ("before", image), ("after", image)])
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        pending: list[pa.RecordBatch] = []
+        size = 0
         for batch in batches:
-            ts = batch.column("commit_ts").cast(pa.timestamp("us", tz="UTC"))
-            arrays = [batch.column("op"), batch.column("seq"), batch.column("position"), batch.column("gtid"),
-                      ts, batch.column("row_index"), batch.column("topic"), batch.column("partition"),
-                      batch.column("offset"),
-                      _image_array(batch.column("before").to_pylist(), columns),
-                      _image_array(batch.column("after").to_pylist(), columns)]
-            image = pa.struct([pa.field(n, arrow_type(t)) for n, t in columns])
-            schema = pa.schema([*head, pa.field("before", image), pa.field("after", image)])
-            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+            for topic, partition, offset, data in zip(*(batch.column(c).to_pylist() for c in (
+                    "topic", "partition", "offset", "data")), strict=True):
+                for part in pa.ipc.open_stream(data):
+                    n = len(part)
+                    arrays = [*part.columns[:6], pa.array([topic] * n, pa.string()),
+                              pa.array([partition] * n, pa.int32()), pa.array([offset] * n, pa.int64()),
+                              _conform(part.column("before"), fields), _conform(part.column("after"), fields)]
+                    pending.append(pa.RecordBatch.from_arrays(arrays, schema=schema))
+                    size += n
+                if size >= batch_rows:
+                    yield from pa.Table.from_batches(pending, schema).combine_chunks().to_batches()
+                    pending, size = [], 0
+        if pending:
+            yield from pa.Table.from_batches(pending, schema).combine_chunks().to_batches()
 
     return run

@@ -116,7 +116,8 @@ def topic_pattern(prefix: str) -> str:
 def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
     """Run the query until it stops (available-now: once everything committed so far has landed)."""
     spark = spark or build_session(settings.master, settings.shuffle_partitions)
-    lander = Lander(spark, settings.lake, settings.checkpoint, settings.quarantine)
+    lander = Lander(spark, settings.lake, settings.checkpoint, settings.quarantine, settings.bootstrap,
+                    settings.topic_prefix)
     listener = LandMetrics(lander)
     spark.streams.addListener(listener)
     if settings.metrics_port is not None:

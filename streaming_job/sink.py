@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import pickle
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,11 +21,17 @@ import orjson
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .decode import GENERIC_DDL, decode_partition, quote, reassemble, typed_ddl, typed_partition
+from ingester.codec.events import QueryEvent
+from ingester.records.format import record_events
+
+from .decode import ERROR, HEADERS, RAW, RECORD_DDL, decode_partition, quote, reassemble, typed_ddl, typed_partition
 from .lake_types import widens
 
 log = logging.getLogger("binlake.land")
 QUARANTINE_TABLE = "_quarantine"
+_DDL = re.compile(r"\s*(/\*.*?\*/\s*)*(ALTER|CREATE|RENAME|DROP|TRUNCATE)\b", re.IGNORECASE | re.DOTALL)
+_STATS_COLUMNS = "spark.databricks.delta.properties.defaults.dataSkippingStatsColumns"
+_CHANGE_LOG_STATS = ["seq", "commit_ts", "kafka_offset"]
 _META = [("_binlake_seq", "binary"), ("_binlake_commit_ts", "timestamp")]
 
 
@@ -40,15 +47,41 @@ class BatchStats:
 
 
 @dataclass
+class _Schema:
+    """One table schema's share of a batch: where it starts, how many rows, the newest commit."""
+
+    schema: str
+    first_seq: bytes = b""
+    first_position: str = ""
+    n: int = 0
+    newest: int = 0
+    partial: bool = False
+
+    def add(self, seq: bytes, position: str, n: int, newest: int, partial: bool) -> None:
+        if not self.first_seq or seq < self.first_seq:
+            self.first_seq, self.first_position = seq, position
+        self.n += n
+        self.newest = max(self.newest, newest)
+        self.partial = self.partial or partial
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return orjson.loads(self.schema)
+
+
+@dataclass
 class Lander:
     spark: SparkSession
     lake: str
     checkpoint: str
     quarantine: bool = False
+    bootstrap: str = ""  # Kafka, for records read again: chunks cut by maxOffsetsPerTrigger, DDL statements
+    topic_prefix: str = ""
     app_id: str = ""
     last: BatchStats = field(default_factory=BatchStats)
     error: LandError | None = None
     _columns: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)
+    _mirrors: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)  # columns once MERGEd
 
     def __post_init__(self) -> None:
         if not self.app_id:  # stable per checkpoint: the query's identity for Delta's idempotent writes
@@ -67,30 +100,54 @@ class Lander:
 
     def process(self, batch: DataFrame, batch_id: int) -> None:
         start = time.monotonic()
-        decoded = batch.mapInArrow(decode_partition, GENERIC_DDL).persist()
+        decoded = batch.mapInArrow(decode_partition, RECORD_DDL).persist()
         try:
-            special = decoded.filter("kind != 'row'").select(
-                "kind", "topic", "partition", "offset", "error", "raw", "headers").collect()
+            # One job decodes (and caches) the batch; the driver gets everything but the row data.
+            info = decoded.drop("data").collect()
             rows = decoded.filter("kind = 'row'")
-            orphans = [(r.topic, r.partition, r.offset, bytes(r.headers), bytes(r.raw)) for r in special
+            meta = [r for r in info if r.kind == "row"]
+            orphans = [(r.topic, r.partition, r.offset, bytes(r.headers), bytes(r.raw)) for r in info
                        if r.kind == "chunk"]
-            errors = [(r.topic, r.partition, r.offset, r.error, bytes(r.raw), bytes(r.headers)) for r in special
+            errors = [(r.topic, r.partition, r.offset, r.error, bytes(r.raw), bytes(r.headers)) for r in info
                       if r.kind == "error"]
             if orphans:
                 log.info("batch %d: %d chunk pieces reassembled across partition splits", batch_id, len(orphans))
-                extra = reassemble(orphans)
-                errors += [(r[1], r[2], r[3], r[16], r[17], r[18]) for r in extra if r[0] == "error"]
+                extra, carried = reassemble(orphans, self._fetch)
+                if carried:
+                    first = min(carried)
+                    log.info("batch %d: %d chunks of a record cut by maxOffsetsPerTrigger carried over to the next "
+                             "batch, from %s[%d]@%d", batch_id, len(carried), *first)
+                errors += [(r[1], r[2], r[3], r[ERROR], r[RAW], r[HEADERS]) for r in extra if r[0] == "error"]
                 good = [r for r in extra if r[0] == "row"]
                 if good:
-                    rows = rows.unionByName(self.spark.createDataFrame(good, GENERIC_DDL))
+                    extra_df = self.spark.createDataFrame(good, RECORD_DDL)
+                    rows = rows.unionByName(extra_df)
+                    meta += extra_df.drop("data").collect()
             if errors:
                 self._undecodable(errors, batch_id)
             log.debug("batch %d: decoded in %.1fs", batch_id, time.monotonic() - start)
-            stats = self._land(rows, batch_id)
+            stats = self._land(rows, meta, batch_id)
         finally:
             decoded.unpersist()
         stats.seconds = time.monotonic() - start
         self.last = stats
+
+    def _fetch(self, topic: str, partition: int, start: int, end: int) -> list[tuple[int, dict[str, bytes], bytes]]:
+        """Records [start, end) of one partition, read again from Kafka (committed ones only)."""
+        rows = self._kafka(topic, {str(partition): start}, {str(partition): end}, partition).select(
+            "offset", "headers", "value").collect()
+        return [(r.offset, {h.key: bytes(h.value) for h in r.headers or ()}, bytes(r.value)) for r in rows]
+
+    def _kafka(self, topic: str, start: dict[str, int] | str, end: dict[str, int] | str,
+               partition: int | None = None) -> DataFrame:
+        """A batch read of one topic (or partition) between offsets, as the stream reads it."""
+        reader = (self.spark.read.format("kafka").option("kafka.bootstrap.servers", self.bootstrap)
+                  .option("kafka.isolation.level", "read_committed").option("includeHeaders", "true")
+                  .option("startingOffsets", start if isinstance(start, str) else orjson.dumps({topic: start}).decode())
+                  .option("endingOffsets", end if isinstance(end, str) else orjson.dumps({topic: end}).decode()))
+        if partition is None:
+            return reader.option("subscribe", topic).load()
+        return reader.option("assign", orjson.dumps({topic: [partition]}).decode()).load()
 
     def _undecodable(self, errors: list[tuple[str, int, int, str, bytes, bytes]], batch_id: int) -> None:
         topic, partition, offset, message, _, _ = min(errors)
@@ -105,22 +162,33 @@ class Lander:
         ).withColumn("batch_id", F.lit(batch_id)).withColumn("ingest_ts", F.current_timestamp())
         self._append(df, str(Path(self.lake) / QUARANTINE_TABLE), batch_id)
 
-    def _append(self, df: DataFrame, path: str, batch_id: int, partition_by: str | None = None) -> None:
+    def _append(self, df: DataFrame, path: str, batch_id: int, partition_by: str | None = None,
+                stats: list[str] | None = None) -> None:
+        """An idempotent append; ``stats``: the table is new, collect file statistics of these columns only
+        (statistics of every column of wide row images cost a third of the write, and skip nothing)."""
         writer = (df.write.format("delta").mode("append").option("txnAppId", self.app_id)
                   .option("txnVersion", batch_id))
         if partition_by:
             writer = writer.partitionBy(partition_by)
-        writer.save(path)
+        if stats is None:
+            writer.save(path)
+            return
+        conf = self.spark.conf
+        conf.set(_STATS_COLUMNS, ",".join(quote(c) for c in stats))
+        try:
+            writer.save(path)
+        finally:
+            conf.unset(_STATS_COLUMNS)
 
-    def _land(self, rows: DataFrame, batch_id: int) -> BatchStats:
+    def _land(self, rows: DataFrame, meta: list[Any], batch_id: int) -> BatchStats:
         stats = BatchStats()
-        groups = rows.groupBy("db", "tbl", "schema").agg(
-            F.min("seq").alias("first_seq"), F.min_by("position", "seq").alias("first_position"),
-            F.count(F.lit(1)).alias("n"), F.max("commit_ts").alias("newest"),
-            F.max(F.col("partial").cast("int")).alias("partial")).collect()
-        tables: dict[tuple[str, str], list[Any]] = {}
-        for g in sorted(groups, key=lambda g: bytes(g.first_seq)):
-            tables.setdefault((g.db, g.tbl), []).append(g)
+        groups: dict[tuple[str, str, str], _Schema] = {}
+        for r in meta:
+            g = groups.setdefault((r.db, r.tbl, r.schema), _Schema(r.schema))
+            g.add(bytes(r.first_seq), r.first_position, r.rows, r.newest, r.partial)
+        tables: dict[tuple[str, str], list[_Schema]] = {}
+        for (db, table, _), g in sorted(groups.items(), key=lambda kv: kv[1].first_seq):
+            tables.setdefault((db, table), []).append(g)
         for (db, table), schemas in sorted(tables.items()):
             lake = self._lake_columns(db, table)
             columns, pk = self._evolve(db, table, lake, schemas)
@@ -135,7 +203,8 @@ class Lander:
             if lake:
                 self._add_columns(changes_path, lake, columns, nested=True)
             t = time.monotonic()
-            self._append(changes, changes_path, batch_id, partition_by="commit_date")
+            self._append(changes, changes_path, batch_id, partition_by="commit_date",
+                         stats=None if lake else _CHANGE_LOG_STATS)
             log.debug("%s.%s: change log %.1fs", db, table, time.monotonic() - t)
             if pk:
                 if any(g.partial for g in schemas):
@@ -166,13 +235,13 @@ class Lander:
         return self._columns[key]
 
     def _evolve(self, db: str, table: str, lake: list[tuple[str, str]],
-                schemas: list[Any]) -> tuple[list[tuple[str, str]], list[str]]:
+                schemas: list[_Schema]) -> tuple[list[tuple[str, str]], list[str]]:
         """The union of the lake's columns and this batch's table maps, in source order. New columns are
         added; a type that widens (or narrows into the lake's type) is kept wide; anything else stops."""
         columns = list(lake)
         pk: list[str] = []
         for g in schemas:
-            meta = orjson.loads(g.schema)
+            meta = g.meta
             pk = meta["pk"]
             index = {n: i for i, (n, _) in enumerate(columns)}
             for name, dtype in meta["columns"]:
@@ -187,9 +256,32 @@ class Lander:
                     columns[index[name]] = (name, dtype)
                     continue
                 raise LandError(f"`{db}`.`{table}`: column `{name}` changed from {old} to {dtype} at binlog position "
-                                f"{g.first_position} (file:position:index); not a safe widening, so the query "
-                                "stops: land the table anew from that point under a new lake path")
+                                f"{g.first_position} (file:position:index), {self._ddl_before(db, table, g)}; "
+                                "not a safe widening, so the query stops: land the table anew from that point "
+                                "under a new lake path")
         return columns, pk
+
+    def _ddl_before(self, db: str, table: str, group: _Schema) -> str:
+        """The last statement on the schema topic before ``group``'s first row that names the table: for
+        the error message only, so the topic is read just then."""
+        topic = f"{self.topic_prefix}._schema"
+        mentions = re.compile(r"(?<![\w$])`?" + re.escape(table) + r"`?(?![\w$])", re.IGNORECASE)
+        found = None
+        try:
+            records = self._kafka(topic, "earliest", "latest").select("offset", "headers", "value").collect()
+            for r in records:
+                headers = {h.key: bytes(h.value) for h in r.headers or ()}
+                for item in record_events(headers, bytes(r.value), f"{topic}[0]@{r.offset}"):
+                    ev = item.event
+                    if (item.seq.encode() < group.first_seq and isinstance(ev, QueryEvent)
+                            and _DDL.match(ev.query) and mentions.search(ev.query)
+                            and (ev.database == db or re.search(re.escape(db), ev.query, re.IGNORECASE))):
+                        found = (str(item.seq), ev.query)
+        except Exception as exc:  # the message must still come out
+            return f"the DDL statement could not be read from {topic}: {type(exc).__name__}: {exc}"
+        if found is None:
+            return f"no DDL statement naming the table before it on {topic}"
+        return f"after the DDL statement at {found[0]}: {' '.join(found[1].split())}"
 
     def _add_columns(self, path: str, lake: list[tuple[str, str]], columns: list[tuple[str, str]],
                      nested: bool) -> None:
@@ -227,17 +319,19 @@ class Lander:
                   .select("s.*")
                   .withColumnRenamed("seq", "_binlake_seq")
                   .withColumnRenamed("commit_ts", "_binlake_commit_ts"))
-        if not _is_delta(path):
+        known = self._mirrors.get((db, table))
+        if known is None and not _is_delta(path):
             # A new mirror starts empty: the batch's surviving rows are plain inserts, no MERGE needed.
             # (A replay after a crash finds the table and MERGEs, or skips by txnVersion: same result.)
             rows = latest.filter("NOT _deleted").select(*[quote(n) for n, _ in [*columns, *_META]])
-            self._append(rows, path, batch_id)
+            self._append(rows, path, batch_id, stats=[*pk, "_binlake_seq"])
+            self._mirrors[(db, table)] = columns
             return
-        target = DeltaTable.forPath(self.spark, path)
-        # The mirror's own schema: a crash may have come between the change log's ALTER and this one.
-        current = [(f.name, f.dataType.simpleString()) for f in target.toDF().schema.fields
-                   if not f.name.startswith("_binlake_")]
-        self._add_columns(path, current, columns, nested=False)
+        if known is None:
+            # The mirror's own schema: a crash may have come between the change log's ALTER and this one.
+            known = [(f.name, f.dataType.simpleString()) for f in DeltaTable.forPath(self.spark, path).toDF().schema
+                     if not f.name.startswith("_binlake_")]
+        self._add_columns(path, known, columns, nested=False)
         assign = {quote(n): f"s.{quote(n)}" for n, _ in [*columns, *_META]}
         on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in pk)
         conf = self.spark.conf
@@ -252,6 +346,7 @@ class Lander:
         finally:
             conf.unset("spark.databricks.delta.write.txnAppId")
             conf.unset("spark.databricks.delta.write.txnVersion")
+        self._mirrors[(db, table)] = columns
 
 
 def _is_delta(path: str) -> bool:

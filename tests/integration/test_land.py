@@ -10,6 +10,7 @@ import collections
 import datetime
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -302,6 +303,33 @@ def test_kill_minus_nine_of_the_driver_neither_loses_nor_duplicates(make_mariadb
     _assert_change_log(spark, lake, db, counts, ["a", "b"])
 
 
+def test_a_chunked_record_cut_by_max_offsets_per_trigger_lands_whole_in_the_next_batch(
+        make_mariadb, kafka, spark, tmp_path, monkeypatch, capsys) -> None:
+    server = make_mariadb()
+    db = "landcut"
+    server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
+    conn = server.connect(db)
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, b LONGBLOB)")
+        for i in range(4):  # each row event ~9 KB: 3 chunks of 4,000 bytes, between small records
+            cur.execute("INSERT INTO t VALUES (%s, %s)", (i, bytes(range(256)) * 35 + bytes([i])))
+            cur.execute("UPDATE t SET b = CONCAT(b, 'x') WHERE id = %s", (i,))
+            cur.execute("INSERT INTO t VALUES (%s, 'small')", (100 + i,))
+    prefix = "landcut"
+    monkeypatch.setenv("BINLAKE_KAFKA_MAX_RECORD_BYTES", "4000")
+    _run_daemon(server, kafka, prefix)
+    lake = tmp_path / "lake"
+    capsys.readouterr()
+    # 2 offsets per batch: many batches end inside a chunked record
+    assert _land(kafka, prefix, lake, "--max-offsets-per-trigger", "2") == 0
+    assert "carried over to the next batch" in capsys.readouterr().err
+    rows, _ = _mirror_rows(spark, lake, db, "t")
+    assert rows == _plain_rows(conn, "t", "id") and len(rows) == 8
+    server.flush_logs()
+    counts = zoo._verbose_counts(server.binlog_files()[:-1], db)
+    _assert_change_log(spark, lake, db, counts, ["t"])
+
+
 def _mirror_rows(spark, lake: Path, db: str, table: str) -> tuple[dict, dict]:
     df = spark.read.format("delta").load(str(lake / db / table))
     rows = {(r["id"],): {c: r[c] for c in df.columns if not c.startswith("_binlake")} for r in df.collect()}
@@ -348,6 +376,8 @@ def test_schema_changes_evolve_the_lake_and_unsafe_ones_stop_it(make_mariadb, ka
     assert _land(kafka, prefix, lake) == 2
     err = capsys.readouterr().err
     assert f"binlake: error: `{db}`.`t`: column `c` changed from string to int at binlog position" in err, err
+    # ... naming the statement that did it (read from the schema topic) and where it is in the binlog
+    assert re.search(r"after the DDL statement at \d+:\d+:\d+: ALTER TABLE t MODIFY c INT;", err), err
 
 
 def test_undecodable_records_stop_the_query_or_go_to_quarantine(make_mariadb, kafka, spark, tmp_path,

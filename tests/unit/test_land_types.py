@@ -6,11 +6,14 @@ Expected values are computed independently (datetime arithmetic), not with the f
 from __future__ import annotations
 
 import datetime
+import random
+from decimal import Decimal
 
+import pyarrow as pa
 import pytest
 
 from ingester.records.format import ChunkAssembler, chunk_index
-from streaming_job.decode import GENERIC_FIELDS, Reader, _Out, reassemble
+from streaming_job.decode import ERROR, HEADERS, RAW, Reader, _Out, column_array, reassemble
 from streaming_job.lake_types import date_days, datetime_micros, time_micros, widens
 
 EPOCH = datetime.datetime(1970, 1, 1)
@@ -72,19 +75,79 @@ def test_chunks_cut_by_a_split_go_to_the_driver_and_come_back_whole() -> None:
     second.finish(out2)
     pieces = [r for r in out1.rows + out2.rows if r[0] == "chunk"]
     assert [r[3] for r in pieces] == [10, 11, 12]
-    kind = [name for name, _, _ in GENERIC_FIELDS].index("kind")
-    rows = reassemble([(r[1], r[2], r[3], r[18], r[17]) for r in pieces])
+    rows, carried = reassemble([(r[1], r[2], r[3], r[HEADERS], r[RAW]) for r in pieces], _no_fetch)
     # Reassembled whole (the bytes are no record, so it is one error row for the first offset, not three).
-    assert [(r[kind], r[3]) for r in rows] == [("error", 12)]
+    assert [(r[0], r[3]) for r in rows] == [("error", 12)] and carried == []
     assert ChunkAssembler().feed("p", _piece(0, 1), b"x") == b"x"
 
 
-def test_a_chunk_left_incomplete_at_the_batch_end_is_an_error_not_lost() -> None:
-    rows = reassemble([("t", 0, 5, _pickle(_piece(0, 2)), b"half")])
-    assert len(rows) == 1 and rows[0][0] == "error" and "incomplete" in rows[0][16]
+def _no_fetch(topic: str, partition: int, start: int, end: int) -> list:
+    raise AssertionError(f"nothing to fetch, asked for {topic}[{partition}] {start}..{end}")
+
+
+def test_a_record_cut_by_the_batch_end_is_carried_over_and_read_again_by_the_next_batch() -> None:
+    """maxOffsetsPerTrigger cut a 3-chunk record after its first chunk (offset 5): this batch carries it
+    over; the next one starts at offset 6 and reads offset 5 again from Kafka."""
+    rows, carried = reassemble([("t", 0, 5, _pickle(_piece(0, 3)), b"garbage-0")], _no_fetch)
+    assert rows == [] and carried == [("t", 0, 5)]
+    asked = []
+
+    def fetch(topic: str, partition: int, start: int, end: int) -> list:
+        asked.append((topic, partition, start, end))
+        return [(5, _piece(0, 3), b"garbage-0")]
+
+    rows, carried = reassemble([("t", 0, 6, _pickle(_piece(1, 3)), b"garbage-1"),
+                                ("t", 0, 7, _pickle(_piece(2, 3)), b"garbage-2")], fetch)
+    assert asked == [("t", 0, 5, 6)] and carried == []
+    # Whole again (the bytes are no record: one error row at the last chunk's offset).
+    assert [(r[0], r[3]) for r in rows] == [("error", 7)] and "bad magic" in rows[0][ERROR]
+
+
+def test_a_chunk_whose_head_kafka_does_not_give_back_is_an_error_not_lost() -> None:
+    rows, carried = reassemble([("t", 0, 9, _pickle(_piece(2, 3)), b"x")], lambda *a: [(8, _piece(1, 3), b"y")])
+    assert carried == [] and [(r[0], r[3]) for r in rows] == [("error", 8), ("error", 9)]
+    assert all("earlier chunks are missing" in r[ERROR] for r in rows)
 
 
 def _pickle(headers: dict[str, bytes]) -> bytes:
     import pickle
 
     return pickle.dumps(headers)
+
+
+def _random_datetimes(rnd: random.Random, n: int) -> list[str | None]:
+    out: list[str | None] = []
+    for _ in range(n):
+        y, mo, d = rnd.randint(1000, 9999), rnd.randint(1, 12), rnd.randint(1, 28)
+        text = f"{y:04d}-{mo:02d}-{d:02d} {rnd.randint(0, 23):02d}:{rnd.randint(0, 59):02d}:{rnd.randint(0, 59):02d}"
+        fsp = rnd.choice([0, 0, 1, 3, 6])
+        out.append(text + (f".{rnd.randrange(10 ** fsp):0{fsp}d}" if fsp else ""))
+    return [*out, None, "1970-01-01 00:00:00", "1969-12-31 23:59:59.999999", "9999-12-31 23:59:59.999999"]
+
+
+@pytest.mark.parametrize("zero", [None, "0000-00-00 00:00:00", "2024-00-00 00:00:00", "2024-05-00 10:00:00"])
+def test_arrow_parses_datetimes_and_dates_like_the_reference_conversion(zero: str | None) -> None:
+    """Differential: the columnar path (Arrow's parser, falling back to Python for zero dates) against
+    lake_types' per-value conversions, themselves checked against datetime arithmetic above."""
+    values = [*_random_datetimes(random.Random(7), 2000), zero]
+    for typ in (pa.timestamp("us"), pa.timestamp("us", tz="UTC")):
+        got = column_array(values, typ, datetime_micros, False).cast(pa.int64()).to_pylist()
+        assert got == [None if v is None else datetime_micros(v) for v in values]
+    days = [None if v is None else v[:10] for v in values]
+    assert column_array(days, pa.date32(), date_days, False).cast(pa.int32()).to_pylist() == \
+        [None if v is None else date_days(v) for v in days]
+
+
+def test_decimals_keep_every_digit_or_fail() -> None:
+    typ = pa.decimal128(12, 4)
+    values = ["0.0000", "-12345678.9012", "99999999.9999", None, "-0.0001"]
+    assert column_array(values, typ, None, False).to_pylist() == [None if v is None else Decimal(v) for v in values]
+    assert column_array([2**64 - 1, None], pa.decimal128(20, 0), None, False).to_pylist() == [Decimal(2**64 - 1), None]
+    with pytest.raises(pa.ArrowInvalid):
+        column_array(["1.00005"], typ, None, False)  # a fifth fraction digit would be lost
+
+
+def test_text_columns_take_labels_as_text_and_refuse_invalid_utf8() -> None:
+    assert column_array(["plain", 3, None], pa.string(), None, True).to_pylist() == ["plain", "3", None]
+    with pytest.raises(UnicodeEncodeError):  # the record becomes an undecodable-record error, never lost
+        column_array([b"\xff\xfe"], pa.string(), None, True)
