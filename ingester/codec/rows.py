@@ -142,6 +142,8 @@ def _text(g: _Gen, ind: int, var: str, col: Column) -> None:
 def _column(g: _Gen, ind: int, var: str, col: Column, json_partial_bit: int | None) -> None:
     """Emit code that reads one non-NULL value of ``col`` at ``p`` into ``var``."""
     t, meta, unsigned = col.type, col.meta, bool(col.unsigned)
+    if t in (T.TIMESTAMP2, T.DATETIME2, T.TIME2) and not 0 <= meta <= 6:
+        raise BinlogError(f"column {col.name} of `{g.tm.database}`.`{g.tm.table}` has fractional precision {meta}")
     if t in _STRUCT:
         code, ucode, size = _STRUCT[t]
         fn = g.const(struct.Struct("<" + (ucode if unsigned else code)).unpack_from)
