@@ -36,7 +36,11 @@ def _messages(bootstrap: str, prefix: str, from_beginning: bool, exit_at_end: bo
     try:
         topics = sorted(t for t in consumer.topics() if t.startswith(prefix + ".") and t != f"{prefix}._offsets")
         partitions = [TopicPartition(t, p) for t in topics for p in sorted(consumer.partitions_for_topic(t) or ())]
+        if not partitions and exit_at_end:  # nothing published under this prefix (yet)
+            return
         consumer.assign(partitions)
+        if not partitions:
+            return
         if from_beginning:
             consumer.seek_to_beginning(*partitions)
         else:

@@ -37,14 +37,15 @@ _UTF8_CHARSETS = frozenset(("utf8mb4", "utf8mb3", "utf8"))
 class JsonDiff:
     """A partial JSON update whose before value was not in the row image."""
 
-    __slots__ = ("diff",)
+    __slots__ = ("decoded", "diff")
 
     def __init__(self, diff: bytes) -> None:
         self.diff = diff
+        # Parsed while the row is decoded, so a malformed diff fails there, at the event's position.
+        self.decoded = decode_json_diff(diff)
 
     def to_json(self) -> dict[str, Any]:
-        return {"$json_diff": [{"op": op, "path": path, "value": value} for op, path, value in
-                               decode_json_diff(self.diff)]}
+        return {"$json_diff": [{"op": op, "path": path, "value": value} for op, path, value in self.decoded]}
 
 
 def _inflate(data: bytes, size: int, wbits: int) -> bytes:

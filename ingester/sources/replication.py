@@ -29,6 +29,7 @@ BINLOG_THROUGH_GTID = 0x04
 BINLOG_DUMP_NON_BLOCK = 0x01
 BINLOG_SEND_ANNOTATE_ROWS_EVENT = 0x02  # MariaDB
 _MAX_PACKET = 0xFFFFFF
+_MAX_PAYLOAD = (1 << 30) + 1  # an event is at most max_allowed_packet's ceiling (1 GiB), after the OK byte
 _READ_SIZE = 1 << 20
 _SIZE_AND_LOG_POS = struct.Struct("<II").unpack_from
 _U32 = struct.Struct("<I").unpack_from
@@ -135,7 +136,9 @@ class PacketFramer:
     joined once it is complete, not at every read.
     """
 
-    def __init__(self, first_seq: int = 1) -> None:
+    def __init__(self, first_seq: int = 1, max_payload: int = _MAX_PAYLOAD) -> None:
+        """``max_payload``: a multi-packet growing past it is refused (a hostile server's endless pieces)."""
+        self.max_payload = max_payload
         self._buf = b""
         self._pos = 0
         self._chunks: list[bytes] = []
@@ -173,6 +176,10 @@ class PacketFramer:
             payload = buf[start:pos]
             if length == _MAX_PACKET:
                 self._parts.append(payload)
+                if len(self._parts) * _MAX_PACKET > self.max_payload:
+                    self._pos = pos
+                    raise ReplicationError(f"a packet of more than {self.max_payload} bytes, more than a server "
+                                           "sends: the stream is broken")
                 continue
             if self._parts:
                 self._parts.append(payload)
@@ -330,7 +337,11 @@ class BinlogStream:
                 if not chunk:
                     raise ReplicationError(f"{self.source}: the server closed the replication connection")
                 framer.feed(chunk)
-                for payload in framer.packets():
+                try:
+                    payloads = framer.packets()
+                except ReplicationError as exc:  # the sans-I/O framer does not know the stream's name
+                    raise ReplicationError(f"{self.source}: {exc} (after {self.file}:{self.next_position})") from None
+                for payload in payloads:
                     if not payload or payload[0]:
                         if self._end_of_stream(payload):
                             return
