@@ -16,10 +16,12 @@ from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import yaml
 
+from .sources.replication import redact
+
 
 @dataclass
 class SourceConfig:
-    url: str = "mysql://root@127.0.0.1:3306"
+    url: str = field(default="mysql://root@127.0.0.1:3306", repr=False)  # may hold the password: see __repr__
     password_file: str | None = None
     server_id: int = 54321  # our replica id: must differ from every server and replica
     heartbeat: float = 5.0  # seconds; a stream silent for 3 heartbeats is treated as dead
@@ -31,6 +33,10 @@ class SourceConfig:
     tls_ca: str | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
+
+    def __repr__(self) -> str:  # the URL without its password, in logs and exception texts alike
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.repr}
+        return f"SourceConfig(url={redact(self.url)!r}, " + ", ".join(f"{k}={v!r}" for k, v in fields.items()) + ")"
 
 
 @dataclass
@@ -108,9 +114,7 @@ class Config:
 
     def redacted(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        parts = urlsplit(self.source.url)
-        if parts.password is not None:
-            d["source"]["url"] = self.source.url.replace(f":{parts.password}@", ":***@", 1)
+        d["source"]["url"] = redact(self.source.url)
         return d
 
 

@@ -95,7 +95,12 @@ class Runner:
                                 cfg.kafka.bootstrap, exc, delay)
                 self.stats["reconnects"] += 1
                 self.metrics.reconnects.inc()
-                time.sleep(delay)
+                retry_at = time.monotonic() + delay
+                while not self.stop_requested and time.monotonic() < retry_at:  # a stop ends the wait
+                    time.sleep(0.1)
+                if self.stop_requested:
+                    log.info("stopping as requested while waiting to retry")
+                    return self.stats
                 delay = min(delay * 2, 30.0)
         finally:
             for sig, handler in previous.items():

@@ -13,7 +13,7 @@ import socket
 import ssl
 import struct
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -49,7 +49,7 @@ class SourceURL:
     host: str
     port: int
     user: str
-    password: str = ""
+    password: str = field(default="", repr=False)
     tls: str = "verify-identity"
     tls_ca: str | None = None  # default: the system's trusted CAs
     tls_cert: str | None = None  # client certificate (X509 users)
