@@ -64,8 +64,10 @@ class Runner:
                     if publisher is None:  # (re)connect to Kafka; resume from what it has committed
                         publisher = Publisher(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id,
                                               compression=cfg.kafka.compression,
-                                              max_record_bytes=cfg.kafka.max_record_bytes)
-                        self.committed = read_checkpoint(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id)
+                                              max_record_bytes=cfg.kafka.max_record_bytes,
+                                              security=cfg.kafka.client_options())
+                        self.committed = read_checkpoint(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id,
+                                                         cfg.kafka.client_options())
                         self.metrics.kafka_connected = True
                     if self._snapshot_needed() and not self._snapshot(publisher):
                         return self.stats  # stopped on request; the next start resumes the snapshot
