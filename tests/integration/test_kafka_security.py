@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -134,8 +135,9 @@ def test_daemon_and_consume_over_sasl_ssl_and_ssl(make_mariadb, secure_kafka, tm
         assert rows == expected, name
 
 
-def test_wrong_sasl_password_or_unknown_ca_is_refused_clearly(secure_kafka, tmp_path) -> None:
+def test_wrong_sasl_password_or_unknown_ca_is_refused_clearly(make_mariadb, secure_kafka, tmp_path) -> None:
     ports, ca = secure_kafka
+    server = make_mariadb()
     sasl = {"bootstrap": f"127.0.0.1:{ports['SASL_SSL']}", "topic_prefix": "sec", "security_protocol": "SASL_SSL",
             "sasl_username": USER, "sasl_mechanism": "SCRAM-SHA-256", "ssl_cafile": ca}
     wrong = "Kq9-wrong-Secret-0000"
@@ -143,6 +145,8 @@ def test_wrong_sasl_password_or_unknown_ca_is_refused_clearly(secure_kafka, tmp_
     bad_password = _start(consume, {"BINLAKE_KAFKA_SASL_PASSWORD": wrong}, tmp_path, **sasl)
     # A broker certificate from a CA we were not given: refused, not trusted quietly.
     unknown_ca = _start(consume, {"BINLAKE_KAFKA_SASL_PASSWORD": PASSWORD}, tmp_path, **dict(sasl, ssl_cafile=None))
+    # The daemon logs the refusal and retries (as for any Kafka outage) until asked to stop.
+    daemon = _start(["run", "--source", server.url], {"BINLAKE_KAFKA_SASL_PASSWORD": wrong}, tmp_path, **sasl)
     _, err = bad_password.communicate(timeout=180)
     assert bad_password.returncode == 2, err[-3000:]
     last = err.strip().splitlines()[-1]
@@ -152,3 +156,7 @@ def test_wrong_sasl_password_or_unknown_ca_is_refused_clearly(secure_kafka, tmp_
     assert unknown_ca.returncode == 2, err[-3000:]
     last = err.strip().splitlines()[-1]
     assert last.startswith("binlake: error: kafka 127.0.0.1:") and "CERTIFICATE_VERIFY_FAILED" in last, last
+    daemon.send_signal(signal.SIGTERM)
+    _, err = daemon.communicate(timeout=60)
+    assert daemon.returncode == 0, err[-3000:]
+    assert "Authentication failed" in err and "retrying" in err and wrong not in err, err[-3000:]
