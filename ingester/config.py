@@ -119,11 +119,20 @@ class LandConfig:
 
 
 @dataclass
+class SchemaConfig:
+    """Schema history, for servers whose TABLE_MAPs carry no column names (README, "Schema history")."""
+
+    history: str = "auto"  # auto: when binlog_row_metadata is not FULL; always; never
+    on_unparsed_ddl: str = "stop"  # or skip-table: stop publishing the tables such DDL names
+
+
+@dataclass
 class Config:
     source: SourceConfig = field(default_factory=SourceConfig)
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     filters: FilterConfig = field(default_factory=FilterConfig)
     land: LandConfig = field(default_factory=LandConfig)
+    schema: SchemaConfig = field(default_factory=SchemaConfig)
     exit_at_end: bool = False
     metrics_port: int | None = None  # serve /metrics, /healthz, /readyz on this port
     metrics_host: str = "127.0.0.1"
@@ -229,9 +238,14 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
     config.kafka.client_options()  # a wrong security setting fails here, with its name
     if config.snapshot not in SNAPSHOT_MODES:
         raise ValueError(f"snapshot: {config.snapshot!r} is not one of {', '.join(SNAPSHOT_MODES)}")
+    if config.schema.history not in SCHEMA_HISTORY_MODES:
+        raise ValueError(f"schema.history: {config.schema.history!r} is not one of {', '.join(SCHEMA_HISTORY_MODES)}")
+    if config.schema.on_unparsed_ddl not in ("stop", "skip-table"):
+        raise ValueError(f"schema.on_unparsed_ddl: {config.schema.on_unparsed_ddl!r} is not stop or skip-table")
     if config.snapshot_chunk_rows < 1:
         raise ValueError(f"snapshot_chunk_rows: must be at least 1, got {config.snapshot_chunk_rows}")
     return config
 
 
 SNAPSHOT_MODES = ("initial", "never", "when-needed")
+SCHEMA_HISTORY_MODES = ("auto", "always", "never")

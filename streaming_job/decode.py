@@ -48,7 +48,7 @@ GENERIC_FIELDS: list[tuple[str, pa.DataType, str]] = [
 ]
 GENERIC_ARROW = pa.schema([(n, t) for n, t, _ in GENERIC_FIELDS])
 GENERIC_DDL = ", ".join(f"`{n}` {d}" for n, _, d in GENERIC_FIELDS)
-_OPS = {"write": "insert", "update": "update", "delete": "delete"}
+_OPS = {"write": "insert", "update": "update", "delete": "delete", "read": "read"}  # read: snapshot rows
 _PICKLE = pickle.HIGHEST_PROTOCOL
 
 

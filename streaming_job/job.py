@@ -109,8 +109,8 @@ class LandMetrics(StreamingQueryListener):
 
 
 def topic_pattern(prefix: str) -> str:
-    """The prefix's table topics: everything but its _schema and _offsets topics."""
-    return rf"{re.escape(prefix)}\.(?!_schema$|_offsets$).+"
+    """The prefix's table topics: everything but its _schema, _schema_history and _offsets topics."""
+    return rf"{re.escape(prefix)}\.(?!_schema$|_schema_history$|_offsets$).+"
 
 
 def run(settings: LandSettings, spark: SparkSession | None = None) -> int:

@@ -257,24 +257,29 @@ class Publisher:
 def read_checkpoint(bootstrap: str, prefix: str, source_id: str,
                     security: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """The last committed checkpoint of ``source_id`` (read_committed), or None."""
+    value = read_compacted(bootstrap, offsets_topic(prefix), security).get(source_id.encode())
+    return json.loads(value) if value else None
+
+
+def read_compacted(bootstrap: str, topic: str, security: Mapping[str, Any] | None = None) -> dict[bytes, bytes]:
+    """The last committed value of each key of a compacted topic ({} when the topic does not exist)."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(**(security or {}), bootstrap_servers=bootstrap, isolation_level="read_committed",
                              enable_auto_commit=False, group_id=None, consumer_timeout_ms=2000)
     try:
-        topic = offsets_topic(prefix)
         if topic not in consumer.topics():
-            return None
+            return {}
         partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
         consumer.assign(partitions)
         consumer.seek_to_beginning(*partitions)
         end = consumer.end_offsets(partitions)
-        last = None
+        latest: dict[bytes, bytes] = {}
         while any(consumer.position(tp) < end[tp] for tp in partitions):
             for records in consumer.poll(timeout_ms=1000).values():
                 for msg in records:
-                    if msg.key == source_id.encode() and msg.value:
-                        last = json.loads(msg.value)
-        return last
+                    if msg.key is not None and msg.value:
+                        latest[msg.key] = msg.value
+        return latest
     finally:
         consumer.close()

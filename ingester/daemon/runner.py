@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import struct
 import sys
 import time
 from types import FrameType
@@ -11,10 +12,13 @@ from typing import Any
 
 from ..config import Config
 from ..records.builder import Checkpoint, Record, RecordBuilder
+from ..records.format import Sequence, file_number
 from ..records.gtid import MariadbGtidState, MysqlGtidSet
+from ..schema.history import SchemaHistory
 from ..sources.replication import BinlogStream, ReplicationError, SourceURL
 from .kafka_io import Publisher, read_checkpoint
 from .metrics import Metrics
+from .schema_io import history_topic
 
 log = logging.getLogger("binlake.run")
 
@@ -34,6 +38,7 @@ class Runner:
         self.stats = {"events": 0, "records": 0, "transactions": 0, "commits": 0, "reconnects": 0}
         self.committed: dict[str, Any] | None = None
         self.metrics = Metrics()
+        self.schema_history = False  # follow DDL: the server's TABLE_MAPs carry no column names
 
     def request_stop(self, signum: int = 0, frame: FrameType | None = None) -> None:
         """SIGTERM/SIGINT: finish the current transaction, commit its checkpoint, exit 0."""
@@ -51,6 +56,7 @@ class Runner:
         source_id = transactional_id(cfg)
         http = self.metrics.serve(cfg.metrics_port, cfg.metrics_host) if cfg.metrics_port is not None else None
         self.preflight()
+        self.schema_history = self._schema_history_wanted()
         previous = {sig: signal.signal(sig, self.request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         # The Kafka client's threads wait for the GIL while the stream loop runs: hand it over sooner
         # than the default 5 ms, or every commit round trip waits for it several times.
@@ -68,6 +74,8 @@ class Runner:
                                               security=cfg.kafka.client_options())
                         self.committed = read_checkpoint(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id,
                                                          cfg.kafka.client_options())
+                        if self.schema_history:
+                            publisher.ensure_topic(history_topic(cfg.kafka.topic_prefix), compacted=True)
                         self.metrics.kafka_connected = True
                     if self._snapshot_needed() and not self._snapshot(publisher):
                         return self.stats  # stopped on request; the next start resumes the snapshot
@@ -126,6 +134,54 @@ class Runner:
             raise ReplicationError(f"{src}: not ready to replicate: " + "; ".join(
                 f"{f.check}: {f.message}" for f in failures))
 
+    def _schema_history_wanted(self) -> bool:
+        from . import schema_io
+        from .snapshot import _connect
+
+        if self.cfg.schema.history != "auto":
+            return self.cfg.schema.history == "always"
+        conn = _connect(self.cfg, raw=False)
+        try:
+            with conn.cursor() as cur:
+                return schema_io.wanted(cur)
+        finally:
+            conn.close()
+
+    def _capture_schema(self, publisher: Publisher) -> SchemaHistory:
+        """Capture the selected tables' columns now. On a first start (no checkpoint, no configured start
+        file) they are committed with a checkpoint at the server's current position, where that schema
+        is valid and streaming then starts; otherwise they go with the next checkpoint."""
+        from . import schema_io
+        from .snapshot import _connect
+
+        conn = _connect(self.cfg, raw=False)
+        try:
+            with conn.cursor() as cur:
+                try:
+                    cur.execute("SHOW BINARY LOG STATUS")
+                except Exception:
+                    cur.execute("SHOW MASTER STATUS")
+                row = cur.fetchone()
+                file, position = row[0], int(row[1])
+                gtid_set = (row[4] or "").replace("\n", "") if len(row) > 4 else ""
+                cur.execute("SELECT VERSION()")
+                if "mariadb" in cur.fetchone()[0].lower():
+                    cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, position))
+                    gtid_set = cur.fetchone()[0] or ""
+                history, records = schema_io.capture_records(self.cfg, cur, file, position)
+        finally:
+            conn.close()
+        for record in records:
+            self._send(publisher, record)
+        if self.committed or self.cfg.source.start_file:
+            log.warning("schema history: captured the current schema and assumed it valid at the start position"
+                        " (a snapshot captures it at the snapshot's point instead)")
+            return history
+        log.info("schema history: streaming from %s:%s, where the captured schema is valid", file, position)
+        self._commit(publisher, Checkpoint(file, position, gtid_set, Sequence(file_number(file), position)), 0)
+        publisher.wait()
+        return history
+
     def _snapshot_needed(self) -> bool:
         """An unfinished snapshot always resumes; ``initial`` starts one without a checkpoint,
         ``when-needed`` also when the checkpoint's binlog has been purged."""
@@ -159,7 +215,13 @@ class Runner:
     def _stream(self, publisher: Publisher) -> None:
         cfg = self.cfg
         start_file, start_pos = cfg.source.start_file, cfg.source.start_position
-        builder = RecordBuilder(accept=cfg.filters.accepts, max_record_bytes=cfg.kafka.max_record_bytes)
+        history = None
+        if self.schema_history:  # what was committed with the checkpoint; captured when there is none yet
+            from . import schema_io
+
+            history = schema_io.load(cfg) or self._capture_schema(publisher)
+        builder = RecordBuilder(accept=cfg.filters.accepts, max_record_bytes=cfg.kafka.max_record_bytes,
+                                schema=history)
         if self.committed:
             start_file, start_pos = self.committed["file"], self.committed["position"]
             gtids = self.committed["gtid_set"]
@@ -180,12 +242,12 @@ class Runner:
         batch_s = cfg.kafka.batch_ms / 1000
         committed_transactions = 0
         last_commit = time.monotonic()
-        unreported = [0, 0, b""]  # events and bytes since the last report, the newest event
+        unreported = [0, 0, 0]  # events and bytes since the last report, the newest event's timestamp
 
         def report() -> None:
             events, size, newest = unreported
             self.stats["events"] += events
-            self.metrics.progress(events, size, int.from_bytes(newest[:4], "little"))
+            self.metrics.progress(events, size, newest)
             unreported[0] = unreported[1] = 0
 
         def commit_pending() -> None:
@@ -206,25 +268,38 @@ class Runner:
                 publisher.wait()
                 commit_pending()
 
+        def commit_wanted() -> bool:
+            """Would the loop commit at the next transaction's end? Then native routing stops there."""
+            return not publisher.committing and (not batch_s or time.monotonic() - last_commit >= batch_s)
+
         stream.on_idle = idle
+        stream.commit_wanted = commit_wanted
         feed = builder.feed
         dec = None
         connecting = time.monotonic()
         try:
-            for raw, position in stream.positioned():
-                if dec is None:  # connected: the stream's decoder and file are known now
-                    dec = stream.decoder
-                    builder.file = builder.file or stream.file or ""
-                    self.metrics.source_connected = True
-                unreported[0] += 1
-                unreported[1] += len(raw)
-                if unreported[0] >= 4096:
-                    unreported[2] = raw
-                    report()
-                closed = feed(dec, raw, position)
-                if closed:
-                    for record in closed:
-                        self._send(publisher, record)
+            for raw, position in stream.positioned(builder):
+                if raw is None:  # a run of events the native router fed to the builder
+                    events, size, newest = stream.routed
+                    unreported[0] += events
+                    unreported[1] += size
+                    unreported[2] = newest
+                    if unreported[0] >= 4096:
+                        report()
+                else:
+                    if dec is None:  # connected: the stream's decoder and file are known now
+                        dec = stream.decoder
+                        builder.file = builder.file or stream.file or ""
+                        self.metrics.source_connected = True
+                    unreported[0] += 1
+                    unreported[1] += len(raw)
+                    if unreported[0] >= 4096:
+                        unreported[2] = _U32(raw, 0)[0]
+                        report()
+                    closed = feed(dec, raw, position)
+                    if closed:
+                        for record in closed:
+                            self._send(publisher, record)
                 if builder.in_transaction:
                     if self.stop_requested and time.monotonic() - self.stop_requested_at > _STOP_GRACE:
                         # A huge transaction is still streaming: drop it rather than ignore the
@@ -233,7 +308,8 @@ class Runner:
                         publisher.abort()
                         return
                     continue
-                unreported[2] = raw
+                if raw is not None:
+                    unreported[2] = _U32(raw, 0)[0]
                 if not publisher.committing and (not batch_s or time.monotonic() - last_commit >= batch_s):
                     commit_pending()
                 if self.stop_requested:
@@ -268,6 +344,7 @@ class Runner:
         publisher.commit(checkpoint, committed)
 
 
+_U32 = struct.Struct("<I").unpack_from
 _SWITCH_INTERVAL = 0.0005
 _STOP_GRACE = 10.0  # seconds a stop request waits for the current transaction to end
 

@@ -344,6 +344,11 @@ class Snapshotter:
             collations = {_text(name): int(cid) for name, cid in cur.fetchall()}
             first = self.state is None
             file, position, gtid_set = self._begin(cur, mariadb, first)
+            if first and self.runner.schema_history:  # the columns at the snapshot's point
+                from .schema_io import capture_records
+
+                for record in capture_records(self.cfg, cur, file, position)[1]:
+                    self.runner._send(self.publisher, record)
             if first:
                 cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES"
                             " WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN %s", (_SYSTEM_SCHEMAS,))

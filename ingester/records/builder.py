@@ -10,21 +10,24 @@ their table id without decoding their row images: the consumer decodes them.
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 from ..codec import BinlogDecoder, BinlogError
 from ..codec import events as E
 from ..codec.constants import HEADER_V3
-from ..codec.decoder import ROUTABLE_ROWS
+from ..codec.decoder import CHECKSUM_CRC32, ROUTABLE_ROWS
+from ..schema.history import HISTORY_TOPIC, SchemaHistory, history_key
 from .format import RecordWriter, Sequence, file_number
 from .gtid import MariadbGtidState, MysqlGtidSet
 
 SCHEMA_TOPIC = "_schema"
-_XID, _TABLE_MAP, _MARIADB_GTID = 16, 19, 162
+_QUERY, _XID, _TABLE_MAP, _MARIADB_GTID = 2, 16, 19, 162
 _FAST = ROUTABLE_ROWS | {_XID, _TABLE_MAP, _MARIADB_GTID}
 _MARIADB_GTID_BODY = struct.Struct("<QIB").unpack_from  # sequence, domain, flags
 _U32 = struct.Struct("<I").unpack_from
@@ -54,12 +57,24 @@ class Checkpoint:
     snapshot: dict[str, Any] | None = None  # progress of an unfinished snapshot (daemon/snapshot.py)
 
 
-@dataclass
-class _Route:
-    """What a table id maps to: its TABLE_MAP bytes and topic (None when filtered out)."""
+# What a table id maps to: its TABLE_MAP bytes, topic (None when filtered out) and the schema history's
+# entry for the map (b"" with FULL row metadata). A plain tuple: the native router (_router.c) reads and
+# writes these too, and leaves routes with a schema entry to Python.
+_Route = tuple[bytes, str | None, bytes]
 
-    table_map: bytes
-    topic: str | None
+
+def _load_router() -> ModuleType | None:
+    """The native routing core (_router.c), unless BINLAKE_PURE_PYTHON is set or it is not built."""
+    if os.environ.get("BINLAKE_PURE_PYTHON"):
+        return None
+    try:
+        from . import _router
+    except ImportError:
+        return None
+    return _router
+
+
+_native = _load_router()
 
 
 @dataclass
@@ -73,9 +88,11 @@ class RecordBuilder:
     mysql_gtids: MysqlGtidSet = field(default_factory=MysqlGtidSet)
     mariadb_gtids: MariadbGtidState = field(default_factory=MariadbGtidState)
     transactions: int = 0  # binlog transactions completed
+    schema: SchemaHistory | None = None  # follows DDL when TABLE_MAPs carry no column names
     _fde: bytes = b""
     _routes: dict[int, _Route] = field(default_factory=dict)
-    _table_maps: dict[bytes, tuple[int, str | None]] = field(default_factory=dict)  # body -> (table id, topic)
+    _table_maps: dict[bytes, tuple[int, str | None, bytes]] = field(default_factory=dict)  # body -> id, topic, schema
+    _begins: set[bytes] = field(default_factory=set)  # bodies of QUERY events decoded as BEGIN (for _router)
     _resume: tuple[str, int, int] | None = None  # the last transaction boundary: file, next position, event
     _names: dict[str, tuple[str, str]] = field(default_factory=dict)  # topic -> (database, table)
     _open: dict[str, RecordWriter] = field(default_factory=dict)
@@ -86,6 +103,7 @@ class RecordBuilder:
     _pending_gtid: tuple | None = None
     _commit_ts: int = 0
     _begun: bool = False  # the transaction has a body: BEGIN, XA START, or a MariaDB GTID that is not standalone
+    _routable: tuple[dict[int, int] | None, bytes] = (None, b"")  # post-header lengths -> _router's flags
 
     @property
     def in_transaction(self) -> bool:
@@ -114,8 +132,9 @@ class RecordBuilder:
                     self._event(raw, ev, 0)
                     if len(self._table_maps) >= 4096:
                         self._table_maps.clear()
-                    known = self._table_maps[body] = (ev.table_map.table_id, self._routes[ev.table_map.table_id].topic)
-                self._routes[known[0]] = _Route(raw, known[1])
+                    route = self._routes[ev.table_map.table_id]
+                    known = self._table_maps[body] = (ev.table_map.table_id, route[1], route[2])
+                self._routes[known[0]] = (raw, known[1], known[2])
                 self._boundary(raw, position)
                 return ()
             elif code == _XID:
@@ -145,9 +164,42 @@ class RecordBuilder:
                     records += self._event(inner_raw, dec.decode(inner_raw, position, in_payload=True), sub)
         else:
             records += self._event(raw, ev, 0)
+            if code == _QUERY and type(ev) is E.QueryEvent and dec.plain_v4:
+                self._remember_begin(dec, raw, position, ev)
         if type(ev) is not E.RotateEvent and type(ev) is not E.HeartbeatEvent:
             self._boundary(raw, position)
         return records
+
+    @property
+    def routes_natively(self) -> bool:
+        """Whether ``route`` can take events (the native core is built and not switched off)."""
+        return _native is not None
+
+    def route(self, dec: BinlogDecoder, buf: bytes, pos: int, next_seq: int,
+              stop_at_commit: bool) -> tuple[int, int, int, int, int, int, bool] | None:
+        """Feed the events of the replication packets in ``buf[pos:]`` natively, exactly as ``feed`` would,
+        until one that ``feed`` must handle (or, with ``stop_at_commit``, a transaction's end). Returns
+        (pos, next_seq, events, bytes, next log position or 0, last timestamp, stopped at a commit) -- the
+        packets consumed -- or None without the native core. Records never close here: the event that
+        closes one is left to ``feed``."""
+        if _native is None or not dec.plain_v4:
+            return None
+        posts, routable = self._routable
+        if posts is not dec.post_header_lengths:
+            posts = dec.post_header_lengths
+            routable = bytes(code in ROUTABLE_ROWS and posts.get(code, 0) >= 8 for code in range(256))
+            self._routable = (posts, routable)
+        return _native.route(buf, pos, next_seq, self.__dict__, RecordWriter, dec.checksum == CHECKSUM_CRC32,
+                             dec.verify_checksums, routable, stop_at_commit)
+
+    def _remember_begin(self, dec: BinlogDecoder, raw: bytes, position: int, ev: E.QueryEvent) -> None:
+        """A BEGIN statement: the native router recognises the same bytes again (MySQL sends the same BEGIN
+        for every transaction of a session), as the same statement."""
+        control = _TRANSACTION_CONTROL.match(ev.query.encode("utf-8", "surrogateescape"))
+        if control and control.group(1).upper() == b"BEGIN":
+            if len(self._begins) >= 4096:
+                self._begins.clear()
+            self._begins.add(bytes(raw[HEADER_V3 : dec.verify(raw, position)]))
 
     def _boundary(self, raw: bytes, position: int) -> None:
         """After an event outside any transaction, the stream can resume right after it."""
@@ -177,12 +229,12 @@ class RecordBuilder:
         if route is None:
             raise BinlogError(f"rows event for table id {table_id} without a preceding TABLE_MAP event", position,
                               dec.source)
-        if route.topic is None:
+        if route[1] is None:
             return ()
-        return self._add(route.topic, raw, position, sub, route.table_map, in_payload)
+        return self._add(route[1], raw, position, sub, route[0], in_payload, route[2])
 
     def _add(self, topic: str, raw: bytes, position: int, sub: int, table_map: bytes | None,
-             in_payload: bool) -> list[Record] | tuple[()]:
+             in_payload: bool, schema: bytes = b"") -> list[Record] | tuple[()]:
         closed: list[Record] = []
         writer = self._open.get(topic)
         # An event that would take the record past its limit starts the next one: a record is larger than
@@ -195,7 +247,7 @@ class RecordBuilder:
             writer = self._open[topic] = RecordWriter(self._fde)
         before = writer.size
         writer.add(Sequence(self._file_number, position, sub).encode(), self._commit_ts, self._gtid, bytes(raw),
-                   table_map, in_payload)
+                   table_map, in_payload, schema)
         self._open_bytes += writer.size - before
         if self._open_bytes > self.max_open_bytes:
             closed += self.flush()
@@ -221,6 +273,7 @@ class RecordBuilder:
         if kind is E.FormatDescriptionEvent:
             self._routes.clear()
             self._table_maps.clear()
+            self._begins.clear()
             if bytes(raw) != self._fde:
                 closed = self.flush()  # records carry one format description
                 self._fde = bytes(raw)
@@ -231,15 +284,19 @@ class RecordBuilder:
         elif kind is E.TableMapEvent:
             tm = ev.table_map
             topic = f"{tm.database}.{tm.table}" if self.accept(tm.database, tm.table) else None
+            schema = b""
+            if topic is not None and self.schema is not None and not tm.has_names:
+                attachment = self.schema.attachment(tm, f"{self.file}:{ev.position}")
+                topic, schema = (None, b"") if attachment is None else (topic, attachment)
             if topic is not None:
                 self._names[topic] = (tm.database, tm.table)
-            self._routes[tm.table_id] = _Route(bytes(raw), topic)
+            self._routes[tm.table_id] = (bytes(raw), topic, schema)
 
         elif isinstance(ev, E.RowsEvent):  # layouts without the routing fast path (pre-GA, old ids)
             self._in_transaction = True
             route = self._routes.get(ev.table_id)
-            if route is not None and route.topic is not None:
-                return self._add(route.topic, raw, ev.position, sub, route.table_map, ev.in_payload)
+            if route is not None and route[1] is not None:
+                return self._add(route[1], raw, ev.position, sub, route[0], ev.in_payload, route[2])
         elif isinstance(ev, E.GtidEvent):
             self._begin()
             if not isinstance(ev, E.AnonymousGtidEvent):
@@ -268,6 +325,8 @@ class RecordBuilder:
                     self._commit_ts = ev.timestamp * 1_000_000
                 closed = () if _CREDENTIALS.match(text) else self._add(SCHEMA_TOPIC, raw, ev.position, sub, None,
                                                                        ev.in_payload)
+                if self.schema is not None:
+                    closed = [*closed, *self._schema_changes(ev, sub)]
                 # A statement after a GTID without BEGIN (MySQL DDL, MariaDB standalone) is the whole transaction.
                 if not self._in_transaction or not self._begun:
                     self._commit()
@@ -275,6 +334,16 @@ class RecordBuilder:
         elif kind is E.XidEvent or kind is E.XaPrepareEvent:
             self._commit()
         return ()
+
+    def _schema_changes(self, ev: E.QueryEvent, sub: int) -> list[Record]:
+        """History entries of the tables a statement changed (records of the history topic)."""
+        assert self.schema is not None
+        seq = Sequence(self._file_number, ev.position, sub)
+        changed = self.schema.apply(ev.database, ev.query, f"{self.file}:{ev.position}")
+        if changed:
+            self._table_maps.clear()  # the same map bytes may now need another schema entry
+        return [Record(HISTORY_TOPIC, history_key(name), self.schema.entry(name, str(seq), ev.query),
+                       [("binlake.seq", seq.encode())], seq) for name in changed]
 
     def _begin(self) -> None:
         self._in_transaction = True

@@ -13,8 +13,12 @@ import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+import orjson
+
 from ..codec import BinlogDecoder, BinlogError
 from ..codec.events import Event
+from ..codec.table_map import TableMap
+from ..schema.history import enrich
 from .snapshot import FLAG_SNAPSHOT, SnapshotDecoder
 
 MAGIC = b"BLK"
@@ -23,6 +27,7 @@ _SEQ = struct.Struct(">IQI")
 _LEN = struct.Struct("<I")
 _INDEX_ENTRY = struct.Struct(">16sQBB")  # seq, commit_ts, type code, GTID length; then the GTID
 _FLAG_IN_PAYLOAD = 1
+FLAG_SCHEMA = 4  # entry flag bit 2: a schema entry (columns from the schema history) follows the TABLE_MAP
 
 
 @dataclass(frozen=True, order=True)
@@ -59,27 +64,32 @@ def file_number(name: str) -> int:
 class RecordWriter:
     """Accumulates the events of one record: value parts and index entries, encoded as they come."""
 
-    __slots__ = ("count", "first_seq", "index", "last_commit_ts", "parts", "size", "table_map")
+    __slots__ = ("count", "first_seq", "index", "last_commit_ts", "parts", "schema", "size", "table_map")
 
     def __init__(self, format_description: bytes) -> None:
         self.parts = [MAGIC, bytes((VERSION, 0)), _LEN.pack(len(format_description)), format_description]
         self.index: list[bytes] = []
         self.size = 9 + len(format_description)
         self.table_map: bytes | None = None
+        self.schema = b""
         self.count = 0
         self.first_seq = b""
         self.last_commit_ts = 0
 
     def add(self, seq: bytes, commit_ts: int, gtid: bytes, event: bytes, table_map: bytes | None,
-            in_payload: bool) -> None:
-        """Append one event. ``table_map`` is stored only where it differs from the previous one."""
-        tm = b"" if table_map is None or table_map == self.table_map else table_map
-        if table_map is not None:
-            self.table_map = table_map
-        self.parts += (bytes((_FLAG_IN_PAYLOAD if in_payload else 0,)), _LEN.pack(len(tm)), tm,
-                       _LEN.pack(len(event)), event)
+            in_payload: bool, schema: bytes = b"") -> None:
+        """Append one event. ``table_map`` (with its ``schema`` entry, if any) is stored only where it
+        differs from the previous one."""
+        flags = _FLAG_IN_PAYLOAD if in_payload else 0
+        tm, extra = b"", b""
+        if table_map is not None and (table_map != self.table_map or schema != self.schema):
+            tm, self.table_map, self.schema = table_map, table_map, schema
+            if schema:  # the map's schema entry follows it
+                flags |= FLAG_SCHEMA
+                extra = _LEN.pack(len(schema)) + schema
+        self.parts += (bytes((flags,)), _LEN.pack(len(tm)), tm, extra, _LEN.pack(len(event)), event)
         self.index += (_INDEX_ENTRY.pack(seq, commit_ts, event[4], len(gtid)), gtid)
-        self.size += 9 + len(tm) + len(event)
+        self.size += 9 + len(tm) + len(extra) + len(event)
         if not self.count:
             self.first_seq = seq
         self.count += 1
@@ -170,8 +180,15 @@ def record_events(headers: Mapping[str, bytes], value: bytes, source: str = "<re
         if m:
             if p + m > len(value):
                 raise BinlogError(f"record's table map of {m} bytes runs past its end", p, source)
-            dec.decode(bytes(data[p : p + m]), entry.seq.position, in_payload=in_payload)
+            tm_event = dec.decode(bytes(data[p : p + m]), entry.seq.position, in_payload=in_payload)
             p += m
+            if flags & FLAG_SCHEMA:  # columns from the schema history (records/schema entries, docs/FORMAT.md)
+                if p + 4 > len(value) or p + 4 + _LEN.unpack_from(value, p)[0] > len(value):
+                    raise BinlogError("record's schema entry runs past its end", p, source)
+                (s,) = _LEN.unpack_from(value, p)
+                tm = _with_schema(tm_event, bytes(data[p + 4 : p + 4 + s]), p, source)
+                dec.table_maps[tm.table_id] = tm
+                p += 4 + s
         if p + 4 > len(value):
             raise BinlogError("record ends inside an event length", p, source)
         (k,) = _LEN.unpack_from(value, p)
@@ -225,6 +242,26 @@ class ChunkAssembler:
 
 
 _decoders: dict[bytes, BinlogDecoder] = {}
+_enriched: dict[tuple[int, bytes], tuple[TableMap, TableMap]] = {}
+
+
+def _with_schema(event: Event, schema: bytes, offset: int, source: str) -> TableMap:
+    """The TABLE_MAP with a schema entry's names, labels and key; one object per (map, entry), so its
+    compiled row decoders are reused like those of maps that carry their own names (the decoder returns
+    the same parsed map for the same map bytes)."""
+    plain = event.table_map  # type: ignore[attr-defined]
+    key = (id(plain), schema)
+    cached = _enriched.get(key)
+    if cached is not None and cached[0] is plain:
+        return cached[1]
+    try:
+        tm = enrich(plain, schema)
+    except (ValueError, KeyError, TypeError, AttributeError, orjson.JSONDecodeError) as exc:
+        raise BinlogError(f"bad schema entry: {exc}", offset, source) from None
+    if len(_enriched) >= 4096:
+        _enriched.clear()
+    _enriched[key] = (plain, tm)
+    return tm
 
 
 def _decoder(format_description: bytes, source: str) -> BinlogDecoder:

@@ -14,13 +14,16 @@ import ssl
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..codec import BinlogDecoder, BinlogError
 from ..codec.decoder import CHECKSUM_CRC32, CHECKSUM_OFF
 from ..codec.events import Event, RotateEvent, TransactionPayloadEvent
 from .errors import ReplicationError
+
+if TYPE_CHECKING:
+    from ..records.builder import RecordBuilder
 
 COM_BINLOG_DUMP = 0x12
 COM_REGISTER_SLAVE = 0x15
@@ -151,16 +154,15 @@ class PacketFramer:
         self._chunks.append(data)
         self._chunked += len(data)
 
-    def packets(self) -> list[bytes]:
-        """Every complete payload fed so far, in order."""
-        if not self._chunks or len(self._buf) - self._pos + self._chunked < self._need:
+    def packets(self, limit: int = -1) -> list[bytes]:
+        """Every complete payload fed so far (at most ``limit`` of them when given), in order. A packet out of
+        step raises once the payloads before it have been taken."""
+        if self._chunks and len(self._buf) - self._pos + self._chunked >= self._need:
+            self.pending()
+        elif self._need > 4 or self._pos == len(self._buf):
             return []
-        self._buf = b"".join([self._buf[self._pos :], *self._chunks])
-        self._pos = 0
-        self._chunks.clear()
-        self._chunked = 0
-        buf, pos, end, out = self._buf, 0, len(self._buf), []
-        while end - pos >= 4:
+        buf, pos, end, out = self._buf, self._pos, len(self._buf), []
+        while end - pos >= 4 and len(out) != limit:
             header = _U32(buf, pos)[0]
             length = header & 0xFFFFFF
             if end - pos - 4 < length:
@@ -168,7 +170,9 @@ class PacketFramer:
                 break
             seq = header >> 24
             if seq != self.next_seq:
-                self._pos = pos
+                self._pos, self._need = pos, 4
+                if out:  # the packets before it are taken first; the next call raises
+                    return out
                 raise ReplicationError(f"packet sequence {seq}, expected {self.next_seq}: the stream is out of step")
             self.next_seq = (seq + 1) & 0xFF
             start = pos + 4
@@ -190,6 +194,28 @@ class PacketFramer:
             self._need = 4
         self._pos = pos
         return out
+
+    def pending(self) -> tuple[bytes, int]:
+        """(buffer, position): the bytes fed and not yet taken start at the position (those of an incomplete
+        packet may be left out). For a reader that takes whole packets itself (the native router) and then
+        moves on with ``advance``."""
+        if self._chunks and len(self._buf) - self._pos + self._chunked >= self._need:
+            self._buf = b"".join([self._buf[self._pos :], *self._chunks])
+            self._pos = 0
+            self._chunks.clear()
+            self._chunked = 0
+            self._need = 4
+        return self._buf, self._pos
+
+    @property
+    def in_multi_packet(self) -> bool:
+        return bool(self._parts)
+
+    def advance(self, pos: int, next_seq: int) -> None:
+        """Packets up to ``pos`` of ``pending()``'s buffer were taken, the next has sequence id ``next_seq``.
+        Only between whole packets: never inside a multi-packet."""
+        assert not self._parts
+        self._pos, self.next_seq = pos, next_seq
 
 
 def parse_err(payload: bytes) -> tuple[int, str]:
@@ -238,6 +264,10 @@ class BinlogStream:
         # Called when every received event has been handed out and the next read would wait:
         # the daemon commits its pending Kafka transaction then, so idle streams have no lag.
         self.on_idle: Callable[[], None] | None = None
+        # Asked before each native run (positioned with a builder): should it stop at the next transaction's
+        # end, so the caller can commit there?
+        self.commit_wanted: Callable[[], bool] = lambda: True
+        self.routed = (0, 0, 0)  # the last native run: events, bytes, last timestamp
 
     # ------------------------------------------------------------------ connection
 
@@ -306,11 +336,14 @@ class BinlogStream:
 
     # ------------------------------------------------------------------ reading
 
-    def positioned(self) -> Iterator[tuple[bytes, int]]:
+    def positioned(self, builder: RecordBuilder | None = None) -> Iterator[tuple[bytes | None, int]]:
         """(raw event, its position) in stream order, OK byte stripped, until EOF in non-blocking mode.
 
         Events stay undecoded except ROTATE; ``decoder`` is ready for the caller. Tracks ``file`` and
-        ``next_position`` so the stream can be resumed. This is the daemon's hot loop."""
+        ``next_position`` so the stream can be resumed. This is the daemon's hot loop. With ``builder``,
+        the runs of events its native router takes (``RecordBuilder.route``) are fed to it right here,
+        each yielded as (None, events in the run), its byte count and last timestamp in ``routed``; the
+        other events are yielded as usual, for the caller to feed."""
         import pymysql
 
         try:
@@ -325,6 +358,7 @@ class BinlogStream:
         rfile = self._conn._rfile
         framer = PacketFramer(first_seq=1)
         dec = self.decoder = BinlogDecoder(f"{self.source}/{self.file}", checksum=self.checksum)
+        routing = builder is not None and builder.routes_natively
         try:
             while True:
                 if self.on_idle is not None and not select.select([sock], [], [], 0)[0]:
@@ -337,11 +371,10 @@ class BinlogStream:
                 if not chunk:
                     raise ReplicationError(f"{self.source}: the server closed the replication connection")
                 framer.feed(chunk)
-                try:
-                    payloads = framer.packets()
-                except ReplicationError as exc:  # the sans-I/O framer does not know the stream's name
-                    raise ReplicationError(f"{self.source}: {exc} (after {self.file}:{self.next_position})") from None
-                for payload in payloads:
+                for payload in self._routed(framer, builder, dec) if routing else self._payloads(framer):
+                    if payload is None:
+                        yield None, self.routed[0]
+                        continue
                     if not payload or payload[0]:
                         if self._end_of_stream(payload):
                             return
@@ -361,6 +394,37 @@ class BinlogStream:
                     yield raw, position
         finally:
             self.close()
+
+    def _payloads(self, framer: PacketFramer) -> Iterator[bytes]:
+        """The framer's payloads until it needs more bytes (an error after some of them is raised after them)."""
+        while payloads := self._framed(framer):
+            yield from payloads
+
+    def _framed(self, framer: PacketFramer, limit: int | None = None) -> list[bytes]:
+        """``framer.packets(limit)``, its errors naming the stream (the sans-I/O framer does not know it)."""
+        try:
+            return framer.packets() if limit is None else framer.packets(limit)
+        except ReplicationError as exc:
+            raise ReplicationError(f"{self.source}: {exc} (after {self.file}:{self.next_position})") from None
+
+    def _routed(self, framer: PacketFramer, builder: RecordBuilder, dec: BinlogDecoder) -> Iterator[bytes | None]:
+        """The framer's payloads, except runs of events the builder's native router takes: None for each run."""
+        while True:
+            if not framer.in_multi_packet:
+                buf, pos = framer.pending()
+                routed = builder.route(dec, buf, pos, framer.next_seq, self.commit_wanted())
+                if routed is not None and routed[2]:
+                    framer.advance(routed[0], routed[1])
+                    if routed[4]:
+                        self.next_position = routed[4]
+                    self.routed = routed[2:4] + routed[5:6]
+                    yield None
+                    if routed[6]:  # stopped at a commit for the caller: the next event may well be native too
+                        continue
+            payloads = self._framed(framer, 1)
+            if not payloads:
+                return
+            yield payloads[0]
 
     def _end_of_stream(self, payload: bytes) -> bool:
         """A packet that is not an event: EOF (True when caught up in non-blocking mode) or an error."""

@@ -90,7 +90,9 @@ def _run_until_caught_up(dolt: Dolt, kafka, prefix: str) -> None:
     """The daemon by GTID (Dolt serves no file/position dumps and no non-blocking mode) until its committed
     checkpoint holds every GTID the server executed; then SIGTERM."""
     executed = MysqlGtidSet.parse(dolt.query("SELECT @@gtid_executed")[0][0])
-    env = os.environ | {"BINLAKE_SOURCE_RESUME": "gtid", "PYTHONPATH": os.getcwd()}
+    # Replays Dolt's binlog from its start: a schema history (captured at the first start, where streaming
+    # would then begin) is off, so columns are @1, @2...
+    env = os.environ | {"BINLAKE_SOURCE_RESUME": "gtid", "BINLAKE_SCHEMA_HISTORY": "never", "PYTHONPATH": os.getcwd()}
     proc = subprocess.Popen([sys.executable, "-m", "ingester.cli.main", "run", "--source", dolt.url, "--kafka",
                              kafka.bootstrap, "--topic-prefix", prefix, "--server-id", "7301"], env=env,
                             stderr=subprocess.PIPE)

@@ -1,0 +1,563 @@
+"""A parser of the MySQL/MariaDB DDL that changes a table's columns (sans-I/O: text in, operations out).
+
+Servers with ``binlog_row_metadata`` MINIMAL (or NO_LOG) write TABLE_MAPs without column names, ENUM/SET
+labels or primary keys, so the daemon follows each table's columns through the DDL of the binlog. Only
+what decides how a rows event decodes is tracked: column order and names, signedness, ENUM/SET labels and
+the primary key. Statements that cannot change columns (CREATE INDEX, GRANT, ...) are not DDL here; a
+column-changing statement this parser does not understand raises ``UnparsedDDL`` rather than guessing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_TOKEN = re.compile(r"""
+    (?P<ws>\s+|--[ \t][^\n]*|--\n|\#[^\n]*)
+  | (?P<vcomment>/\*[M]?!\d*)                     # executable comment: its text is part of the statement
+  | (?P<comment>/\*.*?\*/)
+  | (?P<vend>\*/)
+  | (?P<qid>`(?:[^`]|``)*`)
+  | (?P<str>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")
+  | (?P<word>[A-Za-z0-9_$\u0080-\U0010ffff]+)
+  | (?P<op>.)
+""", re.X | re.S)
+_ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a"}
+_DDL = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(CREATE|ALTER|RENAME|DROP|TRUNCATE)\b", re.I | re.S)
+
+
+class UnparsedDDL(Exception):
+    """A statement that changes tables in a way this parser cannot follow; ``tables`` are the ones it names."""
+
+    def __init__(self, message: str, tables: list[tuple[str, str]]) -> None:
+        super().__init__(message)
+        self.tables = tables
+
+
+@dataclass
+class ColumnDef:
+    name: str
+    type: str  # the declared type's first word, lower case: int, varchar, enum, ...
+    unsigned: bool = False
+    enum_values: list[str] | None = None
+    set_values: list[str] | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "type": self.type, "unsigned": self.unsigned, "enum_values": self.enum_values,
+                "set_values": self.set_values}
+
+
+@dataclass
+class TableSchema:
+    columns: list[ColumnDef]
+    primary_key: list[str] = field(default_factory=list)
+
+    def index(self, name: str) -> int:
+        """Position of a column (names are case-insensitive); -1 when absent."""
+        low = name.lower()
+        return next((i for i, c in enumerate(self.columns) if c.name.lower() == low), -1)
+
+    def copy(self) -> TableSchema:
+        return TableSchema([ColumnDef(c.name, c.type, c.unsigned, c.enum_values, c.set_values)
+                            for c in self.columns], list(self.primary_key))
+
+
+Name = tuple[str, str]  # (database, table)
+Position = tuple[str, str] | None  # None: at the end; ("first", ""), ("after", column)
+
+
+@dataclass
+class AddColumn:
+    column: ColumnDef
+    position: Position = None
+    if_not_exists: bool = False
+
+
+@dataclass
+class DropColumn:
+    name: str
+    if_exists: bool = False
+
+
+@dataclass
+class ChangeColumn:  # CHANGE and MODIFY (old name == new name)
+    old: str
+    column: ColumnDef
+    position: Position = None
+    if_exists: bool = False
+
+
+@dataclass
+class RenameColumn:
+    old: str
+    new: str
+
+
+@dataclass
+class AddPrimaryKey:
+    columns: list[str]
+
+
+@dataclass
+class DropPrimaryKey:
+    pass
+
+
+AlterSpec = AddColumn | DropColumn | ChangeColumn | RenameColumn | AddPrimaryKey | DropPrimaryKey
+
+
+@dataclass
+class CreateTable:
+    name: Name
+    schema: TableSchema
+    if_not_exists: bool = False
+
+
+@dataclass
+class CreateTableLike:
+    name: Name
+    source: Name
+    if_not_exists: bool = False
+
+
+@dataclass
+class AlterTable:
+    name: Name
+    specs: list[AlterSpec]
+    rename_to: Name | None = None
+
+
+@dataclass
+class RenameTables:
+    pairs: list[tuple[Name, Name]]
+
+
+@dataclass
+class DropTables:
+    names: list[Name]
+
+
+@dataclass
+class DropDatabase:
+    database: str
+
+
+Operation = CreateTable | CreateTableLike | AlterTable | RenameTables | DropTables | DropDatabase
+
+
+def tokens(sql: str) -> list[tuple[str, str]]:
+    """(kind, text) pairs: word, qid (text unquoted), str (text unescaped), op. Comments are dropped,
+    executable comments (``/*!50100 ... */``) kept as the statement they belong to."""
+    out: list[tuple[str, str]] = []
+    for m in _TOKEN.finditer(sql):
+        kind = m.lastgroup
+        text = m.group()
+        if kind in ("ws", "comment", "vcomment", "vend"):
+            continue
+        if kind == "qid":
+            out.append(("qid", text[1:-1].replace("``", "`")))
+        elif kind == "str":
+            out.append(("str", _unquote(text)))
+        else:
+            out.append((kind, text))  # type: ignore[arg-type]
+    return out
+
+
+def _unquote(text: str) -> str:
+    q, body, out, i = text[0], text[1:-1], [], 0
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\" and i + 1 < len(body):
+            out.append(_ESCAPES.get(body[i + 1], body[i + 1]))
+            i += 2
+        elif ch == q and i + 1 < len(body) and body[i + 1] == q:
+            out.append(q)
+            i += 2
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def parse_ddl(sql: str, default_db: str) -> list[Operation]:
+    """The column-changing operations of one statement ([] for statements that change no columns).
+
+    ``default_db`` qualifies unqualified table names (the QUERY event's database)."""
+    if not _DDL.match(sql):
+        return []
+    return _Parser(tokens(sql), default_db, sql).statement()
+
+
+class _Parser:
+    def __init__(self, toks: list[tuple[str, str]], default_db: str, sql: str) -> None:
+        self.toks = toks
+        self.i = 0
+        self.db = default_db
+        self.sql = sql
+        self.names: list[Name] = []  # tables named so far, for error reports
+
+    # -- token helpers
+
+    def peek(self, k: int = 0) -> str:
+        """The upper-cased word (or op) at i + k; "" for quoted identifiers, strings and the end."""
+        j = self.i + k
+        if j >= len(self.toks):
+            return ""
+        kind, text = self.toks[j]
+        return text.upper() if kind in ("word", "op") else ""
+
+    def at_end(self) -> bool:
+        return self.i >= len(self.toks) or self.peek() == ";"
+
+    def accept(self, *words: str) -> bool:
+        """Consume the given words if they come next."""
+        if all(self.peek(k) == w for k, w in enumerate(words)):
+            self.i += len(words)
+            return True
+        return False
+
+    def expect(self, *words: str) -> None:
+        if not self.accept(*words):
+            self.fail(f"expected {' '.join(words)}")
+
+    def fail(self, what: str) -> None:
+        near = " ".join(t for _, t in self.toks[self.i : self.i + 4]) or "the end"
+        raise UnparsedDDL(f"{what} near {near!r}", self.names)
+
+    def ident(self) -> str:
+        if self.i >= len(self.toks):
+            self.fail("expected a name")
+        kind, text = self.toks[self.i]
+        if kind not in ("word", "qid") and not (kind == "str" and text):
+            self.fail("expected a name")
+        self.i += 1
+        return text
+
+    def table_name(self) -> Name:
+        first = self.ident()
+        if self.peek() == ".":
+            self.i += 1
+            name = (first, self.ident())
+        else:
+            name = (self.db, first)
+        self.names.append(name)
+        return name
+
+    def skip_parens(self) -> None:
+        """Skip a parenthesised group starting at the current "("."""
+        depth = 0
+        while self.i < len(self.toks):
+            p = self.peek()
+            self.i += 1
+            if p == "(":
+                depth += 1
+            elif p == ")":
+                depth -= 1
+                if depth == 0:
+                    return
+        self.fail("unbalanced parentheses")
+
+    def skip_item(self) -> None:
+        """Skip to the "," or ")" that ends the current item (not consumed), over nested parentheses."""
+        while not self.at_end() and self.peek() not in (",", ")"):
+            if self.peek() == "(":
+                self.skip_parens()
+            else:
+                self.i += 1
+
+    # -- statements
+
+    def statement(self) -> list[Operation]:
+        if self.accept("CREATE"):
+            self.accept("OR", "REPLACE")
+            if self.accept("TEMPORARY"):
+                return []  # session-local: not replicated as rows
+            if not self.accept("TABLE"):
+                return []  # CREATE INDEX, VIEW, DATABASE, ...: no columns change
+            return [self.create_table()]
+        if self.accept("ALTER"):
+            while self.accept("ONLINE") or self.accept("IGNORE"):
+                pass
+            if not self.accept("TABLE"):
+                return []
+            return [self.alter_table()]
+        if self.accept("RENAME"):
+            if not self.accept("TABLE") and not self.accept("TABLES"):
+                return []  # RENAME USER
+            self.accept("IF", "EXISTS")
+            pairs = []
+            while True:
+                old = self.table_name()
+                self.wait()
+                self.expect("TO")
+                pairs.append((old, self.table_name()))
+                if not self.accept(","):
+                    break
+            self.end()
+            return [RenameTables(pairs)]
+        if self.accept("DROP"):
+            if self.accept("DATABASE") or self.accept("SCHEMA"):
+                self.accept("IF", "EXISTS")
+                return [DropDatabase(self.ident())]
+            if self.accept("TEMPORARY"):
+                return []
+            if not self.accept("TABLE") and not self.accept("TABLES"):
+                return []
+            self.accept("IF", "EXISTS")
+            names = [self.table_name()]
+            while self.accept(","):
+                names.append(self.table_name())
+            self.wait()
+            self.accept("RESTRICT") or self.accept("CASCADE")
+            self.end()
+            return [DropTables(names)]
+        if self.accept("TRUNCATE"):  # rows go, columns stay
+            return []
+        return []
+
+    def wait(self) -> None:
+        if self.accept("WAIT"):
+            self.i += 1
+        else:
+            self.accept("NOWAIT")
+
+    def end(self) -> None:
+        if not self.at_end():
+            self.fail("unexpected text")
+
+    def create_table(self) -> Operation:
+        if_not_exists = self.accept("IF", "NOT", "EXISTS")
+        name = self.table_name()
+        if self.accept("LIKE") or self.accept("(", "LIKE"):
+            source = self.table_name()
+            self.accept(")")
+            self.end()
+            return CreateTableLike(name, source, if_not_exists)
+        if not self.accept("("):
+            self.fail("CREATE TABLE without column definitions")
+        schema = TableSchema([])
+        while True:
+            self.create_definition(schema)
+            if self.accept(")"):
+                break
+            self.expect(",")
+        # Table options and partitioning change no columns; a SELECT would add columns we cannot see.
+        while not self.at_end():
+            if self.peek() in ("SELECT", "AS", "WITH", "TABLE", "VALUES"):
+                self.fail("CREATE TABLE ... SELECT")
+            if self.peek() == "(":
+                self.skip_parens()
+            else:
+                self.i += 1
+        return CreateTable(name, schema, if_not_exists)
+
+    _CONSTRAINTS = frozenset(("CONSTRAINT", "PRIMARY", "UNIQUE", "KEY", "INDEX", "FULLTEXT", "SPATIAL", "FOREIGN",
+                              "CHECK"))
+
+    def is_constraint(self) -> bool:
+        kind = self.toks[self.i][0] if self.i < len(self.toks) else ""
+        return kind == "word" and (self.peek() in self._CONSTRAINTS or (self.peek() == "PERIOD"
+                                                                          and self.peek(1) == "FOR"))
+
+    def create_definition(self, schema: TableSchema) -> None:
+        if self.is_constraint():
+            pk = self.constraint()
+            if pk is not None:
+                schema.primary_key = pk
+            return
+        column, primary = self.column_definition()
+        schema.columns.append(column)
+        if primary:
+            schema.primary_key = [column.name]
+
+    def constraint(self) -> list[str] | None:
+        """An index or constraint definition; the primary key's columns if it is one."""
+        if self.accept("CONSTRAINT"):
+            if self.peek() not in self._CONSTRAINTS or self.peek() == "CONSTRAINT":
+                self.ident()  # the constraint's symbol
+        if self.accept("PRIMARY", "KEY"):
+            if self.peek() != "(":  # USING BTREE, or an index name
+                while not self.at_end() and self.peek() != "(":
+                    self.i += 1
+            return self.key_columns()
+        self.skip_item()
+        return None
+
+    def key_columns(self) -> list[str]:
+        self.expect("(")
+        columns = []
+        while True:
+            columns.append(self.ident())
+            self.skip_item()  # (prefix length), ASC/DESC
+            if self.accept(")"):
+                return columns
+            self.expect(",")
+
+    def column_definition(self) -> tuple[ColumnDef, bool]:
+        """``name type [attributes]``; whether it declares the primary key."""
+        name = self.ident()
+        if self.i >= len(self.toks) or self.toks[self.i][0] != "word":
+            self.fail(f"column {name} without a type")
+        type_word = self.toks[self.i][1].lower()
+        self.i += 1
+        column = ColumnDef(name, type_word)
+        if type_word == "serial":  # BIGINT UNSIGNED NOT NULL AUTO_INCREMENT UNIQUE
+            column.type, column.unsigned = "bigint", True
+        elif type_word in ("double", "character", "national", "long", "char") and self.peek() in (
+                "PRECISION", "VARYING", "CHAR", "CHARACTER", "VARCHAR", "VARBINARY", "BYTE"):
+            self.i += 1  # DOUBLE PRECISION, CHARACTER VARYING, NATIONAL CHAR, LONG VARCHAR, CHAR BYTE
+        if self.peek() == "(":
+            if type_word in ("enum", "set"):
+                self.i += 1
+                labels = []
+                while True:
+                    if self.i >= len(self.toks) or self.toks[self.i][0] != "str":
+                        self.fail(f"{type_word.upper()} column {name} with a label that is not a string")
+                    labels.append(self.toks[self.i][1])
+                    self.i += 1
+                    if self.accept(")"):
+                        break
+                    self.expect(",")
+                if type_word == "enum":
+                    column.enum_values = labels
+                else:
+                    column.set_values = labels
+            else:
+                self.skip_parens()
+        primary = False
+        while not self.at_end() and self.peek() not in (",", ")"):
+            word = self.peek()
+            if word == "(":
+                self.skip_parens()
+                continue
+            self.i += 1
+            if word in ("UNSIGNED", "ZEROFILL"):
+                column.unsigned = True
+            elif word == "SIGNED":
+                column.unsigned = False
+            elif word == "PRIMARY" and self.peek() == "KEY":
+                self.i += 1
+                primary = True
+            elif word == "UNIQUE":
+                self.accept("KEY")
+            elif word == "KEY":  # KEY alone in a column definition is PRIMARY KEY
+                primary = True
+            elif word in ("FIRST", "AFTER"):
+                self.i -= 1  # positions belong to ALTER TABLE, which reads them
+                break
+            elif word in ("DEFAULT", "COMMENT", "COLLATE", "ON", "REFERENCES") and not self.at_end():
+                # The next token is a value or a name, never an attribute.
+                if self.peek() == "(":
+                    self.skip_parens()
+                else:
+                    self.i += 1
+        return column, primary
+
+    # -- ALTER TABLE
+
+    def alter_table(self) -> Operation:
+        self.accept("IF", "EXISTS")
+        name = self.table_name()
+        self.wait()
+        op = AlterTable(name, [])
+        if self.at_end():
+            return op
+        while True:
+            self.alter_spec(op)
+            if not self.accept(","):
+                break
+        self.end()
+        return op
+
+    def position(self) -> Position:
+        if self.accept("FIRST"):
+            return ("first", "")
+        if self.accept("AFTER"):
+            return ("after", self.ident())
+        return None
+
+    _HARMLESS = frozenset((
+        "ALTER", "ALGORITHM", "LOCK", "FORCE", "ENGINE", "ORDER", "DISCARD", "IMPORT", "ENABLE", "DISABLE",
+        "DEFAULT", "CHARACTER", "CHARSET", "COLLATE", "COMMENT", "AUTO_INCREMENT", "ROW_FORMAT", "KEY_BLOCK_SIZE",
+        "PARTITION", "REMOVE", "COALESCE", "REORGANIZE", "EXCHANGE", "ANALYZE", "CHECK", "OPTIMIZE", "REBUILD",
+        "REPAIR", "TRUNCATE", "STATS_AUTO_RECALC", "STATS_PERSISTENT", "STATS_SAMPLE_PAGES", "AVG_ROW_LENGTH",
+        "MAX_ROWS", "MIN_ROWS", "PACK_KEYS", "CHECKSUM", "DELAY_KEY_WRITE", "INSERT_METHOD", "DATA", "INDEX",
+        "CONNECTION", "PASSWORD", "TABLESPACE", "STORAGE", "UNION", "ENCRYPTION", "ENCRYPTED", "ENCRYPTION_KEY_ID",
+        "PAGE_CHECKSUM", "PAGE_COMPRESSED", "PAGE_COMPRESSION_LEVEL", "TRANSACTIONAL", "SEQUENCE", "CONVERT",
+        "SECONDARY_ENGINE", "VALIDATION", "WITH", "WITHOUT", "UPGRADE", "ATTRIBUTE", "AUTOEXTEND_SIZE",
+    ))
+
+    def alter_spec(self, op: AlterTable) -> None:
+        if self.accept("ADD"):
+            if self.peek() == "SYSTEM":
+                self.fail("ADD SYSTEM VERSIONING (adds hidden columns)")
+            if self.peek() == "PERIOD" or (self.is_constraint() and not self.accept("COLUMN")):
+                pk = self.constraint()
+                if pk is not None:
+                    op.specs.append(AddPrimaryKey(pk))
+                return
+            self.accept("COLUMN")
+            if_not_exists = self.accept("IF", "NOT", "EXISTS")
+            if self.accept("("):
+                while True:
+                    column, primary = self.column_definition()
+                    op.specs.append(AddColumn(column, None, if_not_exists))
+                    if primary:
+                        op.specs.append(AddPrimaryKey([column.name]))
+                    if self.accept(")"):
+                        return
+                    self.expect(",")
+            column, primary = self.column_definition()
+            op.specs.append(AddColumn(column, self.position(), if_not_exists))
+            if primary:
+                op.specs.append(AddPrimaryKey([column.name]))
+            return
+        if self.accept("DROP"):
+            if self.accept("PRIMARY", "KEY"):
+                op.specs.append(DropPrimaryKey())
+                return
+            if self.peek() == "SYSTEM":
+                self.fail("DROP SYSTEM VERSIONING (drops hidden columns)")
+            if self.peek() in ("INDEX", "KEY", "FOREIGN", "CHECK", "CONSTRAINT", "PARTITION", "PERIOD") and \
+                    self.toks[self.i][0] == "word":
+                self.skip_item()
+                return
+            self.accept("COLUMN")
+            if_exists = self.accept("IF", "EXISTS")
+            op.specs.append(DropColumn(self.ident(), if_exists))
+            self.accept("RESTRICT") or self.accept("CASCADE")
+            return
+        if self.accept("MODIFY"):
+            self.accept("COLUMN")
+            if_exists = self.accept("IF", "EXISTS")
+            column, primary = self.column_definition()
+            op.specs.append(ChangeColumn(column.name, column, self.position(), if_exists))
+            if primary:
+                op.specs.append(AddPrimaryKey([column.name]))
+            return
+        if self.accept("CHANGE"):
+            self.accept("COLUMN")
+            if_exists = self.accept("IF", "EXISTS")
+            old = self.ident()
+            column, primary = self.column_definition()
+            op.specs.append(ChangeColumn(old, column, self.position(), if_exists))
+            if primary:
+                op.specs.append(AddPrimaryKey([column.name]))
+            return
+        if self.accept("RENAME"):
+            if self.accept("COLUMN"):
+                self.accept("IF", "EXISTS")
+                old = self.ident()
+                self.expect("TO")
+                op.specs.append(RenameColumn(old, self.ident()))
+                return
+            if self.accept("INDEX") or self.accept("KEY"):
+                self.skip_item()
+                return
+            self.accept("TO") or self.accept("AS")
+            op.rename_to = self.table_name()
+            return
+        if self.peek() in self._HARMLESS and self.toks[self.i][0] == "word":
+            self.skip_item()
+            return
+        self.fail("ALTER TABLE clause this parser does not know")

@@ -1,0 +1,340 @@
+"""Schema history: each captured table's columns as valid at the current binlog position (sans-I/O).
+
+Without FULL row metadata a TABLE_MAP has no column names, ENUM/SET labels or primary key. The daemon
+captures the selected tables' columns once (information_schema, at the start position or the snapshot's
+consistent point), then applies every DDL of the binlog in order (``ddl.py``). Each change is an entry of
+the compacted ``<prefix>._schema_history`` topic (key: the table, value: its columns after the change),
+published in the Kafka transaction of the DDL's checkpoint: the latest entry per table is the schema at
+the last checkpoint, which is what a restart reads back. Records carry the schema next to each TABLE_MAP
+(docs/FORMAT.md, "Schema entries"), so consumers never need the history topic.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import orjson
+
+from ..codec import BinlogError
+from ..codec.constants import ColumnType as T
+from ..codec.table_map import TableMap
+from .ddl import (
+    AddColumn,
+    AddPrimaryKey,
+    AlterSpec,
+    AlterTable,
+    ChangeColumn,
+    ColumnDef,
+    CreateTable,
+    CreateTableLike,
+    DropColumn,
+    DropDatabase,
+    DropPrimaryKey,
+    DropTables,
+    Name,
+    Operation,
+    RenameColumn,
+    RenameTables,
+    TableSchema,
+    UnparsedDDL,
+    parse_ddl,
+    tokens,
+)
+
+log = logging.getLogger("binlake.schema")
+HISTORY_TOPIC = "_schema_history"
+ON_UNPARSED = ("stop", "skip-table")
+_INT_WORDS = frozenset(("tinyint", "smallint", "mediumint", "int", "integer", "bigint", "bool", "boolean", "int1",
+                        "int2", "int3", "int4", "int8", "middleint"))
+_INT_TYPES = frozenset((T.TINY, T.SHORT, T.INT24, T.LONG, T.LONGLONG))
+
+
+class SchemaError(BinlogError):
+    """The history cannot say which columns a table has here (unparsed DDL, unknown table, stale schema)."""
+
+    def __init__(self, reason: str, position: int | None = None, source: str = "schema history") -> None:
+        super().__init__(reason, position, source)
+
+
+def history_key(name: Name) -> bytes:
+    return orjson.dumps(list(name))
+
+
+class SchemaHistory:
+    """The tables' columns at the position of the last event fed; ``apply`` follows DDL."""
+
+    def __init__(self, accept: Callable[[str, str], bool], on_unparsed: str = "stop") -> None:
+        self.accept = accept
+        self.on_unparsed = on_unparsed
+        self.tables: dict[Name, TableSchema] = {}
+        self.skipped: dict[Name, str] = {}  # table -> the DDL that made its columns unknown
+        self._attachments: dict[Name, bytes] = {}
+
+    # -- persistence
+
+    def entry(self, name: Name, seq: str, ddl: str) -> bytes:
+        """The history topic's value for a table after a change (``seq``: where it applies from)."""
+        value: dict[str, Any] = {"database": name[0], "table": name[1], "seq": seq, "ddl": ddl}
+        if name in self.tables:
+            schema = self.tables[name]
+            value["columns"] = [c.to_json() for c in schema.columns]
+            value["primary_key"] = schema.primary_key
+        elif name in self.skipped:
+            value["skipped"] = self.skipped[name]
+        else:
+            value["dropped"] = True
+        return orjson.dumps(value)
+
+    def load(self, entries: Iterable[bytes]) -> None:
+        """Rebuild the state from the latest history entry of each table."""
+        for raw in entries:
+            value = orjson.loads(raw)
+            name = (value["database"], value["table"])
+            self.tables.pop(name, None)
+            self.skipped.pop(name, None)
+            if "columns" in value:
+                columns = [ColumnDef(c["name"], c["type"], c["unsigned"], c["enum_values"], c["set_values"])
+                           for c in value["columns"]]
+                self.tables[name] = TableSchema(columns, value["primary_key"])
+            elif "skipped" in value:
+                self.skipped[name] = value["skipped"]
+        self._attachments.clear()
+
+    # -- following the binlog
+
+    def apply(self, database: str, sql: str, where: str) -> list[Name]:
+        """Apply one statement; the tables whose entry changed. ``where`` (file:position) names the
+        statement in errors. Unparsed DDL stops (SchemaError) or, with ``skip-table``, makes the tables
+        it names unknown: their rows are no longer published until a CREATE TABLE defines them again."""
+        try:
+            ops = parse_ddl(sql, database)
+            before = {**self.tables}, {**self.skipped}
+            try:
+                changed = [name for op in ops for name in self._apply(op)]
+            except UnparsedDDL:
+                self.tables, self.skipped = before
+                raise
+        except UnparsedDDL as exc:
+            tables = [t for t in dict.fromkeys(exc.tables) if self.accept(*t)]
+            if not tables and exc.tables:
+                return []  # only tables nobody captures
+            names = ", ".join(f"{db}.{t}" for db, t in tables) or "unknown tables"
+            text = " ".join(sql.split())[:300]
+            if self.on_unparsed == "stop" or not tables:
+                raise SchemaError(f"{where}: DDL on {names} that the schema history cannot follow ({exc}): {text}"
+                                  " (set schema.on_unparsed_ddl: skip-table to stop publishing those tables"
+                                  " instead)") from None
+            log.warning("%s: DDL on %s that the schema history cannot follow (%s): their rows are no longer "
+                        "published: %s", where, names, exc, text)
+            for name in tables:
+                self.tables.pop(name, None)
+                self.skipped[name] = f"{where}: {text}"
+            changed = tables
+        for name in changed:
+            self._attachments.pop(name, None)
+        return list(dict.fromkeys(changed))
+
+    def _apply(self, op: Operation) -> list[Name]:
+        tables = self.tables
+        if isinstance(op, CreateTable):
+            if op.if_not_exists and op.name in tables:
+                return []
+            tables[op.name] = op.schema
+            self.skipped.pop(op.name, None)
+            return [op.name]
+        if isinstance(op, CreateTableLike):
+            if op.if_not_exists and op.name in tables:
+                return []
+            if op.source not in tables:
+                return self._unknown(op.source, op.name)
+            tables[op.name] = tables[op.source].copy()
+            self.skipped.pop(op.name, None)
+            return [op.name]
+        if isinstance(op, AlterTable):
+            if op.name not in tables:
+                return self._unknown(op.name, op.rename_to or op.name)
+            schema = tables[op.name].copy()
+            for spec in op.specs:
+                _alter(schema, spec, op.name)
+            tables[op.name] = schema
+            if op.rename_to and op.rename_to != op.name:
+                return [op.name, *self._rename(op.name, op.rename_to)]
+            return [op.name]
+        if isinstance(op, RenameTables):
+            changed = []
+            for old, new in op.pairs:
+                if old not in tables and old not in self.skipped:
+                    continue  # a view, or a table never captured: its rows, if any, stop at attachment()
+                changed += self._rename(old, new)
+            return changed
+        if isinstance(op, DropTables):
+            return [n for n in op.names if tables.pop(n, None) is not None or self.skipped.pop(n, None) is not None]
+        assert isinstance(op, DropDatabase)
+        gone = [n for n in [*tables, *self.skipped] if n[0] == op.database]
+        for n in gone:
+            tables.pop(n, None)
+            self.skipped.pop(n, None)
+        return gone
+
+    def _rename(self, old: Name, new: Name) -> list[Name]:
+        if old in self.tables:
+            self.tables[new] = self.tables.pop(old)
+            self.skipped.pop(new, None)
+        else:
+            self.skipped[new] = self.skipped.pop(old)
+        return [old, new]
+
+    def _unknown(self, source: Name, target: Name) -> list[Name]:
+        """A statement about a table the history never captured: harmless unless a captured name results."""
+        if self.accept(*target) or self.accept(*source):
+            raise UnparsedDDL(f"the schema of {source[0]}.{source[1]} is unknown", [target, source])
+        return []
+
+    # -- what records carry
+
+    def attachment(self, tm: TableMap, where: str) -> bytes | None:
+        """The schema entry of a record for this TABLE_MAP (None: the table is skipped). Checks that the
+        history's columns fit the map, so a stale schema stops the daemon instead of mislabelling values."""
+        name = (tm.database, tm.table)
+        if name in self.skipped:
+            return None
+        schema = self.tables.get(name)
+        if schema is None:
+            raise SchemaError(f"{where}: rows of {name[0]}.{name[1]}, whose columns the schema history does not know"
+                              " (it was not captured at the start position, nor created by DDL since)")
+        if len(schema.columns) != len(tm.columns) or any(
+                _mismatch(c, col.type) for c, col in zip(schema.columns, tm.columns, strict=False)):
+            ours = ", ".join(f"{c.name} {c.type}" for c in schema.columns)
+            raise SchemaError(f"{where}: the TABLE_MAP of {name[0]}.{name[1]} has {len(tm.columns)} columns that do "
+                              f"not fit the schema history's ({ours}): the captured schema is not the one valid "
+                              "here (start where it was captured, take a snapshot, or use binlog_row_metadata=FULL)")
+        cached = self._attachments.get(name)
+        if cached is None:
+            index = {c.name.lower(): i for i, c in enumerate(schema.columns)}
+            cached = self._attachments[name] = orjson.dumps({
+                "columns": [{"name": c.name, "unsigned": c.unsigned, "enum_values": c.enum_values,
+                             "set_values": c.set_values} for c in schema.columns],
+                "primary_key": [index[k.lower()] for k in schema.primary_key if k.lower() in index],
+            })
+        return cached
+
+
+def _mismatch(column: ColumnDef, binlog_type: int) -> bool:
+    """Whether a declared type cannot be the TABLE_MAP's type (only unmistakable families are compared)."""
+    if column.type == "enum" or binlog_type == T.ENUM:
+        return (column.type == "enum") != (binlog_type == T.ENUM)
+    if column.type == "set" or binlog_type == T.SET:
+        return (column.type == "set") != (binlog_type == T.SET)
+    return (column.type in _INT_WORDS) != (binlog_type in _INT_TYPES)
+
+
+def _alter(schema: TableSchema, spec: AlterSpec, table: Name) -> None:
+    cols = schema.columns
+
+    def missing(name: str) -> UnparsedDDL:
+        return UnparsedDDL(f"column {name} does not exist in the schema history", [table])
+
+    def place(column: ColumnDef, position: tuple[str, str] | None, default: int) -> None:
+        if position is None:
+            cols.insert(default, column)
+        elif position[0] == "first":
+            cols.insert(0, column)
+        else:
+            at = schema.index(position[1])
+            if at < 0:
+                raise missing(position[1])
+            cols.insert(at + 1, column)
+
+    if isinstance(spec, AddColumn):
+        if schema.index(spec.column.name) >= 0:
+            if spec.if_not_exists:
+                return
+            raise UnparsedDDL(f"column {spec.column.name} exists already", [table])
+        place(spec.column, spec.position, len(cols))
+    elif isinstance(spec, (DropColumn, ChangeColumn)):
+        at = schema.index(spec.name if isinstance(spec, DropColumn) else spec.old)
+        if at < 0:
+            if spec.if_exists:
+                return
+            raise missing(spec.name if isinstance(spec, DropColumn) else spec.old)
+        old = cols.pop(at).name
+        if isinstance(spec, DropColumn):
+            schema.primary_key = [k for k in schema.primary_key if k.lower() != old.lower()]
+            return
+        place(spec.column, spec.position, at)
+        schema.primary_key = [spec.column.name if k.lower() == old.lower() else k for k in schema.primary_key]
+    elif isinstance(spec, RenameColumn):
+        at = schema.index(spec.old)
+        if at < 0:
+            raise missing(spec.old)
+        cols[at].name = spec.new
+        schema.primary_key = [spec.new if k.lower() == spec.old.lower() else k for k in schema.primary_key]
+    elif isinstance(spec, AddPrimaryKey):
+        schema.primary_key = list(spec.columns)
+    else:
+        assert isinstance(spec, DropPrimaryKey)
+        schema.primary_key = []
+
+
+def column_from_type(name: str, column_type: str) -> ColumnDef:
+    """A column from information_schema's COLUMN_TYPE (``enum('a','b')``, ``int(10) unsigned``)."""
+    toks = tokens(column_type)
+    word = toks[0][1].lower() if toks else ""
+    column = ColumnDef(name, word, any(t[0] == "word" and t[1].lower() in ("unsigned", "zerofill") for t in toks))
+    if word in ("enum", "set"):
+        labels = [text for kind, text in toks if kind == "str"]
+        if word == "enum":
+            column.enum_values = labels
+        else:
+            column.set_values = labels
+    return column
+
+
+def capture(cur: Any, accept: Callable[[str, str], bool]) -> dict[Name, TableSchema]:
+    """The accepted base tables' columns and primary keys, from information_schema (two queries)."""
+    cur.execute("SELECT c.TABLE_SCHEMA, c.TABLE_NAME, c.COLUMN_NAME, c.COLUMN_TYPE FROM information_schema.COLUMNS c"
+                " JOIN information_schema.TABLES t USING (TABLE_SCHEMA, TABLE_NAME) WHERE t.TABLE_TYPE = 'BASE TABLE'"
+                " AND c.TABLE_SCHEMA NOT IN ('mysql', 'sys', 'performance_schema', 'information_schema')"
+                " ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME, c.ORDINAL_POSITION")
+    tables: dict[Name, TableSchema] = {}
+    for db, table, column, column_type in cur.fetchall():
+        name = (_text(db), _text(table))
+        if accept(*name):
+            tables.setdefault(name, TableSchema([])).columns.append(column_from_type(_text(column),
+                                                                                    _text(column_type)))
+    cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.STATISTICS"
+                " WHERE INDEX_NAME = 'PRIMARY' ORDER BY TABLE_SCHEMA, TABLE_NAME, SEQ_IN_INDEX")
+    for db, table, column in cur.fetchall():
+        name = (_text(db), _text(table))
+        if name in tables:
+            tables[name].primary_key.append(_text(column))
+    return tables
+
+
+def _text(v: Any) -> str:
+    return v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v)
+
+
+def enrich(tm: TableMap, attachment: bytes) -> TableMap:
+    """A copy of a TABLE_MAP with the names, signedness, ENUM/SET labels and key of a schema entry."""
+    from dataclasses import replace
+
+    d = orjson.loads(attachment)
+    columns = d["columns"]
+    if len(columns) != len(tm.columns):
+        raise ValueError(f"schema entry has {len(columns)} columns, the TABLE_MAP {len(tm.columns)}")
+    out = []
+    for col, c in zip(tm.columns, columns, strict=True):
+        kw: dict[str, Any] = {"name": c["name"]}
+        if col.unsigned is None and (col.type in _INT_TYPES or col.type in (T.FLOAT, T.DOUBLE, T.NEWDECIMAL)):
+            kw["unsigned"] = c["unsigned"]
+        if col.type == T.ENUM and col.enum_values is None:
+            kw["enum_values"] = c["enum_values"]
+        if col.type == T.SET and col.set_values is None:
+            kw["set_values"] = c["set_values"]
+        out.append(replace(col, **kw))
+    pk = tm.primary_key if tm.primary_key is not None else ([(i, 0) for i in d["primary_key"]] or None)
+    return TableMap(tm.table_id, tm.map_flags, tm.database, tm.table, out, pk, has_names=True,
+                    is_mariadb=tm.is_mariadb, optional_metadata=tm.optional_metadata)

@@ -1,0 +1,198 @@
+"""Schema history on a server with binlog_row_metadata=MINIMAL (TABLE_MAPs without column names):
+every change consumed through Kafka carries the column names and values the server's own SELECT shows
+at that point, across ADD/DROP/reorder/type change/RENAME COLUMN/RENAME TABLE/CREATE ... LIKE, a clean
+restart and a kill -9 of the daemon; after every DDL the history's columns equal information_schema's."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from ingester.cli.consume import committed_record_events
+from ingester.cli.main import main
+from ingester.codec import events as E
+from ingester.daemon.kafka_io import read_compacted
+from ingester.records.format import Sequence, file_number
+from ingester.schema.history import SchemaHistory, capture
+from tests.integration.test_land import _land, _mirror_rows, _plain_rows, spark  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.integration
+BINLAKE = [sys.executable, "-m", "ingester.cli.main"]
+DB = "sh"
+
+# (sql, table, ids): DDL when ids is None; else DML whose rows (by id) are checked against SELECT.
+PHASE1: list[tuple[str, str, list[int] | None]] = [
+    ("INSERT INTO t VALUES (3, 'c', 4000000000, 'z')", "t", [3]),
+    ("ALTER TABLE t ADD COLUMN c INT NOT NULL DEFAULT 7 AFTER id", "t", None),
+    ("INSERT INTO t VALUES (4, -5, 'd', 1, 'x')", "t", [4]),
+    ("UPDATE t SET a = CONCAT(a, '!') WHERE id IN (1, 3)", "t", [1, 3]),
+    ("ALTER TABLE t DROP COLUMN a", "t", None),
+    ("UPDATE t SET c = c + 1 WHERE id <= 2", "t", [1, 2]),
+    ("ALTER TABLE t MODIFY b BIGINT NULL FIRST", "t", None),  # reorder, change type and signedness
+    ("INSERT INTO t (id, b, c, e) VALUES (5, -9000000000, 3, 'y')", "t", [5]),
+]
+PHASE2: list[tuple[str, str, list[int] | None]] = [
+    ("ALTER TABLE t CHANGE e e2 ENUM('x', 'y', 'z', 'w') DEFAULT 'w', ALGORITHM=COPY", "t", None),
+    ("INSERT INTO t (b, id, c) VALUES (1, 6, 1)", "t", [6]),
+    ("ALTER TABLE t RENAME COLUMN c TO c2", "t", None),
+    ("UPDATE t SET c2 = 100, e2 = 'w' WHERE id IN (4, 5)", "t", [4, 5]),
+    ("RENAME TABLE t TO t2", "t2", None),
+    ("DELETE FROM t2 WHERE id = 2", "t2", [2]),
+    ("ALTER TABLE t2 ADD COLUMN s SET('p', 'q') FIRST, ADD COLUMN u INT UNSIGNED, DROP PRIMARY KEY, "
+     "ADD PRIMARY KEY (id, c2)", "t2", None),
+    ("INSERT INTO t2 (id, b, c2, s, u) VALUES (7, 7, 7, 'p,q', 4294967295)", "t2", [7]),
+    ("CREATE TABLE t3 LIKE t2", "t3", None),
+    ("INSERT INTO t3 SELECT * FROM t2 WHERE id >= 5", "t3", [5, 6, 7]),
+    ("CREATE TABLE `we-ird` (`k` INT PRIMARY KEY, `v``x` VARCHAR(5) CHARACTER SET latin1) ENGINE=InnoDB",
+     "we-ird", None),
+    ("INSERT INTO `we-ird` VALUES (1, 'ü')", "we-ird", [1]),
+    ("TRUNCATE t3", "t3", None),
+    ("INSERT INTO t3 (id, b, c2, u) VALUES (8, 8, 8, 8)", "t3", [8]),
+    ("DROP TABLE t2", "t2", None),
+]
+
+
+def _select(conn: Any, table: str, ids: list[int]) -> dict[int, dict[str, Any]]:
+    key = "k" if table == "we-ird" else "id"
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT * FROM `{table}` WHERE `{key}` IN ({', '.join(map(str, ids))})")
+        names = [d[0] for d in cur.description]
+        return {row[names.index(key)]: dict(zip(names, row, strict=True)) for row in cur.fetchall()}
+
+
+class _Steps:
+    """Runs statements and records, per DML, its binlog range and the server's rows it touched."""
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+        self.conn = server.connect(DB)
+        self.history = SchemaHistory(lambda db, t: db == DB)
+        with self.conn.cursor() as cur:
+            self.history.tables = capture(cur, self.history.accept)
+        self.checks: list[tuple[Sequence, Sequence, str, str, dict[int, dict[str, Any]]]] = []
+
+    def seq(self) -> Sequence:
+        pos = self.server.current_binlog_position()
+        return Sequence(file_number(pos.file), pos.position)
+
+    def run(self, steps: list[tuple[str, str, list[int] | None]]) -> None:
+        for sql, table, ids in steps:
+            before = _select(self.conn, table, ids) if ids and sql.startswith("DELETE") else None
+            start = self.seq()
+            with self.conn.cursor() as cur:
+                cur.execute(sql)
+            if ids is None:  # the parser follows the server: its columns equal information_schema's
+                self.history.apply(DB, sql, "test")
+                with self.conn.cursor() as cur:
+                    server_tables = capture(cur, self.history.accept)
+                assert self.history.tables == server_tables, sql
+                continue
+            kind = "delete" if before is not None else "after"
+            self.checks.append((start, self.seq(), table, kind, before if before is not None
+                                else _select(self.conn, table, ids)))
+
+
+def _consumed(kafka: Any, prefix: str) -> list[Any]:
+    return [i for i in committed_record_events(kafka.bootstrap, prefix)
+            if isinstance(i.event, E.RowsEvent) and i.event.database == DB]
+
+
+def _check(items: list[Any], steps: _Steps) -> None:
+    for start, end, table, kind, expected in steps.checks:
+        got: dict[int, dict[str, Any]] = {}
+        for item in items:
+            ev = item.event
+            if start <= item.seq < end and ev.table == table:
+                for row in ev.rows:
+                    image = row["before"] if kind == "delete" else row["after"]
+                    got[image["k" if table == "we-ird" else "id"]] = image
+        assert got == expected, (table, kind, start)
+
+
+def test_minimal_metadata_changes_keep_their_columns_across_ddl_and_restarts(make_mariadb, kafka) -> None:
+    server = make_mariadb(binlog_row_metadata="MINIMAL")
+    server.execute(f"CREATE DATABASE {DB} CHARACTER SET utf8mb4")
+    server.execute(f"CREATE TABLE {DB}.t (id INT PRIMARY KEY, a VARCHAR(20), b INT UNSIGNED, e ENUM('x', 'y', 'z'))")
+    server.execute(f"INSERT INTO {DB}.t VALUES (1, 'a', 1, 'x'), (2, 'b', 3000000000, 'y')")
+    prefix = "hist"
+    steps = _Steps(server)
+    base = ["run", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix", prefix,
+            "--server-id", "4747", "--snapshot", "initial"]
+    # The snapshot captures the schema at its point; phase 1 is streamed by a second, clean start.
+    assert main([*base, "--exit-at-end"]) == 0
+    snapshot = {r["after"]["id"]: r["after"] for i in _consumed(kafka, prefix) for r in i.event.rows}
+    assert snapshot == _select(steps.conn, "t", [1, 2])
+    steps.run(PHASE1)
+    assert main([*base, "--exit-at-end"]) == 0
+    _check(_consumed(kafka, prefix), steps)
+    # Phase 2 while a daemon runs; kill -9 it halfway, then finish with a new one.
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    proc = subprocess.Popen([*BINLAKE, *base], env=env, stderr=subprocess.DEVNULL)
+    try:
+        steps.run(PHASE2[:7])
+        time.sleep(2)  # let it commit some of it
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+    steps.run(PHASE2[7:])
+    assert main([*base, "--exit-at-end"]) == 0
+    items = _consumed(kafka, prefix)
+    _check(items, steps)
+    assert {i.event.table for i in items} == {"t", "t2", "t3", "we-ird"}
+    seen = [(i.seq, n) for i in items for n in range(len(i.event.rows))]
+    assert len(seen) == len(set(seen)), "a change was published twice"
+    # The history topic holds each table's latest columns; dropped tables say so.
+    history = {k.decode(): v for k, v in read_compacted(kafka.bootstrap, f"{prefix}._schema_history").items()}
+    assert b'"dropped":true' in history[f'["{DB}","t2"]'] and b'"dropped":true' in history[f'["{DB}","t"]']
+    assert b'"name":"c2"' in history[f'["{DB}","t3"]']
+
+
+def test_unparsed_ddl_stops_or_skips_the_table(make_mariadb, kafka, monkeypatch, capsys) -> None:
+    server = make_mariadb(binlog_row_metadata="MINIMAL")
+    server.execute(f"CREATE DATABASE {DB}")
+    server.execute(f"CREATE TABLE {DB}.keep (id INT PRIMARY KEY)")
+    server.execute(f"CREATE TABLE {DB}.odd (id INT PRIMARY KEY)")
+    base = ["run", "--source", server.url, "--kafka", kafka.bootstrap, "--server-id", "4748", "--exit-at-end"]
+    assert main([*base, "--topic-prefix", "unp"]) == 0  # captures the schema; streams from here
+    server.execute(f"ALTER TABLE {DB}.odd ADD SYSTEM VERSIONING")  # adds hidden columns
+    server.execute(f"INSERT INTO {DB}.odd VALUES (1)")
+    server.execute(f"INSERT INTO {DB}.keep VALUES (1)")
+    pos = server.current_binlog_position()
+    assert main([*base, "--topic-prefix", "unp"]) == 2
+    err = capsys.readouterr().err
+    assert f"DDL on {DB}.odd that the schema history cannot follow" in err and pos.file in err, err
+    monkeypatch.setenv("BINLAKE_SCHEMA_ON_UNPARSED_DDL", "skip-table")
+    assert main([*base, "--topic-prefix", "unp"]) == 0
+    tables = [(i.event.table, i.event.rows) for i in _consumed(kafka, "unp")]
+    assert tables == [("keep", [{"after": {"id": 1}}])]
+
+
+def test_land_mirrors_a_minimal_metadata_server_with_its_column_names(make_mariadb, kafka, spark,  # noqa: F811
+                                                                      tmp_path) -> None:
+    """binlake land decodes the schema entries like FULL table maps: lake columns have the server's names."""
+    server = make_mariadb(binlog_row_metadata="MINIMAL")
+    server.execute(f"CREATE DATABASE {DB} CHARACTER SET utf8mb4")
+    conn = server.connect(DB)
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(10), b INT UNSIGNED, e ENUM('x', 'y'))")
+        cur.execute("INSERT INTO t VALUES (1, 'one', 4000000000, 'y'), (2, 'two', 2, 'x')")
+    base = ["run", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix", "landmin",
+            "--server-id", "4749", "--exit-at-end", "--snapshot", "initial"]
+    assert main(base) == 0
+    with conn.cursor() as cur:
+        cur.execute("ALTER TABLE t ADD COLUMN c INT DEFAULT 3 FIRST, RENAME COLUMN a TO a2, DROP COLUMN e")
+        cur.execute("INSERT INTO t (id, a2, b) VALUES (3, 'three', 3)")
+        cur.execute("UPDATE t SET b = b + 1")  # every row's image now has the current columns
+        cur.execute("DELETE FROM t WHERE id = 2")
+    assert main(base) == 0
+    assert _land(kafka, "landmin", tmp_path / "lake") == 0
+    rows, types = _mirror_rows(spark, tmp_path / "lake", DB, "t")
+    expected = _plain_rows(conn, "t", "id")
+    assert {k: {c: row[c] for c in ("id", "c", "a2", "b")} for k, row in rows.items()} == expected
+    assert {"id", "c", "a2", "b", "a", "e"} <= set(types) and not any(c.startswith("@") for c in types)
