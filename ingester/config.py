@@ -1,7 +1,8 @@
 """One typed configuration for every command: defaults < YAML file < BINLAKE_* environment < flags.
 
 Secrets (the source password) come from the URL, ``BINLAKE_SOURCE_PASSWORD`` or a file named by
-``password_file``; ``Config.redacted()`` is what may be logged.
+``password_file`` (Kafka's SASL password: ``kafka.sasl_password``, ``BINLAKE_KAFKA_SASL_PASSWORD`` or
+``kafka.sasl_password_file``); ``Config.redacted()`` is what may be logged.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import yaml
 
+from .sources.replication import redact
+
 
 @dataclass
 class SourceConfig:
-    url: str = "mysql://root@127.0.0.1:3306"
+    url: str = field(default="mysql://root@127.0.0.1:3306", repr=False)  # may hold the password: see __repr__
     password_file: str | None = None
     server_id: int = 54321  # our replica id: must differ from every server and replica
     heartbeat: float = 5.0  # seconds; a stream silent for 3 heartbeats is treated as dead
@@ -32,6 +35,10 @@ class SourceConfig:
     tls_cert: str | None = None
     tls_key: str | None = None
 
+    def __repr__(self) -> str:  # the URL without its password, in logs and exception texts alike
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.repr}
+        return f"SourceConfig(url={redact(self.url)!r}, " + ", ".join(f"{k}={v!r}" for k, v in fields.items()) + ")"
+
 
 @dataclass
 class KafkaConfig:
@@ -43,6 +50,47 @@ class KafkaConfig:
     batch_ms: int = 0
     max_record_bytes: int = 900_000
     compression: str | None = "zstd"  # kafka-python uses the zstandard package we already depend on
+    # Security of every Kafka client (daemon, consume): PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None  # PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
+    sasl_username: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)  # secret: BINLAKE_KAFKA_SASL_PASSWORD or the file
+    sasl_password_file: str | None = None
+    ssl_cafile: str | None = None  # CA to verify the brokers (default: the system's)
+    ssl_certfile: str | None = None  # client certificate (mutual TLS)
+    ssl_keyfile: str | None = None
+    ssl_check_hostname: bool = True
+
+    def client_options(self) -> dict[str, Any]:
+        """kafka-python keyword arguments for these security settings (empty for PLAINTEXT)."""
+        protocol = self.security_protocol.upper()
+        if protocol not in KAFKA_PROTOCOLS:
+            raise ValueError(f"kafka.security_protocol: {self.security_protocol!r} is not one of "
+                             f"{', '.join(KAFKA_PROTOCOLS)}")
+        options: dict[str, Any] = {}
+        if protocol == "PLAINTEXT":
+            return options
+        options["security_protocol"] = protocol
+        if protocol.startswith("SASL"):
+            mechanism = (self.sasl_mechanism or "").upper()
+            if mechanism not in SASL_MECHANISMS:
+                raise ValueError(f"kafka.sasl_mechanism: {self.sasl_mechanism!r} is not one of "
+                                 f"{', '.join(SASL_MECHANISMS)} (needed by {protocol})")
+            password = self.sasl_password
+            if password is None and self.sasl_password_file:
+                password = Path(self.sasl_password_file).read_text().strip()
+            if not self.sasl_username or password is None:
+                raise ValueError(f"kafka: {mechanism} needs sasl_username and sasl_password (or sasl_password_file)")
+            options |= {"sasl_mechanism": mechanism, "sasl_plain_username": self.sasl_username,
+                        "sasl_plain_password": password}
+        if protocol.endswith("SSL"):
+            options |= {"ssl_cafile": self.ssl_cafile, "ssl_certfile": self.ssl_certfile,
+                        "ssl_keyfile": self.ssl_keyfile, "ssl_check_hostname": self.ssl_check_hostname}
+        return options
+
+
+KAFKA_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 @dataclass
@@ -117,9 +165,9 @@ class Config:
 
     def redacted(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        parts = urlsplit(self.source.url)
-        if parts.password is not None:
-            d["source"]["url"] = self.source.url.replace(f":{parts.password}@", ":***@", 1)
+        d["source"]["url"] = redact(self.source.url)
+        if d["kafka"]["sasl_password"] is not None:
+            d["kafka"]["sasl_password"] = "***"
         return d
 
 
@@ -187,6 +235,7 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
     _merge(config, from_env, "environment")
     if overrides:
         _merge(config, overrides, "command line")
+    config.kafka.client_options()  # a wrong security setting fails here, with its name
     if config.snapshot not in SNAPSHOT_MODES:
         raise ValueError(f"snapshot: {config.snapshot!r} is not one of {', '.join(SNAPSHOT_MODES)}")
     if config.schema.history not in SCHEMA_HISTORY_MODES:

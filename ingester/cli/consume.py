@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..codec.events import Event
@@ -27,17 +28,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def _messages(bootstrap: str, prefix: str, from_beginning: bool, exit_at_end: bool) -> Iterator[list[Any]]:
+def _messages(bootstrap: str, prefix: str, from_beginning: bool, exit_at_end: bool,
+              security: Mapping[str, Any] | None) -> Iterator[list[Any]]:
     """Per-partition batches of committed messages of the prefix's data topics."""
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+    consumer = KafkaConsumer(**(security or {}), bootstrap_servers=bootstrap, isolation_level="read_committed",
                              enable_auto_commit=False, group_id=None)
     try:
         internal = {f"{prefix}._offsets", f"{prefix}._schema_history"}  # not records (docs/FORMAT.md)
         topics = sorted(t for t in consumer.topics() if t.startswith(prefix + ".") and t not in internal)
         partitions = [TopicPartition(t, p) for t in topics for p in sorted(consumer.partitions_for_topic(t) or ())]
+        if not partitions and exit_at_end:  # nothing published under this prefix (yet)
+            return
         consumer.assign(partitions)
+        if not partitions:
+            return
         if from_beginning:
             consumer.seek_to_beginning(*partitions)
         else:
@@ -51,14 +57,15 @@ def _messages(bootstrap: str, prefix: str, from_beginning: bool, exit_at_end: bo
         consumer.close()
 
 
-def committed_events(bootstrap: str, prefix: str, from_beginning: bool = True,
-                     exit_at_end: bool = True) -> Iterator[Event]:
-    """Decoded events of the prefix's topics; with ``exit_at_end``, in source order (by sequence)."""
-    return (item.event for item in committed_record_events(bootstrap, prefix, from_beginning, exit_at_end))
+def committed_events(bootstrap: str, prefix: str, from_beginning: bool = True, exit_at_end: bool = True,
+                     security: Mapping[str, Any] | None = None) -> Iterator[Event]:
+    """Decoded events of the prefix's topics; with ``exit_at_end``, in source order (by sequence).
+    ``security``: kafka-python's TLS/SASL options (``KafkaConfig.client_options()``)."""
+    return (item.event for item in committed_record_events(bootstrap, prefix, from_beginning, exit_at_end, security))
 
 
-def committed_record_events(bootstrap: str, prefix: str, from_beginning: bool = True,
-                            exit_at_end: bool = True) -> Iterator[RecordEvent]:
+def committed_record_events(bootstrap: str, prefix: str, from_beginning: bool = True, exit_at_end: bool = True,
+                            security: Mapping[str, Any] | None = None) -> Iterator[RecordEvent]:
     """Like ``committed_events``, with each event's sequence, GTID and commit time."""
     source = f"kafka {bootstrap}"
     chunks = ChunkAssembler()
@@ -70,7 +77,7 @@ def committed_record_events(bootstrap: str, prefix: str, from_beginning: bool = 
         if value is not None:
             yield from record_events(headers, value, f"{where}@{msg.offset}")
 
-    batches = _messages(bootstrap, prefix, from_beginning, exit_at_end)
+    batches = _messages(bootstrap, prefix, from_beginning, exit_at_end, security)
     if not exit_at_end:
         for batch in batches:
             for msg in batch:
@@ -85,12 +92,44 @@ def committed_record_events(bootstrap: str, prefix: str, from_beginning: bool = 
     yield from heapq.merge(*streams, key=lambda item: item.seq)
 
 
+class _ClientErrors(logging.Handler):
+    """kafka-python's logged failures: its exceptions say "unable to bootstrap", its log says why."""
+
+    _CAUSES = ("authenticat", "certificate", "sasl", "handshake")
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(self.messages) < 100:
+            self.messages.append(record.getMessage())
+
+    def cause(self) -> str:
+        """The first message that names a security failure, else the first one."""
+        named = [m for m in self.messages if any(c in m.lower() for c in self._CAUSES)]
+        return (named or self.messages or [""])[0]
+
+
 def run(args: argparse.Namespace) -> int:
+    from kafka.errors import KafkaError
+
     cfg = load_config(args.config, overrides(args))
     out = sys.stdout.buffer
-    for ev in committed_events(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, args.from_beginning, args.exit_at_end):
-        out.write(event_json(ev))
-        if not args.exit_at_end:
-            out.flush()
+    errors = _ClientErrors()
+    logging.getLogger("kafka").addHandler(errors)
+    try:
+        for ev in committed_events(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, args.from_beginning,
+                                   args.exit_at_end, cfg.kafka.client_options()):
+            out.write(event_json(ev))
+            if not args.exit_at_end:
+                out.flush()
+    except KafkaError as exc:
+        out.flush()
+        print(f"binlake: error: kafka {cfg.kafka.bootstrap} ({cfg.kafka.security_protocol}): {exc}"
+              + (f" ({errors.cause()})" if errors.messages else ""), file=sys.stderr)
+        return 2
+    finally:
+        logging.getLogger("kafka").removeHandler(errors)
     out.flush()
     return 0

@@ -37,14 +37,15 @@ _UTF8_CHARSETS = frozenset(("utf8mb4", "utf8mb3", "utf8"))
 class JsonDiff:
     """A partial JSON update whose before value was not in the row image."""
 
-    __slots__ = ("diff",)
+    __slots__ = ("decoded", "diff")
 
     def __init__(self, diff: bytes) -> None:
         self.diff = diff
+        # Parsed while the row is decoded, so a malformed diff fails there, at the event's position.
+        self.decoded = decode_json_diff(diff)
 
     def to_json(self) -> dict[str, Any]:
-        return {"$json_diff": [{"op": op, "path": path, "value": value} for op, path, value in
-                               decode_json_diff(self.diff)]}
+        return {"$json_diff": [{"op": op, "path": path, "value": value} for op, path, value in self.decoded]}
 
 
 def _inflate(data: bytes, size: int, wbits: int) -> bytes:
@@ -142,6 +143,8 @@ def _text(g: _Gen, ind: int, var: str, col: Column) -> None:
 def _column(g: _Gen, ind: int, var: str, col: Column, json_partial_bit: int | None) -> None:
     """Emit code that reads one non-NULL value of ``col`` at ``p`` into ``var``."""
     t, meta, unsigned = col.type, col.meta, bool(col.unsigned)
+    if t in (T.TIMESTAMP2, T.DATETIME2, T.TIME2) and not 0 <= meta <= 6:
+        raise BinlogError(f"column {col.name} of `{g.tm.database}`.`{g.tm.table}` has fractional precision {meta}")
     if t in _STRUCT:
         code, ucode, size = _STRUCT[t]
         fn = g.const(struct.Struct("<" + (ucode if unsigned else code)).unpack_from)

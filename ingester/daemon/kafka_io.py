@@ -6,7 +6,7 @@ import json
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..records.builder import Checkpoint, Record
@@ -35,7 +35,9 @@ class Publisher:
     """
 
     def __init__(self, bootstrap: str, prefix: str, transactional_id: str, *, compression: str | None = None,
-                 max_record_bytes: int = 900_000, max_queued_bytes: int = 32 << 20) -> None:
+                 max_record_bytes: int = 900_000, max_queued_bytes: int = 32 << 20,
+                 security: Mapping[str, Any] | None = None) -> None:
+        """``security``: kafka-python's TLS/SASL options (``KafkaConfig.client_options()``)."""
         from kafka import KafkaProducer
         from kafka.admin import KafkaAdminClient
 
@@ -45,9 +47,10 @@ class Publisher:
         self.max_queued_bytes = max_queued_bytes
         self._known: set[str] = set()
         try:
-            self.admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="binlake-admin")
+            self.admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="binlake-admin", **(security or {}))
             self.producer = KafkaProducer(
-                bootstrap_servers=bootstrap, transactional_id=transactional_id, enable_idempotence=True,
+                **(security or {}), bootstrap_servers=bootstrap, transactional_id=transactional_id,
+                enable_idempotence=True,
                 acks="all", compression_type=compression, max_request_size=max(max_record_bytes * 2, 1 << 20),
                 linger_ms=5, client_id=f"binlake-{transactional_id}",
                 # A transaction's first send right after the previous commit is answered "concurrent
@@ -251,17 +254,18 @@ class Publisher:
         self._unflushed = 0
 
 
-def read_checkpoint(bootstrap: str, prefix: str, source_id: str) -> dict[str, Any] | None:
+def read_checkpoint(bootstrap: str, prefix: str, source_id: str,
+                    security: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """The last committed checkpoint of ``source_id`` (read_committed), or None."""
-    value = read_compacted(bootstrap, offsets_topic(prefix)).get(source_id.encode())
+    value = read_compacted(bootstrap, offsets_topic(prefix), security).get(source_id.encode())
     return json.loads(value) if value else None
 
 
-def read_compacted(bootstrap: str, topic: str) -> dict[bytes, bytes]:
+def read_compacted(bootstrap: str, topic: str, security: Mapping[str, Any] | None = None) -> dict[bytes, bytes]:
     """The last committed value of each key of a compacted topic ({} when the topic does not exist)."""
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+    consumer = KafkaConsumer(**(security or {}), bootstrap_servers=bootstrap, isolation_level="read_committed",
                              enable_auto_commit=False, group_id=None, consumer_timeout_ms=2000)
     try:
         if topic not in consumer.topics():

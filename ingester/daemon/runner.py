@@ -70,8 +70,10 @@ class Runner:
                     if publisher is None:  # (re)connect to Kafka; resume from what it has committed
                         publisher = Publisher(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id,
                                               compression=cfg.kafka.compression,
-                                              max_record_bytes=cfg.kafka.max_record_bytes)
-                        self.committed = read_checkpoint(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id)
+                                              max_record_bytes=cfg.kafka.max_record_bytes,
+                                              security=cfg.kafka.client_options())
+                        self.committed = read_checkpoint(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id,
+                                                         cfg.kafka.client_options())
                         if self.schema_history:
                             publisher.ensure_topic(history_topic(cfg.kafka.topic_prefix), compacted=True)
                         self.metrics.kafka_connected = True
@@ -103,7 +105,12 @@ class Runner:
                                 cfg.kafka.bootstrap, exc, delay)
                 self.stats["reconnects"] += 1
                 self.metrics.reconnects.inc()
-                time.sleep(delay)
+                retry_at = time.monotonic() + delay
+                while not self.stop_requested and time.monotonic() < retry_at:  # a stop ends the wait
+                    time.sleep(0.1)
+                if self.stop_requested:
+                    log.info("stopping as requested while waiting to retry")
+                    return self.stats
                 delay = min(delay * 2, 30.0)
         finally:
             for sig, handler in previous.items():

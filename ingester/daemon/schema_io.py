@@ -35,7 +35,7 @@ def new_history(cfg: Config) -> SchemaHistory:
 
 def load(cfg: Config) -> SchemaHistory | None:
     """The history as last committed to Kafka; None when nothing was ever captured."""
-    entries = read_compacted(cfg.kafka.bootstrap, history_topic(cfg.kafka.topic_prefix))
+    entries = read_compacted(cfg.kafka.bootstrap, history_topic(cfg.kafka.topic_prefix), cfg.kafka.client_options())
     if not entries:
         return None
     history = new_history(cfg)

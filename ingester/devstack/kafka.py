@@ -71,9 +71,13 @@ class KafkaBroker:
         *,
         version: str = KAFKA_VERSION,
         options: Mapping[str, object] | None = None,
+        extra_listeners: Mapping[str, int] | None = None,
         start_timeout: float = 60.0,
     ) -> None:
-        """options adds or overrides server.properties settings; None drops one."""
+        """options adds or overrides server.properties settings; None drops one. extra_listeners adds
+        listeners beside PLAINTEXT, by security protocol and port (e.g. SASL_SSL: TLS and SASL settings
+        go in options)."""
+        self.extra_listeners = dict(extra_listeners or {})
         self._temporary = datadir is None
         self._datadir = Path(datadir if datadir is not None else tempfile.mkdtemp(prefix="binlake-kafka-"))
         self._datadir = self._datadir.absolute()
@@ -230,15 +234,17 @@ class KafkaBroker:
 
     def _write_config(self) -> None:
         """Write server.properties from scratch on every start (ports may change, options always win)."""
-        listeners = f"PLAINTEXT://{self.host}:{self._port},CONTROLLER://{self.host}:{self._controller_port}"
+        extra = "".join(f",{name}://{self.host}:{port}" for name, port in self.extra_listeners.items())
+        listeners = f"PLAINTEXT://{self.host}:{self._port},CONTROLLER://{self.host}:{self._controller_port}{extra}"
         settings: dict[str, object] = {
             "process.roles": "broker,controller",
             "node.id": _NODE_ID,
             # A static quorum: the one voter is this process, wherever its controller port is today.
             "controller.quorum.voters": f"{_NODE_ID}@{self.host}:{self._controller_port}",
             "listeners": listeners,
-            "advertised.listeners": f"PLAINTEXT://{self.host}:{self._port}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self._port}{extra}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+            + "".join(f",{name}:{name}" for name in self.extra_listeners),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": self._log_dir,

@@ -309,6 +309,9 @@ class MariaDBServer(SQLServer):
             "pid_file": self._pid_file,
             "log_error": self.error_log,
             "log_bin": self.binlog_dir / "binlog",
+            # Its own temporary files (bootstrap included) beside its data: a shared /tmp lost them
+            # to other servers started in parallel ("Error on delete of '/tmp/#sql-temptable-...'").
+            "tmpdir": self._datadir,
             **self._settings,
         }
         if os.geteuid() == 0:

@@ -33,19 +33,19 @@ def event_json(event: Event) -> bytes:
     try:
         return _event_json(event)
     except orjson.JSONEncodeError:  # text with undecodable bytes (surrogate escapes): JSON cannot hold them
-        return orjson.dumps(_replace_surrogates(event.to_dict()), default=json_default, option=_OPTIONS)
+        return orjson.dumps(replace_surrogates(event.to_dict()), default=json_default, option=_OPTIONS)
 
 
-def _replace_surrogates(value: Any) -> Any:
+def replace_surrogates(value: Any) -> Any:
     """``value`` with each lone surrogate of its strings (keys included) replaced by U+FFFD."""
     if isinstance(value, str):
         return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     if isinstance(value, dict):
-        return {_replace_surrogates(k): _replace_surrogates(v) for k, v in value.items()}
+        return {replace_surrogates(k): replace_surrogates(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_replace_surrogates(v) for v in value]
+        return [replace_surrogates(v) for v in value]
     if isinstance(value, JsonDiff):
-        return _replace_surrogates(value.to_json())
+        return replace_surrogates(value.to_json())
     return value
 
 

@@ -145,10 +145,13 @@ def _column_op(col: Column, mariadb: bool) -> ColumnOp | None:
         size = meta & 0xFF
         if not 1 <= size <= 8:
             return None
-        if t == T.ENUM and col.enum_values is not None:
-            return OP_ENUM, size, 0, tuple(orjson.dumps(label) for label in ("", *col.enum_values))
-        if t == T.SET and col.set_values is not None:
-            return OP_SET, size, 0, tuple(orjson.dumps(label)[1:-1] for label in col.set_values)
+        try:
+            if t == T.ENUM and col.enum_values is not None:
+                return OP_ENUM, size, 0, tuple(orjson.dumps(label) for label in ("", *col.enum_values))
+            if t == T.SET and col.set_values is not None:
+                return OP_SET, size, 0, tuple(orjson.dumps(label)[1:-1] for label in col.set_values)
+        except orjson.JSONEncodeError:  # a label with undecodable bytes: Python renders it (U+FFFD)
+            return None
         return OP_ENUM, size, 0, ()  # no labels: the number
     if t in _STRINGS:
         prefix = 1 if col.max_length < 256 else 2

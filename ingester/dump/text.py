@@ -15,6 +15,7 @@ import orjson
 from ..codec import events as E
 from ..codec.decoder import CHECKSUM_CRC32, BinlogDecoder
 from ..codec.events import EVENT_NAMES
+from .jsonl import replace_surrogates
 
 _HEX_HEADER = "# Position  Timestamp   Type   Source ID        Size      Source Pos    Flags"
 
@@ -57,7 +58,15 @@ def _sql_value(v: Any) -> str:
         return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
     if isinstance(v, list) and all(isinstance(x, float) for x in v):
         return "[" + ",".join(repr(x) for x in v) + "]"
-    return "'" + orjson.dumps(v, default=_json_default).decode() + "'"
+    return "'" + _dumps(v) + "'"
+
+
+def _dumps(v: Any) -> str:
+    """JSON text of ``v``; undecodable bytes in its strings (lone surrogates) become U+FFFD, as in JSONL."""
+    try:
+        return orjson.dumps(v, default=_json_default).decode()
+    except orjson.JSONEncodeError:
+        return orjson.dumps(replace_surrogates(v), default=_json_default).decode()
 
 
 def _json_default(v: Any) -> Any:
@@ -68,8 +77,9 @@ def _json_default(v: Any) -> Any:
 
 def _image(label: str, names: list[str], image: dict[str, Any], idx: tuple[int, ...]) -> Iterator[str]:
     yield f"### {label}"
-    for i, v in zip(idx, image.values(), strict=True):
+    for i in idx:  # by name: a malformed map may repeat a name, and the image then holds its last value
         col = names[i]
+        v = image[col]
         comment = "" if col == f"@{i + 1}" else f" /* {col} */"
         yield f"###   @{i + 1}={_sql_value(v)}{comment}"
 
@@ -119,7 +129,7 @@ def describe(ev: E.Event) -> Iterator[str]:
         return
     fields = {k: v for k, v in ev.to_dict().items() if k not in (
         "type", "type_code", "position", "log_pos", "timestamp", "server_id", "flags", "in_payload")}
-    body = orjson.dumps(fields, default=_json_default).decode() if fields else ""
+    body = _dumps(fields) if fields else ""
     yield f"{name} {body}".rstrip()
 
 

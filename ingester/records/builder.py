@@ -32,6 +32,10 @@ _FAST = ROUTABLE_ROWS | {_XID, _TABLE_MAP, _MARIADB_GTID}
 _MARIADB_GTID_BODY = struct.Struct("<QIB").unpack_from  # sequence, domain, flags
 _U32 = struct.Struct("<I").unpack_from
 _TRANSACTION_CONTROL = re.compile(rb"^\s*(BEGIN|COMMIT|ROLLBACK|XA\s+(START|END|PREPARE|COMMIT|ROLLBACK))\b", re.I)
+# Account and server-credential statements: MariaDB binlogs them as written, passwords in plain text.
+# They change no table, so they are not published (the transaction still commits its checkpoint).
+_CREDENTIALS = re.compile(rb"^(\s|/\*.*?\*/)*(GRANT|REVOKE|SET\s+PASSWORD|(CREATE|ALTER|DROP|RENAME)(\s+OR\s+REPLACE)?"
+                          rb"\s+(USER|ROLE|SERVER))\b", re.I | re.S)
 
 @dataclass
 class Record:
@@ -319,7 +323,8 @@ class RecordBuilder:
             else:
                 if not self._gtid and not self._in_transaction:
                     self._commit_ts = ev.timestamp * 1_000_000
-                closed = self._add(SCHEMA_TOPIC, raw, ev.position, sub, None, ev.in_payload)
+                closed = () if _CREDENTIALS.match(text) else self._add(SCHEMA_TOPIC, raw, ev.position, sub, None,
+                                                                       ev.in_payload)
                 if self.schema is not None:
                     closed = [*closed, *self._schema_changes(ev, sub)]
                 # A statement after a GTID without BEGIN (MySQL DDL, MariaDB standalone) is the whole transaction.

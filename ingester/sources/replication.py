@@ -13,7 +13,7 @@ import socket
 import ssl
 import struct
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -32,6 +32,7 @@ BINLOG_THROUGH_GTID = 0x04
 BINLOG_DUMP_NON_BLOCK = 0x01
 BINLOG_SEND_ANNOTATE_ROWS_EVENT = 0x02  # MariaDB
 _MAX_PACKET = 0xFFFFFF
+_MAX_PAYLOAD = (1 << 30) + 1  # an event is at most max_allowed_packet's ceiling (1 GiB), after the OK byte
 _READ_SIZE = 1 << 20
 _SIZE_AND_LOG_POS = struct.Struct("<II").unpack_from
 _U32 = struct.Struct("<I").unpack_from
@@ -51,7 +52,7 @@ class SourceURL:
     host: str
     port: int
     user: str
-    password: str = ""
+    password: str = field(default="", repr=False)
     tls: str = "verify-identity"
     tls_ca: str | None = None  # default: the system's trusted CAs
     tls_cert: str | None = None  # client certificate (X509 users)
@@ -138,7 +139,9 @@ class PacketFramer:
     joined once it is complete, not at every read.
     """
 
-    def __init__(self, first_seq: int = 1) -> None:
+    def __init__(self, first_seq: int = 1, max_payload: int = _MAX_PAYLOAD) -> None:
+        """``max_payload``: a multi-packet growing past it is refused (a hostile server's endless pieces)."""
+        self.max_payload = max_payload
         self._buf = b""
         self._pos = 0
         self._chunks: list[bytes] = []
@@ -177,6 +180,10 @@ class PacketFramer:
             payload = buf[start:pos]
             if length == _MAX_PACKET:
                 self._parts.append(payload)
+                if len(self._parts) * _MAX_PACKET > self.max_payload:
+                    self._pos = pos
+                    raise ReplicationError(f"a packet of more than {self.max_payload} bytes, more than a server "
+                                           "sends: the stream is broken")
                 continue
             if self._parts:
                 self._parts.append(payload)
@@ -388,11 +395,17 @@ class BinlogStream:
         finally:
             self.close()
 
-    @staticmethod
-    def _payloads(framer: PacketFramer) -> Iterator[bytes]:
+    def _payloads(self, framer: PacketFramer) -> Iterator[bytes]:
         """The framer's payloads until it needs more bytes (an error after some of them is raised after them)."""
-        while payloads := framer.packets():
+        while payloads := self._framed(framer):
             yield from payloads
+
+    def _framed(self, framer: PacketFramer, limit: int | None = None) -> list[bytes]:
+        """``framer.packets(limit)``, its errors naming the stream (the sans-I/O framer does not know it)."""
+        try:
+            return framer.packets() if limit is None else framer.packets(limit)
+        except ReplicationError as exc:
+            raise ReplicationError(f"{self.source}: {exc} (after {self.file}:{self.next_position})") from None
 
     def _routed(self, framer: PacketFramer, builder: RecordBuilder, dec: BinlogDecoder) -> Iterator[bytes | None]:
         """The framer's payloads, except runs of events the builder's native router takes: None for each run."""
@@ -408,7 +421,7 @@ class BinlogStream:
                     yield None
                     if routed[6]:  # stopped at a commit for the caller: the next event may well be native too
                         continue
-            payloads = framer.packets(1)
+            payloads = self._framed(framer, 1)
             if not payloads:
                 return
             yield payloads[0]

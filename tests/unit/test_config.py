@@ -78,3 +78,27 @@ def test_source_shorthand_variable_sets_the_url() -> None:
     both = {"BINLAKE_SOURCE": "mysql://u@h:1", "BINLAKE_SOURCE_URL": "mysql://v@k:2"}
     assert load_config(None, environ=both).source.url == "mysql://v@k:2"
     assert load_config(None, environ=dict(reversed(both.items()))).source.url == "mysql://v@k:2"
+
+
+def test_kafka_security_options_and_their_errors(tmp_path) -> None:
+    password_file = tmp_path / "pw"
+    password_file.write_text("s3cret-file\n")
+    env = {"BINLAKE_KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "BINLAKE_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
+           "BINLAKE_KAFKA_SASL_USERNAME": "alice", "BINLAKE_KAFKA_SASL_PASSWORD_FILE": str(password_file),
+           "BINLAKE_KAFKA_SSL_CAFILE": "/ca.pem"}
+    cfg = load_config(environ=env)
+    assert cfg.kafka.client_options() == {
+        "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": "alice",
+        "sasl_plain_password": "s3cret-file", "ssl_cafile": "/ca.pem", "ssl_certfile": None, "ssl_keyfile": None,
+        "ssl_check_hostname": True}
+    cfg = load_config(environ={**env, "BINLAKE_KAFKA_SASL_PASSWORD": "s3cret-env"})
+    assert cfg.kafka.client_options()["sasl_plain_password"] == "s3cret-env"
+    assert "s3cret-env" not in repr(cfg) and cfg.redacted()["kafka"]["sasl_password"] == "***"
+    assert load_config().kafka.client_options() == {}
+    with pytest.raises(ValueError, match="security_protocol: 'TLS' is not one of"):
+        load_config(environ={"BINLAKE_KAFKA_SECURITY_PROTOCOL": "TLS"})
+    with pytest.raises(ValueError, match="sasl_mechanism: 'GSSAPI' is not one of"):
+        load_config(environ={**env, "BINLAKE_KAFKA_SASL_MECHANISM": "GSSAPI"})
+    with pytest.raises(ValueError, match="needs sasl_username and sasl_password"):
+        load_config(environ={"BINLAKE_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+                             "BINLAKE_KAFKA_SASL_MECHANISM": "PLAIN"})

@@ -67,3 +67,17 @@ def test_err_packet_and_urls() -> None:
     assert "s@cret" not in str(url) and "cret" not in redact("mysql://repl:s%40cret@db.example:3307")
     with pytest.raises(ValueError, match=r"\*\*\*"):
         SourceURL.parse("http://u:topsecret@x")
+
+
+def test_endless_multi_packet_is_refused_at_the_bound() -> None:
+    """A hostile server's 0xFFFFFF-byte pieces that never end: refused once past max_payload, so
+    memory stays bounded (the default bound is the 1 GiB a server may send)."""
+    framer = PacketFramer(max_payload=3 * 0xFFFFFF)
+    piece = b"\0" * 0xFFFFFF
+    for seq in range(1, 4):
+        framer.feed(_packet(piece, seq))
+        assert framer.packets() == []
+    framer.feed(_packet(piece, 4))
+    with pytest.raises(ReplicationError, match="more than 50331645 bytes"):
+        framer.packets()
+    assert PacketFramer().max_payload == (1 << 30) + 1

@@ -148,3 +148,22 @@ def test_every_gtid_transaction_ends_in_the_executed_set(name) -> None:
             gtids.add(f"{event['uuid']}:{event['tag']}" if event.get("tag") else event["uuid"], event["gno"])
     assert not builder.in_transaction
     assert str(MysqlGtidSet.parse(builder.gtid_set)) == str(gtids)
+
+
+@pytest.mark.parametrize(("statement", "withheld"), [
+    (b"CREATE USER 'a'@'%' IDENTIFIED BY 'pw'", True),
+    (b"/* comment */ GRANT ALL ON *.* TO a IDENTIFIED BY 'pw'", True),
+    (b"alter user a identified by 'pw'", True),
+    (b"SET PASSWORD FOR a = PASSWORD('pw')", True),
+    (b"CREATE OR REPLACE USER a", True),
+    (b"CREATE SERVER s FOREIGN DATA WRAPPER mysql OPTIONS (PASSWORD 'pw')", True),
+    (b"REVOKE SELECT ON d.t FROM a", True),
+    (b"CREATE TABLE users (id INT)", False),
+    (b"ALTER TABLE grants ADD COLUMN password VARCHAR(10)", False),
+    (b"DROP TABLE user", False),
+])
+def test_account_statements_are_withheld_from_the_schema_topic(statement, withheld) -> None:
+    """MariaDB binlogs account statements with their passwords in plain text: they are not published."""
+    from ingester.records.builder import _CREDENTIALS
+
+    assert bool(_CREDENTIALS.match(statement)) is withheld

@@ -1,0 +1,162 @@
+"""The source password never leaks: the daemon, `doctor` and `consume` run with a distinctive password
+(in the URL, in BINLAKE_SOURCE_PASSWORD, in a password_file) through their error paths (wrong password,
+unreachable server, unreachable Kafka) and a good run, and every log line, the metrics and health
+endpoints, every Kafka record (values, keys, headers) and the exception texts are searched for it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from urllib.parse import quote
+
+import pytest
+from kafka import KafkaConsumer
+
+from ingester.config import load_config
+from ingester.daemon.kafka_io import read_checkpoint
+from ingester.sources.replication import ReplicationError, SourceURL
+
+pytestmark = pytest.mark.integration
+BINLAKE = [sys.executable, "-m", "ingester.cli.main"]
+CORE = "Zq7Secret4411"
+PASSWORD = CORE + ":/@x"  # characters URLs must encode, to catch a half-done redaction
+WRONG = "Zq7Secret9922wrong"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _assert_clean(where: str, text: str | bytes) -> None:
+    data = text.encode() if isinstance(text, str) else text
+    for secret in (CORE, "Zq7Secret9922", quote(PASSWORD, safe="")):
+        assert secret.encode() not in data, f"{where} holds the password: {data[-2000:]!r}"
+
+
+@pytest.fixture
+def server(make_mariadb):
+    server = make_mariadb()
+    server.execute("CREATE USER 'sec'@'%%' IDENTIFIED BY %s", (PASSWORD,))
+    server.execute("GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.* TO 'sec'@'%'")
+    server.execute("CREATE DATABASE s")
+    server.execute("CREATE TABLE s.t (id INT PRIMARY KEY, note VARCHAR(20))")
+    server.execute("INSERT INTO s.t VALUES (1, 'one'), (2, 'two')")
+    return server
+
+
+def _ways(port: int, password: str, tmp_path) -> list[tuple[str, list[str], dict[str, str]]]:
+    """(name, --source flags, environment) of the three ways to give a password."""
+    tag = f"{port}-{len(password)}"
+    pw_file = tmp_path / f"pw-{tag}"
+    pw_file.write_text(password + "\n")
+    config = tmp_path / f"cfg-{tag}.yaml"
+    config.write_text(f"source:\n  password_file: {pw_file}\n")
+    base = f"mysql://sec@127.0.0.1:{port}?tls=disabled"
+    url = f"mysql://sec:{quote(password, safe='')}@127.0.0.1:{port}?tls=disabled"
+    return [("url", ["--source", url], {}),
+            ("env", ["--source", base], {"BINLAKE_SOURCE_PASSWORD": password}),
+            ("file", ["--config", str(config), "--source", base], {})]
+
+
+def _start(args: list[str], env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen([*BINLAKE, *args], env={**os.environ, "PYTHONPATH": os.getcwd(), **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_error_paths_never_show_the_password(server, kafka, tmp_path) -> None:
+    dead_kafka = f"127.0.0.1:{_free_port()}"
+    runs: list[tuple[str, subprocess.Popen, int | None]] = []  # (what, process, expected exit or None: stopped)
+    for way, flags, env in _ways(server.port, WRONG, tmp_path):
+        runs.append((f"doctor, wrong password, {way}", _start(["doctor", *flags], env), 2))
+        runs.append((f"run, wrong password, {way}", _start(["run", *flags, "--kafka", kafka.bootstrap,
+                                                            "--exit-at-end"], env), 2))
+    url, env_way, file_way = _ways(_free_port(), PASSWORD, tmp_path)
+    runs.append(("doctor, unreachable, file", _start(["doctor", *file_way[1]], file_way[2]), 2))
+    runs.append(("run, unreachable, url", _start(["run", *url[1], "--kafka", kafka.bootstrap], url[2]), 2))
+    url, env_way, file_way = _ways(server.port, PASSWORD, tmp_path)
+    runs.append(("run, unreachable Kafka, env", _start(["run", *env_way[1], "--kafka", dead_kafka,
+                                                        "--topic-prefix", "sec0"], env_way[2]), None))
+    runs.append(("consume, unreachable Kafka, file", _start(["consume", "--config", file_way[1][1], "--kafka",
+                                                             dead_kafka, "--topic-prefix", "sec0", "--exit-at-end"],
+                                                            file_way[2]), 2))
+    runs.sort(key=lambda run: run[2] is None)  # those that end on their own first, meanwhile Kafka retries
+    for what, proc, expected in runs:
+        if expected is None:  # a stop request ends the Kafka retries (within the client's 15 s max_block_ms)
+            proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        _assert_clean(f"{what}: stdout", out)
+        _assert_clean(f"{what}: stderr", err)
+        if expected is not None:
+            assert proc.returncode == expected, f"{what}: {proc.returncode} {err.decode()[-2000:]}"
+            last = err.decode().strip().splitlines()[-1]
+            if what.startswith("consume"):  # gives up on its own: one line naming the broker
+                assert last.startswith(f"binlake: error: kafka {dead_kafka}"), f"{what}: {last}"
+                continue
+            reason = "1045" if "wrong password" in what else "2003"  # the server's own error, named
+            assert last.startswith("binlake: error: mysql://sec@127.0.0.1:") and reason in last, f"{what}: {last}"
+        else:
+            assert b"127.0.0.1:" + dead_kafka.split(":")[1].encode() in err, f"{what}: {err.decode()[-2000:]}"
+
+
+def test_good_run_logs_metrics_and_records_hold_no_password(server, kafka, tmp_path) -> None:
+    metrics_port = _free_port()
+    url = f"mysql://sec:{quote(PASSWORD, safe='')}@127.0.0.1:{server.port}?tls=disabled"
+    proc = _start(["run", "--source", url, "--kafka", kafka.bootstrap, "--topic-prefix", "sec1",
+                   "--metrics-port", str(metrics_port), "--log-format", "json"], {})
+    scraped = b""
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not read_checkpoint(kafka.bootstrap, "sec1",
+                                                                   f"sec1.127.0.0.1:{server.port}"):
+            time.sleep(0.5)
+        for path in ("/metrics", "/healthz", "/readyz"):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}{path}", timeout=10) as r:
+                    scraped += r.read()
+            except urllib.error.HTTPError as exc:  # /readyz may say 503 while it catches up
+                scraped += exc.read()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()[-3000:]
+    assert b"binlake_" in scraped
+    _assert_clean("metrics", scraped)
+    _assert_clean("run stdout", out)
+    _assert_clean("run stderr", err)
+    consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap, auto_offset_reset="earliest",
+                             consumer_timeout_ms=3000, isolation_level="read_uncommitted")
+    topics = [t for t in consumer.topics() if t.startswith("sec1.")]
+    assert "sec1.s.t" in topics and "sec1._offsets" in topics
+    consumer.subscribe(topics)
+    count = 0
+    for msg in consumer:
+        count += 1
+        _assert_clean(f"record {msg.topic}@{msg.offset}", (msg.key or b"") + (msg.value or b"") +
+                      b"".join(k.encode() + v for k, v in msg.headers or ()))
+    consumer.close()
+    assert count >= 2
+
+
+def test_exception_texts_and_reprs_hold_no_password(tmp_path, monkeypatch) -> None:
+    url = f"mysql://sec:{quote(PASSWORD, safe='')}@127.0.0.1:{_free_port()}?tls=disabled"
+    cfg = load_config(None, {"source": {"url": url}})
+    parsed = SourceURL.parse(cfg.source_url())
+    assert parsed.password == PASSWORD  # the password is there, to be hidden
+    for text in (repr(cfg), str(cfg), repr(cfg.redacted()), repr(parsed), str(parsed)):
+        _assert_clean("config text", text)
+    with pytest.raises(ReplicationError) as exc:
+        parsed.connect(connect_timeout=2)
+    _assert_clean("connect error", str(exc.value) + repr(exc.value))
+    with pytest.raises(ValueError) as bad:
+        SourceURL.parse(url + "&bogus=1")
+    _assert_clean("URL error", str(bad.value))
+    monkeypatch.setenv("BINLAKE_SOURCE_PASSWORD", PASSWORD)
+    cfg = load_config(None, {"source": {"url": f"mysql://sec@127.0.0.1:{_free_port()}"}})
+    _assert_clean("config from the environment", repr(cfg) + repr(cfg.redacted()))
