@@ -339,6 +339,7 @@ class Lander:
             # only grow): nothing can match, so MERGE would just insert the surviving rows. An append is that,
             # without MERGE's fixed cost of several seconds per batch.
             self._append(surviving, path, batch_id)
+            log.debug("%s.%s: no mirror row in the batch's key ranges: appended, no MERGE", db, table)
             self._mirrors[(db, table)] = columns
             return
         assign = {quote(n): f"s.{quote(n)}" for n, _ in [*columns, *_META]}
