@@ -412,3 +412,30 @@ def test_undecodable_records_stop_the_query_or_go_to_quarantine(make_mariadb, ka
     assert quarantined[0].topic == f"{prefix}.{db}.t"
     rows, _ = _mirror_rows(spark, lake, db, "t")
     assert rows == _plain_rows(conn, "t", "id")
+
+
+def test_mirror_key_bounds_are_exact_for_every_key_type(spark, tmp_path) -> None:
+    """The MERGE's key bounds travel as SQL text: each must come back as the batch's exact smallest and
+    largest key (a bound off by a microsecond or a quote would make MERGE miss a row), before and after
+    images both counted."""
+    from streaming_job.sink import Lander
+
+    keys = {
+        "bigint": [-(2**63), 5, 2**63 - 1],
+        "decimal(20,6)": [Decimal("-12345678901234.000001"), Decimal("0.5"), Decimal("99999999999999.999999")],
+        "string": ["a'b\\c", "Zeta {t}", "ä\u20ac"],
+        "date": [datetime.date(1000, 1, 1), datetime.date(2024, 2, 29), datetime.date(9999, 12, 31)],
+        "timestamp": [datetime.datetime(1970, 1, 1, 0, 0, 0, 1), datetime.datetime(2038, 1, 19, 3, 14, 7, 999999),
+                      datetime.datetime(2024, 6, 1, 12, 0)],
+        "binary": [b"\x00", b"\xff\xfe", b"\x00\x01"],
+    }
+    lander = Lander(spark, str(tmp_path / "lake"), str(tmp_path / "cp"))
+    for dtype, values in keys.items():
+        image = f"struct<k: {dtype}>"
+        # The smallest key only in a before image (a key moved away), the largest only in an after image.
+        rows = [({"k": min(values)}, {"k": values[1]}), (None, {"k": max(values)}), ({"k": values[1]}, None)]
+        changes = spark.createDataFrame(rows, f"before {image}, after {image}")
+        [(column, low, high)] = lander._key_ranges(changes, [("k", dtype)], ["k"])
+        assert column == "`k`"
+        got = spark.sql(f"SELECT {low} AS low, {high} AS high").first()
+        assert (got.low, got.high) == (min(values), max(values)), dtype
