@@ -28,6 +28,11 @@ FILES = [  # every column type the corpus has, FULL and MINIMAL metadata, v1 and
     "apecloud-mysql-binlog-connector-rust/mysql-bin.000057",
     "osheroff-mysql-binlog-connector-java/mysql-bin.compressed",
     "rust-mysql-common/transaction_compression.000001",
+    "alibaba-canal/mysql-bin.000001",
+    "rust-mysql-common/mysql_type_bit.000001",
+    "rust-mysql-common/time_issue.000001",
+    "rusuly-MySqlCdc/mysql-bin.000001",
+    "rust-us-mysql-cdc-rs/5.7/31_update_rows_v2/log.bin",
 ]
 _STRINGS = {T.VARCHAR, T.VAR_STRING, T.STRING, T.BLOB, T.TINY_BLOB, T.MEDIUM_BLOB, T.LONG_BLOB,
             T.VARCHAR_COMPRESSED, T.BLOB_COMPRESSED}
