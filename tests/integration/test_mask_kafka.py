@@ -19,7 +19,8 @@ pytestmark = pytest.mark.integration
 KEY = "Zq7MaskKey"
 SECRET = b"Zq7Sec"  # every value written to a masked column below starts with it
 RULES = {"zoo.strs.vc": "hash", "zoo.strs.vcc": "hash", "zoo.strs.c": "mask", "zoo.strs.tx": "mask",
-         "zoo.strs.bb": "exclude", "zoo.ints.i": "exclude", "zoo.nums.d*": "mask", "zoo.times.t3": "mask", "zoo.geo.p": "exclude"}
+         "zoo.strs.bb": "exclude", "zoo.ints.i": "exclude", "zoo.nums.d*": "mask", "zoo.times.t3": "mask",
+         "zoo.geo.p": "exclude"}
 
 
 def _hash(value: str | None) -> str | None:
