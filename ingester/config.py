@@ -17,6 +17,7 @@ from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import yaml
 
+from .records.mask import ColumnRules
 from .sources.replication import redact
 
 
@@ -97,6 +98,15 @@ SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 class FilterConfig:
     include: list[str] = field(default_factory=lambda: ["*.*"])  # db.table glob patterns
     exclude: list[str] = field(default_factory=lambda: ["mysql.*", "sys.*", "performance_schema.*"])
+    # db.table.column glob -> exclude | hash | mask: rows events rewritten before Kafka (records/mask.py)
+    columns: dict[str, str] = field(default_factory=dict)
+    mask_key: str | None = field(default=None, repr=False)  # secret HMAC key of hash: BINLAKE_MASK_KEY
+
+    def column_rules(self) -> ColumnRules | None:
+        """The compiled ``columns`` rules (None without any); raises ValueError for a bad rule."""
+        if not self.columns:
+            return None
+        return ColumnRules(dict(self.columns), (self.mask_key or "").encode())
 
     def accepts(self, database: str, table: str) -> bool:
         name = f"{database}.{table}"
@@ -168,6 +178,8 @@ class Config:
         d["source"]["url"] = redact(self.source.url)
         if d["kafka"]["sasl_password"] is not None:
             d["kafka"]["sasl_password"] = "***"
+        if d["filters"]["mask_key"] is not None:
+            d["filters"]["mask_key"] = "***"
         return d
 
 
@@ -201,6 +213,10 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
             return int(value)
         if text.startswith("float"):
             return float(value)
+        if text.startswith("dict"):  # from the environment: "pattern=value,pattern=value"
+            if isinstance(value, str):
+                return dict(item.strip().split("=", 1) for item in value.split(",") if item.strip())
+            return {str(k): str(v) for k, v in dict(value).items()}
         if text.startswith("list"):
             return [v.strip() for v in value.split(",")] if isinstance(value, str) else list(value)
     except (TypeError, ValueError):
@@ -224,6 +240,9 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
     for key, value in env.items():
         if not key.startswith("BINLAKE_") or key == "BINLAKE_SOURCE_PASSWORD":
             continue
+        if key == "BINLAKE_MASK_KEY":
+            from_env.setdefault("filters", {})["mask_key"] = value
+            continue
         name = key[len("BINLAKE_"):].lower()
         section, _, rest = name.partition("_")
         if section in sections and rest:
@@ -242,6 +261,8 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
         raise ValueError(f"schema.history: {config.schema.history!r} is not one of {', '.join(SCHEMA_HISTORY_MODES)}")
     if config.schema.on_unparsed_ddl not in ("stop", "skip-table"):
         raise ValueError(f"schema.on_unparsed_ddl: {config.schema.on_unparsed_ddl!r} is not stop or skip-table")
+    if config.filters.column_rules() is not None and config.snapshot != "never":
+        raise ValueError("filters.columns: snapshots do not mask columns yet; use snapshot: never")
     if config.snapshot_chunk_rows < 1:
         raise ValueError(f"snapshot_chunk_rows: must be at least 1, got {config.snapshot_chunk_rows}")
     return config

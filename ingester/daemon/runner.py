@@ -221,7 +221,7 @@ class Runner:
 
             history = schema_io.load(cfg) or self._capture_schema(publisher)
         builder = RecordBuilder(accept=cfg.filters.accepts, max_record_bytes=cfg.kafka.max_record_bytes,
-                                schema=history)
+                                schema=history, masks=cfg.filters.column_rules())
         if self.committed:
             start_file, start_pos = self.committed["file"], self.committed["position"]
             gtids = self.committed["gtid_set"]

@@ -22,9 +22,11 @@ from ..codec import BinlogDecoder, BinlogError
 from ..codec import events as E
 from ..codec.constants import HEADER_V3
 from ..codec.decoder import CHECKSUM_CRC32, ROUTABLE_ROWS
-from ..schema.history import HISTORY_TOPIC, SchemaHistory, history_key
+from ..codec.table_map import TableMap
+from ..schema.history import HISTORY_TOPIC, SchemaHistory, enrich, history_key
 from .format import RecordWriter, Sequence, file_number
 from .gtid import MariadbGtidState, MysqlGtidSet
+from .mask import ColumnRules, Masked, Rewriter
 
 SCHEMA_TOPIC = "_schema"
 _QUERY, _XID, _TABLE_MAP, _MARIADB_GTID = 2, 16, 19, 162
@@ -60,7 +62,7 @@ class Checkpoint:
 # What a table id maps to: its TABLE_MAP bytes, topic (None when filtered out) and the schema history's
 # entry for the map (b"" with FULL row metadata). A plain tuple: the native router (_router.c) reads and
 # writes these too, and leaves routes with a schema entry to Python.
-_Route = tuple[bytes, str | None, bytes]
+_Route = tuple[bytes, str | None, bytes | Masked]
 
 
 def _load_router() -> ModuleType | None:
@@ -89,6 +91,7 @@ class RecordBuilder:
     mariadb_gtids: MariadbGtidState = field(default_factory=MariadbGtidState)
     transactions: int = 0  # binlog transactions completed
     schema: SchemaHistory | None = None  # follows DDL when TABLE_MAPs carry no column names
+    masks: ColumnRules | None = None  # filters.columns: rows events of their tables are rewritten (mask.py)
     _fde: bytes = b""
     _routes: dict[int, _Route] = field(default_factory=dict)
     _table_maps: dict[bytes, tuple[int, str | None, bytes]] = field(default_factory=dict)  # body -> id, topic, schema
@@ -231,7 +234,12 @@ class RecordBuilder:
                               dec.source)
         if route[1] is None:
             return ()
-        return self._add(route[1], raw, position, sub, route[0], in_payload, route[2])
+        attached = route[2]
+        if type(attached) is Masked:
+            raw = attached.rewriter.rewrite(raw, dec.post_header_lengths.get(raw[4], 0),
+                                            dec.checksum == CHECKSUM_CRC32 and not in_payload, position, dec.source)
+            attached = attached.schema
+        return self._add(route[1], raw, position, sub, route[0], in_payload, attached)
 
     def _add(self, topic: str, raw: bytes, position: int, sub: int, table_map: bytes | None,
              in_payload: bool, schema: bytes = b"") -> list[Record] | tuple[()]:
@@ -290,12 +298,17 @@ class RecordBuilder:
                 topic, schema = (None, b"") if attachment is None else (topic, attachment)
             if topic is not None:
                 self._names[topic] = (tm.database, tm.table)
+                if self.masks is not None:
+                    schema = self._masked(tm, schema, ev.position)
             self._routes[tm.table_id] = (bytes(raw), topic, schema)
 
         elif isinstance(ev, E.RowsEvent):  # layouts without the routing fast path (pre-GA, old ids)
             self._in_transaction = True
             route = self._routes.get(ev.table_id)
             if route is not None and route[1] is not None:
+                if type(route[2]) is Masked:
+                    raise BinlogError(f"cannot mask columns in this rows event layout (type {ev.type_code})",
+                                      ev.position)
                 return self._add(route[1], raw, ev.position, sub, route[0], ev.in_payload, route[2])
         elif isinstance(ev, E.GtidEvent):
             self._begin()
@@ -334,6 +347,18 @@ class RecordBuilder:
         elif kind is E.XidEvent or kind is E.XaPrepareEvent:
             self._commit()
         return ()
+
+    def _masked(self, tm: TableMap, schema: bytes, position: int) -> bytes | Masked:
+        """The route's attachment for a table map: with a rewriter when rules name some of its columns."""
+        assert self.masks is not None
+        named = enrich(tm, schema) if schema else tm
+        if not named.has_names and not schema:
+            if self.masks.applies_to(tm.database, tm.table):
+                raise BinlogError(f"filters.columns: the TABLE_MAP of `{tm.database}`.`{tm.table}` has no column "
+                                  "names (set binlog_row_metadata=FULL or schema.history)", position)
+            return schema
+        actions = self.masks.for_table(named)
+        return Masked(schema, Rewriter(named, actions, self.masks.key)) if actions else schema
 
     def _schema_changes(self, ev: E.QueryEvent, sub: int) -> list[Record]:
         """History entries of the tables a statement changed (records of the history topic)."""

@@ -51,7 +51,8 @@ def test_setting_names_come_from_the_config_dataclasses() -> None:
     default = dataclasses.asdict(load_config(None, environ={}))
     for name in names - {dc.SECRET_PASSWORD}:  # every derived name really changes the configuration
         changed = {value: dataclasses.asdict(load_config(None, environ={name: value}))
-                   for value in ("7", "true", "mysql://u@h:1", "initial", "always", "skip-table", "SSL", "false")
+                   for value in ("7", "true", "mysql://u@h:1", "initial", "always", "skip-table", "SSL", "false",
+                                 "a.b.c=mask")
                    if _loads(name, value)}
         assert any(d != default for d in changed.values()), name
 

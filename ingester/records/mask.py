@@ -1,0 +1,255 @@
+"""Column exclusion, hashing and masking in rows events, before they reach Kafka (docs/MASKING.md).
+
+The daemon publishes rows events undecoded, so a table with rules gets a ``Rewriter``, compiled once per
+table map: it walks each row image by value spans (the lengths of rows.py, without building values), copies
+every column without a rule byte for byte and re-encodes only the masked ones, then re-frames the event
+(size field, CRC32). Anything it cannot rewrite safely raises ``BinlogError``: the daemon stops rather than
+publish a masked column's value.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import hmac
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..codec import BinlogError
+from ..codec import values as V
+from ..codec.constants import HEADER_V3
+from ..codec.constants import ColumnType as T
+from ..codec.rows import mariadb_uncompress_column, mariadb_uncompress_event
+from ..codec.table_map import Column, TableMap
+
+ACTIONS = ("exclude", "hash", "mask")
+_FIXED = {T.TINY: 1, T.SHORT: 2, T.INT24: 3, T.LONG: 4, T.LONGLONG: 8, T.FLOAT: 4, T.DOUBLE: 8, T.YEAR: 1,
+          T.DATE: 3, T.NEWDATE: 3, T.TIME: 3, T.DATETIME: 8, T.TIMESTAMP: 4, T.NULL: 0}
+_INTEGERS = frozenset((T.TINY, T.SHORT, T.INT24, T.LONG, T.LONGLONG))
+_STRINGS = frozenset((T.VARCHAR, T.VAR_STRING, T.STRING))
+_BLOBS = frozenset((T.BLOB, T.TINY_BLOB, T.MEDIUM_BLOB, T.LONG_BLOB))
+_COMPRESSED_COLUMNS = frozenset((T.VARCHAR_COMPRESSED, T.BLOB_COMPRESSED))
+_PREFIXED = _BLOBS | {T.GEOMETRY, T.JSON, T.VECTOR}  # length prefix of ``meta`` bytes
+# Rows event codes -> (kind, has extra data, uncompressed code); MariaDB compressed events are re-emitted plain.
+_EVENTS = {23: ("write", False, 23), 24: ("update", False, 24), 25: ("delete", False, 25),
+           30: ("write", True, 30), 31: ("update", True, 31), 32: ("delete", True, 32),
+           39: ("partial", True, 39),
+           166: ("write", False, 23), 167: ("update", False, 24), 168: ("delete", False, 25),
+           169: ("write", True, 30), 170: ("update", True, 31), 171: ("delete", True, 32)}
+STAR = b"****"
+
+
+@dataclass
+class ColumnRules:
+    """``filters.columns``: ``db.table.column`` glob -> exclude | hash | mask; the first matching rule wins."""
+
+    rules: dict[str, str]
+    key: bytes = field(default=b"", repr=False)  # HMAC key of ``hash`` (BINLAKE_MASK_KEY); never logged
+
+    def __post_init__(self) -> None:
+        for pattern, action in self.rules.items():
+            if action not in ACTIONS:
+                raise ValueError(f"filters.columns: {pattern}: {action!r} is not one of {', '.join(ACTIONS)}")
+            if pattern.count(".") < 2:
+                raise ValueError(f"filters.columns: {pattern!r} is not a db.table.column pattern")
+        if "hash" in self.rules.values() and not self.key:
+            raise ValueError("filters.columns: hash needs a key (mask_key or BINLAKE_MASK_KEY)")
+
+    def for_table(self, tm: TableMap) -> dict[int, str]:
+        """Column index -> action for the columns of ``tm`` with a rule (it must carry column names)."""
+        prefix = f"{tm.database}.{tm.table}."
+        out: dict[int, str] = {}
+        for col in tm.columns:
+            for pattern, action in self.rules.items():
+                if fnmatch.fnmatchcase(prefix + col.name, pattern):
+                    out[col.index] = action
+                    break
+        return out
+
+    def applies_to(self, database: str, table: str) -> bool:
+        """Whether some rule names a column of this table (before its column names are known)."""
+        return any(fnmatch.fnmatchcase(f"{database}.{table}", p.rsplit(".", 1)[0]) for p in self.rules)
+
+
+@dataclass
+class Masked:
+    """What a route carries for a table with masked columns (truthy: the native router leaves it to Python)."""
+
+    schema: bytes  # the schema history's entry, as in an unmasked route
+    rewriter: Rewriter
+
+    def __bool__(self) -> bool:
+        return True
+
+
+def _span(col: Column) -> Callable[[bytes, int], int]:
+    """The byte length of one non-NULL value of ``col`` at ``p`` (the rules of rows.py)."""
+    t, meta = col.type, col.meta
+    size: int | None = _FIXED.get(t)
+    if t == T.NEWDECIMAL:
+        size = V.decimal_code(meta >> 8, meta & 0xFF, "v")[0]
+    elif t in (T.TIMESTAMP2, T.DATETIME2, T.TIME2):
+        if not 0 <= meta <= 6:
+            raise BinlogError(f"column {col.name} has fractional precision {meta}")
+        size = {T.TIMESTAMP2: 4, T.DATETIME2: 5, T.TIME2: 3}[t] + V.frac_bytes(meta)
+    elif t == T.BIT:
+        size = (meta >> 8) + (1 if meta & 0xFF else 0)
+    elif t in (T.ENUM, T.SET):
+        size = meta & 0xFF
+    if size is not None:
+        return lambda b, p, n=size: n
+    if t in _STRINGS or t == T.VARCHAR_COMPRESSED:
+        width = 1 if (col.max_length if t in _STRINGS else meta) < 256 else 2
+    elif t in _PREFIXED or t == T.BLOB_COMPRESSED:
+        width = meta
+    else:
+        raise BinlogError(f"column {col.name} has unsupported type {t}")
+    return lambda b, p, w=width: w + int.from_bytes(b[p:p + w], "little")
+
+
+def _zero(col: Column, size: int) -> bytes:
+    """The type's zero value: 0, 0.0, '', 0000-00-00 (00:00:00), 00:00:00, the empty ENUM/SET/BIT."""
+    if col.type in (T.NEWDECIMAL, T.DATETIME2, T.TIME2):
+        return b"\x80" + bytes(size - 1)  # these encodings offset the value by their sign bit
+    if col.type in _FIXED or col.type in (T.TIMESTAMP2, T.BIT, T.ENUM, T.SET):
+        return bytes(size)
+    return _prefixed(col, b"")
+
+
+def _prefix_width(col: Column) -> int:
+    if col.type in _STRINGS:
+        return 1 if col.max_length < 256 else 2
+    if col.type == T.VARCHAR_COMPRESSED:
+        return 1 if col.meta < 256 else 2
+    return col.meta
+
+
+def _prefixed(col: Column, data: bytes) -> bytes:
+    """A string value of ``col``: length prefix + data cut to the column's maximum byte length."""
+    width = _prefix_width(col)
+    limit = col.max_length if col.type in _STRINGS else (1 << (8 * width)) - 1
+    if col.type in _COMPRESSED_COLUMNS:
+        data = b"\x00" + data[: limit - 1]  # MariaDB's header of an uncompressed column value
+    else:
+        data = data[:limit]
+    return len(data).to_bytes(width, "little") + data
+
+
+class Rewriter:
+    """Rewrites the rows events of one table map (compiled once: spans and rules per column)."""
+
+    def __init__(self, tm: TableMap, actions: dict[int, str], key: bytes) -> None:
+        self.tm, self.actions, self._key = tm, actions, key
+        self._spans = [_span(c) for c in tm.columns]
+        for index, action in actions.items():
+            col = tm.columns[index]
+            where = f"filters.columns: {tm.database}.{tm.table}.{col.name}"
+            if action == "hash" and col.type not in _STRINGS | _BLOBS | _COMPRESSED_COLUMNS | _INTEGERS:
+                raise BinlogError(f"{where}: cannot hash a column of type {T(col.type).name}; use exclude or mask")
+            if action != "hash" and not col.nullable and col.type in (T.JSON, T.GEOMETRY, T.VECTOR):
+                raise BinlogError(f"{where}: a NOT NULL {T(col.type).name} column can only be replaced by NULL")
+
+    def __repr__(self) -> str:  # never the key
+        return f"Rewriter({self.tm.database}.{self.tm.table}, {self.actions})"
+
+    def _replace(self, index: int, value: bytes) -> bytes | None:
+        """The new bytes of a masked value (None: NULL)."""
+        col = self.tm.columns[index]
+        action = self.actions[index]
+        if action == "hash":
+            if col.type in _INTEGERS:
+                digest = hmac.new(self._key, value, hashlib.sha256).digest()
+                return digest[: len(value)]
+            data = value[_prefix_width(col):]
+            if col.type in _COMPRESSED_COLUMNS:
+                data = mariadb_uncompress_column(data)
+            return _prefixed(col, hmac.new(self._key, data, hashlib.sha256).hexdigest().encode())
+        if action == "mask" and col.type in _STRINGS | _BLOBS | _COMPRESSED_COLUMNS:
+            return _prefixed(col, STAR)
+        if col.nullable:
+            return None
+        return _zero(col, len(value))
+
+    def rewrite(self, raw: bytes, post_header: int, checksum: bool, position: int, source: str) -> bytes:
+        """The event ``raw`` with its masked values replaced, re-framed (uncompressed, size, CRC32)."""
+        code = raw[4]
+        spec = _EVENTS.get(code)
+        if spec is None:
+            raise BinlogError(f"cannot mask columns of `{self.tm.database}`.`{self.tm.table}` in event type {code}",
+                              position, source)
+        kind, extra, plain = spec
+        end = len(raw) - (4 if checksum else 0)
+        p = HEADER_V3 + 8
+        if extra and post_header >= 10:
+            p += int.from_bytes(raw[p:p + 2], "little")
+        width = raw[p]
+        if width >= 0xFB:
+            raise BinlogError("rows event column count over 250 is not supported by masking", position, source)
+        p += 1
+        if width != len(self.tm.columns):
+            raise BinlogError(f"rows event has {width} columns, its table map {len(self.tm.columns)}", position,
+                              source)
+        nbytes = (width + 7) >> 3
+        images = 2 if kind in ("update", "partial") else 1
+        bitmaps = [int.from_bytes(raw[p + i * nbytes:p + (i + 1) * nbytes], "little") for i in range(images)]
+        p += nbytes * images
+        head = bytearray(raw[:p])
+        body = raw[p:end]
+        if code != plain:
+            try:
+                body = mariadb_uncompress_event(body)
+            except BinlogError as exc:
+                raise BinlogError(f"compressed rows event: {exc.reason}", position, source) from None
+            head[4] = plain
+        present = [[i for i in range(width) if bm >> i & 1] for bm in bitmaps]
+        out = bytearray(head)
+        q = 0
+        try:
+            while q < len(body):
+                for n, cols in enumerate(present):
+                    q = self._image(body, q, cols, kind == "partial" and n == 1, out)
+        except (IndexError, ValueError, zlib.error) as exc:
+            raise BinlogError(f"malformed row data for masking: {exc}", position, source) from None
+        if q != len(body):
+            raise BinlogError(f"row data ends at {q}, the event at {len(body)}", position, source)
+        if checksum:
+            out += b"\0\0\0\0"
+        out[9:13] = len(out).to_bytes(4, "little")
+        if checksum:
+            out[-4:] = zlib.crc32(memoryview(out)[:-4]).to_bytes(4, "little")
+        return bytes(out)
+
+    def _image(self, b: bytes, p: int, cols: list[int], partial: bool, out: bytearray) -> int:
+        """Copy one row image at ``p`` into ``out``, masked; returns where it ends."""
+        if partial:  # PARTIAL_UPDATE_ROWS after image: packed options and the JSON partial bits, copied
+            start = p
+            opts = b[p]
+            if opts >= 0xFB:
+                raise ValueError("unexpected partial update options")
+            p += 1
+            if opts & 1:
+                p += (sum(1 for i in cols if self.tm.columns[i].type == T.JSON) + 7) >> 3
+            out += b[start:p]
+        nbytes = (len(cols) + 7) >> 3
+        nulls = int.from_bytes(b[p:p + nbytes], "little")
+        p += nbytes
+        at = len(out)
+        out += bytes(nbytes)
+        for bit, index in enumerate(cols):
+            if nulls >> bit & 1:
+                continue
+            size = self._spans[index](b, p)
+            if p + size > len(b):
+                raise ValueError(f"value of {size} bytes runs past the event")
+            if index in self.actions:
+                new = self._replace(index, b[p:p + size])
+                if new is None:
+                    nulls |= 1 << bit
+                else:
+                    out += new
+            else:
+                out += b[p:p + size]
+            p += size
+        out[at:at + nbytes] = nulls.to_bytes(nbytes, "little")
+        return p
