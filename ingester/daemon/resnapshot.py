@@ -171,8 +171,8 @@ class Resnapshotter:
             cur.execute(insert, (uuid.uuid4().hex, LOW, reader.name))
             cur.execute(*reader.query(limit, _load_key(self.state["last_pk"])))
             raw = cur.fetchall()
+            wire = reader.convert(raw)
             cur.execute(insert, (high_id, HIGH, reader.name))
-        wire = reader.convert(raw)
         rows = {tuple(reader.key_values(r, w)): w for r, w in zip(raw, wire, strict=True)}
         last = reader.key_values(raw[-1], wire[-1]) if len(raw) == limit else None
         return _Chunk(reader, high_id, rows, last)

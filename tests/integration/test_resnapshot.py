@@ -6,11 +6,16 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
+import time
 
 from ingester.cli.consume import committed_record_events
 from ingester.cli.main import main
 from ingester.codec import events as E
+from ingester.config import load_config
 from ingester.daemon.kafka_io import read_checkpoint
+from ingester.daemon.runner import Runner
+from ingester.daemon.snapshot import TableReader
 from tests.integration.test_snapshot import BINLAKE, _CheckpointWatcher, _replay_in_seq_order, _Workload
 
 ROWS = 3000
@@ -70,3 +75,53 @@ def test_resnapshot_under_writes_with_a_kill_minus_nine(make_mariadb, kafka) -> 
     assert len(read_ids) > ROWS // 2 and changes > 100 and workload.changes > 100, (len(read_ids), changes)
     print(f"re-snapshot under writes: {len(read_ids):,} rows read, {changes:,} changes, kill -9 at "
           f"{killed_at['rows']:,} rows; mirror == SELECT ({len(expected):,} rows)")
+
+
+def test_changes_inside_the_watermark_window_win_over_the_chunk(make_mariadb, kafka, monkeypatch) -> None:
+    """A row changed between a chunk's SELECT and its high watermark: the SELECT's (stale) value must not
+    be published as a read row after the change. Changes are made exactly there, in every chunk."""
+    server = make_mariadb()
+    server.execute("CREATE DATABASE rw CHARACTER SET utf8mb4")
+    server.execute("CREATE DATABASE binlake")
+    server.execute("CREATE TABLE rw.t (id INT PRIMARY KEY, v INT NOT NULL, s VARCHAR(20))")
+    server.execute("INSERT INTO rw.t VALUES " + ", ".join(f"({i}, {i}, 's{i}')" for i in range(1, 101)))
+    start = server.current_binlog_position()
+    writer = server.connect("rw")
+    writer.autocommit(True)
+    convert = TableReader.convert
+
+    def convert_then_write(self, rows):  # runs between the SELECT and the high watermark
+        wire = convert(self, rows)
+        if not wire:
+            return wire
+        first, last = wire[0][0], wire[-1][0]
+        with writer.cursor() as cur:
+            cur.execute("UPDATE t SET v = -v, s = 'changed' WHERE id = %s", (first,))
+            cur.execute("DELETE FROM t WHERE id = %s", (last,))
+            cur.execute("REPLACE INTO t VALUES (%s, 0, 'inserted')", (first + 1,))
+        return wire
+
+    monkeypatch.setattr(TableReader, "convert", convert_then_write)
+    cfg = load_config(None, {"source": {"url": server.url, "server_id": 4750, "start_file": start.file,
+                                        "start_position": start.position},
+                             "kafka": {"bootstrap": kafka.bootstrap, "topic_prefix": "rwin"},
+                             "snapshot_signal_table": "binlake.signal", "snapshot_chunk_rows": 10})
+    runner = Runner(cfg)
+
+    def operator() -> None:  # the daemon runs in the main thread (it installs signal handlers)
+        deadline = time.monotonic() + 60
+        main(["snapshot", "--source", server.url, "--signal-table", "binlake.signal", "--tables", "rw.t"])
+        while "resnapshot" not in (runner.committed or {}) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        while "resnapshot" in (runner.committed or {}) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        runner.request_stop()
+
+    thread = threading.Thread(target=operator, daemon=True)
+    thread.start()
+    runner.run()
+    thread.join()
+    state, seen = _replay_in_seq_order(list(committed_record_events(kafka.bootstrap, "rwin")), "rw", "t")
+    expected = {i: (v, s) for i, v, s in server.execute("SELECT id, v, s FROM rw.t")}
+    assert any(s == "changed" for _, s in expected.values()) and state == expected
+    assert sum(kind == "read" for _, _, kind in seen) > 50
