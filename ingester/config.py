@@ -244,8 +244,6 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
         raise ValueError(f"schema.history: {config.schema.history!r} is not one of {', '.join(SCHEMA_HISTORY_MODES)}")
     if config.schema.on_unparsed_ddl not in ("stop", "skip-table"):
         raise ValueError(f"schema.on_unparsed_ddl: {config.schema.on_unparsed_ddl!r} is not stop or skip-table")
-    if config.snapshot_signal_table is not None and config.snapshot_signal_table.count(".") != 1:
-        raise ValueError(f"snapshot_signal_table: must be <db>.<table>, got {config.snapshot_signal_table!r}")
     if config.snapshot_chunk_rows < 1:
         raise ValueError(f"snapshot_chunk_rows: must be at least 1, got {config.snapshot_chunk_rows}")
     return config

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ..codec import events as E
 from ..records.builder import Record
 from ..records.format import Sequence, record_events
-from .snapshot import TableReader, _connect, _dump_key, _load_key, _text, read_records, table_reader
+from .snapshot import SnapshotError, TableReader, _connect, _dump_key, _load_key, _text, read_records, table_reader
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -35,6 +35,8 @@ SIGNAL_DDL = ("CREATE TABLE IF NOT EXISTS {} (id VARCHAR(64) NOT NULL PRIMARY KE
 
 def quoted(name: str) -> str:
     """``db.table`` as a quoted SQL name."""
+    if name.count(".") != 1:
+        raise SnapshotError(f"snapshot_signal_table: must be <db>.<table>, got {name!r}")
     return ".".join("`" + part.replace("`", "``") + "`" for part in name.split(".", 1))
 
 
@@ -63,14 +65,15 @@ class Resnapshotter:
     cfg: Config
     state: dict[str, Any] = field(default_factory=lambda: {"tables": [], "last_pk": None, "rows": 0})
     chunk: _Chunk | None = None
+    signal_table: str = field(init=False, default="")
     _conn: Any = None
     _collations: dict[str, int] = field(default_factory=dict)
     _mariadb: bool = True
 
-    @property
-    def signal_table(self) -> str:
+    def __post_init__(self) -> None:
         assert self.cfg.snapshot_signal_table
-        return self.cfg.snapshot_signal_table
+        quoted(self.cfg.snapshot_signal_table)  # a clear error at start-up for a name without one dot
+        self.signal_table = self.cfg.snapshot_signal_table
 
     def takes(self, record: Record) -> bool:
         """Look at a record about to be published: True for the signal table's (not published)."""
