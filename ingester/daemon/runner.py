@@ -232,7 +232,8 @@ class Runner:
 
             resnap = self.resnap = Resnapshotter(cfg)
             if self.committed and self.committed.get("resnapshot"):
-                resnap.state = self.committed["resnapshot"]
+                progress = self.committed["resnapshot"]  # a copy: uncommitted progress must not change it
+                resnap.state = {**progress, "tables": list(progress["tables"])}
                 log.info("resuming the re-snapshot of %s", ", ".join(resnap.state["tables"]))
         builder = RecordBuilder(accept=accept, max_record_bytes=cfg.kafka.max_record_bytes, schema=history)
         if self.committed:
