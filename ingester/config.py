@@ -151,6 +151,8 @@ class Config:
     # checkpoint's binlog has been purged; never: stream only (from source.start_file).
     snapshot: str = "never"
     snapshot_chunk_rows: int = 5000  # rows per primary-key chunk (fewer when rows are large)
+    # "<db>.<table>" of the signal table: its rows ask for on-demand re-snapshots (None: feature off)
+    snapshot_signal_table: str | None = None
 
     def source_url(self) -> str:
         """The source URL with the password (from the environment or file) and the TLS settings filled in."""

@@ -231,6 +231,8 @@ class Publisher:
                   "seq": str(checkpoint.seq)}
         if checkpoint.snapshot is not None:
             fields["snapshot"] = checkpoint.snapshot
+        if checkpoint.resnapshot is not None:
+            fields["resnapshot"] = checkpoint.resnapshot
         value = json.dumps(fields).encode()
         self._futures.append(
             self.producer.send(offsets_topic(self.prefix), key=self.transactional_id.encode(), value=value))

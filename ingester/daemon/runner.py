@@ -18,6 +18,7 @@ from ..schema.history import SchemaHistory
 from ..sources.replication import BinlogStream, ReplicationError, SourceURL
 from .kafka_io import Publisher, read_checkpoint
 from .metrics import Metrics
+from .resnapshot import Resnapshotter
 from .schema_io import history_topic
 
 log = logging.getLogger("binlake.run")
@@ -39,6 +40,7 @@ class Runner:
         self.committed: dict[str, Any] | None = None
         self.metrics = Metrics()
         self.schema_history = False  # follow DDL: the server's TABLE_MAPs carry no column names
+        self.resnap: Resnapshotter | None = None  # on-demand re-snapshots (snapshot_signal_table)
 
     def request_stop(self, signum: int = 0, frame: FrameType | None = None) -> None:
         """SIGTERM/SIGINT: finish the current transaction, commit its checkpoint, exit 0."""
@@ -220,8 +222,21 @@ class Runner:
             from . import schema_io
 
             history = schema_io.load(cfg) or self._capture_schema(publisher)
-        builder = RecordBuilder(accept=cfg.filters.accepts, max_record_bytes=cfg.kafka.max_record_bytes,
-                                schema=history, masks=cfg.filters.column_rules())
+        accept = cfg.filters.accepts
+        resnap = None
+        if cfg.snapshot_signal_table:  # its rows are signals: routed to the re-snapshotter, never published
+            signal = cfg.snapshot_signal_table
+
+            def accept(db: str, table: str) -> bool:
+                return f"{db}.{table}" == signal or cfg.filters.accepts(db, table)
+
+            resnap = self.resnap = Resnapshotter(cfg)
+            if self.committed and self.committed.get("resnapshot"):
+                progress = self.committed["resnapshot"]  # a copy: uncommitted progress must not change it
+                resnap.state = {**progress, "tables": list(progress["tables"])}
+                log.info("resuming the re-snapshot of %s", ", ".join(resnap.state["tables"]))
+        builder = RecordBuilder(accept=accept, max_record_bytes=cfg.kafka.max_record_bytes, schema=history,
+                                masks=cfg.filters.column_rules())
         if self.committed:
             start_file, start_pos = self.committed["file"], self.committed["position"]
             gtids = self.committed["gtid_set"]
@@ -258,8 +273,14 @@ class Runner:
                 return
             for record in builder.flush():
                 self._send(publisher, record)
+            if resnap is not None:
+                for record in resnap.before_commit():
+                    self._send(publisher, record)
+                checkpoint.resnapshot = resnap.progress()
             self._commit(publisher, checkpoint, builder.transactions - committed_transactions)
             committed_transactions, last_commit = builder.transactions, time.monotonic()
+            if resnap is not None and not self.stop_requested:
+                resnap.next_chunk()
 
         def idle() -> None:
             """Everything received is routed and the next read would wait: commit now, after the commit in
@@ -278,6 +299,8 @@ class Runner:
         dec = None
         connecting = time.monotonic()
         try:
+            if resnap is not None:
+                resnap.next_chunk()  # a re-snapshot the checkpoint left unfinished
             for raw, position in stream.positioned(builder):
                 if raw is None:  # a run of events the native router fed to the builder
                     events, size, newest = stream.routed
@@ -322,8 +345,13 @@ class Runner:
         finally:
             report()
             stream.close()
+            if resnap is not None:
+                resnap.close()
+                self.resnap = None
 
     def _send(self, publisher: Publisher, record: Record) -> None:
+        if self.resnap is not None and self.resnap.takes(record):
+            return
         publisher.send(record)
         self.stats["records"] += 1
         self.metrics.records.inc()
@@ -338,6 +366,8 @@ class Runner:
             self.metrics.position.labels(checkpoint.file).set(checkpoint.position)
             self.committed = {"file": checkpoint.file, "position": checkpoint.position,
                               "gtid_set": checkpoint.gtid_set}
+            if checkpoint.resnapshot is not None:
+                self.committed["resnapshot"] = checkpoint.resnapshot
             self.stats["commits"] += 1
             self.stats["transactions"] += transactions
 

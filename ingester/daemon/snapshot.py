@@ -284,6 +284,31 @@ def _connect(cfg: Config, raw: bool = True) -> Any:
     return conn
 
 
+def read_records(reader: TableReader, wire: list[list[Any]], ts: int, max_record_bytes: int,
+                 next_seq: Callable[[], Sequence]) -> tuple[list[Record], int]:
+    """Rows read by SELECT as ``read`` records of at most about ``max_record_bytes`` each (one sequence
+    each, from ``next_seq``), and their encoded size: shared by the snapshot and the re-snapshot."""
+    encoded = orjson.dumps(wire)
+    parts = 1 + len(encoded) // max_record_bytes
+    groups = [encoded] if parts == 1 else [
+        orjson.dumps(wire[k * len(wire) // parts : (k + 1) * len(wire) // parts]) for k in range(parts)]
+    db, table = reader.table_map.database, reader.table_map.table
+    raw_ts = str(ts).encode()
+    records = []
+    for rows_json in groups:
+        if rows_json == b"[]":
+            continue
+        seq = next_seq()
+        raw_seq = seq.encode()
+        headers = [("binlake.v", b"2"), ("binlake.seq", raw_seq), ("binlake.count", b"1"),
+                   ("binlake.commit_ts", raw_ts), ("binlake.db", db.encode("utf-8", "surrogateescape")),
+                   ("binlake.table", table.encode("utf-8", "surrogateescape")),
+                   ("binlake.index", S.index_entry(raw_seq, ts))]
+        records.append(Record(reader.name, reader.name.encode("utf-8", "surrogateescape"),
+                              S.snapshot_value(reader.descriptor, [rows_json]), headers, seq))
+    return records, len(encoded)
+
+
 class Snapshotter:
     """Reads and publishes one snapshot, resuming from ``state`` (the committed checkpoint's progress)."""
 
@@ -439,26 +464,16 @@ class Snapshotter:
         """Send rows as records of at most about ``max_record_bytes``; returns their encoded size."""
         state = self.state
         assert state is not None
-        encoded = orjson.dumps(wire)
-        parts = 1 + len(encoded) // self.cfg.kafka.max_record_bytes
-        groups = [encoded] if parts == 1 else [
-            orjson.dumps(wire[k * len(wire) // parts : (k + 1) * len(wire) // parts]) for k in range(parts)]
-        db, table = reader.table_map.database, reader.table_map.table
-        ts = str(state["ts"]).encode()
-        for rows_json in groups:
-            if rows_json == b"[]":
-                continue
-            seq = self._seq()
-            state["events"] += 1
-            raw_seq = seq.encode()
-            headers = [("binlake.v", b"2"), ("binlake.seq", raw_seq), ("binlake.count", b"1"),
-                       ("binlake.commit_ts", ts), ("binlake.db", db.encode("utf-8", "surrogateescape")),
-                       ("binlake.table", table.encode("utf-8", "surrogateescape")),
-                       ("binlake.index", S.index_entry(raw_seq, state["ts"]))]
-            record = Record(reader.name, reader.name.encode("utf-8", "surrogateescape"),
-                            S.snapshot_value(reader.descriptor, [rows_json]), headers, seq)
+        records, size = read_records(reader, wire, state["ts"], self.cfg.kafka.max_record_bytes, self._next_seq)
+        for record in records:
             self.runner._send(self.publisher, record)
-        return len(encoded)
+        return size
+
+    def _next_seq(self) -> Sequence:
+        seq = self._seq()
+        assert self.state is not None
+        self.state["events"] += 1
+        return seq
 
     def _seq(self) -> Sequence:
         """Snapshot rows sort after everything before the snapshot's position and before everything at

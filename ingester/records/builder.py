@@ -57,6 +57,7 @@ class Checkpoint:
     gtid_set: str
     seq: Sequence
     snapshot: dict[str, Any] | None = None  # progress of an unfinished snapshot (daemon/snapshot.py)
+    resnapshot: dict[str, Any] | None = None  # progress of an on-demand re-snapshot (daemon/resnapshot.py)
 
 
 # What a table id maps to: its TABLE_MAP bytes, topic (None when filtered out) and the schema history's

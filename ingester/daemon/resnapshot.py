@@ -1,0 +1,197 @@
+"""On-demand re-snapshot of chosen tables while streaming continues (watermarks, as in Netflix's DBLog).
+
+``binlake snapshot`` inserts an ``execute-snapshot`` row into the signal table; the daemon sees it in
+its own binlog stream. It then reads the tables in primary-key chunks: for each chunk it inserts a low
+watermark row, SELECTs the chunk, inserts a high watermark row. Until the stream reaches the high
+watermark, every key changed by a rows event of the table is dropped from the chunk: those changes are
+published anyway, with their full row images, so they carry the row's newest state. At the high
+watermark the rest of the chunk is published as ``read`` rows, sequenced right after the watermark
+event, in the same Kafka transaction as the checkpoint that records the progress (table, last key):
+a restart continues with the next chunk, exactly once. Memory: one chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..codec import events as E
+from ..records.builder import Record
+from ..records.format import Sequence, record_events
+from .snapshot import SnapshotError, TableReader, _connect, _dump_key, _load_key, _text, read_records, table_reader
+
+if TYPE_CHECKING:
+    from ..config import Config
+
+log = logging.getLogger("binlake.resnapshot")
+EXECUTE = "execute-snapshot"
+LOW, HIGH = "snapshot-window-open", "snapshot-window-close"
+SIGNAL_DDL = ("CREATE TABLE IF NOT EXISTS {} (id VARCHAR(64) NOT NULL PRIMARY KEY, type VARCHAR(32) NOT NULL,"
+              " data TEXT)")
+
+
+def quoted(name: str) -> str:
+    """``db.table`` as a quoted SQL name."""
+    if name.count(".") != 1:
+        raise SnapshotError(f"snapshot_signal_table: must be <db>.<table>, got {name!r}")
+    return ".".join("`" + part.replace("`", "``") + "`" for part in name.split(".", 1))
+
+
+def request(cur: Any, signal_table: str, tables: list[str]) -> str:
+    """Insert the signal row asking the daemon to re-snapshot ``tables``; returns its id."""
+    signal_id = uuid.uuid4().hex
+    cur.execute(f"INSERT INTO {quoted(signal_table)} (id, type, data) VALUES (%s, %s, %s)",
+                (signal_id, EXECUTE, json.dumps({"tables": tables})))
+    return signal_id
+
+
+@dataclass
+class _Chunk:
+    reader: TableReader
+    high_id: str
+    rows: dict[tuple[Any, ...], list[Any]]  # key -> wire row, in key order
+    last_key: list[Any] | None  # None: the table's last chunk
+    high: tuple[Sequence, int] | None = None  # the high watermark's sequence and commit time, once seen
+    dropped: int = 0
+
+
+@dataclass
+class Resnapshotter:
+    """Follows the signal table's records and runs one chunk at a time (the daemon's stream loop calls it)."""
+
+    cfg: Config
+    state: dict[str, Any] = field(default_factory=lambda: {"tables": [], "last_pk": None, "rows": 0})
+    chunk: _Chunk | None = None
+    signal_table: str = field(init=False, default="")
+    _conn: Any = None
+    _collations: dict[str, int] = field(default_factory=dict)
+    _mariadb: bool = True
+
+    def __post_init__(self) -> None:
+        assert self.cfg.snapshot_signal_table
+        quoted(self.cfg.snapshot_signal_table)  # a clear error at start-up for a name without one dot
+        self.signal_table = self.cfg.snapshot_signal_table
+
+    def takes(self, record: Record) -> bool:
+        """Look at a record about to be published: True for the signal table's (not published)."""
+        chunk = self.chunk
+        if record.topic == self.signal_table:
+            for item in record_events(dict(record.headers), record.value, f"topic {record.topic}"):
+                if isinstance(item.event, E.RowsEvent) and item.event.kind == "write":
+                    for row in item.event.rows:
+                        self._signal(list(row["after"].values()), item.seq, item.commit_ts)
+            return True
+        if chunk is not None and record.topic == chunk.reader.name:
+            names = [chunk.reader.table_map.columns[i].name for i in chunk.reader.key]
+            for item in record_events(dict(record.headers), record.value, f"topic {record.topic}"):
+                if isinstance(item.event, E.RowsEvent) and (chunk.high is None or
+                                                            item.seq.encode() < chunk.high[0].encode()):
+                    for row in item.event.rows:
+                        for image in (row.get("before"), row.get("after")):
+                            if image is not None and chunk.rows.pop(tuple(image[n] for n in names), None):
+                                chunk.dropped += 1
+        return False
+
+    def _signal(self, values: list[Any], seq: Sequence, commit_ts: int) -> None:
+        signal_id, kind, data = (_text(v) for v in values[:3])
+        if kind == EXECUTE:
+            try:
+                tables = [t for t in json.loads(data)["tables"] if t not in self.state["tables"]]
+            except (ValueError, KeyError, TypeError):
+                log.error("signal %s: bad data %r (expected {\"tables\": [\"db.t\", ...]}); ignored", signal_id, data)
+                return
+            log.info("signal %s: re-snapshot of %s", signal_id, ", ".join(tables) or "tables already pending")
+            self.state["tables"] += tables
+        elif kind == HIGH and self.chunk is not None and signal_id == self.chunk.high_id:
+            self.chunk.high = (seq, commit_ts)
+
+    def before_commit(self) -> list[Record]:
+        """At a transaction boundary: the chunk's rows once the stream has passed its high watermark."""
+        chunk = self.chunk
+        if chunk is None or chunk.high is None:
+            return []
+        seq, commit_ts = chunk.high
+        sub = [seq.sub]
+
+        def next_seq() -> Sequence:  # right after the high watermark's event: no other event is published there
+            sub[0] += 1
+            return Sequence(seq.file_number, seq.position, sub[0])
+
+        records, _ = read_records(chunk.reader, list(chunk.rows.values()), commit_ts,
+                                  self.cfg.kafka.max_record_bytes, next_seq) if chunk.rows else ([], 0)
+        self.state["rows"] += len(chunk.rows)
+        log.info("re-snapshot %s: %d rows read, %d changed meanwhile (published as changes)", chunk.reader.name,
+                 len(chunk.rows), chunk.dropped)
+        if chunk.last_key is None:
+            self.state["tables"].pop(0)
+            self.state["last_pk"] = None
+            log.info("re-snapshot of %s done", chunk.reader.name)
+        else:
+            self.state["last_pk"] = _dump_key(chunk.last_key)
+        self.chunk = None
+        return records
+
+    def progress(self) -> dict[str, Any] | None:
+        """What the checkpoint records: the tables left and the last key published (a copy)."""
+        if not self.state["tables"]:
+            return None
+        return {**self.state, "tables": list(self.state["tables"])}
+
+    def next_chunk(self) -> None:
+        """Start the next chunk unless one is open: low watermark, SELECT, high watermark."""
+        while self.chunk is None and self.state["tables"]:
+            name = self.state["tables"][0]
+            reader = self._reader(name)
+            if reader is None:
+                self.state["tables"].pop(0)
+                self.state["last_pk"] = None
+                continue
+            self.chunk = self._select(reader)
+
+    def _reader(self, name: str) -> TableReader | None:
+        conn = self._connection()
+        db, _, table = name.partition(".")
+        reader = table_reader(conn, db, table, self._collations, self._mariadb)
+        if not reader.table_map.columns:
+            log.warning("re-snapshot: table %s does not exist; skipped", name)
+        elif not reader.key:
+            log.warning("re-snapshot: table %s has no primary key usable for chunks; skipped", name)
+        elif not self.cfg.filters.accepts(db, table):
+            log.warning("re-snapshot: table %s is excluded by the filters; skipped", name)
+        else:
+            return reader
+        return None
+
+    def _select(self, reader: TableReader) -> _Chunk:
+        high_id = uuid.uuid4().hex
+        limit = self.cfg.snapshot_chunk_rows
+        signal = quoted(self.signal_table)
+        with self._connection().cursor() as cur:
+            insert = f"INSERT INTO {signal} (id, type, data) VALUES (%s, %s, %s)"
+            cur.execute(insert, (uuid.uuid4().hex, LOW, reader.name))
+            cur.execute(*reader.query(limit, _load_key(self.state["last_pk"])))
+            raw = cur.fetchall()
+            wire = reader.convert(raw)
+            cur.execute(insert, (high_id, HIGH, reader.name))
+        rows = {tuple(reader.key_values(r, w)): w for r, w in zip(raw, wire, strict=True)}
+        last = reader.key_values(raw[-1], wire[-1]) if len(raw) == limit else None
+        return _Chunk(reader, high_id, rows, last)
+
+    def _connection(self) -> Any:
+        if self._conn is None:
+            self._conn = _connect(self.cfg)
+            self._conn.autocommit(True)  # every chunk reads the newest rows, every watermark commits at once
+            with self._conn.cursor() as cur:
+                cur.execute("SELECT VERSION()")
+                self._mariadb = b"mariadb" in cur.fetchone()[0].lower()
+                cur.execute("SELECT COLLATION_NAME, ID FROM information_schema.COLLATIONS WHERE ID IS NOT NULL")
+                self._collations = {_text(n): int(i) for n, i in cur.fetchall()}
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
