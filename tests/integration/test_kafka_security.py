@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 import orjson
 import pytest
@@ -156,7 +157,16 @@ def test_wrong_sasl_password_or_unknown_ca_is_refused_clearly(make_mariadb, secu
     assert unknown_ca.returncode == 2, err[-3000:]
     last = err.strip().splitlines()[-1]
     assert last.startswith("binlake: error: kafka 127.0.0.1:") and "CERTIFICATE_VERIFY_FAILED" in last, last
+    # Stop it only once it has been refused and says it retries (its first attempt may still be under way).
+    seen: list[str] = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any("retrying" in line for line in seen):
+        line = daemon.stderr.readline()
+        if not line:
+            break
+        seen.append(line)
     daemon.send_signal(signal.SIGTERM)
-    _, err = daemon.communicate(timeout=60)
+    _, rest = daemon.communicate(timeout=60)
+    err = "".join(seen) + rest
     assert daemon.returncode == 0, err[-3000:]
     assert "Authentication failed" in err and "retrying" in err and wrong not in err, err[-3000:]
