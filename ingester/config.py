@@ -71,7 +71,9 @@ class KafkaConfig:
         options: dict[str, Any] = {}
         if protocol == "PLAINTEXT":
             return options
-        options["security_protocol"] = protocol
+        # A secured listener may drop a client's first connection before answering; retry within a second
+        # (kafka-python's backoff grows to 30 s) so the real cause, e.g. refused credentials, is what surfaces.
+        options |= {"security_protocol": protocol, "reconnect_backoff_max_ms": 1000}
         if protocol.startswith("SASL"):
             mechanism = (self.sasl_mechanism or "").upper()
             if mechanism not in SASL_MECHANISMS:

@@ -88,7 +88,8 @@ def test_kafka_security_options_and_their_errors(tmp_path) -> None:
            "BINLAKE_KAFKA_SSL_CAFILE": "/ca.pem"}
     cfg = load_config(environ=env)
     assert cfg.kafka.client_options() == {
-        "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": "alice",
+        "security_protocol": "SASL_SSL", "reconnect_backoff_max_ms": 1000, "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": "alice",
         "sasl_plain_password": "s3cret-file", "ssl_cafile": "/ca.pem", "ssl_certfile": None, "ssl_keyfile": None,
         "ssl_check_hostname": True}
     cfg = load_config(environ={**env, "BINLAKE_KAFKA_SASL_PASSWORD": "s3cret-env"})
