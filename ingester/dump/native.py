@@ -12,9 +12,7 @@ rows event type and column bitmaps; column types the plan does not cover leave t
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from types import ModuleType
 from typing import Any
 
 import orjson
@@ -25,21 +23,11 @@ from ..codec.constants import ColumnType as T
 from ..codec.decoder import CHECKSUM_CRC32
 from ..codec.events import EVENT_NAMES
 from ..codec.table_map import Column, TableMap
+from ..extensions import load as load_extension
 from ..sources.binlog_file import frames_in
 from .jsonl import frame_lines
 
-
-def _load() -> ModuleType | None:
-    if os.environ.get("BINLAKE_PURE_PYTHON"):
-        return None
-    try:
-        from . import _native
-    except ImportError:
-        return None
-    return _native
-
-
-native = _load()
+native = load_extension("ingester.dump._native")
 
 # Column ops of _native.c's RowsPlan (its enum, in order).
 (OP_INT, OP_FLOAT, OP_DOUBLE, OP_YEAR, OP_DECIMAL, OP_DATE, OP_DATETIME2, OP_TIMESTAMP2, OP_TIME2, OP_BIT,

@@ -10,12 +10,10 @@ their table id without decoding their row images: the consumer decodes them.
 
 from __future__ import annotations
 
-import os
 import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
 
 from ..codec import BinlogDecoder, BinlogError
@@ -23,6 +21,7 @@ from ..codec import events as E
 from ..codec.constants import HEADER_V3
 from ..codec.decoder import CHECKSUM_CRC32, ROUTABLE_ROWS
 from ..codec.table_map import TableMap
+from ..extensions import load as load_extension
 from ..schema.history import HISTORY_TOPIC, SchemaHistory, enrich, history_key
 from .format import RecordWriter, Sequence, file_number
 from .gtid import MariadbGtidState, MysqlGtidSet
@@ -66,18 +65,7 @@ class Checkpoint:
 _Route = tuple[bytes, str | None, bytes | Masked]
 
 
-def _load_router() -> ModuleType | None:
-    """The native routing core (_router.c), unless BINLAKE_PURE_PYTHON is set or it is not built."""
-    if os.environ.get("BINLAKE_PURE_PYTHON"):
-        return None
-    try:
-        from . import _router
-    except ImportError:
-        return None
-    return _router
-
-
-_native = _load_router()
+_native = load_extension("ingester.records._router")
 
 
 @dataclass
