@@ -99,12 +99,9 @@ def _span(col: Column) -> Callable[[bytes, int], int]:
         size = meta & 0xFF
     if size is not None:
         return lambda b, p, n=size: n
-    if t in _STRINGS or t == T.VARCHAR_COMPRESSED:
-        width = 1 if (col.max_length if t in _STRINGS else meta) < 256 else 2
-    elif t in _PREFIXED or t == T.BLOB_COMPRESSED:
-        width = meta
-    else:
+    if t not in _STRINGS and t not in _PREFIXED and t not in (T.VARCHAR_COMPRESSED, T.BLOB_COMPRESSED):
         raise BinlogError(f"column {col.name} has unsupported type {t}")
+    width = _prefix_width(col)
     return lambda b, p, w=width: w + int.from_bytes(b[p:p + w], "little")
 
 
@@ -118,6 +115,7 @@ def _zero(col: Column, size: int) -> bytes:
 
 
 def _prefix_width(col: Column) -> int:
+    """Bytes of a string or blob value's length prefix."""
     if col.type in _STRINGS:
         return 1 if col.max_length < 256 else 2
     if col.type == T.VARCHAR_COMPRESSED:
