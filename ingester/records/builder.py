@@ -344,10 +344,16 @@ class RecordBuilder:
         if not named.has_names and not schema:
             if self.masks.applies_to(tm.database, tm.table):
                 raise BinlogError(f"filters.columns: the TABLE_MAP of `{tm.database}`.`{tm.table}` has no column "
-                                  "names (set binlog_row_metadata=FULL or schema.history)", position)
+                                  "names (set binlog_row_metadata=FULL or schema.history)", position,
+                                  self.file or "<binlog>")
             return schema
         actions = self.masks.for_table(named)
-        return Masked(schema, Rewriter(named, actions, self.masks.key)) if actions else schema
+        if not actions:
+            return schema
+        try:
+            return Masked(schema, Rewriter(named, actions, self.masks.key))
+        except BinlogError as exc:  # a rule this table's columns cannot take: name the binlog and the map
+            raise BinlogError(exc.reason, position, self.file or "<binlog>") from None
 
     def _schema_changes(self, ev: E.QueryEvent, sub: int) -> list[Record]:
         """History entries of the tables a statement changed (records of the history topic)."""

@@ -162,6 +162,20 @@ def test_builder_publishes_masked_rows_and_never_the_values(tmp_path) -> None:
     assert decoded and {image["event"] for ev in decoded for image in _images(ev)} == hashes
 
 
+def test_a_rule_the_column_cannot_take_stops_with_the_binlog_and_position() -> None:
+    """hash on a TIMESTAMP: refused at the table's TABLE_MAP, naming the binlog file and its byte."""
+    path = CORPUS / "rust-mysql-common/mariadb-bin.000001"
+    dec = BinlogDecoder(str(path))
+    builder = RecordBuilder(masks=ColumnRules({"toddy_test.outbox.created": "hash"}, KEY))
+    builder.file = path.name  # as the stream's first ROTATE sets it in the daemon
+    with pytest.raises(BinlogError) as caught:
+        for pos, raw in binlog_frames(path, dec):
+            builder.feed(dec, raw, pos)
+    assert caught.value.position is not None and caught.value.source == path.name
+    assert str(caught.value).startswith(f"{path.name} at byte {caught.value.position}: filters.columns: "
+                                        "toddy_test.outbox.created: cannot hash a column of type TIMESTAMP2")
+
+
 def test_rules_are_checked() -> None:
     with pytest.raises(ValueError, match="not one of"):
         ColumnRules({"a.b.c": "drop"})
