@@ -14,8 +14,10 @@ import pickle
 import re
 import time
 from dataclasses import dataclass, field
+from decimal import Decimal
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from pyspark.sql import DataFrame, SparkSession
@@ -24,15 +26,17 @@ from pyspark.sql import functions as F
 from ingester.codec.events import QueryEvent
 from ingester.records.format import record_events
 
-from .decode import ERROR, HEADERS, RAW, RECORD_DDL, decode_partition, quote, reassemble, typed_ddl, typed_partition
+from .decode import ERROR, HEADERS, RAW, RECORD_DDL, decode_partition, quote, reassemble, typed_batches, typed_ddl
 from .lake_types import widens
+from .mirror import COMMIT_TS, DELETED, ORDER, SEQ
+from .writer import FILE_COLUMNS, PARTITION_COLUMN, DeltaCommit, land_partition, landed_ddl
 
 log = logging.getLogger("binlake.land")
 QUARANTINE_TABLE = "_quarantine"
 _DDL = re.compile(r"\s*(/\*.*?\*/\s*)*(ALTER|CREATE|RENAME|DROP|TRUNCATE)\b", re.IGNORECASE | re.DOTALL)
 _STATS_COLUMNS = "spark.databricks.delta.properties.defaults.dataSkippingStatsColumns"
-_CHANGE_LOG_STATS = ["seq", "commit_ts", "kafka_offset"]
-_META = [("_binlake_seq", "binary"), ("_binlake_commit_ts", "timestamp")]
+_CHANGE_LOG_STATS = ["commit_ts", "kafka_offset"]  # Delta refuses statistics columns of BINARY type (seq)
+_META = [(SEQ, "binary"), (COMMIT_TS, "timestamp")]  # kept in the mirror: the row's last change
 
 
 class LandError(RuntimeError):
@@ -82,14 +86,16 @@ class Lander:
     error: LandError | None = None
     _columns: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)
     _mirrors: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)  # columns once MERGEd
+    _highest: dict[tuple[str, str], Any] = field(default_factory=dict)  # see _key_high
 
     def __post_init__(self) -> None:
         if not self.app_id:  # stable per checkpoint: the query's identity for Delta's idempotent writes
-            digest = hashlib.sha256(str(Path(self.checkpoint).absolute()).encode()).hexdigest()[:16]
+            where = self.checkpoint if _scheme(self.checkpoint) else str(Path(self.checkpoint).absolute())
+            digest = hashlib.sha256(where.encode()).hexdigest()[:16]
             self.app_id = f"binlake-land-{digest}"
 
     def path(self, db: str, table: str) -> str:
-        return str(Path(self.lake) / db / table)
+        return _join(self.lake, db, table)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         try:
@@ -160,14 +166,15 @@ class Lander:
             [(t, p, o, m, raw, {k: v for k, v in pickle.loads(h).items()}) for t, p, o, m, raw, h in errors],
             "topic string, partition int, offset bigint, error string, value binary, headers map<string,binary>",
         ).withColumn("batch_id", F.lit(batch_id)).withColumn("ingest_ts", F.current_timestamp())
-        self._append(df, str(Path(self.lake) / QUARANTINE_TABLE), batch_id)
+        self._append(df, _join(self.lake, QUARANTINE_TABLE), batch_id)
 
     def _append(self, df: DataFrame, path: str, batch_id: int, partition_by: str | None = None,
-                stats: list[str] | None = None) -> None:
+                stats: list[str] | None = None, idempotent: bool = True) -> None:
         """An idempotent append; ``stats``: the table is new, collect file statistics of these columns only
         (statistics of every column of wide row images cost a third of the write, and skip nothing)."""
-        writer = (df.write.format("delta").mode("append").option("txnAppId", self.app_id)
-                  .option("txnVersion", batch_id))
+        writer = df.write.format("delta").mode("append")
+        if idempotent:
+            writer = writer.option("txnAppId", self.app_id).option("txnVersion", batch_id)
         if partition_by:
             writer = writer.partitionBy(partition_by)
         if stats is None:
@@ -189,37 +196,68 @@ class Lander:
         tables: dict[tuple[str, str], list[_Schema]] = {}
         for (db, table, _), g in sorted(groups.items(), key=lambda kv: kv[1].first_seq):
             tables.setdefault((db, table), []).append(g)
+        ingest = int(time.time() * 1e6)
         for (db, table), schemas in sorted(tables.items()):
             lake = self._lake_columns(db, table)
             columns, pk = self._evolve(db, table, lake, schemas)
             # minPartitions may have made many small partitions: as many tasks as cores is enough here
             subset = rows.filter((F.col("db") == db) & (F.col("tbl") == table)).coalesce(
                 self.spark.sparkContext.defaultParallelism)
-            changes = (subset.mapInArrow(typed_partition(columns), typed_ddl(columns))
-                       .withColumn("commit_date", F.to_date("commit_ts"))
-                       .withColumn("ingest_ts", F.current_timestamp()))
-            changes = changes.persist()  # the change log and the mirror both read it
-            changes_path = self.path(db, table + "__changes")
-            if lake:
-                self._add_columns(changes_path, lake, columns, nested=True)
             t = time.monotonic()
-            self._append(changes, changes_path, batch_id, partition_by="commit_date",
-                         stats=None if lake else _CHANGE_LOG_STATS)
-            log.debug("%s.%s: change log %.1fs", db, table, time.monotonic() - t)
+            self._land_table(subset, db, table, lake, columns, pk, schemas, batch_id, ingest)
+            log.debug("%s.%s: landed in %.1fs", db, table, time.monotonic() - t)
+            self._columns[(db, table)] = columns
+            stats.rows += sum(g.n for g in schemas)
+            newest = max(g.newest for g in schemas) / 1e6
+            stats.newest_commit_ts = max(stats.newest_commit_ts or 0.0, newest)
+        return stats
+
+    def _land_table(self, subset: DataFrame, db: str, table: str, lake: list[tuple[str, str]],
+                    columns: list[tuple[str, str]], pk: list[str], schemas: list[_Schema], batch_id: int,
+                    ingest_micros: int) -> None:
+        """One pass over the table's row changes (writer.land_partition) writes the change-log files,
+        committed here at once, and leaves the mirror's candidates for the MERGE."""
+        path = self.path(db, table + "__changes")
+        if lake:
+            self._add_columns(path, lake, columns, nested=True)
+        else:  # a new change log: its schema, partitioning and statistics columns, no rows yet
+            ddl = f"{typed_ddl(columns)}, {PARTITION_COLUMN} date, ingest_ts timestamp"
+            empty = self.spark.createDataFrame([], ddl)
+            self._append(empty, path, -1, partition_by=PARTITION_COLUMN, stats=_CHANGE_LOG_STATS, idempotent=False)
+        if _local(path):
+            txn: DeltaCommit | None = DeltaCommit(self.spark, path)
+            write = not txn.done(self.app_id, batch_id)  # else a replay: the change log has this batch
+        else:  # object stores: Spark's own writer (slower), idempotent by txnVersion
+            txn, write = None, False
+            t = time.monotonic()
+            changes = (subset.mapInArrow(partial(typed_batches, columns), typed_ddl(columns))
+                       .withColumn(PARTITION_COLUMN, F.to_date("commit_ts"))
+                       .withColumn("ingest_ts", F.timestamp_micros(F.lit(ingest_micros))))
+            self._append(changes, path, batch_id, partition_by=PARTITION_COLUMN)
+            log.debug("%s.%s: change log (Spark writer) %.1fs", db, table, time.monotonic() - t)
+        if not (write or pk):
+            return
+        landed = subset.mapInArrow(land_partition(columns, pk, path if write else None, ingest_micros),
+                                   landed_ddl(columns))
+        if pk:
+            landed = landed.persist()  # the files' job computes the candidates once, for the mirror
+        try:
+            t = time.monotonic()
+            files = landed.filter("_binlake_file IS NOT NULL").select(*FILE_COLUMNS).collect()
+            if txn is not None and write:
+                txn.commit([tuple(f) for f in files], self.app_id, batch_id)
+            log.debug("%s.%s: change log %.1fs (%d files)", db, table, time.monotonic() - t, len(files))
             if pk:
                 if any(g.partial for g in schemas):
                     raise LandError(f"`{db}`.`{table}`: partial row images (binlog_row_image MINIMAL or NOBLOB) "
                                     f"from {min(g.first_position for g in schemas)}: the mirror needs FULL images; "
                                     "set binlog_row_image=FULL")
                 t = time.monotonic()
-                self._merge(changes, db, table, columns, pk, batch_id)
-                log.debug("%s.%s: MERGE %.1fs", db, table, time.monotonic() - t)
-            changes.unpersist()
-            self._columns[(db, table)] = columns
-            stats.rows += sum(g.n for g in schemas)
-            newest = max(g.newest for g in schemas) / 1e6
-            stats.newest_commit_ts = max(stats.newest_commit_ts or 0.0, newest)
-        return stats
+                self._merge(landed.filter("_binlake_file IS NULL").drop(*FILE_COLUMNS), db, table, columns, pk,
+                            batch_id)
+                log.debug("%s.%s: mirror %.1fs", db, table, time.monotonic() - t)
+        finally:
+            landed.unpersist()
 
     # --- schema -------------------------------------------------------------------------------
 
@@ -299,32 +337,23 @@ class Lander:
 
     # --- mirror -------------------------------------------------------------------------------
 
-    def _merge(self, changes: DataFrame, db: str, table: str, columns: list[tuple[str, str]], pk: list[str],
+    def _merge(self, candidates: DataFrame, db: str, table: str, columns: list[tuple[str, str]], pk: list[str],
                batch_id: int) -> None:
+        """Apply the batch's changes of one table to its mirror: per key the last candidate (mirror.py) wins."""
         from delta.tables import DeltaTable
 
         path = self.path(db, table)
-        order = F.struct(F.col("seq"), F.col("row_index"), F.col("_sub"))
-        image = [F.col(f"after.{quote(n)}").alias(n) for n, _ in columns]
-        upserts = changes.filter("after IS NOT NULL").select(
-            *image, F.lit(False).alias("_deleted"), "seq", "row_index", F.lit(1).alias("_sub"), "commit_ts")
-        key_moved = " OR ".join(f"NOT (before.{quote(k)} <=> after.{quote(k)})" for k in pk)
-        deletes = changes.filter(f"before IS NOT NULL AND (after IS NULL OR {key_moved})").select(
-            *[F.col(f"before.{quote(n)}").alias(n) if n in pk else F.lit(None).cast(t).alias(n) for n, t in columns],
-            F.lit(True).alias("_deleted"), "seq", "row_index", F.lit(0).alias("_sub"), "commit_ts")
-        latest = (upserts.unionByName(deletes)
-                  .withColumn("_order", order)
+        latest = (candidates.withColumn("_binlake_order", F.struct(*ORDER))
                   .groupBy(*[F.col(quote(k)) for k in pk])
-                  .agg(F.max_by(F.struct("*"), "_order").alias("s"))
-                  .select("s.*")
-                  .withColumnRenamed("seq", "_binlake_seq")
-                  .withColumnRenamed("commit_ts", "_binlake_commit_ts"))
-        surviving = latest.filter("NOT _deleted").select(*[quote(n) for n, _ in [*columns, *_META]])
+                  .agg(F.max_by(F.struct("*"), "_binlake_order").alias("s"))
+                  .select("s.*"))
+        surviving = latest.filter(f"NOT {DELETED}").select(*[quote(n) for n, _ in [*columns, *_META]])
         known = self._mirrors.get((db, table))
         if known is None and not _is_delta(path):
             # A new mirror starts empty: the batch's surviving rows are plain inserts, no MERGE needed.
             # (A replay after a crash finds the table and MERGEs, or skips by txnVersion: same result.)
-            self._append(surviving, path, batch_id, stats=[*pk, "_binlake_seq"])
+            types = dict(columns)
+            self._append(surviving, path, batch_id, stats=[k for k in pk if types[k] not in ("binary", "boolean")])
             self._mirrors[(db, table)] = columns
             return
         if known is None:
@@ -332,56 +361,94 @@ class Lander:
             known = [(f.name, f.dataType.simpleString()) for f in DeltaTable.forPath(self.spark, path).toDF().schema
                      if not f.name.startswith("_binlake_")]
         self._add_columns(path, known, columns, nested=False)
-        ranges = self._key_ranges(changes, columns, pk)
-        if len(ranges) == len(pk) and self.spark.read.format("delta").load(path).where(
-                " AND ".join(f"{c} BETWEEN {low} AND {high}" for c, low, high in ranges)).isEmpty():
-            # No mirror row has a key in the batch's key ranges (Delta answers from file statistics when keys
-            # only grow): nothing can match, so MERGE would just insert the surviving rows. An append is that,
-            # without MERGE's fixed cost of several seconds per batch.
+        ranges = self._key_ranges(candidates, columns, pk)
+        high = self._key_high(path, db, table, columns, pk, ranges)
+        if len(ranges) == len(pk) and (
+                (high is not None and high[0] < high[1])
+                or self.spark.read.format("delta").load(path).where(
+                    " AND ".join(f"{r.column} BETWEEN {r.low} AND {r.high}" for r in ranges)).isEmpty()):
+            # No mirror row has a key in the batch's key ranges (known from the mirror's largest key, or
+            # answered by Delta from file statistics when keys only grow): nothing can match, so MERGE would
+            # just insert the surviving rows. An append is that, without MERGE's fixed cost of seconds.
             self._append(surviving, path, batch_id)
             log.debug("%s.%s: no mirror row in the batch's key ranges: appended, no MERGE", db, table)
             self._mirrors[(db, table)] = columns
+            if high is not None:
+                self._highest[(db, table)] = max(high[0], high[2])
             return
         assign = {quote(n): f"s.{quote(n)}" for n, _ in [*columns, *_META]}
         on = " AND ".join([f"t.{quote(k)} = s.{quote(k)}" for k in pk]
-                          + [f"t.{c} BETWEEN {low} AND {high}" for c, low, high in ranges])
+                          + [f"t.{r.column} BETWEEN {r.low} AND {r.high}" for r in ranges])
         conf = self.spark.conf
         conf.set("spark.databricks.delta.write.txnAppId", self.app_id)
         conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
         try:
             (DeltaTable.forPath(self.spark, path).alias("t").merge(latest.alias("s"), on)
-             .whenMatchedDelete(condition="s._deleted")
-             .whenMatchedUpdate(condition="NOT s._deleted", set=assign)
-             .whenNotMatchedInsert(condition="NOT s._deleted", values=assign)
+             .whenMatchedDelete(condition=f"s.{DELETED}")
+             .whenMatchedUpdate(condition=f"NOT s.{DELETED}", set=assign)
+             .whenNotMatchedInsert(condition=f"NOT s.{DELETED}", values=assign)
              .execute())
         finally:
             conf.unset("spark.databricks.delta.write.txnAppId")
             conf.unset("spark.databricks.delta.write.txnVersion")
         self._mirrors[(db, table)] = columns
+        if high is not None:
+            self._highest[(db, table)] = max(high[0], high[2])
 
-    def _key_ranges(self, changes: DataFrame, columns: list[tuple[str, str]],
-                    pk: list[str]) -> list[tuple[str, str, str]]:
+    def _key_high(self, path: str, db: str, table: str, columns: list[tuple[str, str]], pk: list[str],
+                  ranges: list[KeyRange]) -> tuple[Any, Any, Any] | None:
+        """For a mirror keyed by one integer or decimal column: (the largest key the mirror can hold, the
+        batch's smallest and largest key). The first is asked of the mirror once per process, then kept
+        up to date here (an upper bound: deletes do not lower it), so that a batch of new keys -- the
+        common case of an insert-mostly table -- needs no query of the mirror to skip the MERGE."""
+        if len(pk) != 1 or len(ranges) != 1:
+            return None
+        number = _NUMBER.get(dict(columns)[pk[0]].split("(")[0])
+        if number is None:
+            return None
+        key = (db, table)
+        if key not in self._highest:
+            found = self.spark.read.format("delta").load(path).agg(F.max(quote(pk[0])).cast("string")).first()[0]
+            self._highest[key] = None if found is None else number(found)
+        highest = self._highest[key]
+        low, high = number(ranges[0].text_low), number(ranges[0].text_high)
+        return (low - 1 if highest is None else highest), low, high
+
+    def _key_ranges(self, candidates: DataFrame, columns: list[tuple[str, str]],
+                    pk: list[str]) -> list[KeyRange]:
         """Target-only bounds for the MERGE condition: each key column between the batch's smallest and
         largest key. A matching row must lie inside them, and Delta skips every mirror file whose key
         statistics (collected since the mirror's creation) lie outside: without them MERGE reads the whole
         mirror each batch, which grows with the table; with them a batch of new keys reads none of it.
         The bounds travel as text (hex for binary keys) so that no value is converted through Python.
-        Returns (quoted key column, low literal, high literal) per bounded key column."""
+        Returns a KeyRange per bounded key column."""
         types = dict(columns)
         keys = [k for k in pk if types[k] not in ("float", "double")]  # NaN and -0.0 order oddly: no bounds
         bounds = []
         for k in keys:
-            low = F.least(F.min(f"before.{quote(k)}"), F.min(f"after.{quote(k)}"))
-            high = F.greatest(F.max(f"before.{quote(k)}"), F.max(f"after.{quote(k)}"))
+            low, high = F.min(quote(k)), F.max(quote(k))
             text = F.hex if types[k] == "binary" else (lambda c: c.cast("string"))
             bounds += [text(low), text(high)]
-        found = changes.agg(*bounds).first() if bounds else None
+        found = candidates.agg(*bounds).first() if bounds else None
         ranges = []
         for i, k in enumerate(keys):
             low, high = found[2 * i], found[2 * i + 1]
             if low is not None and high is not None:
-                ranges.append((quote(k), _literal(low, types[k]), _literal(high, types[k])))
+                ranges.append(KeyRange(quote(k), _literal(low, types[k]), _literal(high, types[k]), low, high))
         return ranges
+
+
+class KeyRange(NamedTuple):
+    """A key column's bounds in a batch: SQL literals for the MERGE condition, and their text."""
+
+    column: str  # quoted
+    low: str
+    high: str
+    text_low: str
+    text_high: str
+
+
+_NUMBER: dict[str, Any] = {"tinyint": int, "smallint": int, "int": int, "bigint": int, "decimal": Decimal}
 
 
 def _literal(text: str, dtype: str) -> str:
@@ -390,6 +457,24 @@ def _literal(text: str, dtype: str) -> str:
         return f"X'{text}'"
     escaped = text.replace("\\", "\\\\").replace("'", "\\'")
     return f"CAST('{escaped}' AS {dtype})"
+
+
+def _scheme(path: str) -> str | None:
+    """The URI scheme of a lake path (s3a, abfss, hdfs, file), None for a plain local path."""
+    found = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", path)
+    return found.group(1).lower() if found else None
+
+
+def _join(base: str, *parts: str) -> str:
+    """``base``/``parts``: a URI keeps its ``//`` (pathlib would fold s3a://bucket into s3a:/bucket)."""
+    if _scheme(base):
+        return "/".join([base.rstrip("/"), *parts])
+    return str(Path(base, *parts))
+
+
+def _local(path: str) -> bool:
+    """Whether executors can write ``path`` as a local file (the pyarrow change-log writer needs it)."""
+    return _scheme(path) is None
 
 
 def _is_delta(path: str) -> bool:

@@ -188,15 +188,24 @@ def _column(g: _Gen, ind: int, var: str, col: Column, json_partial_bit: int | No
         g.emit(ind, f"{var} = V.time2(b, p, {meta})", f"p += {3 + V.frac_bytes(meta)}")
     elif t == T.BIT:
         nbytes = (meta >> 8) + (1 if meta & 0xFF else 0)
+        if not 1 <= nbytes <= 8 or meta & 0xFF > 7:
+            raise BinlogError(f"column {col.name} of `{g.tm.database}`.`{g.tm.table}` is BIT with metadata "
+                              f"0x{meta:04x} (at most 64 bits)")
         g.emit(ind, f"{var} = from_bytes(b[p:p + {nbytes}], 'big')", f"p += {nbytes}")
     elif t == T.ENUM:
         size = meta & 0xFF
+        if not 1 <= size <= 8:
+            raise BinlogError(f"column {col.name} of `{g.tm.database}`.`{g.tm.table}` is ENUM of {size} bytes "
+                              f"(1 to 8)")
         g.emit(ind, f"{var} = from_bytes(b[p:p + {size}], 'little')", f"p += {size}")
         if col.enum_values is not None:
             labels = g.const(("", *col.enum_values))
             g.emit(ind, f"{var} = {labels}[{var}] if {var} < {len(col.enum_values) + 1} else {var}")
     elif t == T.SET:
         size = meta & 0xFF
+        if not 1 <= size <= 8:
+            raise BinlogError(f"column {col.name} of `{g.tm.database}`.`{g.tm.table}` is SET of {size} bytes "
+                              f"(1 to 8)")
         g.emit(ind, f"{var} = from_bytes(b[p:p + {size}], 'little')", f"p += {size}")
         if col.set_values is not None:
             g.emit(ind, f"{var} = {g.const(_set_labels(col.set_values))}({var})")
