@@ -44,6 +44,7 @@ def main() -> int:
     parser.add_argument("--min-partitions", type=int, default=4)
     parser.add_argument("--max-offsets-per-trigger", type=int)
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--land-log", type=Path, help="the bulk run's log (BINLAKE_DEBUG=1: step times)")
     parser.add_argument("--latency", action="store_true", help="also measure commit-to-mirror latency")
     parser.add_argument("--rate", type=float, default=2000, help="latency: target transactions/s")
     parser.add_argument("--duration", type=float, default=20, help="latency: seconds of load")
@@ -69,6 +70,8 @@ def main() -> int:
         proc = subprocess.run(command, capture_output=True, text=True, cwd=BENCH_DIR.parent, timeout=3600)
         wall = time.perf_counter() - started
         load_after = os.getloadavg()
+        if args.land_log:
+            args.land_log.write_text(proc.stderr)
         _check(proc.returncode == 0, f"binlake land failed: {proc.stderr[-2000:]}")
         batches = [tuple(map(float, m.groups())) for m in BATCH_LINE.finditer(proc.stderr)]
         landed = int(sum(b[2] for b in batches))

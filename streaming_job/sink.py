@@ -198,8 +198,10 @@ class Lander:
             tables.setdefault((db, table), []).append(g)
         ingest = int(time.time() * 1e6)
         for (db, table), schemas in sorted(tables.items()):
+            t = time.monotonic()
             lake = self._lake_columns(db, table)
             columns, pk = self._evolve(db, table, lake, schemas)
+            log.debug("%s.%s: schema %.1fs", db, table, time.monotonic() - t)
             # minPartitions may have made many small partitions: as many tasks as cores is enough here
             subset = rows.filter((F.col("db") == db) & (F.col("tbl") == table)).coalesce(
                 self.spark.sparkContext.defaultParallelism)
@@ -218,6 +220,7 @@ class Lander:
         """One pass over the table's row changes (writer.land_partition) writes the change-log files,
         committed here at once, and leaves the mirror's candidates for the MERGE."""
         path = self.path(db, table + "__changes")
+        t = time.monotonic()
         if lake:
             self._add_columns(path, lake, columns, nested=True)
         else:  # a new change log: its schema, partitioning and statistics columns, no rows yet
@@ -227,6 +230,7 @@ class Lander:
         if _local(path):
             txn: DeltaCommit | None = DeltaCommit(self.spark, path)
             write = not txn.done(self.app_id, batch_id)  # else a replay: the change log has this batch
+            log.debug("%s.%s: change log schema and transaction %.1fs", db, table, time.monotonic() - t)
         else:  # object stores: Spark's own writer (slower), idempotent by txnVersion
             txn, write = None, False
             t = time.monotonic()
