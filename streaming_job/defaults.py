@@ -24,9 +24,9 @@ from typing import Any
 import orjson
 
 from ingester.codec.events import QueryEvent
-from ingester.schema.ddl import AddColumn, AlterTable, ColumnDef, UnparsedDDL, parse_ddl
+from ingester.schema.ddl import AddColumn, AlterTable, ChangeColumn, ColumnDef, RenameColumn, UnparsedDDL, parse_ddl
 
-from .lake_types import date_days, datetime_micros, time_micros
+from .lake_types import date_days, datetime_micros, time_micros, widens
 
 _NOW = frozenset(("CURRENT_TIMESTAMP", "NOW", "LOCALTIME", "LOCALTIMESTAMP"))
 _INTS = frozenset(("tinyint", "smallint", "int", "bigint"))
@@ -44,15 +44,22 @@ class Default:
 
     column: str
     seq: bytes
-    sql: str  # the lake value as a Spark SQL expression
+    sql: str  # the lake value as a Spark SQL expression; of a renamed column: its type
     ddl: str  # the statement, for messages
+    source: str = ""  # a renamed column: its old name, whose values the older rows keep
+
+    def value(self, prefix: str = "") -> str:
+        """The value as SQL; ``prefix`` qualifies the old column of a rename (``after.``)."""
+        from .decode import quote
+
+        return f"CAST({prefix}{quote(self.source)} AS {self.sql})" if self.source else self.sql
 
     def to_json(self) -> dict[str, str]:
-        return {"column": self.column, "seq": self.seq.hex(), "sql": self.sql, "ddl": self.ddl}
+        return {"column": self.column, "seq": self.seq.hex(), "sql": self.sql, "ddl": self.ddl, "source": self.source}
 
     @classmethod
     def from_json(cls, d: dict[str, str]) -> Default:
-        return cls(d["column"], bytes.fromhex(d["seq"]), d["sql"], d["ddl"])
+        return cls(d["column"], bytes.fromhex(d["seq"]), d["sql"], d["ddl"], d.get("source", ""))
 
 
 def statement_micros(timestamp: int, status_vars: dict[str, Any]) -> int:
@@ -195,6 +202,7 @@ class _Added:
     micros: int
     time_zone: str | None
     ddl: str
+    source: str = ""  # RENAME COLUMN / CHANGE: the old name
 
 
 class AddedColumns:
@@ -209,22 +217,39 @@ class AddedColumns:
         except UnparsedDDL:
             return  # not one that adds columns this parser follows (the daemon reports those it needs)
         micros = statement_micros(event.timestamp, event.status_vars)
+        tz = event.status_vars.get("time_zone")
         for op in ops:
             if isinstance(op, AlterTable):
                 for spec in op.specs:
+                    added = None
                     if isinstance(spec, AddColumn):
-                        self.tables.setdefault(op.name, []).append(_Added(
-                            seq, spec.column, micros, event.status_vars.get("time_zone"), event.query))
+                        added = _Added(seq, spec.column, micros, tz, event.query)
+                    elif isinstance(spec, RenameColumn):
+                        added = _Added(seq, ColumnDef(spec.new, ""), micros, tz, event.query, spec.old)
+                    elif isinstance(spec, ChangeColumn) and spec.old.lower() != spec.column.name.lower():
+                        added = _Added(seq, spec.column, micros, tz, event.query, spec.old)
+                    if added is not None:
+                        self.tables.setdefault(op.name, []).append(added)
 
-    def default(self, db: str, table: str, name: str, dtype: str, before: bytes | None) -> Default | None:
-        """The default of the last ADD COLUMN ``name`` of the table before ``before`` (None: no bound);
-        None when there is none or it is NULL. Uncomputable: only the server knows it."""
+    def default(self, db: str, table: str, name: str, columns: dict[str, str], before: bytes | None) -> Default | None:
+        """The default of the last ADD COLUMN ``name`` of the table before ``before`` (None: no bound), or of
+        the last RENAME/CHANGE COLUMN that named a column of ``columns`` (the lake's types) ``name``: its old
+        column; None when there is none or it is NULL. Uncomputable: only the server knows it."""
         low = name.lower()
         found = [a for a in self.tables.get((db, table), ()) if a.column.name.lower() == low
                  and (before is None or a.seq < before)]
         if not found:
             return None
         added = found[-1]
+        dtype = columns[name]
+        if added.source:
+            old = next((c for c in columns if c.lower() == added.source.lower()), None)
+            if old is None:
+                return None
+            if columns[old] != dtype and not widens(columns[old], dtype):
+                raise Uncomputable(f"the renamed column `{old}` {columns[old]}, now {dtype}, by "
+                                   f"{' '.join(added.ddl.split())[:300]}")
+            return Default(name, added.seq, dtype, added.ddl, old)
         try:
             sql = lake_default(added.column, dtype, added.micros, added.time_zone)
         except Uncomputable as exc:
@@ -232,14 +257,19 @@ class AddedColumns:
         return None if sql is None else Default(name, added.seq, sql, added.ddl)
 
 
-def mirror_image(name: str, image: Any, defaults: list[Default]) -> Any:
-    """A mirror column from a batch image: the column's default where the image is older than its ADD COLUMN."""
+def mirror_images(columns: list[str], defaults: list[Default]) -> list[Any]:
+    """The mirror's columns from a batch's ``after`` images: where an image is older than a column's
+    ADD COLUMN (or RENAME), its default (or the old column's value, itself perhaps a default)."""
     from pyspark.sql import functions as F
 
-    for d in defaults:
-        if d.column == name:
-            return F.when(F.col("seq") < F.lit(d.seq), F.expr(d.sql)).otherwise(image).alias(name)
-    return image.alias(name)
+    from .decode import quote
+
+    exprs = {n: f"after.{quote(n)}" for n in columns}
+    for d in defaults:  # in column order; a rename's source gets its own default first
+        if d.column in exprs:
+            value = f"CAST(({exprs[d.source]}) AS {d.sql})" if d.source in exprs else d.value("after.")
+            exprs[d.column] = f"CASE WHEN seq < X'{d.seq.hex()}' THEN {value} ELSE {exprs[d.column]} END"
+    return [F.expr(exprs[n]).alias(n) for n in columns]
 
 
 def give_existing_rows(spark: Any, path: str, defaults: list[Default]) -> None:
@@ -249,12 +279,19 @@ def give_existing_rows(spark: Any, path: str, defaults: list[Default]) -> None:
 
     table = f"delta.{quote(path)}"
     columns = set(spark.read.format("delta").load(path).columns)
-    older = {d.column: f"{quote(d.column)} IS NULL AND _binlake_seq < X'{d.seq.hex()}'" for d in defaults
-             if d.column in columns}
-    if older:  # one UPDATE for all columns: each rewrites the files it touches
-        sets = ", ".join(f"{quote(d.column)} = CASE WHEN {older[d.column]} THEN {d.sql} ELSE {quote(d.column)} END"
-                         for d in defaults if d.column in older)
-        spark.sql(f"UPDATE {table} SET {sets} WHERE {' OR '.join(f'({c})' for c in older.values())}")
+    exprs: dict[str, str] = {}
+    conditions = []
+    for d in defaults:
+        if d.column not in columns or (d.source and d.source not in columns):
+            continue
+        c = quote(d.column)
+        older = f"{c} IS NULL AND _binlake_seq < X'{d.seq.hex()}'"
+        value = f"CAST(({exprs[d.source]}) AS {d.sql})" if d.source in exprs else d.value()
+        exprs[d.column] = f"CASE WHEN {older} THEN {value} ELSE {c} END"
+        conditions.append(f"({older})")
+    if exprs:  # one UPDATE for all columns: each rewrites the files it touches
+        sets = ", ".join(f"{quote(n)} = {e}" for n, e in exprs.items())
+        spark.sql(f"UPDATE {table} SET {sets} WHERE {' OR '.join(conditions)}")
     spark.sql(f"ALTER TABLE {table} UNSET TBLPROPERTIES IF EXISTS ('{PROPERTY}')")
 
 

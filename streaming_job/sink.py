@@ -283,11 +283,11 @@ class Lander:
         out = []
         for name in wanted:
             try:
-                d = self._added.default(db, table, name, types[name], first.get(name))
+                d = self._added.default(db, table, name, types, first.get(name))
             except D.Uncomputable as exc:
-                log.warning("`%s`.`%s`: the mirror's column `%s` stays null in rows written before it was added: its "
-                            "default is %s. `binlake snapshot --tables %s.%s` reads the rows again", db, table, name,
-                            exc, db, table)
+                log.warning("`%s`.`%s`: the mirror's column `%s` stays null in rows written before it was added "
+                            "(or renamed): only the server can compute their value: %s. `binlake snapshot --tables "
+                            "%s.%s` reads the rows again", db, table, name, exc, db, table)
                 continue
             if d is not None:
                 out.append(d)
@@ -373,7 +373,7 @@ class Lander:
         added = [n for n, _ in columns if n not in dict(known or [])] if exists else []
         fills = self._defaults(db, table, columns, added)
         order = F.struct(F.col("seq"), F.col("row_index"), F.col("_sub"))
-        image = [D.mirror_image(n, F.col(f"after.{quote(n)}"), fills) for n, _ in columns]
+        image = D.mirror_images([n for n, _ in columns], fills)
         upserts = changes.filter("after IS NOT NULL").select(
             *image, F.lit(False).alias("_deleted"), "seq", "row_index", F.lit(1).alias("_sub"), "commit_ts")
         key_moved = " OR ".join(f"NOT (before.{quote(k)} <=> after.{quote(k)})" for k in pk)
