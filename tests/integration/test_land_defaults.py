@@ -106,3 +106,20 @@ def test_added_columns_get_their_defaults_in_the_mirror_minimal_metadata(make_ma
     capsys.readouterr()
     assert _land(kafka, "dfltmin", tmp_path / "lake") == 0
     _check(spark, tmp_path / "lake", conn, capsys.readouterr().err)
+
+
+def test_defaults_pending_at_a_crash_are_given_at_the_next_start(spark, tmp_path) -> None:  # noqa: F811
+    """A crash between adding a mirror's columns and giving their defaults: the mirror's pending mark makes the
+    next start finish it, and only rows older than the ALTER change."""
+    from streaming_job import defaults as D
+
+    path = str(tmp_path / "mirror")
+    spark.createDataFrame([(1, b"\x00" * 16), (2, b"\xff" * 16)], "id int, _binlake_seq binary").write.format(
+        "delta").save(path)
+    pending = [D.Default("a", b"\x10" * 16, "CAST(42 AS int)", "ALTER TABLE t ADD COLUMN a INT DEFAULT 42")]
+    D.mark_pending(spark, path, pending)
+    spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS (a int)")  # ... and the process dies here
+    assert D.pending(spark, path) == pending
+    D.give_existing_rows(spark, path, D.pending(spark, path))
+    assert {r.id: r.a for r in spark.read.format("delta").load(path).collect()} == {1: 42, 2: None}
+    assert D.pending(spark, path) == []
