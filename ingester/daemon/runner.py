@@ -230,7 +230,7 @@ class Runner:
             def accept(db: str, table: str) -> bool:
                 return f"{db}.{table}" == signal or cfg.filters.accepts(db, table)
 
-            resnap = self.resnap = Resnapshotter(cfg)
+            resnap = self.resnap = Resnapshotter(cfg, metrics=self.metrics)
             if self.committed and self.committed.get("resnapshot"):
                 progress = self.committed["resnapshot"]  # a copy: uncommitted progress must not change it
                 resnap.state = {**progress, "tables": list(progress["tables"])}

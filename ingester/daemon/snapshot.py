@@ -394,6 +394,7 @@ class Snapshotter:
         names = {f"{db}.{t}": (db, t) for db, t in state["names"]}
         progress = Progress(state["estimate"], state["rows"])
         metrics = self.runner.metrics
+        metrics.snapshot_rows_estimated.set(state["estimate"])
         try:
             while state["pending"]:
                 metrics.snapshot_tables_remaining.set(len(state["pending"]))
@@ -407,6 +408,7 @@ class Snapshotter:
                 state["pending"].pop(0)
                 state["last_pk"] = None
                 self._commit(final=not state["pending"])
+                metrics.snapshot_tables_done.inc()
             if not state["names"]:
                 self._commit(final=True)
             metrics.snapshot_tables_remaining.set(0)
