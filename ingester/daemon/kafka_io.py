@@ -229,6 +229,10 @@ class Publisher:
         self._begin()
         fields = {"file": checkpoint.file, "position": checkpoint.position, "gtid_set": checkpoint.gtid_set,
                   "seq": str(checkpoint.seq)}
+        if checkpoint.source:
+            fields["source"] = checkpoint.source
+        if checkpoint.file_offset:
+            fields["file_offset"] = checkpoint.file_offset
         if checkpoint.snapshot is not None:
             fields["snapshot"] = checkpoint.snapshot
         if checkpoint.resnapshot is not None:
