@@ -381,11 +381,16 @@ class Runner:
             self.stats["streaming_ms"] = self.stats.get("streaming_ms", 0) + round(
                 (time.monotonic() - connecting) * 1000)
         except ReplicationError as exc:
-            if took_over is not None and "server error 1236" in str(exc):  # the new server's own GTID check
+            if "server error 1236" not in str(exc):
+                raise
+            if took_over is not None:  # the new server's own GTID check
                 from .failover import diverged
 
                 raise diverged(exc, took_over, self.source) from None
-            raise
+            where = "the checkpoint's" if self.committed else "source.start_file's"
+            raise BinlogGone(f"cannot resume at {where} {start_file or 'oldest binlog'}:{start_pos} (GTIDs "
+                             f"{(self.committed or {}).get('gtid_set') or 'none'}) on "
+                             f"{self.source}: {exc}; snapshot: when-needed would take a new snapshot") from None
         finally:
             report()
             stream.close()
@@ -446,6 +451,12 @@ class Runner:
             self.stats["transactions"] += transactions
 
         publisher.commit(checkpoint, committed)
+
+
+class BinlogGone(ReplicationError):
+    """The binlog to resume from is not on the server (purged): no retry helps, a snapshot does."""
+
+    fatal = True
 
 
 _U32 = struct.Struct("<I").unpack_from
