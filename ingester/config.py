@@ -31,7 +31,7 @@ class SourceConfig:
     start_position: int = 4
     resume: str = "position"  # or "gtid": resume by executed GTIDs, e.g. after failing over to a replica
     # host:port of further servers with the same GTID history (replicas), tried in order after the URL's
-    # own when it cannot be reached; same user, password and TLS settings (needs resume: gtid)
+    # own when it cannot be reached; same user, password and TLS settings; the daemon then resumes by GTIDs
     hosts: list[str] = field(default_factory=list)
     # TLS to the source; unset: what the URL says (?tls=...), by default verify-identity.
     tls: str | None = None  # verify-identity | verify-ca | required | preferred | disabled
@@ -189,7 +189,7 @@ class Config:
         seen, out = {f"{parts.hostname}:{parts.port or 3306}"}, [self.source.url]
         for host in self.source.hosts:
             name, _, port = host.strip().rpartition(":")
-            if not name or not port.isdigit():
+            if not name or not port.isdigit() or any(c in name for c in "/@?"):
                 raise ValueError(f"source.hosts: {host!r} is not HOST:PORT")
             if f"{name}:{port}" not in seen:
                 seen.add(f"{name}:{port}")
@@ -286,9 +286,7 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
         raise ValueError(f"schema.on_unparsed_ddl: {config.schema.on_unparsed_ddl!r} is not stop or skip-table")
     if config.filters.column_rules() is not None and config.snapshot != "never":
         raise ValueError("filters.columns: snapshots do not mask columns yet; use snapshot: never")
-    if len(config.source_candidates()) > 1 and config.source.resume != "gtid":
-        raise ValueError("source.hosts: failing over to another server needs source.resume: gtid (binlog file "
-                         "names and positions differ between servers)")
+    config.source_candidates()  # a malformed source.hosts entry fails here, with its name
     if config.snapshot_chunk_rows < 1:
         raise ValueError(f"snapshot_chunk_rows: must be at least 1, got {config.snapshot_chunk_rows}")
     return config

@@ -16,7 +16,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", metavar="FILE", help="YAML configuration (see README)")
     p.add_argument("--source", metavar="URL", help="mysql://USER[:PASSWORD]@HOST:PORT")
     p.add_argument("--source-hosts", metavar="HOST:PORT,...",
-                   help="servers to fail over to (same GTID history, same user); needs source.resume: gtid")
+                   help="servers to fail over to (same GTID history, same user); resumes by GTIDs")
     p.add_argument("--kafka", metavar="HOST:PORT", help="Kafka bootstrap server")
     p.add_argument("--topic-prefix", metavar="P")
     p.add_argument("--server-id", type=int, help="our replica server_id")

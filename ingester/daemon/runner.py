@@ -284,7 +284,8 @@ class Runner:
                 builder.mysql_gtids = MysqlGtidSet.parse(gtids)
             log.info("resuming at %s:%s (%s)", start_file, start_pos, gtids or "no GTIDs")
         gtid_set = None
-        if cfg.source.resume == "gtid":  # by executed GTIDs; the first start streams all the server has
+        if cfg.source.resume == "gtid" or len(self.sources) > 1:  # by executed GTIDs (positions are per
+            # server); the first start streams all the server has
             if self.committed:
                 gtid_set = self.committed["gtid_set"]
             elif not start_file:

@@ -62,7 +62,7 @@ def test_failover_to_the_promoted_replica_after_kill_minus_nine(make_mariadb, ka
     _insert(primary, 0, 200, "p")
     prefix = "failover"
     source_id = f"{prefix}.127.0.0.1:{primary.port}"  # the configured URL's: kept on the replica
-    env = {**os.environ, "PYTHONPATH": os.getcwd(), "BINLAKE_SOURCE_RESUME": "gtid"}
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
     proc = subprocess.Popen([*BINLAKE, "run", "--source", primary.url, "--source-hosts",
                              f"127.0.0.1:{replica.port}", "--kafka", kafka.bootstrap, "--topic-prefix", prefix,
                              "--server-id", "4949"], env=env, stderr=subprocess.PIPE)
@@ -120,7 +120,6 @@ def test_failover_refuses_a_replica_whose_history_diverges(make_mariadb, kafka, 
     published = _gtid_pos(primary)
     prefix, tid = "diverge", "diverge.source"
     args = ["--kafka", kafka.bootstrap, "--topic-prefix", prefix, "--server-id", "5050", "--exit-at-end"]
-    monkeypatch.setenv("BINLAKE_SOURCE_RESUME", "gtid")
     monkeypatch.setenv("BINLAKE_KAFKA_TRANSACTIONAL_ID", tid)
     # The doctor checks every listed server; one that cannot be reached is not ready.
     from ingester.devstack import free_tcp_port
