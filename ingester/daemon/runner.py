@@ -97,12 +97,13 @@ class Runner:
                     if self.stop_requested:  # everything committed stays; the rest is re-read on the next start
                         log.info("%s; stopping as requested", exc)
                         return self.stats
+                    pause = delay
                     if isinstance(exc, SourceUnreachable) and len(self.sources) > 1:
                         self._use_source(self.source_index + 1)
                         log.warning("%s; failing over to %s in %.1f s from the last checkpoint", exc,
-                                    self.source, delay)
+                                    self.source, pause)
                     else:
-                        log.warning("%s; reconnecting in %.1f s from the last checkpoint", exc, delay)
+                        log.warning("%s; reconnecting in %.1f s from the last checkpoint", exc, pause)
                 except Exception as exc:  # Kafka unavailable: stop reading the source until it is back
                     if not _kafka_failure(exc):
                         raise
@@ -113,11 +114,12 @@ class Runner:
                     if publisher is not None:
                         publisher.discard()
                         publisher = None
+                    pause = min(delay, _KAFKA_RETRY_MAX)
                     log.warning("kafka %s: %s; retrying in %.1f s from the last committed checkpoint",
-                                cfg.kafka.bootstrap, exc, delay)
+                                cfg.kafka.bootstrap, exc, pause)
                 self.stats["reconnects"] += 1
                 self.metrics.reconnects.inc()
-                retry_at = time.monotonic() + delay
+                retry_at = time.monotonic() + pause
                 while not self.stop_requested and time.monotonic() < retry_at:  # a stop ends the wait
                     time.sleep(0.1)
                 if self.stop_requested:
@@ -463,6 +465,9 @@ class BinlogGone(ReplicationError):
 _U32 = struct.Struct("<I").unpack_from
 _SWITCH_INTERVAL = 0.0005
 _STOP_GRACE = 10.0  # seconds a stop request waits for the current transaction to end
+# Kafka retries wait at most this long: an attempt costs one connection, and a longer wait would add to the
+# lag once the broker is back (the source is not read meanwhile: back-pressure)
+_KAFKA_RETRY_MAX = 5.0
 
 
 def _host_port(url: str) -> str:
