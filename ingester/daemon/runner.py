@@ -233,7 +233,7 @@ class Runner:
             return False
         if not committed:
             return True
-        if mode == "when-needed":
+        if mode == "when-needed" and committed.get("source") in (None, self.source):  # file names are per server
             from .snapshot import binlog_purged
 
             if binlog_purged(self.cfg, committed["file"]):
