@@ -186,7 +186,7 @@ class Resnapshotter:
     def _reader(self, name: str) -> TableReader | None:
         conn = self._connection()
         db, _, table = name.partition(".")
-        reader = table_reader(conn, db, table, self._collations, self._mariadb)
+        reader = table_reader(conn, db, table, self._collations, self._mariadb, self.cfg.filters.column_rules())
         if not reader.table_map.columns:
             reason = "does not exist"
         elif not reader.key:
