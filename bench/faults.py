@@ -83,10 +83,13 @@ class Ledger:
 class Workload:
     """Mixed transactions at a steady rate on its own thread, surviving server restarts."""
 
-    def __init__(self, server: MariaDBServer, seed: int, rate: float) -> None:
-        self.server, self.rnd, self.rate = server, random.Random(seed), rate
+    def __init__(self, server: MariaDBServer, seed: int, rate: float, key_base: int = 0, record: bool = True) -> None:
+        """key_base keeps the keys of parallel workloads apart; record=False keeps no GTIDs (a soak's
+        millions of transactions)."""
+        self.server, self.rnd, self.rate, self.record = server, random.Random(seed), rate, record
         self.ledger = Ledger()
-        self.next_acct, self.next_ledger = 1, 1
+        self.key_base = key_base
+        self.next_acct, self.next_ledger = key_base + 1, key_base + 1
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._conn: pymysql.connections.Connection | None = None
@@ -136,8 +139,8 @@ class Workload:
         rnd, conn = self.rnd, self._conn
         with conn.cursor() as cur:
             kind = rnd.random()
-            hi = max(self.next_acct - 1, 1)
-            if kind < 0.35 or self.next_acct < 20:  # multi-row insert
+            lo_key, hi = self.key_base + 1, max(self.next_acct - 1, self.key_base + 1)
+            if kind < 0.35 or self.next_acct < self.key_base + 20:  # multi-row insert
                 n = rnd.randint(1, 5)
                 rows = [(self.next_acct + i, f"owner-{self.next_acct + i}", Decimal(rnd.randint(0, 10**6)) / 100)
                         for i in range(n)]
@@ -145,25 +148,25 @@ class Workload:
                 cur.executemany("INSERT INTO acct (id, owner, balance) VALUES (%s, %s, %s)", rows)
                 cur.execute("INSERT INTO pairs VALUES (%s, %s, %s)", (rows[0][0], f"k{rnd.randint(0, 9)}", n))
             elif kind < 0.75:  # transfer: two updates
-                a, b = rnd.randint(1, hi), rnd.randint(1, hi)
+                a, b = rnd.randint(lo_key, hi), rnd.randint(lo_key, hi)
                 amount = Decimal(rnd.randint(1, 10000)) / 100
                 cur.execute("UPDATE acct SET balance = balance - %s, n = n + 1 WHERE id = %s", (amount, a))
                 cur.execute("UPDATE acct SET balance = balance + %s, n = n + 1 WHERE id = %s", (amount, b))
             elif kind < 0.85:  # bulk update of a key range
-                lo = rnd.randint(1, hi)
+                lo = rnd.randint(lo_key, hi)
                 cur.execute("UPDATE acct SET n = n + 1, owner = CONCAT('bulk-', id) WHERE id BETWEEN %s AND %s",
                             (lo, lo + 20))
                 cur.execute("UPDATE pairs SET v = v + 1 WHERE a BETWEEN %s AND %s", (lo, lo + 50))
             elif kind < 0.95:  # deletes
-                a = rnd.randint(1, hi)
+                a = rnd.randint(lo_key, hi)
                 cur.execute("DELETE FROM acct WHERE id = %s", (a,))
                 cur.execute("DELETE FROM pairs WHERE a = %s", (a,))
             else:  # a key moves
-                a = rnd.randint(1, hi)
+                a = rnd.randint(lo_key, hi)
                 cur.execute("UPDATE acct SET id = %s WHERE id = %s", (self.next_acct, a))
                 self.next_acct += 1
             cur.execute("INSERT INTO ledger VALUES (%s, %s, %s, %s)",
-                        (self.next_ledger, rnd.randint(1, hi), Decimal(rnd.randint(-10**5, 10**5)) / 100,
+                        (self.next_ledger, rnd.randint(lo_key, hi), Decimal(rnd.randint(-10**5, 10**5)) / 100,
                          f"tx {self.next_ledger}" if rnd.random() < 0.8 else None))
             self.next_ledger += 1
             try:
@@ -171,9 +174,9 @@ class Workload:
             except _GONE:
                 self.ledger.ambiguous += 1  # committed or not: only the binlog knows
                 raise
-            cur.execute("SELECT @@last_gtid")
-            (gtid,) = cur.fetchone()
-        self.ledger.gtids.append(gtid)
+            if self.record:
+                cur.execute("SELECT @@last_gtid")
+                self.ledger.gtids.append(cur.fetchone()[0])
         self.ledger.transactions += 1
 
 
@@ -334,10 +337,8 @@ def binlog_changes(server: MariaDBServer) -> collections.Counter[tuple[str, str,
     return counts
 
 
-def check(stack: Stack, spark: SparkSession, acknowledged: list[str]) -> tuple[int, int, int]:
-    """Mirrors == SELECT, change logs == the binlog per GTID; returns (mirror rows, row changes, GTIDs)."""
-    from pyspark.sql import functions as F
-
+def check_mirrors(stack: Stack, spark: SparkSession) -> tuple[int, list[str]]:
+    """Every mirror against the server's SELECT *: (mirror rows, what differs)."""
     problems, mirror_rows = [], 0
     conn = stack.server.connect(DB)
     for table, key in KEYS.items():
@@ -357,6 +358,14 @@ def check(stack: Stack, spark: SparkSession, acknowledged: list[str]) -> tuple[i
                             f"{len(extra)} extra (e.g. {sorted(extra)[:3]}), {len(wrong)} differ "
                             f"(e.g. {[(server_rows[k], mirror[k]) for k in sorted(wrong)[:1]]})")
     conn.close()
+    return mirror_rows, problems
+
+
+def check(stack: Stack, spark: SparkSession, acknowledged: list[str]) -> tuple[int, int, int]:
+    """Mirrors == SELECT, change logs == the binlog per GTID; returns (mirror rows, row changes, GTIDs)."""
+    from pyspark.sql import functions as F
+
+    mirror_rows, problems = check_mirrors(stack, spark)
     want = binlog_changes(stack.server)
     got: collections.Counter[tuple[str, str, str]] = collections.Counter()
     for table in KEYS:
