@@ -197,7 +197,6 @@ class Stack:
         self.daemon_port, self.land_port = free_tcp_port(), free_tcp_port()
         self.daemon: subprocess.Popen[bytes] | None = None
         self.land: subprocess.Popen[bytes] | None = None
-        self.land_restarts = 0
 
     def start(self) -> None:
         self.server.start()
@@ -251,8 +250,7 @@ class Stack:
          "mariadb": self.server.start}[victim]()
 
     def check_alive(self) -> None:
-        """The daemon must survive every fault but its own kill; the landing job is restarted (as its
-        supervisor would) if a fault stopped it, and that is reported."""
+        """Neither may stop on its own: each must ride out the other victims' faults."""
         if self.daemon is not None and self.daemon.poll() is not None:
             raise FaultError(f"binlake run exited with status {self.daemon.returncode}; see {self.base / 'daemon.log'}")
         if self.land is not None and self.land.poll() is not None:
