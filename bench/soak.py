@@ -169,8 +169,8 @@ def run_soak(base: Path, minutes: float, rate: float, every: float = 5.0, out: P
         last = (0, 0.0, 0.0)
         # The landing job's lag gauge is set when a micro-batch ends: between batches the real lag grows
         # by the time since, which a sample adds (a batch seen ending between two samples counts from
-        # the second).
-        last_batches, batch_seen = -1.0, started
+        # the second); before the first batch after the warm-up, it is the time since the first commit.
+        last_batches, batch_seen = _metrics(stack.land_port).get("binlake_land_batches_total", 0.0), started
         while (now := time.monotonic()) - started < minutes * 60:
             time.sleep(max(0.0, every - (time.monotonic() - last_t)))
             stack.check_alive()
@@ -186,7 +186,8 @@ def run_soak(base: Path, minutes: float, rate: float, every: float = 5.0, out: P
                    "daemon_tps": (counts[1] - last[1]) / dt, "land_rows_per_s": (counts[2] - last[2]) / dt,
                    "daemon_rss_mib": group_rss_mib(stack.daemon.pid), "land_rss_mib": group_rss_mib(stack.land.pid),
                    "daemon_lag_s": d.get("binlake_lag_seconds", 0.0),
-                   "land_lag_s": land.get("binlake_land_lag_seconds", 0.0) + now - batch_seen}
+                   "land_lag_s": (land.get("binlake_land_lag_seconds", 0.0) if batch_seen > started else 0.0)
+                   + now - batch_seen}
             rows.append(row)
             last, last_t = counts, now
             say("  " + ", ".join(f"{k} {v:,.1f}" for k, v in row.items()))
