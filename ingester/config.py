@@ -30,6 +30,9 @@ class SourceConfig:
     start_file: str | None = None  # only used when there is no checkpoint yet
     start_position: int = 4
     resume: str = "position"  # or "gtid": resume by executed GTIDs, e.g. after failing over to a replica
+    # host:port of further servers with the same GTID history (replicas), tried in order after the URL's
+    # own when it cannot be reached; same user, password and TLS settings; the daemon then resumes by GTIDs
+    hosts: list[str] = field(default_factory=list)
     # TLS to the source; unset: what the URL says (?tls=...), by default verify-identity.
     tls: str | None = None  # verify-identity | verify-ca | required | preferred | disabled
     tls_ca: str | None = None
@@ -156,9 +159,10 @@ class Config:
     # "<db>.<table>" of the signal table: its rows ask for on-demand re-snapshots (None: feature off)
     snapshot_signal_table: str | None = None
 
-    def source_url(self) -> str:
-        """The source URL with the password (from the environment or file) and the TLS settings filled in."""
-        url = self.source.url
+    def source_url(self, url: str | None = None) -> str:
+        """The source URL (or ``url``, one of ``source_candidates()``) with the password (from the environment
+        or file) and the TLS settings filled in."""
+        url = self.source.url if url is None else url
         tls = {name: value for name, value in (("tls", self.source.tls), ("tls-ca", self.source.tls_ca),
                                                ("tls-cert", self.source.tls_cert), ("tls-key", self.source.tls_key))
                if value is not None}
@@ -176,6 +180,21 @@ class Config:
         if parts.port:
             netloc += f":{parts.port}"
         return parts._replace(netloc=netloc).geturl()
+
+    def source_candidates(self) -> list[str]:
+        """The URL (password not filled in) of each server to replicate from, in order of preference: the
+        URL's own, then ``source.hosts``."""
+        parts = urlsplit(self.source.url)
+        auth = parts.netloc.rpartition("@")[0]
+        seen, out = {f"{parts.hostname}:{parts.port or 3306}"}, [self.source.url]
+        for host in self.source.hosts:
+            name, _, port = host.strip().rpartition(":")
+            if not name or not port.isdigit() or any(c in name for c in "/@?"):
+                raise ValueError(f"source.hosts: {host!r} is not HOST:PORT")
+            if f"{name}:{port}" not in seen:
+                seen.add(f"{name}:{port}")
+                out.append(parts._replace(netloc=(f"{auth}@" if auth else "") + f"{name}:{port}").geturl())
+        return out
 
     def redacted(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -265,8 +284,8 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
         raise ValueError(f"schema.history: {config.schema.history!r} is not one of {', '.join(SCHEMA_HISTORY_MODES)}")
     if config.schema.on_unparsed_ddl not in ("stop", "skip-table"):
         raise ValueError(f"schema.on_unparsed_ddl: {config.schema.on_unparsed_ddl!r} is not stop or skip-table")
-    if config.filters.column_rules() is not None and config.snapshot != "never":
-        raise ValueError("filters.columns: snapshots do not mask columns yet; use snapshot: never")
+    config.filters.column_rules()  # a bad rule fails here, with its name
+    config.source_candidates()  # a malformed source.hosts entry fails here, with its name
     if config.snapshot_chunk_rows < 1:
         raise ValueError(f"snapshot_chunk_rows: must be at least 1, got {config.snapshot_chunk_rows}")
     return config

@@ -18,13 +18,14 @@ Record bytes and headers are only ever read through ``ingester.records.format``.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import orjson
 import pyarrow as pa
 
 from ingester.codec.events import RowsEvent
+from ingester.codec.rows import RowImages
 from ingester.records.format import ChunkAssembler, chunk_index, record_events
 
 from .lake_types import converter, date_days, datetime_micros, identity, lake_type, text_value, to_decimal
@@ -77,15 +78,54 @@ class _Shape:
                                  fix is text_value))
         self.image_type = pa.struct([pa.field(n, t) for n, t, _, _ in self.columns])
 
-    def image(self, images: list[dict[str, Any] | None]) -> pa.StructArray:
-        """One struct array of row images (None: no image), built column by column."""
-        arrays = [column_array([None if d is None else d.get(name) for d in images], typ, fix, text)
-                  for name, typ, fix, text in self.columns]
-        mask = pa.array([d is None for d in images], pa.bool_())
+    def image(self, parts: list[_Part]) -> pa.StructArray:
+        """One struct array of row images, built column by column from the events' columns."""
+        absent = any(slots is None for _, slots in parts)
+        arrays = []
+        for j, (_, typ, fix, text) in enumerate(self.columns):
+            if len(parts) == 1 and parts[0][1] is not None and parts[0][1][j] is not None:
+                values = parts[0][1][j]
+            else:
+                values = []
+                for n, slots in parts:
+                    col = None if slots is None else slots[j]
+                    values += [None] * n if col is None else col  # list += tuple: no copy of the tuple
+            arrays.append(column_array(values, typ, fix, text))
+        mask = pa.array([slots is None for n, slots in parts for _ in range(n)], pa.bool_()) if absent else None
         return pa.StructArray.from_arrays(arrays, fields=list(self.image_type), mask=mask)
 
 
-def column_array(values: list[Any], typ: pa.DataType, fix: Callable[[Any], Any] | None, text: bool) -> pa.Array:
+# The images of one rows event: (row count, one value sequence per table column (None: not in the image),
+# or None: the event has no such image)
+_Part = tuple[int, list[Sequence[Any] | None] | None]
+
+
+def _parts(ev: RowsEvent) -> tuple[_Part, _Part]:
+    """The event's before and after images as columns (``RowImages`` from the columnar decoder; a
+    snapshot's row dicts are turned into columns here)."""
+    width = len(ev.table_map.columns)
+    rows = ev.rows
+    n = len(rows)
+    if isinstance(rows, RowImages):
+        images = ((ev.columns_before, rows.before), (ev.columns_after, rows.after))
+    else:
+        names = [c.name for c in ev.table_map.columns]
+        images = tuple((present, None if not rows or key not in rows[0] else
+                        [[row[key].get(names[i]) for row in rows] for i in present])
+                       for key, present in (("before", ev.columns_before), ("after", ev.columns_after)))
+    out = []
+    for present, cols in images:
+        if cols is None:
+            out.append((n, None))
+            continue
+        slots: list[Sequence[Any] | None] = [None] * width
+        for i, col in zip(present, cols, strict=True):
+            slots[i] = col
+        out.append((n, slots))
+    return out[0], out[1]
+
+
+def column_array(values: Sequence[Any], typ: pa.DataType, fix: Callable[[Any], Any] | None, text: bool) -> pa.Array:
     """The codec's values of one column -> an Arrow array of its lake type. ``fix`` converts a non-null
     value (lake_types.converter; None: Arrow takes it as it is); ``text``: a string column whose rare
     non-str values need text_value. Dates and decimals go through Arrow's own parsing (exact, or an
@@ -127,8 +167,8 @@ class _Group:
         self.gtid: list[str] = []
         self.commit_ts: list[int] = []
         self.row_index: list[int] = []
-        self.before: list[dict[str, Any] | None] = []
-        self.after: list[dict[str, Any] | None] = []
+        self.before: list[_Part] = []
+        self.after: list[_Part] = []
 
     def ipc(self) -> bytes:
         shape = self.shape
@@ -182,7 +222,7 @@ def decode_record(out: _Out, topic: str, partition: int, offset: int, headers: d
     where = f"{topic}[{partition}]@{offset}"
     try:
         groups: dict[tuple[str, str, int], _Group] = {}
-        for item in record_events(headers, value, where):
+        for item in record_events(headers, value, where, columnar=True):
             ev = item.event
             if not isinstance(ev, RowsEvent):
                 continue
@@ -199,8 +239,9 @@ def decode_record(out: _Out, topic: str, partition: int, offset: int, headers: d
             g.gtid += [item.gtid] * n
             g.commit_ts += [item.commit_ts] * n
             g.row_index += range(n)
-            g.before += [row.get("before") for row in ev.rows]
-            g.after += [row.get("after") for row in ev.rows]
+            before, after = _parts(ev)
+            g.before.append(before)
+            g.after.append(after)
             g.partial = g.partial or min(len(ev.columns_before or ev.columns_after),
                                          len(ev.columns_after or ev.columns_before)) < ev.column_count
         rows = [("row", topic, partition, offset, g.db, g.tbl, g.shape.schema, g.first_seq, g.first_position,

@@ -148,10 +148,26 @@ def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
     except Exception as exc:
         if lander.error is not None:
             raise lander.error from None
-        raise LandError(f"streaming query failed: {str(exc).splitlines()[0]}") from exc
+        raise _storage_error(str(exc), settings) or LandError(
+            f"streaming query failed: {str(exc).splitlines()[0]}") from exc
     finally:
         spark.streams.removeListener(listener)
     return 0
+
+
+_STORAGE_ERRORS = ("No space left on device", "Read-only file system", "Permission denied", "Disk quota exceeded")
+
+
+def _storage_error(text: str, settings: LandSettings) -> LandError | None:
+    """A failed write of the lake or the checkpoint, named by its path (Spark's first line may name neither).
+    Delta commits a micro-batch and the checkpoint records it only after its files are written, so the
+    last committed batch stays intact and the next run resumes after it."""
+    cause = next((e for e in _STORAGE_ERRORS if e in text), None)
+    if cause is None:
+        return None
+    paths = [p for p in (settings.lake, settings.checkpoint) if p in text] or [settings.lake, settings.checkpoint]
+    return LandError(f"cannot write {' or '.join(paths)}: {cause}; nothing committed is lost: fix the storage and "
+                     "run again, landing resumes after the last committed micro-batch")
 
 
 def _drain(query: Any, listener: LandMetrics, timeout: float = 10.0) -> None:

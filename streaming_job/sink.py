@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 from ingester.codec.events import QueryEvent
 from ingester.records.format import record_events
 
+from . import defaults as D
 from .decode import ERROR, HEADERS, RAW, RECORD_DDL, decode_partition, quote, reassemble, typed_batches, typed_ddl
 from .lake_types import widens
 from .mirror import COMMIT_TS, DELETED, ORDER, SEQ
@@ -87,6 +88,10 @@ class Lander:
     _columns: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)
     _mirrors: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)  # columns once MERGEd
     _highest: dict[tuple[str, str], Any] = field(default_factory=dict)  # see _key_high
+    # per table of the batch: column -> first sequence with it, and the columns older images lack (ADD COLUMN)
+    _appear: dict[tuple[str, str], tuple[dict[str, bytes], set[str]]] = field(default_factory=dict)
+    _added: D.AddedColumns = field(default_factory=D.AddedColumns)  # ADD COLUMN statements read so far
+    _schema_next: int = 0  # the schema topic's next offset to read
 
     def __post_init__(self) -> None:
         if not self.app_id:  # stable per checkpoint: the query's identity for Delta's idempotent writes
@@ -282,9 +287,12 @@ class Lander:
         added; a type that widens (or narrows into the lake's type) is kept wide; anything else stops."""
         columns = list(lake)
         pk: list[str] = []
-        for g in schemas:
+        first: dict[str, bytes] = {}  # column -> the first sequence of an image with it
+        for g in schemas:  # in source order
             meta = g.meta
             pk = meta["pk"]
+            for name, _ in meta["columns"]:
+                first.setdefault(name, g.first_seq)
             index = {n: i for i, (n, _) in enumerate(columns)}
             for name, dtype in meta["columns"]:
                 if name not in index:
@@ -301,7 +309,47 @@ class Lander:
                                 f"{g.first_position} (file:position:index), {self._ddl_before(db, table, g)}; "
                                 "not a safe widening, so the query stops: land the table anew from that point "
                                 "under a new lake path")
+        # Columns that the batch's older images lack: added (or dropped and added again) in the batch
+        self._appear[(db, table)] = (first, {n for n, seq in first.items() if seq > schemas[0].first_seq})
         return columns, pk
+
+    def _defaults(self, db: str, table: str, columns: list[tuple[str, str]], added: list[str]) -> list[D.Default]:
+        """The defaults the mirror needs: of the columns ``added`` to it now, and of the columns that images
+        of this batch lack because they are older than the ADD COLUMN (docs/LAND.md, "Schema changes")."""
+        first, older = self._appear.get((db, table), ({}, set()))
+        wanted = [n for n, _ in columns if n in added or n in older]
+        if not wanted:
+            return []
+        self._read_statements()
+        types = dict(columns)
+        out = []
+        for name in wanted:
+            try:
+                d = self._added.default(db, table, name, types, first.get(name))
+            except D.Uncomputable as exc:
+                log.warning("`%s`.`%s`: the mirror's column `%s` stays null in rows written before it was added "
+                            "(or renamed): only the server can compute their value: %s. `binlake snapshot --tables "
+                            "%s.%s` reads the rows again", db, table, name, exc, db, table)
+                continue
+            if d is not None:
+                out.append(d)
+        return out
+
+    def _read_statements(self) -> None:
+        """The schema topic's statements since the last read (committed ones), for their ADD COLUMNs."""
+        topic = f"{self.topic_prefix}._schema"
+        try:
+            records = self._kafka(topic, {"0": self._schema_next}, "latest").select(
+                "offset", "headers", "value").collect()
+        except Exception as exc:
+            raise LandError(f"ADD COLUMN statements could not be read from {topic}: {type(exc).__name__}: "
+                            f"{str(exc).splitlines()[0]}") from exc
+        for r in sorted(records, key=lambda r: r.offset):
+            headers = {h.key: bytes(h.value) for h in r.headers or ()}
+            for item in record_events(headers, bytes(r.value), f"{topic}[0]@{r.offset}"):
+                if isinstance(item.event, QueryEvent):
+                    self._added.feed(item.seq.encode(), item.event)
+            self._schema_next = r.offset + 1
 
     def _ddl_before(self, db: str, table: str, group: _Schema) -> str:
         """The last statement on the schema topic before ``group``'s first row that names the table: for
@@ -326,14 +374,22 @@ class Lander:
         return f"after the DDL statement at {found[0]}: {' '.join(found[1].split())}"
 
     def _add_columns(self, path: str, lake: list[tuple[str, str]], columns: list[tuple[str, str]],
-                     nested: bool) -> None:
-        """ALTER a table from the lake's columns to the union: added columns, widened types (type widening)."""
+                     nested: bool, defaults: list[D.Default] | None = None) -> None:
+        """ALTER a table from the lake's columns to the union: added columns, widened types (type widening).
+        ``defaults``: of added mirror columns, for the rows already there."""
         current = dict(lake)
         prefixes = ("before.", "after.") if nested else ("",)
         added = [(n, t) for n, t in columns if n not in current]
         if added:
+            if any(t == "timestamp_ntz" for _, t in added):  # Delta adds this feature only to new tables itself
+                self.spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES "
+                               "('delta.feature.timestampNtz' = 'supported')")
+            if defaults:
+                D.mark_pending(self.spark, path, defaults)
             specs = ", ".join(f"{p}{quote(n)} {t}" for p in prefixes for n, t in added)
             self.spark.sql(f"ALTER TABLE delta.{quote(path)} ADD COLUMNS ({specs})")
+            if defaults:
+                D.give_existing_rows(self.spark, path, defaults)
         for name, dtype in columns:
             if name in current and current[name] != dtype and widens(current[name], dtype):
                 for p in prefixes:
@@ -347,24 +403,34 @@ class Lander:
         from delta.tables import DeltaTable
 
         path = self.path(db, table)
+        known = self._mirrors.get((db, table))
+        exists = known is not None or _is_delta(path)
+        if known is None and exists:
+            # The mirror's own schema: a crash may have come between the change log's ALTER and this one,
+            # or between adding columns and giving their defaults to the rows there.
+            pending = D.pending(self.spark, path)
+            if pending:
+                D.give_existing_rows(self.spark, path, pending)
+            known = [(f.name, f.dataType.simpleString()) for f in DeltaTable.forPath(self.spark, path).toDF().schema
+                     if not f.name.startswith("_binlake_")]
+        added = [n for n, _ in columns if n not in dict(known or [])] if exists else []
+        fills = self._defaults(db, table, columns, added)
+        if fills:  # images older than an ADD COLUMN (or RENAME) get its default
+            candidates = candidates.withColumns(D.mirror_images([n for n, _ in columns], fills, image="", seq=SEQ))
         latest = (candidates.withColumn("_binlake_order", F.struct(*ORDER))
                   .groupBy(*[F.col(quote(k)) for k in pk])
                   .agg(F.max_by(F.struct("*"), "_binlake_order").alias("s"))
                   .select("s.*"))
         surviving = latest.filter(f"NOT {DELETED}").select(*[quote(n) for n, _ in [*columns, *_META]])
-        known = self._mirrors.get((db, table))
-        if known is None and not _is_delta(path):
+        if not exists:
             # A new mirror starts empty: the batch's surviving rows are plain inserts, no MERGE needed.
             # (A replay after a crash finds the table and MERGEs, or skips by txnVersion: same result.)
             types = dict(columns)
             self._append(surviving, path, batch_id, stats=[k for k in pk if types[k] not in ("binary", "boolean")])
             self._mirrors[(db, table)] = columns
             return
-        if known is None:
-            # The mirror's own schema: a crash may have come between the change log's ALTER and this one.
-            known = [(f.name, f.dataType.simpleString()) for f in DeltaTable.forPath(self.spark, path).toDF().schema
-                     if not f.name.startswith("_binlake_")]
-        self._add_columns(path, known, columns, nested=False)
+        assert known is not None
+        self._add_columns(path, known, columns, nested=False, defaults=[d for d in fills if d.column in added])
         ranges = self._key_ranges(candidates, columns, pk)
         high = self._key_high(path, db, table, columns, pk, ranges)
         if len(ranges) == len(pk) and (

@@ -12,17 +12,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("doctor", help="check a server's binlog settings and our privileges")
     p.add_argument("--config", metavar="FILE")
     p.add_argument("--source", metavar="URL")
+    p.add_argument("--source-hosts", metavar="HOST:PORT,...", help="check these failover servers too")
     p.add_argument("--server-id", type=int)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..daemon.preflight import FAIL, check_source, worst
+    from ..daemon.preflight import FAIL, Finding, check_source, worst
+    from ..sources.errors import SourceUnreachable
 
     cfg = load_config(args.config, overrides(args))
-    src, findings = check_source(cfg.source_url(), cfg.source.server_id)
-    for finding in findings:
-        print(finding)
-    result = worst(findings)
-    print(f"{'NOT READY' if result == FAIL else 'ready'}: {src}")
-    return 1 if result == FAIL else 0
+    results = []
+    for url in cfg.source_candidates():  # the URL's server and every failover server (source.hosts)
+        try:
+            src, findings = check_source(cfg.source_url(url), cfg.source.server_id)
+        except SourceUnreachable as exc:
+            src, findings = str(exc).split(": ", 1)[0], [Finding(FAIL, "connect", str(exc).split(": ", 1)[1])]
+        for finding in findings:
+            print(finding)
+        results.append(worst(findings))
+        print(f"{'NOT READY' if results[-1] == FAIL else 'ready'}: {src}")
+    return 1 if FAIL in results else 0

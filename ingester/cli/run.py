@@ -15,6 +15,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="stream a server's binlog into Kafka, exactly once")
     p.add_argument("--config", metavar="FILE", help="YAML configuration (see README)")
     p.add_argument("--source", metavar="URL", help="mysql://USER[:PASSWORD]@HOST:PORT")
+    p.add_argument("--source-hosts", metavar="HOST:PORT,...",
+                   help="servers to fail over to (same GTID history, same user); resumes by GTIDs")
     p.add_argument("--kafka", metavar="HOST:PORT", help="Kafka bootstrap server")
     p.add_argument("--topic-prefix", metavar="P")
     p.add_argument("--server-id", type=int, help="our replica server_id")
@@ -32,6 +34,8 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if getattr(args, "source", None):
         out.setdefault("source", {})["url"] = args.source
+    if getattr(args, "source_hosts", None):
+        out.setdefault("source", {})["hosts"] = [h.strip() for h in args.source_hosts.split(",") if h.strip()]
     if getattr(args, "server_id", None):
         out.setdefault("source", {})["server_id"] = args.server_id
     if getattr(args, "kafka", None):

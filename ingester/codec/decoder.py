@@ -69,8 +69,10 @@ class BinlogDecoder:
     """Decodes one binlog stream; not thread-safe (one instance per stream)."""
 
     def __init__(self, source: str = "<binlog>", *, verify_checksums: bool = True,
-                 checksum: int | None = None) -> None:
+                 checksum: int | None = None, columnar: bool = False) -> None:
         self.source = source
+        # Rows events hold their images as columns (codec.rows.RowImages) rather than one dict per row.
+        self.columnar = columnar
         self.verify_checksums = verify_checksums
         self.checksum = checksum or CHECKSUM_OFF  # until an FDE says otherwise
         self.binlog_version = 4

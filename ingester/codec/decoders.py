@@ -367,14 +367,15 @@ def rows(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
     nbytes = (width + 7) >> 3
     two = kind == "update" and version  # pre-GA updates have one bitmap for both images
     bitmaps = cur.take(nbytes * 2 if two else nbytes, "column bitmaps")
-    key = (code, bitmaps)  # the compiled decoder depends only on these
+    key = (code, bitmaps, ctx.columnar)  # the compiled decoder depends only on these
     compiled = tm._decoders.get(key)
     if compiled is None:
         present = int.from_bytes(bitmaps[:nbytes], "little")
         present_after = int.from_bytes(bitmaps[nbytes:], "little") if two else present
         before = _columns(present, width) if kind != "write" else ()
         after = _columns(present_after, width) if kind != "delete" else ()
-        decoder = compile_rows(tm, kind, before, after, code == ET.PARTIAL_UPDATE_ROWS_EVENT, version == 0)
+        decoder = compile_rows(tm, kind, before, after, code == ET.PARTIAL_UPDATE_ROWS_EVENT, version == 0,
+                               ctx.columnar)
         compiled = tm._decoders[key] = (decoder, before, after)
     decode, before, after = compiled
     if code in _COMPRESSED_ROWS:  # MariaDB compresses the row data after the column bitmaps

@@ -15,6 +15,7 @@ from .constants import EventType as ET
 from .constants import event_type_name
 
 if TYPE_CHECKING:
+    from .rows import RowImages
     from .table_map import TableMap
 
 
@@ -183,7 +184,8 @@ class RowsEvent(Event):
     ``rows`` holds one dict per row: ``{"after": image}`` (write), ``{"before": image}`` (delete)
     or ``{"before": image, "after": image}`` (update), each image mapping the names of the present
     columns, in column order, to values. The decoder builds this shape directly: it is the
-    JSONL contract too, so rendering copies nothing.
+    JSONL contract too, so rendering copies nothing. A columnar decoder (``BinlogDecoder(columnar=True)``)
+    holds a ``codec.rows.RowImages`` instead, whose iteration yields those same dicts.
     """
 
     kind: ClassVar[str] = ""
@@ -194,7 +196,7 @@ class RowsEvent(Event):
     columns_before: tuple[int, ...]  # indexes of the columns present in the before image
     columns_after: tuple[int, ...]  # ... and in the after image
     table_map: TableMap = field(repr=False)
-    rows: list[Any] = field(repr=False)
+    rows: list[Any] | RowImages = field(repr=False)
 
     @property
     def database(self) -> str:
@@ -214,7 +216,7 @@ class RowsEvent(Event):
             "position": self.position, "log_pos": self.log_pos, "timestamp": self.timestamp,
             "server_id": self.server_id, "flags": self.flags, "database": tm.database, "table": tm.table,
             "table_id": self.table_id, "column_count": self.column_count, "rows_flags": self.rows_flags,
-            "rows": self.rows,
+            "rows": self.rows if isinstance(self.rows, list) else list(self.rows),
         }
         if self.extra_data:
             d["extra_data"] = self.extra_data

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import values as V
@@ -20,7 +20,7 @@ from .errors import BinlogError
 from .jsonb import apply_json_diff, decode_json_binary, decode_json_diff
 from .table_map import Column, TableMap
 
-RowsDecoder = Callable[[bytes, int, int], list[Any]]
+RowsDecoder = Callable[[bytes, int, int], Any]  # list of row dicts, or RowImages
 
 # struct codes of fixed-width types that a single unpack can read: (signed, unsigned, size)
 _STRUCT = {
@@ -351,10 +351,45 @@ def _image_dict(cols: list[Column], names: list[str]) -> str:
     return "{" + ", ".join(f"{col.name!r}: {var}" for col, var in zip(cols, names, strict=True)) + "}"
 
 
+class RowImages:
+    """A rows event's images as columns: ``before``/``after`` hold one tuple of values per present
+    column (``columns_before``/``columns_after`` order), or None for an image the kind has not.
+
+    The columnar decoder builds this for readers that want columns (the land job): no dict per row,
+    no lookup per value. Iterating yields the same dicts the row decoder builds, so every consumer of
+    ``RowsEvent.rows`` keeps working."""
+
+    __slots__ = ("after", "after_names", "before", "before_names", "count")
+
+    def __init__(self, count: int, before: list[tuple[Any, ...]] | None, before_names: tuple[str, ...],
+                 after: list[tuple[Any, ...]] | None, after_names: tuple[str, ...]) -> None:
+        self.count = count
+        self.before, self.before_names = before, before_names
+        self.after, self.after_names = after, after_names
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[dict[str, dict[str, Any]]]:
+        images = [(key, names, cols) for key, names, cols in (("before", self.before_names, self.before),
+                                                              ("after", self.after_names, self.after))
+                  if cols is not None]
+        for i in range(self.count):
+            yield {key: {name: col[i] for name, col in zip(names, cols, strict=True)} for key, names, cols in images}
+
+
+def _columns_of(rows: list[tuple[Any, ...]], width: int) -> list[tuple[Any, ...]]:
+    """Row tuples -> one tuple per column (zip transposes in C)."""
+    if not rows:
+        return [() for _ in range(width)]
+    return list(zip(*rows, strict=True))
+
+
 def compile_rows(tm: TableMap, kind: str, before: tuple[int, ...], after: tuple[int, ...],
-                 partial: bool = False, pre_ga: bool = False) -> RowsDecoder:
-    """Compile (and cache on the table map) the decoder of a rows-event body."""
-    key = (kind, before, after, partial, pre_ga)
+                 partial: bool = False, pre_ga: bool = False, columnar: bool = False) -> RowsDecoder:
+    """Compile (and cache on the table map) the decoder of a rows-event body: one dict per row, or
+    with ``columnar`` a ``RowImages`` (the same generated value code, each row kept as a tuple)."""
+    key = (kind, before, after, partial, pre_ga, columnar)
     fn = tm._decoders.get(key)
     if fn is not None:
         return fn
@@ -366,26 +401,47 @@ def compile_rows(tm: TableMap, kind: str, before: tuple[int, ...], after: tuple[
         g.emit(1, "if p < end:", "    raise BinlogError('rows data for a row image with no columns', p)")
     g.emit(1, "while p < end:")
     if kind == "update":
-        bcols = [tm.columns[i] for i in before]
-        acols = [tm.columns[i] for i in after]
-        bnames = _image(g, 2, bcols, "x", False, pre_ga)
-        anames = _image(g, 2, acols, "y", partial, pre_ga)
-        g.emit(2, f"append({{'before': {_image_dict(bcols, bnames)}, 'after': {_image_dict(acols, anames)}}})")
+        images = [("before", [tm.columns[i] for i in before]), ("after", [tm.columns[i] for i in after])]
+        names = [_image(g, 2, images[0][1], "x", False, pre_ga), _image(g, 2, images[1][1], "y", partial, pre_ga)]
     else:
-        cols = [tm.columns[i] for i in (after if kind == "write" else before)]
-        names = _image(g, 2, cols, "x", False, pre_ga)
-        image = "after" if kind == "write" else "before"
-        g.emit(2, f"append({{{image!r}: {_image_dict(cols, names)}}})")
+        images = [("after" if kind == "write" else "before", [tm.columns[i] for i in (after if kind == "write"
+                                                                                       else before)])]
+        names = [_image(g, 2, images[0][1], "x", False, pre_ga)]
+    if columnar:
+        g.emit(2, f"append(({''.join(v + ', ' for n in names for v in n)}))")
+    else:
+        dicts = ", ".join(f"{key!r}: {_image_dict(cols, n)}" for (key, cols), n in zip(images, names, strict=True))
+        g.emit(2, f"append({{{dicts}}})")
     g.emit(1, "if p != end:", "    raise BinlogError(f'row data ends at {p}, the event at {end}', p)",
            "return out")
     source = "\n".join(g.lines)
     name = f"<rows {tm.database}.{tm.table}>".replace("\0", "\\0")  # compile() refuses NUL in names
     exec(compile(source, name, "exec"), g.ns)
     fn = g.ns["decode_rows"]
+    if columnar:
+        fn = _as_images(fn, kind, [tuple(c.name for c in cols) for _, cols in images])
     if partial:
-        fn = _with_json_diffs(fn)
+        fn = (_with_json_diffs_columnar if columnar else _with_json_diffs)(fn)
     tm._decoders[key] = fn
     return fn
+
+
+def _as_images(fn: Callable[[bytes, int, int], list[tuple[Any, ...]]], kind: str,
+               names: list[tuple[str, ...]]) -> RowsDecoder:
+    """Wrap a decoder of row tuples (all images' values side by side) into one of ``RowImages``."""
+    widths = [len(n) for n in names]
+    width = sum(widths)
+
+    def decode(b: bytes, p: int, end: int) -> RowImages:
+        rows = fn(b, p, end)
+        cols = _columns_of(rows, width)
+        if kind == "update":
+            return RowImages(len(rows), cols[: widths[0]], names[0], cols[widths[0] :], names[1])
+        if kind == "write":
+            return RowImages(len(rows), None, (), cols, names[0])
+        return RowImages(len(rows), cols, names[0], None, ())
+
+    return decode
 
 
 def _with_json_diffs(fn: RowsDecoder) -> RowsDecoder:
@@ -399,5 +455,21 @@ def _with_json_diffs(fn: RowsDecoder) -> RowsDecoder:
                 if type(value) is JsonDiff and old.get(name) is not None:
                     new[name] = apply_json_diff(old[name], value.diff)
         return rows
+
+    return decode
+
+
+def _with_json_diffs_columnar(fn: RowsDecoder) -> RowsDecoder:
+    """``_with_json_diffs`` for ``RowImages``: the same rule, column by column."""
+
+    def decode(b: bytes, p: int, end: int) -> RowImages:
+        images: RowImages = fn(b, p, end)
+        old = dict(zip(images.before_names, images.before or (), strict=True))
+        for k, (name, new) in enumerate(zip(images.after_names, images.after or (), strict=True)):
+            before = old.get(name)
+            if before is not None and any(type(v) is JsonDiff for v in new):
+                images.after[k] = tuple(apply_json_diff(before[i], v.diff) if type(v) is JsonDiff
+                                        and before[i] is not None else v for i, v in enumerate(new))
+        return images
 
     return decode

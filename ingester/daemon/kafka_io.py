@@ -14,6 +14,7 @@ from ..records.builder import Checkpoint, Record
 log = logging.getLogger("binlake.kafka")
 OFFSETS_TOPIC = "_offsets"
 _FLUSH_BYTES = 32 << 20  # at most this much unacknowledged data in memory
+_FLUSH_TIMEOUT = 30.0  # seconds, the producer's delivery timeout: a broker silent that long is down (retried)
 
 
 class KafkaError(Exception):
@@ -46,10 +47,13 @@ class Publisher:
         self.max_record_bytes = max_record_bytes
         self.max_queued_bytes = max_queued_bytes
         self._known: set[str] = set()
+        # A broker that comes back is reconnected to within a second (kafka-python's backoff grows to 30 s,
+        # all of it lag once the broker is back after an outage).
+        options = {"reconnect_backoff_max_ms": 1000, **(security or {})}
         try:
-            self.admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="binlake-admin", **(security or {}))
+            self.admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="binlake-admin", **options)
             self.producer = KafkaProducer(
-                **(security or {}), bootstrap_servers=bootstrap, transactional_id=transactional_id,
+                **options, bootstrap_servers=bootstrap, transactional_id=transactional_id,
                 enable_idempotence=True,
                 acks="all", compression_type=compression, max_request_size=max(max_record_bytes * 2, 1 << 20),
                 linger_ms=5, client_id=f"binlake-{transactional_id}",
@@ -229,6 +233,10 @@ class Publisher:
         self._begin()
         fields = {"file": checkpoint.file, "position": checkpoint.position, "gtid_set": checkpoint.gtid_set,
                   "seq": str(checkpoint.seq)}
+        if checkpoint.source:
+            fields["source"] = checkpoint.source
+        if checkpoint.file_offset:
+            fields["file_offset"] = checkpoint.file_offset
         if checkpoint.snapshot is not None:
             fields["snapshot"] = checkpoint.snapshot
         if checkpoint.resnapshot is not None:
@@ -249,7 +257,7 @@ class Publisher:
 
         kafka-python has no bounded send buffer, so a huge binlog transaction would otherwise pile up
         in memory and its oldest batches expire."""
-        self.producer.flush(timeout=60)
+        self.producer.flush(timeout=_FLUSH_TIMEOUT)
         for future in self._futures:
             future.get(timeout=0)
         self._futures.clear()

@@ -29,6 +29,15 @@ class Metrics:
         self.snapshot_rows = Counter("binlake_snapshot_rows", "Rows read by the snapshot and published", registry=r)
         self.snapshot_tables_remaining = Gauge("binlake_snapshot_tables_remaining",
                                                "Tables the snapshot has not finished", registry=r)
+        self.snapshot_rows_estimated = Gauge("binlake_snapshot_rows_estimated",
+                                             "Rows of the snapshot's tables (information_schema estimate)", registry=r)
+        self.snapshot_tables_done = Counter("binlake_snapshot_tables_done", "Tables the snapshot finished", registry=r)
+        self.resnapshot_rows = Counter("binlake_resnapshot_rows", "Rows read by re-snapshots and published", registry=r)
+        self.resnapshot_rows_estimated = Gauge("binlake_resnapshot_rows_estimated",
+                                               "Rows of the table being re-snapshotted (estimate)", registry=r)
+        self.resnapshot_tables_remaining = Gauge("binlake_resnapshot_tables_remaining",
+                                                 "Tables the re-snapshots have not finished", registry=r)
+        self.resnapshot_tables_done = Counter("binlake_resnapshot_tables_done", "Tables re-snapshotted", registry=r)
         self.source_connected = False
         self.kafka_connected = False
         self.last_progress = time.monotonic()

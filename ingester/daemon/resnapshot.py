@@ -21,14 +21,26 @@ from typing import TYPE_CHECKING, Any
 from ..codec import events as E
 from ..records.builder import Record
 from ..records.format import Sequence, record_events
-from .snapshot import SnapshotError, TableReader, _connect, _dump_key, _load_key, _text, read_records, table_reader
+from .snapshot import (
+    Progress,
+    SnapshotError,
+    TableReader,
+    _connect,
+    _dump_key,
+    _load_key,
+    _text,
+    read_records,
+    table_reader,
+)
 
 if TYPE_CHECKING:
     from ..config import Config
+    from .metrics import Metrics
 
 log = logging.getLogger("binlake.resnapshot")
 EXECUTE = "execute-snapshot"
 LOW, HIGH = "snapshot-window-open", "snapshot-window-close"
+SKIPPED = "snapshot-table-skipped"  # a requested table the daemon cannot read (data: {"table", "reason"})
 SIGNAL_DDL = ("CREATE TABLE IF NOT EXISTS {} (id VARCHAR(64) NOT NULL PRIMARY KEY, type VARCHAR(32) NOT NULL,"
               " data TEXT)")
 
@@ -54,6 +66,7 @@ class _Chunk:
     high_id: str
     rows: dict[tuple[Any, ...], list[Any]]  # key -> wire row, in key order
     last_key: list[Any] | None  # None: the table's last chunk
+    selected: int = 0
     high: tuple[Sequence, int] | None = None  # the high watermark's sequence and commit time, once seen
     dropped: int = 0
 
@@ -64,6 +77,8 @@ class Resnapshotter:
 
     cfg: Config
     state: dict[str, Any] = field(default_factory=lambda: {"tables": [], "last_pk": None, "rows": 0})
+    metrics: Metrics | None = None
+    _progress: Progress | None = None  # of the table being read
     chunk: _Chunk | None = None
     signal_table: str = field(init=False, default="")
     _conn: Any = None
@@ -123,12 +138,23 @@ class Resnapshotter:
         records, _ = read_records(chunk.reader, list(chunk.rows.values()), commit_ts,
                                   self.cfg.kafka.max_record_bytes, next_seq) if chunk.rows else ([], 0)
         self.state["rows"] += len(chunk.rows)
-        log.info("re-snapshot %s: %d rows read, %d changed meanwhile (published as changes)", chunk.reader.name,
-                 len(chunk.rows), chunk.dropped)
+        self.state["table_rows"] = self.state.get("table_rows", 0) + chunk.selected
+        log.debug("re-snapshot %s: %d rows read, %d changed meanwhile (published as changes)", chunk.reader.name,
+                  len(chunk.rows), chunk.dropped)
+        if self.metrics is not None:
+            self.metrics.resnapshot_rows.inc(len(chunk.rows))
+        if self._progress is None:
+            self._progress = Progress(self.state.get("estimate", 0), self.state["table_rows"] - chunk.selected)
+        self._progress.update(self.state["table_rows"], f"re-snapshot of {chunk.reader.name}")
         if chunk.last_key is None:
             self.state["tables"].pop(0)
             self.state["last_pk"] = None
-            log.info("re-snapshot of %s done", chunk.reader.name)
+            self._progress.finish()
+            log.info("re-snapshot of %s done: %s rows read", chunk.reader.name, f"{self.state['table_rows']:,}")
+            self._progress = None
+            if self.metrics is not None:
+                self.metrics.resnapshot_tables_done.inc()
+                self.metrics.resnapshot_tables_remaining.set(len(self.state["tables"]))
         else:
             self.state["last_pk"] = _dump_key(chunk.last_key)
         self.chunk = None
@@ -144,26 +170,44 @@ class Resnapshotter:
         """Start the next chunk unless one is open: low watermark, SELECT, high watermark."""
         while self.chunk is None and self.state["tables"]:
             name = self.state["tables"][0]
+            if self.metrics is not None:
+                self.metrics.resnapshot_tables_remaining.set(len(self.state["tables"]))
             reader = self._reader(name)
             if reader is None:
                 self.state["tables"].pop(0)
                 self.state["last_pk"] = None
                 continue
+            if self.state.get("current") != name or self.state["last_pk"] is None:
+                self.state.update(current=name, table_rows=0, estimate=self._estimate(reader))
+            if self.metrics is not None:
+                self.metrics.resnapshot_rows_estimated.set(self.state["estimate"])
             self.chunk = self._select(reader)
 
     def _reader(self, name: str) -> TableReader | None:
         conn = self._connection()
         db, _, table = name.partition(".")
-        reader = table_reader(conn, db, table, self._collations, self._mariadb)
+        reader = table_reader(conn, db, table, self._collations, self._mariadb, self.cfg.filters.column_rules())
         if not reader.table_map.columns:
-            log.warning("re-snapshot: table %s does not exist; skipped", name)
+            reason = "does not exist"
         elif not reader.key:
-            log.warning("re-snapshot: table %s has no primary key usable for chunks; skipped", name)
+            reason = "has no primary key usable for chunks"
         elif not self.cfg.filters.accepts(db, table):
-            log.warning("re-snapshot: table %s is excluded by the filters; skipped", name)
+            reason = "is excluded by the filters"
         else:
             return reader
+        log.warning("re-snapshot: table %s %s; skipped", name, reason)
+        with conn.cursor() as cur:  # for `binlake snapshot --wait`
+            cur.execute(f"INSERT INTO {quoted(self.signal_table)} (id, type, data) VALUES (%s, %s, %s)",
+                        (uuid.uuid4().hex, SKIPPED, json.dumps({"table": name, "reason": reason})))
         return None
+
+    def _estimate(self, reader: TableReader) -> int:
+        db, _, table = reader.name.partition(".")
+        with self._connection().cursor() as cur:
+            cur.execute("SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                        (db, table))
+            row = cur.fetchone()
+        return int(row[0] or 0) if row else 0
 
     def _select(self, reader: TableReader) -> _Chunk:
         high_id = uuid.uuid4().hex
@@ -175,10 +219,13 @@ class Resnapshotter:
             cur.execute(*reader.query(limit, _load_key(self.state["last_pk"])))
             raw = cur.fetchall()
             wire = reader.convert(raw)
-            cur.execute(insert, (high_id, HIGH, reader.name))
+            last = reader.key_values(raw[-1], wire[-1]) if len(raw) == limit else None
+            # the high watermark says how far the table is, for `binlake snapshot --wait`
+            cur.execute(insert, (high_id, HIGH, json.dumps({
+                "table": reader.name, "rows": self.state.get("table_rows", 0) + len(raw),
+                "estimate": self.state.get("estimate", 0), "last": last is None})))
         rows = {tuple(reader.key_values(r, w)): w for r, w in zip(raw, wire, strict=True)}
-        last = reader.key_values(raw[-1], wire[-1]) if len(raw) == limit else None
-        return _Chunk(reader, high_id, rows, last)
+        return _Chunk(reader, high_id, rows, last, len(raw))
 
     def _connection(self) -> Any:
         if self._conn is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import signal
 import struct
@@ -15,6 +16,7 @@ from ..records.builder import Checkpoint, Record, RecordBuilder
 from ..records.format import Sequence, file_number
 from ..records.gtid import MariadbGtidState, MysqlGtidSet
 from ..schema.history import SchemaHistory
+from ..sources.errors import SourceUnreachable
 from ..sources.replication import BinlogStream, ReplicationError, SourceURL
 from .kafka_io import Publisher, read_checkpoint
 from .metrics import Metrics
@@ -41,6 +43,8 @@ class Runner:
         self.metrics = Metrics()
         self.schema_history = False  # follow DDL: the server's TABLE_MAPs carry no column names
         self.resnap: Resnapshotter | None = None  # on-demand re-snapshots (snapshot_signal_table)
+        self.sources = cfg.source_candidates()  # the URL's server, then source.hosts: failover in this order
+        self.source_index = 0
 
     def request_stop(self, signum: int = 0, frame: FrameType | None = None) -> None:
         """SIGTERM/SIGINT: finish the current transaction, commit its checkpoint, exit 0."""
@@ -55,7 +59,7 @@ class Runner:
         committed checkpoint, so a retry can neither lose nor duplicate a transaction.
         """
         cfg = self.cfg
-        source_id = transactional_id(cfg)
+        source_id = transactional_id(cfg)  # the configured URL's: the same whichever server is streamed from
         http = self.metrics.serve(cfg.metrics_port, cfg.metrics_host) if cfg.metrics_port is not None else None
         self.preflight()
         self.schema_history = self._schema_history_wanted()
@@ -79,6 +83,7 @@ class Runner:
                         if self.schema_history:
                             publisher.ensure_topic(history_topic(cfg.kafka.topic_prefix), compacted=True)
                         self.metrics.kafka_connected = True
+                    cfg = self.cfg  # the server failed over to, if any
                     if self._snapshot_needed() and not self._snapshot(publisher):
                         return self.stats  # stopped on request; the next start resumes the snapshot
                     self._stream(publisher)
@@ -92,7 +97,13 @@ class Runner:
                     if self.stop_requested:  # everything committed stays; the rest is re-read on the next start
                         log.info("%s; stopping as requested", exc)
                         return self.stats
-                    log.warning("%s; reconnecting in %.1f s from the last checkpoint", exc, delay)
+                    pause = delay
+                    if isinstance(exc, SourceUnreachable) and len(self.sources) > 1:
+                        self._use_source(self.source_index + 1)
+                        log.warning("%s; failing over to %s in %.1f s from the last checkpoint", exc,
+                                    self.source, pause)
+                    else:
+                        log.warning("%s; reconnecting in %.1f s from the last checkpoint", exc, pause)
                 except Exception as exc:  # Kafka unavailable: stop reading the source until it is back
                     if not _kafka_failure(exc):
                         raise
@@ -103,11 +114,12 @@ class Runner:
                     if publisher is not None:
                         publisher.discard()
                         publisher = None
+                    pause = min(delay, _KAFKA_RETRY_MAX)
                     log.warning("kafka %s: %s; retrying in %.1f s from the last committed checkpoint",
-                                cfg.kafka.bootstrap, exc, delay)
+                                cfg.kafka.bootstrap, exc, pause)
                 self.stats["reconnects"] += 1
                 self.metrics.reconnects.inc()
-                retry_at = time.monotonic() + delay
+                retry_at = time.monotonic() + pause
                 while not self.stop_requested and time.monotonic() < retry_at:  # a stop ends the wait
                     time.sleep(0.1)
                 if self.stop_requested:
@@ -123,18 +135,45 @@ class Runner:
             if http is not None:
                 http.shutdown()
 
+    @property
+    def source(self) -> str:
+        """host:port of the server streamed from (one of ``sources``), for messages and checkpoints."""
+        return _host_port(self.sources[self.source_index])
+
+    def _use_source(self, index: int) -> None:
+        """Stream from ``sources[index]`` (modulo their number) from now on: the snapshot, schema capture and
+        re-snapshot connect through ``self.cfg`` too."""
+        self.source_index = index % len(self.sources)
+        source = dataclasses.replace(self.cfg.source, url=self.sources[self.source_index])
+        self.cfg = dataclasses.replace(self.cfg, source=source)
+
     def preflight(self) -> None:
-        """The doctor's checks at start-up: warnings are logged, failures stop the daemon."""
+        """The doctor's checks at start-up, on every listed server: warnings are logged, failures stop the
+        daemon. Of several servers, the first reachable one is streamed from; unreachable ones are warned
+        about (they may be down for the failover they are listed for)."""
         from .preflight import FAIL, WARN, check_source
 
-        src, findings = check_source(self.cfg.source_url(), self.cfg.source.server_id)
-        for finding in findings:
-            if finding.level == WARN:
-                log.warning("preflight: %s", finding)
-        failures = [f for f in findings if f.level == FAIL]
-        if failures:
-            raise ReplicationError(f"{src}: not ready to replicate: " + "; ".join(
-                f"{f.check}: {f.message}" for f in failures))
+        reachable: list[int] = []
+        for index, url in enumerate(self.sources):
+            try:
+                src, findings = check_source(self.cfg.source_url(url), self.cfg.source.server_id)
+            except SourceUnreachable as exc:
+                if len(self.sources) == 1:
+                    raise
+                log.warning("preflight: %s", exc)
+                continue
+            reachable.append(index)
+            for finding in findings:
+                if finding.level == WARN:
+                    log.warning("preflight: %s: %s", src, finding)
+            failures = [f for f in findings if f.level == FAIL]
+            if failures:
+                raise ReplicationError(f"{src}: not ready to replicate: " + "; ".join(
+                    f"{f.check}: {f.message}" for f in failures))
+        if not reachable:
+            raise SourceUnreachable("no server of source.url and source.hosts can be reached: "
+                                    + ", ".join(str(SourceURL.parse(u)) for u in self.sources))
+        self._use_source(reachable[0])
 
     def _schema_history_wanted(self) -> bool:
         from . import schema_io
@@ -194,7 +233,7 @@ class Runner:
             return False
         if not committed:
             return True
-        if mode == "when-needed":
+        if mode == "when-needed" and committed.get("source") in (None, self.source):  # file names are per server
             from .snapshot import binlog_purged
 
             if binlog_purged(self.cfg, committed["file"]):
@@ -230,13 +269,14 @@ class Runner:
             def accept(db: str, table: str) -> bool:
                 return f"{db}.{table}" == signal or cfg.filters.accepts(db, table)
 
-            resnap = self.resnap = Resnapshotter(cfg)
+            resnap = self.resnap = Resnapshotter(cfg, metrics=self.metrics)
             if self.committed and self.committed.get("resnapshot"):
                 progress = self.committed["resnapshot"]  # a copy: uncommitted progress must not change it
                 resnap.state = {**progress, "tables": list(progress["tables"])}
                 log.info("resuming the re-snapshot of %s", ", ".join(resnap.state["tables"]))
         builder = RecordBuilder(accept=accept, max_record_bytes=cfg.kafka.max_record_bytes, schema=history,
                                 masks=cfg.filters.column_rules())
+        took_over = self._take_over(builder)
         if self.committed:
             start_file, start_pos = self.committed["file"], self.committed["position"]
             gtids = self.committed["gtid_set"]
@@ -246,7 +286,8 @@ class Runner:
                 builder.mysql_gtids = MysqlGtidSet.parse(gtids)
             log.info("resuming at %s:%s (%s)", start_file, start_pos, gtids or "no GTIDs")
         gtid_set = None
-        if cfg.source.resume == "gtid":  # by executed GTIDs; the first start streams all the server has
+        if cfg.source.resume == "gtid" or len(self.sources) > 1:  # by executed GTIDs (positions are per
+            # server); the first start streams all the server has
             if self.committed:
                 gtid_set = self.committed["gtid_set"]
             elif not start_file:
@@ -342,12 +383,51 @@ class Runner:
             # From connecting to the source to the last commit: the rate a running daemon sustains.
             self.stats["streaming_ms"] = self.stats.get("streaming_ms", 0) + round(
                 (time.monotonic() - connecting) * 1000)
+        except ReplicationError as exc:
+            if "server error 1236" not in str(exc):
+                raise
+            if took_over is not None:  # the new server's own GTID check
+                from .failover import diverged
+
+                raise diverged(exc, took_over, self.source) from None
+            where = "the checkpoint's" if self.committed else "source.start_file's"
+            raise BinlogGone(f"cannot resume at {where} {start_file or 'oldest binlog'}:{start_pos} (GTIDs "
+                             f"{(self.committed or {}).get('gtid_set') or 'none'}) on "
+                             f"{self.source}: {exc}; snapshot: when-needed would take a new snapshot") from None
         finally:
             report()
             stream.close()
             if resnap is not None:
                 resnap.close()
                 self.resnap = None
+
+    def _take_over(self, builder: RecordBuilder) -> str | None:
+        """With ``source.hosts``, before streaming from a server: refuse one whose GTID history diverges from
+        the checkpoint's, and keep sequences growing across servers. The server the checkpoint was read
+        from when that is another one (None otherwise)."""
+        committed = self.committed
+        if not committed:
+            return None
+        source = self.source
+        previous = committed.get("source") or _host_port(self.sources[0])
+        if len(self.sources) == 1 or previous == source:
+            builder.file_offset = committed.get("file_offset", 0)
+            return None
+        from .failover import check_history, file_offset
+        from .snapshot import _connect
+
+        conn = _connect(self.cfg, raw=False)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT VERSION()")
+                if "mariadb" in cur.fetchone()[0].lower() and committed["gtid_set"]:
+                    check_history(cur, committed["gtid_set"], previous, source)
+                builder.file_offset = file_offset(cur, committed)
+        finally:
+            conn.close()
+        log.info("taking over from %s on %s after %s (binlog file numbers + %d in sequences)", previous, source,
+                 committed["gtid_set"], builder.file_offset)
+        return previous
 
     def _send(self, publisher: Publisher, record: Record) -> None:
         if self.resnap is not None and self.resnap.takes(record):
@@ -359,13 +439,15 @@ class Runner:
     def _commit(self, publisher: Publisher, checkpoint: Checkpoint, transactions: int) -> None:
         """Queue the Kafka commit; the bookkeeping happens once the broker has committed it."""
         queued = time.monotonic()
+        checkpoint.source = self.source
 
         def committed() -> None:  # on the publisher's thread
             self.metrics.commit_latency.observe(time.monotonic() - queued)
             self.metrics.transactions.inc(transactions)
             self.metrics.position.labels(checkpoint.file).set(checkpoint.position)
             self.committed = {"file": checkpoint.file, "position": checkpoint.position,
-                              "gtid_set": checkpoint.gtid_set}
+                              "gtid_set": checkpoint.gtid_set, "seq": str(checkpoint.seq),
+                              "source": checkpoint.source, "file_offset": checkpoint.file_offset}
             if checkpoint.resnapshot is not None:
                 self.committed["resnapshot"] = checkpoint.resnapshot
             self.stats["commits"] += 1
@@ -374,9 +456,23 @@ class Runner:
         publisher.commit(checkpoint, committed)
 
 
+class BinlogGone(ReplicationError):
+    """The binlog to resume from is not on the server (purged): no retry helps, a snapshot does."""
+
+    fatal = True
+
+
 _U32 = struct.Struct("<I").unpack_from
 _SWITCH_INTERVAL = 0.0005
 _STOP_GRACE = 10.0  # seconds a stop request waits for the current transaction to end
+# Kafka retries wait at most this long: an attempt costs one connection, and a longer wait would add to the
+# lag once the broker is back (the source is not read meanwhile: back-pressure)
+_KAFKA_RETRY_MAX = 5.0
+
+
+def _host_port(url: str) -> str:
+    src = SourceURL.parse(url)
+    return f"{src.host}:{src.port}"
 
 
 def _kafka_failure(exc: Exception) -> bool:

@@ -25,6 +25,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 
+from ..codec import BinlogError
 from ..codec.charsets import decoder_for
 from ..codec.constants import ColumnType as T
 from ..codec.table_map import GEOMETRY_TYPES, Column, TableMap
@@ -32,6 +33,7 @@ from ..config import Config
 from ..records import snapshot as S
 from ..records.builder import Checkpoint, Record
 from ..records.format import Sequence, file_number
+from ..records.mask import ColumnRules, value_masker
 from ..sources.replication import ReplicationError, SourceURL
 
 if TYPE_CHECKING:
@@ -129,8 +131,10 @@ def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def table_reader(conn: Any, database: str, table: str, collations: dict[str, int], mariadb: bool) -> TableReader:
-    """The table's columns from information_schema, described as its binlog TABLE_MAP would describe them."""
+def table_reader(conn: Any, database: str, table: str, collations: dict[str, int], mariadb: bool,
+                 masks: ColumnRules | None = None) -> TableReader:
+    """The table's columns from information_schema, described as its binlog TABLE_MAP would describe them;
+    ``masks`` (filters.columns) replace the values of their columns as the binlog path does."""
     with conn.cursor() as cur:
         cur.execute("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, COLLATION_NAME, NUMERIC_PRECISION, NUMERIC_SCALE,"
                     " DATETIME_PRECISION, CHARACTER_OCTET_LENGTH, IS_NULLABLE FROM information_schema.COLUMNS"
@@ -155,7 +159,27 @@ def table_reader(conn: Any, database: str, table: str, collations: dict[str, int
     key = [i for i, _ in pk or ()]
     if any(columns[i].type in (T.ENUM, T.SET, T.FLOAT, T.DOUBLE) for i in key):
         key = []  # their SQL comparison is not their ORDER BY order: read in one pass
+    if masks is not None and columns:
+        converters = _masked(tm, converters, binary, masks)
     return TableReader(name, tm, exprs, converters, binary, key, S.encode_descriptor(tm, binary))
+
+
+def _masked(tm: TableMap, converters: list[tuple[int, Converter]], binary: list[int],
+            masks: ColumnRules) -> list[tuple[int, Converter]]:
+    """The converters with those of masked columns replaced by their masks (records/mask.py)."""
+    name = f"{tm.database}.{tm.table}"
+    out = dict(converters)
+    for i, action in masks.for_table(tm).items():
+        col = tm.columns[i]
+        if any(i == k for k, _ in tm.primary_key or ()):  # chunks and re-snapshots find rows by their key
+            raise SnapshotError(f"snapshot of {name}: primary key column {col.name} has a filters.columns rule "
+                                f"({action}), which snapshots cannot apply; exclude the table or drop the rule")
+        try:
+            mask = value_masker(tm, i, action, masks.key)
+        except BinlogError as exc:
+            raise SnapshotError(f"snapshot of {name}: {exc.reason}") from None
+        out[i] = (lambda v, m=mask: None if (x := m(v)) is None else _b64(x)) if i in binary else mask
+    return list(out.items())
 
 
 def _column(i: int, info: list[Any], collations: dict[str, int], mariadb: bool,
@@ -394,12 +418,13 @@ class Snapshotter:
         names = {f"{db}.{t}": (db, t) for db, t in state["names"]}
         progress = Progress(state["estimate"], state["rows"])
         metrics = self.runner.metrics
+        metrics.snapshot_rows_estimated.set(state["estimate"])
         try:
             while state["pending"]:
                 metrics.snapshot_tables_remaining.set(len(state["pending"]))
                 name = state["pending"][0]
                 db, table = names[name]
-                reader = table_reader(conn, db, table, collations, mariadb)
+                reader = table_reader(conn, db, table, collations, mariadb, self.cfg.filters.column_rules())
                 if not reader.table_map.columns:  # dropped since the snapshot began
                     log.warning("snapshot: table %s no longer exists; skipped", name)
                 elif not self._table(conn, reader, progress):
@@ -407,6 +432,7 @@ class Snapshotter:
                 state["pending"].pop(0)
                 state["last_pk"] = None
                 self._commit(final=not state["pending"])
+                metrics.snapshot_tables_done.inc()
             if not state["names"]:
                 self._commit(final=True)
             metrics.snapshot_tables_remaining.set(0)

@@ -57,6 +57,8 @@ class Checkpoint:
     seq: Sequence
     snapshot: dict[str, Any] | None = None  # progress of an unfinished snapshot (daemon/snapshot.py)
     resnapshot: dict[str, Any] | None = None  # progress of an on-demand re-snapshot (daemon/resnapshot.py)
+    source: str = ""  # host:port the position belongs to (failover across source.hosts)
+    file_offset: int = 0  # added to the source's binlog file numbers in sequences (daemon/failover.py)
 
 
 # What a table id maps to: its TABLE_MAP bytes, topic (None when filtered out) and the schema history's
@@ -81,6 +83,7 @@ class RecordBuilder:
     transactions: int = 0  # binlog transactions completed
     schema: SchemaHistory | None = None  # follows DDL when TABLE_MAPs carry no column names
     masks: ColumnRules | None = None  # filters.columns: rows events of their tables are rewritten (mask.py)
+    file_offset: int = 0  # added to binlog file numbers: sequences keep growing after a failover
     _fde: bytes = b""
     _routes: dict[int, _Route] = field(default_factory=dict)
     _table_maps: dict[bytes, tuple[int, str | None, bytes]] = field(default_factory=dict)  # body -> id, topic, schema
@@ -207,7 +210,8 @@ class RecordBuilder:
         if resume is None or self._in_transaction:
             return None
         self._resume = None
-        return Checkpoint(resume[0], resume[1], self.gtid_set, Sequence(self._file_number, resume[2], 0))
+        return Checkpoint(resume[0], resume[1], self.gtid_set, Sequence(self._file_number, resume[2], 0),
+                          file_offset=self.file_offset)
 
     def flush(self) -> list[Record]:
         """Close every open record (before a commit): they are all the events fed so far."""
@@ -277,7 +281,7 @@ class RecordBuilder:
                 return closed
         elif kind is E.RotateEvent:
             self.file = ev.next_file
-            self._file_number = file_number(ev.next_file)
+            self._file_number = file_number(ev.next_file) + self.file_offset
         elif kind is E.TableMapEvent:
             tm = ev.table_map
             topic = f"{tm.database}.{tm.table}" if self.accept(tm.database, tm.table) else None

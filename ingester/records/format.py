@@ -144,11 +144,13 @@ def _check_version(data: bytes) -> None:
         raise BinlogError(f"record format version {data[3]} is not the version this reader knows ({VERSION})", 3)
 
 
-def record_events(headers: Mapping[str, bytes], value: bytes, source: str = "<record>") -> Iterator[RecordEvent]:
+def record_events(headers: Mapping[str, bytes], value: bytes, source: str = "<record>",
+                  columnar: bool = False) -> Iterator[RecordEvent]:
     """The events of one (reassembled) record, each with its sequence, GTID and commit time.
 
     This is the consumer API: consumers (``binlake consume``, the Spark job) never parse record
-    bytes or headers themselves. Errors name ``source`` and the byte offset inside the value."""
+    bytes or headers themselves. Errors name ``source`` and the byte offset inside the value.
+    ``columnar``: binlog rows events hold ``RowImages`` (codec.rows) instead of row dicts."""
     _check_version(value)
     index = read_index(headers["binlake.index"])
     data = memoryview(value)
@@ -156,7 +158,8 @@ def record_events(headers: Mapping[str, bytes], value: bytes, source: str = "<re
     p = 9 + n
     if p > len(value):
         raise BinlogError(f"record's format description of {n} bytes runs past its end", 9, source)
-    dec = _decoder(bytes(data[9:p]), source) if n else BinlogDecoder(source)  # snapshot-only records have none
+    # snapshot-only records have no format description
+    dec = _decoder(bytes(data[9:p]), source, columnar) if n else BinlogDecoder(source, columnar=columnar)
     snapshot: SnapshotDecoder | None = None
     for entry in index:
         if p + 5 > len(value):
@@ -241,7 +244,7 @@ class ChunkAssembler:
         return bool(self._parts)
 
 
-_decoders: dict[bytes, BinlogDecoder] = {}
+_decoders: dict[tuple[bytes, bool], BinlogDecoder] = {}
 _enriched: dict[tuple[int, bytes], tuple[TableMap, TableMap]] = {}
 
 
@@ -264,16 +267,16 @@ def _with_schema(event: Event, schema: bytes, offset: int, source: str) -> Table
     return tm
 
 
-def _decoder(format_description: bytes, source: str) -> BinlogDecoder:
+def _decoder(format_description: bytes, source: str, columnar: bool) -> BinlogDecoder:
     """One decoder per FORMAT_DESCRIPTION: records repeat their table maps, and a decoder that has seen
     the same map bytes before reuses the parsed map and its compiled row decoders (compiling them again
     for every record cost about 0.5 ms a record)."""
-    dec = _decoders.get(format_description)
+    dec = _decoders.get((format_description, columnar))
     if dec is None:
-        dec = BinlogDecoder(source)
+        dec = BinlogDecoder(source, columnar=columnar)
         dec.decode(format_description, 4)
         if len(_decoders) >= 64:
             _decoders.clear()
-        _decoders[format_description] = dec
+        _decoders[(format_description, columnar)] = dec
     dec.source = source
     return dec

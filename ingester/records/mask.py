@@ -9,12 +9,14 @@ publish a masked column's value.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import hashlib
 import hmac
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..codec import BinlogError
 from ..codec import values as V
@@ -251,3 +253,42 @@ class Rewriter:
             p += size
         out[at:at + nbytes] = nulls.to_bytes(nbytes, "little")
         return p
+
+
+def value_masker(tm: TableMap, index: int, action: str, key: bytes) -> Callable[[bytes], Any]:
+    """For rows read with SELECT (snapshots): a function from a column's raw non-NULL value (the server's bytes:
+    ``character_set_results=binary``, integers as their digits) to the value the binlog path publishes for it.
+    The replacement is made by the same ``Rewriter`` from the value's binlog encoding and decoded by the
+    binlog decoder, so a snapshot row and a rows event of the same row carry the same masked value."""
+    from ..codec.rows import compile_rows
+
+    col = tm.columns[index]
+    rewriter = Rewriter(tm, {index: action}, key)  # refuses what the binlog path refuses
+    one = dataclasses.replace(col, index=0, nullable=True)
+    decode = compile_rows(TableMap(0, 0, tm.database, tm.table, [one], None, has_names=True,
+                                   is_mariadb=tm.is_mariadb), "write", (), (0,))
+    if col.type in _INTEGERS:
+        size, signed = _FIXED[col.type], not col.unsigned
+
+        def stored(raw: bytes) -> bytes:
+            return int(raw).to_bytes(size, "little", signed=signed)
+    elif col.type in _STRINGS | _BLOBS | _COMPRESSED_COLUMNS:
+        width, header = _prefix_width(col), b"\x00" if col.type in _COMPRESSED_COLUMNS else b""
+
+        def stored(raw: bytes) -> bytes:  # SELECT gives compressed columns uncompressed
+            data = header + raw
+            return len(data).to_bytes(width, "little") + data
+    else:  # exclude/mask of another type: only a fixed-size type's size matters (JSON etc. are only NULLed)
+        size = _span(col)(bytes(4), 0)
+
+        def stored(raw: bytes) -> bytes:
+            return bytes(size)
+
+    def masked(raw: bytes) -> Any:
+        new = rewriter._replace(index, stored(raw))
+        if new is None:
+            return None
+        image = b"\x00" + new  # the NULL bitmap of one column, then its value
+        return decode(image, 0, len(image))[0]["after"][col.name]
+
+    return masked

@@ -41,6 +41,12 @@ class ColumnDef:
     unsigned: bool = False
     enum_values: list[str] | None = None
     set_values: list[str] | None = None
+    # What the server fills existing rows with when the column is added (the land job's mirrors need it);
+    # not part of the history entries, nor of equality.
+    args: str = field(default="", compare=False)  # the type's arguments: "10,2", "3"
+    default: list[tuple[str, str]] | None = field(default=None, compare=False)  # DEFAULT's tokens
+    not_null: bool = field(default=False, compare=False)
+    generated: bool = field(default=False, compare=False)  # AS (expr) / GENERATED ALWAYS AS
 
     def to_json(self) -> dict[str, object]:
         return {"name": self.name, "type": self.type, "unsigned": self.unsigned, "enum_values": self.enum_values,
@@ -423,7 +429,9 @@ class _Parser:
                 else:
                     column.set_values = labels
             else:
+                start = self.i
                 self.skip_parens()
+                column.args = "".join(t for _, t in self.toks[start + 1 : self.i - 1])
         primary = False
         while not self.at_end() and self.peek() not in (",", ")"):
             word = self.peek()
@@ -437,7 +445,14 @@ class _Parser:
                 column.unsigned = False
             elif word == "PRIMARY" and self.peek() == "KEY":
                 self.i += 1
-                primary = True
+                primary = column.not_null = True
+            elif word == "NOT" and self.peek() == "NULL":
+                self.i += 1
+                column.not_null = True
+            elif word in ("AS", "GENERATED"):
+                column.generated = True
+            elif word == "DEFAULT" and not self.at_end():
+                column.default = self.default_value()
             elif word == "UNIQUE":
                 self.accept("KEY")
             elif word == "KEY":  # KEY alone in a column definition is PRIMARY KEY
@@ -445,13 +460,42 @@ class _Parser:
             elif word in ("FIRST", "AFTER"):
                 self.i -= 1  # positions belong to ALTER TABLE, which reads them
                 break
-            elif word in ("DEFAULT", "COMMENT", "COLLATE", "ON", "REFERENCES") and not self.at_end():
+            elif word in ("COMMENT", "COLLATE", "ON", "REFERENCES") and not self.at_end():
                 # The next token is a value or a name, never an attribute.
                 if self.peek() == "(":
                     self.skip_parens()
                 else:
                     self.i += 1
         return column, primary
+
+    def default_value(self) -> list[tuple[str, str]]:
+        """The tokens of a DEFAULT value: a literal (signed number, string with an introducer, b'..'),
+        a function call (CURRENT_TIMESTAMP(6)) or a parenthesised expression."""
+        start = self.i
+        while self.peek() in ("-", "+"):
+            self.i += 1
+        if self.peek() == "(":
+            self.skip_parens()
+            return self.toks[start : self.i]
+        if self.peek() == ".":  # .5
+            self.i += 1
+        kind, text = self.toks[self.i]
+        self.i += 1
+        if self.peek() == "(":  # NOW(), CURRENT_TIMESTAMP(6)
+            self.skip_parens()
+        elif kind == "word" and self.i < len(self.toks) and self.toks[self.i][0] == "str":
+            self.i += 1  # _utf8mb4'x', b'101', x'ff', DATE '2024-01-01'
+        elif kind == "word" and text[:1].isdigit():  # 1.5, 1.5e-3: the tokenizer splits numbers at . and -
+            prev = text
+            while self.i < len(self.toks):
+                k, t = self.toks[self.i]
+                dot = k == "op" and t == "." and prev != "."
+                sign = k == "op" and t in ("-", "+") and prev[-1:] in "eE"
+                if not (dot or sign or (k == "word" and prev in (".", "-", "+"))):
+                    break
+                prev = t
+                self.i += 1
+        return self.toks[start : self.i]
 
     # -- ALTER TABLE
 

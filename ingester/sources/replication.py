@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from ..codec import BinlogDecoder, BinlogError
 from ..codec.decoder import CHECKSUM_CRC32, CHECKSUM_OFF
 from ..codec.events import Event, RotateEvent, TransactionPayloadEvent
-from .errors import ReplicationError
+from .errors import ReplicationError, SourceUnreachable
 
 if TYPE_CHECKING:
     from ..records.builder import RecordBuilder
@@ -38,6 +38,7 @@ _SIZE_AND_LOG_POS = struct.Struct("<II").unpack_from
 _U32 = struct.Struct("<I").unpack_from
 _NO_TLS = 2026  # pymysql: "SSL is required but the server doesn't support it"
 _ROTATE = 4
+_UNREACHABLE = (2003, 2006, 2013)  # pymysql: cannot connect, server gone, connection lost while connecting
 
 
 TLS_MODES = ("verify-identity", "verify-ca", "required", "preferred", "disabled")
@@ -114,8 +115,8 @@ class SourceURL:
             elif "CERTIFICATE_VERIFY_FAILED" in str(exc):
                 hint = ("the server's certificate was not accepted: give its CA with tls-ca=FILE, or choose a "
                         "weaker tls mode explicitly")
-            raise ReplicationError(f"{self}: cannot connect: {_message(exc)}" + (f" ({hint})" if hint else "")) \
-                from None
+            error = SourceUnreachable if code in _UNREACHABLE else ReplicationError
+            raise error(f"{self}: cannot connect: {_message(exc)}" + (f" ({hint})" if hint else "")) from None
         if context is not None and not isinstance(conn._sock, ssl.SSLSocket):
             conn.close()  # older pymysql stays in plaintext quietly
             raise ReplicationError(f"{self}: the server does not offer TLS, and tls={self.tls} requires it "

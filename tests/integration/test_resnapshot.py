@@ -4,6 +4,7 @@ concurrent changes, and a kill -9 in the middle resumes the re-snapshot exactly 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -125,3 +126,50 @@ def test_changes_inside_the_watermark_window_win_over_the_chunk(make_mariadb, ka
     expected = {i: (v, s) for i, v, s in server.execute("SELECT id, v, s FROM rw.t")}
     assert any(s == "changed" for _, s in expected.values()) and state == expected
     assert sum(kind == "read" for _, _, kind in seen) > 50
+
+
+def test_progress_of_a_resnapshot_in_metrics_and_in_snapshot_wait(mariadb, kafka, capsys) -> None:
+    """`binlake snapshot --wait` (not a terminal: log lines) follows the daemon's reports until every table is
+    read or skipped; the daemon's metrics count the rows and tables."""
+    mariadb.execute("DROP DATABASE IF EXISTS prog")
+    mariadb.execute("CREATE DATABASE prog CHARACTER SET utf8mb4")
+    mariadb.execute("CREATE TABLE prog.a (id INT PRIMARY KEY, v VARCHAR(10))")
+    mariadb.execute("CREATE TABLE prog.b (id INT PRIMARY KEY)")
+    mariadb.execute("CREATE TABLE prog.nopk (x INT)")
+    mariadb.execute("INSERT INTO prog.a VALUES " + ", ".join(f"({i}, 'v{i}')" for i in range(250)))
+    mariadb.execute("INSERT INTO prog.b VALUES " + ", ".join(f"({i})" for i in range(60)))
+    start = mariadb.current_binlog_position()
+    cfg = load_config(None, {"source": {"url": mariadb.url, "server_id": 4751, "start_file": start.file,
+                                        "start_position": start.position},
+                             "kafka": {"bootstrap": kafka.bootstrap, "topic_prefix": "prog"},
+                             "filters": {"include": ["prog.*"]},
+                             "snapshot_signal_table": "prog.signal", "snapshot_chunk_rows": 100})
+    runner = Runner(cfg)
+    waited: list[int] = []
+
+    def operator() -> None:  # the daemon runs in the main thread (it installs signal handlers)
+        try:
+            waited.append(main(["snapshot", "--source", mariadb.url, "--signal-table", "prog.signal", "--tables",
+                                "prog.a,prog.nopk,prog.b", "--wait"]))
+            deadline = time.monotonic() + 60
+            while "resnapshot" in (runner.committed or {}) and time.monotonic() < deadline:
+                time.sleep(0.02)  # --wait returns once the last chunk is read; it is published just after
+        finally:
+            runner.request_stop()
+
+    thread = threading.Thread(target=operator, daemon=True)
+    thread.start()
+    runner.run()
+    thread.join()
+    assert waited == [0]
+    err = capsys.readouterr().err
+    assert "re-snapshot of prog.nopk: skipped, the table has no primary key usable for chunks" in err, err
+    assert "re-snapshot of prog.a: every row read (250)" in err and "re-snapshot of prog.b: every row read (60)" in err
+    assert re.search(r"re-snapshot of prog.a, prog.nopk, prog.b: 310/[\d,]+ rows \(\d+%\), [\d,]+ rows/s, ETA ", err)
+    sample = runner.metrics.registry.get_sample_value
+    assert sample("binlake_resnapshot_rows_total") == 310
+    assert sample("binlake_resnapshot_tables_done_total") == 2
+    assert sample("binlake_resnapshot_tables_remaining") == 0
+    assert sample("binlake_resnapshot_rows_estimated") > 0
+    reads = [e for e in committed_record_events(kafka.bootstrap, "prog") if isinstance(e.event, E.RowsEvent)]
+    assert sum(len(e.event.rows) for e in reads) == 310

@@ -103,3 +103,19 @@ def test_kafka_security_options_and_their_errors(tmp_path) -> None:
     with pytest.raises(ValueError, match="needs sasl_username and sasl_password"):
         load_config(environ={"BINLAKE_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
                              "BINLAKE_KAFKA_SASL_MECHANISM": "PLAIN"})
+
+
+def test_failover_hosts_share_the_urls_credentials(monkeypatch) -> None:
+    from ingester.sources.replication import SourceURL
+
+    monkeypatch.setenv("BINLAKE_SOURCE_PASSWORD", "pw")
+    cfg = load_config(None, {"source": {"url": "mysql://repl@db1:3306?tls=verify-ca"}},
+                      environ={"BINLAKE_SOURCE_HOSTS": "db2:3307, db1:3306,db3:3306"})
+    urls = [SourceURL.parse(cfg.source_url(u)) for u in cfg.source_candidates()]
+    assert [(u.host, u.port, u.user, u.password, u.tls) for u in urls] == [
+        ("db1", 3306, "repl", "pw", "verify-ca"), ("db2", 3307, "repl", "pw", "verify-ca"),
+        ("db3", 3306, "repl", "pw", "verify-ca")]
+    assert load_config(None, environ={}).source_candidates() == ["mysql://root@127.0.0.1:3306"]
+    for bad in ("db2", "mysql://u@db2:3306"):
+        with pytest.raises(ValueError, match=rf"source\.hosts: '{bad}' is not HOST:PORT"):
+            load_config(None, {"source": {"hosts": [bad]}}, environ={})

@@ -43,7 +43,7 @@ def _documented(default: Any) -> str:
     if isinstance(default, bool):
         return str(default).lower()
     if isinstance(default, list):
-        return ", ".join(f"`{v}`" for v in default)
+        return ", ".join(f"`{v}`" for v in default) or "none"
     if isinstance(default, str):
         return f"`{default}`"
     return str(default)
