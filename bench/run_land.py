@@ -49,7 +49,7 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=2000, help="latency: target transactions/s")
     parser.add_argument("--duration", type=float, default=20, help="latency: seconds of load")
     args = parser.parse_args()
-    latency = measure_latency(args.rate, args.duration) if args.latency else ""
+    latency = measure_latency(args.rate, args.duration, args.land_log) if args.latency else ""
     dataset = load_or_generate()
     workload = dataset.workloads["bulk"]
     with KafkaBroker() as broker, tempfile.TemporaryDirectory(prefix="bl-land-", dir=BENCH_DIR / "data") as root:
@@ -88,7 +88,7 @@ def main() -> int:
     return 0
 
 
-def measure_latency(rate: float, duration: float, writers: int = 3) -> str:
+def measure_latency(rate: float, duration: float, land_log: Path | None = None, writers: int = 3) -> str:
     """Single-row transactions at ``rate``/s for ``duration`` s through `binlake run` and `binlake land
     --trigger 1s`, once two warm-up rows have landed (steady state: the first micro-batches of a process pay
     the JVM's warm-up once); a row's latency is the commit time of the first mirror version holding it
@@ -127,6 +127,8 @@ def measure_latency(rate: float, duration: float, writers: int = 3) -> str:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
+            if land_log:
+                land_log.with_suffix(".latency.log").write_bytes((logs / "land.log").read_bytes())
         landed = _first_versions(lake / "bench_lat" / "t")
     latencies = sorted(landed[i] - t for i, t in commits.items())
     _check(len(latencies) == len(commits), "rows missing from the mirror")
