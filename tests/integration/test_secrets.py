@@ -78,7 +78,7 @@ def test_error_paths_never_show_the_password(server, kafka, tmp_path) -> None:
         runs.append((f"run, wrong password, {way}", _start(["run", *flags, "--kafka", kafka.bootstrap,
                                                             "--exit-at-end"], env), 2))
     url, env_way, file_way = _ways(_free_port(), PASSWORD, tmp_path)
-    runs.append(("doctor, unreachable, file", _start(["doctor", *file_way[1]], file_way[2]), 2))
+    runs.append(("doctor, unreachable, file", _start(["doctor", *file_way[1]], file_way[2]), 1))  # a NOT READY finding
     runs.append(("run, unreachable, url", _start(["run", *url[1], "--kafka", kafka.bootstrap], url[2]), 2))
     url, env_way, file_way = _ways(server.port, PASSWORD, tmp_path)
     runs.append(("run, unreachable Kafka, env", _start(["run", *env_way[1], "--kafka", dead_kafka,
@@ -95,6 +95,11 @@ def test_error_paths_never_show_the_password(server, kafka, tmp_path) -> None:
         _assert_clean(f"{what}: stderr", err)
         if expected is not None:
             assert proc.returncode == expected, f"{what}: {proc.returncode} {err.decode()[-2000:]}"
+            if what.startswith("doctor, unreachable"):  # a finding per server, on stdout
+                lines = out.decode().strip().splitlines()
+                assert lines[-1].startswith("NOT READY: mysql://sec@127.0.0.1:"), f"{what}: {lines}"
+                assert any("connect" in line and "2003" in line for line in lines), f"{what}: {lines}"
+                continue
             last = err.decode().strip().splitlines()[-1]
             if what.startswith("consume"):  # gives up on its own: one line naming the broker
                 assert last.startswith(f"binlake: error: kafka {dead_kafka}"), f"{what}: {last}"
