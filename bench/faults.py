@@ -295,21 +295,9 @@ class Stack:
 
     def kafka_end_offsets(self) -> dict[str, dict[str, int]]:
         """The end offsets of the table topics as a read_committed consumer sees them."""
-        from kafka import KafkaConsumer, TopicPartition
+        from ingester.cli.demo import kafka_end_offsets
 
-        from streaming_job.job import topic_pattern
-
-        consumer = KafkaConsumer(bootstrap_servers=self.broker.bootstrap, isolation_level="read_committed")
-        try:
-            pattern = re.compile(topic_pattern(PREFIX))
-            parts = [TopicPartition(t, p) for t in consumer.topics() if pattern.fullmatch(t)
-                     for p in consumer.partitions_for_topic(t) or ()]
-            out: dict[str, dict[str, int]] = {}
-            for tp, offset in consumer.end_offsets(parts).items():
-                out.setdefault(tp.topic, {})[str(tp.partition)] = offset
-            return out
-        finally:
-            consumer.close()
+        return kafka_end_offsets(self.broker.bootstrap, PREFIX)
 
 
 # -- the checks ------------------------------------------------------------------------------------

@@ -234,7 +234,7 @@ class _Pipeline:
         query = self.spark.streams.active[0]
         while True:
             query.processAllAvailable()
-            if _query_offsets(query) == _kafka_end_offsets(self.bootstrap):
+            if _query_offsets(query) == kafka_end_offsets(self.bootstrap, PREFIX):
                 break
             self.check()
             if time.monotonic() > deadline:
@@ -272,15 +272,16 @@ def _query_offsets(query: Any) -> dict[str, dict[str, int]]:
     return {topic: {str(p): int(o) for p, o in parts.items()} for topic, parts in (end or {}).items()}
 
 
-def _kafka_end_offsets(bootstrap: str) -> dict[str, dict[str, int]]:
-    """The end offsets of the demo's table topics as a read_committed consumer sees them."""
+def kafka_end_offsets(bootstrap: str, prefix: str) -> dict[str, dict[str, int]]:
+    """The end offsets of the table topics of ``prefix`` as a read_committed consumer sees them (what a
+    landing job has read all of once its query's offsets equal them)."""
     from kafka import KafkaConsumer, TopicPartition
 
     from streaming_job.job import topic_pattern
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
     try:
-        pattern = re.compile(topic_pattern(PREFIX))
+        pattern = re.compile(topic_pattern(prefix))
         parts = [TopicPartition(t, p) for t in consumer.topics() if pattern.fullmatch(t)
                  for p in consumer.partitions_for_topic(t) or ()]
         out: dict[str, dict[str, int]] = {}
