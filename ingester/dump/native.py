@@ -128,7 +128,7 @@ def _column_op(col: Column, mariadb: bool) -> ColumnOp | None:
         return (_FRACTIONAL[t], meta, 0, None) if 0 <= meta <= 6 else None
     if t == T.BIT:
         nbytes = (meta >> 8) + (1 if meta & 0xFF else 0)
-        return (OP_BIT, nbytes, 0, None) if 1 <= nbytes <= 8 else None
+        return (OP_BIT, nbytes, 0, None) if 1 <= nbytes <= 8 and meta & 0xFF <= 7 else None
     if t in (T.ENUM, T.SET):
         size = meta & 0xFF
         if not 1 <= size <= 8:
