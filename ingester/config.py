@@ -131,6 +131,9 @@ class LandConfig:
     max_offsets_per_trigger: int | None = None  # bound a micro-batch (e.g. the first run on a backlog)
     master: str = "local[2]"  # Spark master for `binlake land`; spark-submit sets its own
     shuffle_partitions: int = 2
+    # a table's micro-batch of at most this many row changes has its mirror rows reduced and, when they
+    # only add keys, appended by the driver (fast); larger ones go through Spark's jobs (bounded memory)
+    driver_rows: int = 1_000_000
 
 
 @dataclass

@@ -34,6 +34,7 @@ class LandSettings:
     max_offsets_per_trigger: int | None = None
     master: str | None = "local[2]"  # None: whatever spark-submit set
     shuffle_partitions: int = 2
+    driver_rows: int = 1_000_000  # see Lander.driver_rows
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
 
@@ -117,7 +118,7 @@ def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
     """Run the query until it stops (available-now: once everything committed so far has landed)."""
     spark = spark or build_session(settings.master, settings.shuffle_partitions)
     lander = Lander(spark, settings.lake, settings.checkpoint, settings.quarantine, settings.bootstrap,
-                    settings.topic_prefix)
+                    settings.topic_prefix, driver_rows=settings.driver_rows)
     listener = LandMetrics(lander)
     spark.streams.addListener(listener)
     if settings.metrics_port is not None:

@@ -33,7 +33,7 @@ def candidate_schema(columns: list[tuple[str, str]]) -> pa.Schema:
 def mirror_candidates(typed: pa.RecordBatch, pk: list[str], schema: pa.Schema) -> pa.Table:
     """One chunk of typed row changes (decode.typed_batches) -> its candidate mirror rows, the last per key."""
     names = schema.names[: -len(CANDIDATE_META)]
-    return _last_per_key(_candidates(typed, names, pk, schema), pk)
+    return last_per_key(_candidates(typed, names, pk, schema), pk)
 
 
 def _candidates(typed: pa.RecordBatch, names: list[str], pk: list[str], schema: pa.Schema) -> pa.Table:
@@ -62,7 +62,7 @@ def _candidates(typed: pa.RecordBatch, names: list[str], pk: list[str], schema: 
     return pa.concat_tables([part(deleted, image_before, True), part(has_after, image_after, False)])
 
 
-def _last_per_key(table: pa.Table, pk: list[str]) -> pa.Table:
+def last_per_key(table: pa.Table, pk: list[str]) -> pa.Table:
     """The last candidate (by ORDER) of each key; all of them where Arrow cannot group the key's type."""
     if not pk or len(table) < 2:
         return table

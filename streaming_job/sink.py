@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -29,8 +31,16 @@ from ingester.records.format import record_events
 from . import defaults as D
 from .decode import ERROR, HEADERS, RAW, RECORD_DDL, decode_partition, quote, reassemble, typed_batches, typed_ddl
 from .lake_types import widens
-from .mirror import COMMIT_TS, DELETED, ORDER, SEQ
-from .writer import FILE_COLUMNS, PARTITION_COLUMN, DeltaCommit, land_partition, landed_ddl
+from .mirror import COMMIT_TS, DELETED, ORDER, SEQ, candidates_ddl, last_per_key
+from .writer import (
+    FILE_COLUMNS,
+    PARTITION_COLUMN,
+    DeltaCommit,
+    land_partition,
+    landed_ddl,
+    landed_schema,
+    write_mirror_file,
+)
 
 log = logging.getLogger("binlake.land")
 QUARANTINE_TABLE = "_quarantine"
@@ -92,6 +102,8 @@ class Lander:
     _appear: dict[tuple[str, str], tuple[dict[str, bytes], set[str]]] = field(default_factory=dict)
     _added: D.AddedColumns = field(default_factory=D.AddedColumns)  # ADD COLUMN statements read so far
     _schema_next: int = 0  # the schema topic's next offset to read
+    # A table's batch of at most this many row changes has its mirror candidates reduced on the driver
+    driver_rows: int = 1_000_000
 
     def __post_init__(self) -> None:
         if not self.app_id:  # stable per checkpoint: the query's identity for Delta's idempotent writes
@@ -248,6 +260,24 @@ class Lander:
             return
         landed = subset.mapInArrow(land_partition(columns, pk, path if write else None, ingest_micros),
                                    landed_ddl(columns))
+        if txn is not None and sum(g.n for g in schemas) <= self.driver_rows:
+            # One job writes the change-log files and brings their names and the mirror's candidates (at
+            # most one per key and task) to the driver, which reduces and lands them without more jobs.
+            t = time.monotonic()
+            got = landed.toArrow().cast(landed_schema(columns))
+            is_file = got.column("_binlake_file").is_valid()
+            found = got.filter(is_file)
+            files = list(zip(*(found.column(c).to_pylist() for c in FILE_COLUMNS), strict=True))
+            if write:
+                txn.commit(files, self.app_id, batch_id)
+            log.debug("%s.%s: change log %.1fs (%d files)", db, table, time.monotonic() - t, len(files))
+            if pk:
+                self._full_images(db, table, schemas)
+                t = time.monotonic()
+                self._merge(got.filter(pc.invert(is_file)).drop_columns(FILE_COLUMNS), db, table, columns, pk,
+                            batch_id)
+                log.debug("%s.%s: mirror %.1fs", db, table, time.monotonic() - t)
+            return
         if pk:
             landed = landed.persist()  # the files' job computes the candidates once, for the mirror
         try:
@@ -257,16 +287,20 @@ class Lander:
                 txn.commit([tuple(f) for f in files], self.app_id, batch_id)
             log.debug("%s.%s: change log %.1fs (%d files)", db, table, time.monotonic() - t, len(files))
             if pk:
-                if any(g.partial for g in schemas):
-                    raise LandError(f"`{db}`.`{table}`: partial row images (binlog_row_image MINIMAL or NOBLOB) "
-                                    f"from {min(g.first_position for g in schemas)}: the mirror needs FULL images; "
-                                    "set binlog_row_image=FULL")
+                self._full_images(db, table, schemas)
                 t = time.monotonic()
                 self._merge(landed.filter("_binlake_file IS NULL").drop(*FILE_COLUMNS), db, table, columns, pk,
                             batch_id)
                 log.debug("%s.%s: mirror %.1fs", db, table, time.monotonic() - t)
         finally:
             landed.unpersist()
+
+    @staticmethod
+    def _full_images(db: str, table: str, schemas: list[_Schema]) -> None:
+        if any(g.partial for g in schemas):
+            raise LandError(f"`{db}`.`{table}`: partial row images (binlog_row_image MINIMAL or NOBLOB) "
+                            f"from {min(g.first_position for g in schemas)}: the mirror needs FULL images; "
+                            "set binlog_row_image=FULL")
 
     # --- schema -------------------------------------------------------------------------------
 
@@ -397,9 +431,11 @@ class Lander:
 
     # --- mirror -------------------------------------------------------------------------------
 
-    def _merge(self, candidates: DataFrame, db: str, table: str, columns: list[tuple[str, str]], pk: list[str],
-               batch_id: int) -> None:
-        """Apply the batch's changes of one table to its mirror: per key the last candidate (mirror.py) wins."""
+    def _merge(self, candidates: DataFrame | pa.Table, db: str, table: str, columns: list[tuple[str, str]],
+               pk: list[str], batch_id: int) -> None:
+        """Apply the batch's changes of one table to its mirror: per key the last candidate (mirror.py) wins.
+        Candidates on the driver (an Arrow table) that only add keys above the mirror's are appended from
+        here (``_append_new_keys``); anything else goes through Spark."""
         from delta.tables import DeltaTable
 
         path = self.path(db, table)
@@ -415,6 +451,12 @@ class Lander:
                      if not f.name.startswith("_binlake_")]
         added = [n for n, _ in columns if n not in dict(known or [])] if exists else []
         fills = self._defaults(db, table, columns, added)
+        if isinstance(candidates, pa.Table):
+            if not (fills or added) and self._append_new_keys(candidates, path, exists, db, table, columns, pk,
+                                                               batch_id):
+                self._mirrors[(db, table)] = columns
+                return
+            candidates = self.spark.createDataFrame(candidates, schema=candidates_ddl(columns))
         if fills:  # images older than an ADD COLUMN (or RENAME) get its default
             candidates = candidates.withColumns(D.mirror_images([n for n, _ in columns], fills, image="", seq=SEQ))
         latest = (candidates.withColumn("_binlake_order", F.struct(*ORDER))
@@ -465,6 +507,45 @@ class Lander:
         if high is not None:
             self._highest[(db, table)] = max(high[0], high[2])
 
+    def _append_new_keys(self, candidates: pa.Table, path: str, exists: bool, db: str, table: str,
+                         columns: list[tuple[str, str]], pk: list[str], batch_id: int) -> bool:
+        """For a mirror keyed by one integer column whose batch keys all lie above its largest key (the
+        common case of an insert-mostly table): the surviving rows appended as one file written here and
+        committed through Delta's transaction API with the batch's SetTransaction. Spark's writer and
+        MERGE cost seconds per batch; this costs milliseconds. Returns False where it does not apply."""
+        if len(pk) != 1 or not _local(path) or dict(columns)[pk[0]] not in _INTEGER:
+            return False
+        latest = last_per_key(candidates, pk)
+        key = latest.column(pk[0])
+        if not exists:
+            ddl = ", ".join(f"{quote(n)} {t}" for n, t in [*columns, *_META])
+            self._append(self.spark.createDataFrame([], ddl), path, -1, stats=pk, idempotent=False)
+            highest = None
+        else:
+            highest = self._mirror_highest(path, db, table, pk[0], int)
+        bounds = pc.min_max(key)
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        if low is not None and highest is not None and highest >= low:
+            return False
+        commit = DeltaCommit(self.spark, path)
+        if not commit.done(self.app_id, batch_id):  # else a replay: the mirror has this batch
+            surviving = latest.filter(pc.invert(latest.column(DELETED))).select([n for n, _ in [*columns, *_META]])
+            adds = [write_mirror_file(path, surviving, pk[0])] if len(surviving) else []
+            commit.append(adds, self.app_id, batch_id, [])
+        if high is not None:
+            self._highest[(db, table)] = high if highest is None else max(highest, high)
+        log.debug("%s.%s: batch keys above the mirror's: appended by the driver", db, table)
+        return True
+
+    def _mirror_highest(self, path: str, db: str, table: str, column: str, number: Any) -> Any:
+        """The largest key the mirror can hold: asked of the mirror once per process, then kept up to date
+        by this job (an upper bound: deletes do not lower it)."""
+        key = (db, table)
+        if key not in self._highest:
+            found = self.spark.read.format("delta").load(path).agg(F.max(quote(column)).cast("string")).first()[0]
+            self._highest[key] = None if found is None else number(found)
+        return self._highest[key]
+
     def _key_high(self, path: str, db: str, table: str, columns: list[tuple[str, str]], pk: list[str],
                   ranges: list[KeyRange]) -> tuple[Any, Any, Any] | None:
         """For a mirror keyed by one integer or decimal column: (the largest key the mirror can hold, the
@@ -476,11 +557,7 @@ class Lander:
         number = _NUMBER.get(dict(columns)[pk[0]].split("(")[0])
         if number is None:
             return None
-        key = (db, table)
-        if key not in self._highest:
-            found = self.spark.read.format("delta").load(path).agg(F.max(quote(pk[0])).cast("string")).first()[0]
-            self._highest[key] = None if found is None else number(found)
-        highest = self._highest[key]
+        highest = self._mirror_highest(path, db, table, pk[0], number)
         low, high = number(ranges[0].text_low), number(ranges[0].text_high)
         return (low - 1 if highest is None else highest), low, high
 
@@ -518,7 +595,8 @@ class KeyRange(NamedTuple):
     text_high: str
 
 
-_NUMBER: dict[str, Any] = {"tinyint": int, "smallint": int, "int": int, "bigint": int, "decimal": Decimal}
+_INTEGER = ("tinyint", "smallint", "int", "bigint")
+_NUMBER: dict[str, Any] = {**dict.fromkeys(_INTEGER, int), "decimal": Decimal}
 
 
 def _literal(text: str, dtype: str) -> str:

@@ -123,20 +123,39 @@ class DeltaCommit:
         return bool(self.txn.txnVersion(app_id) >= batch_id)
 
     def commit(self, files: list[Any], app_id: str, batch_id: int) -> int:
-        """Add ``files`` (FILE_COLUMNS tuples) and the batch's SetTransaction in one commit (a blind append)."""
+        """Add change-log ``files`` (FILE_COLUMNS tuples) and the batch's SetTransaction in one commit."""
+        adds = [(name, {PARTITION_COLUMN: partition}, size,
+                 {"numRecords": rows, "minValues": {"kafka_offset": low}, "maxValues": {"kafka_offset": high},
+                  "nullCount": {"kafka_offset": 0}})
+                for name, partition, size, rows, low, high in files]
+        return self.append(adds, app_id, batch_id, [PARTITION_COLUMN])
+
+    def append(self, adds: list[tuple[str, dict[str, str], int, dict[str, Any]]], app_id: str, batch_id: int,
+               partition_by: list[str]) -> int:
+        """A blind append: ``adds`` (relative path, partition values, size, statistics) and the batch's
+        SetTransaction in one commit. Returns the table version written."""
         jvm, actions = self.jvm, self.delta.actions
         utils = jvm.org.apache.spark.api.python.PythonUtils
         none = jvm.scala.Option.empty()
-        adds = []
-        for name, partition, size, rows, low, high in files:
-            stats = {"numRecords": rows, "minValues": {"kafka_offset": low}, "maxValues": {"kafka_offset": high},
-                     "nullCount": {"kafka_offset": 0}}
-            adds.append(actions.AddFile(name, utils.toScalaMap({PARTITION_COLUMN: partition}), size,
-                                        int(time.time() * 1000), True, orjson.dumps(stats).decode(), None, None,
-                                        none, none, none))
-        now = jvm.scala.Option.apply(jvm.java.lang.Long.valueOf(int(time.time() * 1000)))
-        adds.append(actions.SetTransaction(app_id, batch_id, now))
+        now_ms = int(time.time() * 1000)
+        jadds = [actions.AddFile(name, utils.toScalaMap(values), size, now_ms, True, orjson.dumps(stats).decode(),
+                                 None, None, none, none, none)
+                 for name, values, size, stats in adds]
+        when = jvm.scala.Option.apply(jvm.java.lang.Long.valueOf(now_ms))
+        jadds.append(actions.SetTransaction(app_id, batch_id, when))
         write = getattr(self.delta, "DeltaOperations$Write")
         operation = write(jvm.org.apache.spark.sql.SaveMode.Append,
-                          jvm.scala.Option.apply(utils.toSeq([PARTITION_COLUMN])), none, none)
-        return int(self.txn.commit(utils.toSeq(adds), operation))
+                          jvm.scala.Option.apply(utils.toSeq(partition_by)) if partition_by else none, none, none)
+        return int(self.txn.commit(utils.toSeq(jadds), operation))
+
+
+def write_mirror_file(table_path: str, rows: pa.Table, key: str) -> tuple[str, dict[str, str], int, dict[str, Any]]:
+    """One unpartitioned mirror file of ``rows`` (written by the driver), with its statistics of the
+    (integer) ``key`` column, which the mirror's MERGEs skip files by."""
+    name = f"part-{uuid.uuid4()}.zstd.parquet"
+    path = os.path.join(table_path, name)
+    pq.write_table(rows, path, compression="zstd")
+    bounds = pc.min_max(rows.column(key))
+    stats = {"numRecords": len(rows), "minValues": {key: bounds["min"].as_py()},
+             "maxValues": {key: bounds["max"].as_py()}, "nullCount": {key: rows.column(key).null_count}}
+    return name, {}, os.path.getsize(path), stats

@@ -24,6 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="land undecodable records in <lake>/_quarantine instead of stopping")
     p.add_argument("--min-partitions", type=int, metavar="N", help="Kafka source minPartitions")
     p.add_argument("--max-offsets-per-trigger", type=int, metavar="N", help="bound each micro-batch")
+    p.add_argument("--driver-rows", type=int, metavar="N",
+                   help="a table's batch of at most N row changes is reduced for its mirror by the driver")
     p.add_argument("--master", metavar="URL", help="Spark master (default local[2])")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on 127.0.0.1")
     p.add_argument("--log-format", choices=("text", "json"))
@@ -37,8 +39,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def land_overrides(args: argparse.Namespace) -> dict[str, Any]:
     out = overrides(args)
-    land = {k: getattr(args, k) for k in ("lake", "checkpoint", "trigger", "quarantine", "min_partitions",
-                                          "max_offsets_per_trigger", "master") if getattr(args, k, None) is not None}
+    names = ("lake", "checkpoint", "trigger", "quarantine", "min_partitions", "max_offsets_per_trigger", "master",
+             "driver_rows")
+    land = {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
     if land:
         out["land"] = land
     return out
@@ -53,8 +56,8 @@ def settings(cfg: Config, master: str | None) -> Any:
                         checkpoint=cfg.land.checkpoint, trigger=cfg.land.trigger, quarantine=cfg.land.quarantine,
                         min_partitions=cfg.land.min_partitions,
                         max_offsets_per_trigger=cfg.land.max_offsets_per_trigger, master=master,
-                        shuffle_partitions=cfg.land.shuffle_partitions, metrics_port=cfg.metrics_port,
-                        metrics_host=cfg.metrics_host)
+                        shuffle_partitions=cfg.land.shuffle_partitions, driver_rows=cfg.land.driver_rows,
+                        metrics_port=cfg.metrics_port, metrics_host=cfg.metrics_host)
 
 
 def run(args: argparse.Namespace, master_from_config: bool = True) -> int:
@@ -62,7 +65,6 @@ def run(args: argparse.Namespace, master_from_config: bool = True) -> int:
     try:
         cfg = load_config(args.config, land_overrides(args))
         setup_logging(cfg.log_format)
-        logging.getLogger("py4j").setLevel(logging.WARNING)  # one INFO line per callback otherwise
         if os.environ.get("BINLAKE_DEBUG"):
             logging.getLogger("binlake.land").setLevel(logging.DEBUG)  # per-step timings of each batch
         logging.getLogger("binlake.land").info("configuration: %s", json.dumps(cfg.redacted()))

@@ -61,11 +61,29 @@ class JsonFormatter(logging.Formatter):
                            "logger": record.name, "message": record.getMessage()})
 
 
+class StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record is emitted, never to a stream since closed.
+
+    A handler bound to the stderr of the moment outlives it when the CLI runs in-process (tests,
+    notebooks): a later record, e.g. one py4j logs from a background thread, then fails as a logging error.
+    """
+
+    @property  # type: ignore[override]
+    def stream(self):  # the base class' attribute
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: object) -> None:
+        pass
+
+
 def setup_logging(log_format: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    """Root logging at INFO on stderr; py4j's per-command chatter (INFO) stays out of the operator's log."""
+    handler = StderrHandler()
     handler.setFormatter(JsonFormatter() if log_format == "json" else
                          logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 def run(args: argparse.Namespace) -> int:

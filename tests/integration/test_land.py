@@ -191,21 +191,25 @@ def _land(kafka, prefix: str, lake: Path, *extra: str) -> int:
                  "--checkpoint", str(lake / "_checkpoint"), "--trigger", "available-now", *extra])
 
 
+@pytest.mark.parametrize("driver_rows", [None, "0"], ids=["driver-reduces", "spark-reduces"])
 def test_every_type_lands_and_mirrors_equal_the_servers_select(make_mariadb, kafka, spark, tmp_path,
-                                                               monkeypatch, capsys) -> None:
+                                                               monkeypatch, capsys, driver_rows) -> None:
+    """Both ways of landing a table's batch: small ones reduced on the driver (the mirror appended by it
+    where the batch only adds keys), large ones (here: every one, ``--driver-rows 0``) by Spark's jobs."""
     server = make_mariadb()
     db = "landzoo"
     server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
     conn = server.connect(db)
     zoo._create(conn)
     _workload(conn)
-    prefix = "land1"
+    prefix = f"land1{driver_rows or ''}"  # the broker is the session's: topics of its own
     # Small records: the big rows go as chunks, and minPartitions splits the partitions between them.
     monkeypatch.setenv("BINLAKE_KAFKA_MAX_RECORD_BYTES", "20000")
     _run_daemon(server, kafka, prefix)
     lake = tmp_path / "lake"
     capsys.readouterr()
-    assert _land(kafka, prefix, lake, "--min-partitions", "16") == 0
+    assert _land(kafka, prefix, lake, "--min-partitions", "16", *(["--driver-rows", driver_rows] if driver_rows
+                                                                  else [])) == 0
     assert "chunk pieces reassembled across partition splits" in capsys.readouterr().err
 
     for name, cols in zoo.TABLES.items():

@@ -119,3 +119,21 @@ def test_failover_hosts_share_the_urls_credentials(monkeypatch) -> None:
     for bad in ("db2", "mysql://u@db2:3306"):
         with pytest.raises(ValueError, match=rf"source\.hosts: '{bad}' is not HOST:PORT"):
             load_config(None, {"source": {"hosts": [bad]}}, environ={})
+
+
+def test_logs_follow_the_current_stderr_and_leave_py4j_chatter_out(monkeypatch) -> None:
+    """An in-process CLI run must not leave a handler on a stream that is later closed."""
+    import io
+    import logging
+
+    from ingester.cli.run import setup_logging
+
+    first, second = io.StringIO(), io.StringIO()
+    monkeypatch.setattr("sys.stderr", first)
+    setup_logging("text")
+    first.close()
+    monkeypatch.setattr("sys.stderr", second)
+    logging.getLogger("py4j.java_gateway").info("Exception while sending command.")
+    logging.getLogger("binlake.run").info("after the swap")
+    out = second.getvalue()
+    assert "after the swap" in out and "Logging error" not in out and "py4j" not in out
