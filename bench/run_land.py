@@ -49,6 +49,7 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=2000, help="latency: target transactions/s")
     parser.add_argument("--duration", type=float, default=20, help="latency: seconds of load")
     args = parser.parse_args()
+    (BENCH_DIR / "data").mkdir(exist_ok=True)  # a fresh clone has no workload cache yet
     latency = measure_latency(args.rate, args.duration, args.land_log) if args.latency else ""
     dataset = load_or_generate()
     workload = dataset.workloads["bulk"]

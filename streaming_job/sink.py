@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import pickle
 import re
 import time
@@ -19,9 +20,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -102,8 +105,12 @@ class Lander:
     _appear: dict[tuple[str, str], tuple[dict[str, bytes], set[str]]] = field(default_factory=dict)
     _added: D.AddedColumns = field(default_factory=D.AddedColumns)  # ADD COLUMN statements read so far
     _schema_next: int = 0  # the schema topic's next offset to read
-    # A table's batch of at most this many row changes has its mirror candidates reduced on the driver
+    # A table's batch of at most this many row changes has its mirror candidates reduced on the driver,
+    # which keeps the mirror itself where that reads at most driver_merge_bytes of its files
     driver_rows: int = 1_000_000
+    driver_merge_bytes: int = 256 << 20
+    _mirror_files: dict[tuple[str, str], MirrorFiles] = field(default_factory=dict)
+    _committed: dict[str, tuple[int, int]] = field(default_factory=dict)  # path -> (version, batch) we wrote
 
     def __post_init__(self) -> None:
         if not self.app_id:  # stable per checkpoint: the query's identity for Delta's idempotent writes
@@ -246,7 +253,7 @@ class Lander:
             self._append(empty, path, -1, partition_by=PARTITION_COLUMN, stats=_CHANGE_LOG_STATS, idempotent=False)
         if _local(path):
             txn: DeltaCommit | None = DeltaCommit(self.spark, path)
-            write = not txn.done(self.app_id, batch_id)  # else a replay: the change log has this batch
+            write = not self._done(txn, path, batch_id)  # else a replay: the change log has this batch
             log.debug("%s.%s: change log schema and transaction %.1fs", db, table, time.monotonic() - t)
         else:  # object stores: Spark's own writer (slower), idempotent by txnVersion
             txn, write = None, False
@@ -269,7 +276,7 @@ class Lander:
             found = got.filter(is_file)
             files = list(zip(*(found.column(c).to_pylist() for c in FILE_COLUMNS), strict=True))
             if write:
-                txn.commit(files, self.app_id, batch_id)
+                self._committed[path] = (txn.commit(files, self.app_id, batch_id), batch_id)
             log.debug("%s.%s: change log %.1fs (%d files)", db, table, time.monotonic() - t, len(files))
             if pk:
                 self._full_images(db, table, schemas)
@@ -294,6 +301,15 @@ class Lander:
                 log.debug("%s.%s: mirror %.1fs", db, table, time.monotonic() - t)
         finally:
             landed.unpersist()
+
+    def _done(self, commit: DeltaCommit, path: str, batch_id: int) -> bool:
+        """Whether the table has this batch. Asking Delta costs a Spark job per new table version (its
+        transactions come from the log's state); when the version read is the one this job wrote last,
+        the answer is known without it."""
+        known = self._committed.get(path)
+        if known is not None and known[0] == commit.version:
+            return batch_id <= known[1]
+        return commit.done(self.app_id, batch_id)
 
     @staticmethod
     def _full_images(db: str, table: str, schemas: list[_Schema]) -> None:
@@ -452,7 +468,7 @@ class Lander:
         added = [n for n, _ in columns if n not in dict(known or [])] if exists else []
         fills = self._defaults(db, table, columns, added)
         if isinstance(candidates, pa.Table):
-            if not (fills or added) and self._append_new_keys(candidates, path, exists, db, table, columns, pk,
+            if not (fills or added) and self._mirror_on_driver(candidates, path, exists, db, table, columns, pk,
                                                                batch_id):
                 self._mirrors[(db, table)] = columns
                 return
@@ -507,34 +523,49 @@ class Lander:
         if high is not None:
             self._highest[(db, table)] = max(high[0], high[2])
 
-    def _append_new_keys(self, candidates: pa.Table, path: str, exists: bool, db: str, table: str,
-                         columns: list[tuple[str, str]], pk: list[str], batch_id: int) -> bool:
-        """For a mirror keyed by one integer column whose batch keys all lie above its largest key (the
-        common case of an insert-mostly table): the surviving rows appended as one file written here and
-        committed through Delta's transaction API with the batch's SetTransaction. Spark's writer and
-        MERGE cost seconds per batch; this costs milliseconds. Returns False where it does not apply."""
-        if len(pk) != 1 or not _local(path) or dict(columns)[pk[0]] not in _INTEGER:
+    def _mirror_on_driver(self, candidates: pa.Table, path: str, exists: bool, db: str, table: str,
+                          columns: list[tuple[str, str]], pk: list[str], batch_id: int) -> bool:
+        """The batch applied to a mirror keyed first by an integer column, by the driver: the mirror files
+        whose key range holds one of the batch's keys are read (pyarrow), those that hold one are rewritten
+        without the batch's keys, and the surviving rows (key order) join them in new files; one Delta
+        commit removes the old files and adds the new ones, with the batch's SetTransaction. Spark's writer
+        and MERGE cost seconds per batch; this costs milliseconds for a batch of new keys, and the files it
+        reads for one of updates. Returns False where it does not apply (the caller uses Spark)."""
+        key = pk[0]
+        if not _local(path) or dict(columns)[key] not in _INTEGER:
             return False
         latest = last_per_key(candidates, pk)
-        key = latest.column(pk[0])
         if not exists:
             ddl = ", ".join(f"{quote(n)} {t}" for n, t in [*columns, *_META])
             self._append(self.spark.createDataFrame([], ddl), path, -1, stats=pk, idempotent=False)
-            highest = None
-        else:
-            highest = self._mirror_highest(path, db, table, pk[0], int)
-        bounds = pc.min_max(key)
-        low, high = bounds["min"].as_py(), bounds["max"].as_py()
-        if low is not None and highest is not None and highest >= low:
-            return False
         commit = DeltaCommit(self.spark, path)
-        if not commit.done(self.app_id, batch_id):  # else a replay: the mirror has this batch
-            surviving = latest.filter(pc.invert(latest.column(DELETED))).select([n for n, _ in [*columns, *_META]])
-            adds = [write_mirror_file(path, surviving, pk[0])] if len(surviving) else []
-            commit.append(adds, self.app_id, batch_id, [])
-        if high is not None:
-            self._highest[(db, table)] = high if highest is None else max(highest, high)
-        log.debug("%s.%s: batch keys above the mirror's: appended by the driver", db, table)
+        if self._done(commit, path, batch_id):  # a replay: the mirror has this batch
+            return True
+        files = self._mirror_files.get((db, table))
+        if files is None or files.version != commit.version:
+            files = self._mirror_files[(db, table)] = MirrorFiles.read(commit, key)
+        keys = np.sort(latest.column(key).to_numpy())
+        touched = files.holding(keys)
+        if touched is None or sum(files.sizes[f] for f in touched) > self.driver_merge_bytes:
+            return False
+        names = [n for n, _ in [*columns, *_META]]
+        schema = pa.schema([candidates.schema.field(n) for n in names])
+        kept, removes = [], []
+        for name in touched:
+            rows = pq.read_table(os.path.join(path, name))
+            rest = rows.join(latest.select(pk), keys=pk, join_type="left anti")
+            if len(rest) < len(rows):  # else its range held the batch's keys, the file none of them
+                removes.append((name, files.sizes[name]))
+                kept.append(_conform(rest, schema))
+        surviving = latest.filter(pc.invert(latest.column(DELETED))).select(names)
+        rows = pa.concat_tables([*kept, surviving]).sort_by(key)
+        adds = [write_mirror_file(path, rows.slice(i, _FILE_ROWS), key) for i in range(0, len(rows), _FILE_ROWS)]
+        version = commit.append(adds, self.app_id, batch_id, [], removes)
+        self._committed[path] = (version, batch_id)
+        files.update(version, adds, [n for n, _ in removes], key)
+        self._highest.pop((db, table), None)  # the Spark path's bound: asked again if it is ever needed
+        log.debug("%s.%s: mirror kept by the driver (%d of %d files read, %d rewritten)", db, table, len(touched),
+                  len(files.sizes) + len(removes) - len(adds), len(removes))
         return True
 
     def _mirror_highest(self, path: str, db: str, table: str, column: str, number: Any) -> Any:
@@ -596,6 +627,61 @@ class KeyRange(NamedTuple):
 
 
 _INTEGER = ("tinyint", "smallint", "int", "bigint")
+_FILE_ROWS = 1_000_000  # rows per mirror file the driver writes
+
+
+@dataclass
+class MirrorFiles:
+    """A mirror's files as the driver last saw them (Delta version), with their range of the first key
+    column from the files' statistics (None: unknown, so the file may hold any key)."""
+
+    version: int
+    sizes: dict[str, int]
+    ranges: dict[str, tuple[int, int] | None]
+    vectors: bool = False  # some file has a deletion vector: pyarrow alone would not see its deletes
+
+    @classmethod
+    def read(cls, commit: DeltaCommit, key: str) -> MirrorFiles:
+        sizes, ranges, vectors = {}, {}, False
+        for name, size, stats, dv in commit.files():
+            sizes[name] = size
+            ranges[name] = _key_range(stats, key)
+            vectors = vectors or dv
+        return cls(commit.version, sizes, ranges, vectors)
+
+    def holding(self, keys: np.ndarray) -> list[str] | None:
+        """The files whose key range holds one of the (sorted) ``keys``; None where the driver cannot tell."""
+        if self.vectors or any(_scheme(n) or n.startswith("/") for n in self.sizes):
+            return None
+        out = []
+        for name, bounds in self.ranges.items():
+            if bounds is None or np.searchsorted(keys, bounds[0], "left") < np.searchsorted(keys, bounds[1], "right"):
+                out.append(name)
+        return out
+
+    def update(self, version: int, adds: list[tuple[str, dict[str, str], int, dict[str, Any]]],
+               removed: list[str], key: str) -> None:
+        for name in removed:
+            del self.sizes[name], self.ranges[name]
+        for name, _, size, stats in adds:
+            self.sizes[name] = size
+            self.ranges[name] = (stats["minValues"][key], stats["maxValues"][key])
+        self.version = version
+
+
+def _key_range(stats: str | None, key: str) -> tuple[int, int] | None:
+    if not stats:
+        return None
+    parsed = orjson.loads(stats)
+    low, high = parsed.get("minValues", {}).get(key), parsed.get("maxValues", {}).get(key)
+    return None if low is None or high is None else (int(low), int(high))
+
+
+def _conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A mirror file's rows (Spark's or ours; columns added since are missing) in the mirror's Arrow schema."""
+    have = set(rows.column_names)
+    return pa.Table.from_arrays([rows.column(f.name).cast(f.type) if f.name in have else pa.nulls(len(rows), f.type)
+                                 for f in schema], schema=schema)
 _NUMBER: dict[str, Any] = {**dict.fromkeys(_INTEGER, int), "decimal": Decimal}
 
 

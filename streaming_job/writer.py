@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -112,15 +112,29 @@ def _write(typed: pa.RecordBatch, files: dict[str, _File], table_path: str, inge
 
 class DeltaCommit:
     """One Delta transaction on a table, opened before the batch's files are written: its txnVersion
-    says whether this batch already committed there."""
+    says whether this batch already committed there. Actions travel as Delta's own JSON log entries."""
 
     def __init__(self, spark: Any, path: str) -> None:
+        self.spark = spark
         self.jvm = spark._jvm
         self.delta = self.jvm.org.apache.spark.sql.delta
         self.txn = self.delta.DeltaLog.forTable(spark._jsparkSession, path).startTransaction()
 
     def done(self, app_id: str, batch_id: int) -> bool:
         return bool(self.txn.txnVersion(app_id) >= batch_id)
+
+    @property
+    def version(self) -> int:
+        """The table version this transaction read."""
+        return int(self.txn.readVersion())
+
+    def files(self) -> list[tuple[str, int, str | None, bool]]:
+        """(path, size, statistics JSON, whether it has a deletion vector) of every file of the version read."""
+        from pyspark.sql import DataFrame
+
+        found = DataFrame(self.txn.snapshot().allFiles().toDF(), self.spark).selectExpr(
+            "path", "size", "stats", "deletionVector IS NOT NULL AS dv")
+        return [(r.path, r.size, r.stats, r.dv) for r in found.collect()]
 
     def commit(self, files: list[Any], app_id: str, batch_id: int) -> int:
         """Add change-log ``files`` (FILE_COLUMNS tuples) and the batch's SetTransaction in one commit."""
@@ -131,27 +145,35 @@ class DeltaCommit:
         return self.append(adds, app_id, batch_id, [PARTITION_COLUMN])
 
     def append(self, adds: list[tuple[str, dict[str, str], int, dict[str, Any]]], app_id: str, batch_id: int,
-               partition_by: list[str]) -> int:
-        """A blind append: ``adds`` (relative path, partition values, size, statistics) and the batch's
-        SetTransaction in one commit. Returns the table version written."""
-        jvm, actions = self.jvm, self.delta.actions
+               partition_by: list[str], removes: Sequence[tuple[str, int]] = ()) -> int:
+        """``adds`` (relative path, partition values, size, statistics), ``removes`` (unpartitioned files'
+        relative path, size) and the batch's SetTransaction in one commit: a blind append, or with
+        removes a rewrite of those files. Returns the table version written."""
+        jvm = self.jvm
         utils = jvm.org.apache.spark.api.python.PythonUtils
         none = jvm.scala.Option.empty()
         now_ms = int(time.time() * 1000)
-        jadds = [actions.AddFile(name, utils.toScalaMap(values), size, now_ms, True, orjson.dumps(stats).decode(),
-                                 None, None, none, none, none)
-                 for name, values, size, stats in adds]
-        when = jvm.scala.Option.apply(jvm.java.lang.Long.valueOf(now_ms))
-        jadds.append(actions.SetTransaction(app_id, batch_id, when))
-        write = getattr(self.delta, "DeltaOperations$Write")
-        operation = write(jvm.org.apache.spark.sql.SaveMode.Append,
-                          jvm.scala.Option.apply(utils.toSeq(partition_by)) if partition_by else none, none, none)
-        return int(self.txn.commit(utils.toSeq(jadds), operation))
+        entries = [{"add": {"path": name, "partitionValues": values, "size": size, "modificationTime": now_ms,
+                            "dataChange": True, "stats": orjson.dumps(stats).decode()}}
+                   for name, values, size, stats in adds]
+        entries += [{"remove": {"path": name, "deletionTimestamp": now_ms, "dataChange": True,
+                                "extendedFileMetadata": True, "partitionValues": {}, "size": size}}
+                    for name, size in removes]
+        entries.append({"txn": {"appId": app_id, "version": batch_id, "lastUpdated": now_ms}})
+        actions = [self.delta.actions.Action.fromJson(orjson.dumps(e).decode()) for e in entries]
+        if removes:
+            self.txn.readWholeTable()  # a concurrent rewrite of the same files is a conflict
+            operation = getattr(self.delta, "DeltaOperations$Update")(none)
+        else:
+            operation = getattr(self.delta, "DeltaOperations$Write")(
+                jvm.org.apache.spark.sql.SaveMode.Append,
+                jvm.scala.Option.apply(utils.toSeq(partition_by)) if partition_by else none, none, none)
+        return int(self.txn.commit(utils.toSeq(actions), operation))
 
 
 def write_mirror_file(table_path: str, rows: pa.Table, key: str) -> tuple[str, dict[str, str], int, dict[str, Any]]:
     """One unpartitioned mirror file of ``rows`` (written by the driver), with its statistics of the
-    (integer) ``key`` column, which the mirror's MERGEs skip files by."""
+    (integer) ``key`` column, by which MERGEs and the driver (sink.MirrorFiles) skip files."""
     name = f"part-{uuid.uuid4()}.zstd.parquet"
     path = os.path.join(table_path, name)
     pq.write_table(rows, path, compression="zstd")

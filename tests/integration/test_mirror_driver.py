@@ -1,0 +1,117 @@
+"""The mirror kept by the driver (sink.Lander._mirror_on_driver) against a model of the source table.
+
+Batches of mirror candidates (what writer.land_partition hands the driver) with inserts, updates of keys
+in older files, deletes, key moves and several changes of one key; some batches through Spark's MERGE
+instead (``driver_merge_bytes`` 0), so the driver then reads files Spark wrote; a replayed batch. After
+each batch the Delta table, read by Spark, must equal the model: the rows a server would hold.
+"""
+
+from __future__ import annotations
+
+import datetime
+import random
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+
+from tests.integration.test_land import spark  # noqa: F401 - the session's Spark
+
+pytestmark = pytest.mark.integration
+COLUMNS = [("id", "bigint"), ("v", "string"), ("ts", "timestamp"), ("d", "decimal(12,2)")]
+UTC = datetime.UTC
+
+
+def _batch(rnd: random.Random, model: dict[int, tuple], batch_id: int, n: int) -> list[tuple]:
+    """``n`` random changes applied to ``model``, as candidate rows (key, v, ts, d, deleted, seq, index, sub,
+    commit_ts) the way mirror.py builds them: a key move is a delete of the old key, then the new one."""
+    out = []
+    for i in range(n):
+        seq = batch_id.to_bytes(4, "big") + i.to_bytes(4, "big")
+        when = datetime.datetime(2026, 1, 1, tzinfo=UTC) + datetime.timedelta(seconds=batch_id * 1000 + i)
+        image = (f"v{batch_id}.{i}", when - datetime.timedelta(microseconds=i), Decimal(f"{i}.{batch_id % 100:02d}"))
+        kind = rnd.random()
+        keys = sorted(model)
+        if kind < 0.4 or not keys:  # insert: a new key, above or (re-inserted) below the largest
+            key = (max(keys, default=0) + rnd.randint(1, 3)) if rnd.random() < 0.7 else rnd.randint(0, 5000)
+            if key in model:
+                continue
+            model[key] = image
+            out.append((key, *image, False, seq, 0, 1, when))
+        elif kind < 0.7:  # update in place
+            key = rnd.choice(keys)
+            model[key] = image
+            out.append((key, *image, False, seq, 0, 1, when))
+        elif kind < 0.85:  # delete
+            key = rnd.choice(keys)
+            del model[key]
+            out.append((key, None, None, None, True, seq, 0, 0, when))
+        else:  # key move
+            old, new = rnd.choice(keys), rnd.randint(0, 10_000)
+            if new in model:
+                continue
+            del model[old]
+            model[new] = image
+            out += [(old, None, None, None, True, seq, 0, 0, when), (new, *image, False, seq, 0, 1, when)]
+    rnd.shuffle(out)  # the driver orders them itself
+    return out
+
+
+def _mirror(spark, path: str) -> dict[int, tuple]:  # noqa: F811
+    # pyspark gives timestamps as naive local times
+    return {r.id: (r.v, r.ts and r.ts.astimezone(UTC), r.d) for r in spark.read.format("delta").load(path).collect()}
+
+
+def _operations(spark, path: str) -> list[str]:  # noqa: F811
+    from delta.tables import DeltaTable
+
+    return [r.operation for r in DeltaTable.forPath(spark, path).history().orderBy("version").collect()]
+
+
+def test_the_driver_keeps_the_mirror_equal_to_the_source(spark, tmp_path) -> None:  # noqa: F811
+    from streaming_job.mirror import candidate_schema
+    from streaming_job.sink import Lander
+
+    lander = Lander(spark, str(tmp_path / "lake"), str(tmp_path / "cp"))
+    path = lander.path("db", "t")
+    schema = candidate_schema(COLUMNS)
+    rnd = random.Random(20261123)
+    model: dict[int, tuple] = {}
+    spark_batches = {3, 4}
+    for batch_id in range(8):
+        changes = _batch(rnd, model, batch_id, 400 if batch_id == 0 else 150)
+        table = pa.Table.from_pylist([dict(zip(schema.names, c, strict=True)) for c in changes], schema=schema)
+        lander.driver_merge_bytes = 0 if batch_id in spark_batches else 256 << 20
+        lander._merge(table, "db", "t", COLUMNS, ["id"], batch_id)
+        if batch_id == 6:  # replayed after a crash: the commit is there, nothing changes
+            lander._mirror_files.clear()
+            lander._merge(table, "db", "t", COLUMNS, ["id"], batch_id)
+        assert _mirror(spark, path) == model, batch_id
+    operations = _operations(spark, path)
+    # created (the empty write), then per batch: the driver's append, its rewrites (UPDATE), Spark's MERGEs
+    assert operations[:2] == ["WRITE", "WRITE"] and operations[2:4] == ["UPDATE", "UPDATE"], operations
+    assert operations[4:6] == ["MERGE", "MERGE"] and operations[6:] == ["UPDATE"] * 3, operations
+
+
+def test_a_batch_of_new_keys_reads_no_mirror_file(spark, tmp_path) -> None:  # noqa: F811
+    """Keys committed out of order (several writers): a key below the mirror's largest that no file's
+    range holds reads nothing; one that a file's range holds reads that file and leaves it as it is."""
+    from streaming_job.mirror import candidate_schema
+    from streaming_job.sink import Lander
+
+    lander = Lander(spark, str(tmp_path / "lake"), str(tmp_path / "cp"))
+    path = lander.path("db", "t")
+    schema = candidate_schema(COLUMNS)
+    when = datetime.datetime(2026, 1, 1, tzinfo=UTC)
+
+    def batch(keys: list[int], batch_id: int) -> None:
+        rows = [(k, "x", when, Decimal("1.00"), False, batch_id.to_bytes(4, "big"), i, 1, when)
+                for i, k in enumerate(keys)]
+        lander._merge(pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema),
+                      "db", "t", COLUMNS, ["id"], batch_id)
+
+    batch([10, 11, 12, 20], 0)
+    batch([13, 30], 1)  # 13 lies in the first file's range 10..20, which does not hold it
+    batch([40], 2)
+    assert sorted(_mirror(spark, path)) == [10, 11, 12, 13, 20, 30, 40]
+    assert _operations(spark, path) == ["WRITE", "WRITE", "WRITE", "WRITE"]  # appends only: nothing rewritten
