@@ -265,13 +265,14 @@ class Lander:
             log.debug("%s.%s: change log (Spark writer) %.1fs", db, table, time.monotonic() - t)
         if not (write or pk):
             return
-        landed = subset.mapInArrow(land_partition(columns, pk, path if write else None, ingest_micros),
-                                   landed_ddl(columns))
+        land = land_partition(columns, pk, path if write else None, ingest_micros)
         if txn is not None and sum(g.n for g in schemas) <= self.driver_rows:
-            # One job writes the change-log files and brings their names and the mirror's candidates (at
-            # most one per key and task) to the driver, which reduces and lands them without more jobs.
+            # The table's decoded row changes (cached, Arrow IPC) come to the driver, which writes the
+            # change-log files and reduces and lands the mirror's candidates itself: no Python tasks,
+            # whose start costs more than a small batch's own work.
             t = time.monotonic()
-            got = landed.toArrow().cast(landed_schema(columns))
+            records = subset.select("topic", "partition", "offset", "data").toArrow()
+            got = pa.Table.from_batches(list(land(records.to_batches())), schema=landed_schema(columns))
             is_file = got.column("_binlake_file").is_valid()
             found = got.filter(is_file)
             files = list(zip(*(found.column(c).to_pylist() for c in FILE_COLUMNS), strict=True))
@@ -285,6 +286,7 @@ class Lander:
                             batch_id)
                 log.debug("%s.%s: mirror %.1fs", db, table, time.monotonic() - t)
             return
+        landed = subset.mapInArrow(land, landed_ddl(columns))
         if pk:
             landed = landed.persist()  # the files' job computes the candidates once, for the mirror
         try:

@@ -1,5 +1,6 @@
-"""Change-log files written on the executors with pyarrow, committed by the driver through Delta's own
-transaction API (delta-spark's OptimisticTransaction, over py4j).
+"""Change-log files written with pyarrow (on the executors, or by the driver for a table's small batch),
+committed by the driver through Delta's own transaction API (delta-spark's OptimisticTransaction, over
+py4j); the driver's mirror files (sink.Lander._mirror_on_driver) the same way.
 
 Why not ``DataFrame.write``: Spark's Parquet writer walks the nested before/after images a value at a
 time, ~40 us per row change on our 2-CPU reference machine; pyarrow writes the same columns in ~2. The
