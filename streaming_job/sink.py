@@ -452,8 +452,8 @@ class Lander:
     def _merge(self, candidates: DataFrame | pa.Table, db: str, table: str, columns: list[tuple[str, str]],
                pk: list[str], batch_id: int) -> None:
         """Apply the batch's changes of one table to its mirror: per key the last candidate (mirror.py) wins.
-        Candidates on the driver (an Arrow table) that only add keys above the mirror's are appended from
-        here (``_append_new_keys``); anything else goes through Spark."""
+        Candidates on the driver (an Arrow table) are applied by it where it can (``_mirror_on_driver``);
+        anything else goes through Spark."""
         from delta.tables import DeltaTable
 
         path = self.path(db, table)
@@ -684,6 +684,8 @@ def _conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
     have = set(rows.column_names)
     return pa.Table.from_arrays([rows.column(f.name).cast(f.type) if f.name in have else pa.nulls(len(rows), f.type)
                                  for f in schema], schema=schema)
+
+
 _NUMBER: dict[str, Any] = {**dict.fromkeys(_INTEGER, int), "decimal": Decimal}
 
 
