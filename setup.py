@@ -1,9 +1,12 @@
-"""Build of the native extensions (JSONL emitter, routing core); everything else is declared in pyproject.toml."""
+"""Build of the native extensions (JSONL emitter, routing core, row images to columns); everything else is declared
+in pyproject.toml."""
 
 from setuptools import Extension, setup
 
-_CRC = ["ingester/_crc32.h"]
+_HEADERS = ["ingester/_crc32.h", "ingester/_bytes.h"]
 setup(ext_modules=[
-    Extension("ingester.dump._native", ["ingester/dump/_native.c"], depends=_CRC, extra_compile_args=["-O2"]),
-    Extension("ingester.records._router", ["ingester/records/_router.c"], depends=_CRC, extra_compile_args=["-O2"]),
+    Extension(name, [source], depends=_HEADERS, extra_compile_args=["-O2"])
+    for name, source in (("ingester.dump._native", "ingester/dump/_native.c"),
+                         ("ingester.records._router", "ingester/records/_router.c"),
+                         ("ingester.codec._columns", "ingester/codec/_columns.c"))
 ])

@@ -2,7 +2,9 @@
 
 Each input goes through every path `binlake dump` has: the Python decoder with the text renderer
 (hexdump included), the Python JSONL renderer and the native C emitter, which must give the same
-lines and the same error as Python. Any other exception, a hang (libFuzzer's -timeout) or runaway
+lines and the same error as Python; and both paths of the land job's decoder: the Python columnar
+decoder and the C column walker (streaming_job/arrow_rows.py), which must give the same lake values.
+Any other exception, a hang (libFuzzer's -timeout) or runaway
 memory (-rss_limit_mb) is a finding. Run:
 
     .venv/bin/python -m fuzz.codec [libFuzzer flags] [CORPUS_DIR ...]
@@ -15,6 +17,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 _ROOT = Path(__file__).resolve().parents[1]
 _WORK = _ROOT / ".fuzz"
@@ -62,6 +65,58 @@ def one_input(data: bytes) -> None:
         if emitted != reference:
             raise AssertionError(f"native emitter differs from Python: error {emitted[1]!r} vs {reference[1]!r}, "
                                  f"{len(emitted[0])} vs {len(reference[0])} bytes")
+    land_alike(data)
+
+
+def land_alike(data: bytes) -> None:
+    """The land job's two row decoders give the same lake values, or fail alike."""
+    from ingester.codec import BinlogDecoder
+    from streaming_job import arrow_rows
+
+    if arrow_rows.native is None:
+        return
+    python = land_outcome(data, BinlogDecoder(_NAME, verify_checksums=False, columnar=True))
+    walked = land_outcome(data, BinlogDecoder(_NAME, verify_checksums=False, columnar=arrow_rows.compile_arrow_rows))
+    if walked != python:
+        raise AssertionError(f"C column walker differs from Python: {walked[-1:]!r} vs {python[-1:]!r} "
+                             f"after {len(python)} events")
+
+
+def land_outcome(data: bytes, dec: Any) -> list[Any]:
+    """Each rows event's lake values, then the error that stopped decoding (if one did)."""
+    import pyarrow as pa
+
+    from ingester.codec import BinlogError
+    from ingester.codec.events import RowsEvent
+    from ingester.sources.binlog_file import _check_header, frames_in
+
+    out: list[Any] = []
+    try:
+        _check_header(data, dec, _NAME)
+        for pos, raw in frames_in(data, 4, None, dec, _NAME):
+            out += [lake_values(ev) for ev in dec.events(raw, pos) if isinstance(ev, RowsEvent)]
+    except BinlogError as exc:
+        out.append(("error", str(exc), exc.position))
+    except (ValueError, pa.ArrowException) as exc:  # a value the lake cannot hold: the land job's error row
+        out.append(("lake", type(exc).__name__))
+    return out
+
+
+def lake_values(ev: Any) -> list[tuple[str, str]]:
+    """An event's images as (lake type, repr of the values) per column (repr: NaN equals NaN), whichever
+    land decoder built them."""
+
+    from streaming_job.arrow_rows import ArrowImages, LakeColumn, Walked
+
+    rows = ev.rows
+    before, after = rows.images() if isinstance(rows, ArrowImages) else (rows.before, rows.after)
+    out = []
+    for present, cols in ((ev.columns_before, before), (ev.columns_after, after)):
+        for i, col in zip(present, cols or (), strict=True):
+            array = col.column.array([(len(rows), col.buffers)]) if isinstance(col, Walked) else \
+                LakeColumn(ev.table_map.columns[i]).array(col)
+            out.append((str(array.type), repr(array.to_pylist())))
+    return out
 
 
 def seeds(max_size: int = 4096) -> Iterator[bytes]:
@@ -109,11 +164,12 @@ def main(argv: list[str]) -> None:
     """libFuzzer's command line; the seed corpus and fuzz/regressions are added when no folder is given."""
     import atheris
 
-    with atheris.instrument_imports(include=["ingester"]):
+    with atheris.instrument_imports(include=["ingester", "streaming_job"]):
         import ingester.cli.dump
         import ingester.codec
         import ingester.dump.native
         import ingester.dump.text  # noqa: F401
+        import streaming_job.arrow_rows  # noqa: F401
     args = list(argv)
     if not any(not a.startswith("-") for a in args[1:]):
         live = _WORK / "corpus"

@@ -28,7 +28,8 @@ from ingester.codec.events import RowsEvent
 from ingester.codec.rows import RowImages
 from ingester.records.format import ChunkAssembler, chunk_index, record_events
 
-from .lake_types import converter, date_days, datetime_micros, identity, lake_type, text_value, to_decimal
+from .arrow_rows import ArrowImages, Buffers, LakeColumn, Walked, WalkedColumn, compile_arrow_rows
+from .lake_types import arrow_type
 
 RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("kind", pa.string(), "string"),  # row | error | chunk
@@ -54,43 +55,61 @@ RECORD_DDL = ", ".join(f"`{n}` {d}" for n, _, d in RECORD_FIELDS)
 _OPS = {"write": "insert", "update": "update", "delete": "delete", "read": "read"}  # read: snapshot rows
 _PICKLE = pickle.HIGHEST_PROTOCOL
 _TS = pa.timestamp("us", tz="UTC")
-_PARSED = {date_days: pa.date32(), datetime_micros: pa.timestamp("us")}  # Arrow's parse of the codec's text
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")  # cached and shipped to Python twice: 4-5x smaller
 CHANGE_HEAD = [("op", pa.string()), ("seq", pa.binary()), ("position", pa.string()), ("gtid", pa.string()),
                ("commit_ts", _TS), ("row_index", pa.int32())]
 
 
 class _Shape:
-    """What one table map means for the lake: schema JSON, Arrow types, and the conversions its values need."""
+    """What one table map means for the lake: schema JSON, and each column's lake type and conversions."""
 
-    __slots__ = ("columns", "image_type", "schema")
+    __slots__ = ("columns", "image_type", "names", "schema")
 
     def __init__(self, event: RowsEvent) -> None:
         tm = event.table_map
-        lake = [(c.name, lake_type(c)) for c in tm.columns]
+        self.columns = [LakeColumn(c) for c in tm.columns]
+        self.names = [c.name for c in tm.columns]
         pk = [tm.columns[i].name for i, _ in tm.primary_key] if tm.primary_key else []
-        self.schema = orjson.dumps({"columns": lake, "pk": pk}).decode()
-        # (name, Arrow type, conversion of non-null values or None, text column)
-        self.columns = []
-        for c, (name, dtype) in zip(tm.columns, lake, strict=True):
-            fix = converter(c, dtype)
-            self.columns.append((name, arrow_type(dtype), None if fix is identity or fix is text_value else fix,
-                                 fix is text_value))
-        self.image_type = pa.struct([pa.field(n, t) for n, t, _, _ in self.columns])
+        self.schema = orjson.dumps({"columns": [(n, lc.dtype) for n, lc in zip(self.names, self.columns, strict=True)],
+                                    "pk": pk}).decode()
+        self.image_type = pa.struct([pa.field(n, lc.type) for n, lc in zip(self.names, self.columns, strict=True)])
 
     def image(self, parts: list[_Part]) -> pa.StructArray:
-        """One struct array of row images, built column by column from the events' columns."""
+        """One struct array of row images, built column by column from the events' columns: runs of
+        events the C walker read are joined as buffers and finished once; the codec's values (events
+        the Python decoder read, snapshot rows) become arrays in one go per run."""
         absent = any(slots is None for _, slots in parts)
         arrays = []
-        for j, (_, typ, fix, text) in enumerate(self.columns):
+        for j, lake in enumerate(self.columns):
             if len(parts) == 1 and parts[0][1] is not None and parts[0][1][j] is not None:
-                values = parts[0][1][j]
-            else:
-                values = []
-                for n, slots in parts:
-                    col = None if slots is None else slots[j]
+                col = parts[0][1][j]
+                arrays.append(col.column.array([(parts[0][0], col.buffers)]) if type(col) is Walked
+                              else lake.array(col))
+                continue
+            chunks: list[pa.Array] = []
+            values: list[Any] = []
+            run: list[tuple[int, Buffers | None]] = []
+            walked: WalkedColumn | None = None
+            for n, slots in parts:
+                col = None if slots is None else slots[j]
+                if type(col) is Walked:
+                    if values:
+                        chunks.append(lake.array(values))
+                        values = []
+                    run.append((n, col.buffers))
+                    walked = col.column
+                elif col is None and walked is not None:
+                    run.append((n, None))
+                else:
+                    if walked is not None:
+                        chunks.append(walked.array(run))
+                        run, walked = [], None
                     values += [None] * n if col is None else col  # list += tuple: no copy of the tuple
-            arrays.append(column_array(values, typ, fix, text))
+            if walked is not None:
+                chunks.append(walked.array(run))
+            if values or not chunks:
+                chunks.append(lake.array(values))
+            arrays.append(chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks))
         mask = pa.array([slots is None for n, slots in parts for _ in range(n)], pa.bool_()) if absent else None
         return pa.StructArray.from_arrays(arrays, fields=list(self.image_type), mask=mask)
 
@@ -101,12 +120,15 @@ _Part = tuple[int, list[Sequence[Any] | None] | None]
 
 
 def _parts(ev: RowsEvent) -> tuple[_Part, _Part]:
-    """The event's before and after images as columns (``RowImages`` from the columnar decoder; a
-    snapshot's row dicts are turned into columns here)."""
+    """The event's before and after images as columns (``ArrowImages`` from the C walker, ``RowImages``
+    from the columnar decoder; a snapshot's row dicts are turned into columns here)."""
     width = len(ev.table_map.columns)
     rows = ev.rows
     n = len(rows)
-    if isinstance(rows, RowImages):
+    if isinstance(rows, ArrowImages):
+        before, after = rows.images()
+        images = ((ev.columns_before, before), (ev.columns_after, after))
+    elif isinstance(rows, RowImages):
         images = ((ev.columns_before, rows.before), (ev.columns_after, rows.after))
     else:
         names = [c.name for c in ev.table_map.columns]
@@ -123,32 +145,6 @@ def _parts(ev: RowsEvent) -> tuple[_Part, _Part]:
             slots[i] = col
         out.append((n, slots))
     return out[0], out[1]
-
-
-def column_array(values: Sequence[Any], typ: pa.DataType, fix: Callable[[Any], Any] | None, text: bool) -> pa.Array:
-    """The codec's values of one column -> an Arrow array of its lake type. ``fix`` converts a non-null
-    value (lake_types.converter; None: Arrow takes it as it is); ``text``: a string column whose rare
-    non-str values need text_value. Dates and decimals go through Arrow's own parsing (exact, or an
-    error), the reference conversions only where Arrow refuses: zero dates, BIGINT UNSIGNED ints."""
-    if pa.types.is_decimal(typ):  # the codec's exact digits (or BIGINT UNSIGNED's int): no loss
-        try:
-            return pa.array(values, pa.string()).cast(typ)
-        except pa.ArrowTypeError:
-            return pa.array([None if v is None else to_decimal(v) for v in values], typ)
-    parse = _PARSED.get(fix)
-    if parse is not None:  # Arrow parses valid dates; zero dates (-> NULL) make it fall back to Python
-        try:
-            return pa.array(values, pa.string()).cast(parse).view(typ)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            pass
-    if fix is not None:
-        return pa.array([None if v is None else fix(v) for v in values], typ)
-    try:
-        return pa.array(values, typ)
-    except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError):
-        if not text:
-            raise
-        return pa.array([None if v is None else text_value(v) for v in values], typ)
 
 
 class _Group:
@@ -205,6 +201,9 @@ _shapes: dict[Any, _Shape] = {}  # per executor process: table maps repeat in ev
 
 def _shape(event: RowsEvent) -> _Shape:
     tm = event.table_map
+    shape = tm._decoders.get("shape")  # the codec reuses table map objects: look the key up once per map
+    if shape is not None:
+        return shape
     key = (tm.database, tm.table, tuple((c.name, c.type, c.meta, c.unsigned, c.collation) for c in tm.columns),
            tuple(tm.primary_key or ()))
     shape = _shapes.get(key)
@@ -212,6 +211,7 @@ def _shape(event: RowsEvent) -> _Shape:
         if len(_shapes) > 10_000:
             _shapes.clear()
         shape = _shapes[key] = _Shape(event)
+    tm._decoders["shape"] = shape
     return shape
 
 
@@ -222,7 +222,7 @@ def decode_record(out: _Out, topic: str, partition: int, offset: int, headers: d
     where = f"{topic}[{partition}]@{offset}"
     try:
         groups: dict[tuple[str, str, int], _Group] = {}
-        for item in record_events(headers, value, where, columnar=True):
+        for item in record_events(headers, value, where, columnar=compile_arrow_rows):
             ev = item.event
             if not isinstance(ev, RowsEvent):
                 continue
@@ -342,22 +342,6 @@ def reassemble(pieces: list[tuple[str, int, int, bytes, bytes]],
 
 
 # --- step 2: the batch's union schema --------------------------------------------------------
-
-_ARROW_TYPES: dict[str, pa.DataType] = {
-    "tinyint": pa.int8(), "smallint": pa.int16(), "int": pa.int32(), "bigint": pa.int64(),
-    "float": pa.float32(), "double": pa.float64(), "date": pa.date32(),
-    "timestamp": _TS, "timestamp_ntz": pa.timestamp("us"),
-    "string": pa.string(), "binary": pa.binary(), "array<float>": pa.list_(pa.float32()),
-    "boolean": pa.bool_(),
-}
-
-
-def arrow_type(dtype: str) -> pa.DataType:
-    if dtype.startswith("decimal("):
-        precision, scale = (int(x) for x in dtype[8:-1].split(","))
-        return pa.decimal128(precision, scale)
-    return _ARROW_TYPES[dtype]
-
 
 def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"

@@ -22,6 +22,7 @@ from decimal import Decimal
 from typing import Any
 
 import orjson
+import pyarrow as pa
 
 from ingester.codec.constants import ColumnType as T
 from ingester.codec.rows import JsonDiff
@@ -74,6 +75,23 @@ def lake_type(col: Column) -> str:
     if t == T.VECTOR:
         return "array<float>"
     return "string"  # ENUM, SET, JSON, NULL, and anything the codec renders as text
+
+
+_ARROW_TYPES: dict[str, pa.DataType] = {
+    "tinyint": pa.int8(), "smallint": pa.int16(), "int": pa.int32(), "bigint": pa.int64(),
+    "float": pa.float32(), "double": pa.float64(), "date": pa.date32(),
+    "timestamp": pa.timestamp("us", tz="UTC"), "timestamp_ntz": pa.timestamp("us"),
+    "string": pa.string(), "binary": pa.binary(), "array<float>": pa.list_(pa.float32()),
+    "boolean": pa.bool_(),
+}
+
+
+def arrow_type(dtype: str) -> pa.DataType:
+    """The Arrow type of a lake type (its Spark DDL name)."""
+    if dtype.startswith("decimal("):
+        precision, scale = (int(x) for x in dtype[8:-1].split(","))
+        return pa.decimal128(precision, scale)
+    return _ARROW_TYPES[dtype]
 
 
 def _days(text: str) -> int | None:

@@ -21,6 +21,7 @@ from .constants import EventType as ET
 from .cursor import Cursor
 from .decoders import REGISTRY
 from .errors import BinlogError
+from .rows import RowsCompiler
 from .table_map import TableMap
 
 _HEADER = struct.Struct("<IBIIIH")
@@ -69,9 +70,10 @@ class BinlogDecoder:
     """Decodes one binlog stream; not thread-safe (one instance per stream)."""
 
     def __init__(self, source: str = "<binlog>", *, verify_checksums: bool = True,
-                 checksum: int | None = None, columnar: bool = False) -> None:
+                 checksum: int | None = None, columnar: bool | RowsCompiler = False) -> None:
         self.source = source
-        # Rows events hold their images as columns (codec.rows.RowImages) rather than one dict per row.
+        # Rows events hold their images as columns (codec.rows.RowImages) rather than one dict per row;
+        # or, given a RowsCompiler, whatever the decoders it compiles return.
         self.columnar = columnar
         self.verify_checksums = verify_checksums
         self.checksum = checksum or CHECKSUM_OFF  # until an FDE says otherwise

@@ -374,8 +374,11 @@ def rows(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
         present_after = int.from_bytes(bitmaps[nbytes:], "little") if two else present
         before = _columns(present, width) if kind != "write" else ()
         after = _columns(present_after, width) if kind != "delete" else ()
-        decoder = compile_rows(tm, kind, before, after, code == ET.PARTIAL_UPDATE_ROWS_EVENT, version == 0,
-                               ctx.columnar)
+        partial, pre_ga = code == ET.PARTIAL_UPDATE_ROWS_EVENT, version == 0
+        if callable(ctx.columnar):  # a reader's own compiler (the land job's Arrow columns)
+            decoder = ctx.columnar(tm, kind, before, after, partial, pre_ga)
+        else:
+            decoder = compile_rows(tm, kind, before, after, partial, pre_ga, ctx.columnar)
         compiled = tm._decoders[key] = (decoder, before, after)
     decode, before, after = compiled
     if code in _COMPRESSED_ROWS:  # MariaDB compresses the row data after the column bitmaps

@@ -21,6 +21,8 @@ from .jsonb import apply_json_diff, decode_json_binary, decode_json_diff
 from .table_map import Column, TableMap
 
 RowsDecoder = Callable[[bytes, int, int], Any]  # list of row dicts, or RowImages
+# (table map, kind, before columns, after columns, partial JSON, pre-GA) -> the decoder of such events' bodies
+RowsCompiler = Callable[[TableMap, str, tuple[int, ...], tuple[int, ...], bool, bool], RowsDecoder]
 
 # struct codes of fixed-width types that a single unpack can read: (signed, unsigned, size)
 _STRUCT = {
@@ -129,15 +131,28 @@ def _length_prefix(g: _Gen, ind: int, nbytes: int) -> None:
     g.emit(ind, "if p + n > end:", "    raise BinlogError(f'value length {n} runs past the event', p)")
 
 
-def _text(g: _Gen, ind: int, var: str, col: Column) -> None:
-    """Assign ``var`` from the bytes in ``raw`` per the column's collation."""
+def _utf8(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+def text_decoder(col: Column, mariadb: bool) -> Callable[[bytes], Any]:
+    """How a text column's bytes become its value: str per its collation (bytes for binary ones)."""
     if col.collation == 63:
+        return bytes
+    if col.collation is not None and charset_for(col.collation, mariadb) in _UTF8_CHARSETS:
+        return _utf8
+    return decoder_for(col.collation, mariadb)
+
+
+def _text(g: _Gen, ind: int, var: str, col: Column) -> None:
+    """Assign ``var`` from the bytes in ``raw`` per the column's collation (``text_decoder``)."""
+    decode = text_decoder(col, g.tm.is_mariadb)
+    if decode is bytes:
         g.emit(ind, f"{var} = raw")
-        return
-    if col.collation is not None and charset_for(col.collation, g.tm.is_mariadb) in _UTF8_CHARSETS:
+    elif decode is _utf8:
         g.emit(ind, f"{var} = raw.decode('utf-8', 'replace')")  # inline: the common case
     else:
-        g.emit(ind, f"{var} = {g.const(decoder_for(col.collation, g.tm.is_mariadb))}(raw)")
+        g.emit(ind, f"{var} = {g.const(decode)}(raw)")
 
 
 def _column(g: _Gen, ind: int, var: str, col: Column, json_partial_bit: int | None) -> None:
@@ -424,6 +439,18 @@ def compile_rows(tm: TableMap, kind: str, before: tuple[int, ...], after: tuple[
         fn = (_with_json_diffs_columnar if columnar else _with_json_diffs)(fn)
     tm._decoders[key] = fn
     return fn
+
+
+def compile_value(tm: TableMap, col: Column) -> Callable[[bytes], Any]:
+    """The decoder of one non-NULL value of ``col`` from its bytes in a row image (length prefix
+    included): the same generated code as in ``compile_rows``, for readers that walk images themselves."""
+    g = _Gen(tm)
+    g.emit(0, "def value(b):", "    p = 0", "    end = len(b)")
+    _column(g, 1, "v", col, None)
+    g.emit(1, "if p != end:", "    raise BinlogError(f'value of {end} bytes, its type reads {p}', p)", "return v")
+    exec(compile("\n".join(g.lines), f"<value {tm.database}.{tm.table}.{col.name}>".replace("\0", "\\0"), "exec"),
+         g.ns)
+    return g.ns["value"]
 
 
 def _as_images(fn: Callable[[bytes, int, int], list[tuple[Any, ...]]], kind: str,

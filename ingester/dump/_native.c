@@ -19,23 +19,7 @@
 
 /* ------------------------------------------------------------------ little helpers */
 
-static inline uint32_t le16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
-static inline uint32_t le24(const uint8_t *p) { return le16(p) | (uint32_t)p[2] << 16; }
-static inline uint32_t le32(const uint8_t *p) { return le24(p) | (uint32_t)p[3] << 24; }
-static inline uint64_t le64(const uint8_t *p) { return le32(p) | (uint64_t)le32(p + 4) << 32; }
-
-static inline uint64_t be_uint(const uint8_t *p, int n) {
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++) v = v << 8 | p[i];
-    return v;
-}
-
-static inline uint64_t le_uint(const uint8_t *p, int n) {
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
-    return v;
-}
-
+#include "../_bytes.h"
 #include "../_crc32.h"
 
 /* ------------------------------------------------------------------ output buffer */
@@ -46,23 +30,7 @@ typedef struct {
 } Out;
 
 static int reserve(Out *o, Py_ssize_t n) {
-    if (o->cap - o->len >= n) return 0;
-    Py_ssize_t cap = o->cap ? o->cap : 1 << 16;
-    while (cap - o->len < n) {
-        if (cap > PY_SSIZE_T_MAX / 2) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        cap *= 2;
-    }
-    char *p = PyMem_Realloc(o->buf, cap);
-    if (!p) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    o->buf = p;
-    o->cap = cap;
-    return 0;
+    return grow_buffer((void **)&o->buf, o->len, &o->cap, n, 1 << 16);
 }
 
 /* The put_* functions write into space already reserved by the caller. */
@@ -349,13 +317,6 @@ static PyTypeObject RowsPlanType = {
 
 /* ------------------------------------------------------------------ values */
 
-static const uint8_t DIG2BYTES[10] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 4};
-
-static Py_ssize_t decimal_size(int precision, int scale) {
-    int intg = precision - scale;
-    return (intg / 9) * 4 + DIG2BYTES[intg % 9] + (scale / 9) * 4 + DIG2BYTES[scale % 9];
-}
-
 /* Packed DECIMAL as a JSON string with exactly `scale` fraction digits (values.decimal_code). */
 static int put_decimal(Out *o, const uint8_t *p, int precision, int scale) {
     uint8_t d[32];
@@ -365,17 +326,11 @@ static int put_decimal(Out *o, const uint8_t *p, int precision, int scale) {
     d[0] ^= 0x80;
     char digits[80];
     int nd = 0, intg = precision - scale, at = 0;
-    int groups[16], gdigits[16], ng = 0;
-    if (intg % 9) { groups[ng] = DIG2BYTES[intg % 9]; gdigits[ng++] = intg % 9; }
-    for (int i = 0; i < intg / 9; i++) { groups[ng] = 4; gdigits[ng++] = 9; }
-    for (int i = 0; i < scale / 9; i++) { groups[ng] = 4; gdigits[ng++] = 9; }
-    if (scale % 9) { groups[ng] = DIG2BYTES[scale % 9]; gdigits[ng++] = scale % 9; }
-    static const uint32_t LIMIT[10] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000,
-                                       1000000000};
+    int groups[16], gdigits[16], ng = decimal_groups(precision, scale, groups, gdigits);
     for (int g = 0; g < ng; g++) {
         uint32_t v = (uint32_t)be_uint(d + at, groups[g]);
         at += groups[g];
-        if (v >= LIMIT[gdigits[g]]) return 1; /* corrupt digit group: Python raises */
+        if (v >= POW10_9[gdigits[g]]) return 1; /* corrupt digit group: Python raises */
         for (int k = gdigits[g] - 1; k >= 0; k--) {
             digits[nd + k] = (char)('0' + v % 10);
             v /= 10;
@@ -421,19 +376,6 @@ static inline void put_fraction(Out *o, uint64_t micros, int keep) {
     o->buf[o->len++] = '.';
     put_padded(o, micros, 6);
     if (o->len > at + 1 + keep) o->len = at + 1 + keep;
-}
-
-/* Gregorian date of days since 1970-01-01 (Howard Hinnant's civil_from_days). */
-static void civil(int64_t z, int64_t *y, unsigned *m, unsigned *d) {
-    z += 719468;
-    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-    unsigned doe = (unsigned)(z - era * 146097);
-    unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    unsigned mp = (5 * doy + 2) / 153;
-    *d = doy - (153 * mp + 2) / 5 + 1;
-    *m = mp < 10 ? mp + 3 : mp - 9;
-    *y = (int64_t)yoe + era * 400 + (*m <= 2);
 }
 
 /* ------------------------------------------------------------------ row images */
@@ -540,22 +482,7 @@ static int put_image(Out *o, const Image *im, const uint8_t *b, Py_ssize_t *pp, 
         case OP_TIME2: {
             int n = (c->a + 1) / 2;
             if (left < 3 + n) return 1;
-            int64_t packed;
-            if (n == 3) {
-                packed = (int64_t)be_uint(b + p, 6) - 0x800000000000ll;
-            } else {
-                int64_t intpart = (int64_t)be_uint(b + p, 3) - 0x800000;
-                int64_t frac = 0;
-                if (n) {
-                    frac = (int64_t)be_uint(b + p + 3, n);
-                    if (intpart < 0 && frac) {
-                        intpart += 1;
-                        frac -= n == 1 ? 0x100 : 0x10000;
-                    }
-                    frac *= n == 1 ? 10000 : 100;
-                }
-                packed = intpart * (1 << 24) + frac;
-            }
+            int64_t packed = time2_packed(b + p, n);
             o->buf[o->len++] = '"';
             if (packed < 0) {
                 o->buf[o->len++] = '-';

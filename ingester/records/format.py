@@ -17,6 +17,7 @@ import orjson
 
 from ..codec import BinlogDecoder, BinlogError
 from ..codec.events import Event
+from ..codec.rows import RowsCompiler
 from ..codec.table_map import TableMap
 from ..schema.history import enrich
 from .snapshot import FLAG_SNAPSHOT, SnapshotDecoder
@@ -145,12 +146,13 @@ def _check_version(data: bytes) -> None:
 
 
 def record_events(headers: Mapping[str, bytes], value: bytes, source: str = "<record>",
-                  columnar: bool = False) -> Iterator[RecordEvent]:
+                  columnar: bool | RowsCompiler = False) -> Iterator[RecordEvent]:
     """The events of one (reassembled) record, each with its sequence, GTID and commit time.
 
     This is the consumer API: consumers (``binlake consume``, the Spark job) never parse record
     bytes or headers themselves. Errors name ``source`` and the byte offset inside the value.
-    ``columnar``: binlog rows events hold ``RowImages`` (codec.rows) instead of row dicts."""
+    ``columnar``: binlog rows events hold ``RowImages`` (codec.rows) instead of row dicts, or with a
+    ``RowsCompiler`` what its decoders return."""
     _check_version(value)
     index = read_index(headers["binlake.index"])
     data = memoryview(value)
@@ -174,7 +176,7 @@ def record_events(headers: Mapping[str, bytes], value: bytes, source: str = "<re
             (k,) = _LEN.unpack_from(value, p + m)
             if p + m + 4 + k > len(value):
                 raise BinlogError(f"record's snapshot rows of {k} bytes run past its end", p + m, source)
-            snapshot = snapshot or SnapshotDecoder(source)
+            snapshot = snapshot or SnapshotDecoder(source, bool(columnar))
             ev = snapshot.event(value[p : p + m], value[p + m + 4 : p + m + 4 + k], entry.seq.position,
                                 entry.commit_ts, p)
             p += m + 4 + k
@@ -267,7 +269,7 @@ def _with_schema(event: Event, schema: bytes, offset: int, source: str) -> Table
     return tm
 
 
-def _decoder(format_description: bytes, source: str, columnar: bool) -> BinlogDecoder:
+def _decoder(format_description: bytes, source: str, columnar: bool | RowsCompiler) -> BinlogDecoder:
     """One decoder per FORMAT_DESCRIPTION: records repeat their table maps, and a decoder that has seen
     the same map bytes before reuses the parsed map and its compiled row decoders (compiling them again
     for every record cost about 0.5 ms a record)."""

@@ -17,6 +17,7 @@ import orjson
 
 from ..codec import BinlogError
 from ..codec.events import SnapshotRowsEvent
+from ..codec.rows import RowImages
 from ..codec.table_map import Column, TableMap
 
 SNAPSHOT_ROWS = 250  # the index's type code of snapshot entries: no server uses it
@@ -61,10 +62,13 @@ def index_entry(seq: bytes, commit_ts: int) -> bytes:
 
 
 class SnapshotDecoder:
-    """Turns snapshot entries of one record into events; remembers the record's current descriptor."""
+    """Turns snapshot entries of one record into events; remembers the record's current descriptor.
+    ``columnar``: the events hold ``RowImages`` (one tuple per column, as the columnar binlog decoder
+    gives) instead of one dict per row."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, columnar: bool = False) -> None:
         self.source = source
+        self.columnar = columnar
         self.table: tuple[TableMap, list[int], list[str]] | None = None
 
     def event(self, descriptor: bytes, rows: bytes, position: int, commit_ts: int, offset: int) -> SnapshotRowsEvent:
@@ -82,7 +86,13 @@ class SnapshotDecoder:
                 for i in binary:
                     if row[i] is not None:
                         row[i] = base64.b64decode(row[i])
-            out: list[Any] = [{"after": dict(zip(names, row, strict=True))} for row in values]
+            if self.columnar:
+                if any(len(row) != len(names) for row in values):
+                    raise ValueError(f"a row without exactly {len(names)} values")
+                columns = list(zip(*values, strict=True)) if values else [()] * len(names)
+                out: Any = RowImages(len(values), None, (), columns, tuple(names))
+            else:
+                out = [{"after": dict(zip(names, row, strict=True))} for row in values]
         except (orjson.JSONDecodeError, TypeError, ValueError) as exc:
             raise BinlogError(f"bad snapshot rows: {exc}", offset, self.source) from None
         n = len(tm.columns)

@@ -13,7 +13,8 @@ import pyarrow as pa
 import pytest
 
 from ingester.records.format import ChunkAssembler, chunk_index
-from streaming_job.decode import ERROR, HEADERS, RAW, Reader, _Out, column_array, reassemble
+from streaming_job.arrow_rows import column_array
+from streaming_job.decode import ERROR, HEADERS, RAW, Reader, _Out, reassemble
 from streaming_job.lake_types import date_days, datetime_micros, time_micros, widens
 
 EPOCH = datetime.datetime(1970, 1, 1)
