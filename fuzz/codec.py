@@ -103,20 +103,22 @@ def land_outcome(data: bytes, dec: Any) -> list[Any]:
 
 
 def lake_values(ev: Any) -> list[tuple[str, str]]:
-    """An event's images as (lake type, repr of the values) per column (repr: NaN equals NaN), whichever
-    land decoder built them."""
+    """An event's images as (lake type, repr of the values) per present column in table order (repr: NaN
+    equals NaN), whichever land decoder built them."""
+    from streaming_job.arrow_rows import ArrowImages, LakeColumn
 
-    from streaming_job.arrow_rows import ArrowImages, LakeColumn, Walked
-
-    rows = ev.rows
-    before, after = rows.images() if isinstance(rows, ArrowImages) else (rows.before, rows.after)
-    out = []
-    for present, cols in ((ev.columns_before, before), (ev.columns_after, after)):
-        for i, col in zip(present, cols or (), strict=True):
-            array = col.column.array([(len(rows), col.buffers)]) if isinstance(col, Walked) else \
-                LakeColumn(ev.table_map.columns[i]).array(col)
-            out.append((str(array.type), repr(array.to_pylist())))
-    return out
+    rows, columns = ev.rows, ev.table_map.columns
+    arrays = []
+    if isinstance(rows, ArrowImages):
+        for slots, aligned in (image for image in rows.images() if image is not None):
+            for i, walker in enumerate(aligned):
+                if walker is not None:
+                    arrays.append(LakeColumn(columns[i]).array(slots[i]) if walker.raw else
+                                  walker.array([(len(rows), slots[i])], len(rows)))
+    else:
+        for present, cols in ((ev.columns_before, rows.before), (ev.columns_after, rows.after)):
+            arrays += [LakeColumn(columns[i]).array(col) for i, col in zip(present, cols or (), strict=True)]
+    return [(str(a.type), repr(a.to_pylist())) for a in arrays]
 
 
 def seeds(max_size: int = 4096) -> Iterator[bytes]:

@@ -109,19 +109,21 @@ def column_array(values: Sequence[Any], typ: pa.DataType, fix: Callable[[Any], A
 
 class WalkedColumn:
     """One table column as the C walker reads it: its op, its lake value's width in bytes (0: offsets
-    and data; None: no buffers, always NULL) and how its buffers become the lake array."""
+    and data; None: no buffers, always NULL), how its buffers become the lake array, and whether C
+    passes it on as bytes that the codec decodes while the event is decoded (``raw``: the event then
+    holds the codec's values for it, not buffers)."""
 
-    __slots__ = ("finish", "op", "type", "width")
+    __slots__ = ("finish", "op", "raw", "type", "width")
 
     def __init__(self, op: tuple[int, int, int, int], width: int | None, typ: pa.DataType, finish: Finish) -> None:
         self.op, self.width, self.type, self.finish = op, width, typ, finish
+        self.raw = isinstance(finish, _Raw)
 
-    def array(self, run: list[tuple[int, Buffers | None]]) -> pa.Array:
+    def array(self, run: list[tuple[int, Buffers | None]], rows: int) -> pa.Array:
         """The lake array of consecutive events' buffers (None: that many NULLs, the column not in
-        the image), joined in C first: one finish per run, not one per event."""
+        the image), ``rows`` in all, joined in C first: one finish per run, not one per event."""
         if len(run) == 1 and run[0][1] is not None:
             return self.finish(*run[0])
-        rows = sum(n for n, _ in run)
         if self.width is None:
             return pa.nulls(rows, self.type)
         assert native is not None
@@ -131,35 +133,36 @@ class WalkedColumn:
         return self.finish(rows, joined)
 
 
-class Walked:
-    """One column of one walked event: its buffers, and the column that can finish them."""
-
-    __slots__ = ("buffers", "column")
-
-    def __init__(self, column: WalkedColumn, buffers: Buffers) -> None:
-        self.column, self.buffers = column, buffers
+# One image of one event, by table column: the walker's entries (C's buffers, or the codec's values of a raw
+# column) and the WalkedColumn of each (None: not in the image)
+WalkedImage = tuple[Sequence[Any], list["WalkedColumn | None"]]
 
 
 class ArrowImages:
-    """A rows event's images from the C walker. ``images()`` gives ``(before, after)``: a ``Walked`` per
-    present column (``columns_before``/``columns_after`` order), or None for an image the kind has not.
-    The lake arrays are built later (decode.py joins a record's events per table first), outside the
-    codec's decode call, so a value the lake cannot hold fails as on the Python path (a lake conversion
-    error, not the codec's malformed data)."""
+    """A rows event's images from the C walker. ``images()`` gives ``(before, after)``: a ``WalkedImage``,
+    or None for an image the kind has not. The lake arrays are built later (decode.py joins a record's
+    events per table first), outside the codec's decode call, so a value the lake cannot hold fails as on
+    the Python path (a lake conversion error, not the codec's malformed data)."""
 
-    __slots__ = ("columns", "count", "kind", "walked")
+    __slots__ = ("aligned", "count", "kind", "present", "walked")
 
     def __init__(self, count: int, kind: str, walked: Sequence[Sequence[Buffers | list[Any]]],
-                 columns: list[list[WalkedColumn]]) -> None:
-        self.count, self.kind, self.walked, self.columns = count, kind, walked, columns
+                 present: list[tuple[int, ...]], aligned: list[list[WalkedColumn | None]]) -> None:
+        self.count, self.kind, self.walked, self.present, self.aligned = count, kind, walked, present, aligned
 
     def __len__(self) -> int:
         return self.count
 
-    def images(self) -> tuple[list[Walked | list[Any]] | None, list[Walked | list[Any]] | None]:
-        """Per image, a ``Walked`` per column, or the codec's values of a column C passed on as bytes."""
-        images = [[Walked(c, got) if type(got) is tuple else got for c, got in zip(cols, image, strict=True)]
-                  for cols, image in zip(self.columns, self.walked, strict=True)]
+    def images(self) -> tuple[WalkedImage | None, WalkedImage | None]:
+        images = []
+        for present, entries, aligned in zip(self.present, self.walked, self.aligned, strict=True):
+            if len(present) == len(aligned):  # every column (FULL row images): already in table order
+                images.append((entries, aligned))
+                continue
+            slots: list[Any] = [None] * len(aligned)
+            for i, entry in zip(present, entries, strict=True):
+                slots[i] = entry
+            images.append((slots, aligned))
         if self.kind == "update":
             return images[0], images[1]
         return (None, images[0]) if self.kind == "write" else (images[0], None)
@@ -297,13 +300,17 @@ def compile_arrow_rows(tm: TableMap, kind: str, before: tuple[int, ...], after: 
     if native is None or partial or pre_ga or not all(images):
         return python
     columns = [[walked_column(tm, i) for i in cols] for cols in images]
+    aligned: list[list[WalkedColumn | None]] = []
+    for cols, walkers in zip(images, columns, strict=True):
+        aligned.append([None] * len(tm.columns))
+        for i, w in zip(cols, walkers, strict=True):
+            aligned[-1][i] = w
     try:
         plan = native.plan(tuple(tuple(c.op for c in image) for image in columns))
     except ValueError:  # metadata outside what C reads (e.g. a 0- or 5-byte length prefix): Python's
         return python
 
-    raws = [(i, k, c.finish) for i, image in enumerate(columns) for k, c in enumerate(image)
-            if isinstance(c.finish, _Raw)]
+    raws = [(i, k, c.finish) for i, image in enumerate(columns) for k, c in enumerate(image) if c.raw]
 
     def decode(b: bytes, p: int, end: int) -> Any:
         got = native.decode(plan, b, p, end)
@@ -317,6 +324,6 @@ def compile_arrow_rows(tm: TableMap, kind: str, before: tuple[int, ...], after: 
                     walked[i][k] = raw.values(n, walked[i][k])
             except Exception:  # the first bad value in row order is the Python decoder's to name
                 return python(b, p, end)
-        return ArrowImages(n, kind, walked, columns)
+        return ArrowImages(n, kind, walked, images, aligned)
 
     return decode

@@ -18,7 +18,7 @@ Record bytes and headers are only ever read through ``ingester.records.format``.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -28,7 +28,7 @@ from ingester.codec.events import RowsEvent
 from ingester.codec.rows import RowImages
 from ingester.records.format import ChunkAssembler, chunk_index, record_events
 
-from .arrow_rows import ArrowImages, Buffers, LakeColumn, Walked, WalkedColumn, compile_arrow_rows
+from .arrow_rows import ArrowImages, Buffers, LakeColumn, WalkedColumn, compile_arrow_rows
 from .lake_types import arrow_type
 
 RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
@@ -77,73 +77,77 @@ class _Shape:
     def image(self, parts: list[_Part]) -> pa.StructArray:
         """One struct array of row images, built column by column from the events' columns: runs of
         events the C walker read are joined as buffers and finished once; the codec's values (events
-        the Python decoder read, snapshot rows) become arrays in one go per run."""
-        absent = any(slots is None for _, slots in parts)
+        the Python decoder read, raw columns, snapshot rows) become arrays in one go per run."""
+        absent = any(slots is None for _, slots, _ in parts)
         arrays = []
         for j, lake in enumerate(self.columns):
-            if len(parts) == 1 and parts[0][1] is not None and parts[0][1][j] is not None:
-                col = parts[0][1][j]
-                arrays.append(col.column.array([(parts[0][0], col.buffers)]) if type(col) is Walked
-                              else lake.array(col))
-                continue
             chunks: list[pa.Array] = []
             values: list[Any] = []
             run: list[tuple[int, Buffers | None]] = []
-            walked: WalkedColumn | None = None
-            for n, slots in parts:
+            rows = 0
+            walker: WalkedColumn | None = None
+            for n, slots, aligned in parts:
                 col = None if slots is None else slots[j]
-                if type(col) is Walked:
+                w = None if aligned is None else aligned[j]
+                if w is not None and not w.raw:  # C's buffers
                     if values:
                         chunks.append(lake.array(values))
                         values = []
-                    run.append((n, col.buffers))
-                    walked = col.column
-                elif col is None and walked is not None:
+                    run.append((n, col))
+                    rows += n
+                    walker = walker or w
+                elif col is None and walker is not None:
                     run.append((n, None))
+                    rows += n
                 else:
-                    if walked is not None:
-                        chunks.append(walked.array(run))
-                        run, walked = [], None
-                    values += [None] * n if col is None else col  # list += tuple: no copy of the tuple
-            if walked is not None:
-                chunks.append(walked.array(run))
-            if values or not chunks:
+                    if walker is not None:
+                        chunks.append(walker.array(run, rows))
+                        run, rows, walker = [], 0, None
+                    if col is None:
+                        values += [None] * n
+                    elif len(parts) == 1:
+                        values = col  # the only part: no copy
+                    else:
+                        values += col  # list += tuple: no copy of the tuple
+            if walker is not None:
+                chunks.append(walker.array(run, rows))
+            if len(values) or not chunks:
                 chunks.append(lake.array(values))
             arrays.append(chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks))
-        mask = pa.array([slots is None for n, slots in parts for _ in range(n)], pa.bool_()) if absent else None
+        mask = pa.array([slots is None for n, slots, _ in parts for _ in range(n)], pa.bool_()) if absent else None
         return pa.StructArray.from_arrays(arrays, fields=list(self.image_type), mask=mask)
 
 
-# The images of one rows event: (row count, one value sequence per table column (None: not in the image),
-# or None: the event has no such image)
-_Part = tuple[int, list[Sequence[Any] | None] | None]
+# The images of one rows event: (row count, one value sequence (or C's buffers) per table column (None: not
+# in the image), or None: the event has no such image; the walker's columns by table column, or None)
+_Part = tuple[int, list[Any] | None, list[WalkedColumn | None] | None]
 
 
 def _parts(ev: RowsEvent) -> tuple[_Part, _Part]:
     """The event's before and after images as columns (``ArrowImages`` from the C walker, ``RowImages``
     from the columnar decoder; a snapshot's row dicts are turned into columns here)."""
-    width = len(ev.table_map.columns)
     rows = ev.rows
     n = len(rows)
     if isinstance(rows, ArrowImages):
         before, after = rows.images()
-        images = ((ev.columns_before, before), (ev.columns_after, after))
-    elif isinstance(rows, RowImages):
+        return (n, *(before or (None, None))), (n, *(after or (None, None)))
+    width = len(ev.table_map.columns)
+    if isinstance(rows, RowImages):
         images = ((ev.columns_before, rows.before), (ev.columns_after, rows.after))
     else:
         names = [c.name for c in ev.table_map.columns]
         images = tuple((present, None if not rows or key not in rows[0] else
                         [[row[key].get(names[i]) for row in rows] for i in present])
                        for key, present in (("before", ev.columns_before), ("after", ev.columns_after)))
-    out = []
+    out: list[_Part] = []
     for present, cols in images:
         if cols is None:
-            out.append((n, None))
+            out.append((n, None, None))
             continue
-        slots: list[Sequence[Any] | None] = [None] * width
+        slots: list[Any] = [None] * width
         for i, col in zip(present, cols, strict=True):
             slots[i] = col
-        out.append((n, slots))
+        out.append((n, slots, None))
     return out[0], out[1]
 
 

@@ -272,6 +272,7 @@ class Lander:
             # whose start costs more than a small batch's own work.
             t = time.monotonic()
             records = subset.select("topic", "partition", "offset", "data").toArrow()
+            log.debug("%s.%s: row changes to the driver %.1fs", db, table, time.monotonic() - t)
             got = pa.Table.from_batches(list(land(records.to_batches())), schema=landed_schema(columns))
             is_file = got.column("_binlake_file").is_valid()
             found = got.filter(is_file)

@@ -60,8 +60,9 @@ def _walked(data: bytes) -> list[list[object]]:
     events = [ev for pos, raw in frames_in(data, 4, None, dec, "t") for ev in dec.events(raw, pos)
               if isinstance(ev, RowsEvent)]
     assert len(events) == 1 and isinstance(events[0].rows, arrow_rows.ArrowImages)
-    _, after = events[0].rows.images()
-    return [w.column.array([(len(events[0].rows), w.buffers)]).to_pylist() for w in after]
+    _, (slots, aligned) = events[0].rows.images()
+    n = len(events[0].rows)
+    return [w.array([(n, slots[i])], n).to_pylist() for i, w in enumerate(aligned) if w is not None]
 
 
 def _datetime2(y: int, mo: int, d: int, h: int, mi: int, s: int, frac: bytes = b"") -> bytes:
