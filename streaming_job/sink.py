@@ -563,7 +563,12 @@ class Lander:
         surviving = latest.filter(pc.invert(latest.column(DELETED))).select(names)
         rows = pa.concat_tables([*kept, surviving]).sort_by(key)
         adds = [write_mirror_file(path, rows.slice(i, _FILE_ROWS), key) for i in range(0, len(rows), _FILE_ROWS)]
-        version = commit.append(adds, self.app_id, batch_id, [], removes)
+        try:
+            version = commit.append(adds, self.app_id, batch_id, [], removes)
+        except Exception as exc:  # e.g. another writer's commit on the mirror (Delta's conflict check)
+            raise LandError(f"{db}.{table}: the mirror's commit of batch {batch_id} failed: "
+                            f"{_first_line(exc)}; nothing of this batch is in the mirror, "
+                            "and landing resumes with it on the next run") from exc
         self._committed[path] = (version, batch_id)
         files.update(version, adds, [n for n, _ in removes], key)
         self._highest.pop((db, table), None)  # the Spark path's bound: asked again if it is ever needed
@@ -670,6 +675,13 @@ class MirrorFiles:
             self.sizes[name] = size
             self.ranges[name] = (stats["minValues"][key], stats["maxValues"][key])
         self.version = version
+
+
+def _first_line(exc: Exception) -> str:
+    """An exception's first line; for one from the JVM (py4j), the Java exception's, which says what failed."""
+    java = getattr(exc, "java_exception", None)
+    text = str(java.toString()) if java is not None else str(exc)
+    return (text.strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _key_range(stats: str | None, key: str) -> tuple[int, int] | None:

@@ -115,3 +115,40 @@ def test_a_batch_of_new_keys_reads_no_mirror_file(spark, tmp_path) -> None:  # n
     batch([40], 2)
     assert sorted(_mirror(spark, path)) == [10, 11, 12, 13, 20, 30, 40]
     assert _operations(spark, path) == ["WRITE", "WRITE", "WRITE", "WRITE"]  # appends only: nothing rewritten
+
+
+def test_a_conflicting_commit_names_the_table_and_the_replay_lands_the_batch(spark, tmp_path,  # noqa: F811
+                                                                            monkeypatch) -> None:
+    """Another writer deletes a row of the file the driver is rewriting (a real Delta conflict, detected
+    by Delta at commit): the query stops with the table and batch named, the mirror holds nothing of the
+    batch, and the batch replayed lands on top of the other writer's change."""
+    from delta.tables import DeltaTable
+
+    from streaming_job import sink
+    from streaming_job.mirror import candidate_schema
+
+    lander = sink.Lander(spark, str(tmp_path / "lake"), str(tmp_path / "cp"))
+    path = lander.path("db", "t")
+    schema = candidate_schema(COLUMNS)
+    when = datetime.datetime(2026, 1, 1, tzinfo=UTC)
+
+    def batch(keys: list[int], value: str, batch_id: int) -> None:
+        rows = [(k, value, when, Decimal("1.00"), False, batch_id.to_bytes(4, "big"), i, 1, when)
+                for i, k in enumerate(keys)]
+        lander._merge(pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema),
+                      "db", "t", COLUMNS, ["id"], batch_id)
+
+    batch([10, 11, 12, 20], "a", 0)
+    write = sink.write_mirror_file
+
+    def other_writer_first(*args, **kwargs):
+        monkeypatch.setattr(sink, "write_mirror_file", write)
+        DeltaTable.forPath(spark, path).delete("id = 20")  # commits while the driver's transaction is open
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(sink, "write_mirror_file", other_writer_first)
+    with pytest.raises(sink.LandError, match=r"db\.t: the mirror's commit of batch 1 failed: .*Concurrent"):
+        batch([11], "b", 1)
+    assert {k: v[0] for k, v in _mirror(spark, path).items()} == {10: "a", 11: "a", 12: "a"}
+    batch([11], "b", 1)  # the replay after a restart
+    assert {k: v[0] for k, v in _mirror(spark, path).items()} == {10: "a", 11: "b", 12: "a"}
