@@ -3,13 +3,14 @@
 The land job's decoder gives ``compile_arrow_rows`` to the codec (``record_events(..., columnar=...)``).
 For each table map, rows event type and column bitmaps it builds a plan of one op per present column
 from the column's binlog type and its lake type (lake_types.py); the decoder it returns gives
-``ArrowImages``: per image, one Arrow array per present column, already of the lake type, with no
-Python object per value. Values C does not convert itself (JSON, SET labels, pre-5.6 temporal types,
-DECIMAL wider than 38 digits, text of other charsets or with bytes its charset check refuses) come
-back as their bytes and go through the codec's own value code (``compile_value``) and lake_types'
-conversions, as in the Python path. An event C leaves alone (anything unusual or malformed) is
-decoded by the Python columnar decoder, which gives the same values or raises the codec's error.
-``BINLAKE_PURE_PYTHON=1`` (or a missing extension) leaves every event to Python.
+``ArrowImages``: per image, C's buffers per present column, in Arrow's layout of the lake type, with
+no Python object per value. decode.py joins a record's events per table column (in C, ``concat``) and
+wraps the result as Arrow arrays once (``WalkedColumn.array``). Values C does not convert itself (JSON,
+SET labels, pre-5.6 temporal types, DECIMAL wider than 38 digits, text of other charsets or with bytes
+its charset check refuses) come back as their bytes and go through the codec's own value code
+(``compile_value``) and lake_types' conversions, as in the Python path. An event C leaves alone (anything
+unusual or malformed) is decoded by the Python columnar decoder, which gives the same values or raises
+the codec's error. ``BINLAKE_PURE_PYTHON=1`` (or a missing extension) leaves every event to Python.
 """
 
 from __future__ import annotations
@@ -115,7 +116,8 @@ class WalkedColumn:
 
     __slots__ = ("finish", "op", "raw", "type", "width")
 
-    def __init__(self, op: tuple[int, int, int, int], width: int | None, typ: pa.DataType, finish: Finish) -> None:
+    def __init__(self, op: tuple[int, int, int, int], width: int | None, typ: pa.DataType,
+                 finish: Finish | _Raw) -> None:
         self.op, self.width, self.type, self.finish = op, width, typ, finish
         self.raw = isinstance(finish, _Raw)
 
@@ -193,17 +195,15 @@ def _string(lake: LakeColumn, decode: Callable[[bytes], Any]) -> Finish:
 
 class _Raw:
     """Values C passes on as bytes: the codec's value code reads them while the event is decoded (its
-    errors are the codec's, at the event's position), the lake conversion comes with the others."""
+    errors are the codec's, at the event's position); the lake conversion comes later with the others
+    (``LakeColumn.array`` of these values, in decode.py)."""
 
-    def __init__(self, lake: LakeColumn, value: Callable[[bytes], Any]) -> None:
-        self.lake, self.value = lake, value
+    def __init__(self, value: Callable[[bytes], Any]) -> None:
+        self.value = value
 
     def values(self, n: int, got: Buffers) -> list[Any]:
         value = self.value
         return [None if v is None else value(v) for v in _buffers(pa.binary(), n, got).to_pylist()]
-
-    def __call__(self, n: int, got: Buffers) -> pa.Array:
-        return self.lake.array(self.values(n, got))
 
 
 def _labels(lake: LakeColumn, col: Column) -> Finish:
@@ -253,7 +253,7 @@ def _lake_width(op: tuple[int, int, int, int]) -> int | None:
     return {OP_INT: c, OP_COPY: a, OP_YEAR: 4, OP_DATE: 4, OP_DECIMAL: 16}.get(code, 8)
 
 
-def _column_op(tm: TableMap, col: Column) -> tuple[tuple[int, int, int, int], Finish]:
+def _column_op(tm: TableMap, col: Column) -> tuple[tuple[int, int, int, int], Finish | _Raw]:
     """C's op for one column and how its buffers become the lake array."""
     lake = LakeColumn(col)
     t, meta = col.type, col.meta
@@ -267,13 +267,13 @@ def _column_op(tm: TableMap, col: Column) -> tuple[tuple[int, int, int, int], Fi
         precision, scale = meta >> 8, meta & 0xFF
         if precision <= MAX_DECIMAL_PRECISION:
             return (OP_DECIMAL, precision, scale, 0), _fixed(lake)
-        return (OP_RAW_FIXED, decimal_size(precision, scale), 0, 0), _Raw(lake, compile_value(tm, col))
+        return (OP_RAW_FIXED, decimal_size(precision, scale), 0, 0), _Raw(compile_value(tm, col))
     if t == T.BIT:
         return (OP_BIT, (meta >> 8) + (1 if meta & 0xFF else 0), 0, 0), _fixed(lake)
     if t in (T.ENUM, T.SET):
         return (OP_NUMBER, meta & 0xFF, 0, 0), _labels(lake, col)
     if t in _OLD_TEMPORAL:
-        return (OP_RAW_FIXED, _OLD_TEMPORAL[t], 0, 0), _Raw(lake, compile_value(tm, col))
+        return (OP_RAW_FIXED, _OLD_TEMPORAL[t], 0, 0), _Raw(compile_value(tm, col))
     if t == T.NULL:
         return (OP_NULL, 0, 0, 0), lambda n, got: pa.nulls(n, lake.type)
     if t in _STRINGS or t in _BLOBS:
@@ -285,10 +285,10 @@ def _column_op(tm: TableMap, col: Column) -> tuple[tuple[int, int, int, int], Fi
         check = CHECK_UTF8 if charset is None else _CHECKS.get(charset)
         if check is not None:
             return (OP_STRING, prefix, check, 0), _string(lake, text_decoder(col, tm.is_mariadb))
-        return (OP_RAW_PREFIXED, prefix, 0, 0), _Raw(lake, compile_value(tm, col))
+        return (OP_RAW_PREFIXED, prefix, 0, 0), _Raw(compile_value(tm, col))
     # JSON, VECTOR, MariaDB's compressed columns: a length prefix, then bytes only the codec reads
     prefix = {T.VARCHAR_COMPRESSED: 1 if meta < 256 else 2}.get(t, meta)
-    return (OP_RAW_PREFIXED, prefix, 0, 0), _Raw(lake, compile_value(tm, col))
+    return (OP_RAW_PREFIXED, prefix, 0, 0), _Raw(compile_value(tm, col))
 
 
 def compile_arrow_rows(tm: TableMap, kind: str, before: tuple[int, ...], after: tuple[int, ...],
