@@ -32,7 +32,7 @@ from .arrow_rows import ArrowImages, Buffers, LakeColumn, WalkedColumn, compile_
 from .lake_types import arrow_type
 
 RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
-    ("kind", pa.string(), "string"),  # row | error | chunk
+    ("kind", pa.string(), "string"),  # row | error | chunk | withheld
     ("topic", pa.string(), "string"),
     ("partition", pa.int32(), "int"),
     ("offset", pa.int64(), "bigint"),
@@ -49,7 +49,7 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("raw", pa.binary(), "binary"),
     ("headers", pa.binary(), "binary"),
 ]
-ERROR, RAW, HEADERS = 13, 14, 15  # indexes of those fields in a record row
+ROWS, ERROR, RAW, HEADERS = 9, 13, 14, 15  # indexes of those fields in a record row
 RECORD_ARROW = pa.schema([(n, t) for n, t, _ in RECORD_FIELDS])
 RECORD_DDL = ", ".join(f"`{n}` {d}" for n, _, d in RECORD_FIELDS)
 _OPS = {"write": "insert", "update": "update", "delete": "delete", "read": "read"}  # read: snapshot rows
@@ -297,15 +297,26 @@ class Reader:
         self.pending.clear()
 
 
-def decode_partition(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow function over the Kafka source's columns (topic, partition, offset, headers, value)."""
+def decode_partition(batches: Iterable[pa.RecordBatch], ship: int | None = None) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function over the Kafka source's columns (topic, partition, offset, headers, value).
+    ``ship``: the output goes to the driver whole (sink.Lander._decode_to_driver); past this many row
+    changes the task stops and says so with one ``withheld`` row instead, so the driver's memory stays
+    bounded (it then decodes the batch the cached way)."""
     reader = Reader()
+    shipped = 0
     for batch in batches:
         out = _Out()
         cols = batch.to_pydict()
         for topic, partition, offset, headers, value in zip(cols["topic"], cols["partition"], cols["offset"],
                                                             cols["headers"], cols["value"], strict=True):
+            before = len(out.rows)
             reader.feed(out, topic, partition, offset, {h["key"]: h["value"] for h in headers or ()}, value)
+            if ship is not None:
+                shipped += sum(r[ROWS] or 0 for r in out.rows[before:])
+                if shipped > ship:
+                    out.rows = [("withheld", topic, partition, offset, *[None] * (len(RECORD_FIELDS) - 4))]
+                    yield out.batch()
+                    return
         yield out.batch()
     out = _Out()
     reader.finish(out)

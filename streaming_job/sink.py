@@ -14,6 +14,7 @@ import os
 import pickle
 import re
 import time
+from collections import namedtuple
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import partial
@@ -32,7 +33,18 @@ from ingester.codec.events import QueryEvent
 from ingester.records.format import record_events
 
 from . import defaults as D
-from .decode import ERROR, HEADERS, RAW, RECORD_DDL, decode_partition, quote, reassemble, typed_batches, typed_ddl
+from .decode import (
+    ERROR,
+    HEADERS,
+    RAW,
+    RECORD_ARROW,
+    RECORD_DDL,
+    decode_partition,
+    quote,
+    reassemble,
+    typed_batches,
+    typed_ddl,
+)
 from .lake_types import widens
 from .mirror import COMMIT_TS, DELETED, ORDER, SEQ, candidates_ddl, last_per_key
 from .writer import (
@@ -130,11 +142,17 @@ class Lander:
 
     def process(self, batch: DataFrame, batch_id: int) -> None:
         start = time.monotonic()
-        decoded = batch.mapInArrow(decode_partition, RECORD_DDL).persist()
+        shipped = self._decode_to_driver(batch)
+        decoded = None
         try:
-            # One job decodes (and caches) the batch; the driver gets everything but the row data.
-            info = decoded.drop("data").collect()
-            rows = decoded.filter("kind = 'row'")
+            rows: DataFrame | pa.Table
+            if shipped is not None:  # one job: the whole decoded batch is in the driver
+                info = _record_rows(shipped.drop_columns(["data"]))
+                rows = shipped.filter(pc.equal(shipped.column("kind"), "row"))
+            else:  # one job decodes (and caches) the batch; the driver gets everything but the row data
+                decoded = batch.mapInArrow(decode_partition, RECORD_DDL).persist()
+                info = decoded.drop("data").collect()
+                rows = decoded.filter("kind = 'row'")
             meta = [r for r in info if r.kind == "row"]
             orphans = [(r.topic, r.partition, r.offset, bytes(r.headers), bytes(r.raw)) for r in info
                        if r.kind == "chunk"]
@@ -149,18 +167,39 @@ class Lander:
                              "batch, from %s[%d]@%d", batch_id, len(carried), *first)
                 errors += [(r[1], r[2], r[3], r[ERROR], r[RAW], r[HEADERS]) for r in extra if r[0] == "error"]
                 good = [r for r in extra if r[0] == "row"]
-                if good:
+                if good and isinstance(rows, pa.Table):
+                    more = pa.Table.from_batches([pa.RecordBatch.from_pylist(
+                        [dict(zip(RECORD_ARROW.names, r, strict=True)) for r in good], schema=RECORD_ARROW)])
+                    rows = pa.concat_tables([rows, more])
+                    meta += _record_rows(more.drop_columns(["data"]))
+                elif good:
                     extra_df = self.spark.createDataFrame(good, RECORD_DDL)
                     rows = rows.unionByName(extra_df)
                     meta += extra_df.drop("data").collect()
             if errors:
                 self._undecodable(errors, batch_id)
-            log.debug("batch %d: decoded in %.1fs", batch_id, time.monotonic() - start)
+            log.debug("batch %d: decoded in %.1fs%s", batch_id, time.monotonic() - start,
+                      "" if shipped is None else " (to the driver)")
             stats = self._land(rows, meta, batch_id)
         finally:
-            decoded.unpersist()
+            if decoded is not None:
+                decoded.unpersist()
         stats.seconds = time.monotonic() - start
         self.last = stats
+
+    def _decode_to_driver(self, batch: DataFrame) -> pa.Table | None:
+        """The decoded batch, whole, in the driver (one Spark job, nothing cached), when the lake is local
+        and the batch holds at most ``driver_rows`` row changes: each task ships at most its share of them,
+        and one that has more stops early and says so (``withheld``). None: the batch is larger (or the
+        lake remote), and is decoded again the cached way."""
+        if self.driver_rows <= 0 or not _local(self.lake):
+            return None
+        tasks = max(1, batch.rdd.getNumPartitions())
+        table = batch.mapInArrow(partial(decode_partition, ship=self.driver_rows // tasks), RECORD_DDL).toArrow()
+        if pc.any(pc.equal(table.column("kind"), "withheld")).as_py():
+            log.debug("more than %d row changes in the batch: decoded again, cached in Spark", self.driver_rows)
+            return None
+        return table
 
     def _fetch(self, topic: str, partition: int, start: int, end: int) -> list[tuple[int, dict[str, bytes], bytes]]:
         """Records [start, end) of one partition, read again from Kafka (committed ones only)."""
@@ -211,7 +250,7 @@ class Lander:
         finally:
             conf.unset(_STATS_COLUMNS)
 
-    def _land(self, rows: DataFrame, meta: list[Any], batch_id: int) -> BatchStats:
+    def _land(self, rows: DataFrame | pa.Table, meta: list[Any], batch_id: int) -> BatchStats:
         stats = BatchStats()
         groups: dict[tuple[str, str, str], _Schema] = {}
         for r in meta:
@@ -226,9 +265,12 @@ class Lander:
             lake = self._lake_columns(db, table)
             columns, pk = self._evolve(db, table, lake, schemas)
             log.debug("%s.%s: schema %.1fs", db, table, time.monotonic() - t)
-            # minPartitions may have made many small partitions: as many tasks as cores is enough here
-            subset = rows.filter((F.col("db") == db) & (F.col("tbl") == table)).coalesce(
-                self.spark.sparkContext.defaultParallelism)
+            subset: DataFrame | pa.Table
+            if isinstance(rows, pa.Table):
+                subset = rows.filter(pc.and_(pc.equal(rows.column("db"), db), pc.equal(rows.column("tbl"), table)))
+            else:  # minPartitions may have made many small partitions: as many tasks as cores is enough here
+                subset = rows.filter((F.col("db") == db) & (F.col("tbl") == table)).coalesce(
+                    self.spark.sparkContext.defaultParallelism)
             t = time.monotonic()
             self._land_table(subset, db, table, lake, columns, pk, schemas, batch_id, ingest)
             log.debug("%s.%s: landed in %.1fs", db, table, time.monotonic() - t)
@@ -238,12 +280,15 @@ class Lander:
             stats.newest_commit_ts = max(stats.newest_commit_ts or 0.0, newest)
         return stats
 
-    def _land_table(self, subset: DataFrame, db: str, table: str, lake: list[tuple[str, str]],
+    def _land_table(self, subset: DataFrame | pa.Table, db: str, table: str, lake: list[tuple[str, str]],
                     columns: list[tuple[str, str]], pk: list[str], schemas: list[_Schema], batch_id: int,
                     ingest_micros: int) -> None:
         """One pass over the table's row changes (writer.land_partition) writes the change-log files,
-        committed here at once, and leaves the mirror's candidates for the MERGE."""
+        committed here at once, and leaves the mirror's candidates for the MERGE. ``subset``: the table's
+        record rows, in Spark or already in the driver."""
         path = self.path(db, table + "__changes")
+        if isinstance(subset, pa.Table) and (not _local(path) or sum(g.n for g in schemas) > self.driver_rows):
+            subset = self.spark.createDataFrame(subset)  # for Spark's paths (chunks reassembled on top of a full batch)
         t = time.monotonic()
         if lake:
             self._add_columns(path, lake, columns, nested=True)
@@ -271,8 +316,11 @@ class Lander:
             # change-log files and reduces and lands the mirror's candidates itself: no Python tasks,
             # whose start costs more than a small batch's own work.
             t = time.monotonic()
-            records = subset.select("topic", "partition", "offset", "data").toArrow()
-            log.debug("%s.%s: row changes to the driver %.1fs", db, table, time.monotonic() - t)
+            if isinstance(subset, pa.Table):
+                records = subset.select(["topic", "partition", "offset", "data"])
+            else:
+                records = subset.select("topic", "partition", "offset", "data").toArrow()
+                log.debug("%s.%s: row changes to the driver %.1fs", db, table, time.monotonic() - t)
             got = pa.Table.from_batches(list(land(records.to_batches())), schema=landed_schema(columns))
             is_file = got.column("_binlake_file").is_valid()
             found = got.filter(is_file)
@@ -675,6 +723,15 @@ class MirrorFiles:
             self.sizes[name] = size
             self.ranges[name] = (stats["minValues"][key], stats["maxValues"][key])
         self.version = version
+
+
+_RecordRow = namedtuple("_RecordRow", [n for n in RECORD_ARROW.names if n != "data"])  # type: ignore[misc]
+
+
+def _record_rows(table: pa.Table) -> list[Any]:
+    """Record rows (all but their data) from Arrow, read like Spark's Rows (``r.kind``, ``r.db``, ...)."""
+    columns = [table.column(n).to_pylist() for n in _RecordRow._fields]
+    return [_RecordRow(*r) for r in zip(*columns, strict=True)]
 
 
 def _first_line(exc: Exception) -> str:

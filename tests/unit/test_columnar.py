@@ -25,7 +25,7 @@ from ingester.records.builder import Record
 from ingester.records.format import record_events
 from ingester.sources.binlog_file import binlog_frames
 from streaming_job import arrow_rows
-from streaming_job.decode import _OPS, _Out, _shape, decode_record
+from streaming_job.decode import _OPS, _Out, _shape, decode_partition, decode_record
 from tests.corpus import CORPUS, manifest
 from tests.unit.test_corpus import BROKEN
 from tests.unit.test_records import _build
@@ -223,3 +223,19 @@ def test_corrupted_rows_land_alike(name) -> None:
     """Every single-byte corruption of a file's first rows events gives the same lake values or the same
     error (message and position) through the C walker as through the Python columnar decoder."""
     assert_corruptions_alike(CORPUS / name, arrow_rows.compile_arrow_rows, lake_values, 2000)
+
+
+def test_a_task_shipping_to_the_driver_stops_past_its_share() -> None:
+    """decode_partition(ship=N): the whole output while it holds at most N row changes; past that, one
+    ``withheld`` row and nothing more (the driver then decodes the batch the cached way)."""
+    _, out, _ = _build(CORPUS / "alibaba-canal" / "mysql-bin.000001", max_record_bytes=2000)
+    records = [r for r in out if isinstance(r, Record)]
+    batch = pa.RecordBatch.from_pylist([
+        {"topic": r.topic, "partition": 0, "offset": i, "headers": [{"key": k, "value": v} for k, v in r.headers],
+         "value": r.value} for i, r in enumerate(records)])
+    whole = pa.Table.from_batches(list(decode_partition([batch])))
+    total = sum(whole.column("rows").to_pylist()[i] or 0 for i in range(len(whole)))
+    assert len(records) > 5 and total > 20
+    assert pa.Table.from_batches(list(decode_partition([batch], ship=total))).equals(whole)
+    cut = pa.Table.from_batches(list(decode_partition([batch], ship=total // 2)))
+    assert cut.column("kind").to_pylist()[-1] == "withheld" and len(cut) == 1
