@@ -50,6 +50,9 @@ def build_session(master: str | None, shuffle_partitions: int, app_name: str = "
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
                .config("spark.databricks.delta.properties.defaults.enableTypeWidening", "true")
+               # A checkpoint (a Spark job writing the table's state) every 100 commits, not 10: with a commit
+               # per micro-batch and table, the batch writing one took 3-6 s instead of ~2 (docs/LAND.md)
+               .config("spark.databricks.delta.properties.defaults.checkpointInterval", "100")
                .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
                .config("spark.databricks.delta.snapshotPartitions", "2")  # small logs, 2 CPUs
                # MERGE's source is decoded once per batch and deterministic: no second copy of it
