@@ -60,7 +60,8 @@ from .writer import (
 log = logging.getLogger("binlake.land")
 QUARANTINE_TABLE = "_quarantine"
 _DDL = re.compile(r"\s*(/\*.*?\*/\s*)*(ALTER|CREATE|RENAME|DROP|TRUNCATE)\b", re.IGNORECASE | re.DOTALL)
-_STATS_COLUMNS = "spark.databricks.delta.properties.defaults.dataSkippingStatsColumns"
+_STATS_PROPERTY = "delta.dataSkippingStatsColumns"
+_STATS_COLUMNS = "spark.databricks.delta.properties.defaults.dataSkippingStatsColumns"  # its session default
 _CHANGE_LOG_STATS = ["commit_ts", "kafka_offset"]  # Delta refuses statistics columns of BINARY type (seq)
 _META = [(SEQ, "binary"), (COMMIT_TS, "timestamp")]  # kept in the mirror: the row's last change
 
@@ -244,7 +245,7 @@ class Lander:
             writer.save(path)
             return
         conf = self.spark.conf
-        conf.set(_STATS_COLUMNS, ",".join(quote(c) for c in stats))
+        conf.set(_STATS_COLUMNS, _stats_columns(stats)[_STATS_PROPERTY])
         try:
             writer.save(path)
         finally:
@@ -290,14 +291,16 @@ class Lander:
         if isinstance(subset, pa.Table) and (not _local(path) or sum(g.n for g in schemas) > self.driver_rows):
             subset = self.spark.createDataFrame(subset)  # for Spark's paths (chunks reassembled on top of a full batch)
         t = time.monotonic()
+        ddl = f"{typed_ddl(columns)}, {PARTITION_COLUMN} date, ingest_ts timestamp"
         if lake:
             self._add_columns(path, lake, columns, nested=True)
-        else:  # a new change log: its schema, partitioning and statistics columns, no rows yet
-            ddl = f"{typed_ddl(columns)}, {PARTITION_COLUMN} date, ingest_ts timestamp"
+        elif not _local(path):  # a new change log: its schema, partitioning and statistics columns, no rows yet
             empty = self.spark.createDataFrame([], ddl)
             self._append(empty, path, -1, partition_by=PARTITION_COLUMN, stats=_CHANGE_LOG_STATS, idempotent=False)
         if _local(path):
             txn: DeltaCommit | None = DeltaCommit(self.spark, path)
+            if not lake:  # a new change log, created by the commit of its first files
+                txn.create(ddl, [PARTITION_COLUMN], _stats_columns(_CHANGE_LOG_STATS))
             write = not self._done(txn, path, batch_id)  # else a replay: the change log has this batch
             log.debug("%s.%s: change log schema and transaction %.1fs", db, table, time.monotonic() - t)
         else:  # object stores: Spark's own writer (slower), idempotent by txnVersion
@@ -534,8 +537,7 @@ class Lander:
         if not exists:
             # A new mirror starts empty: the batch's surviving rows are plain inserts, no MERGE needed.
             # (A replay after a crash finds the table and MERGEs, or skips by txnVersion: same result.)
-            types = dict(columns)
-            self._append(surviving, path, batch_id, stats=[k for k in pk if types[k] not in ("binary", "boolean")])
+            self._append(surviving, path, batch_id, stats=_key_stats(columns, pk))
             self._mirrors[(db, table)] = columns
             return
         assert known is not None
@@ -586,10 +588,10 @@ class Lander:
         if not _local(path) or dict(columns)[key] not in _INTEGER:
             return False
         latest = last_per_key(candidates, pk)
-        if not exists:
-            ddl = ", ".join(f"{quote(n)} {t}" for n, t in [*columns, *_META])
-            self._append(self.spark.createDataFrame([], ddl), path, -1, stats=pk, idempotent=False)
         commit = DeltaCommit(self.spark, path)
+        if not exists:  # created by the commit of its first files
+            commit.create(", ".join(f"{quote(n)} {t}" for n, t in [*columns, *_META]), [],
+                          _stats_columns(_key_stats(columns, pk)))
         if self._done(commit, path, batch_id):  # a replay: the mirror has this batch
             return True
         files = self._mirror_files.get((db, table))
@@ -765,6 +767,17 @@ def _literal(text: str, dtype: str) -> str:
         return f"X'{text}'"
     escaped = text.replace("\\", "\\\\").replace("'", "\\'")
     return f"CAST('{escaped}' AS {dtype})"
+
+
+def _key_stats(columns: list[tuple[str, str]], pk: list[str]) -> list[str]:
+    """A mirror's statistics columns: its key's, but Delta keeps none of binary or boolean columns."""
+    types = dict(columns)
+    return [k for k in pk if types[k] not in ("binary", "boolean")]
+
+
+def _stats_columns(columns: list[str]) -> dict[str, str]:
+    """A new table's property: collect file statistics of these columns only."""
+    return {_STATS_PROPERTY: ",".join(quote(c) for c in columns)}
 
 
 def _scheme(path: str) -> str | None:

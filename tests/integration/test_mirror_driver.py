@@ -88,9 +88,9 @@ def test_the_driver_keeps_the_mirror_equal_to_the_source(spark, tmp_path) -> Non
             lander._merge(table, "db", "t", COLUMNS, ["id"], batch_id)
         assert _mirror(spark, path) == model, batch_id
     operations = _operations(spark, path)
-    # created (the empty write), then per batch: the driver's append, its rewrites (UPDATE), Spark's MERGEs
-    assert operations[:2] == ["WRITE", "WRITE"] and operations[2:4] == ["UPDATE", "UPDATE"], operations
-    assert operations[4:6] == ["MERGE", "MERGE"] and operations[6:] == ["UPDATE"] * 3, operations
+    # created by the driver's append of the first batch, then its rewrites (UPDATE), Spark's MERGEs
+    assert operations[:1] == ["WRITE"] and operations[1:3] == ["UPDATE", "UPDATE"], operations
+    assert operations[3:5] == ["MERGE", "MERGE"] and operations[5:] == ["UPDATE"] * 3, operations
 
 
 def test_a_batch_of_new_keys_reads_no_mirror_file(spark, tmp_path) -> None:  # noqa: F811
@@ -114,7 +114,7 @@ def test_a_batch_of_new_keys_reads_no_mirror_file(spark, tmp_path) -> None:  # n
     batch([13, 30], 1)  # 13 lies in the first file's range 10..20, which does not hold it
     batch([40], 2)
     assert sorted(_mirror(spark, path)) == [10, 11, 12, 13, 20, 30, 40]
-    assert _operations(spark, path) == ["WRITE", "WRITE", "WRITE", "WRITE"]  # appends only: nothing rewritten
+    assert _operations(spark, path) == ["WRITE", "WRITE", "WRITE"]  # appends only, the first creating: none rewritten
 
 
 def test_a_conflicting_commit_names_the_table_and_the_replay_lands_the_batch(spark, tmp_path,  # noqa: F811
