@@ -30,6 +30,7 @@ from ingester.records.format import ChunkAssembler, chunk_index, record_events
 
 from .arrow_rows import ArrowImages, Buffers, LakeColumn, WalkedColumn, compile_arrow_rows
 from .lake_types import arrow_type
+from .worker import keep_spark_archive_listings
 
 RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("kind", pa.string(), "string"),  # row | error | chunk | withheld
@@ -302,6 +303,7 @@ def decode_partition(batches: Iterable[pa.RecordBatch], ship: int | None = None)
     ``ship``: the output goes to the driver whole (sink.Lander._decode_to_driver); past this many row
     changes the task stops and says so with one ``withheld`` row instead, so the driver's memory stays
     bounded (it then decodes the batch the cached way)."""
+    keep_spark_archive_listings()
     reader = Reader()
     shipped = 0
     for batch in batches:
@@ -394,6 +396,7 @@ def typed_batches(columns: list[tuple[str, str]], batches: Iterable[pa.RecordBat
                   batch_rows: int = 65_536) -> Iterator[pa.RecordBatch]:
     """Record rows of one table -> TYPED_HEAD + typed before/after structs in the batch's union schema,
     in batches of about ``batch_rows`` row changes (memory stays bounded)."""
+    keep_spark_archive_listings()  # a mapInArrow function too (sink.Lander._land_table, remote lakes)
     fields = [pa.field(n, arrow_type(t)) for n, t in columns]
     image = pa.struct(fields)
     schema = pa.schema([*[pa.field(n, arrow_type(t)) for n, t in TYPED_HEAD], ("before", image), ("after", image)])

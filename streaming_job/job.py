@@ -9,15 +9,21 @@ import logging
 import os
 import re
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
-from .sink import Lander, LandError
+from .checkpoints import INLINE_INTERVAL, Checkpointer
+from .sink import KAFKA_READ, Lander, LandError
+from .worker import DAEMON_MODULE
+from .writer import DeltaCommit, write_mirror_file
 
 log = logging.getLogger("binlake.land")
 
@@ -50,9 +56,8 @@ def build_session(master: str | None, shuffle_partitions: int, app_name: str = "
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
                .config("spark.databricks.delta.properties.defaults.enableTypeWidening", "true")
-               # A checkpoint (a Spark job writing the table's state) every 100 commits, not 10: with a commit
-               # per micro-batch and table, the batch writing one took 3-6 s instead of ~2 (docs/LAND.md)
-               .config("spark.databricks.delta.properties.defaults.checkpointInterval", "100")
+               # No checkpoint written by a commit of the batch's path: checkpoints.Checkpointer writes them
+               .config("spark.databricks.delta.properties.defaults.checkpointInterval", str(INLINE_INTERVAL))
                .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
                .config("spark.databricks.delta.snapshotPartitions", "2")  # small logs, 2 CPUs
                # MERGE's source is decoded once per batch and deterministic: no second copy of it
@@ -63,6 +68,9 @@ def build_session(master: str | None, shuffle_partitions: int, app_name: str = "
         builder = builder.master(master)
     if master and master.startswith("local"):  # workers must import the codec: this interpreter
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        # its workers are forked from a daemon that has the decoder imported (worker.py); a cluster's
+        # executors may not have the package on the daemon's path, so only here
+        builder = builder.config("spark.python.daemon.module", DAEMON_MODULE)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
@@ -103,6 +111,7 @@ class LandMetrics(StreamingQueryListener):
         log.info("batch %d: %d records in, %d row changes landed in %.1fs (%.0f rows/s), lag %s",
                  progress.batchId, progress.numInputRows, stats.rows, seconds, rate,
                  f"{lag:.1f}s" if lag is not None else "-")
+        log.debug("batch %d: Spark's step times (ms) %s", progress.batchId, dict(progress.durationMs or {}))
 
     def onQueryIdle(self, event: Any) -> None:
         pass
@@ -110,6 +119,36 @@ class LandMetrics(StreamingQueryListener):
     def onQueryTerminated(self, event: Any) -> None:
         if event.exception:
             log.error("query stopped: %s", self.lander.error or event.exception.splitlines()[0])
+
+
+def warm_up(spark: SparkSession) -> None:
+    """Before the query: the Python workers' daemon started (it imports the decoder, worker.py) and
+    Delta's commit path loaded in the JVM, on a scratch table (created, appended to, its files and
+    transactions read). Otherwise the first micro-batch after every start pays both: 5-6 s on our
+    2-CPU machine, on top of its own work. A failure here only costs that time again: logged, not raised."""
+    started = time.monotonic()
+    try:
+        tasks = spark.sparkContext.defaultParallelism
+        spark.range(tasks, numPartitions=tasks).mapInArrow(_started, "id long").collect()
+        with tempfile.TemporaryDirectory(prefix="binlake-warm-up-") as scratch:
+            path = os.path.join(scratch, "table")
+            commit = DeltaCommit(spark, path)
+            commit.create("id bigint", [], {})
+            rows = pa.table({"id": pa.array([1], pa.int64())})
+            commit.append([write_mirror_file(path, rows, "id")], "binlake-warm-up", 0, [])
+            again = DeltaCommit(spark, path)
+            again.files()
+            again.done("binlake-warm-up", 0)
+    except Exception as exc:  # an optimisation: the query itself says what is wrong
+        log.warning("warm-up failed, the first micro-batch pays Spark's and Delta's start: %s",
+                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return
+    log.info("warmed up Spark's Python workers and Delta in %.1fs", time.monotonic() - started)
+
+
+def _started(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """A warm-up task: its worker is forked from the daemon, which imported the decoder."""
+    yield from batches
 
 
 def topic_pattern(prefix: str) -> str:
@@ -123,6 +162,8 @@ def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
     lander = Lander(spark, settings.lake, settings.checkpoint, settings.quarantine, settings.bootstrap,
                     settings.topic_prefix, driver_rows=settings.driver_rows)
     listener = LandMetrics(lander)
+    warm_up(spark)
+    checkpoints = lander.checkpoints = Checkpointer(spark)
     spark.streams.addListener(listener)
     if settings.metrics_port is not None:
         start_http_server(settings.metrics_port, settings.metrics_host, registry=listener.registry)
@@ -130,9 +171,8 @@ def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
               .option("kafka.bootstrap.servers", settings.bootstrap)
               .option("subscribePattern", topic_pattern(settings.topic_prefix))
               .option("startingOffsets", "earliest")
-              .option("kafka.isolation.level", "read_committed")
+              .options(**KAFKA_READ)
               .option("kafka.metadata.max.age.ms", "5000")  # new tables' topics are found within seconds
-              .option("includeHeaders", "true")
               .option("failOnDataLoss", "true"))
     if settings.min_partitions:
         reader = reader.option("minPartitions", str(settings.min_partitions))
@@ -156,6 +196,7 @@ def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
             f"streaming query failed: {str(exc).splitlines()[0]}") from exc
     finally:
         spark.streams.removeListener(listener)
+        checkpoints.close()
     return 0
 
 

@@ -9,12 +9,15 @@ the old key, deletes delete.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import os
 import pickle
 import re
 import time
 from collections import namedtuple
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import partial
@@ -33,6 +36,7 @@ from ingester.codec.events import QueryEvent
 from ingester.records.format import record_events
 
 from . import defaults as D
+from .checkpoints import INLINE_INTERVAL, Checkpointer
 from .decode import (
     ERROR,
     HEADERS,
@@ -61,9 +65,14 @@ log = logging.getLogger("binlake.land")
 QUARANTINE_TABLE = "_quarantine"
 _DDL = re.compile(r"\s*(/\*.*?\*/\s*)*(ALTER|CREATE|RENAME|DROP|TRUNCATE)\b", re.IGNORECASE | re.DOTALL)
 _STATS_PROPERTY = "delta.dataSkippingStatsColumns"
+_INTERVAL_PROPERTY = "delta.checkpointInterval"
 _STATS_COLUMNS = "spark.databricks.delta.properties.defaults.dataSkippingStatsColumns"  # its session default
 _CHANGE_LOG_STATS = ["commit_ts", "kafka_offset"]  # Delta refuses statistics columns of BINARY type (seq)
 _META = [(SEQ, "binary"), (COMMIT_TS, "timestamp")]  # kept in the mirror: the row's last change
+# How the job reads Kafka (the stream, and records read again). The consumer's last fetch of a range
+# finds nothing beyond its end (or only a transaction marker) and the broker holds it for
+# fetch.max.wait.ms (Kafka's default 500 ms) in every task of every micro-batch; 10 ms saved ~0.3 s a batch.
+KAFKA_READ = {"kafka.isolation.level": "read_committed", "kafka.fetch.max.wait.ms": "10", "includeHeaders": "true"}
 
 
 class LandError(RuntimeError):
@@ -124,6 +133,8 @@ class Lander:
     driver_merge_bytes: int = 256 << 20
     _mirror_files: dict[tuple[str, str], MirrorFiles] = field(default_factory=dict)
     _committed: dict[str, tuple[int, int]] = field(default_factory=dict)  # path -> (version, batch) we wrote
+    checkpoints: Checkpointer | None = None  # Delta checkpoints beside the batches (job.run starts one)
+    _owned: set[str] = field(default_factory=set)  # tables whose checkpoint interval _own_checkpoints saw
 
     def __post_init__(self) -> None:
         if not self.app_id:  # stable per checkpoint: the query's identity for Delta's idempotent writes
@@ -211,8 +222,8 @@ class Lander:
     def _kafka(self, topic: str, start: dict[str, int] | str, end: dict[str, int] | str,
                partition: int | None = None) -> DataFrame:
         """A batch read of one topic (or partition) between offsets, as the stream reads it."""
-        reader = (self.spark.read.format("kafka").option("kafka.bootstrap.servers", self.bootstrap)
-                  .option("kafka.isolation.level", "read_committed").option("includeHeaders", "true")
+        reader = (self.spark.read.format("kafka").options(**KAFKA_READ)
+                  .option("kafka.bootstrap.servers", self.bootstrap)
                   .option("startingOffsets", start if isinstance(start, str) else orjson.dumps({topic: start}).decode())
                   .option("endingOffsets", end if isinstance(end, str) else orjson.dumps({topic: end}).decode()))
         if partition is None:
@@ -231,6 +242,8 @@ class Lander:
             "topic string, partition int, offset bigint, error string, value binary, headers map<string,binary>",
         ).withColumn("batch_id", F.lit(batch_id)).withColumn("ingest_ts", F.current_timestamp())
         self._append(df, _join(self.lake, QUARANTINE_TABLE), batch_id)
+        if self.checkpoints is not None:
+            self.checkpoints.committed(_join(self.lake, QUARANTINE_TABLE))
 
     def _append(self, df: DataFrame, path: str, batch_id: int, partition_by: str | None = None,
                 stats: list[str] | None = None, idempotent: bool = True) -> None:
@@ -272,9 +285,16 @@ class Lander:
             else:  # minPartitions may have made many small partitions: as many tasks as cores is enough here
                 subset = rows.filter((F.col("db") == db) & (F.col("tbl") == table)).coalesce(
                     self.spark.sparkContext.defaultParallelism)
+            self._own_checkpoints(self.path(db, table + "__changes"))
+            if pk:
+                self._own_checkpoints(self.path(db, table))
             t = time.monotonic()
             self._land_table(subset, db, table, lake, columns, pk, schemas, batch_id, ingest)
             log.debug("%s.%s: landed in %.1fs", db, table, time.monotonic() - t)
+            if self.checkpoints is not None:
+                self.checkpoints.committed(self.path(db, table + "__changes"))
+                if pk:
+                    self.checkpoints.committed(self.path(db, table))
             self._columns[(db, table)] = columns
             stats.rows += sum(g.n for g in schemas)
             newest = max(g.newest for g in schemas) / 1e6
@@ -324,19 +344,28 @@ class Lander:
             else:
                 records = subset.select("topic", "partition", "offset", "data").toArrow()
                 log.debug("%s.%s: row changes to the driver %.1fs", db, table, time.monotonic() - t)
-            got = pa.Table.from_batches(list(land(records.to_batches())), schema=landed_schema(columns))
+            got = _land_on_threads(land, records, landed_schema(columns), self.spark.sparkContext.defaultParallelism)
             is_file = got.column("_binlake_file").is_valid()
             found = got.filter(is_file)
             files = list(zip(*(found.column(c).to_pylist() for c in FILE_COLUMNS), strict=True))
-            if write:
-                self._committed[path] = (txn.commit(files, self.app_id, batch_id), batch_id)
-            log.debug("%s.%s: change log %.1fs (%d files)", db, table, time.monotonic() - t, len(files))
-            if pk:
-                self._full_images(db, table, schemas)
-                t = time.monotonic()
-                self._merge(got.filter(pc.invert(is_file)).drop_columns(FILE_COLUMNS), db, table, columns, pk,
-                            batch_id)
-                log.debug("%s.%s: mirror %.1fs", db, table, time.monotonic() - t)
+            log.debug("%s.%s: change-log files %.1fs (%d files)", db, table, time.monotonic() - t, len(files))
+            # The change log's commit (JVM work) goes on beside the mirror's (driver work, then its own commit):
+            # two tables, each idempotent by its own txnVersion, so their order does not matter on a replay
+            with ThreadPoolExecutor(1, thread_name_prefix="binlake-commit") as pool:
+                committing = pool.submit(txn.commit, files, self.app_id, batch_id) if write else None
+                try:
+                    if pk:
+                        self._full_images(db, table, schemas)
+                        t = time.monotonic()
+                        self._merge(got.filter(pc.invert(is_file)).drop_columns(FILE_COLUMNS), db, table, columns,
+                                    pk, batch_id)
+                        log.debug("%s.%s: mirror %.1fs", db, table, time.monotonic() - t)
+                except BaseException:
+                    if committing is not None:
+                        committing.exception()  # the commit ends either way; the mirror's error is the one raised
+                    raise
+                if committing is not None:
+                    self._committed[path] = (committing.result(), batch_id)
             return
         landed = subset.mapInArrow(land, landed_ddl(columns))
         if pk:
@@ -355,6 +384,27 @@ class Lander:
                 log.debug("%s.%s: mirror %.1fs", db, table, time.monotonic() - t)
         finally:
             landed.unpersist()
+
+    def _own_checkpoints(self, path: str) -> None:
+        """Once per table and process, where a Checkpointer runs: a table created by an earlier binlake (or
+        anything else) whose commits write Delta checkpoints themselves gets the interval they never reach
+        (checkpoints.INLINE_INTERVAL), so that the checkpoints are written beside the batches. Here, in the
+        batch's own thread: a metadata change beside the batch's commit would make that commit conflict."""
+        if self.checkpoints is None or path in self._owned:
+            return
+        self._owned.add(path)
+        jvm = self.spark._jvm
+        snapshot = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, path).update(
+            False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
+        if int(snapshot.version()) < 0:  # a new table: created with the session's default
+            return
+        interval = snapshot.metadata().configuration().get(_INTERVAL_PROPERTY)
+        if interval.isDefined() and interval.get() == str(INLINE_INTERVAL):
+            return
+        self.spark.sql(f"ALTER TABLE delta.{quote(path)} "
+                       f"SET TBLPROPERTIES ('{_INTERVAL_PROPERTY}' = '{INLINE_INTERVAL}')")
+        log.info("%s: Delta checkpoints are written beside the micro-batches from now on (%s was %s)", path,
+                 _INTERVAL_PROPERTY, interval.get() if interval.isDefined() else "Delta's default")
 
     def _done(self, commit: DeltaCommit, path: str, batch_id: int) -> bool:
         """Whether the table has this batch. Asking Delta costs a Spark job per new table version (its
@@ -612,7 +662,7 @@ class Lander:
                 kept.append(_conform(rest, schema))
         surviving = latest.filter(pc.invert(latest.column(DELETED))).select(names)
         rows = pa.concat_tables([*kept, surviving]).sort_by(key)
-        adds = [write_mirror_file(path, rows.slice(i, _FILE_ROWS), key) for i in range(0, len(rows), _FILE_ROWS)]
+        adds = _write_mirror_files(path, rows, key, self.spark.sparkContext.defaultParallelism)
         try:
             version = commit.append(adds, self.app_id, batch_id, [], removes)
         except Exception as exc:  # e.g. another writer's commit on the mirror (Delta's conflict check)
@@ -685,7 +735,23 @@ class KeyRange(NamedTuple):
 
 
 _INTEGER = ("tinyint", "smallint", "int", "bigint")
-_FILE_ROWS = 1_000_000  # rows per mirror file the driver writes
+_FILE_ROWS = 1_000_000  # rows per mirror file the driver writes, at most
+_FILE_ROWS_PER_THREAD = 50_000  # ... and at least, where it writes several at once
+
+
+def _write_mirror_files(path: str, rows: pa.Table, key: str, threads: int) -> list[tuple[Any, ...]]:
+    """The driver's mirror rows (in key order) as files of consecutive key ranges: as many as the rows
+    need at ``_FILE_ROWS`` each, or one per core where each still gets ``_FILE_ROWS_PER_THREAD`` rows,
+    written at once (Parquet's encoding and compression release the GIL)."""
+    if not len(rows):
+        return []
+    count = max(-(-len(rows) // _FILE_ROWS), min(threads, len(rows) // _FILE_ROWS_PER_THREAD))
+    size = -(-len(rows) // count)
+    slices = [rows.slice(i, size) for i in range(0, len(rows), size)]
+    if len(slices) == 1:
+        return [write_mirror_file(path, slices[0], key)]
+    with ThreadPoolExecutor(min(threads, len(slices)), thread_name_prefix="binlake-mirror") as pool:
+        return list(pool.map(lambda part: write_mirror_file(path, part, key), slices))
 
 
 @dataclass
@@ -725,6 +791,23 @@ class MirrorFiles:
             self.sizes[name] = size
             self.ranges[name] = (stats["minValues"][key], stats["maxValues"][key])
         self.version = version
+
+
+def _land_on_threads(land: Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]], records: pa.Table,
+                     schema: pa.Schema, threads: int) -> pa.Table:
+    """writer.land_partition's function over the driver's records, split into ``threads`` runs of about
+    equal size (each writes files of its own): pyarrow's Parquet writer and compute kernels release the
+    GIL, so the driver's change-log files and candidates use every core instead of one."""
+    if threads < 2 or len(records) < 2:
+        return pa.Table.from_batches(list(land(records.to_batches())), schema=schema)
+    weight = np.cumsum(pc.binary_length(records.column("data")).to_numpy(zero_copy_only=False))
+    cuts = [0, *(int(np.searchsorted(weight, weight[-1] * i / threads)) + 1 for i in range(1, threads)), len(records)]
+    parts = [records.slice(a, b - a) for a, b in itertools.pairwise(sorted(set(cuts))) if b > a]
+    if len(parts) < 2:
+        return pa.Table.from_batches(list(land(records.to_batches())), schema=schema)
+    with ThreadPoolExecutor(len(parts), thread_name_prefix="binlake-land") as pool:
+        results = list(pool.map(lambda part: list(land(part.to_batches())), parts))
+    return pa.Table.from_batches([b for r in results for b in r], schema=schema)
 
 
 _RecordRow = namedtuple("_RecordRow", [n for n in RECORD_ARROW.names if n != "data"])  # type: ignore[misc]

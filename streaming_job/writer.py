@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from .decode import typed_batches
 from .mirror import candidate_schema, candidates_ddl, mirror_candidates
+from .worker import keep_spark_archive_listings
 
 PARTITION_COLUMN = "commit_date"
 # A file's row (the candidate columns null); names prefixed so they never meet a source column's
@@ -70,6 +71,7 @@ def land_partition(columns: list[tuple[str, str]], pk: list[str], table_path: st
     candidates = candidate_schema(columns)
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        keep_spark_archive_listings()  # see worker.py
         files: dict[str, _File] = {}
         for typed in typed_batches(columns, batches):
             if table_path is not None:

@@ -152,3 +152,134 @@ def test_a_conflicting_commit_names_the_table_and_the_replay_lands_the_batch(spa
     assert {k: v[0] for k, v in _mirror(spark, path).items()} == {10: "a", 11: "a", 12: "a"}
     batch([11], "b", 1)  # the replay after a restart
     assert {k: v[0] for k, v in _mirror(spark, path).items()} == {10: "a", 11: "b", 12: "a"}
+
+
+def test_checkpoints_are_written_beside_the_batches_not_by_their_commits(spark, tmp_path) -> None:  # noqa: F811
+    """No commit of a table binlake creates writes a Delta checkpoint itself (that made every hundredth
+    batch seconds later); the Checkpointer's thread writes one once ``every`` versions have passed since
+    the last, and the table, read through it, still equals the model."""
+    from streaming_job.checkpoints import INLINE_INTERVAL, Checkpointer
+    from streaming_job.mirror import candidate_schema
+    from streaming_job.sink import Lander
+
+    lander = Lander(spark, str(tmp_path / "lake"), str(tmp_path / "cp"))
+    path = lander.path("db", "t")
+    log_dir = tmp_path / "lake" / "db" / "t" / "_delta_log"
+    schema = candidate_schema(COLUMNS)
+    rnd = random.Random(7)
+    model: dict[int, tuple] = {}
+    checkpoints = Checkpointer(spark, every=3)
+    try:
+        for batch_id in range(5):
+            changes = _batch(rnd, model, batch_id, 50)
+            table = pa.Table.from_pylist([dict(zip(schema.names, c, strict=True)) for c in changes], schema=schema)
+            lander._merge(table, "db", "t", COLUMNS, ["id"], batch_id)
+            if batch_id < 3:  # versions 0-2: too few since none
+                assert not list(log_dir.glob("*.checkpoint*.parquet")), batch_id
+            checkpoints.committed(path)
+            checkpoints.flush()
+    finally:
+        checkpoints.close()
+    written = sorted(int(p.name.split(".")[0]) for p in log_dir.glob("*.checkpoint*.parquet"))
+    assert written == [3] == [v for _, v in checkpoints.written], written  # version 4: one since the last
+    properties = spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()
+    assert {r.key: r.value for r in properties}["delta.checkpointInterval"] == str(INLINE_INTERVAL)
+    assert _mirror(spark, path) == model
+
+
+def test_warm_up_runs_and_workers_fork_from_the_daemon_with_the_decoder(spark, caplog) -> None:  # noqa: F811
+    """job.warm_up starts the workers and Delta's commit path without a warning, and local workers are
+    forked from streaming_job.worker (which imported the decoder), not pyspark's bare daemon."""
+    import logging
+
+    from streaming_job.job import warm_up
+
+    def parent_command(batches):  # defined here: pickled by value, the workers cannot import this module
+        import os
+
+        for _ in batches:
+            pass
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            yield pa.RecordBatch.from_pydict({"cmd": [f.read().replace(b"\0", b" ").decode()]})
+
+    with caplog.at_level(logging.INFO, logger="binlake.land"):
+        warm_up(spark)
+    assert "warmed up Spark's Python workers and Delta" in caplog.text
+    assert "warm-up failed" not in caplog.text
+    parents = spark.range(2, numPartitions=2).mapInArrow(parent_command, "cmd string").collect()
+    assert parents and all("-m streaming_job.worker" in r.cmd for r in parents), parents
+
+
+def test_a_large_batch_is_written_as_files_of_consecutive_key_ranges(spark, tmp_path) -> None:  # noqa: F811
+    """A batch of 120,000 new keys is written by two threads as two files of disjoint key ranges (their
+    statistics say so); a later batch updating a key of each reads and rewrites both, and the mirror then
+    equals the model."""
+    import json
+
+    from streaming_job.mirror import candidate_schema
+    from streaming_job.sink import Lander
+
+    lander = Lander(spark, str(tmp_path / "lake"), str(tmp_path / "cp"))
+    path = lander.path("db", "t")
+    schema = candidate_schema(COLUMNS)
+    when = datetime.datetime(2026, 1, 1, tzinfo=UTC)
+    n = 120_000
+    same = {"ts": when, "d": Decimal("1.00"), "_binlake_deleted": False, "_binlake_seq": b"\0\0\0\0",
+            "_binlake_sub": 1, "_binlake_commit_ts": when}  # id and _binlake_row_index: 0..n-1, v: "v<id>"
+    arrays = {"v": pa.array([f"v{i}" for i in range(n)])}
+    first = pa.Table.from_arrays([arrays.get(f.name) or (pa.array([same[f.name]] * n, f.type) if f.name in same
+                                                        else pa.array(range(n), f.type)) for f in schema],
+                                 schema=schema)
+    lander._merge(first, "db", "t", COLUMNS, ["id"], 0)
+    adds = [json.loads(line)["add"] for line in (tmp_path / "lake/db/t/_delta_log/00000000000000000000.json")
+            .read_text().splitlines() if '"add"' in line]
+    stats = [json.loads(a["stats"]) for a in adds]
+    ranges = sorted((s["minValues"]["id"], s["maxValues"]["id"]) for s in stats)
+    assert ranges == [(0, 59_999), (60_000, n - 1)], ranges
+    rows = [(k, "new", when, Decimal("2.00"), False, b"\0\0\0\1", i, 1, when) for i, k in enumerate((10, 100_000))]
+    lander._merge(pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema),
+                  "db", "t", COLUMNS, ["id"], 1)
+    mirror = {r.id: r.v for r in spark.read.format("delta").load(path).select("id", "v").collect()}
+    assert mirror == {i: ("new" if i in (10, 100_000) else f"v{i}") for i in range(n)}
+    assert _operations(spark, path) == ["WRITE", "UPDATE"]
+
+
+def test_a_table_of_an_earlier_binlake_gets_its_checkpoints_beside_the_batches(spark, tmp_path) -> None:  # noqa: F811
+    """A mirror whose commits write Delta checkpoints every 100 versions (as binlake created them before
+    2026-11-24) is moved to the interval no commit reaches, once, when a job with a Checkpointer lands it;
+    its rows stay, and a table that already has that interval is left as it is (no commit)."""
+    from streaming_job.checkpoints import INLINE_INTERVAL, Checkpointer
+    from streaming_job.mirror import candidate_schema
+    from streaming_job.sink import Lander
+    from streaming_job.writer import DeltaCommit
+
+    schema = candidate_schema(COLUMNS)
+    when = datetime.datetime(2026, 1, 1, tzinfo=UTC)
+
+    def batch(lander: Lander, key: int, batch_id: int) -> None:
+        rows = [(key, f"v{key}", when, Decimal("1.00"), False, batch_id.to_bytes(4, "big"), 0, 1, when)]
+        lander._merge(pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema),
+                      "db", "t", COLUMNS, ["id"], batch_id)
+
+    def interval() -> str:
+        rows = spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()
+        return {r.key: r.value for r in rows}["delta.checkpointInterval"]
+
+    lander = Lander(spark, str(tmp_path / "lake"), str(tmp_path / "cp"))
+    path = lander.path("db", "t")
+    batch(lander, 1, 0)
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.checkpointInterval' = '100')")
+    lander._own_checkpoints(path)  # no Checkpointer: nothing would write the checkpoints, so nothing changes
+    assert interval() == "100"
+    lander.checkpoints = Checkpointer(spark)
+    try:
+        lander._own_checkpoints(path)
+        assert interval() == str(INLINE_INTERVAL)
+        again = Lander(spark, str(tmp_path / "lake"), str(tmp_path / "cp"), checkpoints=lander.checkpoints)
+        version = DeltaCommit(spark, path).version
+        again._own_checkpoints(path)
+        assert DeltaCommit(spark, path).version == version
+        batch(lander, 2, 1)
+        assert {k: v[0] for k, v in _mirror(spark, path).items()} == {1: "v1", 2: "v2"}
+    finally:
+        lander.checkpoints.close()
