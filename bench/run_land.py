@@ -275,8 +275,8 @@ def _report(rows: int, passes: list[list[tuple[float, ...]]], fresh: list[tuple[
         f"{', '.join(f'{x:.1f}' for x in load_after)} (other jobs share the 2 CPUs).",
         "",
         "Bulk workload (bench/workloads.py): one table, 230,000 row changes (130,000 inserts, 60,000 updates, "
-        "40,000 deletes), published by `binlake run` beforehand, then landed twice (change log and mirror "
-        "checked each time against the workload and the server's row count).",
+        "40,000 deletes), published by `binlake run` beforehand, then landed by a running job and by a fresh "
+        "process (change log and mirror checked each time against the workload and the server's row count).",
         "",
         "| measure | value |",
         "|---|---|",

@@ -13,6 +13,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -131,12 +132,13 @@ def warm_up(spark: SparkSession) -> None:
         tasks = spark.sparkContext.defaultParallelism
         spark.range(tasks, numPartitions=tasks).mapInArrow(_started, "id long").collect()
         with tempfile.TemporaryDirectory(prefix="binlake-warm-up-") as scratch:
-            path = os.path.join(scratch, "table")
-            commit = DeltaCommit(spark, path)
+            path = os.path.join(scratch, "table")  # the driver's own disk: a URI, or a cluster's default
+            uri = Path(path).as_uri()  # file system (HDFS, S3) would take the path for one of its own
+            commit = DeltaCommit(spark, uri)
             commit.create("id bigint", [], {})
             rows = pa.table({"id": pa.array([1], pa.int64())})
             commit.append([write_mirror_file(path, rows, "id")], "binlake-warm-up", 0, [])
-            again = DeltaCommit(spark, path)
+            again = DeltaCommit(spark, uri)
             again.files()
             again.done("binlake-warm-up", 0)
     except Exception as exc:  # an optimisation: the query itself says what is wrong
