@@ -131,6 +131,10 @@ class Lander:
     # which keeps the mirror itself where that reads at most driver_merge_bytes of its files
     driver_rows: int = 1_000_000
     driver_merge_bytes: int = 256 << 20
+    # A batch under a steady trickle adds a small file to the mirror: once it has this many files under
+    # small_file_bytes, the driver's commit rewrites them together with the batch (MirrorFiles.small)
+    compact_files: int = 32
+    small_file_bytes: int = 8 << 20
     _mirror_files: dict[tuple[str, str], MirrorFiles] = field(default_factory=dict)
     _committed: dict[str, tuple[int, int]] = field(default_factory=dict)  # path -> (version, batch) we wrote
     checkpoints: Checkpointer | None = None  # Delta checkpoints beside the batches (job.run starts one)
@@ -651,13 +655,16 @@ class Lander:
         touched = files.holding(keys)
         if touched is None or sum(files.sizes[f] for f in touched) > self.driver_merge_bytes:
             return False
+        compacted = files.small(self.small_file_bytes, self.compact_files, set(touched),
+                                self.driver_merge_bytes - sum(files.sizes[f] for f in touched))
         names = [n for n, _ in [*columns, *_META]]
         schema = pa.schema([candidates.schema.field(n) for n in names])
         kept, removes = [], []
-        for name in touched:
+        for name in [*touched, *compacted]:
             rows = pq.read_table(os.path.join(path, name))
             rest = rows.join(latest.select(pk), keys=pk, join_type="left anti")
-            if len(rest) < len(rows):  # else its range held the batch's keys, the file none of them
+            # a touched file whose range held the batch's keys but the file none of them stays as it is
+            if len(rest) < len(rows) or name in compacted:
                 removes.append((name, files.sizes[name]))
                 kept.append(_conform(rest, schema))
         surviving = latest.filter(pc.invert(latest.column(DELETED))).select(names)
@@ -672,8 +679,9 @@ class Lander:
         self._committed[path] = (version, batch_id)
         files.update(version, adds, [n for n, _ in removes], key)
         self._highest.pop((db, table), None)  # the Spark path's bound: asked again if it is ever needed
-        log.debug("%s.%s: mirror kept by the driver (%d of %d files read, %d rewritten)", db, table, len(touched),
-                  len(files.sizes) + len(removes) - len(adds), len(removes))
+        log.debug("%s.%s: mirror kept by the driver (%d of %d files read, %d rewritten, %d small ones compacted)",
+                  db, table, len(touched) + len(compacted), len(files.sizes) + len(removes) - len(adds),
+                  len(removes), len(compacted))
         return True
 
     def _mirror_highest(self, path: str, db: str, table: str, column: str, number: Any) -> Any:
@@ -781,6 +789,22 @@ class MirrorFiles:
         for name, bounds in self.ranges.items():
             if bounds is None or np.searchsorted(keys, bounds[0], "left") < np.searchsorted(keys, bounds[1], "right"):
                 out.append(name)
+        return out
+
+    def small(self, below: int, at_least: int, touched: set[str], budget: int) -> list[str]:
+        """Files under ``below`` bytes not among ``touched``, in key order and within ``budget`` bytes,
+        once there are ``at_least`` of them (else none): the batch's commit rewrites them into files of
+        consecutive key ranges, so a steady trickle of small batches does not leave a file per batch."""
+        found = [n for n, size in self.sizes.items() if size < below and n not in touched]
+        if len(found) < at_least:
+            return []
+        found.sort(key=lambda n: self.ranges[n] or (0, 0))
+        out, total = [], 0
+        for name in found:
+            total += self.sizes[name]
+            if total > budget:
+                break
+            out.append(name)
         return out
 
     def update(self, version: int, adds: list[tuple[str, dict[str, str], int, dict[str, Any]]],

@@ -283,3 +283,37 @@ def test_a_table_of_an_earlier_binlake_gets_its_checkpoints_beside_the_batches(s
         assert {k: v[0] for k, v in _mirror(spark, path).items()} == {1: "v1", 2: "v2"}
     finally:
         lander.checkpoints.close()
+
+
+def test_a_trickle_of_small_batches_keeps_few_mirror_files(spark, tmp_path) -> None:  # noqa: F811
+    """Thirty small batches of new keys (each touches no file and would add one: the steady insert
+    trickle), every seventh also updating and deleting an older key: once the mirror has
+    ``compact_files`` small files the driver's commit rewrites them with the batch, so it keeps a
+    handful of files, and after every batch it still equals the model."""
+    from streaming_job.mirror import candidate_schema
+    from streaming_job.sink import Lander
+
+    lander = Lander(spark, str(tmp_path / "lake"), str(tmp_path / "cp"), compact_files=4)
+    path = lander.path("db", "t")
+    schema = candidate_schema(COLUMNS)
+    rnd = random.Random(20261124)
+    when = datetime.datetime(2026, 1, 1, tzinfo=UTC)
+    model: dict[int, tuple] = {}
+    most = 0
+    for batch_id in range(30):
+        seq = batch_id.to_bytes(4, "big")
+        image = (f"v{batch_id}", when, Decimal(f"{batch_id}.00"))
+        changes = [(k, *image, False, seq, i, 1, when) for i, k in enumerate(range(batch_id * 20, batch_id * 20 + 20))]
+        if batch_id % 7 == 6:
+            updated, deleted = rnd.sample(sorted(model), 2)
+            changes += [(updated, "updated", when, Decimal("0.01"), False, seq, 20, 1, when),
+                        (deleted, None, None, None, True, seq, 21, 0, when)]
+            model[updated] = ("updated", when, Decimal("0.01"))
+            del model[deleted]
+        model.update({c[0]: image for c in changes[:20]})
+        table = pa.Table.from_pylist([dict(zip(schema.names, c, strict=True)) for c in changes], schema=schema)
+        lander._merge(table, "db", "t", COLUMNS, ["id"], batch_id)
+        assert _mirror(spark, path) == model, batch_id
+        most = max(most, len(lander._mirror_files[("db", "t")].sizes))
+    assert most <= 4 + 1, most  # four small files, and the batch's own until the next commit merges them
+    assert len(spark.read.format("delta").load(path).inputFiles()) <= 5
