@@ -817,14 +817,18 @@ class MirrorFiles:
         self.version = version
 
 
+_THREADED_BYTES = 8 << 20  # decoded row changes of a table's batch worth a run (and files) per core
+
+
 def _land_on_threads(land: Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]], records: pa.Table,
                      schema: pa.Schema, threads: int) -> pa.Table:
     """writer.land_partition's function over the driver's records, split into ``threads`` runs of about
     equal size (each writes files of its own): pyarrow's Parquet writer and compute kernels release the
-    GIL, so the driver's change-log files and candidates use every core instead of one."""
-    if threads < 2 or len(records) < 2:
+    GIL, so the driver's change-log files and candidates use every core instead of one. A batch under
+    ``_THREADED_BYTES`` stays one run: one file, where a split would gain milliseconds."""
+    weight = np.cumsum(pc.binary_length(records.column("data")).to_numpy(zero_copy_only=False)) if len(records) else []
+    if threads < 2 or len(records) < 2 or weight[-1] < _THREADED_BYTES:  # a small batch: one file is enough
         return pa.Table.from_batches(list(land(records.to_batches())), schema=schema)
-    weight = np.cumsum(pc.binary_length(records.column("data")).to_numpy(zero_copy_only=False))
     cuts = [0, *(int(np.searchsorted(weight, weight[-1] * i / threads)) + 1 for i in range(1, threads)), len(records)]
     parts = [records.slice(a, b - a) for a, b in itertools.pairwise(sorted(set(cuts))) if b > a]
     if len(parts) < 2:
