@@ -199,6 +199,7 @@ def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
     finally:
         spark.streams.removeListener(listener)
         checkpoints.close()
+        lander.close()
     return 0
 
 

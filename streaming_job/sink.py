@@ -55,9 +55,11 @@ from .writer import (
     FILE_COLUMNS,
     PARTITION_COLUMN,
     DeltaCommit,
+    Moved,
     land_partition,
     landed_ddl,
     landed_schema,
+    write_change_log_file,
     write_mirror_file,
 )
 
@@ -136,6 +138,11 @@ class Lander:
     compact_files: int = 32
     small_file_bytes: int = 8 << 20
     _mirror_files: dict[tuple[str, str], MirrorFiles] = field(default_factory=dict)
+    _change_logs: dict[str, ChangeLogFiles] = field(default_factory=dict)  # path -> its small files
+    # Threads kept for the job's life (a new thread per batch gets a new allocator heap of its own):
+    # the driver's Parquet writers (one per core), and the change log's commit beside the mirror's work
+    _workers: ThreadPoolExecutor | None = None
+    _committer: ThreadPoolExecutor | None = None
     _committed: dict[str, tuple[int, int]] = field(default_factory=dict)  # path -> (version, batch) we wrote
     checkpoints: Checkpointer | None = None  # Delta checkpoints beside the batches (job.run starts one)
     _owned: set[str] = field(default_factory=set)  # tables whose checkpoint interval _own_checkpoints saw
@@ -148,6 +155,30 @@ class Lander:
 
     def path(self, db: str, table: str) -> str:
         return _join(self.lake, db, table)
+
+    @property
+    def threads(self) -> int:
+        """The driver's threads for Parquet writing: one per core Spark was given (local[N]: N)."""
+        return max(1, self.spark.sparkContext.defaultParallelism)
+
+    @property
+    def workers(self) -> ThreadPoolExecutor:
+        if self._workers is None:
+            self._workers = ThreadPoolExecutor(self.threads, thread_name_prefix="binlake-land")
+        return self._workers
+
+    @property
+    def committer(self) -> ThreadPoolExecutor:
+        if self._committer is None:
+            self._committer = ThreadPoolExecutor(1, thread_name_prefix="binlake-commit")
+        return self._committer
+
+    def close(self) -> None:
+        """The driver's threads end (job.run, when the query stops)."""
+        for pool in (self._workers, self._committer):
+            if pool is not None:
+                pool.shutdown()
+        self._workers = self._committer = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         try:
@@ -348,28 +379,32 @@ class Lander:
             else:
                 records = subset.select("topic", "partition", "offset", "data").toArrow()
                 log.debug("%s.%s: row changes to the driver %.1fs", db, table, time.monotonic() - t)
-            got = _land_on_threads(land, records, landed_schema(columns), self.spark.sparkContext.defaultParallelism)
+            got = _land_on_threads(land, records, landed_schema(columns), self.workers, self.threads)
             is_file = got.column("_binlake_file").is_valid()
             found = got.filter(is_file)
             files = list(zip(*(found.column(c).to_pylist() for c in FILE_COLUMNS), strict=True))
             log.debug("%s.%s: change-log files %.1fs (%d files)", db, table, time.monotonic() - t, len(files))
             # The change log's commit (JVM work) goes on beside the mirror's (driver work, then its own commit):
             # two tables, each idempotent by its own txnVersion, so their order does not matter on a replay
-            with ThreadPoolExecutor(1, thread_name_prefix="binlake-commit") as pool:
-                committing = pool.submit(txn.commit, files, self.app_id, batch_id) if write else None
-                try:
-                    if pk:
-                        self._full_images(db, table, schemas)
-                        t = time.monotonic()
-                        self._merge(got.filter(pc.invert(is_file)).drop_columns(FILE_COLUMNS), db, table, columns,
-                                    pk, batch_id)
-                        log.debug("%s.%s: mirror %.1fs", db, table, time.monotonic() - t)
-                except BaseException:
-                    if committing is not None:
-                        committing.exception()  # the commit ends either way; the mirror's error is the one raised
-                    raise
+            moved = self._compact_change_log(txn, path) if write else ((), ())
+            committing = self.committer.submit(txn.commit, files, self.app_id, batch_id, moved) if write else None
+            try:
+                if pk:
+                    self._full_images(db, table, schemas)
+                    t = time.monotonic()
+                    self._merge(got.filter(pc.invert(is_file)).drop_columns(FILE_COLUMNS), db, table, columns, pk,
+                                batch_id)
+                    log.debug("%s.%s: mirror %.1fs", db, table, time.monotonic() - t)
+            except BaseException:
                 if committing is not None:
-                    self._committed[path] = (committing.result(), batch_id)
+                    committing.exception()  # the commit ends either way; the mirror's error is the one raised
+                raise
+            if committing is not None:
+                version = committing.result()
+                self._committed[path] = (version, batch_id)
+                self._change_logs[path].update(version, [(n, {PARTITION_COLUMN: d}, size) for n, d, size, *_ in files]
+                                               + [(n, v, size) for n, v, size, _ in moved[0]],
+                                               [n for n, _, _ in moved[1]], self.small_file_bytes)
             return
         landed = subset.mapInArrow(land, landed_ddl(columns))
         if pk:
@@ -409,6 +444,32 @@ class Lander:
                        f"SET TBLPROPERTIES ('{_INTERVAL_PROPERTY}' = '{INLINE_INTERVAL}')")
         log.info("%s: Delta checkpoints are written beside the micro-batches from now on (%s was %s)", path,
                  _INTERVAL_PROPERTY, interval.get() if interval.isDefined() else "Delta's default")
+
+    def _compact_change_log(self, commit: DeltaCommit, path: str) -> Moved:
+        """A change log gains a file per micro-batch; once one of its commit dates holds ``compact_files``
+        files under ``small_file_bytes``, they are read and written again as one file of that date, which
+        the batch's commit adds in their place (Delta's ``dataChange`` false: the same rows, which a
+        stream reading the change log does not see again). Files whose schemas Arrow cannot unify (none
+        that binlake wrote: columns are only added) are left as they are."""
+        files = self._change_logs.get(path)
+        if files is None or files.version != commit.version:
+            files = self._change_logs[path] = ChangeLogFiles.read(commit, self.small_file_bytes)
+        picked = files.pick(self.compact_files, self.driver_merge_bytes)
+        if picked is None:
+            return (), ()
+        date, names = picked
+        started = time.monotonic()
+        try:
+            rows = pa.concat_tables([pq.ParquetFile(os.path.join(path, n)).read() for n in names],
+                                    promote_options="permissive")
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            log.debug("%s: %d small change-log files of %s not compacted: %s", path, len(names), date, exc)
+            files.skip(names)
+            return (), ()
+        add = write_change_log_file(path, date, rows)
+        log.debug("%s: %d small change-log files of %s compacted into one in %.1fs", path, len(names), date,
+                  time.monotonic() - started)
+        return [add], [(n, files.sizes[n], {PARTITION_COLUMN: date}) for n in names]
 
     def _done(self, commit: DeltaCommit, path: str, batch_id: int) -> bool:
         """Whether the table has this batch. Asking Delta costs a Spark job per new table version (its
@@ -669,7 +730,7 @@ class Lander:
                 kept.append(_conform(rest, schema))
         surviving = latest.filter(pc.invert(latest.column(DELETED))).select(names)
         rows = pa.concat_tables([*kept, surviving]).sort_by(key)
-        adds = _write_mirror_files(path, rows, key, self.spark.sparkContext.defaultParallelism)
+        adds = _write_mirror_files(path, rows, key, self.workers, self.threads)
         try:
             version = commit.append(adds, self.app_id, batch_id, [], removes)
         except Exception as exc:  # e.g. another writer's commit on the mirror (Delta's conflict check)
@@ -747,10 +808,11 @@ _FILE_ROWS = 1_000_000  # rows per mirror file the driver writes, at most
 _FILE_ROWS_PER_THREAD = 50_000  # ... and at least, where it writes several at once
 
 
-def _write_mirror_files(path: str, rows: pa.Table, key: str, threads: int) -> list[tuple[Any, ...]]:
+def _write_mirror_files(path: str, rows: pa.Table, key: str, pool: ThreadPoolExecutor,
+                        threads: int) -> list[tuple[Any, ...]]:
     """The driver's mirror rows (in key order) as files of consecutive key ranges: as many as the rows
-    need at ``_FILE_ROWS`` each, or one per core where each still gets ``_FILE_ROWS_PER_THREAD`` rows,
-    written at once (Parquet's encoding and compression release the GIL)."""
+    need at ``_FILE_ROWS`` each, or one per thread where each still gets ``_FILE_ROWS_PER_THREAD`` rows,
+    written at once on ``pool`` (Parquet's encoding and compression release the GIL)."""
     if not len(rows):
         return []
     count = max(-(-len(rows) // _FILE_ROWS), min(threads, len(rows) // _FILE_ROWS_PER_THREAD))
@@ -758,8 +820,7 @@ def _write_mirror_files(path: str, rows: pa.Table, key: str, threads: int) -> li
     slices = [rows.slice(i, size) for i in range(0, len(rows), size)]
     if len(slices) == 1:
         return [write_mirror_file(path, slices[0], key)]
-    with ThreadPoolExecutor(min(threads, len(slices)), thread_name_prefix="binlake-mirror") as pool:
-        return list(pool.map(lambda part: write_mirror_file(path, part, key), slices))
+    return list(pool.map(lambda part: write_mirror_file(path, part, key), slices))
 
 
 @dataclass
@@ -775,7 +836,7 @@ class MirrorFiles:
     @classmethod
     def read(cls, commit: DeltaCommit, key: str) -> MirrorFiles:
         sizes, ranges, vectors = {}, {}, False
-        for name, size, stats, dv in commit.files():
+        for name, size, stats, dv, _ in commit.files():
             sizes[name] = size
             ranges[name] = _key_range(stats, key)
             vectors = vectors or dv
@@ -821,9 +882,9 @@ _THREADED_BYTES = 8 << 20  # decoded row changes of a table's batch worth a run 
 
 
 def _land_on_threads(land: Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]], records: pa.Table,
-                     schema: pa.Schema, threads: int) -> pa.Table:
+                     schema: pa.Schema, pool: ThreadPoolExecutor, threads: int) -> pa.Table:
     """writer.land_partition's function over the driver's records, split into ``threads`` runs of about
-    equal size (each writes files of its own): pyarrow's Parquet writer and compute kernels release the
+    equal size on ``pool`` (each writes files of its own): pyarrow's Parquet writer and compute kernels release the
     GIL, so the driver's change-log files and candidates use every core instead of one. A batch under
     ``_THREADED_BYTES`` stays one run: one file, where a split would gain milliseconds."""
     weight = np.cumsum(pc.binary_length(records.column("data")).to_numpy(zero_copy_only=False)) if len(records) else []
@@ -833,9 +894,59 @@ def _land_on_threads(land: Callable[[Iterable[pa.RecordBatch]], Iterator[pa.Reco
     parts = [records.slice(a, b - a) for a, b in itertools.pairwise(sorted(set(cuts))) if b > a]
     if len(parts) < 2:
         return pa.Table.from_batches(list(land(records.to_batches())), schema=schema)
-    with ThreadPoolExecutor(len(parts), thread_name_prefix="binlake-land") as pool:
-        results = list(pool.map(lambda part: list(land(part.to_batches())), parts))
+    results = list(pool.map(lambda part: list(land(part.to_batches())), parts))
     return pa.Table.from_batches([b for r in results for b in r], schema=schema)
+
+
+@dataclass
+class ChangeLogFiles:
+    """A change log's small files as the driver last saw them (Delta version), by commit date."""
+
+    version: int
+    sizes: dict[str, int]
+    dates: dict[str, str]
+    skipped: set[str] = field(default_factory=set)  # files a compaction could not read together
+
+    @classmethod
+    def read(cls, commit: DeltaCommit, below: int) -> ChangeLogFiles:
+        found = cls(commit.version, {}, {})
+        for name, size, _, dv, values in commit.files():
+            if size < below and not dv and PARTITION_COLUMN in values and not (_scheme(name) or name.startswith("/")):
+                found.sizes[name], found.dates[name] = size, values[PARTITION_COLUMN]
+        return found
+
+    def pick(self, at_least: int, budget: int) -> tuple[str, list[str]] | None:
+        """The commit date with the most small files, and those within ``budget`` bytes, if at least
+        ``at_least`` of them."""
+        by_date: dict[str, list[str]] = {}
+        for name, date in self.dates.items():
+            if name not in self.skipped:
+                by_date.setdefault(date, []).append(name)
+        if not by_date:
+            return None
+        date, names = max(by_date.items(), key=lambda kv: len(kv[1]))
+        if len(names) < at_least:
+            return None
+        out, total = [], 0
+        for name in sorted(names):
+            total += self.sizes[name]
+            if total > budget:
+                break
+            out.append(name)
+        return (date, out) if len(out) >= 2 else None
+
+    def skip(self, names: list[str]) -> None:
+        self.skipped.update(names)
+
+    def update(self, version: int, added: list[tuple[str, dict[str, str], int]], removed: list[str],
+               below: int) -> None:
+        for name in removed:
+            self.sizes.pop(name, None)
+            self.dates.pop(name, None)
+        for name, values, size in added:
+            if size < below and PARTITION_COLUMN in values:
+                self.sizes[name], self.dates[name] = size, values[PARTITION_COLUMN]
+        self.version = version
 
 
 _RecordRow = namedtuple("_RecordRow", [n for n in RECORD_ARROW.names if n != "data"])  # type: ignore[misc]

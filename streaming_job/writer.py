@@ -27,6 +27,9 @@ from .mirror import candidate_schema, candidates_ddl, mirror_candidates
 from .worker import keep_spark_archive_listings
 
 PARTITION_COLUMN = "commit_date"
+# Files rewritten without a change of the table's rows (compaction): adds (relative path, partition
+# values, size, statistics) and removes (relative path, size, partition values)
+Moved = tuple[Sequence[tuple[str, dict[str, str], int, dict[str, Any]]], Sequence[tuple[str, int, dict[str, str]]]]
 # A file's row (the candidate columns null); names prefixed so they never meet a source column's
 FILE_FIELDS = [("_binlake_file", pa.string(), "string"), ("_binlake_partition", pa.string(), "string"),
                ("_binlake_size", pa.int64(), "bigint"), ("_binlake_rows", pa.int64(), "bigint"),
@@ -146,42 +149,47 @@ class DeltaCommit:
         """The table version this transaction read."""
         return int(self.txn.readVersion())
 
-    def files(self) -> list[tuple[str, int, str | None, bool]]:
-        """(path, size, statistics JSON, whether it has a deletion vector) of every file of the version read."""
+    def files(self) -> list[tuple[str, int, str | None, bool, dict[str, str]]]:
+        """(path, size, statistics JSON, whether it has a deletion vector, partition values) of every file
+        of the version read."""
         from pyspark.sql import DataFrame
 
         if self.version < 0:
             return []
         found = DataFrame(self.txn.snapshot().allFiles().toDF(), self.spark).selectExpr(
-            "path", "size", "stats", "deletionVector IS NOT NULL AS dv")
-        return [(r.path, r.size, r.stats, r.dv) for r in found.collect()]
+            "path", "size", "stats", "deletionVector IS NOT NULL AS dv", "partitionValues")
+        return [(r.path, r.size, r.stats, r.dv, dict(r.partitionValues or {})) for r in found.collect()]
 
-    def commit(self, files: list[Any], app_id: str, batch_id: int) -> int:
-        """Add change-log ``files`` (FILE_COLUMNS tuples) and the batch's SetTransaction in one commit."""
-        adds = [(name, {PARTITION_COLUMN: partition}, size,
-                 {"numRecords": rows, "minValues": {"kafka_offset": low}, "maxValues": {"kafka_offset": high},
-                  "nullCount": {"kafka_offset": 0}})
+    def commit(self, files: list[Any], app_id: str, batch_id: int, moved: Moved = ((), ())) -> int:
+        """Add change-log ``files`` (FILE_COLUMNS tuples) and the batch's SetTransaction in one commit;
+        ``moved``: change-log files compacted in the same commit (sink.ChangeLogFiles)."""
+        adds = [(name, {PARTITION_COLUMN: partition}, size, change_log_stats(rows, low, high))
                 for name, partition, size, rows, low, high in files]
-        return self.append(adds, app_id, batch_id, [PARTITION_COLUMN])
+        return self.append(adds, app_id, batch_id, [PARTITION_COLUMN], moved=moved)
 
     def append(self, adds: list[tuple[str, dict[str, str], int, dict[str, Any]]], app_id: str, batch_id: int,
-               partition_by: list[str], removes: Sequence[tuple[str, int]] = ()) -> int:
+               partition_by: list[str], removes: Sequence[tuple[str, int]] = (), moved: Moved = ((), ())) -> int:
         """``adds`` (relative path, partition values, size, statistics), ``removes`` (unpartitioned files'
         relative path, size) and the batch's SetTransaction in one commit: a blind append, or with
-        removes a rewrite of those files. Returns the table version written."""
+        removes a rewrite of those files. ``moved``: files rewritten without a change of the table's rows
+        (compaction: adds like ``adds``, removes with their partition values), marked as Delta's OPTIMIZE
+        marks them (``dataChange`` false), so that a stream reading the table skips them instead of seeing
+        their rows twice. Returns the table version written."""
         jvm = self.jvm
         utils = jvm.org.apache.spark.api.python.PythonUtils
         none = jvm.scala.Option.empty()
         now_ms = int(time.time() * 1000)
+        moved_adds, moved_removes = moved
         entries = [{"add": {"path": name, "partitionValues": values, "size": size, "modificationTime": now_ms,
-                            "dataChange": True, "stats": orjson.dumps(stats).decode()}}
-                   for name, values, size, stats in adds]
-        entries += [{"remove": {"path": name, "deletionTimestamp": now_ms, "dataChange": True,
-                                "extendedFileMetadata": True, "partitionValues": {}, "size": size}}
-                    for name, size in removes]
+                            "dataChange": change, "stats": orjson.dumps(stats).decode()}}
+                   for change, group in ((True, adds), (False, moved_adds)) for name, values, size, stats in group]
+        entries += [{"remove": {"path": name, "deletionTimestamp": now_ms, "dataChange": change,
+                                "extendedFileMetadata": True, "partitionValues": values, "size": size}}
+                    for change, group in ((True, [(n, s, {}) for n, s in removes]), (False, moved_removes))
+                    for name, size, values in group]
         entries.append({"txn": {"appId": app_id, "version": batch_id, "lastUpdated": now_ms}})
         actions = [self.delta.actions.Action.fromJson(orjson.dumps(e).decode()) for e in entries]
-        if removes:
+        if removes or moved_removes:
             self.txn.readWholeTable()  # a concurrent rewrite of the same files is a conflict
             operation = getattr(self.delta, "DeltaOperations$Update")(none)
         else:
@@ -189,6 +197,23 @@ class DeltaCommit:
                 jvm.org.apache.spark.sql.SaveMode.Append,
                 jvm.scala.Option.apply(utils.toSeq(partition_by)) if partition_by else none, none, none)
         return int(self.txn.commit(utils.toSeq(actions), operation))
+
+
+def change_log_stats(rows: int, low: int, high: int) -> dict[str, Any]:
+    """A change-log file's statistics in the Delta log: its rows and their ``kafka_offset`` bounds."""
+    return {"numRecords": rows, "minValues": {"kafka_offset": low}, "maxValues": {"kafka_offset": high},
+            "nullCount": {"kafka_offset": 0}}
+
+
+def write_change_log_file(table_path: str, date: str,
+                          rows: pa.Table) -> tuple[str, dict[str, str], int, dict[str, Any]]:
+    """One change-log file of ``rows`` (all of commit date ``date``) in that date's partition: a compaction's."""
+    name = f"{PARTITION_COLUMN}={date}/part-{uuid.uuid4()}.zstd.parquet"
+    path = os.path.join(table_path, name)
+    pq.write_table(rows, path, compression="zstd")
+    bounds = pc.min_max(rows.column("kafka_offset"))
+    return (name, {PARTITION_COLUMN: date}, os.path.getsize(path),
+            change_log_stats(len(rows), bounds["min"].as_py(), bounds["max"].as_py()))
 
 
 def write_mirror_file(table_path: str, rows: pa.Table, key: str) -> tuple[str, dict[str, str], int, dict[str, Any]]:

@@ -469,3 +469,53 @@ def test_mirror_key_bounds_are_exact_for_every_key_type(spark, tmp_path) -> None
         assert column == "`k`"
         got = spark.sql(f"SELECT {low} AS low, {high} AS high").first()
         assert (got.low, got.high) == (min(values), max(values)), dtype
+
+
+def test_small_files_of_many_micro_batches_are_compacted_and_nothing_is_seen_twice(
+        make_mariadb, kafka, spark, tmp_path, capsys) -> None:
+    """Forty-five transactions, each published on its own (the daemon's group commit would put a backlog
+    into one record), landed one record per micro-batch (``--max-offsets-per-trigger 1``): the change log
+    reaches 32 small files and is compacted by a batch's commit (the mirror stays under that). It still
+    holds every row change exactly once (mariadb-binlog --verbose), a Delta stream reading it from its
+    first version sees each once (the compaction's files are dataChange false), the mirror equals the
+    server's SELECT."""
+    server = make_mariadb()
+    db = "landsmall"
+    server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
+    conn = server.connect(db)
+    prefix = "landsmall"
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
+        for i in range(45):
+            conn.begin()
+            cur.execute("INSERT INTO t VALUES (%s, %s), (%s, %s)", (2 * i, f"v{2 * i}", 2 * i + 1, f"v{2 * i + 1}"))
+            if i % 5 == 4:
+                cur.execute("UPDATE t SET v = 'updated' WHERE id = %s", (i,))
+                cur.execute("DELETE FROM t WHERE id = %s", (i - 3,))
+            conn.commit()
+            _run_daemon(server, kafka, prefix)
+    lake = tmp_path / "lake"
+    capsys.readouterr()
+    assert _land(kafka, prefix, lake, "--max-offsets-per-trigger", "1") == 0
+    batches = len(re.findall(r"batch \d+: 1 records in", capsys.readouterr().err))
+    assert batches >= 40, batches  # enough for 32 small files in each table
+    server.flush_logs()
+    counts = zoo._verbose_counts(server.binlog_files()[:-1], db)
+    _assert_change_log(spark, lake, db, counts, ["t"])
+    rows, _ = _mirror_rows(spark, lake, db, "t")
+    assert rows == _plain_rows(conn, "t", "id") and len(rows) == 90 - 9
+    from delta.tables import DeltaTable
+
+    changes, mirror = (str(lake / db / table) for table in ("t__changes", "t"))
+    # the change log compacted its 32 small files once; the mirror's rewrites of updated files merged some
+    # of its own, and it never holds more than 32 small ones (test_mirror_driver shows its compaction)
+    assert len(spark.read.format("delta").load(changes).inputFiles()) <= batches - 31
+    assert len(spark.read.format("delta").load(mirror).inputFiles()) <= 32 + 1
+    assert len(DeltaTable.forPath(spark, changes).history().collect()) >= batches  # a commit per batch
+    stream = (spark.readStream.format("delta").option("startingVersion", "0").load(str(lake / db / "t__changes"))
+              .writeStream.format("memory")
+              .queryName("landsmall_changes").trigger(availableNow=True).start())
+    stream.awaitTermination()
+    seen = spark.sql("SELECT seq, row_index FROM landsmall_changes").collect()
+    assert len(seen) == sum(counts[(verb, "t")] for verb in ("insert", "update", "delete"))
+    assert len({(bytes(r.seq), r.row_index) for r in seen}) == len(seen)

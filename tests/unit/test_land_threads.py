@@ -4,6 +4,8 @@ small ones stay one run (one change-log file), and an empty batch gives nothing.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pyarrow as pa
 
 from streaming_job.sink import _THREADED_BYTES, _land_on_threads
@@ -24,7 +26,8 @@ def _runs(batches):
 
 
 def runs(sizes: list[int], threads: int = 2) -> list[list[int]]:
-    return _land_on_threads(_runs, _records(sizes), SCHEMA, threads).column("offsets").to_pylist()
+    with ThreadPoolExecutor(threads) as pool:
+        return _land_on_threads(_runs, _records(sizes), SCHEMA, pool, threads).column("offsets").to_pylist()
 
 
 def test_small_batches_stay_one_run_and_an_empty_one_gives_nothing() -> None:
