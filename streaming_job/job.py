@@ -21,7 +21,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
-from .checkpoints import INLINE_INTERVAL, Checkpointer
 from .sink import KAFKA_READ, Lander, LandError
 from .worker import DAEMON_MODULE
 from .writer import DeltaCommit, write_mirror_file
@@ -57,8 +56,10 @@ def build_session(master: str | None, shuffle_partitions: int, app_name: str = "
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
                .config("spark.databricks.delta.properties.defaults.enableTypeWidening", "true")
-               # No checkpoint written by a commit of the batch's path: checkpoints.Checkpointer writes them
-               .config("spark.databricks.delta.properties.defaults.checkpointInterval", str(INLINE_INTERVAL))
+               # A checkpoint (a Spark job writing the table's state) every 1,000 commits, not 10: with a commit
+               # per micro-batch and table, the batch writing one is slower (~1 s warm, more in a busy JVM, which
+               # grows its heap for the first: docs/LAND.md); 1 in 1,000 batches stays out of the p99
+               .config("spark.databricks.delta.properties.defaults.checkpointInterval", "1000")
                .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
                .config("spark.databricks.delta.snapshotPartitions", "2")  # small logs, 2 CPUs
                # MERGE's source is decoded once per batch and deterministic: no second copy of it
@@ -125,7 +126,7 @@ class LandMetrics(StreamingQueryListener):
 def warm_up(spark: SparkSession) -> None:
     """Before the query: the Python workers' daemon started (it imports the decoder, worker.py) and
     Delta's commit path loaded in the JVM, on a scratch table (created, appended to, its files and
-    transactions read). Otherwise the first micro-batch after every start pays both: 5-6 s on our
+    transactions read, checkpointed). Otherwise the first micro-batch after every start pays both: 5-6 s on our
     2-CPU machine, on top of its own work. A failure here only costs that time again: logged, not raised."""
     started = time.monotonic()
     try:
@@ -141,6 +142,10 @@ def warm_up(spark: SparkSession) -> None:
             again = DeltaCommit(spark, uri)
             again.files()
             again.done("binlake-warm-up", 0)
+            # a checkpoint: a batch's first one then takes ~1 s, not 3-4 (and the JVM grows its heap here)
+            jvm = spark._jvm
+            delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, uri)
+            delta_log.checkpoint(delta_log.unsafeVolatileSnapshot(), jvm.scala.Option.empty())
     except Exception as exc:  # an optimisation: the query itself says what is wrong
         log.warning("warm-up failed, the first micro-batch pays Spark's and Delta's start: %s",
                     str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
@@ -165,7 +170,6 @@ def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
                     settings.topic_prefix, driver_rows=settings.driver_rows)
     listener = LandMetrics(lander)
     warm_up(spark)
-    checkpoints = lander.checkpoints = Checkpointer(spark)
     spark.streams.addListener(listener)
     if settings.metrics_port is not None:
         start_http_server(settings.metrics_port, settings.metrics_host, registry=listener.registry)
@@ -198,7 +202,6 @@ def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
             f"streaming query failed: {str(exc).splitlines()[0]}") from exc
     finally:
         spark.streams.removeListener(listener)
-        checkpoints.close()
         lander.close()
     return 0
 

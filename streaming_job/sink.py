@@ -36,7 +36,6 @@ from ingester.codec.events import QueryEvent
 from ingester.records.format import record_events
 
 from . import defaults as D
-from .checkpoints import INLINE_INTERVAL, Checkpointer
 from .decode import (
     ERROR,
     HEADERS,
@@ -67,7 +66,6 @@ log = logging.getLogger("binlake.land")
 QUARANTINE_TABLE = "_quarantine"
 _DDL = re.compile(r"\s*(/\*.*?\*/\s*)*(ALTER|CREATE|RENAME|DROP|TRUNCATE)\b", re.IGNORECASE | re.DOTALL)
 _STATS_PROPERTY = "delta.dataSkippingStatsColumns"
-_INTERVAL_PROPERTY = "delta.checkpointInterval"
 _STATS_COLUMNS = "spark.databricks.delta.properties.defaults.dataSkippingStatsColumns"  # its session default
 _CHANGE_LOG_STATS = ["commit_ts", "kafka_offset"]  # Delta refuses statistics columns of BINARY type (seq)
 _META = [(SEQ, "binary"), (COMMIT_TS, "timestamp")]  # kept in the mirror: the row's last change
@@ -144,8 +142,6 @@ class Lander:
     _workers: ThreadPoolExecutor | None = None
     _committer: ThreadPoolExecutor | None = None
     _committed: dict[str, tuple[int, int]] = field(default_factory=dict)  # path -> (version, batch) we wrote
-    checkpoints: Checkpointer | None = None  # Delta checkpoints beside the batches (job.run starts one)
-    _owned: set[str] = field(default_factory=set)  # tables whose checkpoint interval _own_checkpoints saw
 
     def __post_init__(self) -> None:
         if not self.app_id:  # stable per checkpoint: the query's identity for Delta's idempotent writes
@@ -277,8 +273,6 @@ class Lander:
             "topic string, partition int, offset bigint, error string, value binary, headers map<string,binary>",
         ).withColumn("batch_id", F.lit(batch_id)).withColumn("ingest_ts", F.current_timestamp())
         self._append(df, _join(self.lake, QUARANTINE_TABLE), batch_id)
-        if self.checkpoints is not None:
-            self.checkpoints.committed(_join(self.lake, QUARANTINE_TABLE))
 
     def _append(self, df: DataFrame, path: str, batch_id: int, partition_by: str | None = None,
                 stats: list[str] | None = None, idempotent: bool = True) -> None:
@@ -320,16 +314,9 @@ class Lander:
             else:  # minPartitions may have made many small partitions: as many tasks as cores is enough here
                 subset = rows.filter((F.col("db") == db) & (F.col("tbl") == table)).coalesce(
                     self.spark.sparkContext.defaultParallelism)
-            self._own_checkpoints(self.path(db, table + "__changes"))
-            if pk:
-                self._own_checkpoints(self.path(db, table))
             t = time.monotonic()
             self._land_table(subset, db, table, lake, columns, pk, schemas, batch_id, ingest)
             log.debug("%s.%s: landed in %.1fs", db, table, time.monotonic() - t)
-            if self.checkpoints is not None:
-                self.checkpoints.committed(self.path(db, table + "__changes"))
-                if pk:
-                    self.checkpoints.committed(self.path(db, table))
             self._columns[(db, table)] = columns
             stats.rows += sum(g.n for g in schemas)
             newest = max(g.newest for g in schemas) / 1e6
@@ -423,27 +410,6 @@ class Lander:
                 log.debug("%s.%s: mirror %.1fs", db, table, time.monotonic() - t)
         finally:
             landed.unpersist()
-
-    def _own_checkpoints(self, path: str) -> None:
-        """Once per table and process, where a Checkpointer runs: a table created by an earlier binlake (or
-        anything else) whose commits write Delta checkpoints themselves gets the interval they never reach
-        (checkpoints.INLINE_INTERVAL), so that the checkpoints are written beside the batches. Here, in the
-        batch's own thread: a metadata change beside the batch's commit would make that commit conflict."""
-        if self.checkpoints is None or path in self._owned:
-            return
-        self._owned.add(path)
-        jvm = self.spark._jvm
-        snapshot = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, path).update(
-            False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
-        if int(snapshot.version()) < 0:  # a new table: created with the session's default
-            return
-        interval = snapshot.metadata().configuration().get(_INTERVAL_PROPERTY)
-        if interval.isDefined() and interval.get() == str(INLINE_INTERVAL):
-            return
-        self.spark.sql(f"ALTER TABLE delta.{quote(path)} "
-                       f"SET TBLPROPERTIES ('{_INTERVAL_PROPERTY}' = '{INLINE_INTERVAL}')")
-        log.info("%s: Delta checkpoints are written beside the micro-batches from now on (%s was %s)", path,
-                 _INTERVAL_PROPERTY, interval.get() if interval.isDefined() else "Delta's default")
 
     def _compact_change_log(self, commit: DeltaCommit, path: str) -> Moved:
         """A change log gains a file per micro-batch; once one of its commit dates holds ``compact_files``

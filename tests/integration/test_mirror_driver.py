@@ -154,39 +154,6 @@ def test_a_conflicting_commit_names_the_table_and_the_replay_lands_the_batch(spa
     assert {k: v[0] for k, v in _mirror(spark, path).items()} == {10: "a", 11: "b", 12: "a"}
 
 
-def test_checkpoints_are_written_beside_the_batches_not_by_their_commits(spark, tmp_path) -> None:  # noqa: F811
-    """No commit of a table binlake creates writes a Delta checkpoint itself (that made every hundredth
-    batch seconds later); the Checkpointer's thread writes one once ``every`` versions have passed since
-    the last, and the table, read through it, still equals the model."""
-    from streaming_job.checkpoints import INLINE_INTERVAL, Checkpointer
-    from streaming_job.mirror import candidate_schema
-    from streaming_job.sink import Lander
-
-    lander = Lander(spark, str(tmp_path / "lake"), str(tmp_path / "cp"))
-    path = lander.path("db", "t")
-    log_dir = tmp_path / "lake" / "db" / "t" / "_delta_log"
-    schema = candidate_schema(COLUMNS)
-    rnd = random.Random(7)
-    model: dict[int, tuple] = {}
-    checkpoints = Checkpointer(spark, every=3)
-    try:
-        for batch_id in range(5):
-            changes = _batch(rnd, model, batch_id, 50)
-            table = pa.Table.from_pylist([dict(zip(schema.names, c, strict=True)) for c in changes], schema=schema)
-            lander._merge(table, "db", "t", COLUMNS, ["id"], batch_id)
-            if batch_id < 3:  # versions 0-2: too few since none
-                assert not list(log_dir.glob("*.checkpoint*.parquet")), batch_id
-            checkpoints.committed(path)
-            checkpoints.flush()
-    finally:
-        checkpoints.close()
-    written = sorted(int(p.name.split(".")[0]) for p in log_dir.glob("*.checkpoint*.parquet"))
-    assert written == [3] == [v for _, v in checkpoints.written], written  # version 4: one since the last
-    properties = spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()
-    assert {r.key: r.value for r in properties}["delta.checkpointInterval"] == str(INLINE_INTERVAL)
-    assert _mirror(spark, path) == model
-
-
 def test_warm_up_runs_and_workers_fork_from_the_daemon_with_the_decoder(spark, caplog) -> None:  # noqa: F811
     """job.warm_up starts the workers and Delta's commit path without a warning, and local workers are
     forked from streaming_job.worker (which imported the decoder), not pyspark's bare daemon."""
@@ -242,47 +209,6 @@ def test_a_large_batch_is_written_as_files_of_consecutive_key_ranges(spark, tmp_
     mirror = {r.id: r.v for r in spark.read.format("delta").load(path).select("id", "v").collect()}
     assert mirror == {i: ("new" if i in (10, 100_000) else f"v{i}") for i in range(n)}
     assert _operations(spark, path) == ["WRITE", "UPDATE"]
-
-
-def test_a_table_of_an_earlier_binlake_gets_its_checkpoints_beside_the_batches(spark, tmp_path) -> None:  # noqa: F811
-    """A mirror whose commits write Delta checkpoints every 100 versions (as binlake created them before
-    2026-11-24) is moved to the interval no commit reaches, once, when a job with a Checkpointer lands it;
-    its rows stay, and a table that already has that interval is left as it is (no commit)."""
-    from streaming_job.checkpoints import INLINE_INTERVAL, Checkpointer
-    from streaming_job.mirror import candidate_schema
-    from streaming_job.sink import Lander
-    from streaming_job.writer import DeltaCommit
-
-    schema = candidate_schema(COLUMNS)
-    when = datetime.datetime(2026, 1, 1, tzinfo=UTC)
-
-    def batch(lander: Lander, key: int, batch_id: int) -> None:
-        rows = [(key, f"v{key}", when, Decimal("1.00"), False, batch_id.to_bytes(4, "big"), 0, 1, when)]
-        lander._merge(pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema),
-                      "db", "t", COLUMNS, ["id"], batch_id)
-
-    def interval() -> str:
-        rows = spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()
-        return {r.key: r.value for r in rows}["delta.checkpointInterval"]
-
-    lander = Lander(spark, str(tmp_path / "lake"), str(tmp_path / "cp"))
-    path = lander.path("db", "t")
-    batch(lander, 1, 0)
-    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.checkpointInterval' = '100')")
-    lander._own_checkpoints(path)  # no Checkpointer: nothing would write the checkpoints, so nothing changes
-    assert interval() == "100"
-    lander.checkpoints = Checkpointer(spark)
-    try:
-        lander._own_checkpoints(path)
-        assert interval() == str(INLINE_INTERVAL)
-        again = Lander(spark, str(tmp_path / "lake"), str(tmp_path / "cp"), checkpoints=lander.checkpoints)
-        version = DeltaCommit(spark, path).version
-        again._own_checkpoints(path)
-        assert DeltaCommit(spark, path).version == version
-        batch(lander, 2, 1)
-        assert {k: v[0] for k, v in _mirror(spark, path).items()} == {1: "v1", 2: "v2"}
-    finally:
-        lander.checkpoints.close()
 
 
 def test_a_trickle_of_small_batches_keeps_few_mirror_files(spark, tmp_path) -> None:  # noqa: F811
