@@ -1,5 +1,5 @@
-"""Build of the native extensions (JSONL emitter, routing core, row images to columns); everything else is declared
-in pyproject.toml."""
+"""Build of the native extensions (JSONL emitter, routing core, row images to columns, text result rows);
+everything else is declared in pyproject.toml."""
 
 from setuptools import Extension, setup
 
@@ -8,5 +8,6 @@ setup(ext_modules=[
     Extension(name, [source], depends=_HEADERS, extra_compile_args=["-O2"])
     for name, source in (("ingester.dump._native", "ingester/dump/_native.c"),
                          ("ingester.records._router", "ingester/records/_router.c"),
-                         ("ingester.codec._columns", "ingester/codec/_columns.c"))
+                         ("ingester.codec._columns", "ingester/codec/_columns.c"),
+                         ("ingester.sources._textrows", "ingester/sources/_textrows.c"))
 ])

@@ -351,6 +351,12 @@ def decoder_for(collation_id: int | None, mariadb: bool = False) -> Decoder:
     return _decode_unknown if charset is None else _decoder(charset)
 
 
+def is_utf8(collation_id: int | None, mariadb: bool = False) -> bool:
+    """Whether ``decoder_for`` this collation is UTF-8 with errors replaced (a native reader can fuse it)."""
+    charset = None if collation_id is None else charset_for(collation_id, mariadb)
+    return charset is not None and PYTHON_CODEC.get(charset) == "utf-8" and charset not in _SINGLE_BYTE
+
+
 def decode_text(data: bytes, collation_id: int | None, mariadb: bool = False) -> str | bytes:
     """Decode one value; see ``decoder_for``."""
     return decoder_for(collation_id, mariadb)(data)

@@ -29,6 +29,7 @@ from .snapshot import (
     _dump_key,
     _load_key,
     _text,
+    _unbuffered_cursor,
     read_records,
     table_reader,
 )
@@ -213,11 +214,11 @@ class Resnapshotter:
         high_id = uuid.uuid4().hex
         limit = self.cfg.snapshot_chunk_rows
         signal = quoted(self.signal_table)
-        with self._connection().cursor() as cur:
+        with self._connection().cursor(_unbuffered_cursor()) as cur:
             insert = f"INSERT INTO {signal} (id, type, data) VALUES (%s, %s, %s)"
             cur.execute(insert, (uuid.uuid4().hex, LOW, reader.name))
             cur.execute(*reader.query(limit, _load_key(self.state["last_pk"])))
-            raw = cur.fetchall()
+            raw = reader.result(cur).fetch()
             wire = reader.convert(raw)
             last = reader.key_values(raw[-1], wire[-1]) if len(raw) == limit else None
             # the high watermark says how far the table is, for `binlake snapshot --wait`

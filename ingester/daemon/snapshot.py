@@ -14,19 +14,20 @@ snapshot row.
 from __future__ import annotations
 
 import binascii
+import codecs
 import logging
 import re
 import struct
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 
 from ..codec import BinlogError
-from ..codec.charsets import decoder_for
+from ..codec.charsets import decoder_for, is_utf8
 from ..codec.constants import ColumnType as T
 from ..codec.table_map import GEOMETRY_TYPES, Column, TableMap
 from ..config import Config
@@ -35,6 +36,7 @@ from ..records.builder import Checkpoint, Record
 from ..records.format import Sequence, file_number
 from ..records.mask import ColumnRules, value_masker
 from ..sources.replication import ReplicationError, SourceURL
+from ..sources.resultset import ASCII, BYTES, INT, UTF8, UTF8_REPLACE, TextResult
 
 if TYPE_CHECKING:
     from .kafka_io import Publisher
@@ -93,10 +95,45 @@ class TableReader:
     binary: list[int]  # columns whose values are bytes (base64 on the wire)
     key: list[int]  # chunk key columns (the primary key); empty: read in one pass
     descriptor: bytes
+    utf8: frozenset[int] = frozenset()  # columns whose converter is UTF-8 decoding, errors replaced
+    plan: tuple[bytes, list[tuple[int, Converter]]] | None = field(default=None, repr=False)
 
-    def convert(self, rows: list[tuple[Any, ...]]) -> list[list[Any]]:
-        """Raw SELECT rows (character_set_results=binary) to wire rows in the binlog decoder's representation."""
-        converters = self.converters
+    def result(self, cur: Any) -> TextResult:
+        """The rows of the query just run on the unbuffered cursor ``cur`` (``convert`` finishes them): read by
+        resultset.TextResult, by column kinds planned on the first result."""
+        if self.plan is None:
+            self.plan = self._plan([encoding for encoding, _ in cur._result.converters])
+        return TextResult(cur, self.plan[0], f"snapshot of {self.name}")
+
+    def _plan(self, encodings: list[str | None]) -> tuple[bytes, list[tuple[int, Converter]]]:
+        """Each column's kind, from the encoding pymysql gives it (None: bytes; character_set_results is
+        binary, so text is bytes until its converter): integers and UTF-8 text are converted by the kind,
+        the other converters stay for ``convert``."""
+        converters = dict(self.converters)
+        kinds, rest = bytearray(), []
+        for i, encoding in enumerate(encodings):
+            f = converters.get(i)
+            if encoding is None:
+                kind = UTF8_REPLACE if i in self.utf8 else BYTES
+            elif encoding == "ascii":
+                kind = INT if f is int else ASCII
+            elif codecs.lookup(encoding).name == "utf-8":
+                kind = UTF8
+            else:  # pymysql's strict decode, then the converter
+                kind = BYTES
+                f = (lambda v, e=encoding: v.decode(e)) if f is None else (lambda v, e=encoding, g=f: g(v.decode(e)))
+            kinds += kind
+            if f is not None and kind not in (INT, UTF8_REPLACE):
+                rest.append((i, f))
+        return bytes(kinds), rest
+
+    def convert(self, rows: list[list[Any]]) -> list[list[Any]]:
+        """Rows of ``result`` to wire rows in the binlog decoder's representation (new lists: the rows keep
+        the values their keys are selected by)."""
+        assert self.plan is not None, "convert before result"
+        converters = self.plan[1]
+        if not converters:
+            return rows
         out = []
         for raw in rows:
             row = list(raw)
@@ -161,7 +198,9 @@ def table_reader(conn: Any, database: str, table: str, collations: dict[str, int
         key = []  # their SQL comparison is not their ORDER BY order: read in one pass
     if masks is not None and columns:
         converters = _masked(tm, converters, binary, masks)
-    return TableReader(name, tm, exprs, converters, binary, key, S.encode_descriptor(tm, binary))
+    utf8 = frozenset(i for i, f in converters if is_utf8(columns[i].collation, mariadb)
+                     and f is decoder_for(columns[i].collation, mariadb))
+    return TableReader(name, tm, exprs, converters, binary, key, S.encode_descriptor(tm, binary), utf8)
 
 
 def _masked(tm: TableMap, converters: list[tuple[int, Converter]], binary: list[int],
@@ -448,17 +487,18 @@ class Snapshotter:
         assert state is not None
         after = _load_key(state["last_pk"])
         limit = min(self.cfg.snapshot_chunk_rows, 256)  # grows while chunks stay small: rows may be large
-        # No usable key: one pass with an unbuffered cursor, in one Kafka transaction (it cannot resume inside).
-        cur = conn.cursor(None if reader.key else _unbuffered_cursor())
+        # No usable key: one pass, in one Kafka transaction (it cannot resume inside).
+        cur = conn.cursor(_unbuffered_cursor())
         try:
             if not reader.key:
                 cur.execute(*reader.query(0, None))
+                result = reader.result(cur)
             while True:
                 if reader.key:
                     cur.execute(*reader.query(limit, after))
-                    raw = cur.fetchall()
+                    raw = reader.result(cur).fetch()
                 else:
-                    raw = cur.fetchmany(limit)
+                    raw = result.fetch(limit)
                 if not raw:
                     break
                 wire = reader.convert(raw)

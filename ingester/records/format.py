@@ -178,7 +178,7 @@ def record_events(headers: Mapping[str, bytes], value: bytes, source: str = "<re
                 raise BinlogError(f"record's snapshot rows of {k} bytes run past its end", p + m, source)
             snapshot = snapshot or SnapshotDecoder(source, bool(columnar))
             ev = snapshot.event(value[p : p + m], value[p + m + 4 : p + m + 4 + k], entry.seq.position,
-                                entry.commit_ts, p)
+                                entry.commit_ts, p, flags)
             p += m + 4 + k
             yield RecordEvent(entry.seq, entry.gtid, entry.commit_ts, ev)
             continue

@@ -212,6 +212,11 @@ class PacketFramer:
     def in_multi_packet(self) -> bool:
         return bool(self._parts)
 
+    @property
+    def buffered(self) -> int:
+        """Bytes fed and not taken yet."""
+        return len(self._buf) - self._pos + self._chunked
+
     def advance(self, pos: int, next_seq: int) -> None:
         """Packets up to ``pos`` of ``pending()``'s buffer were taken, the next has sequence id ``next_seq``.
         Only between whole packets: never inside a multi-packet."""

@@ -219,7 +219,8 @@ def test_kill_minus_nine_during_a_snapshot_under_writes(make_mariadb, kafka) -> 
             conn.commit()
     prefix = "snapkill"
     source_id = f"{prefix}.127.0.0.1:{server.port}"
-    env = {**os.environ, "PYTHONPATH": os.getcwd(), "BINLAKE_SNAPSHOT_CHUNK_ROWS": str(max(100, n_rows // 1000))}
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "BINLAKE_SNAPSHOT_CHUNK_ROWS": str(max(10, n_rows // 10_000))}
+    # (small chunks: a query each, so the snapshot lasts long enough to be stopped four times in its first 60%)
     cmd = [*BINLAKE, "run", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix", prefix,
            "--server-id", "4646", "--snapshot", "initial"]
     watcher = _CheckpointWatcher(kafka.bootstrap, prefix, source_id)

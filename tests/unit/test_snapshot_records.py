@@ -25,9 +25,9 @@ def _table() -> TableMap:
     return TableMap(0, 0, "db", "t", cols, [(0, 0)], has_names=True, is_mariadb=True)
 
 
-def _record(rows_per_entry: list[list[list]]) -> tuple[dict[str, bytes], bytes]:
+def _record(rows_per_entry: list[list[list]], compress: bool = True) -> tuple[dict[str, bytes], bytes]:
     descriptor = S.encode_descriptor(_table(), [2])
-    value = S.snapshot_value(descriptor, [orjson.dumps(rows) for rows in rows_per_entry])
+    value = S.snapshot_value(descriptor, [orjson.dumps(rows) for rows in rows_per_entry], compress)
     index = b"".join(S.index_entry(Sequence(3, 99, k).encode(), 1_700_000_000_000_000)
                      for k in range(len(rows_per_entry)))
     return {"binlake.index": index}, value
@@ -50,6 +50,19 @@ def test_snapshot_entries_decode_to_read_rows_events() -> None:
     assert (line["type"], line["database"], line["table"], line["rows"][0]["after"]["raw"]) == \
         ("read_rows", "db", "t", "AP8=")
     assert [e.type_code for e in read_index(headers["binlake.index"])] == [S.SNAPSHOT_ROWS] * 2
+
+
+def test_snapshot_rows_are_a_zstd_frame_unless_asked_otherwise() -> None:
+    rows = [[[i, "name " * 20, None] for i in range(100)]]
+    headers, packed = _record(rows)
+    _, plain = _record(rows, compress=False)
+    assert packed[9] == S.FLAG_SNAPSHOT | S.FLAG_ZSTD and plain[9] == S.FLAG_SNAPSHOT
+    assert len(packed) * 5 < len(plain)
+    assert [i.event.rows for i in record_events(headers, packed)] == \
+        [i.event.rows for i in record_events(headers, plain)]
+    damaged = packed[:-8] + bytes(8)  # the frame's last bytes
+    with pytest.raises(BinlogError, match="bad snapshot rows"):
+        list(record_events(headers, damaged))
 
 
 @pytest.mark.parametrize("cut", [12, 30, -3])
