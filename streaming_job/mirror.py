@@ -63,12 +63,20 @@ def _candidates(typed: pa.RecordBatch, names: list[str], pk: list[str], schema: 
 
 
 def last_per_key(table: pa.Table, pk: list[str]) -> pa.Table:
-    """The last candidate (by ORDER) of each key; all of them where Arrow cannot group the key's type."""
+    """The last candidate (by ORDER) of each key; all of them where Arrow cannot group the key's type.
+    A table whose keys are all distinct (inserts, snapshot rows) is its own answer: counting its keys
+    costs a hash pass, not the sort by sequence and the copy of every column."""
     if not pk or len(table) < 2:
         return table
-    ordered = table.sort_by([(c, "ascending") for c in ORDER])
-    ordered = ordered.append_column("_binlake_i", pa.array(range(len(ordered)), pa.int64()))
     try:
+        if len(pk) == 1:
+            distinct = pc.count_distinct(table.column(pk[0]), mode="all").as_py()
+        else:
+            distinct = len(table.group_by(pk).aggregate([]))
+        if distinct == len(table):
+            return table
+        ordered = table.sort_by([(c, "ascending") for c in ORDER])
+        ordered = ordered.append_column("_binlake_i", pa.array(range(len(ordered)), pa.int64()))
         last = ordered.group_by(pk).aggregate([("_binlake_i", "max")]).column("_binlake_i_max")
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return table

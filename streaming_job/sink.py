@@ -695,7 +695,7 @@ class Lander:
                 removes.append((name, files.sizes[name]))
                 kept.append(_conform(rest, schema))
         surviving = latest.filter(pc.invert(latest.column(DELETED))).select(names)
-        rows = pa.concat_tables([*kept, surviving]).sort_by(key)
+        rows = _sorted_by(pa.concat_tables([*kept, surviving]), key)
         adds = _write_mirror_files(path, rows, key, self.workers, self.threads)
         try:
             version = commit.append(adds, self.app_id, batch_id, [], removes)
@@ -772,6 +772,14 @@ class KeyRange(NamedTuple):
 _INTEGER = ("tinyint", "smallint", "int", "bigint")
 _FILE_ROWS = 1_000_000  # rows per mirror file the driver writes, at most
 _FILE_ROWS_PER_THREAD = 50_000  # ... and at least, where it writes several at once
+
+
+def _sorted_by(rows: pa.Table, key: str) -> pa.Table:
+    """``rows`` in ascending key order (as they are already when a snapshot's rows arrive: then no copy)."""
+    keys = rows.column(key)
+    if len(keys) < 2 or pc.all(pc.less_equal(keys.slice(0, len(keys) - 1), keys.slice(1))).as_py():
+        return rows
+    return rows.sort_by(key)
 
 
 def _write_mirror_files(path: str, rows: pa.Table, key: str, pool: ThreadPoolExecutor,

@@ -9,7 +9,7 @@ import random
 import pyarrow as pa
 
 from streaming_job.decode import TYPED_HEAD, arrow_type
-from streaming_job.mirror import candidate_schema, mirror_candidates
+from streaming_job.mirror import ROW_INDEX, SEQ, SUB, candidate_schema, last_per_key, mirror_candidates
 
 COLUMNS = [("id", "int"), ("k2", "string"), ("v", "bigint")]
 PK = ["id", "k2"]
@@ -95,3 +95,23 @@ def test_random_changes_leave_what_a_replay_leaves() -> None:
                 state[key] = row
         found = mirror_candidates(_typed(changes), PK, candidate_schema(COLUMNS))
         assert _apply(found, {}) == _replay(changes) == state
+
+
+def test_last_per_key_of_an_integer_key_with_and_without_repeats() -> None:
+    rnd = random.Random(5)
+    n = 2000
+    ids = list(range(n))
+    rnd.shuffle(ids)
+    seqs = [rnd.randrange(1 << 32).to_bytes(4, "big") for _ in range(n)]
+    table = pa.table({"id": pa.array(ids, pa.int64()), "v": pa.array(range(n), pa.int64()),
+                      SEQ: pa.array(seqs, pa.binary()), ROW_INDEX: pa.array([0] * n, pa.int32()),
+                      SUB: pa.array([1] * n, pa.int32())})
+    assert last_per_key(table, ["id"]) is table  # every key once: nothing to reduce
+    repeated = table.set_column(0, "id", pa.array([i % 300 for i in ids], pa.int64()))
+    last: dict[int, tuple[bytes, int]] = {}
+    for i, v, seq in zip(repeated.column("id").to_pylist(), range(n), seqs, strict=True):
+        if i not in last or seq >= last[i][0]:
+            last[i] = (seq, v)
+    got = last_per_key(repeated, ["id"])
+    assert {r["id"]: r["v"] for r in got.to_pylist()} == {i: v for i, (_, v) in last.items()}
+    assert len(got) == 300
