@@ -3,8 +3,8 @@ Delta Lake (`binlake land --trigger available-now`, Spark local[2]), against a p
 table through pymysql (unbuffered cursor, default conversions).
 
 The snapshot time runs from opening the consistent snapshot to the last Kafka commit (the daemon's
-``snapshot_ms``); the SELECT time from the query to the last row. Into Delta: the snapshot's time plus
-the micro-batch time (the job's batch lines: decode, change log, mirror) of a running land job (a Spark
+``snapshot_ms``); the SELECT time from the query to the last row. Into Delta: the snapshot's time (median)
+plus the micro-batch time (the job's batch lines: decode, change log, mirror) of a running land job (a Spark
 application that landed the topics once already, as a long-running `binlake land` would be; the median
 of three passes, as bench/run_land.py measures it), and, beside
 it, of a fresh `binlake land --trigger available-now` process and that process's wall time (JVM and Spark
@@ -143,18 +143,18 @@ def main() -> int:
     sel, snap = statistics.median(selects), statistics.median(snaps)
     delta = ""
     if not args.no_delta:
-        into = snaps[0] + running_s
-        fresh = snaps[0] + batch_s
+        into = snap + running_s
+        fresh = snap + batch_s
         delta = f"""| `binlake run --snapshot initial` -> Kafka -> a running `binlake land` into Delta \
 (snapshot + micro-batch time; the job's median pass) | {into:.2f} s | {args.rows / into:,.0f} |
 | the same, landed by a fresh `binlake land` process (its micro-batches after start-up and warm-up) | {fresh:.2f} s \
 | {args.rows / fresh:,.0f} |
-| the same, the fresh land process's wall time (JVM and Spark start included) | {snaps[0] + land_wall:.2f} s \
-| {args.rows / (snaps[0] + land_wall):,.0f} |
+| the same, the fresh land process's wall time (JVM and Spark start included) | {snap + land_wall:.2f} s \
+| {args.rows / (snap + land_wall):,.0f} |
 
 Into Delta / SELECT time: **{into / sel:.2f}x** with a running land job (goal: at most 2x; \
 {"met" if into / sel <= 2 else "not met"}); {fresh / sel:.2f}x with a fresh land process's micro-batches, \
-{(snaps[0] + land_wall) / sel:.2f}x with its start-up. A running job (a Spark application that has landed \
+{(snap + land_wall) / sel:.2f}x with its start-up. A running job (a Spark application that has landed \
 something before: bench/run_land.py) landed the snapshot's records in {running_s:.2f} s, the median of \
 three passes ({", ".join(f"{p:.2f}" for p in passes)} s; {args.rows / running_s:,.0f} rows/s: decode, change log, \
 mirror), a fresh process's micro-batches took \

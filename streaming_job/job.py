@@ -110,7 +110,7 @@ class LandMetrics(StreamingQueryListener):
         lag = max(0.0, time.time() - stats.newest_commit_ts) if stats.newest_commit_ts else None
         if lag is not None:
             self.lag.set(lag)
-        log.info("batch %d: %d records in, %d row changes landed in %.1fs (%.0f rows/s), lag %s",
+        log.info("batch %d: %d records in, %d row changes landed in %.2fs (%.0f rows/s), lag %s",
                  progress.batchId, progress.numInputRows, stats.rows, seconds, rate,
                  f"{lag:.1f}s" if lag is not None else "-")
         log.debug("batch %d: Spark's step times (ms) %s", progress.batchId, dict(progress.durationMs or {}))
