@@ -28,6 +28,7 @@ from ingester.dump.jsonl import event_json
 from ingester.records.format import Sequence, file_number
 from ingester.sources.binlog_file import read_binlog_file
 from tests.integration import test_type_zoo as zoo
+from tests.integration.test_land import _land, spark  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.integration
 BINLAKE = [sys.executable, "-m", "ingester.cli.main"]
@@ -206,7 +207,7 @@ def _replay_in_seq_order(items, db: str, table: str) -> tuple[dict[int, tuple], 
 SNAPSHOT_ROWS = int(os.environ.get("BINLAKE_TEST_SNAPSHOT_ROWS", "100000"))
 
 
-def test_kill_minus_nine_during_a_snapshot_under_writes(make_mariadb, kafka) -> None:
+def test_kill_minus_nine_during_a_snapshot_under_writes(make_mariadb, kafka, spark, tmp_path) -> None:  # noqa: F811
     n_rows = SNAPSHOT_ROWS
     server = make_mariadb()
     server.execute("CREATE DATABASE ks CHARACTER SET utf8mb4")
@@ -259,9 +260,17 @@ def test_kill_minus_nine_during_a_snapshot_under_writes(make_mariadb, kafka) -> 
     read_ids = [pk for _, pk, kind in seen if kind == "read"]
     assert len(read_ids) == len(set(read_ids)), "the snapshot read a row twice"
     assert len(read_ids) > n_rows * 9 // 10
+    # Landed by `binlake land`: the Delta mirror is the server's SELECT, the change log holds each change once.
+    lake = tmp_path / "lake"
+    assert _land(kafka, prefix, lake) == 0
+    mirror = spark.read.format("delta").load(str(lake / "ks" / "t"))
+    assert {r.id: (r.v, r.s) for r in mirror.select("id", "v", "s").collect()} == expected
+    changes = spark.read.format("delta").load(str(lake / "ks" / "t__changes"))
+    assert changes.count() == changes.select("seq", "row_index").distinct().count() == len(seen)
+    # the figure of bench/results/snapshot.md (pytest -s)
     print(f"snapshot kill -9 proof: {n_rows:,} rows; stopped at {progress} rows committed; {workload.changes:,} "
-          f"concurrent changes; {len(read_ids):,} rows read, {len(seen):,} changes; mirror == SELECT "
-          f"({len(expected):,} rows)")  # the figure of bench/results/snapshot.md (pytest -s)
+          f"concurrent changes; {len(read_ids):,} rows read, {len(seen):,} changes; replay == Delta mirror == "
+          f"SELECT ({len(expected):,} rows), change log {len(seen):,} rows")
 
 
 def test_chunks_of_text_binary_and_composite_keys_and_keyless_tables(make_mariadb, kafka, monkeypatch) -> None:
