@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pymysql
+from run_land import PASS_MARK, WARM_UP_PASSES, _batches  # its --land-in-one-application child lands here too
 
 from ingester.config import load_config
 from ingester.daemon.runner import Runner
@@ -35,9 +36,6 @@ from ingester.devstack.mariadb import MariaDBServer
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS = BENCH_DIR / "results" / "snapshot.md"
-# A running job's passes after a single warm-up were still getting faster (1.93, 1.60, 1.37 s: the JVM's
-# compiler at work); after three they are steady, as a long-running job's micro-batches are.
-WARM_UP_PASSES = 3
 TABLE = ("CREATE TABLE bench.t (id BIGINT PRIMARY KEY, k INT NOT NULL, c CHAR(120) NOT NULL, pad CHAR(60) NOT NULL,"
          " price DECIMAL(10,2), created DATETIME(6), note VARCHAR(255), KEY (k))")
 
@@ -85,7 +83,6 @@ def land(kafka: KafkaBroker, prefix: str, rows: int) -> tuple[list[float], float
     by a fresh `binlake land --trigger available-now` process: (the running job's micro-batch seconds of each
     pass, the fresh process's, the fresh process's wall seconds), after checking that each mirror holds every
     row."""
-    from run_land import PASS_MARK, _batches  # its --land-in-one-application child lands here too
 
     with tempfile.TemporaryDirectory(prefix="bl-snapland-") as root:
         passes = [Path(root) / f"running{n}" for n in range(1, 4)]
