@@ -834,13 +834,7 @@ class MirrorFiles:
         if len(found) < at_least:
             return []
         found.sort(key=lambda n: self.ranges[n] or (0, 0))
-        out, total = [], 0
-        for name in found:
-            total += self.sizes[name]
-            if total > budget:
-                break
-            out.append(name)
-        return out
+        return _within(found, self.sizes, budget)
 
     def update(self, version: int, adds: list[tuple[str, dict[str, str], int, dict[str, Any]]],
                removed: list[str], key: str) -> None:
@@ -852,6 +846,12 @@ class MirrorFiles:
         self.version = version
 
 
+def _within(names: list[str], sizes: dict[str, int], budget: int) -> list[str]:
+    """The first of ``names`` whose sizes add up to at most ``budget`` bytes (a compaction's files)."""
+    total = itertools.accumulate(sizes[n] for n in names)
+    return [name for name, upto in zip(names, total, strict=True) if upto <= budget]
+
+
 _THREADED_BYTES = 8 << 20  # decoded row changes of a table's batch worth a run (and files) per core
 
 
@@ -861,11 +861,12 @@ def _land_on_threads(land: Callable[[Iterable[pa.RecordBatch]], Iterator[pa.Reco
     equal size on ``pool`` (each writes files of its own): pyarrow's Parquet writer and compute kernels release the
     GIL, so the driver's change-log files and candidates use every core instead of one. A batch under
     ``_THREADED_BYTES`` stays one run: one file, where a split would gain milliseconds."""
+    parts = [records]
     weight = np.cumsum(pc.binary_length(records.column("data")).to_numpy(zero_copy_only=False)) if len(records) else []
-    if threads < 2 or len(records) < 2 or weight[-1] < _THREADED_BYTES:  # a small batch: one file is enough
-        return pa.Table.from_batches(list(land(records.to_batches())), schema=schema)
-    cuts = [0, *(int(np.searchsorted(weight, weight[-1] * i / threads)) + 1 for i in range(1, threads)), len(records)]
-    parts = [records.slice(a, b - a) for a, b in itertools.pairwise(sorted(set(cuts))) if b > a]
+    if threads > 1 and len(records) > 1 and weight[-1] >= _THREADED_BYTES:  # else one file is enough
+        cuts = [0, *(int(np.searchsorted(weight, weight[-1] * i / threads)) + 1 for i in range(1, threads)),
+                len(records)]
+        parts = [records.slice(a, b - a) for a, b in itertools.pairwise(sorted(set(cuts))) if b > a]
     if len(parts) < 2:
         return pa.Table.from_batches(list(land(records.to_batches())), schema=schema)
     results = list(pool.map(lambda part: list(land(part.to_batches())), parts))
@@ -901,12 +902,7 @@ class ChangeLogFiles:
         date, names = max(by_date.items(), key=lambda kv: len(kv[1]))
         if len(names) < at_least:
             return None
-        out, total = [], 0
-        for name in sorted(names):
-            total += self.sizes[name]
-            if total > budget:
-                break
-            out.append(name)
+        out = _within(sorted(names), self.sizes, budget)
         return (date, out) if len(out) >= 2 else None
 
     def skip(self, names: list[str]) -> None:

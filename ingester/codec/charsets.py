@@ -354,7 +354,7 @@ def decoder_for(collation_id: int | None, mariadb: bool = False) -> Decoder:
 def is_utf8(collation_id: int | None, mariadb: bool = False) -> bool:
     """Whether ``decoder_for`` this collation is UTF-8 with errors replaced (a native reader can fuse it)."""
     charset = None if collation_id is None else charset_for(collation_id, mariadb)
-    return charset is not None and PYTHON_CODEC.get(charset) == "utf-8" and charset not in _SINGLE_BYTE
+    return charset is not None and PYTHON_CODEC.get(charset) == "utf-8"
 
 
 def decode_text(data: bytes, collation_id: int | None, mariadb: bool = False) -> str | bytes:
