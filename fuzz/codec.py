@@ -113,11 +113,12 @@ def lake_values(ev: Any) -> list[tuple[str, str]]:
         for slots, aligned in (image for image in rows.images() if image is not None):
             for i, walker in enumerate(aligned):
                 if walker is not None:
-                    arrays.append(LakeColumn(columns[i]).array(slots[i]) if walker.raw else
+                    arrays.append(LakeColumn(columns[i], ev.table_map.is_mariadb).array(slots[i]) if walker.raw else
                                   walker.array([(len(rows), slots[i])], len(rows)))
     else:
         for present, cols in ((ev.columns_before, rows.before), (ev.columns_after, rows.after)):
-            arrays += [LakeColumn(columns[i]).array(col) for i, col in zip(present, cols or (), strict=True)]
+            arrays += [LakeColumn(columns[i], ev.table_map.is_mariadb).array(col)
+                       for i, col in zip(present, cols or (), strict=True)]
     return [(str(a.type), repr(a.to_pylist())) for a in arrays]
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingester.codec.charsets import charset_for
+from ingester.codec.charsets import charset_for, keeps_bytes
 from ingester.codec.constants import ColumnType as T
 from ingester.codec.rows import RowsDecoder, compile_rows, compile_value, text_decoder
 from ingester.codec.table_map import Column, TableMap
@@ -69,8 +69,8 @@ class LakeColumn:
 
     __slots__ = ("dtype", "fix", "text", "type")
 
-    def __init__(self, col: Column) -> None:
-        self.dtype = lake_type(col)
+    def __init__(self, col: Column, mariadb: bool) -> None:
+        self.dtype = lake_type(col, mariadb)
         self.type = arrow_type(self.dtype)
         fix = converter(col, self.dtype)
         # None: Arrow takes the codec's values as they are; text: a string column whose rare non-str
@@ -239,7 +239,8 @@ def walked_column(tm: TableMap, i: int) -> WalkedColumn:
     column = tm._decoders.get(key)
     if column is None:
         op, finish = _column_op(tm, tm.columns[i])
-        column = tm._decoders[key] = WalkedColumn(op, _lake_width(op), LakeColumn(tm.columns[i]).type, finish)
+        lake = LakeColumn(tm.columns[i], tm.is_mariadb).type
+        column = tm._decoders[key] = WalkedColumn(op, _lake_width(op), lake, finish)
     return column
 
 
@@ -255,7 +256,7 @@ def _lake_width(op: tuple[int, int, int, int]) -> int | None:
 
 def _column_op(tm: TableMap, col: Column) -> tuple[tuple[int, int, int, int], Finish | _Raw]:
     """C's op for one column and how its buffers become the lake array."""
-    lake = LakeColumn(col)
+    lake = LakeColumn(col, tm.is_mariadb)
     t, meta = col.type, col.meta
     if t in _INT_WIDTH:
         width = 16 if pa.types.is_decimal(lake.type) else lake.type.bit_width // 8
@@ -278,11 +279,10 @@ def _column_op(tm: TableMap, col: Column) -> tuple[tuple[int, int, int, int], Fi
         return (OP_NULL, 0, 0, 0), lambda n, got: pa.nulls(n, lake.type)
     if t in _STRINGS or t in _BLOBS:
         prefix = meta if t in _BLOBS else 1 if col.max_length < 256 else 2
-        if col.collation == 63 or t == T.GEOMETRY:
+        if keeps_bytes(col.collation, tm.is_mariadb) or t == T.GEOMETRY:
             pad = col.max_length if t == T.STRING and col.collation == 63 else 0
             return (OP_STRING, prefix, CHECK_NONE, pad), _fixed(lake)
-        charset = None if col.collation is None else charset_for(col.collation, tm.is_mariadb)
-        check = CHECK_UTF8 if charset is None else _CHECKS.get(charset)
+        check = _CHECKS.get(charset_for(col.collation, tm.is_mariadb))  # type: ignore[arg-type]
         if check is not None:
             return (OP_STRING, prefix, check, 0), _string(lake, text_decoder(col, tm.is_mariadb))
         return (OP_RAW_PREFIXED, prefix, 0, 0), _Raw(compile_value(tm, col))

@@ -68,7 +68,7 @@ class _Shape:
 
     def __init__(self, event: RowsEvent) -> None:
         tm = event.table_map
-        self.columns = [LakeColumn(c) for c in tm.columns]
+        self.columns = [LakeColumn(c, tm.is_mariadb) for c in tm.columns]
         self.names = [c.name for c in tm.columns]
         pk = [tm.columns[i].name for i, _ in tm.primary_key] if tm.primary_key else []
         self.schema = orjson.dumps({"columns": [(n, lc.dtype) for n, lc in zip(self.names, self.columns, strict=True)],

@@ -24,12 +24,12 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
+from ingester.codec.charsets import keeps_bytes
 from ingester.codec.constants import ColumnType as T
 from ingester.codec.rows import JsonDiff
 from ingester.codec.table_map import Column
 from ingester.dump.jsonl import json_default
 
-BINARY_COLLATION = 63
 MAX_DECIMAL_PRECISION = 38  # Spark's
 _EPOCH_ORDINAL = datetime.date(1970, 1, 1).toordinal()
 _DAY_US = 86_400_000_000
@@ -45,8 +45,8 @@ _TEXT = frozenset((T.VARCHAR, T.VAR_STRING, T.STRING, T.BLOB, T.TINY_BLOB, T.MED
                    T.VARCHAR_COMPRESSED, T.BLOB_COMPRESSED))
 
 
-def lake_type(col: Column) -> str:
-    """The Spark DDL type name a column lands as."""
+def lake_type(col: Column, mariadb: bool = False) -> str:
+    """The Spark DDL type name a column lands as (``mariadb``: how its collation id is numbered)."""
     t = col.type
     if t in _INTS:
         signed, unsigned = _INTS[t]
@@ -69,7 +69,7 @@ def lake_type(col: Column) -> str:
     if t in (T.TIMESTAMP, T.TIMESTAMP2):
         return "timestamp"
     if t in _TEXT:
-        return "binary" if col.collation == BINARY_COLLATION else "string"
+        return "binary" if keeps_bytes(col.collation, mariadb) else "string"
     if t == T.GEOMETRY:
         return "binary"
     if t == T.VECTOR:

@@ -351,6 +351,35 @@ def decoder_for(collation_id: int | None, mariadb: bool = False) -> Decoder:
     return _decode_unknown if charset is None else _decoder(charset)
 
 
+def keeps_bytes(collation_id: int | None, mariadb: bool = False) -> bool:
+    """Whether a string column's values stay bytes: binary ones, and those whose charset nobody told us
+    (no charset metadata in the binlog, no schema history, an id the flavour never assigns). Decoding
+    those as text would guess; their bytes are kept whole instead (docs/JSONL.md)."""
+    return collation_id is None or collation_id == BINARY_COLLATION or charset_for(collation_id, mariadb) is None
+
+
+_ALIASES = {"utf8": "utf8mb3"}
+
+
+def charset_of(name: str) -> str:
+    """The charset of a charset or collation name as the server spells it (``utf8mb4_general_ci`` ->
+    ``utf8mb4``, ``utf8`` -> ``utf8mb3``, ``binary`` -> ``binary``); charset names have no underscore."""
+    charset = name.lower().split("_", 1)[0]
+    return _ALIASES.get(charset, charset)
+
+
+def collation_id_of(charset: str, mariadb: bool = False) -> int | None:
+    """A collation id of a charset on the flavour (its lowest), for columns known by charset name only;
+    None for a charset this module does not know."""
+    return _IDS_BY_CHARSET[mariadb].get(charset_of(charset))
+
+
+_IDS_BY_CHARSET: dict[bool, dict[str, int]] = {
+    flavour: {charset: min(i for i, c in table.items() if c == charset) for charset in set(table.values())}
+    for flavour, table in ((False, _MYSQL), (True, _MARIADB))
+}
+
+
 def is_utf8(collation_id: int | None, mariadb: bool = False) -> bool:
     """Whether ``decoder_for`` this collation is UTF-8 with errors replaced (a native reader can fuse it)."""
     charset = None if collation_id is None else charset_for(collation_id, mariadb)

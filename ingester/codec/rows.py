@@ -8,17 +8,18 @@ dispatched per value, which is what makes the decoder fast.
 
 from __future__ import annotations
 
+import logging
 import struct
 import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import values as V
-from .charsets import charset_for, decoder_for
+from .charsets import charset_for, decoder_for, keeps_bytes
 from .constants import ColumnType as T
 from .errors import BinlogError
 from .jsonb import apply_json_diff, decode_json_binary, decode_json_diff
-from .table_map import Column, TableMap
+from .table_map import STRING_TYPES, Column, TableMap
 
 RowsDecoder = Callable[[bytes, int, int], Any]  # list of row dicts, or RowImages
 # (table map, kind, before columns, after columns, partial JSON, pre-GA) -> the decoder of such events' bodies
@@ -34,6 +35,22 @@ _STRUCT = {
     T.DOUBLE: ("d", "d", 8),
 }
 _UTF8_CHARSETS = frozenset(("utf8mb4", "utf8mb3", "utf8"))
+log = logging.getLogger("binlake.codec")
+_noticed: set[tuple[str, str]] = set()
+
+
+def notice_unknown_charsets(tm: TableMap) -> None:
+    """Say once per table (per process) on the log (stderr) that string columns whose charset the binlog
+    does not give, and no schema told, keep their bytes: the user should know why they are not text."""
+    if (tm.database, tm.table) in _noticed:
+        return
+    unknown = [c.name for c in tm.columns
+               if c.type in STRING_TYPES and c.collation != 63 and keeps_bytes(c.collation, tm.is_mariadb)]
+    if unknown:
+        _noticed.add((tm.database, tm.table))
+        log.warning("`%s`.`%s`: no character set known for %s (the binlog has no charset metadata, "
+                    "binlog_row_metadata is not FULL, and no schema history applies): their values are kept as "
+                    "bytes (base64 in JSONL)", tm.database, tm.table, ", ".join(unknown))
 
 
 class JsonDiff:
@@ -136,10 +153,11 @@ def _utf8(raw: bytes) -> str:
 
 
 def text_decoder(col: Column, mariadb: bool) -> Callable[[bytes], Any]:
-    """How a text column's bytes become its value: str per its collation (bytes for binary ones)."""
-    if col.collation == 63:
+    """How a text column's bytes become its value: str per its collation (bytes for binary ones, and for
+    those whose charset is unknown: ``keeps_bytes``)."""
+    if keeps_bytes(col.collation, mariadb):
         return bytes
-    if col.collation is not None and charset_for(col.collation, mariadb) in _UTF8_CHARSETS:
+    if charset_for(col.collation, mariadb) in _UTF8_CHARSETS:  # type: ignore[arg-type]
         return _utf8
     return decoder_for(col.collation, mariadb)
 
@@ -408,6 +426,7 @@ def compile_rows(tm: TableMap, kind: str, before: tuple[int, ...], after: tuple[
     fn = tm._decoders.get(key)
     if fn is not None:
         return fn
+    notice_unknown_charsets(tm)
     g = _Gen(tm)
     g.ns["packed"] = _packed
     g.emit(0, "def decode_rows(b, p, end):", "    out = []", "    append = out.append")

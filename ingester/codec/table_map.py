@@ -14,7 +14,9 @@ from .cursor import Cursor
 
 _NUMERIC = frozenset((T.TINY, T.SHORT, T.INT24, T.LONG, T.LONGLONG, T.FLOAT, T.DOUBLE, T.NEWDECIMAL, T.DECIMAL))
 _BLOBS = frozenset((T.BLOB, T.TINY_BLOB, T.MEDIUM_BLOB, T.LONG_BLOB, T.BLOB_COMPRESSED))
-_CHARACTER = frozenset((T.STRING, T.VAR_STRING, T.VARCHAR, T.VARCHAR_COMPRESSED, T.VECTOR)) | _BLOBS
+# Types whose values are strings of some charset (binary included): CHAR/VARCHAR/TEXT/BINARY/BLOB, MariaDB's JSON.
+STRING_TYPES = frozenset((T.STRING, T.VAR_STRING, T.VARCHAR, T.VARCHAR_COMPRESSED)) | _BLOBS
+_CHARACTER = STRING_TYPES | {T.VECTOR}
 # Types whose table-map metadata is 1 and 2 bytes; others have none.
 _META1 = frozenset(
     (T.FLOAT, T.DOUBLE, T.TIMESTAMP2, T.DATETIME2, T.TIME2, T.JSON, T.GEOMETRY, T.VECTOR, T.BLOB_COMPRESSED)

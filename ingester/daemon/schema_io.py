@@ -8,7 +8,7 @@ from typing import Any
 from ..config import Config
 from ..records.builder import Record
 from ..records.format import Sequence, file_number
-from ..schema.history import HISTORY_TOPIC, SchemaHistory, capture, history_key
+from ..schema.history import DATABASE, HISTORY_TOPIC, SchemaHistory, capture, capture_databases, history_key
 from .kafka_io import read_compacted
 
 log = logging.getLogger("binlake.schema")
@@ -50,8 +50,10 @@ def capture_records(cfg: Config, cur: Any, file: str, position: int) -> tuple[Sc
     publish in the Kafka transaction of the first checkpoint at or after that position."""
     history = new_history(cfg)
     history.tables = capture(cur, cfg.filters.accepts)
+    history.databases = capture_databases(cur)
     seq = Sequence(file_number(file), position) if file else Sequence(0, 0)
+    names = [*sorted(history.tables), *((db, DATABASE) for db in sorted(history.databases))]
     records = [Record(HISTORY_TOPIC, history_key(name), history.entry(name, str(seq), "captured"),
-                      [("binlake.seq", seq.encode())], seq) for name in sorted(history.tables)]
+                      [("binlake.seq", seq.encode())], seq) for name in names]
     log.info("schema history: captured %d tables at %s:%s", len(records), file or "the start", position)
     return history, records

@@ -18,10 +18,11 @@ from typing import Any
 import orjson
 
 from ..codec import BinlogDecoder
-from ..codec.charsets import charset_for
+from ..codec.charsets import charset_for, keeps_bytes
 from ..codec.constants import ColumnType as T
 from ..codec.decoder import CHECKSUM_CRC32
 from ..codec.events import EVENT_NAMES
+from ..codec.rows import notice_unknown_charsets
 from ..codec.table_map import Column, TableMap
 from ..extensions import load as load_extension
 from ..sources.binlog_file import frames_in
@@ -65,6 +66,7 @@ def render_jsonl(dec: BinlogDecoder, buf: Any, pos: int, stop: int | None, name:
                 yield lines
             if missing is not None:
                 tm, key = missing
+                notice_unknown_charsets(tm)
                 tm.jsonl_plans[key] = rows_plan(tm, key)
                 continue
             if pos >= end:
@@ -152,8 +154,10 @@ def _column_op(col: Column, mariadb: bool) -> ColumnOp | None:
         return None
     if col.collation == 63 or t == T.GEOMETRY:
         return OP_BINARY, prefix, pad, None
-    charset = None if col.collation is None else charset_for(col.collation, mariadb)
-    if charset is None or charset in _UTF8:  # unknown: UTF-8 when valid, which is all C renders
+    if keeps_bytes(col.collation, mariadb):  # charset unknown: the bytes as logged, unpadded
+        return OP_BINARY, prefix, 0, None
+    charset = charset_for(col.collation, mariadb)  # type: ignore[arg-type]
+    if charset in _UTF8:
         return OP_TEXT, prefix, 0, None
     if charset in _ASCII_COMPATIBLE:
         return OP_TEXT, prefix, 1, None

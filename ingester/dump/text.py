@@ -45,6 +45,10 @@ def hexdump(raw: bytes, position: int, header_len: int) -> Iterator[str]:
         yield f"# {position + off:08x} {left:<23}  {right:<23} |{text}|"
 
 
+_QUOTED = [chr(b) if 0x20 <= b < 0x7F else f"\\x{b:02x}" for b in range(256)]
+_QUOTED[0x27], _QUOTED[0x5C] = "\\'", "\\\\"
+
+
 def _sql_value(v: Any) -> str:
     if v is None:
         return "NULL"
@@ -52,8 +56,8 @@ def _sql_value(v: Any) -> str:
         return "1" if v else "0"
     if isinstance(v, (int, float)):
         return repr(v)
-    if isinstance(v, bytes):
-        return "x'" + v.hex() + "'"
+    if isinstance(v, bytes):  # as mysqlbinlog quotes strings: printable ASCII as is, other bytes \xNN
+        return "'" + "".join(_QUOTED[b] for b in v) + "'"
     if isinstance(v, str):
         return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
     if isinstance(v, list) and all(isinstance(x, float) for x in v):

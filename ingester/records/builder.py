@@ -363,7 +363,8 @@ class RecordBuilder:
         """History entries of the tables a statement changed (records of the history topic)."""
         assert self.schema is not None
         seq = Sequence(self._file_number, ev.position, sub)
-        changed = self.schema.apply(ev.database, ev.query, f"{self.file}:{ev.position}")
+        changed = self.schema.apply(ev.database, ev.query, f"{self.file}:{ev.position}",
+                                    ev.status_vars.get("collation_server"))
         if changed:
             self._table_maps.clear()  # the same map bytes may now need another schema entry
         return [Record(HISTORY_TOPIC, history_key(name), self.schema.entry(name, str(seq), ev.query),

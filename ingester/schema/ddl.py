@@ -1,16 +1,20 @@
 """A parser of the MySQL/MariaDB DDL that changes a table's columns (sans-I/O: text in, operations out).
 
 Servers with ``binlog_row_metadata`` MINIMAL (or NO_LOG) write TABLE_MAPs without column names, ENUM/SET
-labels or primary keys, so the daemon follows each table's columns through the DDL of the binlog. Only
-what decides how a rows event decodes is tracked: column order and names, signedness, ENUM/SET labels and
-the primary key. Statements that cannot change columns (CREATE INDEX, GRANT, ...) are not DDL here; a
-column-changing statement this parser does not understand raises ``UnparsedDDL`` rather than guessing.
+labels, character sets or primary keys, so the daemon follows each table's columns through the DDL of
+the binlog. Only what decides how a rows event decodes is tracked: column order and names, signedness,
+ENUM/SET labels, the character set of string columns (``binary`` for BINARY/VARBINARY/BLOB; the table's
+and the database's defaults, which a text column without its own takes) and the primary key. Statements
+that cannot change columns (CREATE INDEX, GRANT, ...) are not DDL here; a column-changing statement this
+parser does not understand raises ``UnparsedDDL`` rather than guessing.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
+from ..codec.charsets import charset_of
 
 _TOKEN = re.compile(r"""
     (?P<ws>\s+|--[ \t][^\n]*|--\n|\#[^\n]*)
@@ -41,22 +45,68 @@ class ColumnDef:
     unsigned: bool = False
     enum_values: list[str] | None = None
     set_values: list[str] | None = None
+    charset: str | None = None  # string columns: utf8mb4, latin1, ..., binary; None: not a string, or unknown
     # What the server fills existing rows with when the column is added (the land job's mirrors need it);
     # not part of the history entries, nor of equality.
     args: str = field(default="", compare=False)  # the type's arguments: "10,2", "3"
     default: list[tuple[str, str]] | None = field(default=None, compare=False)  # DEFAULT's tokens
     not_null: bool = field(default=False, compare=False)
     generated: bool = field(default=False, compare=False)  # AS (expr) / GENERATED ALWAYS AS
+    # A text type declared without a character set: it takes the table's default (the parser's, until resolved).
+    default_charset: bool = field(default=False, compare=False)
 
     def to_json(self) -> dict[str, object]:
         return {"name": self.name, "type": self.type, "unsigned": self.unsigned, "enum_values": self.enum_values,
-                "set_values": self.set_values}
+                "set_values": self.set_values, "charset": self.charset}
+
+
+# Type words whose values are strings: binary ones, and text ones that have a character set.
+BINARY_TYPES = frozenset(("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"))
+TEXT_TYPES = frozenset(("char", "varchar", "tinytext", "text", "mediumtext", "longtext"))
+_AS_BINARY = dict(zip(("char", "varchar", "tinytext", "text", "mediumtext", "longtext"),
+                      ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"), strict=True))
+
+
+def string_charset(type_word: str, charset: str | None) -> str | None:
+    """The charset a column of this type has, given the one declared or reported (None for text without
+    one yet): ``binary`` for the binary types, utf8mb4 for JSON (MariaDB's is LONGTEXT utf8mb4_bin, MySQL's
+    is not a string in the binlog), None for types that are not strings (ENUM/SET decode as labels)."""
+    if type_word in BINARY_TYPES:
+        return "binary"
+    if type_word in TEXT_TYPES:
+        return None if charset is None else charset_of(charset)
+    return "utf8mb4" if type_word == "json" else None
+
+
+def with_charset(column: ColumnDef, charset: str | None) -> None:
+    """Give a text column a charset (the server turns text of charset ``binary`` into the binary type)."""
+    if charset == "binary" and column.type in _AS_BINARY:
+        column.type = _AS_BINARY[column.type]
+    column.charset = string_charset(column.type, charset)
+    column.default_charset = False
+
+
+_SYNONYMS = {
+    ("character",): "char", ("char", "varying"): "varchar", ("character", "varying"): "varchar",
+    ("varcharacter",): "varchar", ("long",): "mediumtext", ("long", "varchar"): "mediumtext",
+    ("long", "varbinary"): "mediumblob", ("char", "byte"): "binary", ("double", "precision"): "double",
+}
+
+
+def _type_of(words: list[str]) -> tuple[str, str | None]:
+    """The type word of a type's spelling (``character varying`` -> varchar) and the charset it implies
+    (NATIONAL / NCHAR: utf8mb3)."""
+    national = words[0] in ("national", "nchar", "nvarchar")
+    if national:
+        words = ["varchar" if {"nvarchar", "varchar", "varying"} & set(words) else "char"]
+    return _SYNONYMS.get(tuple(words), words[0]), "utf8mb3" if national else None
 
 
 @dataclass
 class TableSchema:
     columns: list[ColumnDef]
     primary_key: list[str] = field(default_factory=list)
+    charset: str | None = None  # the table's default character set (None: not known)
 
     def index(self, name: str) -> int:
         """Position of a column (names are case-insensitive); -1 when absent."""
@@ -64,8 +114,14 @@ class TableSchema:
         return next((i for i, c in enumerate(self.columns) if c.name.lower() == low), -1)
 
     def copy(self) -> TableSchema:
-        return TableSchema([ColumnDef(c.name, c.type, c.unsigned, c.enum_values, c.set_values)
-                            for c in self.columns], list(self.primary_key))
+        return TableSchema([ColumnDef(c.name, c.type, c.unsigned, c.enum_values, c.set_values, c.charset)
+                            for c in self.columns], list(self.primary_key), self.charset)
+
+    def resolve(self, table_charset: str | None) -> None:
+        """Give text columns declared without a charset the table's default (``table_charset``)."""
+        for c in self.columns:
+            if c.default_charset:
+                with_charset(c, table_charset)
 
 
 Name = tuple[str, str]  # (database, table)
@@ -100,6 +156,16 @@ class RenameColumn:
 
 
 @dataclass
+class TableCharset:  # [DEFAULT] CHARACTER SET / COLLATE: the default of columns added later
+    charset: str | None  # None: the database's default
+
+
+@dataclass
+class ConvertCharset:  # CONVERT TO CHARACTER SET: every text column, and the table's default
+    charset: str | None  # None: the database's default
+
+
+@dataclass
 class AddPrimaryKey:
     columns: list[str]
 
@@ -109,13 +175,14 @@ class DropPrimaryKey:
     pass
 
 
-AlterSpec = AddColumn | DropColumn | ChangeColumn | RenameColumn | AddPrimaryKey | DropPrimaryKey
+AlterSpec = (AddColumn | DropColumn | ChangeColumn | RenameColumn | AddPrimaryKey | DropPrimaryKey | TableCharset
+             | ConvertCharset)
 
 
 @dataclass
 class CreateTable:
     name: Name
-    schema: TableSchema
+    schema: TableSchema  # its charset: the table option's (None: the database's default); columns unresolved
     if_not_exists: bool = False
 
 
@@ -148,7 +215,15 @@ class DropDatabase:
     database: str
 
 
-Operation = CreateTable | CreateTableLike | AlterTable | RenameTables | DropTables | DropDatabase
+@dataclass
+class DatabaseCharset:  # CREATE DATABASE, ALTER DATABASE: the default of tables created later
+    database: str
+    charset: str | None  # None: the server's default (CREATE without a charset); ALTER without one is no op
+    create: bool = False
+    if_not_exists: bool = False
+
+
+Operation = CreateTable | CreateTableLike | AlterTable | RenameTables | DropTables | DropDatabase | DatabaseCharset
 
 
 def tokens(sql: str) -> list[tuple[str, str]]:
@@ -276,12 +351,23 @@ class _Parser:
     def statement(self) -> list[Operation]:
         if self.accept("CREATE"):
             self.accept("OR", "REPLACE")
+            if self.accept("DATABASE") or self.accept("SCHEMA"):
+                if_not_exists = self.accept("IF", "NOT", "EXISTS")
+                name = self.ident()
+                given, charset = self.charset_options(in_item=False)
+                return [DatabaseCharset(name, charset if given else None, True, if_not_exists)]
             if self.accept("TEMPORARY"):
                 return []  # session-local: not replicated as rows
             if not self.accept("TABLE"):
                 return []  # CREATE INDEX, VIEW, DATABASE, ...: no columns change
             return [self.create_table()]
         if self.accept("ALTER"):
+            if self.accept("DATABASE") or self.accept("SCHEMA"):
+                named = self.i < len(self.toks) and (self.toks[self.i][0] == "qid" or self.peek() not in (
+                    "DEFAULT", "CHARACTER", "CHARSET", "COLLATE", "COMMENT", "READ", "ENCRYPTION", "UPGRADE"))
+                name = self.ident() if named else self.db
+                given, charset = self.charset_options(in_item=False)
+                return [DatabaseCharset(name, charset)] if given and charset is not None else []
             while self.accept("ONLINE") or self.accept("IGNORE"):
                 pass
             if not self.accept("TABLE"):
@@ -347,15 +433,40 @@ class _Parser:
             if self.accept(")"):
                 break
             self.expect(",")
-        # Table options and partitioning change no columns; a SELECT would add columns we cannot see.
-        while not self.at_end():
-            if self.peek() in ("SELECT", "AS", "WITH", "TABLE", "VALUES"):
-                self.fail("CREATE TABLE ... SELECT")
-            if self.peek() == "(":
-                self.skip_parens()
-            else:
-                self.i += 1
+        # Table options and partitioning change no columns but the default charset; a SELECT would add
+        # columns we cannot see.
+        given, charset = self.charset_options(in_item=False)
+        schema.charset = charset if given else None
         return CreateTable(name, schema, if_not_exists)
+
+    def charset_options(self, in_item: bool) -> tuple[bool, str | None]:
+        """Skip table or database options (to the end, or with ``in_item`` to the "," that ends an ALTER
+        TABLE clause) and read their charset: ``[DEFAULT] CHARACTER SET|CHARSET [=] x``, ``COLLATE [=] y``.
+        Whether one was given, and which (None: DEFAULT, the database's or the server's)."""
+        charset: str | None = None
+        collated: str | None = None
+        given = collate_given = False
+        while not self.at_end() and not (in_item and self.peek() == ","):
+            word = self.peek()
+            if word in ("SELECT", "AS", "WITH", "TABLE", "VALUES") and not in_item:
+                self.fail("CREATE TABLE ... SELECT")
+            if word == "(":
+                self.skip_parens()
+                continue
+            self.i += 1
+            if word == "CHARSET" or (word == "CHARACTER" and self.accept("SET")):
+                given, charset = True, self.charset_name()
+            elif word == "COLLATE":
+                collate_given, collated = True, self.charset_name()
+        return given or collate_given, charset if given else collated
+
+    def charset_name(self) -> str | None:
+        """After CHARACTER SET or COLLATE: the charset (of a collation) named next; None for DEFAULT."""
+        self.accept("=")
+        if self.peek() == "DEFAULT":
+            self.i += 1
+            return None
+        return charset_of(self.ident())
 
     _CONSTRAINTS = frozenset(("CONSTRAINT", "PRIMARY", "UNIQUE", "KEY", "INDEX", "FULLTEXT", "SPATIAL", "FOREIGN",
                               "CHECK"))
@@ -407,11 +518,17 @@ class _Parser:
         type_word = self.toks[self.i][1].lower()
         self.i += 1
         column = ColumnDef(name, type_word)
+        charset: str | None = None  # declared
         if type_word == "serial":  # BIGINT UNSIGNED NOT NULL AUTO_INCREMENT UNIQUE
             column.type, column.unsigned = "bigint", True
-        elif type_word in ("double", "character", "national", "long", "char") and self.peek() in (
-                "PRECISION", "VARYING", "CHAR", "CHARACTER", "VARCHAR", "VARBINARY", "BYTE"):
-            self.i += 1  # DOUBLE PRECISION, CHARACTER VARYING, NATIONAL CHAR, LONG VARCHAR, CHAR BYTE
+        else:  # DOUBLE PRECISION, CHARACTER VARYING, NATIONAL CHAR [VARYING], NCHAR VARCHAR, LONG VARCHAR, CHAR BYTE
+            words = [type_word]
+            while (words[-1] in ("double", "character", "national", "long", "char", "nchar") and self.peek() in (
+                    "PRECISION", "VARYING", "CHAR", "CHARACTER", "VARCHAR", "VARBINARY", "BYTE")
+                   and self.peek(1) != "SET"):  # CHAR CHARACTER SET x: CHAR of one character
+                words.append(self.peek().lower())
+                self.i += 1
+            column.type, charset = _type_of(words)
         if self.peek() == "(":
             if type_word in ("enum", "set"):
                 self.i += 1
@@ -439,7 +556,14 @@ class _Parser:
                 self.skip_parens()
                 continue
             self.i += 1
-            if word in ("UNSIGNED", "ZEROFILL"):
+            if word == "CHARSET" or (word == "CHARACTER" and self.accept("SET")):
+                charset = self.charset_name()
+            elif word == "COLLATE":
+                collated = self.charset_name()  # CHARACTER SET, when given too, names the same charset
+                charset = charset or collated
+            elif word in ("ASCII", "UNICODE", "BYTE"):  # CHAR(1) ASCII: latin1; UNICODE: ucs2; BYTE: binary
+                charset = {"ASCII": "latin1", "UNICODE": "ucs2", "BYTE": "binary"}[word]
+            elif word in ("UNSIGNED", "ZEROFILL"):
                 column.unsigned = True
             elif word == "SIGNED":
                 column.unsigned = False
@@ -460,12 +584,16 @@ class _Parser:
             elif word in ("FIRST", "AFTER"):
                 self.i -= 1  # positions belong to ALTER TABLE, which reads them
                 break
-            elif word in ("COMMENT", "COLLATE", "ON", "REFERENCES") and not self.at_end():
+            elif word in ("COMMENT", "ON", "REFERENCES") and not self.at_end():
                 # The next token is a value or a name, never an attribute.
                 if self.peek() == "(":
                     self.skip_parens()
                 else:
                     self.i += 1
+        if column.type in TEXT_TYPES and charset is None:
+            column.default_charset = True
+        else:
+            with_charset(column, charset)
         return column, primary
 
     def default_value(self) -> list[tuple[str, str]]:
@@ -601,7 +729,15 @@ class _Parser:
             self.accept("TO") or self.accept("AS")
             op.rename_to = self.table_name()
             return
+        if self.accept("CONVERT", "TO"):  # CHARACTER SET x [COLLATE y]: every text column and the default
+            given, charset = self.charset_options(in_item=True)
+            if not given:
+                self.fail("CONVERT TO without a character set")
+            op.specs.append(ConvertCharset(charset))
+            return
         if self.peek() in self._HARMLESS and self.toks[self.i][0] == "word":
-            self.skip_item()
+            given, charset = self.charset_options(in_item=True)  # ENGINE=x DEFAULT CHARSET=y: options in a row
+            if given:
+                op.specs.append(TableCharset(charset))
             return
         self.fail("ALTER TABLE clause this parser does not know")

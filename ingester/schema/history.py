@@ -18,17 +18,21 @@ from typing import Any
 import orjson
 
 from ..codec import BinlogError
+from ..codec.charsets import COLLATION_CHARSET, charset_of, collation_id_of
 from ..codec.constants import ColumnType as T
-from ..codec.table_map import TableMap
+from ..codec.table_map import GEOMETRY_TYPES, STRING_TYPES, TableMap
 from .ddl import (
+    TEXT_TYPES,
     AddColumn,
     AddPrimaryKey,
     AlterSpec,
     AlterTable,
     ChangeColumn,
     ColumnDef,
+    ConvertCharset,
     CreateTable,
     CreateTableLike,
+    DatabaseCharset,
     DropColumn,
     DropDatabase,
     DropPrimaryKey,
@@ -37,10 +41,13 @@ from .ddl import (
     Operation,
     RenameColumn,
     RenameTables,
+    TableCharset,
     TableSchema,
     UnparsedDDL,
     parse_ddl,
+    string_charset,
     tokens,
+    with_charset,
 )
 
 log = logging.getLogger("binlake.schema")
@@ -49,6 +56,7 @@ ON_UNPARSED = ("stop", "skip-table")
 _INT_WORDS = frozenset(("tinyint", "smallint", "mediumint", "int", "integer", "bigint", "bool", "boolean", "int1",
                         "int2", "int3", "int4", "int8", "middleint"))
 _INT_TYPES = frozenset((T.TINY, T.SHORT, T.INT24, T.LONG, T.LONGLONG))
+DATABASE = ""  # (database, DATABASE) names a database's own history entry: its default charset
 
 
 class SchemaError(BinlogError):
@@ -70,17 +78,27 @@ class SchemaHistory:
         self.on_unparsed = on_unparsed
         self.tables: dict[Name, TableSchema] = {}
         self.skipped: dict[Name, str] = {}  # table -> the DDL that made its columns unknown
+        self.databases: dict[str, str | None] = {}  # database -> its default charset (for CREATE TABLE)
+        self.server_charset: str | None = None  # the server's default (of the last statement applied)
         self._attachments: dict[Name, bytes] = {}
 
     # -- persistence
 
     def entry(self, name: Name, seq: str, ddl: str) -> bytes:
         """The history topic's value for a table after a change (``seq``: where it applies from)."""
+        if name[1] == DATABASE:
+            database: dict[str, Any] = {"database": name[0], "seq": seq, "ddl": ddl}
+            if name[0] in self.databases:
+                database["charset"] = self.databases[name[0]]
+            else:
+                database["dropped"] = True
+            return orjson.dumps(database)
         value: dict[str, Any] = {"database": name[0], "table": name[1], "seq": seq, "ddl": ddl}
         if name in self.tables:
             schema = self.tables[name]
             value["columns"] = [c.to_json() for c in schema.columns]
             value["primary_key"] = schema.primary_key
+            value["charset"] = schema.charset
         elif name in self.skipped:
             value["skipped"] = self.skipped[name]
         else:
@@ -89,32 +107,49 @@ class SchemaHistory:
 
     def load(self, entries: Iterable[bytes]) -> None:
         """Rebuild the state from the latest history entry of each table."""
+        unknown = []
         for raw in entries:
             value = orjson.loads(raw)
+            if "table" not in value:
+                self.databases.pop(value["database"], None)
+                if "charset" in value:
+                    self.databases[value["database"]] = value["charset"]
+                continue
             name = (value["database"], value["table"])
             self.tables.pop(name, None)
             self.skipped.pop(name, None)
             if "columns" in value:
-                columns = [ColumnDef(c["name"], c["type"], c["unsigned"], c["enum_values"], c["set_values"])
-                           for c in value["columns"]]
-                self.tables[name] = TableSchema(columns, value["primary_key"])
+                columns = [ColumnDef(c["name"], c["type"], c["unsigned"], c["enum_values"], c["set_values"],
+                                     c.get("charset")) for c in value["columns"]]
+                self.tables[name] = TableSchema(columns, value["primary_key"], value.get("charset"))
+                if any(c.type in TEXT_TYPES and c.charset is None for c in columns):
+                    unknown.append(name)
             elif "skipped" in value:
                 self.skipped[name] = value["skipped"]
+        if unknown:
+            log.warning("schema history: %d tables have text columns without a known character set (%s; entries of an "
+                        "older binlake): their values are published as bytes until the table's next CREATE",
+                        len(unknown), ", ".join(f"{d}.{t}" for d, t in unknown[:5]))
         self._attachments.clear()
 
     # -- following the binlog
 
-    def apply(self, database: str, sql: str, where: str) -> list[Name]:
-        """Apply one statement; the tables whose entry changed. ``where`` (file:position) names the
-        statement in errors. Unparsed DDL stops (SchemaError) or, with ``skip-table``, makes the tables
-        it names unknown: their rows are no longer published until a CREATE TABLE defines them again."""
+    def apply(self, database: str, sql: str, where: str, server_collation: int | None = None) -> list[Name]:
+        """Apply one statement; the tables whose entry changed (and ``(db, DATABASE)`` for a database whose
+        default charset did). ``where`` (file:position) names the statement in errors; ``server_collation``
+        is the statement's collation_server (its QUERY event's status), the default of a CREATE DATABASE
+        without one. Unparsed DDL stops (SchemaError) or, with ``skip-table``, makes the tables it names
+        unknown: their rows are no longer published until a CREATE TABLE defines them again."""
+        if server_collation is not None:
+            # MySQL's and MariaDB's ids name the same charset wherever both assign them
+            self.server_charset = COLLATION_CHARSET.get(server_collation, self.server_charset)
         try:
             ops = parse_ddl(sql, database)
-            before = {**self.tables}, {**self.skipped}
+            before = {**self.tables}, {**self.skipped}, {**self.databases}
             try:
                 changed = [name for op in ops for name in self._apply(op)]
             except UnparsedDDL:
-                self.tables, self.skipped = before
+                self.tables, self.skipped, self.databases = before
                 raise
         except UnparsedDDL as exc:
             tables = [t for t in dict.fromkeys(exc.tables) if self.accept(*t)]
@@ -136,11 +171,21 @@ class SchemaHistory:
             self._attachments.pop(name, None)
         return list(dict.fromkeys(changed))
 
+    def _database_charset(self, database: str) -> str | None:
+        return self.databases.get(database, self.server_charset)
+
     def _apply(self, op: Operation) -> list[Name]:
         tables = self.tables
+        if isinstance(op, DatabaseCharset):
+            if op.create and op.if_not_exists and op.database in self.databases:
+                return []
+            self.databases[op.database] = op.charset or self.server_charset
+            return [(op.database, DATABASE)]
         if isinstance(op, CreateTable):
             if op.if_not_exists and op.name in tables:
                 return []
+            op.schema.charset = op.schema.charset or self._database_charset(op.name[0])
+            op.schema.resolve(op.schema.charset)
             tables[op.name] = op.schema
             self.skipped.pop(op.name, None)
             return [op.name]
@@ -157,7 +202,7 @@ class SchemaHistory:
                 return self._unknown(op.name, op.rename_to or op.name)
             schema = tables[op.name].copy()
             for spec in op.specs:
-                _alter(schema, spec, op.name)
+                _alter(schema, spec, op.name, self._database_charset(op.name[0]))
             tables[op.name] = schema
             if op.rename_to and op.rename_to != op.name:
                 return [op.name, *self._rename(op.name, op.rename_to)]
@@ -176,6 +221,8 @@ class SchemaHistory:
         for n in gone:
             tables.pop(n, None)
             self.skipped.pop(n, None)
+        if self.databases.pop(op.database, "") != "":
+            gone.append((op.database, DATABASE))
         return gone
 
     def _rename(self, old: Name, new: Name) -> list[Name]:
@@ -215,10 +262,16 @@ class SchemaHistory:
             index = {c.name.lower(): i for i, c in enumerate(schema.columns)}
             cached = self._attachments[name] = orjson.dumps({
                 "columns": [{"name": c.name, "unsigned": c.unsigned, "enum_values": c.enum_values,
-                             "set_values": c.set_values} for c in schema.columns],
+                             "set_values": c.set_values, "charset": c.charset,
+                             "geometry_type": _geometry_type(c.type)} for c in schema.columns],
                 "primary_key": [index[k.lower()] for k in schema.primary_key if k.lower() in index],
             })
         return cached
+
+
+def _geometry_type(type_word: str) -> int | None:
+    upper = type_word.upper()
+    return GEOMETRY_TYPES.index(upper) if upper in GEOMETRY_TYPES else None
 
 
 def _mismatch(column: ColumnDef, binlog_type: int) -> bool:
@@ -230,8 +283,10 @@ def _mismatch(column: ColumnDef, binlog_type: int) -> bool:
     return (column.type in _INT_WORDS) != (binlog_type in _INT_TYPES)
 
 
-def _alter(schema: TableSchema, spec: AlterSpec, table: Name) -> None:
+def _alter(schema: TableSchema, spec: AlterSpec, table: Name, database_charset: str | None) -> None:
     cols = schema.columns
+    if isinstance(spec, (AddColumn, ChangeColumn)) and spec.column.default_charset:
+        with_charset(spec.column, schema.charset)
 
     def missing(name: str) -> UnparsedDDL:
         return UnparsedDDL(f"column {name} does not exist in the schema history", [table])
@@ -273,16 +328,25 @@ def _alter(schema: TableSchema, spec: AlterSpec, table: Name) -> None:
         schema.primary_key = [spec.new if k.lower() == spec.old.lower() else k for k in schema.primary_key]
     elif isinstance(spec, AddPrimaryKey):
         schema.primary_key = list(spec.columns)
+    elif isinstance(spec, TableCharset):
+        schema.charset = spec.charset or database_charset
+    elif isinstance(spec, ConvertCharset):
+        schema.charset = spec.charset or database_charset
+        for c in cols:
+            if c.type in TEXT_TYPES:
+                with_charset(c, schema.charset)
     else:
         assert isinstance(spec, DropPrimaryKey)
         schema.primary_key = []
 
 
-def column_from_type(name: str, column_type: str) -> ColumnDef:
-    """A column from information_schema's COLUMN_TYPE (``enum('a','b')``, ``int(10) unsigned``)."""
+def column_from_type(name: str, column_type: str, charset: str | None = None) -> ColumnDef:
+    """A column from information_schema's COLUMN_TYPE (``enum('a','b')``, ``int(10) unsigned``) and
+    CHARACTER_SET_NAME."""
     toks = tokens(column_type)
     word = toks[0][1].lower() if toks else ""
-    column = ColumnDef(name, word, any(t[0] == "word" and t[1].lower() in ("unsigned", "zerofill") for t in toks))
+    column = ColumnDef(name, word, any(t[0] == "word" and t[1].lower() in ("unsigned", "zerofill") for t in toks),
+                       charset=string_charset(word, charset))
     if word in ("enum", "set"):
         labels = [text for kind, text in toks if kind == "str"]
         if word == "enum":
@@ -293,17 +357,20 @@ def column_from_type(name: str, column_type: str) -> ColumnDef:
 
 
 def capture(cur: Any, accept: Callable[[str, str], bool]) -> dict[Name, TableSchema]:
-    """The accepted base tables' columns and primary keys, from information_schema (two queries)."""
-    cur.execute("SELECT c.TABLE_SCHEMA, c.TABLE_NAME, c.COLUMN_NAME, c.COLUMN_TYPE FROM information_schema.COLUMNS c"
+    """The accepted base tables' columns, charsets and primary keys, from information_schema (two queries)."""
+    cur.execute("SELECT c.TABLE_SCHEMA, c.TABLE_NAME, c.COLUMN_NAME, c.COLUMN_TYPE, c.CHARACTER_SET_NAME,"
+                " t.TABLE_COLLATION FROM information_schema.COLUMNS c"
                 " JOIN information_schema.TABLES t USING (TABLE_SCHEMA, TABLE_NAME) WHERE t.TABLE_TYPE = 'BASE TABLE'"
                 " AND c.TABLE_SCHEMA NOT IN ('mysql', 'sys', 'performance_schema', 'information_schema')"
                 " ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME, c.ORDINAL_POSITION")
     tables: dict[Name, TableSchema] = {}
-    for db, table, column, column_type in cur.fetchall():
+    for db, table, column, column_type, charset, table_collation in cur.fetchall():
         name = (_text(db), _text(table))
         if accept(*name):
-            tables.setdefault(name, TableSchema([])).columns.append(column_from_type(_text(column),
-                                                                                    _text(column_type)))
+            schema = tables.setdefault(name, TableSchema([], charset=charset_of(_text(table_collation))
+                                                         if table_collation else None))
+            schema.columns.append(column_from_type(_text(column), _text(column_type),
+                                                   _text(charset) if charset else None))
     cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.STATISTICS"
                 " WHERE INDEX_NAME = 'PRIMARY' ORDER BY TABLE_SCHEMA, TABLE_NAME, SEQ_IN_INDEX")
     for db, table, column in cur.fetchall():
@@ -313,12 +380,19 @@ def capture(cur: Any, accept: Callable[[str, str], bool]) -> dict[Name, TableSch
     return tables
 
 
+def capture_databases(cur: Any) -> dict[str, str | None]:
+    """Every database's default charset (the charset of tables created in it without one)."""
+    cur.execute("SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME FROM information_schema.SCHEMATA")
+    return {_text(db): charset_of(_text(charset)) if charset else None for db, charset in cur.fetchall()}
+
+
 def _text(v: Any) -> str:
     return v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v)
 
 
 def enrich(tm: TableMap, attachment: bytes) -> TableMap:
-    """A copy of a TABLE_MAP with the names, signedness, ENUM/SET labels and key of a schema entry."""
+    """A copy of a TABLE_MAP with the names, signedness, ENUM/SET labels, charsets, geometry types and
+    key of a schema entry, where the map has none of its own."""
     from dataclasses import replace
 
     d = orjson.loads(attachment)
@@ -334,6 +408,10 @@ def enrich(tm: TableMap, attachment: bytes) -> TableMap:
             kw["enum_values"] = c["enum_values"]
         if col.type == T.SET and col.set_values is None:
             kw["set_values"] = c["set_values"]
+        if col.type in STRING_TYPES and col.collation is None and c.get("charset"):
+            kw["collation"] = collation_id_of(c["charset"], tm.is_mariadb)
+        if col.type == T.GEOMETRY and col.geometry_type is None:
+            kw["geometry_type"] = c.get("geometry_type")
         out.append(replace(col, **kw))
     pk = tm.primary_key if tm.primary_key is not None else ([(i, 0) for i in d["primary_key"]] or None)
     return TableMap(tm.table_id, tm.map_flags, tm.database, tm.table, out, pk, has_names=True,

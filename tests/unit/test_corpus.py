@@ -274,7 +274,8 @@ def test_old_versions_row_events_replay_to_the_servers_table(files, result, sect
     events are checked to carry the values that produced the expected rows.
     """
     paths = [CORPUS / "rust-mysql-common" / f for f in files]
-    t1 = {(r["@1"], r["@2"]) for r in _replay(paths)["t1"]}
+    # No charset metadata in these binlogs: the codec keeps the text column's bytes (the suite's are ASCII).
+    t1 = {(r["@1"], r["@2"].decode("ascii")) for r in _replay(paths)["t1"]}
     expected = set(_expected_tables(result, section))
     assert t1 == {(1, "one")}
     statement_rows = expected - t1
