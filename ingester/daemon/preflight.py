@@ -58,9 +58,10 @@ def run_checks(conn: Any, server_id: int) -> list[Finding]:
                                                      "FULL gives complete before/after images"))
         meta = _var(cur, "binlog_row_metadata")
         out.append(Finding(OK, "binlog_row_metadata", meta or "") if meta == "FULL" else
-                   Finding(WARN, "binlog_row_metadata", f"{meta or 'not supported'}: without FULL, columns are "
-                                                        "named @1, @2... and strings decode as UTF-8; set "
-                                                        "binlog_row_metadata=FULL"))
+                   Finding(WARN, "binlog_row_metadata", f"{meta or 'not supported'}: without FULL, TABLE_MAPs "
+                                                        "carry no column names (NO_LOG: no charsets, signedness or"
+                                                        " labels either); binlake's schema history supplies them "
+                                                        "(schema.history); FULL needs none"))
         checksum = _var(cur, "binlog_checksum")
         out.append(Finding(OK, "binlog_checksum", checksum or ""))
         if mariadb:

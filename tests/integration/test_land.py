@@ -146,12 +146,18 @@ def _assert_change_log(spark, lake: Path, db: str, counts: collections.Counter, 
         assert all(r.commit_date == r.commit_ts.date() and r.gtid for r in rows), table
 
 
-def _workload(conn) -> None:
-    """Beyond the zoo: multi-row and multi-table transactions, key updates, deletes, a table without a key."""
+def _workload_tables(conn) -> None:
     with conn.cursor() as cur:
         cur.execute("CREATE TABLE acct (id INT PRIMARY KEY, owner VARCHAR(20), balance DECIMAL(12,2))")
         cur.execute("CREATE TABLE ledger (a INT, b VARCHAR(5), amount BIGINT, PRIMARY KEY (a, b))")
         cur.execute("CREATE TABLE nopk (x INT, y VARCHAR(10))")
+
+
+def _workload(conn, tables: bool = True) -> None:
+    """Beyond the zoo: multi-row and multi-table transactions, key updates, deletes, a table without a key."""
+    if tables:
+        _workload_tables(conn)
+    with conn.cursor() as cur:
         conn.begin()
         cur.execute("INSERT INTO acct VALUES " + ", ".join(f"({i}, 'o{i}', {i}.50)" for i in range(1, 201)))
         cur.execute("INSERT INTO ledger VALUES " + ", ".join(f"({i}, 'k{i % 3}', {i * 7})" for i in range(100)))
@@ -191,20 +197,27 @@ def _land(kafka, prefix: str, lake: Path, *extra: str) -> int:
                  "--checkpoint", str(lake / "_checkpoint"), "--trigger", "available-now", *extra])
 
 
-@pytest.mark.parametrize("driver_rows", [None, "0"], ids=["driver-reduces", "spark-reduces"])
+@pytest.mark.parametrize(("metadata", "driver_rows"), [("FULL", None), ("FULL", "0"), ("MINIMAL", None),
+                                                      ("NO_LOG", None)],
+                         ids=["driver-reduces", "spark-reduces", "minimal-metadata", "no-log-metadata"])
 def test_every_type_lands_and_mirrors_equal_the_servers_select(make_mariadb, kafka, spark, tmp_path,
-                                                               monkeypatch, capsys, driver_rows) -> None:
+                                                               monkeypatch, capsys, metadata, driver_rows) -> None:
     """Both ways of landing a table's batch: small ones reduced on the driver (the mirror appended by it
-    where the batch only adds keys), large ones (here: every one, ``--driver-rows 0``) by Spark's jobs."""
-    server = make_mariadb()
+    where the batch only adds keys), large ones (here: every one, ``--driver-rows 0``) by Spark's jobs; and
+    servers whose TABLE_MAPs lack names (MINIMAL) or also charsets, signedness and labels (NO_LOG,
+    MariaDB's default), where the schema history supplies them."""
+    server = make_mariadb(binlog_row_metadata=metadata)
     db = "landzoo"
     server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
     conn = server.connect(db)
-    zoo._create(conn)
-    _workload(conn)
-    prefix = f"land1{driver_rows or ''}"  # the broker is the session's: topics of its own
+    zoo._create(conn, rows=False)
+    _workload_tables(conn)
+    prefix = f"land1{driver_rows or ''}{metadata.lower().replace('_', '')}"  # the broker is the session's
     # Small records: the big rows go as chunks, and minPartitions splits the partitions between them.
     monkeypatch.setenv("BINLAKE_KAFKA_MAX_RECORD_BYTES", "20000")
+    _run_daemon(server, kafka, prefix)  # without FULL metadata, the schema history is captured here
+    zoo._write(conn)
+    _workload(conn, tables=False)
     _run_daemon(server, kafka, prefix)
     lake = tmp_path / "lake"
     capsys.readouterr()
