@@ -336,6 +336,7 @@ class Runner:
 
         stream.on_idle = idle
         stream.commit_wanted = commit_wanted
+        stream.stopping = lambda: self.stop_requested
         feed = builder.feed
         dec = None
         connecting = time.monotonic()

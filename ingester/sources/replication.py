@@ -8,6 +8,7 @@ without a server and shared by any transport.
 
 from __future__ import annotations
 
+import math
 import select
 import socket
 import ssl
@@ -34,6 +35,7 @@ BINLOG_SEND_ANNOTATE_ROWS_EVENT = 0x02  # MariaDB
 _MAX_PACKET = 0xFFFFFF
 _MAX_PAYLOAD = (1 << 30) + 1  # an event is at most max_allowed_packet's ceiling (1 GiB), after the OK byte
 _READ_SIZE = 1 << 20
+_POLL = 0.25  # seconds a read waits for the server before the stream asks whether to stop
 _SIZE_AND_LOG_POS = struct.Struct("<II").unpack_from
 _U32 = struct.Struct("<I").unpack_from
 _NO_TLS = 2026  # pymysql: "SSL is required but the server doesn't support it"
@@ -273,6 +275,9 @@ class BinlogStream:
         # Asked before each native run (positioned with a builder): should it stop at the next transaction's
         # end, so the caller can commit there?
         self.commit_wanted: Callable[[], bool] = lambda: True
+        # Asked while the server sends nothing (every _POLL s): True ends the stream there, as the end of a
+        # non-blocking dump does, so a stop request is seen even when no event or heartbeat comes.
+        self.stopping: Callable[[], bool] = lambda: False
         self.routed = (0, 0, 0)  # the last native run: events, bytes, last timestamp
 
     # ------------------------------------------------------------------ connection
@@ -359,9 +364,12 @@ class BinlogStream:
         except pymysql.err.MySQLError as exc:
             self.close()
             raise ReplicationError(f"{self.source}: {_message(exc)}") from None
+        # From here on the socket is read directly: pymysql's buffered reader holds nothing, as the server sends
+        # nothing unasked before the dump. Short waits let a quiet stream ask ``stopping``; the connection is
+        # dead after three heartbeats' silence (never without heartbeats).
         sock: socket.socket = self._conn._sock
-        sock.settimeout(None if not self.heartbeat else max(self.heartbeat * 3, 5.0))
-        rfile = self._conn._rfile
+        sock.settimeout(_POLL)
+        silence = max(self.heartbeat * 3, 5.0) if self.heartbeat else math.inf
         framer = PacketFramer(first_seq=1)
         dec = self.decoder = BinlogDecoder(f"{self.source}/{self.file}", checksum=self.checksum)
         routing = builder is not None and builder.routes_natively
@@ -369,11 +377,18 @@ class BinlogStream:
             while True:
                 if self.on_idle is not None and not select.select([sock], [], [], 0)[0]:
                     self.on_idle()
-                try:
-                    chunk = rfile.read1(_READ_SIZE)
-                except TimeoutError:
-                    raise ReplicationError(f"{self.source}: no data or heartbeat for {sock.gettimeout():.0f} s: "
-                                           "the connection is dead") from None
+                waited = 0.0
+                while True:
+                    try:
+                        chunk = sock.recv(_READ_SIZE)
+                        break
+                    except TimeoutError:
+                        if self.stopping():
+                            return
+                        waited += _POLL
+                        if waited >= silence:
+                            raise ReplicationError(f"{self.source}: no data or heartbeat for {silence:.0f} s: the "
+                                                   "connection is dead") from None
                 if not chunk:
                     raise ReplicationError(f"{self.source}: the server closed the replication connection")
                 framer.feed(chunk)

@@ -86,12 +86,20 @@ def framed(events: list[bytes]) -> bytes:
 
 
 class Reads:
-    """The socket's reads: pieces of random sizes (or whole 1 MiB reads without a seed)."""
+    """The replication socket: its reads are pieces of random sizes (or whole 1 MiB reads without a seed);
+    select() sees ``idle``, a socket without data, so every read looks like the last one for now."""
 
-    def __init__(self, data: bytes, seed: int | None) -> None:
+    def __init__(self, data: bytes, seed: int | None, idle: socket.socket) -> None:
         self.data, self.pos, self.rng = data, 0, random.Random(seed) if seed is not None else None
+        self.idle = idle
 
-    def read1(self, n: int) -> bytes:
+    def fileno(self) -> int:
+        return self.idle.fileno()
+
+    def settimeout(self, timeout: float | None) -> None:
+        pass
+
+    def recv(self, n: int) -> bytes:
         if self.rng is not None:
             n = min(n, self.rng.choice((1, 3, 7, 64, 500, 4096, 70_000)))
         out = self.data[self.pos : self.pos + n]
@@ -158,7 +166,7 @@ def run(monkeypatch: pytest.MonkeyPatch, native: bool, data: bytes | None, *, cr
             def connect(stream: replication.BinlogStream) -> None:
                 stream.checksum = CHECKSUM_CRC32 if crc else CHECKSUM_OFF
                 stream.is_mariadb = True
-                stream._conn = type("Conn", (), {"_sock": idle_sock, "_rfile": Reads(data, seed),
+                stream._conn = type("Conn", (), {"_sock": Reads(data, seed, idle_sock),
                                                  "close": lambda self: None})()
 
             m.setattr(replication.BinlogStream, "_connect", connect)
