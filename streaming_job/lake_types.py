@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from ingester.codec.charsets import keeps_bytes
 from ingester.codec.constants import ColumnType as T
+from ingester.codec.jsonb import JSON_NULL
 from ingester.codec.rows import JsonDiff
 from ingester.codec.table_map import Column
 from ingester.dump.jsonl import json_default
@@ -146,7 +147,10 @@ def _binary(v: Any) -> bytes:
 
 
 def _json(v: Any) -> str:
-    """MySQL JSON (the decoded document) as JSON text; MariaDB's JSON is LONGTEXT and never gets here."""
+    """MySQL JSON (the decoded document) as JSON text, the null document as ``null`` (SQL NULL is the
+    lake's NULL and never gets here); MariaDB's JSON is LONGTEXT and never gets here either."""
+    if v is JSON_NULL:
+        return "null"
     if isinstance(v, JsonDiff):
         v = v.to_json()
     return orjson.dumps(v, default=json_default).decode()

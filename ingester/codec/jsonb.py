@@ -3,6 +3,8 @@
 Decoded values are plain Python: ``dict`` (keys in stored order, which is MySQL's own key order),
 ``list``, ``str``, ``int``, ``float``, ``True``/``False``/``None``, plus ``decimal.Decimal`` for
 opaque DECIMAL values so that a serializer can write them as numbers with their exact digits.
+A whole document that is the JSON literal null decodes to :data:`JSON_NULL`, never ``None``, which
+stays SQL NULL for the column's readers; a null inside an array or object is ``None``.
 Opaque temporal values become the strings MySQL prints for them, and other opaque values MySQL's
 ``"base64:typeNN:..."`` text, so :func:`to_json_text` reproduces ``SELECT json_col`` output.
 
@@ -70,6 +72,25 @@ _ESCAPES = {code: f"\\u{code:04x}" for code in range(0x20)} | {
 }
 # my_gcvt() switches to exponent notation outside these decimal-point positions.
 _MIN_FIXED_DECPT, _MAX_FIXED_DECPT = -14, 15
+
+
+class JsonNull:
+    """The type of :data:`JSON_NULL`: a JSON column holding the JSON null document, not SQL NULL."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "JSON_NULL"
+
+    def __reduce__(self) -> str:
+        return "JSON_NULL"  # copies and pickles are the one instance
+
+    def to_json(self) -> dict[str, None]:
+        """Its JSONL value (docs/JSONL.md): SQL NULL is ``null``."""
+        return {"$json": None}
+
+
+JSON_NULL = JsonNull()
 
 
 def _malformed(reason: str, offset: int) -> BinlogError:
@@ -278,12 +299,15 @@ def decode_mysql_decimal(data: bytes, offset: int, precision: int, scale: int) -
     return sign + integer + ("." + fraction if scale else ""), offset + size
 
 
+def _decode(raw: bytes) -> object:
+    """One binary JSON value; empty input is the null literal, as MySQL reads it."""
+    return _Reader(raw).value(raw[0], 1, len(raw), 0) if raw else None
+
+
 def decode_json_binary(data: bytes | memoryview) -> object:
-    """Decode one binary JSON value (a JSON column's bytes); empty input is JSON null, as in MySQL."""
-    raw = bytes(data)
-    if not raw:
-        return None
-    return _Reader(raw).value(raw[0], 1, len(raw), 0)
+    """Decode one binary JSON document (a JSON column's bytes); the null document is :data:`JSON_NULL`."""
+    value = _decode(bytes(data))
+    return JSON_NULL if value is None else value
 
 
 def _format_double(number: float) -> str:
@@ -312,7 +336,7 @@ def _quote(text: str) -> str:
 
 
 def _render(value: object, out: list[str]) -> None:
-    if value is None:
+    if value is None or value is JSON_NULL:
         out.append("null")
     elif value is True or value is False:
         out.append("true" if value else "false")
@@ -418,7 +442,7 @@ def _read_diffs(diff: bytes | memoryview) -> list[tuple[str, str, list[str | int
             if length > len(data) - pos:
                 raise _malformed(f"JSON diff value of {length} bytes exceeds the diff", pos)
             try:
-                value = decode_json_binary(data[pos : pos + length])
+                value = _decode(data[pos : pos + length])  # never a whole document: nulls are None
             except BinlogError as exc:
                 raise BinlogError(f"{exc.reason} in the value of the JSON diff at offset {start}") from None
             pos += length

@@ -29,6 +29,7 @@ import orjson
 from ..codec import BinlogError
 from ..codec.charsets import decoder_for, is_utf8
 from ..codec.constants import ColumnType as T
+from ..codec.jsonb import JSON_NULL
 from ..codec.table_map import GEOMETRY_TYPES, Column, TableMap
 from ..config import Config
 from ..records import snapshot as S
@@ -77,7 +78,9 @@ def _vector(v: bytes) -> list[float]:
 
 
 def _json(v: bytes) -> Any:
-    return orjson.loads(v)
+    """A JSON column's text; the null document (SQL NULL never gets here) as its JSONL form."""
+    value = orjson.loads(v)
+    return JSON_NULL.to_json() if value is None else value
 
 
 def _text(v: Any) -> str:

@@ -11,6 +11,7 @@ import orjson
 
 from ..codec import BinlogDecoder
 from ..codec.events import Event, TableMapEvent, TransactionPayloadEvent
+from ..codec.jsonb import JsonNull
 from ..codec.rows import JsonDiff
 
 _OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
@@ -21,7 +22,7 @@ def json_default(value: Any) -> Any:
         return base64.b64encode(value).decode("ascii")
     if isinstance(value, Decimal):
         return orjson.Fragment(str(value))  # a JSON number with exactly the stored digits
-    if isinstance(value, JsonDiff):
+    if isinstance(value, JsonDiff | JsonNull):
         return value.to_json()
     if isinstance(value, tuple):
         return list(value)

@@ -15,6 +15,7 @@ import orjson
 from ..codec import events as E
 from ..codec.decoder import CHECKSUM_CRC32, BinlogDecoder
 from ..codec.events import EVENT_NAMES
+from ..codec.jsonb import JSON_NULL
 from .jsonl import replace_surrogates
 
 _HEX_HEADER = "# Position  Timestamp   Type   Source ID        Size      Source Pos    Flags"
@@ -74,6 +75,8 @@ def _dumps(v: Any) -> str:
 
 
 def _json_default(v: Any) -> Any:
+    if v is JSON_NULL:
+        return None  # the null document: 'null', as mysqlbinlog prints it
     if isinstance(v, bytes):
         return base64.b64encode(v).decode()
     return str(v)

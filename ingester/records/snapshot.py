@@ -17,7 +17,9 @@ import orjson
 import zstandard
 
 from ..codec import BinlogError
+from ..codec.constants import ColumnType as T
 from ..codec.events import SnapshotRowsEvent
+from ..codec.jsonb import JSON_NULL
 from ..codec.rows import RowImages
 from ..codec.table_map import Column, TableMap
 
@@ -27,6 +29,7 @@ FLAG_ZSTD = 8  # entry flag bit 3: a snapshot entry's rows are one zstd frame of
 _MAX_ROWS_BYTES = 1 << 31  # a snapshot entry's rows, decompressed: far more than any record holds
 _LEN = struct.Struct("<I")
 _INDEX_ENTRY = struct.Struct(">16sQBB")
+_JSON_NULL_WIRE = JSON_NULL.to_json()
 _COLUMN_FIELDS = ("name", "type", "binlog_type", "meta", "nullable", "unsigned", "collation", "enum_values",
                   "set_values", "geometry_type")
 
@@ -89,6 +92,7 @@ class SnapshotDecoder:
         if self.table is None:
             raise BinlogError("snapshot entry without a table descriptor", offset, self.source)
         tm, binary, names = self.table
+        json_columns = [c.index for c in tm.columns if c.type == T.JSON]
         try:
             if flags & FLAG_ZSTD:
                 rows = zstandard.ZstdDecompressor().decompress(rows, max_output_size=_MAX_ROWS_BYTES)
@@ -97,6 +101,9 @@ class SnapshotDecoder:
                 for i in binary:
                     if row[i] is not None:
                         row[i] = base64.b64decode(row[i])
+                for i in json_columns:
+                    if row[i] == _JSON_NULL_WIRE:
+                        row[i] = JSON_NULL
             if self.columnar:
                 if any(len(row) != len(names) for row in values):
                     raise ValueError(f"a row without exactly {len(names)} values")
@@ -104,7 +111,7 @@ class SnapshotDecoder:
                 out: Any = RowImages(len(values), None, (), columns, tuple(names))
             else:
                 out = [{"after": dict(zip(names, row, strict=True))} for row in values]
-        except (orjson.JSONDecodeError, TypeError, ValueError, zstandard.ZstdError) as exc:
+        except (orjson.JSONDecodeError, LookupError, TypeError, ValueError, zstandard.ZstdError) as exc:
             raise BinlogError(f"bad snapshot rows: {exc}", offset, self.source) from None
         n = len(tm.columns)
         return SnapshotRowsEvent(type_code=SNAPSHOT_ROWS, timestamp=commit_ts // 1_000_000, server_id=0,

@@ -83,7 +83,7 @@ def _expected(col: str, sqltype: str, v: Any) -> Any:
     if col in zoo.BINARY:
         return v.upper()
     if col == "j":
-        return zoo.json.loads(v)
+        return ("json", zoo.json.loads(v))  # the document "null" is not SQL NULL
     if col in zoo.FLOAT32 or sqltype == "DOUBLE":
         return float(v)
     if col in TIMES or col in TIMESTAMPS:
@@ -102,7 +102,7 @@ def _lake(col: str, v: Any) -> Any:
     if col in zoo.BITS:
         return v & (1 << 64) - 1
     if col == "j":
-        return zoo.json.loads(v)
+        return ("json", zoo.json.loads(v))
     if isinstance(v, Decimal):
         return int(v) if col == "biu" else format(v, "f")
     if col == "dt":

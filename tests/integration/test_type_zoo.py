@@ -127,6 +127,7 @@ UPDATES = [
     "UPDATE times SET t6 = '-00:00:00.000002', ts0 = '2030-01-01 00:00:00' WHERE id = 1",
     "UPDATE strs SET vc = CONCAT(vc, '!'), s = '', e = NULL, lb = REPEAT(x'05', 100) WHERE id IN (1, 4)",
     "UPDATE geo SET p = ST_GeomFromText('POINT(3 4)') WHERE id = 2",
+    "UPDATE strs SET j = 'null' WHERE id = 4",  # the JSON null document, apart from row 3's SQL NULL
 ]
 DELETES = [
     "DELETE FROM ints WHERE id = 1",
@@ -174,8 +175,8 @@ def _canonical(col: str, sqltype: str, value: Any, ours: bool) -> Any:
         return raw.hex()
     if col in FLOAT32 or sqltype == "DOUBLE":
         return float(value)
-    if col == "j":  # MariaDB JSON is LONGTEXT: text both ways, compared as JSON
-        return json.loads(value)
+    if col == "j":  # MariaDB JSON is LONGTEXT: text both ways, compared as JSON ("null" is not SQL NULL)
+        return ("json", json.loads(value))
     if col in ("bn",):
         return value
     return value if ours or isinstance(value, int) else str(value)

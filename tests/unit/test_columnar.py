@@ -29,7 +29,7 @@ from streaming_job.decode import _OPS, _Out, _shape, decode_partition, decode_re
 from tests.corpus import CORPUS, manifest
 from tests.unit.test_corpus import BROKEN
 from tests.unit.test_records import _build
-from tests.unit.test_snapshot_records import _record
+from tests.unit.test_snapshot_records import _record, json_null_record
 
 ENTRIES = manifest()
 
@@ -215,6 +215,16 @@ def test_snapshot_rows_land_like_before() -> None:
     """Snapshot entries hold row dicts (no binlog rows event): decode.py turns those into columns."""
     headers, value = _record([[[1, "a", _b64(b"\x00\xff")], [2, None, None]], [[3, "ç", _b64(b"")]], []])
     assert _assert_record("db.t", headers, value) == 3
+
+
+def test_snapshot_json_null_documents_land_as_text_null() -> None:
+    """A snapshot's JSON null document lands as the JSON text "null", SQL NULL as the lake's NULL."""
+    headers, value = json_null_record()
+    rows = _Out()
+    decode_record(rows, "db.t", 0, 0, headers, value)
+    after = pa.ipc.open_stream(rows.rows[0][12]).read_all()["after"].combine_chunks()
+    assert after.field("j").to_pylist() == ["null", None, "[null]", '"null"']
+    assert _assert_record("db.t", headers, value) == 4
 
 
 @pytest.mark.parametrize("name", ["zendesk-maxwell/binlog.000004", "alibaba-canal/mysql-bin.000001",

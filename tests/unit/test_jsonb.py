@@ -9,8 +9,10 @@ scalar itself when it is inlined), then keys, then values. Offsets are relative 
 
 from __future__ import annotations
 
+import copy
 import json
 import math
+import pickle
 import struct
 import time
 from decimal import Decimal
@@ -22,6 +24,7 @@ from hypothesis import strategies as st
 
 from ingester.codec.errors import BinlogError
 from ingester.codec.jsonb import (
+    JSON_NULL,
     apply_json_diff,
     decode_json_binary,
     decode_json_diff,
@@ -176,14 +179,39 @@ REPLACE, INSERT, REMOVE = 0, 1, 2
 
 def test_empty_value_is_json_null() -> None:
     # parse_binary() treats a zero-length JSON column (e.g. INSERT IGNORE of NULL) as the null literal.
-    assert decode_json_binary(b"") is None
-    assert decode_json_binary(memoryview(b"")) is None
+    assert decode_json_binary(b"") is JSON_NULL
+    assert decode_json_binary(memoryview(b"")) is JSON_NULL
+
+
+def test_null_document_is_json_null_and_nested_nulls_are_none() -> None:
+    """The spec's literal type 0x04 with value 0x00 is null: as the whole document it is JSON_NULL (SQL
+    NULL is None, for the column's readers), inside an array or object a plain None."""
+    assert decode_json_binary(bytes.fromhex("04 00")) is JSON_NULL
+    assert decode_json_binary(encode(None)) is JSON_NULL
+    # [null]: count 1, size 7, value entry: literal inlined (type 04, value 0000)
+    assert decode_json_binary(bytes.fromhex("02 0100 0700 04 0000")) == [None]
+    # {"a": null}: count 1, size 12, key entry (offset 11, length 1), inlined literal null, key "a"
+    assert decode_json_binary(bytes.fromhex("00 0100 0c00 0b00 0100 04 0000 61")) == {"a": None}
+    assert decode_json_binary(encode({"a": [None, {"b": None}]})) == {"a": [None, {"b": None}]}
+    assert to_json_text(JSON_NULL) == "null"
+    assert copy.deepcopy(JSON_NULL) is JSON_NULL and pickle.loads(pickle.dumps(JSON_NULL)) is JSON_NULL
+    assert JSON_NULL.to_json() == {"$json": None}
+
+
+def test_diff_values_are_never_json_null() -> None:
+    """A diff's value replaces part of a document (a path is never the whole document): null is None."""
+    diff = diff_entry(REPLACE, "$.a", encode(None)) + diff_entry(INSERT, "$.b", b"")
+    assert decode_json_diff(diff) == [("REPLACE", "$.a", None), ("INSERT", "$.b", None)]
+    assert apply_json_diff({"a": 1}, diff) == {"a": None, "b": None}
+    assert apply_json_diff(JSON_NULL, b"") is JSON_NULL  # an empty diff of the null document
+    with pytest.raises(BinlogError, match="does not exist"):
+        apply_json_diff(JSON_NULL, diff_entry(REPLACE, "$.a.b", encode(1)))
 
 
 @pytest.mark.parametrize(
     ("data", "expected"),
     [
-        ("0400", None),  # literal null
+        ("0400", JSON_NULL),  # literal null
         ("0401", True),
         ("0402", False),
         ("05ffff", -1),  # int16
@@ -795,7 +823,7 @@ json_values = st.recursive(
 @given(json_values, st.booleans())
 def test_encoder_round_trip(value: object, large: bool) -> None:
     decoded = decode_json_binary(encode(value, large))
-    assert decoded == value
+    assert decoded == (JSON_NULL if value is None else value)
     assert json.loads(to_json_text(decoded)) == value
 
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 import functools
 import io
 import os
+import re
 import struct
 import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -179,7 +181,9 @@ def _column(draw) -> tuple[int, bytes, Callable[[Any], bytes]]:
     if kind in ("blob", "geometry"):
         prefix = draw(st.integers(1, 4)) if kind == "blob" else 4
         return (252 if kind == "blob" else 255), bytes([prefix]), _prefixed(prefix, 60)
-    return 245, b"\x04", lambda d: b"\x02\x00\x00\x00\x04\x00"  # JSON literal true: Python renders it
+    # JSON (Python renders it): the literals null and true, an empty value (read as null), [null]
+    return 245, b"\x04", _drawing(st.sampled_from([b"\x02\0\0\0\x04\x00", b"\x02\0\0\0\x04\x01", b"\0\0\0\0",
+                                                   b"\x07\0\0\0\x02\x01\x00\x07\x00\x04\x00\x00"]))
 
 
 def _drawing(strategy: st.SearchStrategy[bytes]) -> Callable[[Any], bytes]:
@@ -284,3 +288,39 @@ def test_undecodable_names_render_as_replacement_characters(tmp_path, monkeypatc
     assert error is None
     assert out.count('"table":"t\ufffd"'.encode()) == 2
     assert b'"rows":[{"after":{"@1":7}}]' in out
+
+
+def test_json_null_document_and_sql_null_render_apart(tmp_path, monkeypatch) -> None:
+    """docs/JSONL.md: a JSON column holding the null document is {"$json": null}, SQL NULL is null, and nulls
+    inside a document stay null. The binary JSON is written by hand from MySQL's format (the literal type
+    0x04 with value 0x00 is null; an empty value is read as the null literal)."""
+    fde = _fde(MYSQL_FDE)
+    crc = fde[-5] == 1
+    names = b"\x04\x05" + b"\x02id" + b"\x01j"  # COLUMN_NAME
+    table_map = b"\x2a\0\0\0\0\0\x01\0" + b"\x02db\0" + b"\x01t\0" + b"\x02\x03\xf5" + b"\x01\x04" + b"\x02" + names
+    documents = [
+        bytes.fromhex("04 00"),  # null
+        None,  # SQL NULL
+        b"",  # empty: null
+        bytes.fromhex("02 0100 0700 04 0000"),  # [null]
+        bytes.fromhex("00 0100 0c00 0b00 0100 04 0000 61"),  # {"a": null}
+        bytes.fromhex("0c 04 6e756c6c"),  # the string "null"
+    ]
+    rows = b"".join(b"\x02" + struct.pack("<i", i) if doc is None else  # null bitmap, id, 4-byte length, JSON
+                    b"\x00" + struct.pack("<i", i) + struct.pack("<I", len(doc)) + doc
+                    for i, doc in enumerate(documents, 1))
+    raw = bytearray(b"\xfebin" + fde)
+    for code, body in ((19, table_map), (30, b"\x2a\0\0\0\0\0\x01\0\x02\0" + b"\x02\x03" + rows)):
+        raw += _event(code, body, len(raw), crc)
+    path = tmp_path / "json-null-bin.000001"
+    path.write_bytes(raw)
+    out, error = _same(path, monkeypatch)
+    assert error is None
+    line = orjson.loads(out.splitlines()[-1])
+    assert [row["after"]["j"] for row in line["rows"]] == [{"$json": None}, None, {"$json": None}, [None],
+                                                           {"a": None}, "null"]
+    text = io.BytesIO()
+    dump.dump_file(str(path), text, "text")
+    # as mysqlbinlog -v prints them (a JSON string prints as any string: the text format is not typed)
+    assert re.findall(r"@2=(.*) /\* j \*/", text.getvalue().decode())[:5] == \
+        ["'null'", "NULL", "'null'", "'[null]'", """'{"a":null}'"""]

@@ -10,6 +10,7 @@ import pytest
 from ingester.codec import events as E
 from ingester.codec.constants import ColumnType as T
 from ingester.codec.errors import BinlogError
+from ingester.codec.jsonb import JSON_NULL
 from ingester.codec.table_map import Column, TableMap
 from ingester.config import load_config
 from ingester.daemon import snapshot as D
@@ -25,8 +26,14 @@ def _table() -> TableMap:
     return TableMap(0, 0, "db", "t", cols, [(0, 0)], has_names=True, is_mariadb=True)
 
 
-def _record(rows_per_entry: list[list[list]], compress: bool = True) -> tuple[dict[str, bytes], bytes]:
-    descriptor = S.encode_descriptor(_table(), [2])
+def _json_table() -> TableMap:
+    cols = [Column(0, "id", T.LONG, T.LONG, 0, False, unsigned=False), Column(1, "j", T.JSON, T.JSON, 4, True)]
+    return TableMap(0, 0, "db", "t", cols, [(0, 0)], has_names=True, is_mariadb=False)
+
+
+def _record(rows_per_entry: list[list[list]], compress: bool = True, table: TableMap | None = None,
+            binary: tuple[int, ...] = (2,)) -> tuple[dict[str, bytes], bytes]:
+    descriptor = S.encode_descriptor(table or _table(), list(binary))
     value = S.snapshot_value(descriptor, [orjson.dumps(rows) for rows in rows_per_entry], compress)
     index = b"".join(S.index_entry(Sequence(3, 99, k).encode(), 1_700_000_000_000_000)
                      for k in range(len(rows_per_entry)))
@@ -50,6 +57,32 @@ def test_snapshot_entries_decode_to_read_rows_events() -> None:
     assert (line["type"], line["database"], line["table"], line["rows"][0]["after"]["raw"]) == \
         ("read_rows", "db", "t", "AP8=")
     assert [e.type_code for e in read_index(headers["binlake.index"])] == [S.SNAPSHOT_ROWS] * 2
+
+
+def json_null_record() -> tuple[dict[str, bytes], bytes]:
+    """A snapshot of a MySQL JSON column: SELECT gives the documents as text (``null`` is the null
+    document), SQL NULL as None, which ``TableReader.convert`` leaves alone."""
+    texts = [b"null", None, b"[null]", b'"null"']
+    return _record([[[i, None if t is None else D._json(t)] for i, t in enumerate(texts, 1)]], table=_json_table(),
+                   binary=())
+
+
+def test_snapshot_json_null_documents_stay_apart_from_sql_null() -> None:
+    """The null document is {"$json": null} on the wire, as in JSONL, and JSON_NULL once decoded; SQL NULL
+    is null; nulls inside a document stay null."""
+    assert [D._json(t) for t in (b"null", b"[null]", b'{"a": null}')] == [{"$json": None}, [None], {"a": None}]
+    headers, value = json_null_record()
+    (item,) = record_events(headers, value)
+    assert [row["after"]["j"] for row in item.event.rows] == [JSON_NULL, None, [None], "null"]
+    line = orjson.loads(event_json(item.event))
+    assert [row["after"]["j"] for row in line["rows"]] == [{"$json": None}, None, [None], "null"]
+
+
+def test_snapshot_rows_shorter_than_the_descriptor_are_refused() -> None:
+    for table, binary in ((_table(), (2,)), (_json_table(), ())):
+        headers, value = _record([[[1]]], table=table, binary=binary)
+        with pytest.raises(BinlogError, match="bad snapshot rows"):
+            list(record_events(headers, value))
 
 
 def test_snapshot_rows_are_a_zstd_frame_unless_asked_otherwise() -> None:
