@@ -61,10 +61,10 @@ def _walked(data: bytes) -> list[list[object]]:
               if isinstance(ev, RowsEvent)]
     assert len(events) == 1 and isinstance(events[0].rows, arrow_rows.ArrowImages)
     _, (slots, aligned) = events[0].rows.images()
-    n, columns = len(events[0].rows), events[0].table_map.columns
+    n, tm = len(events[0].rows), events[0].table_map
     # a raw column holds the codec's values, which decode.py makes an array as for the Python path
-    return [(arrow_rows.LakeColumn(columns[i]).array(slots[i]) if w.raw else w.array([(n, slots[i])], n)).to_pylist()
-            for i, w in enumerate(aligned) if w is not None]
+    return [(arrow_rows.LakeColumn(tm.columns[i], tm.is_mariadb).array(slots[i]) if w.raw
+             else w.array([(n, slots[i])], n)).to_pylist() for i, w in enumerate(aligned) if w is not None]
 
 
 def _datetime2(y: int, mo: int, d: int, h: int, mi: int, s: int, frac: bytes = b"") -> bytes:
