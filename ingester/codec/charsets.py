@@ -359,6 +359,9 @@ def keeps_bytes(collation_id: int | None, mariadb: bool = False) -> bool:
 
 
 _ALIASES = {"utf8": "utf8mb3"}
+# Bytes per character at most (the server's mbmaxlen; 1 for charsets not listed).
+MAX_CHAR_BYTES = {"utf8mb3": 3, "utf8mb4": 4, "ucs2": 2, "utf16": 4, "utf16le": 4, "utf32": 4, "big5": 2, "sjis": 2,
+                  "ujis": 3, "euckr": 2, "gb2312": 2, "gbk": 2, "cp932": 2, "eucjpms": 3, "gb18030": 4}
 
 
 def charset_of(name: str) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from ..codec import BinlogError
-from ..codec.charsets import COLLATION_CHARSET, charset_of, collation_id_of
+from ..codec.charsets import COLLATION_CHARSET, MAX_CHAR_BYTES, charset_of, collation_id_of
 from ..codec.constants import ColumnType as T
 from ..codec.table_map import GEOMETRY_TYPES, STRING_TYPES, TableMap
 from .ddl import (
@@ -201,7 +201,8 @@ class SchemaHistory:
             if op.name not in tables:
                 return self._unknown(op.name, op.rename_to or op.name)
             schema = tables[op.name].copy()
-            for spec in op.specs:
+            # A new default applies to every column the statement adds, wherever it stands in it.
+            for spec in sorted(op.specs, key=lambda s: not isinstance(s, (TableCharset, ConvertCharset))):
                 _alter(schema, spec, op.name, self._database_charset(op.name[0]))
             tables[op.name] = schema
             if op.rename_to and op.rename_to != op.name:
@@ -269,6 +270,19 @@ class SchemaHistory:
         return cached
 
 
+_TEXT_BYTES = {"tinytext": 255, "text": 65535, "mediumtext": (1 << 24) - 1, "longtext": (1 << 32) - 1}
+
+
+def _text_type_for(type_word: str, old: str | None, new: str | None) -> str:
+    """The TEXT type a converted column gets: the server keeps its length in characters, growing the type
+    when the new charset needs more bytes for them (never shrinking it)."""
+    if type_word not in _TEXT_BYTES or old is None or new is None:
+        return type_word
+    chars = _TEXT_BYTES[type_word] // MAX_CHAR_BYTES.get(old, 1)
+    need = chars * MAX_CHAR_BYTES.get(new, 1)
+    return type_word if need <= _TEXT_BYTES[type_word] else next(t for t, n in _TEXT_BYTES.items() if n >= need)
+
+
 def _geometry_type(type_word: str) -> int | None:
     upper = type_word.upper()
     return GEOMETRY_TYPES.index(upper) if upper in GEOMETRY_TYPES else None
@@ -331,9 +345,10 @@ def _alter(schema: TableSchema, spec: AlterSpec, table: Name, database_charset: 
     elif isinstance(spec, TableCharset):
         schema.charset = spec.charset or database_charset
     elif isinstance(spec, ConvertCharset):
-        schema.charset = spec.charset or database_charset
+        old, schema.charset = schema.charset, spec.charset or database_charset
         for c in cols:
             if c.type in TEXT_TYPES:
+                c.type = _text_type_for(c.type, c.charset, schema.charset)
                 with_charset(c, schema.charset)
     else:
         assert isinstance(spec, DropPrimaryKey)

@@ -19,7 +19,7 @@ from ingester.cli.main import main
 from ingester.codec import events as E
 from ingester.daemon.kafka_io import read_compacted
 from ingester.records.format import Sequence, file_number
-from ingester.schema.history import SchemaHistory, capture
+from ingester.schema.history import SchemaHistory, capture, capture_databases
 from tests.integration.test_land import _land, _mirror_rows, _plain_rows, spark  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.integration
@@ -58,12 +58,48 @@ PHASE2: list[tuple[str, str, list[int] | None]] = [
 ]
 
 
+# NO_LOG (MariaDB's default): TABLE_MAPs without charsets, signedness or labels. Binary <-> text columns,
+# charset conversions, the table's and the database's defaults; every value is checked against SELECT
+# (pymysql gives bytes for binary columns and text decoded from the column's charset).
+NO_LOG_STEPS: list[tuple[str, str, list[int] | None]] = [
+    ("CREATE TABLE c (id INT PRIMARY KEY, a VARCHAR(10), b VARBINARY(10), l VARCHAR(10) CHARACTER SET latin1,"
+     " bl BLOB, bn BINARY(4), u INT UNSIGNED)", "c", None),
+    ("INSERT INTO c VALUES (1, 'héllo😀', x'ff00c3', 'çà', x'00fffe', x'01', 4000000000)", "c", [1]),
+    ("UPDATE c SET b = 'abc', bl = 'blob-text' WHERE id = 1", "c", [1]),
+    ("ALTER TABLE c MODIFY b VARCHAR(10), MODIFY bl TEXT", "c", None),  # binary -> text, the table's charset
+    ("INSERT INTO c (id, a, b, l, bl) VALUES (2, 'x', 'üñ', 'é', 'ß')", "c", [2]),
+    ("ALTER TABLE c MODIFY a VARBINARY(40)", "c", None),  # text -> binary
+    ("INSERT INTO c (id, a, b, l, bl, bn) VALUES (3, x'ff00', 'b', 'l', 'ü', x'fffefdfc')", "c", [3]),
+    ("UPDATE c SET a = CONCAT(a, x'80') WHERE id IN (1, 2)", "c", [1, 2]),
+    ("ALTER TABLE c CONVERT TO CHARACTER SET latin1", "c", None),  # every text column, and the default
+    ("INSERT INTO c (id, a, b, l, bl) VALUES (4, x'80', 'é', 'ÿ', 'ß')", "c", [4]),
+    ("ALTER TABLE c ADD COLUMN n VARCHAR(5)", "c", None),  # latin1: the table's default now
+    ("INSERT INTO c (id, n) VALUES (5, 'ñ')", "c", [5]),
+    ("ALTER TABLE c ADD COLUMN m VARCHAR(5), DEFAULT CHARSET=utf8mb4", "c", None),
+    ("INSERT INTO c (id, m, n) VALUES (6, '😀', 'x')", "c", [6]),
+    ("ALTER TABLE c CHANGE l l2 VARCHAR(10) CHARACTER SET ucs2", "c", None),
+    ("UPDATE c SET l2 = CONCAT(COALESCE(l2, ''), '☃') WHERE id <= 4", "c", [1, 2, 3, 4]),
+    ("RENAME TABLE c TO c2", "c2", None),
+    ("ALTER DATABASE sh CHARACTER SET latin1", "c2", None),
+    ("CREATE TABLE d (id INT PRIMARY KEY, v VARCHAR(5), w VARCHAR(5) COLLATE utf8mb4_bin, x CHAR(3) BINARY)",
+     "d", None),  # v and x latin1 (x's BINARY is a collation), w utf8mb4 from its collation
+    ("INSERT INTO d VALUES (1, 'é', '😀', 'ü')", "d", [1]),
+    ("CREATE TABLE e LIKE c2", "e", None),
+    ("INSERT INTO e SELECT * FROM c2", "e", [1, 2, 3, 4, 5, 6]),
+    ("DELETE FROM c2 WHERE id = 3", "c2", [3]),
+]
+
+
 def _select(conn: Any, table: str, ids: list[int]) -> dict[int, dict[str, Any]]:
     key = "k" if table == "we-ird" else "id"
     with conn.cursor() as cur:
         cur.execute(f"SELECT * FROM `{table}` WHERE `{key}` IN ({', '.join(map(str, ids))})")
         names = [d[0] for d in cur.description]
         return {row[names.index(key)]: dict(zip(names, row, strict=True)) for row in cur.fetchall()}
+
+
+def _compact(tables: dict) -> dict:
+    return {t: ([(c.name, c.type, c.charset) for c in s.columns], s.charset) for t, s in tables.items()}
 
 
 class _Steps:
@@ -75,6 +111,7 @@ class _Steps:
         self.history = SchemaHistory(lambda db, t: db == DB)
         with self.conn.cursor() as cur:
             self.history.tables = capture(cur, self.history.accept)
+            self.history.databases = capture_databases(cur)
         self.checks: list[tuple[Sequence, Sequence, str, str, dict[int, dict[str, Any]]]] = []
 
     def seq(self) -> Sequence:
@@ -87,11 +124,14 @@ class _Steps:
             start = self.seq()
             with self.conn.cursor() as cur:
                 cur.execute(sql)
-            if ids is None:  # the parser follows the server: its columns equal information_schema's
+            if ids is None:  # the parser follows the server: its columns and charsets equal information_schema's
                 self.history.apply(DB, sql, "test")
                 with self.conn.cursor() as cur:
                     server_tables = capture(cur, self.history.accept)
-                assert self.history.tables == server_tables, sql
+                    databases = capture_databases(cur)
+                assert self.history.tables == server_tables, (sql, _compact(self.history.tables),
+                                                              _compact(server_tables))
+                assert self.history.databases[DB] == databases[DB], sql
                 continue
             kind = "delete" if before is not None else "after"
             self.checks.append((start, self.seq(), table, kind, before if before is not None
@@ -151,6 +191,24 @@ def test_minimal_metadata_changes_keep_their_columns_across_ddl_and_restarts(mak
     history = {k.decode(): v for k, v in read_compacted(kafka.bootstrap, f"{prefix}._schema_history").items()}
     assert b'"dropped":true' in history[f'["{DB}","t2"]'] and b'"dropped":true' in history[f'["{DB}","t"]']
     assert b'"name":"c2"' in history[f'["{DB}","t3"]']
+
+
+def test_no_log_metadata_keeps_binary_and_text_columns_apart_across_ddl(make_mariadb, kafka) -> None:
+    server = make_mariadb(binlog_row_metadata="NO_LOG")
+    server.execute(f"CREATE DATABASE {DB} CHARACTER SET utf8mb4")
+    steps = _Steps(server)
+    base = ["run", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix", "nolog",
+            "--server-id", "4748", "--exit-at-end"]
+    assert main(base) == 0  # the schema history is captured here (no tables yet: the database's charset)
+    steps.run(NO_LOG_STEPS[:9])
+    assert main(base) == 0  # a restart reads the history back (the table's and the database's charsets)
+    steps.run(NO_LOG_STEPS[9:])
+    assert main(base) == 0
+    items = _consumed(kafka, "nolog")
+    _check(items, steps)
+    assert {i.event.table for i in items} == {"c", "c2", "d", "e"}
+    types = {type(v) for i in items for r in i.event.rows for image in r.values() for v in image.values()}
+    assert bytes in types and str in types
 
 
 def test_unparsed_ddl_stops_or_skips_the_table(make_mariadb, kafka, monkeypatch, capsys) -> None:

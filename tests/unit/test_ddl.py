@@ -142,3 +142,94 @@ def test_record_writer_stores_a_schema_entry_with_its_table_map() -> None:
     assert value.count(b'{"columns": []}') == 1 and value[9] & 4 and not value[9 + 5 + 3 + 4 + 15 + 4 + 25] & 4
     with pytest.raises(Exception, match="bad magic"):
         list(record_events({"binlake.index": w.index_header()}, b"x" + value))
+
+
+def _charsets(h: SchemaHistory, table: str, db: str = "d") -> dict[str, str | None]:
+    return {c.name: c.charset for c in h.tables[(db, table)].columns}
+
+
+def test_string_columns_take_their_declared_table_database_or_server_charset() -> None:
+    h = SchemaHistory(lambda db, t: True)
+    assert h.apply("d", "CREATE DATABASE IF NOT EXISTS d DEFAULT CHARACTER SET = latin1", "f:1", 45) == [("d", "")]
+    assert h.databases == {"d": "latin1"} and h.server_charset == "utf8mb4"  # collation_server 45
+    h.apply("d", "CREATE TABLE t (id INT, v VARCHAR(3), c CHAR CHARACTER SET utf8mb4, x CHAR(2) BINARY,"
+                 " w TEXT COLLATE 'utf8mb4_bin', n NATIONAL CHAR VARYING(3), nc NCHAR(2), a CHAR(1) ASCII,"
+                 " u VARCHAR(2) UNICODE, cb CHAR(4) BYTE, lv LONG VARBINARY, l LONG, vb VARCHAR(3) CHARACTER SET"
+                 " binary, b BLOB, bn BINARY(2), e ENUM('a') CHARACTER SET latin1, j JSON, g POINT)", "f:2")
+    assert _charsets(h, "t") == {
+        "id": None, "v": "latin1", "c": "utf8mb4", "x": "latin1", "w": "utf8mb4", "n": "utf8mb3", "nc": "utf8mb3",
+        "a": "latin1", "u": "ucs2", "cb": "binary", "lv": "binary", "l": "latin1", "vb": "binary", "b": "binary",
+        "bn": "binary", "e": None, "j": "utf8mb4", "g": None}
+    assert [c.type for c in h.tables[("d", "t")].columns] == [
+        "int", "varchar", "char", "char", "text", "varchar", "char", "char", "varchar", "binary", "mediumblob",
+        "mediumtext", "varbinary", "blob", "binary", "enum", "json", "point"]
+    assert h.tables[("d", "t")].charset == "latin1"  # the database's
+    h.apply("d", "CREATE TABLE u (v VARCHAR(3)) ENGINE=InnoDB, DEFAULT CHARSET=ucs2 COLLATE=ucs2_bin", "f:3")
+    h.apply("d", "CREATE DATABASE e", "f:4")  # the server's default
+    h.apply("e", "CREATE TABLE w (v VARCHAR(3)) COLLATE utf8mb3_bin", "f:5")
+    h.apply("e", "CREATE TABLE z (v VARCHAR(3))", "f:6")
+    assert _charsets(h, "u") == {"v": "ucs2"} and _charsets(h, "w", "e") == {"v": "utf8mb3"}
+    assert _charsets(h, "z", "e") == {"v": "utf8mb4"}
+    assert h.apply("e", "ALTER DATABASE CHARACTER SET cp1251", "f:7") == [("e", "")] and h.databases["e"] == "cp1251"
+    assert h.apply("e", "ALTER DATABASE e UPGRADE DATA DIRECTORY NAME", "f:8") == []
+    assert ("e", "") in h.apply("d", "DROP DATABASE e", "f:9") and "e" not in h.databases
+
+
+def test_alter_table_follows_binary_and_text_columns_and_charset_conversions() -> None:
+    h = SchemaHistory(lambda db, t: True)
+    h.databases["d"] = "utf8mb4"
+    h.apply("d", "CREATE TABLE t (id INT, a VARCHAR(3), b VARBINARY(3), t TEXT) DEFAULT CHARSET latin1", "f:1")
+    h.apply("d", "ALTER TABLE t MODIFY a VARBINARY(3), CHANGE b b2 VARCHAR(3), ADD c TEXT CHARSET utf8mb4", "f:2")
+    assert _charsets(h, "t") == {"id": None, "a": "binary", "b2": "latin1", "t": "latin1", "c": "utf8mb4"}
+    # a new default applies to the columns the same statement adds, before or after it
+    h.apply("d", "ALTER TABLE t ADD x VARCHAR(1), ENGINE=InnoDB DEFAULT CHARSET=cp1251", "f:3")
+    assert _charsets(h, "t")["x"] == "cp1251" and h.tables[("d", "t")].charset == "cp1251"
+    h.apply("d", "ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_bin", "f:4")
+    assert _charsets(h, "t") == {"id": None, "a": "binary", "b2": "utf8mb4", "t": "utf8mb4", "c": "utf8mb4",
+                                 "x": "utf8mb4"}
+    assert [c.type for c in h.tables[("d", "t")].columns] == ["int", "varbinary", "varchar", "mediumtext", "text",
+                                                             "varchar"]  # TEXT of latin1 chars grows, utf8mb4's not
+    h.apply("d", "ALTER TABLE t CONVERT TO CHARSET DEFAULT", "f:5")  # the database's
+    h.apply("d", "ALTER TABLE t CHARACTER SET latin1, ADD y CHAR(1)", "f:6")
+    assert _charsets(h, "t")["y"] == "latin1" and _charsets(h, "t")["t"] == "utf8mb4"
+    h.apply("d", "ALTER TABLE t CONVERT TO CHARACTER SET binary", "f:7")  # text becomes binary types
+    assert set(_charsets(h, "t").values()) == {None, "binary"}
+    assert [c.type for c in h.tables[("d", "t")].columns] == ["int", "varbinary", "varbinary", "mediumblob", "blob",
+                                                             "varbinary", "binary"]
+    with pytest.raises(SchemaError):
+        h.apply("d", "ALTER TABLE t CONVERT TO", "f:8")
+
+
+def test_charsets_persist_in_history_entries_and_reach_the_table_map(caplog) -> None:
+    h = SchemaHistory(lambda db, t: True)
+    h.apply("d", "CREATE DATABASE d CHARACTER SET latin1", "f:1")
+    h.apply("d", "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(3), b BLOB, u VARCHAR(2) CHARSET utf8mb4,"
+                 " bn BINARY(4), g POLYGON)", "f:2")
+    back = SchemaHistory(lambda db, t: True)
+    back.load([h.entry(("d", "t"), "1", "x"), h.entry(("d", ""), "1", "x")])
+    assert back.tables == h.tables and back.databases == {"d": "latin1"}
+    assert back.tables[("d", "t")].charset == "latin1"
+    back.apply("d", "CREATE TABLE t2 (v VARCHAR(1))", "f:3")  # the database's default, read back
+    assert _charsets(back, "t2") == {"v": "latin1"}
+    tm = _map("t", [T.LONG, T.VARCHAR, T.BLOB, T.VARCHAR, T.STRING, T.GEOMETRY])
+    rich = enrich(tm, h.attachment(tm, "f:4") or b"")
+    assert [c.collation for c in rich.columns] == [None, 5, 63, 45, 63, None]  # latin1, binary, utf8mb4 ids
+    assert rich.columns[5].geometry_type == 3  # POLYGON
+    mariadb = enrich(TableMap(5, 1, "d", "t", tm.columns, is_mariadb=True), h.attachment(tm, "f:4") or b"")
+    assert [c.collation for c in mariadb.columns][:4] == [None, 5, 63, 45]
+    # A map's own charsets (MINIMAL metadata) win over the history's.
+    tm.columns[1].collation = 8
+    assert enrich(tm, h.attachment(tm, "f:4") or b"").columns[1].collation == 8
+    # Entries of an older binlake have no charsets: said once, the columns stay unknown (kept as bytes).
+    old = b'{"database":"d","table":"o","columns":[{"name":"v","type":"varchar","unsigned":false,' \
+          b'"enum_values":null,"set_values":null}],"primary_key":[]}'
+    back.load([old])
+    assert back.tables[("d", "o")].columns[0].charset is None and "without a known character set" in caplog.text
+
+
+def test_column_from_information_schema_charsets() -> None:
+    assert column_from_type("v", "varchar(10)", "latin1").charset == "latin1"
+    assert column_from_type("b", "varbinary(10)").charset == "binary"
+    assert column_from_type("m", "longtext", "utf8mb4").charset == "utf8mb4"  # MariaDB's JSON
+    assert column_from_type("e", "enum('a')", "utf8mb4").charset is None
+    assert column_from_type("i", "int(11)").charset is None
