@@ -20,6 +20,7 @@ from typing import Any
 
 from ..codec import BinlogError
 from ..codec import values as V
+from ..codec.charsets import charset_for
 from ..codec.constants import HEADER_V3
 from ..codec.constants import ColumnType as T
 from ..codec.rows import mariadb_uncompress_column, mariadb_uncompress_event
@@ -125,6 +126,17 @@ def _prefix_width(col: Column) -> int:
     return col.meta
 
 
+# Charsets that are not ASCII-compatible: ASCII text takes 2 or 4 bytes a character in them.
+_WIDE = {"ucs2": "utf-16-be", "utf16": "utf-16-be", "utf16le": "utf-16-le", "utf32": "utf-32-be"}
+
+
+def _in_charset(col: Column, mariadb: bool, text: bytes) -> bytes:
+    """ASCII text (the mask, a hash's hex digits) as the column's bytes: every charset the servers have is
+    ASCII-compatible but the wide Unicode ones (binary columns and unknown charsets take the bytes)."""
+    codec = _WIDE.get(charset_for(col.collation, mariadb) or "") if col.collation is not None else None
+    return text if codec is None else text.decode("ascii").encode(codec)
+
+
 def _prefixed(col: Column, data: bytes) -> bytes:
     """A string value of ``col``: length prefix + data cut to the column's maximum byte length."""
     width = _prefix_width(col)
@@ -164,9 +176,10 @@ class Rewriter:
             data = value[_prefix_width(col):]
             if col.type in _COMPRESSED_COLUMNS:
                 data = mariadb_uncompress_column(data)
-            return _prefixed(col, hmac.new(self._key, data, hashlib.sha256).hexdigest().encode())
+            digest = hmac.new(self._key, data, hashlib.sha256).hexdigest().encode()
+            return _prefixed(col, _in_charset(col, self.tm.is_mariadb, digest))
         if action == "mask" and col.type in _STRINGS | _BLOBS | _COMPRESSED_COLUMNS:
-            return _prefixed(col, STAR)
+            return _prefixed(col, _in_charset(col, self.tm.is_mariadb, STAR))
         if col.nullable:
             return None
         return _zero(col, len(value))

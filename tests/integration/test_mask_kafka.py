@@ -20,7 +20,7 @@ KEY = "Zq7MaskKey"
 SECRET = b"Zq7Sec"  # every value written to a masked column below starts with it
 RULES = {"zoo.strs.vc": "hash", "zoo.strs.vcc": "hash", "zoo.strs.c": "mask", "zoo.strs.tx": "mask",
          "zoo.strs.bb": "exclude", "zoo.ints.i": "exclude", "zoo.nums.d*": "mask", "zoo.times.t3": "mask",
-         "zoo.geo.p": "exclude"}
+         "zoo.geo.p": "exclude", "zoo.strs.cu": "mask"}
 
 
 def _hash(value: str | None) -> str | None:
@@ -31,7 +31,8 @@ def _hash(value: str | None) -> str | None:
     {},
     {"options": {"log_bin_compress": "ON", "log_bin_compress_min_len": 10}},
     {"binlog_row_metadata": "MINIMAL"},  # column names from the schema history
-], ids=["plain", "compressed-events", "minimal-metadata"])
+    {"binlog_row_metadata": "NO_LOG"},  # charsets too (the mask of the ucs2 column is ucs2)
+], ids=["plain", "compressed-events", "minimal-metadata", "no-log-metadata"])
 def test_masked_values_never_reach_kafka(make_mariadb, kafka, tmp_path, monkeypatch, capsys, settings) -> None:
     server = make_mariadb(**settings)
     prefix = "mask-" + "-".join(map(str, settings)) if settings else "mask-plain"
@@ -42,7 +43,7 @@ def test_masked_values_never_reach_kafka(make_mariadb, kafka, tmp_path, monkeypa
     monkeypatch.setenv("BINLAKE_MASK_KEY", KEY)
     run = ["run", "--config", str(config), "--source", server.url, "--kafka", kafka.bootstrap,
            "--topic-prefix", prefix, "--server-id", "4243", "--exit-at-end"]
-    if settings.get("binlog_row_metadata") == "MINIMAL":  # the history starts here and follows the CREATEs
+    if "binlog_row_metadata" in settings:  # the history starts here and follows the CREATEs
         assert main(run) == 0
     zoo._create(conn)
     with conn.cursor() as cur:
@@ -92,7 +93,7 @@ def test_masked_values_never_reach_kafka(make_mariadb, kafka, tmp_path, monkeypa
                     assert got is None, f"{name}.{col} id={pk}"
                 elif rule == "hash":
                     assert got == _hash(originals[pk][0 if col == "vc" else 1]), f"{name}.{col} id={pk}"
-                elif col in ("c", "tx"):
+                elif col in ("c", "tx", "cu"):  # in the column's charset (cu: ucs2)
                     assert got == "****", f"{name}.{col} id={pk}"
                 else:  # a nullable number masked: NULL
                     assert got is None, f"{name}.{col} id={pk}"

@@ -254,3 +254,36 @@ def test_land_mirrors_a_minimal_metadata_server_with_its_column_names(make_maria
     expected = _plain_rows(conn, "t", "id")
     assert {k: {c: row[c] for c in ("id", "c", "a2", "b")} for k, row in rows.items()} == expected
     assert {"id", "c", "a2", "b", "a", "e"} <= set(types) and not any(c.startswith("@") for c in types)
+
+
+def test_mysql84_minimal_metadata_strings_where_docker_exists(mysql84, kafka) -> None:
+    """MySQL 8.4 with binlog_row_metadata=MINIMAL (charsets and signedness, no names or labels)."""
+    with mysql84.connect() as conn, conn.cursor() as cur:
+        cur.execute("SET GLOBAL binlog_row_metadata = 'MINIMAL'")
+        cur.execute("DROP DATABASE IF EXISTS mini")
+        cur.execute("CREATE DATABASE mini CHARACTER SET utf8mb4")
+        cur.execute("CREATE TABLE mini.s (id INT PRIMARY KEY, vb VARBINARY(10), bl BLOB, bn BINARY(3), v VARCHAR(9),"
+                    " l VARCHAR(9) CHARACTER SET latin1, u TEXT CHARACTER SET ucs2, n INT UNSIGNED, e ENUM('p','q'))")
+    try:
+        base = ["run", "--source", mysql84.url, "--kafka", kafka.bootstrap, "--topic-prefix", "mini84",
+                "--server-id", "4750", "--exit-at-end"]
+        assert main(base) == 0  # the schema history is captured here
+        with mysql84.connect() as conn, conn.cursor() as cur:
+            cur.execute("INSERT INTO mini.s VALUES (1, x'ff00c3', x'00fffe', x'01', 'héllo😀', 'çà', 'ucs2 ☃',"
+                        " 4000000000, 'q'), (2, NULL, '', x'', '', '', '', 0, 'p')")
+            cur.execute("UPDATE mini.s SET vb = x'80', v = 'ü' WHERE id = 2")
+            conn.commit()
+        assert main(base) == 0
+        with mysql84.connect() as conn, conn.cursor() as cur:
+            cur.execute("SELECT * FROM mini.s")
+            names = [d[0] for d in cur.description]
+            expected = {r[0]: dict(zip(names, r, strict=True)) for r in cur.fetchall()}
+        got: dict[int, dict[str, Any]] = {}
+        for item in committed_record_events(kafka.bootstrap, "mini84"):
+            if isinstance(item.event, E.RowsEvent) and item.event.database == "mini":
+                for row in item.event.rows:
+                    got[row["after"]["id"]] = row["after"]
+        assert got == expected
+    finally:
+        with mysql84.connect() as conn, conn.cursor() as cur:
+            cur.execute("SET GLOBAL binlog_row_metadata = 'FULL'")
