@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO
 
 from ..codec import BinlogDecoder, BinlogError
+from ..codec import rows as codec_rows
 from ..codec.events import TransactionPayloadEvent
 from ..dump import native
 from ..dump.jsonl import event_json
@@ -90,8 +91,9 @@ def dump_file(path: str, out: BinaryIO, fmt: str, hexdump: bool = False, start: 
 _worker_decoders: dict[tuple[str, bool], BinlogDecoder] = {}
 
 
-def _render_segment(args: tuple[str, int, int | None, str, bool, bool, str]) -> BinlogError | None:
-    """Worker: write one segment's output to a spool file; return the error that ended it early.
+def _render_segment(args: tuple[str, int, int | None, str, bool, bool, str]) -> tuple[BinlogError | None, list]:
+    """Worker: write one segment's output to a spool file; return the error that ended it early and the
+    codec's notices (tables of unknown charsets), which the parent says once.
 
     A worker keeps one decoder per file, so table maps and their compiled row decoders are
     reused across the segments it is given."""
@@ -99,6 +101,7 @@ def _render_segment(args: tuple[str, int, int | None, str, bool, bool, str]) -> 
     dec = _worker_decoders.get((path, verify))
     if dec is None:
         dec = _worker_decoders[(path, verify)] = BinlogDecoder(path, verify_checksums=verify)
+    notices = codec_rows.notices = []
     with open(spool, "wb") as out:
         try:
             with open_binlog(path, dec) as buf:
@@ -108,8 +111,8 @@ def _render_segment(args: tuple[str, int, int | None, str, bool, bool, str]) -> 
                 else:
                     _write(render(dec, frames_in(buf, start, stop, dec, path), hexdump), out)
         except BinlogError as exc:
-            return exc
-    return None
+            return exc, notices
+    return None, notices
 
 
 def _dump_parallel(path: str, out: BinaryIO, fmt: str, hexdump: bool, verify: bool, jobs: int) -> None:
@@ -137,7 +140,9 @@ def _dump_parallel(path: str, out: BinaryIO, fmt: str, hexdump: bool, verify: bo
 def _emit(result: Any, spool: str, out: BinaryIO) -> None:
     import shutil
 
-    error = result.get()
+    error, notices = result.get()
+    for notice in notices:
+        codec_rows.say_unknown_charsets(*notice)
     with open(spool, "rb") as fh:
         shutil.copyfileobj(fh, out, 1 << 20)
     os.unlink(spool)

@@ -37,6 +37,8 @@ _STRUCT = {
 _UTF8_CHARSETS = frozenset(("utf8mb4", "utf8mb3", "utf8"))
 log = logging.getLogger("binlake.codec")
 _noticed: set[tuple[str, str]] = set()
+# Where notices go instead of the log while not None (a worker process hands them to its parent).
+notices: list[tuple[str, str, list[str]]] | None = None
 
 
 def notice_unknown_charsets(tm: TableMap) -> None:
@@ -47,10 +49,18 @@ def notice_unknown_charsets(tm: TableMap) -> None:
     unknown = [c.name for c in tm.columns
                if c.type in STRING_TYPES and c.collation != 63 and keeps_bytes(c.collation, tm.is_mariadb)]
     if unknown:
-        _noticed.add((tm.database, tm.table))
+        say_unknown_charsets(tm.database, tm.table, unknown)
+
+
+def say_unknown_charsets(database: str, table: str, columns: list[str]) -> None:
+    if notices is not None:
+        notices.append((database, table, columns))
+        return
+    if (database, table) not in _noticed:
+        _noticed.add((database, table))
         log.warning("`%s`.`%s`: no character set known for %s (the binlog has no charset metadata, "
                     "binlog_row_metadata is not FULL, and no schema history applies): their values are kept as "
-                    "bytes (base64 in JSONL)", tm.database, tm.table, ", ".join(unknown))
+                    "bytes (base64 in JSONL)", database, table, ", ".join(columns))
 
 
 class JsonDiff:

@@ -82,3 +82,26 @@ def test_every_jsonl_object_has_the_common_fields() -> None:
         for line in _jsonl(path):
             ev = orjson.loads(line)
             assert {"type", "type_code", "position", "log_pos", "timestamp", "server_id", "flags"} <= ev.keys()
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_strings_of_unknown_charset_are_kept_as_bytes_and_said_once_per_table(monkeypatch, caplog, jobs) -> None:
+    """A 5.1 binlog has no charset metadata and dump no schema: the text column's bytes come out whole
+    (base64), and one line per table says why (the log, stderr), however many workers decode the file."""
+    import base64
+
+    from ingester.codec import rows
+
+    monkeypatch.setattr(rows, "_noticed", set())
+    monkeypatch.setattr(dump, "_PARALLEL_MIN_FILE", 0)
+    monkeypatch.setattr(dump, "_SEGMENT", 1)  # a segment per transaction: each worker meets the table
+    out = io.BytesIO()
+    dump.dump_file(str(CORPUS / "rust-mysql-common" / "ver_5_1_23.001"), out, "jsonl", jobs=jobs)
+    lines = [orjson.loads(line) for line in out.getvalue().splitlines()]
+    values = {base64.b64decode(r["after"]["@2"]) for ev in lines if ev.get("table") == "t1" and "rows" in ev
+              for r in ev["rows"] if "after" in r}
+    assert b"one" in values  # the server test suite's row (binlog_old_versions.result)
+    said = [r.getMessage() for r in caplog.records if "no character set known" in r.getMessage()]
+    assert said == ["`test`.`t1`: no character set known for @2 (the binlog has no charset metadata, "
+                    "binlog_row_metadata is not FULL, and no schema history applies): their values are kept as "
+                    "bytes (base64 in JSONL)"]
