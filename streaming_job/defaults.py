@@ -311,6 +311,10 @@ def mark_pending(spark: Any, path: str, defaults: list[Default]) -> None:
 def pending(spark: Any, path: str) -> list[Default]:
     from delta.tables import DeltaTable
 
-    properties = DeltaTable.forPath(spark, path).detail().select("properties").first()[0] or {}
+    return pending_in(DeltaTable.forPath(spark, path).detail().select("properties").first()[0] or {})
+
+
+def pending_in(properties: dict[str, str]) -> list[Default]:
+    """The defaults a table's properties say are pending (``mark_pending``)."""
     value = properties.get(PROPERTY)
     return [Default.from_json(d) for d in orjson.loads(value)] if value else []

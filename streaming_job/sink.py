@@ -48,12 +48,14 @@ from .decode import (
     typed_batches,
     typed_ddl,
 )
+from .delta_log import TableLog, UnreadableLog, simple_type
 from .lake_types import widens
 from .mirror import COMMIT_TS, DELETED, ORDER, SEQ, candidates_ddl, last_per_key
 from .writer import (
     FILE_COLUMNS,
     PARTITION_COLUMN,
     DeltaCommit,
+    LogCommit,
     Moved,
     land_partition,
     landed_ddl,
@@ -142,6 +144,8 @@ class Lander:
     _workers: ThreadPoolExecutor | None = None
     _committer: ThreadPoolExecutor | None = None
     _committed: dict[str, tuple[int, int]] = field(default_factory=dict)  # path -> (version, batch) we wrote
+    _logs: dict[str, TableLog] = field(default_factory=dict)  # local tables' logs as the driver read them
+    _table_defaults: dict[str, str] | None = None  # the session's Delta table defaults, for new tables
 
     def __post_init__(self) -> None:
         if not self.app_id:  # stable per checkpoint: the query's identity for Delta's idempotent writes
@@ -151,6 +155,33 @@ class Lander:
 
     def path(self, db: str, table: str) -> str:
         return _join(self.lake, db, table)
+
+    def _table_log(self, path: str) -> TableLog | None:
+        """A local table's log as the driver reads it, brought up to date (None: a URI lake, or a table
+        the driver cannot write itself, which the JVM's Delta then does)."""
+        if not _local(path):
+            return None
+        table = self._logs.get(path)
+        if table is None:
+            table = self._logs[path] = TableLog(path)
+        try:
+            table.refresh()
+        except UnreadableLog as exc:
+            log.debug("%s: the JVM's Delta writes it (%s)", path, exc)
+            return None
+        return table if table.version < 0 or table.writable else None
+
+    def _transaction(self, path: str) -> DeltaCommit | LogCommit:
+        """The table's next commit: by the driver's own log writer where it can, else the JVM's Delta."""
+        table = self._table_log(path)
+        if table is None:
+            return DeltaCommit(self.spark, path)
+        if self._table_defaults is None:  # as Delta gives new tables, but type widening: only where needed
+            prefix = "spark.databricks.delta.properties.defaults."
+            self._table_defaults = {f"delta.{k[len(prefix):]}": v
+                                    for k, v in self.spark.sparkContext.getConf().getAll() if k.startswith(prefix)
+                                    and k != prefix + "enableTypeWidening"}
+        return LogCommit(self.spark, table, self._table_defaults)
 
     @property
     def threads(self) -> int:
@@ -340,7 +371,7 @@ class Lander:
             empty = self.spark.createDataFrame([], ddl)
             self._append(empty, path, -1, partition_by=PARTITION_COLUMN, stats=_CHANGE_LOG_STATS, idempotent=False)
         if _local(path):
-            txn: DeltaCommit | None = DeltaCommit(self.spark, path)
+            txn: DeltaCommit | LogCommit | None = self._transaction(path)
             if not lake:  # a new change log, created by the commit of its first files
                 txn.create(ddl, [PARTITION_COLUMN], _stats_columns(_CHANGE_LOG_STATS))
             write = not self._done(txn, path, batch_id)  # else a replay: the change log has this batch
@@ -411,7 +442,7 @@ class Lander:
         finally:
             landed.unpersist()
 
-    def _compact_change_log(self, commit: DeltaCommit, path: str) -> Moved:
+    def _compact_change_log(self, commit: DeltaCommit | LogCommit, path: str) -> Moved:
         """A change log gains a file per micro-batch; once one of its commit dates holds ``compact_files``
         files under ``small_file_bytes``, they are read and written again as one file of that date, which
         the batch's commit adds in their place (Delta's ``dataChange`` false: the same rows, which a
@@ -437,7 +468,7 @@ class Lander:
                   time.monotonic() - started)
         return [add], [(n, files.sizes[n], {PARTITION_COLUMN: date}) for n in names]
 
-    def _done(self, commit: DeltaCommit, path: str, batch_id: int) -> bool:
+    def _done(self, commit: DeltaCommit | LogCommit, path: str, batch_id: int) -> bool:
         """Whether the table has this batch. Asking Delta costs a Spark job per new table version (its
         transactions come from the log's state); when the version read is the one this job wrote last,
         the answer is known without it."""
@@ -460,7 +491,11 @@ class Lander:
         if key not in self._columns:
             path = self.path(db, table + "__changes")
             columns: list[tuple[str, str]] = []
-            if _is_delta(path):
+            found = self._table_log(path)
+            if found is not None and found.version >= 0:  # read from the log by the driver: no Spark job
+                after = next(f["type"] for f in found.schema["fields"] if f["name"] == "after")
+                columns = [(f["name"], simple_type(f["type"])) for f in after["fields"]]
+            elif found is None and _is_delta(path):
                 after = self.spark.read.format("delta").load(path).schema["after"].dataType
                 columns = [(f.name, f.dataType.simpleString()) for f in after.fields]
             self._columns[key] = columns
@@ -591,15 +626,17 @@ class Lander:
 
         path = self.path(db, table)
         known = self._mirrors.get((db, table))
-        exists = known is not None or _is_delta(path)
+        found = self._table_log(path) if known is None else None
+        exists = known is not None or (found.version >= 0 if found is not None else _is_delta(path))
         if known is None and exists:
             # The mirror's own schema: a crash may have come between the change log's ALTER and this one,
             # or between adding columns and giving their defaults to the rows there.
-            pending = D.pending(self.spark, path)
+            pending = D.pending_in(found.configuration) if found is not None else D.pending(self.spark, path)
             if pending:
                 D.give_existing_rows(self.spark, path, pending)
-            known = [(f.name, f.dataType.simpleString()) for f in DeltaTable.forPath(self.spark, path).toDF().schema
-                     if not f.name.startswith("_binlake_")]
+            schema = found.columns() if found is not None else [
+                (f.name, f.dataType.simpleString()) for f in DeltaTable.forPath(self.spark, path).toDF().schema]
+            known = [(n, t) for n, t in schema if not n.startswith("_binlake_")]
         added = [n for n, _ in columns if n not in dict(known or [])] if exists else []
         fills = self._defaults(db, table, columns, added)
         if isinstance(candidates, pa.Table):
@@ -669,7 +706,7 @@ class Lander:
         if not _local(path) or dict(columns)[key] not in _INTEGER:
             return False
         latest = last_per_key(candidates, pk)
-        commit = DeltaCommit(self.spark, path)
+        commit = self._transaction(path)
         if not exists:  # created by the commit of its first files
             commit.create(", ".join(f"{quote(n)} {t}" for n, t in [*columns, *_META]), [],
                           _stats_columns(_key_stats(columns, pk)))
@@ -808,7 +845,7 @@ class MirrorFiles:
     vectors: bool = False  # some file has a deletion vector: pyarrow alone would not see its deletes
 
     @classmethod
-    def read(cls, commit: DeltaCommit, key: str) -> MirrorFiles:
+    def read(cls, commit: DeltaCommit | LogCommit, key: str) -> MirrorFiles:
         sizes, ranges, vectors = {}, {}, False
         for name, size, stats, dv, _ in commit.files():
             sizes[name] = size
@@ -883,7 +920,7 @@ class ChangeLogFiles:
     skipped: set[str] = field(default_factory=set)  # files a compaction could not read together
 
     @classmethod
-    def read(cls, commit: DeltaCommit, below: int) -> ChangeLogFiles:
+    def read(cls, commit: DeltaCommit | LogCommit, below: int) -> ChangeLogFiles:
         found = cls(commit.version, {}, {})
         for name, size, _, dv, values in commit.files():
             if size < below and not dv and PARTITION_COLUMN in values and not (_scheme(name) or name.startswith("/")):

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .decode import typed_batches
+from .delta_log import CommitConflict, TableLog
 from .mirror import candidate_schema, candidates_ddl, mirror_candidates
 from .worker import keep_spark_archive_listings
 
@@ -178,18 +179,9 @@ class DeltaCommit:
         jvm = self.jvm
         utils = jvm.org.apache.spark.api.python.PythonUtils
         none = jvm.scala.Option.empty()
-        now_ms = int(time.time() * 1000)
-        moved_adds, moved_removes = moved
-        entries = [{"add": {"path": name, "partitionValues": values, "size": size, "modificationTime": now_ms,
-                            "dataChange": change, "stats": orjson.dumps(stats).decode()}}
-                   for change, group in ((True, adds), (False, moved_adds)) for name, values, size, stats in group]
-        entries += [{"remove": {"path": name, "deletionTimestamp": now_ms, "dataChange": change,
-                                "extendedFileMetadata": True, "partitionValues": values, "size": size}}
-                    for change, group in ((True, [(n, s, {}) for n, s in removes]), (False, moved_removes))
-                    for name, size, values in group]
-        entries.append({"txn": {"appId": app_id, "version": batch_id, "lastUpdated": now_ms}})
+        entries = file_actions(adds, app_id, batch_id, removes, moved)
         actions = [self.delta.actions.Action.fromJson(orjson.dumps(e).decode()) for e in entries]
-        if removes or moved_removes:
+        if removes or moved[1]:
             self.txn.readWholeTable()  # a concurrent rewrite of the same files is a conflict
             operation = getattr(self.delta, "DeltaOperations$Update")(none)
         else:
@@ -197,6 +189,94 @@ class DeltaCommit:
                 jvm.org.apache.spark.sql.SaveMode.Append,
                 jvm.scala.Option.apply(utils.toSeq(partition_by)) if partition_by else none, none, none)
         return int(self.txn.commit(utils.toSeq(actions), operation))
+
+
+def file_actions(adds: Sequence[tuple[str, dict[str, str], int, dict[str, Any]]], app_id: str, batch_id: int,
+                 removes: Sequence[tuple[str, int]] = (), moved: Moved = ((), ())) -> list[dict[str, Any]]:
+    """The Delta log actions of a batch's commit: its files added (and ``removes`` of a rewrite, ``moved``
+    of a compaction: dataChange false) and its SetTransaction."""
+    now_ms = int(time.time() * 1000)
+    moved_adds, moved_removes = moved
+    entries: list[dict[str, Any]] = [
+        {"add": {"path": name, "partitionValues": values, "size": size, "modificationTime": now_ms,
+                 "dataChange": change, "stats": orjson.dumps(stats).decode()}}
+        for change, group in ((True, adds), (False, moved_adds)) for name, values, size, stats in group]
+    entries += [{"remove": {"path": name, "deletionTimestamp": now_ms, "dataChange": change,
+                            "extendedFileMetadata": True, "partitionValues": values, "size": size}}
+                for change, group in ((True, [(n, s, {}) for n, s in removes]), (False, moved_removes))
+                for name, size, values in group]
+    entries.append({"txn": {"appId": app_id, "version": batch_id, "lastUpdated": now_ms}})
+    return entries
+
+
+class LogCommit:
+    """DeltaCommit's interface over the driver's own reading and writing of the log (delta_log.TableLog):
+    no JVM work but the schema of a new table. ``log`` is the table's state, brought up to date here."""
+
+    def __init__(self, spark: Any, log: TableLog, table_defaults: dict[str, str]) -> None:
+        self.spark = spark
+        self.log = log
+        self.table_defaults = table_defaults
+        self._create: list[dict[str, Any]] = []
+
+    def create(self, ddl: str, partition_by: list[str], configuration: dict[str, str]) -> None:
+        """As DeltaCommit.create: the session's table defaults (``table_defaults``) and ``configuration``."""
+        schema = orjson.loads(self.spark._jvm.org.apache.spark.sql.types.StructType.fromDDL(ddl).json())
+        self._create = self.log.create_actions(schema, partition_by, {**self.table_defaults, **configuration})
+
+    def done(self, app_id: str, batch_id: int) -> bool:
+        return self.log.txn_version(app_id) >= batch_id
+
+    @property
+    def version(self) -> int:
+        return self.log.version
+
+    def files(self) -> list[tuple[str, int, str | None, bool, dict[str, str]]]:
+        return [(a["path"], int(a["size"]), a.get("stats"), a.get("deletionVector") is not None,
+                 dict(a.get("partitionValues") or {})) for a in self.log.files.values()]
+
+    def commit(self, files: list[Any], app_id: str, batch_id: int, moved: Moved = ((), ())) -> int:
+        adds = [(name, {PARTITION_COLUMN: partition}, size, change_log_stats(rows, low, high))
+                for name, partition, size, rows, low, high in files]
+        return self.append(adds, app_id, batch_id, [PARTITION_COLUMN], moved=moved)
+
+    def append(self, adds: list[tuple[str, dict[str, str], int, dict[str, Any]]], app_id: str, batch_id: int,
+               partition_by: list[str], removes: Sequence[tuple[str, int]] = (), moved: Moved = ((), ())) -> int:
+        """As DeltaCommit.append. A blind append that finds its version taken (another writer's commit in
+        between) is made again on top of it; a rewrite raises delta_log.CommitConflict."""
+        actions = [*self._create, *file_actions(adds, app_id, batch_id, removes, moved)]
+        rewrite = bool(removes or moved[1])
+        operation, parameters = ("UPDATE", {}) if rewrite else (
+            "WRITE", {"mode": "Append", "partitionBy": orjson.dumps(partition_by).decode()})
+        while True:
+            try:
+                version = self.log.commit(actions, operation, parameters, blind_append=not rewrite)
+                break
+            except CommitConflict:
+                if rewrite or self._create:
+                    raise
+                self.log.refresh()
+                if self.done(app_id, batch_id):
+                    return self.log.version
+        self._create = []
+        interval = int(self.log.configuration.get("delta.checkpointInterval", "10"))
+        if version and version % interval == 0:
+            checkpoint(self.log.path)
+        return version
+
+
+def checkpoint(path: str) -> None:
+    """A checkpoint of the table's state (delta-rs writes it): readers, and this job after a restart, read
+    it instead of every commit since the last. Only an optimization: a failure is logged."""
+    import logging
+
+    from deltalake import DeltaTable
+
+    try:
+        DeltaTable(path).create_checkpoint()
+    except Exception as exc:
+        logging.getLogger("binlake.land").warning("%s: no checkpoint written (%s: %s); the next one is tried at the "
+                                                  "next interval", path, type(exc).__name__, exc)
 
 
 def change_log_stats(rows: int, low: int, high: int) -> dict[str, Any]:

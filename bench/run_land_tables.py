@@ -1,0 +1,204 @@
+"""`binlake land` when a micro-batch touches many tables: how its cost grows with the number of tables.
+
+For each N (default 1, 10, 100, 200, 500): N tables in a fresh database, `binlake run` and `binlake land
+--trigger 1s` running (child processes, Spark local[2]) on the same 2 CPUs as MariaDB and Kafka, then
+rounds of one single-row transaction per table (an UPDATE of each table's one row). Measured per round:
+
+- the time from the round's last source commit to the end of the micro-batch that landed its last row
+  change (the job's batch lines, in its log), the round's *latency*;
+- the duration of the micro-batches that landed the round (their own batch lines).
+
+The first round creates the N change logs and mirrors (reported apart, as "new tables"); the median of
+the following rounds is the steady figure. Then a restart: the land job is stopped, one more round is
+written, a new `binlake land` process starts, and the time from its start to the end of the batch that
+lands the round is reported (with N existing tables).
+
+    .venv/bin/python bench/run_land_tables.py [--tables 1,10,100,200,500] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from run_decode import BenchError, _check, _cpu_model, _git_revision
+
+from ingester.devstack.kafka import KafkaBroker
+from ingester.devstack.mariadb import MariaDBServer
+
+BENCH_DIR = Path(__file__).resolve().parent
+RESULTS = BENCH_DIR / "results" / "land_tables.md"
+BATCH = re.compile(r"^(\S+ \S+) .*batch (\d+): (\d+) records in, (\d+) row changes landed in ([\d.]+)s", re.M)
+GOAL_LATENCY_S = 2.0
+GOAL_RESTART_S = 30.0
+
+
+def _stamp(text: str) -> float:
+    return datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def _batches(log: Path) -> list[tuple[float, int, float]]:
+    """(end time, row changes, seconds) of each batch line of a land log."""
+    return [(_stamp(m.group(1)), int(m.group(4)), float(m.group(5)))
+            for m in BATCH.finditer(log.read_text(errors="replace"))]
+
+
+def _wait_rows(log: Path, rows: int, procs: list[subprocess.Popen], timeout: float) -> list[tuple[float, int, float]]:
+    """The batches once ``rows`` row changes in all have landed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        batches = _batches(log)
+        if sum(b[1] for b in batches) >= rows:
+            return batches
+        if any(p.poll() is not None for p in procs):
+            raise BenchError(f"a process exited early; see {log}")
+        time.sleep(0.05)
+    raise BenchError(f"fewer than {rows} row changes landed after {timeout:.0f} s ({log})")
+
+
+def _land(bootstrap: str, prefix: str, lake: Path, log: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "ingester.cli.main", "land", "--kafka", bootstrap, "--topic-prefix",
+                             prefix, "--lake", str(lake), "--checkpoint", str(lake / "_cp"), "--trigger", "1s"],
+                            stdout=subprocess.DEVNULL, stderr=open(log, "ab"), cwd=BENCH_DIR.parent)
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _round(server: MariaDBServer, db: str, n: int, value: int) -> float:
+    """One single-row UPDATE per table (autocommit); the time the last one returned."""
+    with server.connect(db) as conn, conn.cursor() as cur:
+        for i in range(n):
+            cur.execute(f"UPDATE t{i:04d} SET v = %s WHERE id = 1", (value,))
+        return time.time()
+
+
+def measure(server: MariaDBServer, broker: KafkaBroker, root: Path, n: int, rounds: int) -> dict[str, object]:
+    db, prefix = f"wide{n}", f"wide{n}x{os.getpid()}"
+    server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
+    with server.connect(db) as conn, conn.cursor() as cur:
+        for i in range(n):
+            cur.execute(f"CREATE TABLE t{i:04d} (id INT PRIMARY KEY, v BIGINT NOT NULL, s VARCHAR(20))")
+    lake, logs = root / f"lake{n}", root / f"logs{n}"
+    logs.mkdir()
+    daemon = subprocess.Popen([sys.executable, "-m", "ingester.cli.main", "run", "--source", server.url, "--kafka",
+                               broker.bootstrap, "--topic-prefix", prefix, "--server-id", str(900 + n % 97)],
+                              stdout=subprocess.DEVNULL, stderr=open(logs / "run.log", "wb"), cwd=BENCH_DIR.parent)
+    land_log = logs / "land.log"
+    procs = [daemon, _land(broker.bootstrap, prefix, lake, land_log)]
+    try:
+        time.sleep(3)  # the daemon streams from the server's position at its start
+        with server.connect(db) as conn, conn.cursor() as cur:
+            for i in range(n):
+                cur.execute(f"INSERT INTO t{i:04d} VALUES (1, 0, 'x')")
+            first_commit = time.time()
+        batches = _wait_rows(land_log, n, procs, 1800)
+        new_tables = batches[-1][0] - first_commit
+        landed, latencies, durations = n, [], []
+        for r in range(1, rounds + 1):
+            seen = len(_batches(land_log))
+            last = _round(server, db, n, r)
+            landed += n
+            batches = _wait_rows(land_log, landed, procs, 1800)
+            latencies.append(batches[-1][0] - last)
+            durations += [b[2] for b in batches[seen:] if b[1]]
+        _stop(procs[1:])
+        last = _round(server, db, n, rounds + 1)
+        time.sleep(2)  # the daemon publishes the round before the job starts
+        started = time.time()
+        procs[1] = _land(broker.bootstrap, prefix, lake, land_log)
+        _wait_rows(land_log, landed + n, procs, 1800)
+        restart = _batches(land_log)[-1][0] - started
+    finally:
+        _stop(procs)
+    _check(latencies and durations, f"no rounds landed for {n} tables")
+    return {"tables": n, "new_tables_s": new_tables, "latency_s": statistics.median(latencies),
+            "latency_max_s": max(latencies), "batch_s": statistics.median(durations), "restart_s": restart,
+            "latencies": latencies}
+
+
+def report(results: list[dict[str, object]], args: argparse.Namespace, wall: float) -> str:
+    rows = []
+    for r in results:
+        rows.append(f"| {r['tables']:,} | {r['latency_s']:.2f} s | {r['latency_max_s']:.2f} s | {r['batch_s']:.2f} s "
+                    f"| {r['new_tables_s']:.1f} s | {r['restart_s']:.1f} s |")
+    slope = ""
+    if len(results) > 1:
+        a, b = results[0], results[-1]
+        per_table = (float(b["batch_s"]) - float(a["batch_s"])) / (int(b["tables"]) - int(a["tables"]))  # type: ignore
+        slope = (f"Batch time grows by {per_table * 1000:.1f} ms per extra table between {a['tables']} and "
+                 f"{b['tables']} tables (goal < 10 ms).")
+    by_n = {int(r["tables"]): r for r in results}  # type: ignore[call-overload]
+    goals = []
+    if 200 in by_n:
+        goals.append(f"200 tables: median latency {by_n[200]['latency_s']:.2f} s (goal 2 s, at most 5 s): "
+                     f"{'met' if float(by_n[200]['latency_s']) <= GOAL_LATENCY_S else 'not met'}.")  # type: ignore
+    if 500 in by_n:
+        goals.append(f"Restart with 500 existing tables: first batch {by_n[500]['restart_s']:.1f} s after the job's "
+                     f"start (goal 30 s): {'met' if float(by_n[500]['restart_s']) <= GOAL_RESTART_S else 'not met'}.")  # type: ignore
+    return "\n".join([
+        "# binlake land: micro-batches that touch many tables",
+        "",
+        f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {_git_revision()}, {_cpu_model()} ({os.cpu_count()} CPUs), "
+        f"Python {platform.python_version()}; {args.rounds} rounds per size, {wall:.0f} s in all.",
+        "",
+        "`binlake run` and `binlake land --trigger 1s` (Spark local[2], local lake) run beside MariaDB and Kafka on"
+        " the same CPUs. A round is one single-row UPDATE per table (autocommit). Latency: from the round's last"
+        " commit to the end of the micro-batch that landed its last change (median and max over the rounds after"
+        " the first); batch: the median duration of those micro-batches; new tables: the first round, which"
+        " creates every change log and mirror; restart: a new `binlake land` process with the tables existing,"
+        " from its start to the end of the batch that lands one round.",
+        "",
+        "| tables | latency (median) | latency (max) | batch | new tables | restart |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+        slope,
+        "",
+        *goals,
+        "",
+    ])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tables", default="1,10,100,200,500")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    (BENCH_DIR / "data").mkdir(exist_ok=True)
+    options = {"sync_binlog": 0, "innodb_flush_log_at_trx_commit": 0, "innodb_buffer_pool_size": "256M"}
+    started = time.monotonic()
+    results = []
+    with KafkaBroker() as broker, MariaDBServer(binlog_row_metadata="FULL", options=options) as server, \
+            tempfile.TemporaryDirectory(prefix="bl-tables-", dir=BENCH_DIR / "data") as root:
+        for n in (int(x) for x in args.tables.split(",")):
+            results.append(measure(server, broker, Path(root), n, args.rounds))
+            print(f"{n} tables: {results[-1]}", file=sys.stderr, flush=True)
+    text = report(results, args, time.monotonic() - started)
+    args.output.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
