@@ -55,7 +55,9 @@ def build_session(master: str | None, shuffle_partitions: int, app_name: str = "
                .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-               .config("spark.databricks.delta.properties.defaults.enableTypeWidening", "true")
+               # No table feature by default (no type widening, deletion vectors, column mapping): a new table
+               # gets the lowest protocol its columns need, which delta-rs, Polars and pandas read too; type
+               # widening is enabled on a table at its first widening (sink.Lander._add_columns, docs/LAND.md)
                # A checkpoint (a Spark job writing the table's state) every 1,000 commits, not 10: with a commit
                # per micro-batch and table, the batch writing one is slower (~1 s warm, more in a busy JVM, which
                # grows its heap for the first: docs/LAND.md); 1 in 1,000 batches stays out of the p99

@@ -595,8 +595,9 @@ class Lander:
 
     def _add_columns(self, path: str, lake: list[tuple[str, str]], columns: list[tuple[str, str]],
                      nested: bool, defaults: list[D.Default] | None = None) -> None:
-        """ALTER a table from the lake's columns to the union: added columns, widened types (type widening).
-        ``defaults``: of added mirror columns, for the rows already there."""
+        """ALTER a table from the lake's columns to the union: added columns, widened types (type widening,
+        enabled on the table at its first widening). ``defaults``: of added mirror columns, for the rows
+        already there."""
         current = dict(lake)
         prefixes = ("before.", "after.") if nested else ("",)
         added = [(n, t) for n, t in columns if n not in current]
@@ -610,10 +611,20 @@ class Lander:
             self.spark.sql(f"ALTER TABLE delta.{quote(path)} ADD COLUMNS ({specs})")
             if defaults:
                 D.give_existing_rows(self.spark, path, defaults)
-        for name, dtype in columns:
-            if name in current and current[name] != dtype and widens(current[name], dtype):
-                for p in prefixes:
-                    self.spark.sql(f"ALTER TABLE delta.{quote(path)} ALTER COLUMN {p}{quote(name)} TYPE {dtype}")
+        widened = _widened(lake, columns)
+        if widened:
+            # Delta's typeWidening is a reader feature (reader 3, writer 7) that delta-rs cannot read yet, so a
+            # table gets it only now, at its first widening (setting it again at a later one, or after a crash
+            # before the ALTER, is harmless). date -> timestamp_ntz also needs timestampNtz, which Delta
+            # enables by itself only on new tables.
+            features = {"delta.enableTypeWidening": "true"}
+            if any(t == "timestamp_ntz" for _, t in widened):
+                features["delta.feature.timestampNtz"] = "supported"
+            spec = ", ".join(f"'{k}' = '{v}'" for k, v in features.items())
+            self.spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ({spec})")
+        for name, dtype in widened:
+            for p in prefixes:
+                self.spark.sql(f"ALTER TABLE delta.{quote(path)} ALTER COLUMN {p}{quote(name)} TYPE {dtype}")
 
     # --- mirror -------------------------------------------------------------------------------
 
@@ -639,9 +650,12 @@ class Lander:
             known = [(n, t) for n, t in schema if not n.startswith("_binlake_")]
         added = [n for n, _ in columns if n not in dict(known or [])] if exists else []
         fills = self._defaults(db, table, columns, added)
+        # a batch that widens a column goes through Spark too, whose path ALTERs the mirror first (the
+        # driver's files would otherwise hold the wider type under the mirror's narrower one)
+        widened = bool(_widened(known or [], columns)) if exists else False
         if isinstance(candidates, pa.Table):
-            if not (fills or added) and self._mirror_on_driver(candidates, path, exists, db, table, columns, pk,
-                                                               batch_id):
+            if not (fills or added or widened) and self._mirror_on_driver(candidates, path, exists, db, table,
+                                                                          columns, pk, batch_id):
                 self._mirrors[(db, table)] = columns
                 return
             candidates = self.spark.createDataFrame(candidates, schema=candidates_ddl(columns))
@@ -970,6 +984,12 @@ def _first_line(exc: Exception) -> str:
     java = getattr(exc, "java_exception", None)
     text = str(java.toString()) if java is not None else str(exc)
     return (text.strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _widened(lake: list[tuple[str, str]], columns: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The columns (name, new type) whose ``lake`` type ``columns`` widens."""
+    current = dict(lake)
+    return [(n, t) for n, t in columns if n in current and current[n] != t and widens(current[n], t)]
 
 
 def _key_range(stats: str | None, key: str) -> tuple[int, int] | None:

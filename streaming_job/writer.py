@@ -129,8 +129,9 @@ class DeltaCommit:
 
     def create(self, ddl: str, partition_by: list[str], configuration: dict[str, str]) -> None:
         """Make this transaction's commit create the table, which has no version yet: its schema (Spark
-        DDL), partitioning and properties. Delta adds the session's table defaults (type widening, the
-        checkpoint interval) and the protocol features the schema needs. Cheaper than Spark's writer of
+        DDL), partitioning and properties. Delta adds the session's table defaults (the checkpoint
+        interval) and the lowest protocol the schema needs (reader 1, writer 2; reader 3, writer 7 with the
+        timestampNtz feature where a column is timestamp_ntz). Cheaper than Spark's writer of
         an empty DataFrame (seconds in a cold JVM), and the table's first files come in the same commit."""
         if self.version >= 0:
             raise ValueError("the table exists")

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -128,15 +129,69 @@ def _compare_datetime(expected: Any, got: Any) -> bool:
     return datetime.datetime.fromisoformat(expected) == got
 
 
+def _delta_rs(path: Path, widened: bool = False) -> Any:
+    """A table as delta-rs (the `deltalake` package, the Delta reader of Polars and pandas users) reads it,
+    as an Arrow table. Its protocol is the lowest its columns need: reader 1 and writer 2, or with
+    timestamp_ntz columns reader 3 and writer 7 with just that feature; it names Delta's typeWidening reader
+    feature, which delta-rs cannot read, only once a column was ``widened`` (docs/LAND.md)."""
+    import deltalake
+
+    table = deltalake.DeltaTable(str(path))
+    protocol = table.protocol()
+    readers, writers = set(protocol.reader_features or ()), set(protocol.writer_features or ())
+    assert ("typeWidening" in readers) is widened, (path, protocol)
+    if not widened:
+        legacy = {"invariants", "appendOnly"}  # writer 2's own, listed as features in a writer 7 protocol
+        versions = (protocol.min_reader_version, protocol.min_writer_version)
+        assert (readers, writers, versions) in (
+            (set(), set(), (1, 2)), ({"timestampNtz"}, {"timestampNtz", *legacy}, (3, 7))), (path, protocol)
+    return table.to_pyarrow_table()
+
+
+def _plain(v: Any) -> Any:
+    return bytes(v) if isinstance(v, bytearray) else v
+
+
+def _assert_delta_rs_mirror(path: Path, spark_rows: dict, columns: list[str], key: list[str],
+                            micros: set[str] | frozenset[str] = frozenset(), widened: bool = False) -> None:
+    """delta-rs reads the mirror at ``path`` as Spark did: ``spark_rows`` (key tuple -> {column: value}, the
+    ``micros`` columns as UTC microseconds). Arrow's values compare as Spark's do: timestamps (with a time
+    zone: as microseconds; timestamp_ntz: naive datetimes), decimals, dates, binary (bytes, Spark's bytearray)."""
+    import pyarrow as pa
+
+    table = _delta_rs(path, widened)
+    data = {c: (table.column(c).cast(pa.timestamp("us", "UTC")).cast(pa.int64()) if c in micros
+                else table.column(c)).to_pylist() for c in columns}
+    rows = [dict(zip(columns, values, strict=True)) for values in zip(*data.values(), strict=True)]
+    got = {tuple(r[k] for k in key): r for r in rows}
+    assert len(got) == len(rows), f"{path}: duplicate keys"
+    want = {k: {c: _plain(v[c]) for c in columns} for k, v in spark_rows.items()}
+    assert sorted(got) == sorted(want), path
+    for k, row in want.items():
+        assert got[k] == row, f"{path} {k}: delta-rs {got[k]!r}, Spark {row!r}"
+
+
+def _assert_delta_rs_change_log(path: Path, spark_rows: list, widened: bool = False) -> None:
+    """delta-rs reads the change log at ``path`` (every column, the nested images too) with the row
+    changes Spark read (``_changes``)."""
+    table = _delta_rs(path, widened)
+    got = collections.Counter(zip(*(table.column(c).to_pylist() for c in ("op", "seq", "row_index", "gtid",
+                                                                         "commit_date")), strict=True))
+    want = collections.Counter((r.op, bytes(r.seq), r.row_index, r.gtid, r.commit_date) for r in spark_rows)
+    assert got == want, path
+
+
 def _changes(spark, lake: Path, db: str, table: str) -> list:
     return spark.read.format("delta").load(str(lake / db / f"{table}__changes")).select(
         "op", "seq", "row_index", "gtid", "commit_ts", "commit_date", "ingest_ts").collect()
 
 
-def _assert_change_log(spark, lake: Path, db: str, counts: collections.Counter, tables: list[str]) -> None:
-    """Every change log holds exactly the row changes mariadb-binlog --verbose saw, each once."""
+def _assert_change_log(spark, lake: Path, db: str, counts: collections.Counter, tables: list[str]) -> dict:
+    """Every change log holds exactly the row changes mariadb-binlog --verbose saw, each once. Returns the
+    rows read (``_changes``) by table."""
+    read = {}
     for table in tables:
-        rows = _changes(spark, lake, db, table)
+        rows = read[table] = _changes(spark, lake, db, table)
         got = collections.Counter(r.op for r in rows)
         want = {op: counts[(verb, table)] for op, verb in (("insert", "insert"), ("update", "update"),
                                                              ("delete", "delete")) if counts[(verb, table)]}
@@ -144,6 +199,7 @@ def _assert_change_log(spark, lake: Path, db: str, counts: collections.Counter, 
         keys = [(bytes(r.seq), r.row_index) for r in rows]
         assert len(set(keys)) == len(keys), f"{table}: duplicate changes"
         assert all(r.commit_date == r.commit_ts.date() and r.gtid for r in rows), table
+    return read
 
 
 def _workload_tables(conn) -> None:
@@ -228,6 +284,9 @@ def test_every_type_lands_and_mirrors_equal_the_servers_select(make_mariadb, kaf
     for name, cols in zoo.TABLES.items():
         got, types = _mirror(spark, lake, db, name, cols)
         assert {c: types[c] for c, _ in cols} == {c: LAKE_TYPES[c] for c, _ in cols}, name
+        # delta-rs (Polars', pandas' reader) reads the mirror as Spark did
+        _assert_delta_rs_mirror(lake / db / name, {(k,): v for k, v in got.items()}, ["id", *(c for c, _ in cols)],
+                                ["id"], TIMESTAMPS)
         expected = _server_rows(conn, name, cols)
         assert sorted(got) == sorted(expected), name
         for pk, row in expected.items():
@@ -242,11 +301,15 @@ def test_every_type_lands_and_mirrors_equal_the_servers_select(make_mariadb, kaf
         mirror = {tuple(r[k] for k in key.split(",")): {c: r[c] for c in df.columns if not c.startswith("_binlake")}
                   for r in df.collect()}
         assert mirror == _plain_rows(conn, table, key), table
+        _assert_delta_rs_mirror(lake / db / table, mirror, [c for c in df.columns if not c.startswith("_binlake")],
+                                key.split(","))
     assert not (lake / db / "nopk").exists()  # no primary key: change log only
 
     server.flush_logs()
     counts = zoo._verbose_counts(server.binlog_files()[:-1], db)
-    _assert_change_log(spark, lake, db, counts, [*zoo.TABLES, "acct", "ledger", "nopk"])
+    changes = _assert_change_log(spark, lake, db, counts, [*zoo.TABLES, "acct", "ledger", "nopk"])
+    for table, rows in changes.items():
+        _assert_delta_rs_change_log(lake / db / f"{table}__changes", rows)
 
     # A second run finds its checkpoint: nothing lands twice.
     before = spark.read.format("delta").load(str(lake / db / "acct__changes")).count()
@@ -382,6 +445,26 @@ def _mirror_rows(spark, lake: Path, db: str, table: str) -> tuple[dict, dict]:
     return rows, {f.name: f.dataType.simpleString() for f in df.schema.fields}
 
 
+def _delta_rs_protocol(path: Path) -> Any:
+    import deltalake
+
+    return deltalake.DeltaTable(str(path)).protocol()
+
+
+def _delta_rs_reads_widened(read: Callable[[], None]) -> bool:
+    """Runs ``read``, a delta-rs check of a widened table (``widened=True``): True where delta-rs read it as
+    Spark does, False where it refused the table for Delta's typeWidening reader feature, which deltalake
+    1.x cannot read (docs/LAND.md)."""
+    import deltalake
+
+    try:
+        read()
+    except deltalake.exceptions.DeltaProtocolError as exc:
+        assert "typeWidening" in str(exc), exc
+        return False
+    return True
+
+
 def test_schema_changes_evolve_the_lake_and_unsafe_ones_stop_it(make_mariadb, kafka, spark, tmp_path,
                                                                 capsys) -> None:
     server = make_mariadb()
@@ -390,33 +473,58 @@ def test_schema_changes_evolve_the_lake_and_unsafe_ones_stop_it(make_mariadb, ka
     conn = server.connect(db)
     prefix, lake = "landddl", tmp_path / "lake"
     with conn.cursor() as cur:
-        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, n INT, f FLOAT)")
-        cur.execute("INSERT INTO t VALUES (1, -5, 1.5), (2, 7, NULL)")
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, n INT, f FLOAT, d DATE)")
+        cur.execute("INSERT INTO t VALUES (1, -5, 1.5, '2024-02-29'), (2, 7, NULL, NULL)")
     _run_daemon(server, kafka, prefix)
     port = free_tcp_port()
     assert _land(kafka, prefix, lake, "--metrics-port", str(port)) == 0
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     assert "binlake_land_rows_total 2.0" in metrics and "binlake_land_lag_seconds " in metrics, metrics
+    # New tables get the lowest protocol their columns need (no timestamp_ntz here: reader 1, writer 2), and
+    # delta-rs (Polars', pandas' Delta reader) reads them
+    mirror, change_log = lake / db / "t", lake / db / "t__changes"
+    for path in (mirror, change_log):
+        protocol = _delta_rs_protocol(path)
+        assert (protocol.min_reader_version, protocol.min_writer_version) == (1, 2), (path, protocol)
+    rows, _ = _mirror_rows(spark, lake, db, "t")
+    _assert_delta_rs_mirror(mirror, rows, ["id", "n", "f", "d"], ["id"])
+    _assert_delta_rs_change_log(change_log, _changes(spark, lake, db, "t"))
     with conn.cursor() as cur:  # the tables exist now: ALTER TABLE on the lake side
         cur.execute("ALTER TABLE t ADD COLUMN c VARCHAR(10), MODIFY n BIGINT")
-        cur.execute("INSERT INTO t VALUES (3, 9000000000, 2.5, 'new')")
+        cur.execute("INSERT INTO t VALUES (3, 9000000000, 2.5, '1000-01-01', 'new')")
         cur.execute("UPDATE t SET c = 'old', n = n * 2 WHERE id = 1")
         cur.execute("DELETE FROM t WHERE id = 3")
-        cur.execute("ALTER TABLE t MODIFY f DOUBLE, MODIFY n SMALLINT")  # f widens; n narrows: stays bigint
-        cur.execute("INSERT INTO t VALUES (4, 1, 0.1, 'x')")
+    _run_daemon(server, kafka, prefix)
+    assert _land(kafka, prefix, lake) == 0
+    # The first widening (n: int -> bigint) enabled Delta's type widening on both tables: Spark reads them,
+    # their protocol names it now, and delta-rs reads them or refuses them for it
+    rows, types = _mirror_rows(spark, lake, db, "t")
+    assert types["n"] == "bigint" and rows == _plain_rows(conn, "t", "id") and len(rows) == 2
+    _delta_rs_reads_widened(lambda: _assert_delta_rs_mirror(mirror, rows, ["id", "n", "f", "d", "c"], ["id"],
+                                                            widened=True))
+    _delta_rs_reads_widened(lambda: _assert_delta_rs_change_log(change_log, _changes(spark, lake, db, "t"),
+                                                                widened=True))
+    with conn.cursor() as cur:  # a batch whose only schema changes are widenings (a mirror the driver keeps)
+        # f and d widen (date -> timestamp_ntz: a table without that type gets its feature); n narrows: stays bigint
+        cur.execute("ALTER TABLE t MODIFY f DOUBLE, MODIFY n SMALLINT, MODIFY d DATETIME")
+        cur.execute("INSERT INTO t VALUES (4, 1, 0.1, '2024-06-01 12:34:56', 'x')")
     _run_daemon(server, kafka, prefix)
     assert _land(kafka, prefix, lake) == 0
     rows, types = _mirror_rows(spark, lake, db, "t")
-    assert {c: types[c] for c in ("id", "n", "f", "c")} == {"id": "int", "n": "bigint", "f": "double", "c": "string"}
+    assert {c: types[c] for c in ("id", "n", "f", "d", "c")} == {"id": "int", "n": "bigint", "f": "double",
+                                                                 "d": "timestamp_ntz", "c": "string"}
     assert rows == _plain_rows(conn, "t", "id") and len(rows) == 3
     changes = spark.read.format("delta").load(str(lake / db / "t__changes"))
-    assert changes.schema["after"].dataType.simpleString() == "struct<id:int,n:bigint,f:double,c:string>"
+    assert (changes.schema["after"].dataType.simpleString()
+            == "struct<id:int,n:bigint,f:double,d:timestamp_ntz,c:string>")
     assert changes.count() == 6
+    for path in (mirror, change_log):
+        assert {"typeWidening", "timestampNtz"} <= set(_delta_rs_protocol(path).reader_features or ()), path
 
     with conn.cursor() as cur:
         cur.execute("UPDATE t SET c = '7'")
         cur.execute("ALTER TABLE t MODIFY c INT")  # string -> int: no safe widening
-        cur.execute("INSERT INTO t VALUES (5, 1, 1, 42)")
+        cur.execute("INSERT INTO t VALUES (5, 1, 1, NULL, 42)")
     _run_daemon(server, kafka, prefix)
     capsys.readouterr()
     assert _land(kafka, prefix, lake) == 2
