@@ -92,7 +92,8 @@ def _round(server: MariaDBServer, db: str, n: int, value: int) -> float:
         return time.time()
 
 
-def measure(server: MariaDBServer, broker: KafkaBroker, root: Path, n: int, rounds: int) -> dict[str, object]:
+def measure(server: MariaDBServer, broker: KafkaBroker, root: Path, n: int, rounds: int,
+            keep: Path | None = None) -> dict[str, object]:
     db, prefix = f"wide{n}", f"wide{n}x{os.getpid()}"
     server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
     with server.connect(db) as conn, conn.cursor() as cur:
@@ -130,6 +131,10 @@ def measure(server: MariaDBServer, broker: KafkaBroker, root: Path, n: int, roun
         restart = _batches(land_log)[-1][0] - started
     finally:
         _stop(procs)
+        if keep is not None:
+            import shutil
+
+            shutil.copytree(logs, keep / f"logs{n}", dirs_exist_ok=True)
     _check(latencies and durations, f"no rounds landed for {n} tables")
     return {"tables": n, "new_tables_s": new_tables, "latency_s": statistics.median(latencies),
             "latency_max_s": max(latencies), "batch_s": statistics.median(durations), "restart_s": restart,
@@ -184,6 +189,8 @@ def main() -> int:
     parser.add_argument("--tables", default="1,10,100,200,500")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--keep-logs", type=Path, help="copy each size's run and land logs here "
+                        "(BINLAKE_DEBUG=1: the job's step times)")
     args = parser.parse_args()
     (BENCH_DIR / "data").mkdir(exist_ok=True)
     options = {"sync_binlog": 0, "innodb_flush_log_at_trx_commit": 0, "innodb_buffer_pool_size": "256M"}
@@ -192,7 +199,7 @@ def main() -> int:
     with KafkaBroker() as broker, MariaDBServer(binlog_row_metadata="FULL", options=options) as server, \
             tempfile.TemporaryDirectory(prefix="bl-tables-", dir=BENCH_DIR / "data") as root:
         for n in (int(x) for x in args.tables.split(",")):
-            results.append(measure(server, broker, Path(root), n, args.rounds))
+            results.append(measure(server, broker, Path(root), n, args.rounds, args.keep_logs))
             print(f"{n} tables: {results[-1]}", file=sys.stderr, flush=True)
     text = report(results, args, time.monotonic() - started)
     args.output.write_text(text)

@@ -63,6 +63,9 @@ def build_session(master: str | None, shuffle_partitions: int, app_name: str = "
                # grows its heap for the first: docs/LAND.md); 1 in 1,000 batches stays out of the p99
                .config("spark.databricks.delta.properties.defaults.checkpointInterval", "1000")
                .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
+               # A Kafka consumer per topic partition is kept between batches: with a topic per table, the
+               # default 64 made a batch touching hundreds of tables connect hundreds of consumers anew
+               .config("spark.kafka.consumer.cache.capacity", "4096")
                .config("spark.databricks.delta.snapshotPartitions", "2")  # small logs, 2 CPUs
                # MERGE's source is decoded once per batch and deterministic: no second copy of it
                .config("spark.databricks.delta.merge.materializeSource", "none")
@@ -169,7 +172,7 @@ def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
     """Run the query until it stops (available-now: once everything committed so far has landed)."""
     spark = spark or build_session(settings.master, settings.shuffle_partitions)
     lander = Lander(spark, settings.lake, settings.checkpoint, settings.quarantine, settings.bootstrap,
-                    settings.topic_prefix, driver_rows=settings.driver_rows)
+                    settings.topic_prefix, driver_rows=settings.driver_rows, min_tasks=settings.min_partitions or 0)
     listener = LandMetrics(lander)
     warm_up(spark)
     spark.streams.addListener(listener)

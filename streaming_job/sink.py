@@ -14,6 +14,7 @@ import logging
 import os
 import pickle
 import re
+import threading
 import time
 from collections import namedtuple
 from collections.abc import Callable, Iterable, Iterator
@@ -73,8 +74,9 @@ _CHANGE_LOG_STATS = ["commit_ts", "kafka_offset"]  # Delta refuses statistics co
 _META = [(SEQ, "binary"), (COMMIT_TS, "timestamp")]  # kept in the mirror: the row's last change
 # How the job reads Kafka (the stream, and records read again). The consumer's last fetch of a range
 # finds nothing beyond its end (or only a transaction marker) and the broker holds it for
-# fetch.max.wait.ms (Kafka's default 500 ms) in every task of every micro-batch; 10 ms saved ~0.3 s a batch.
-KAFKA_READ = {"kafka.isolation.level": "read_committed", "kafka.fetch.max.wait.ms": "10", "includeHeaders": "true"}
+# fetch.max.wait.ms (Kafka's default 500 ms) for every topic partition of every micro-batch: 10 ms saved ~0.3 s
+# a batch of one table, and 1 ms another ~10 ms per table of a batch touching many (a topic per table).
+KAFKA_READ = {"kafka.isolation.level": "read_committed", "kafka.fetch.max.wait.ms": "1", "includeHeaders": "true"}
 
 
 class LandError(RuntimeError):
@@ -132,6 +134,9 @@ class Lander:
     # A table's batch of at most this many row changes has its mirror candidates reduced on the driver,
     # which keeps the mirror itself where that reads at most driver_merge_bytes of its files
     driver_rows: int = 1_000_000
+    # The Kafka source gives a task per topic partition (a topic per table): a batch touching hundreds of
+    # tables is decoded in as many tasks as cores instead (or the minPartitions asked for, min_tasks)
+    min_tasks: int = 0
     driver_merge_bytes: int = 256 << 20
     # A batch under a steady trickle adds a small file to the mirror: once it has this many files under
     # small_file_bytes, the driver's commit rewrites them together with the batch (MirrorFiles.small)
@@ -143,6 +148,9 @@ class Lander:
     # the driver's Parquet writers (one per core), and the change log's commit beside the mirror's work
     _workers: ThreadPoolExecutor | None = None
     _committer: ThreadPoolExecutor | None = None
+    _table_workers: ThreadPoolExecutor | None = None
+    _threads: int | None = None
+    _statements: threading.Lock = field(default_factory=threading.Lock)  # the schema topic's reading
     _committed: dict[str, tuple[int, int]] = field(default_factory=dict)  # path -> (version, batch) we wrote
     _logs: dict[str, TableLog] = field(default_factory=dict)  # local tables' logs as the driver read them
     _table_defaults: dict[str, str] | None = None  # the session's Delta table defaults, for new tables
@@ -185,14 +193,25 @@ class Lander:
 
     @property
     def threads(self) -> int:
-        """The driver's threads for Parquet writing: one per core Spark was given (local[N]: N)."""
-        return max(1, self.spark.sparkContext.defaultParallelism)
+        """The driver's threads for Parquet writing: one per core Spark was given (local[N]: N); asked of
+        the JVM once (a py4j call cost ~1 ms of each table's landing)."""
+        if self._threads is None:
+            self._threads = max(1, self.spark.sparkContext.defaultParallelism)
+        return self._threads
 
     @property
     def workers(self) -> ThreadPoolExecutor:
         if self._workers is None:
             self._workers = ThreadPoolExecutor(self.threads, thread_name_prefix="binlake-land")
         return self._workers
+
+    @property
+    def table_workers(self) -> ThreadPoolExecutor:
+        """The threads that land a batch's tables side by side (the driver's work of each is Python and
+        pyarrow, waiting on files half the time)."""
+        if self._table_workers is None:
+            self._table_workers = ThreadPoolExecutor(2 * self.threads, thread_name_prefix="binlake-table")
+        return self._table_workers
 
     @property
     def committer(self) -> ThreadPoolExecutor:
@@ -202,10 +221,10 @@ class Lander:
 
     def close(self) -> None:
         """The driver's threads end (job.run, when the query stops)."""
-        for pool in (self._workers, self._committer):
+        for pool in (self._workers, self._committer, self._table_workers):
             if pool is not None:
                 pool.shutdown()
-        self._workers = self._committer = None
+        self._workers = self._committer = self._table_workers = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         try:
@@ -216,6 +235,9 @@ class Lander:
 
     def process(self, batch: DataFrame, batch_id: int) -> None:
         start = time.monotonic()
+        tasks = max(self.threads, self.min_tasks)
+        if batch.rdd.getNumPartitions() > tasks:
+            batch = batch.coalesce(tasks)
         shipped = self._decode_to_driver(batch)
         decoded = None
         try:
@@ -334,25 +356,39 @@ class Lander:
         for (db, table, _), g in sorted(groups.items(), key=lambda kv: kv[1].first_seq):
             tables.setdefault((db, table), []).append(g)
         ingest = int(time.time() * 1e6)
-        for (db, table), schemas in sorted(tables.items()):
-            t = time.monotonic()
-            lake = self._lake_columns(db, table)
-            columns, pk = self._evolve(db, table, lake, schemas)
-            log.debug("%s.%s: schema %.1fs", db, table, time.monotonic() - t)
-            subset: DataFrame | pa.Table
-            if isinstance(rows, pa.Table):
-                subset = rows.filter(pc.and_(pc.equal(rows.column("db"), db), pc.equal(rows.column("tbl"), table)))
-            else:  # minPartitions may have made many small partitions: as many tasks as cores is enough here
-                subset = rows.filter((F.col("db") == db) & (F.col("tbl") == table)).coalesce(
-                    self.spark.sparkContext.defaultParallelism)
-            t = time.monotonic()
-            self._land_table(subset, db, table, lake, columns, pk, schemas, batch_id, ingest)
-            log.debug("%s.%s: landed in %.1fs", db, table, time.monotonic() - t)
-            self._columns[(db, table)] = columns
+        ordered = sorted(tables.items())
+        if len(ordered) == 1:
+            self._land_one(rows, *ordered[0], batch_id, ingest)
+        else:  # tables are independent (each its own commits, idempotent by its txnVersion): on threads
+            landing = [self.table_workers.submit(self._land_one, rows, name, schemas, batch_id, ingest)
+                       for name, schemas in ordered]
+            errors = [f.exception() for f in landing]  # every table's work ends before an error is raised
+            first = next((e for e in errors if e is not None), None)
+            if first is not None:
+                raise first
+        for _, schemas in ordered:
             stats.rows += sum(g.n for g in schemas)
             newest = max(g.newest for g in schemas) / 1e6
             stats.newest_commit_ts = max(stats.newest_commit_ts or 0.0, newest)
         return stats
+
+    def _land_one(self, rows: DataFrame | pa.Table, name: tuple[str, str], schemas: list[_Schema], batch_id: int,
+                  ingest: int) -> None:
+        db, table = name
+        t = time.monotonic()
+        lake = self._lake_columns(db, table)
+        columns, pk = self._evolve(db, table, lake, schemas)
+        log.debug("%s.%s: schema %.1fs", db, table, time.monotonic() - t)
+        subset: DataFrame | pa.Table
+        if isinstance(rows, pa.Table):
+            subset = rows.filter(pc.and_(pc.equal(rows.column("db"), db), pc.equal(rows.column("tbl"), table)))
+        else:  # minPartitions may have made many small partitions: as many tasks as cores is enough here
+            subset = rows.filter((F.col("db") == db) & (F.col("tbl") == table)).coalesce(
+                self.spark.sparkContext.defaultParallelism)
+        t = time.monotonic()
+        self._land_table(subset, db, table, lake, columns, pk, schemas, batch_id, ingest)
+        log.debug("%s.%s: landed in %.1fs", db, table, time.monotonic() - t)
+        self._columns[(db, table)] = columns
 
     def _land_table(self, subset: DataFrame | pa.Table, db: str, table: str, lake: list[tuple[str, str]],
                     columns: list[tuple[str, str]], pk: list[str], schemas: list[_Schema], batch_id: int,
@@ -557,6 +593,10 @@ class Lander:
 
     def _read_statements(self) -> None:
         """The schema topic's statements since the last read (committed ones), for their ADD COLUMNs."""
+        with self._statements:  # tables landing side by side read it once
+            self._read_statements_unlocked()
+
+    def _read_statements_unlocked(self) -> None:
         topic = f"{self.topic_prefix}._schema"
         try:
             records = self._kafka(topic, {"0": self._schema_next}, "latest").select(
