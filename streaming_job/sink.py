@@ -151,6 +151,9 @@ class Lander:
     _table_workers: ThreadPoolExecutor | None = None
     _threads: int | None = None
     _statements: threading.Lock = field(default_factory=threading.Lock)  # the schema topic's reading
+    # Writes that pass their options through the session's conf (txnAppId, statistics columns): one table
+    # at a time, so that tables landing side by side never see another's
+    _session_conf: threading.RLock = field(default_factory=threading.RLock)
     _committed: dict[str, tuple[int, int]] = field(default_factory=dict)  # path -> (version, batch) we wrote
     _logs: dict[str, TableLog] = field(default_factory=dict)  # local tables' logs as the driver read them
     _table_defaults: dict[str, str] | None = None  # the session's Delta table defaults, for new tables
@@ -340,11 +343,12 @@ class Lander:
             writer.save(path)
             return
         conf = self.spark.conf
-        conf.set(_STATS_COLUMNS, _stats_columns(stats)[_STATS_PROPERTY])
-        try:
-            writer.save(path)
-        finally:
-            conf.unset(_STATS_COLUMNS)
+        with self._session_conf:
+            conf.set(_STATS_COLUMNS, _stats_columns(stats)[_STATS_PROPERTY])
+            try:
+                writer.save(path)
+            finally:
+                conf.unset(_STATS_COLUMNS)
 
     def _land(self, rows: DataFrame | pa.Table, meta: list[Any], batch_id: int) -> BatchStats:
         stats = BatchStats()
@@ -531,7 +535,7 @@ class Lander:
             if found is not None and found.version >= 0:  # read from the log by the driver: no Spark job
                 after = next(f["type"] for f in found.schema["fields"] if f["name"] == "after")
                 columns = [(f["name"], simple_type(f["type"])) for f in after["fields"]]
-            elif found is None and _is_delta(path):
+            elif found is None and _is_delta(self.spark, path):
                 after = self.spark.read.format("delta").load(path).schema["after"].dataType
                 columns = [(f.name, f.dataType.simpleString()) for f in after.fields]
             self._columns[key] = columns
@@ -576,27 +580,24 @@ class Lander:
         wanted = [n for n, _ in columns if n in added or n in older]
         if not wanted:
             return []
-        self._read_statements()
         types = dict(columns)
         out = []
-        for name in wanted:
-            try:
-                d = self._added.default(db, table, name, types, first.get(name))
-            except D.Uncomputable as exc:
-                log.warning("`%s`.`%s`: the mirror's column `%s` stays null in rows written before it was added "
-                            "(or renamed): only the server can compute their value: %s. `binlake snapshot --tables "
-                            "%s.%s` reads the rows again", db, table, name, exc, db, table)
-                continue
-            if d is not None:
-                out.append(d)
+        with self._statements:  # tables landing side by side: one reads the topic, none sees it half read
+            self._read_statements()
+            for name in wanted:
+                try:
+                    d = self._added.default(db, table, name, types, first.get(name))
+                except D.Uncomputable as exc:
+                    log.warning("`%s`.`%s`: the mirror's column `%s` stays null in rows written before it was "
+                                "added (or renamed): only the server can compute their value: %s. `binlake snapshot "
+                                "--tables %s.%s` reads the rows again", db, table, name, exc, db, table)
+                    continue
+                if d is not None:
+                    out.append(d)
         return out
 
     def _read_statements(self) -> None:
         """The schema topic's statements since the last read (committed ones), for their ADD COLUMNs."""
-        with self._statements:  # tables landing side by side read it once
-            self._read_statements_unlocked()
-
-    def _read_statements_unlocked(self) -> None:
         topic = f"{self.topic_prefix}._schema"
         try:
             records = self._kafka(topic, {"0": self._schema_next}, "latest").select(
@@ -678,7 +679,8 @@ class Lander:
         path = self.path(db, table)
         known = self._mirrors.get((db, table))
         found = self._table_log(path) if known is None else None
-        exists = known is not None or (found.version >= 0 if found is not None else _is_delta(path))
+        exists = known is not None or (found.version >= 0 if found is not None
+                                       else _is_delta(self.spark, path))
         if known is None and exists:
             # The mirror's own schema: a crash may have come between the change log's ALTER and this one,
             # or between adding columns and giving their defaults to the rows there.
@@ -733,17 +735,18 @@ class Lander:
         on = " AND ".join([f"t.{quote(k)} = s.{quote(k)}" for k in pk]
                           + [f"t.{r.column} BETWEEN {r.low} AND {r.high}" for r in ranges])
         conf = self.spark.conf
-        conf.set("spark.databricks.delta.write.txnAppId", self.app_id)
-        conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
-        try:
-            (DeltaTable.forPath(self.spark, path).alias("t").merge(latest.alias("s"), on)
-             .whenMatchedDelete(condition=f"s.{DELETED}")
-             .whenMatchedUpdate(condition=f"NOT s.{DELETED}", set=assign)
-             .whenNotMatchedInsert(condition=f"NOT s.{DELETED}", values=assign)
-             .execute())
-        finally:
-            conf.unset("spark.databricks.delta.write.txnAppId")
-            conf.unset("spark.databricks.delta.write.txnVersion")
+        with self._session_conf:
+            conf.set("spark.databricks.delta.write.txnAppId", self.app_id)
+            conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+            try:
+                (DeltaTable.forPath(self.spark, path).alias("t").merge(latest.alias("s"), on)
+                 .whenMatchedDelete(condition=f"s.{DELETED}")
+                 .whenMatchedUpdate(condition=f"NOT s.{DELETED}", set=assign)
+                 .whenNotMatchedInsert(condition=f"NOT s.{DELETED}", values=assign)
+                 .execute())
+            finally:
+                conf.unset("spark.databricks.delta.write.txnAppId")
+                conf.unset("spark.databricks.delta.write.txnVersion")
         self._mirrors[(db, table)] = columns
         if high is not None:
             self._highest[(db, table)] = max(high[0], high[2])
@@ -1087,8 +1090,8 @@ def _local(path: str) -> bool:
     return _scheme(path) is None
 
 
-def _is_delta(path: str) -> bool:
+def _is_delta(spark: SparkSession, path: str) -> bool:
+    """Whether a Delta table is at ``path`` (the session passed: the active one is per thread)."""
     from delta.tables import DeltaTable
-    from pyspark.sql import SparkSession
 
-    return DeltaTable.isDeltaTable(SparkSession.getActiveSession(), path)
+    return DeltaTable.isDeltaTable(spark, path)
