@@ -4,8 +4,8 @@ For each N (default 1, 10, 100, 200, 500): N tables in a fresh database, `binlak
 --trigger 1s` running (child processes, Spark local[2]) on the same 2 CPUs as MariaDB and Kafka, then
 rounds of one single-row transaction per table (an UPDATE of each table's one row). Measured per round:
 
-- the time from the round's last source commit to the end of the micro-batch that landed its last row
-  change (the job's batch lines, in its log), the round's *latency*;
+- the time from the round's last source commit to the Delta commit of the last mirror to change (the
+  commit files' times), the round's *latency*;
 - the duration of the micro-batches that landed the round (their own batch lines).
 
 The first round creates the N change logs and mirrors (reported apart, as "new tables"); the median of
@@ -53,17 +53,31 @@ def _batches(log: Path) -> list[tuple[float, int, float]]:
             for m in BATCH.finditer(log.read_text(errors="replace"))]
 
 
-def _wait_rows(log: Path, rows: int, procs: list[subprocess.Popen], timeout: float) -> list[tuple[float, int, float]]:
-    """The batches once ``rows`` row changes in all have landed."""
+def _versions(lake: Path, db: str, n: int) -> list[int]:
+    """Each mirror's newest Delta version (-1: none yet)."""
+    out = []
+    for i in range(n):
+        try:
+            names = os.listdir(lake / db / f"t{i:04d}" / "_delta_log")
+        except FileNotFoundError:
+            names = []
+        out.append(max((int(x[:20]) for x in names if x.endswith(".json") and x[:20].isdigit()), default=-1))
+    return out
+
+
+def _wait_mirrors(lake: Path, db: str, before: list[int], procs: list[subprocess.Popen], timeout: float) -> float:
+    """Once every mirror has a version after ``before``: the time the last of them had its first one
+    (the commit file's modification time)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        batches = _batches(log)
-        if sum(b[1] for b in batches) >= rows:
-            return batches
+        now = _versions(lake, db, len(before))
+        if all(v > b for v, b in zip(now, before, strict=True)):
+            return max((lake / db / f"t{i:04d}" / "_delta_log" / f"{b + 1:020d}.json").stat().st_mtime
+                       for i, b in enumerate(before))
         if any(p.poll() is not None for p in procs):
-            raise BenchError(f"a process exited early; see {log}")
+            raise BenchError(f"a process exited early; see {lake}")
         time.sleep(0.05)
-    raise BenchError(f"fewer than {rows} row changes landed after {timeout:.0f} s ({log})")
+    raise BenchError(f"the mirrors of {db} did not all change within {timeout:.0f} s")
 
 
 def _land(bootstrap: str, prefix: str, lake: Path, log: Path) -> subprocess.Popen:
@@ -112,23 +126,22 @@ def measure(server: MariaDBServer, broker: KafkaBroker, root: Path, n: int, roun
             for i in range(n):
                 cur.execute(f"INSERT INTO t{i:04d} VALUES (1, 0, 'x')")
             first_commit = time.time()
-        batches = _wait_rows(land_log, n, procs, 1800)
-        new_tables = batches[-1][0] - first_commit
-        landed, latencies, durations = n, [], []
+        new_tables = _wait_mirrors(lake, db, [-1] * n, procs, 1800) - first_commit
+        latencies: list[float] = []
+        durations: list[float] = []
         for r in range(1, rounds + 1):
-            seen = len(_batches(land_log))
+            before, seen = _versions(lake, db, n), len(_batches(land_log))
             last = _round(server, db, n, r)
-            landed += n
-            batches = _wait_rows(land_log, landed, procs, 1800)
-            latencies.append(batches[-1][0] - last)
-            durations += [b[2] for b in batches[seen:] if b[1]]
+            latencies.append(_wait_mirrors(lake, db, before, procs, 1800) - last)
+            time.sleep(0.5)  # the batch line follows the commits
+            durations += [b[2] for b in _batches(land_log)[seen:] if b[1]]
         _stop(procs[1:])
-        last = _round(server, db, n, rounds + 1)
+        before = _versions(lake, db, n)
+        _round(server, db, n, rounds + 1)
         time.sleep(2)  # the daemon publishes the round before the job starts
         started = time.time()
         procs[1] = _land(broker.bootstrap, prefix, lake, land_log)
-        _wait_rows(land_log, landed + n, procs, 1800)
-        restart = _batches(land_log)[-1][0] - started
+        restart = _wait_mirrors(lake, db, before, procs, 1800) - started
     finally:
         _stop(procs)
         if keep is not None:
@@ -168,10 +181,10 @@ def report(results: list[dict[str, object]], args: argparse.Namespace, wall: flo
         "",
         "`binlake run` and `binlake land --trigger 1s` (Spark local[2], local lake) run beside MariaDB and Kafka on"
         " the same CPUs. A round is one single-row UPDATE per table (autocommit). Latency: from the round's last"
-        " commit to the end of the micro-batch that landed its last change (median and max over the rounds after"
-        " the first); batch: the median duration of those micro-batches; new tables: the first round, which"
-        " creates every change log and mirror; restart: a new `binlake land` process with the tables existing,"
-        " from its start to the end of the batch that lands one round.",
+        " commit to the Delta commit of the last mirror to change (median and max over the rounds); batch: the"
+        " median duration of the micro-batches that landed them; new tables: the first round, which creates every"
+        " change log and mirror; restart: a new `binlake land` process with the tables existing, from its start"
+        " to the commit of the last mirror of one round.",
         "",
         "| tables | latency (median) | latency (max) | batch | new tables | restart |",
         "|---|---|---|---|---|---|",
