@@ -88,25 +88,33 @@ class TableLog:
         return table
 
     def refresh(self) -> bool:
-        """Read the commits after ``version`` (from the last checkpoint when nothing was read yet);
-        whether there were any."""
+        """Read the commits after ``version``; whether there were any. The first read lists the log (from
+        the last checkpoint on); later ones only look for the next versions' files, so a log that keeps
+        weeks of commits costs a file lookup per table and batch, not a listing."""
+        if self.version >= 0:
+            return self._read_from(self.version + 1)
         try:
             names = os.listdir(self.log)
         except FileNotFoundError:
             return False
-        versions = sorted(int(m.group(1)) for m in map(_COMMIT.match, names) if m)
-        if self.version < 0:
-            checkpoint = self._checkpoint(names)
-            if checkpoint is not None:
-                self._read_checkpoint(checkpoint, names)
-        newer = [v for v in versions if v > self.version]
+        checkpoint = self._checkpoint(names)
+        if checkpoint is not None:
+            self._read_checkpoint(checkpoint, names)
+        newer = sorted(v for v in (int(m.group(1)) for m in map(_COMMIT.match, names) if m) if v > self.version)
         if newer and newer[0] != self.version + 1:
             raise UnreadableLog(f"{self.log}: commit {self.version + 1} is missing (found {newer[0]})")
-        for v in newer:
-            with open(os.path.join(self.log, f"{v:020d}.json"), "rb") as fh:
-                self._apply(orjson.loads(line) for line in fh if line.strip())
-            self.version = v
-        return bool(newer)
+        return self._read_from(self.version + 1) or checkpoint is not None
+
+    def _read_from(self, version: int) -> bool:
+        """Apply the commits from ``version`` on, as long as they follow one another."""
+        read = False
+        while True:
+            try:
+                with open(os.path.join(self.log, f"{version:020d}.json"), "rb") as fh:
+                    self._apply(orjson.loads(line) for line in fh if line.strip())
+            except FileNotFoundError:
+                return read
+            self.version, read, version = version, True, version + 1
 
     def _checkpoint(self, names: list[str]) -> int | None:
         try:

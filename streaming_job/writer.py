@@ -274,7 +274,9 @@ def checkpoint(path: str) -> None:
     from deltalake import DeltaTable
 
     try:
-        DeltaTable(path).create_checkpoint()
+        table = DeltaTable(path)
+        table.create_checkpoint()
+        table.cleanup_metadata()  # commits older than delta.logRetentionDuration (30 days), as the JVM's Delta does
     except Exception as exc:
         logging.getLogger("binlake.land").warning("%s: no checkpoint written (%s: %s); the next one is tried at the "
                                                   "next interval", path, type(exc).__name__, exc)

@@ -133,3 +133,19 @@ def test_protocols_types_and_what_the_driver_may_write(tmp_path) -> None:
         fh.write(orjson.dumps({"txn": {"appId": "a", "version": 1}}) + b"\n")
     with pytest.raises(UnreadableLog, match="commit 0 is missing"):
         TableLog.read(path)
+
+
+def test_the_checkpoint_the_driver_asks_for_is_read_back(tmp_path) -> None:
+    from streaming_job.writer import checkpoint
+
+    path = str(tmp_path / "t")
+    table = TableLog.read(path)
+    table.commit([*table.create_actions(SCHEMA, [], {}), *file_actions([_file(path, [1])], "app", 0)], "WRITE", {},
+                 True)
+    table.commit(file_actions([_file(path, [2])], "app", 1), "WRITE", {}, True)
+    checkpoint(path)
+    assert os.path.exists(os.path.join(path, "_delta_log", "_last_checkpoint"))
+    back = TableLog.read(path)
+    assert (back.version, set(back.files), back.txns) == (1, set(table.files), {"app": 1})
+    table.commit(file_actions([_file(path, [3])], "app", 2), "WRITE", {}, True)
+    assert back.refresh() and back.version == 2 and not back.refresh()  # the next version, then nothing new
