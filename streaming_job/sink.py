@@ -55,6 +55,7 @@ from .mirror import COMMIT_TS, DELETED, ORDER, SEQ, candidates_ddl, last_per_key
 from .writer import (
     FILE_COLUMNS,
     PARTITION_COLUMN,
+    Commit,
     DeltaCommit,
     LogCommit,
     Moved,
@@ -182,7 +183,7 @@ class Lander:
             return None
         return table if table.version < 0 or table.writable else None
 
-    def _transaction(self, path: str) -> DeltaCommit | LogCommit:
+    def _transaction(self, path: str) -> Commit:
         """The table's next commit: by the driver's own log writer where it can, else the JVM's Delta."""
         table = self._table_log(path)
         if table is None:
@@ -239,9 +240,10 @@ class Lander:
     def process(self, batch: DataFrame, batch_id: int) -> None:
         start = time.monotonic()
         tasks = max(self.threads, self.min_tasks)
-        if batch.rdd.getNumPartitions() > tasks:
-            batch = batch.coalesce(tasks)
-        shipped = self._decode_to_driver(batch)
+        partitions = batch.rdd.getNumPartitions()
+        if partitions > tasks:
+            batch, partitions = batch.coalesce(tasks), tasks
+        shipped = self._decode_to_driver(batch, partitions)
         decoded = None
         try:
             rows: DataFrame | pa.Table
@@ -286,15 +288,15 @@ class Lander:
         stats.seconds = time.monotonic() - start
         self.last = stats
 
-    def _decode_to_driver(self, batch: DataFrame) -> pa.Table | None:
+    def _decode_to_driver(self, batch: DataFrame, tasks: int) -> pa.Table | None:
         """The decoded batch, whole, in the driver (one Spark job, nothing cached), when the lake is local
         and the batch holds at most ``driver_rows`` row changes: each task ships at most its share of them,
         and one that has more stops early and says so (``withheld``). None: the batch is larger (or the
         lake remote), and is decoded again the cached way."""
         if self.driver_rows <= 0 or not _local(self.lake):
             return None
-        tasks = max(1, batch.rdd.getNumPartitions())
-        table = batch.mapInArrow(partial(decode_partition, ship=self.driver_rows // tasks), RECORD_DDL).toArrow()
+        table = batch.mapInArrow(partial(decode_partition, ship=self.driver_rows // max(1, tasks)),
+                                 RECORD_DDL).toArrow()
         if pc.any(pc.equal(table.column("kind"), "withheld")).as_py():
             log.debug("more than %d row changes in the batch: decoded again, cached in Spark", self.driver_rows)
             return None
@@ -411,7 +413,7 @@ class Lander:
             empty = self.spark.createDataFrame([], ddl)
             self._append(empty, path, -1, partition_by=PARTITION_COLUMN, stats=_CHANGE_LOG_STATS, idempotent=False)
         if _local(path):
-            txn: DeltaCommit | LogCommit | None = self._transaction(path)
+            txn: Commit | None = self._transaction(path)
             if not lake:  # a new change log, created by the commit of its first files
                 txn.create(ddl, [PARTITION_COLUMN], _stats_columns(_CHANGE_LOG_STATS))
             write = not self._done(txn, path, batch_id)  # else a replay: the change log has this batch
@@ -482,7 +484,7 @@ class Lander:
         finally:
             landed.unpersist()
 
-    def _compact_change_log(self, commit: DeltaCommit | LogCommit, path: str) -> Moved:
+    def _compact_change_log(self, commit: Commit, path: str) -> Moved:
         """A change log gains a file per micro-batch; once one of its commit dates holds ``compact_files``
         files under ``small_file_bytes``, they are read and written again as one file of that date, which
         the batch's commit adds in their place (Delta's ``dataChange`` false: the same rows, which a
@@ -508,7 +510,7 @@ class Lander:
                   time.monotonic() - started)
         return [add], [(n, files.sizes[n], {PARTITION_COLUMN: date}) for n in names]
 
-    def _done(self, commit: DeltaCommit | LogCommit, path: str, batch_id: int) -> bool:
+    def _done(self, commit: Commit, path: str, batch_id: int) -> bool:
         """Whether the table has this batch. Asking Delta costs a Spark job per new table version (its
         transactions come from the log's state); when the version read is the one this job wrote last,
         the answer is known without it."""
@@ -902,7 +904,7 @@ class MirrorFiles:
     vectors: bool = False  # some file has a deletion vector: pyarrow alone would not see its deletes
 
     @classmethod
-    def read(cls, commit: DeltaCommit | LogCommit, key: str) -> MirrorFiles:
+    def read(cls, commit: Commit, key: str) -> MirrorFiles:
         sizes, ranges, vectors = {}, {}, False
         for name, size, stats, dv, _ in commit.files():
             sizes[name] = size
@@ -977,7 +979,7 @@ class ChangeLogFiles:
     skipped: set[str] = field(default_factory=set)  # files a compaction could not read together
 
     @classmethod
-    def read(cls, commit: DeltaCommit | LogCommit, below: int) -> ChangeLogFiles:
+    def read(cls, commit: Commit, below: int) -> ChangeLogFiles:
         found = cls(commit.version, {}, {})
         for name, size, _, dv, values in commit.files():
             if size < below and not dv and PARTITION_COLUMN in values and not (_scheme(name) or name.startswith("/")):

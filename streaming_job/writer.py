@@ -117,7 +117,36 @@ def _write(typed: pa.RecordBatch, files: dict[str, _File], table_path: str, inge
         f.write(part)
 
 
-class DeltaCommit:
+class Commit:
+    """A batch's commit on one table, whoever writes the log (DeltaCommit: the JVM's Delta; LogCommit: the
+    driver itself): whether the batch is there already, the table's files, and the commit of new ones."""
+
+    def create(self, ddl: str, partition_by: list[str], configuration: dict[str, str]) -> None:
+        raise NotImplementedError
+
+    def done(self, app_id: str, batch_id: int) -> bool:
+        raise NotImplementedError
+
+    @property
+    def version(self) -> int:
+        raise NotImplementedError
+
+    def files(self) -> list[tuple[str, int, str | None, bool, dict[str, str]]]:
+        raise NotImplementedError
+
+    def append(self, adds: list[tuple[str, dict[str, str], int, dict[str, Any]]], app_id: str, batch_id: int,
+               partition_by: list[str], removes: Sequence[tuple[str, int]] = (), moved: Moved = ((), ())) -> int:
+        raise NotImplementedError
+
+    def commit(self, files: list[Any], app_id: str, batch_id: int, moved: Moved = ((), ())) -> int:
+        """Add change-log ``files`` (FILE_COLUMNS tuples) and the batch's SetTransaction in one commit;
+        ``moved``: change-log files compacted in the same commit (sink.ChangeLogFiles)."""
+        adds = [(name, {PARTITION_COLUMN: partition}, size, change_log_stats(rows, low, high))
+                for name, partition, size, rows, low, high in files]
+        return self.append(adds, app_id, batch_id, [PARTITION_COLUMN], moved=moved)
+
+
+class DeltaCommit(Commit):
     """One Delta transaction on a table, opened before the batch's files are written: its txnVersion
     says whether this batch already committed there. Actions travel as Delta's own JSON log entries."""
 
@@ -162,13 +191,6 @@ class DeltaCommit:
             "path", "size", "stats", "deletionVector IS NOT NULL AS dv", "partitionValues")
         return [(r.path, r.size, r.stats, r.dv, dict(r.partitionValues or {})) for r in found.collect()]
 
-    def commit(self, files: list[Any], app_id: str, batch_id: int, moved: Moved = ((), ())) -> int:
-        """Add change-log ``files`` (FILE_COLUMNS tuples) and the batch's SetTransaction in one commit;
-        ``moved``: change-log files compacted in the same commit (sink.ChangeLogFiles)."""
-        adds = [(name, {PARTITION_COLUMN: partition}, size, change_log_stats(rows, low, high))
-                for name, partition, size, rows, low, high in files]
-        return self.append(adds, app_id, batch_id, [PARTITION_COLUMN], moved=moved)
-
     def append(self, adds: list[tuple[str, dict[str, str], int, dict[str, Any]]], app_id: str, batch_id: int,
                partition_by: list[str], removes: Sequence[tuple[str, int]] = (), moved: Moved = ((), ())) -> int:
         """``adds`` (relative path, partition values, size, statistics), ``removes`` (unpartitioned files'
@@ -210,7 +232,7 @@ def file_actions(adds: Sequence[tuple[str, dict[str, str], int, dict[str, Any]]]
     return entries
 
 
-class LogCommit:
+class LogCommit(Commit):
     """DeltaCommit's interface over the driver's own reading and writing of the log (delta_log.TableLog):
     no JVM work but the schema of a new table. ``log`` is the table's state, brought up to date here."""
 
@@ -235,11 +257,6 @@ class LogCommit:
     def files(self) -> list[tuple[str, int, str | None, bool, dict[str, str]]]:
         return [(a["path"], int(a["size"]), a.get("stats"), a.get("deletionVector") is not None,
                  dict(a.get("partitionValues") or {})) for a in self.log.files.values()]
-
-    def commit(self, files: list[Any], app_id: str, batch_id: int, moved: Moved = ((), ())) -> int:
-        adds = [(name, {PARTITION_COLUMN: partition}, size, change_log_stats(rows, low, high))
-                for name, partition, size, rows, low, high in files]
-        return self.append(adds, app_id, batch_id, [PARTITION_COLUMN], moved=moved)
 
     def append(self, adds: list[tuple[str, dict[str, str], int, dict[str, Any]]], app_id: str, batch_id: int,
                partition_by: list[str], removes: Sequence[tuple[str, int]] = (), moved: Moved = ((), ())) -> int:
