@@ -413,7 +413,14 @@ def typed_batches(columns: list[tuple[str, str]], batches: Iterable[pa.RecordBat
                 pending.append(pa.RecordBatch.from_arrays(arrays, schema=schema))
                 size += n
             if size >= batch_rows:
-                yield from pa.Table.from_batches(pending, schema).combine_chunks().to_batches()
+                yield from _combined(pending, schema)
                 pending, size = [], 0
     if pending:
-        yield from pa.Table.from_batches(pending, schema).combine_chunks().to_batches()
+        yield from _combined(pending, schema)
+
+
+def _combined(batches: list[pa.RecordBatch], schema: pa.Schema) -> list[pa.RecordBatch]:
+    """Record batches as one (a record alone is already one)."""
+    if len(batches) == 1:
+        return batches
+    return pa.Table.from_batches(batches, schema).combine_chunks().to_batches()

@@ -38,28 +38,37 @@ def mirror_candidates(typed: pa.RecordBatch, pk: list[str], schema: pa.Schema) -
 
 def _candidates(typed: pa.RecordBatch, names: list[str], pk: list[str], schema: pa.Schema) -> pa.Table:
     before, after = typed.column("before"), typed.column("after")
-    has_after = after.is_valid()
-    image_before = before.flatten()  # children with the struct's own nulls applied
-    image_after = after.flatten()
-    moved = pa.array([False] * len(typed))
-    for k in pk:
-        i = names.index(k)
-        b, a = image_before[i], image_after[i]
-        same = pc.if_else(pc.and_(b.is_null(), a.is_null()), True, pc.fill_null(pc.equal(b, a), False))
-        moved = pc.or_(moved, pc.invert(same))
-    deleted = pc.and_(before.is_valid(), pc.or_(pc.invert(has_after), moved))
+    rows = len(typed)
+    image_after = after.flatten()  # children with the struct's own nulls applied
     head = [typed.column(c) for c in ("seq", "row_index", "commit_ts")]
 
-    def part(mask: pa.Array, image: list[pa.Array], is_delete: bool) -> pa.Table:
-        n = pc.sum(mask).as_py() or 0
-        values = [pa.nulls(n, image[i].type) if is_delete and name not in pk else image[i].filter(mask)
-                  for i, name in enumerate(names)]
-        seq, row_index, commit_ts = (c.filter(mask) for c in head)
-        sub = pa.array([0 if is_delete else 1] * n, pa.int32())
-        meta = [pa.array([is_delete] * n, pa.bool_()), seq, row_index, sub, commit_ts]
+    def part(mask: pa.Array | None, image: list[pa.Array], is_delete: bool) -> pa.Table:
+        """The candidates of the rows ``mask`` picks (None: every row)."""
+        n = rows if mask is None else pc.sum(mask).as_py() or 0
+        values = [pa.nulls(n, image[i].type) if is_delete and name not in pk
+                  else image[i] if mask is None else image[i].filter(mask) for i, name in enumerate(names)]
+        seq, row_index, commit_ts = (c if mask is None else c.filter(mask) for c in head)
+        sub = pa.repeat(pa.scalar(0 if is_delete else 1, pa.int32()), n)
+        meta = [pa.repeat(pa.scalar(is_delete), n), seq, row_index, sub, commit_ts]
         return pa.Table.from_arrays([*values, *meta], schema=schema)
 
-    return pa.concat_tables([part(deleted, image_before, True), part(has_after, image_after, False)])
+    parts = []
+    if before.null_count < rows:  # updates or deletes: a delete, or an update that moves the key, deletes
+        image_before = before.flatten()
+        gone = pc.invert(after.is_valid())
+        for k in pk:
+            i = names.index(k)
+            b, a = image_before[i], image_after[i]
+            same = pc.if_else(pc.and_(b.is_null(), a.is_null()), True, pc.fill_null(pc.equal(b, a), False))
+            gone = pc.or_(gone, pc.invert(same))
+        deleted = pc.and_(before.is_valid(), gone)
+        if pc.any(deleted).as_py():
+            parts.append(part(deleted, image_before, True))
+    if after.null_count < rows:
+        parts.append(part(after.is_valid() if after.null_count else None, image_after, False))
+    if len(parts) == 1:
+        return parts[0]
+    return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
 def last_per_key(table: pa.Table, pk: list[str]) -> pa.Table:

@@ -337,7 +337,8 @@ def test_a_lake_uri_lands_through_sparks_writer(make_mariadb, kafka, spark, tmp_
                   for r in df.collect()}
         assert mirror == _plain_rows(conn, table, key), table
     names = {f.name for f in (lake / db / "acct__changes").rglob("*.parquet")}
-    assert names and not any(n.endswith(".zstd.parquet") for n in names)  # written by Spark, not pyarrow
+    # written by Spark (part-<task>-<uuid>.c<n>.<codec>.parquet), not pyarrow (part-<uuid>[.<codec>].parquet)
+    assert names and all(re.match(r"part-\d{5}-.*\.c\d{3}\.", n) for n in names), names
     server.flush_logs()
     counts = zoo._verbose_counts(server.binlog_files()[:-1], db)
     _assert_change_log(spark, lake, db, counts, ["acct", "ledger", "nopk"])

@@ -95,6 +95,16 @@ def test_random_changes_leave_what_a_replay_leaves() -> None:
                 state[key] = row
         found = mirror_candidates(_typed(changes), PK, candidate_schema(COLUMNS))
         assert _apply(found, {}) == _replay(changes) == state
+        # the same changes in batches of a few (only updates, only deletes, only inserts, one change...),
+        # each applied to the mirror the earlier ones left
+        mirror: dict[tuple, dict] = {}
+        start = 0
+        while start < len(changes):
+            end = start + rng.randint(1, 4)
+            mirror = _apply(mirror_candidates(_typed(changes[start:end]), PK, candidate_schema(COLUMNS)), mirror)
+            assert mirror == _replay(changes[:end])
+            start = end
+        assert mirror == state
 
 
 def test_last_per_key_of_an_integer_key_with_and_without_repeats() -> None:
