@@ -134,6 +134,9 @@ class LandConfig:
     # a table's micro-batch of at most this many row changes has its mirror rows reduced and, when they
     # only add keys, appended by the driver (fast); larger ones go through Spark's jobs (bounded memory)
     driver_rows: int = 1_000_000
+    # "<db>.<table>" -> the columns that key its mirror, for tables without a primary key or a UNIQUE index
+    # of NOT NULL columns (docs/LAND.md, "Mirrors"); they replace the table's own key
+    keys: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -228,6 +231,11 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
     text = str(annotation)
     if value is None:
         return None
+    if text.startswith("dict[str, list"):  # land.keys; from the environment as YAML: {db.t: [a, b]}
+        try:
+            return _key_columns(yaml.safe_load(value) if isinstance(value, str) else value, where)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{where}: not YAML ({str(exc).splitlines()[0]}): {value!r}") from None
     try:
         if text.startswith("bool"):
             if isinstance(value, str):
@@ -248,6 +256,23 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
     except (TypeError, ValueError):
         raise ValueError(f"{where}: cannot use {value!r} as {text}") from None
     return value
+
+
+def _key_columns(value: Any, where: str) -> dict[str, list[str]]:
+    """``land.keys``: "<db>.<table>" -> its key columns (a list, or one name)."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: must map <db>.<table> to its key columns, got {value!r}")
+    out: dict[str, list[str]] = {}
+    for table, columns in value.items():
+        if not isinstance(table, str) or "." not in table.strip("."):
+            raise ValueError(f"{where}: {table!r} is not <db>.<table>")
+        names = [columns] if isinstance(columns, str) else columns
+        if not isinstance(names, list) or not names or not all(isinstance(c, str) and c for c in names):
+            raise ValueError(f"{where}: {table}: the key must be a column name or a list of them, got {columns!r}")
+        if len({c.lower() for c in names}) < len(names):
+            raise ValueError(f"{where}: {table}: a column is named twice in {names}")
+        out[table] = list(names)
+    return out
 
 
 def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str, Any] | None = None,

@@ -12,7 +12,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ class LandSettings:
     master: str | None = "local[2]"  # None: whatever spark-submit set
     shuffle_partitions: int = 2
     driver_rows: int = 1_000_000  # see Lander.driver_rows
+    keys: dict[str, list[str]] = field(default_factory=dict)  # land.keys: "<db>.<table>" -> its mirror's key
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
 
@@ -172,7 +173,8 @@ def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
     """Run the query until it stops (available-now: once everything committed so far has landed)."""
     spark = spark or build_session(settings.master, settings.shuffle_partitions)
     lander = Lander(spark, settings.lake, settings.checkpoint, settings.quarantine, settings.bootstrap,
-                    settings.topic_prefix, driver_rows=settings.driver_rows, min_tasks=settings.min_partitions or 0)
+                    settings.topic_prefix, driver_rows=settings.driver_rows, min_tasks=settings.min_partitions or 0,
+                    keys=settings.keys)
     listener = LandMetrics(lander)
     warm_up(spark)
     spark.streams.addListener(listener)

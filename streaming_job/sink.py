@@ -50,6 +50,8 @@ from .decode import (
     typed_ddl,
 )
 from .delta_log import TableLog, UnreadableLog, simple_type
+from .errors import LandError
+from .keys import MirrorKeys, key_property, record_key
 from .lake_types import widens
 from .mirror import COMMIT_TS, DELETED, ORDER, SEQ, candidates_ddl, last_per_key
 from .writer import (
@@ -78,10 +80,6 @@ _META = [(SEQ, "binary"), (COMMIT_TS, "timestamp")]  # kept in the mirror: the r
 # fetch.max.wait.ms (Kafka's default 500 ms) for every topic partition of every micro-batch: 10 ms saved ~0.3 s
 # a batch of one table, and 1 ms another ~10 ms per table of a batch touching many (a topic per table).
 KAFKA_READ = {"kafka.isolation.level": "read_committed", "kafka.fetch.max.wait.ms": "1", "includeHeaders": "true"}
-
-
-class LandError(RuntimeError):
-    """Stops the query: an undecodable record (without --quarantine) or an unsafe schema change."""
 
 
 @dataclass
@@ -138,6 +136,7 @@ class Lander:
     # The Kafka source gives a task per topic partition (a topic per table): a batch touching hundreds of
     # tables is decoded in as many tasks as cores instead (or the minPartitions asked for, min_tasks)
     min_tasks: int = 0
+    keys: dict[str, list[str]] = field(default_factory=dict)  # land.keys: "<db>.<table>" -> its mirror's key
     driver_merge_bytes: int = 256 << 20
     # A batch under a steady trickle adds a small file to the mirror: once it has this many files under
     # small_file_bytes, the driver's commit rewrites them together with the batch (MirrorFiles.small)
@@ -158,12 +157,14 @@ class Lander:
     _committed: dict[str, tuple[int, int]] = field(default_factory=dict)  # path -> (version, batch) we wrote
     _logs: dict[str, TableLog] = field(default_factory=dict)  # local tables' logs as the driver read them
     _table_defaults: dict[str, str] | None = None  # the session's Delta table defaults, for new tables
+    _keys: MirrorKeys = field(init=False)
 
     def __post_init__(self) -> None:
         if not self.app_id:  # stable per checkpoint: the query's identity for Delta's idempotent writes
             where = self.checkpoint if _scheme(self.checkpoint) else str(Path(self.checkpoint).absolute())
             digest = hashlib.sha256(where.encode()).hexdigest()[:16]
             self.app_id = f"binlake-land-{digest}"
+        self._keys = MirrorKeys(self.keys, self.spark, self.path, self._table_log)
 
     def path(self, db: str, table: str) -> str:
         return _join(self.lake, db, table)
@@ -548,11 +549,9 @@ class Lander:
         """The union of the lake's columns and this batch's table maps, in source order. New columns are
         added; a type that widens (or narrows into the lake's type) is kept wide; anything else stops."""
         columns = list(lake)
-        pk: list[str] = []
         first: dict[str, bytes] = {}  # column -> the first sequence of an image with it
         for g in schemas:  # in source order
             meta = g.meta
-            pk = meta["pk"]
             for name, _ in meta["columns"]:
                 first.setdefault(name, g.first_seq)
             index = {n: i for i, (n, _) in enumerate(columns)}
@@ -573,7 +572,8 @@ class Lander:
                                 "under a new lake path")
         # Columns that the batch's older images lack: added (or dropped and added again) in the batch
         self._appear[(db, table)] = (first, {n for n, seq in first.items() if seq > schemas[0].first_seq})
-        return columns, pk
+        # The mirror's key: the table's (or land.keys'), the same as the mirror's own (keys.py)
+        return columns, self._keys.key(db, table, [(g.meta, g.first_position) for g in schemas])
 
     def _defaults(self, db: str, table: str, columns: list[tuple[str, str]], added: list[str]) -> list[D.Default]:
         """The defaults the mirror needs: of the columns ``added`` to it now, and of the columns that images
@@ -679,6 +679,7 @@ class Lander:
         from delta.tables import DeltaTable
 
         path = self.path(db, table)
+        self._keys.check_nulls(candidates, db, table, pk)
         known = self._mirrors.get((db, table))
         found = self._table_log(path) if known is None else None
         exists = known is not None or (found.version >= 0 if found is not None
@@ -714,6 +715,7 @@ class Lander:
             # A new mirror starts empty: the batch's surviving rows are plain inserts, no MERGE needed.
             # (A replay after a crash finds the table and MERGEs, or skips by txnVersion: same result.)
             self._append(surviving, path, batch_id, stats=_key_stats(columns, pk))
+            record_key(self.spark, path, pk)  # Spark's writer sets no properties but Delta's own
             self._mirrors[(db, table)] = columns
             return
         assert known is not None
@@ -768,7 +770,7 @@ class Lander:
         commit = self._transaction(path)
         if not exists:  # created by the commit of its first files
             commit.create(", ".join(f"{quote(n)} {t}" for n, t in [*columns, *_META]), [],
-                          _stats_columns(_key_stats(columns, pk)))
+                          {**_stats_columns(_key_stats(columns, pk)), **key_property(pk)})
         if self._done(commit, path, batch_id):  # a replay: the mirror has this batch
             return True
         files = self._mirror_files.get((db, table))

@@ -57,6 +57,7 @@ def settings(cfg: Config, master: str | None) -> Any:
                         min_partitions=cfg.land.min_partitions,
                         max_offsets_per_trigger=cfg.land.max_offsets_per_trigger, master=master,
                         shuffle_partitions=cfg.land.shuffle_partitions, driver_rows=cfg.land.driver_rows,
+                        keys=cfg.land.keys,
                         metrics_port=cfg.metrics_port, metrics_host=cfg.metrics_host)
 
 

@@ -36,6 +36,7 @@ from ..records import snapshot as S
 from ..records.builder import Checkpoint, Record
 from ..records.format import Sequence, file_number
 from ..records.mask import ColumnRules, value_masker
+from ..schema.history import server_key
 from ..sources.replication import ReplicationError, SourceURL
 from ..sources.resultset import ASCII, BYTES, INT, UTF8, UTF8_REPLACE, TextResult
 
@@ -177,16 +178,23 @@ def table_reader(conn: Any, database: str, table: str, collations: dict[str, int
     ``masks`` (filters.columns) replace the values of their columns as the binlog path does."""
     with conn.cursor() as cur:
         cur.execute("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, COLLATION_NAME, NUMERIC_PRECISION, NUMERIC_SCALE,"
-                    " DATETIME_PRECISION, CHARACTER_OCTET_LENGTH, IS_NULLABLE FROM information_schema.COLUMNS"
-                    " WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (database, table))
+                    " DATETIME_PRECISION, CHARACTER_OCTET_LENGTH, IS_NULLABLE, COLUMN_KEY"
+                    " FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s"
+                    " ORDER BY ORDINAL_POSITION", (database, table))
         infos = cur.fetchall()
-        cur.execute("SELECT COLUMN_NAME, SUB_PART FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s"
-                    " AND TABLE_NAME = %s AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX", (database, table))
-        pk_rows = cur.fetchall()
+        # No ORDER BY: the indexes in the server's order (of two of the same columns, the first is the key)
+        cur.execute("SELECT INDEX_NAME, SEQ_IN_INDEX, COLUMN_NAME, SUB_PART FROM information_schema.STATISTICS"
+                    " WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0", (database, table))
+        unique: dict[str, list[tuple[str, int]]] = {}
+        for index, _, column, sub_part in sorted(cur.fetchall(), key=lambda r: int(r[1])):
+            unique.setdefault(_text(index), []).append((_text(column), int(sub_part or 0)))
+    # The key the server's TABLE_MAP names: the primary key, or the UNIQUE index used in its place
+    key_index = server_key({n: [c for c, _ in parts] for n, parts in unique.items()},
+                           [_text(info[0]) for info in infos if _text(info[9]) == "PRI"])
     name = f"{database}.{table}"
     columns, exprs, converters, binary = [], [], [], []
     for i, info in enumerate(infos):
-        col, expr, conv, is_binary = _column(i, [_text(v) for v in info], collations, mariadb, name)
+        col, expr, conv, is_binary = _column(i, [_text(v) for v in info[:9]], collations, mariadb, name)
         columns.append(col)
         exprs.append(expr)
         if conv is not None:
@@ -194,7 +202,7 @@ def table_reader(conn: Any, database: str, table: str, collations: dict[str, int
         if is_binary:
             binary.append(i)
     index = {c.name: c.index for c in columns}
-    pk = [(index[_text(c)], int(sub) if sub is not None else 0) for c, sub in pk_rows] or None
+    pk = [(index[c], sub) for c, sub in unique[key_index]] if key_index is not None else None
     tm = TableMap(0, 0, database, table, columns, pk, has_names=True, is_mariadb=mariadb)
     key = [i for i, _ in pk or ()]
     if any(columns[i].type in (T.ENUM, T.SET, T.FLOAT, T.DOUBLE) for i in key):

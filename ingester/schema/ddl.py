@@ -4,15 +4,17 @@ Servers with ``binlog_row_metadata`` MINIMAL (or NO_LOG) write TABLE_MAPs withou
 labels, character sets or primary keys, so the daemon follows each table's columns through the DDL of
 the binlog. Only what decides how a rows event decodes is tracked: column order and names, signedness,
 ENUM/SET labels, the character set of string columns (``binary`` for BINARY/VARBINARY/BLOB; the table's
-and the database's defaults, which a text column without its own takes) and the primary key. Statements
-that cannot change columns (CREATE INDEX, GRANT, ...) are not DDL here; a column-changing statement this
-parser does not understand raises ``UnparsedDDL`` rather than guessing.
+and the database's defaults, which a text column without its own takes), the primary key, and the indexes
+with their columns' nullability (the table's key, when it has no primary key: a UNIQUE index of NOT NULL
+columns). Statements that change neither columns nor indexes (GRANT, ...) are not DDL here; a
+column-changing statement this parser does not understand raises ``UnparsedDDL`` rather than guessing.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..codec.charsets import charset_of
 
@@ -50,14 +52,36 @@ class ColumnDef:
     # not part of the history entries, nor of equality.
     args: str = field(default="", compare=False)  # the type's arguments: "10,2", "3"
     default: list[tuple[str, str]] | None = field(default=None, compare=False)  # DEFAULT's tokens
-    not_null: bool = field(default=False, compare=False)
+    not_null: bool = False  # NOT NULL, or part of the primary key (which of the table's UNIQUE indexes is its key)
     generated: bool = field(default=False, compare=False)  # AS (expr) / GENERATED ALWAYS AS
     # A text type declared without a character set: it takes the table's default (the parser's, until resolved).
     default_charset: bool = field(default=False, compare=False)
+    unique: bool = field(default=False, compare=False)  # declared UNIQUE: the statement adds an index of it
 
     def to_json(self) -> dict[str, object]:
         return {"name": self.name, "type": self.type, "unsigned": self.unsigned, "enum_values": self.enum_values,
-                "set_values": self.set_values, "charset": self.charset}
+                "set_values": self.set_values, "charset": self.charset, "not_null": self.not_null}
+
+
+@dataclass
+class Index:
+    """A table's index other than its primary key, as the server keeps it: enough to follow which UNIQUE index
+    the server uses in place of a missing primary key, and the names later DDL refers to."""
+
+    name: str  # "" until the statement's indexes are named (one declared without a name takes its first column's)
+    columns: list[tuple[str, int]]  # (column, prefix length; 0: the whole column); ("", 0): an expression
+    unique: bool = False
+    hash: bool = False  # MariaDB's long UNIQUE (USING HASH, or a BLOB/TEXT column without a prefix length)
+    fulltext: bool = False
+    generated: bool = field(default=False, compare=False)  # a FOREIGN KEY's own: dropped once another index serves
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "columns": [list(c) for c in self.columns], "unique": self.unique,
+                "hash": self.hash, "fulltext": self.fulltext}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Index:
+        return cls(d["name"], [(c, int(p)) for c, p in d["columns"]], d["unique"], d["hash"], d["fulltext"])
 
 
 # Type words whose values are strings: binary ones, and text ones that have a character set.
@@ -107,6 +131,7 @@ class TableSchema:
     columns: list[ColumnDef]
     primary_key: list[str] = field(default_factory=list)
     charset: str | None = None  # the table's default character set (None: not known)
+    indexes: list[Index] = field(default_factory=list)  # in the server's order (``history.settle``)
 
     def index(self, name: str) -> int:
         """Position of a column (names are case-insensitive); -1 when absent."""
@@ -114,8 +139,24 @@ class TableSchema:
         return next((i for i, c in enumerate(self.columns) if c.name.lower() == low), -1)
 
     def copy(self) -> TableSchema:
-        return TableSchema([ColumnDef(c.name, c.type, c.unsigned, c.enum_values, c.set_values, c.charset)
-                            for c in self.columns], list(self.primary_key), self.charset)
+        return TableSchema([ColumnDef(c.name, c.type, c.unsigned, c.enum_values, c.set_values, c.charset, c.args,
+                                      not_null=c.not_null) for c in self.columns], list(self.primary_key),
+                           self.charset, [Index(i.name, list(i.columns), i.unique, i.hash, i.fulltext, i.generated)
+                                          for i in self.indexes])
+
+    def key(self, nullable: frozenset[str] = frozenset(), mariadb: bool = True) -> list[str]:
+        """The columns that identify a row: the primary key, or without one the UNIQUE index the server uses
+        in its place (InnoDB clusters the table by it, FULL row metadata reports it as the primary key): one
+        whose columns are all NOT NULL and indexed whole (no prefix, not MariaDB's long hash) -- MariaDB's
+        first index if it is such, MySQL's first such index. ``nullable``: lower-cased names of columns the
+        TABLE_MAP says are nullable (the server's word beats the history's). [] when there is none."""
+        if self.primary_key:
+            return list(self.primary_key)
+        not_null = {c.name.lower() for c in self.columns if c.not_null} - nullable
+        for ix in self.indexes[:1] if mariadb else self.indexes:
+            if ix.unique and not ix.hash and all(c and not p and c.lower() in not_null for c, p in ix.columns):
+                return [c for c, _ in ix.columns]
+        return []
 
     def resolve(self, table_charset: str | None) -> None:
         """Give text columns declared without a charset the table's default (``table_charset``)."""
@@ -175,8 +216,26 @@ class DropPrimaryKey:
     pass
 
 
+@dataclass
+class AddIndex:  # [UNIQUE|FULLTEXT|SPATIAL] INDEX, a column's UNIQUE, a FOREIGN KEY's own index
+    index: Index
+    if_not_exists: bool = False
+
+
+@dataclass
+class DropIndex:  # DROP INDEX|KEY|CONSTRAINT name
+    name: str
+    constraint: bool = False  # DROP CONSTRAINT: the name may be a CHECK's or a FOREIGN KEY's, whose index stays
+
+
+@dataclass
+class RenameIndex:
+    old: str
+    new: str
+
+
 AlterSpec = (AddColumn | DropColumn | ChangeColumn | RenameColumn | AddPrimaryKey | DropPrimaryKey | TableCharset
-             | ConvertCharset)
+             | ConvertCharset | AddIndex | DropIndex | RenameIndex)
 
 
 @dataclass
@@ -350,7 +409,7 @@ class _Parser:
 
     def statement(self) -> list[Operation]:
         if self.accept("CREATE"):
-            self.accept("OR", "REPLACE")
+            replace = self.accept("OR", "REPLACE")
             if self.accept("DATABASE") or self.accept("SCHEMA"):
                 if_not_exists = self.accept("IF", "NOT", "EXISTS")
                 name = self.ident()
@@ -358,8 +417,12 @@ class _Parser:
                 return [DatabaseCharset(name, charset if given else None, True, if_not_exists)]
             if self.accept("TEMPORARY"):
                 return []  # session-local: not replicated as rows
+            self.accept("ONLINE") or self.accept("OFFLINE")
+            kind = next((w for w in ("UNIQUE", "FULLTEXT", "SPATIAL") if self.accept(w)), "")
+            if self.accept("INDEX"):
+                return [self.create_index(kind, replace)]
             if not self.accept("TABLE"):
-                return []  # CREATE INDEX, VIEW, DATABASE, ...: no columns change
+                return []  # VIEW, PROCEDURE, ...: no table changes
             return [self.create_table()]
         if self.accept("ALTER"):
             if self.accept("DATABASE") or self.accept("SCHEMA"):
@@ -393,6 +456,12 @@ class _Parser:
                 return [DropDatabase(self.ident())]
             if self.accept("TEMPORARY"):
                 return []
+            self.accept("ONLINE") or self.accept("OFFLINE")
+            if self.accept("INDEX"):  # [IF EXISTS] name ON table [ALGORITHM|LOCK|WAIT ...]
+                self.accept("IF", "EXISTS")
+                name = self.ident()
+                self.expect("ON")
+                return [AlterTable(self.table_name(), [self.drop_index(name, False)])]
             if not self.accept("TABLE") and not self.accept("TABLES"):
                 return []
             self.accept("IF", "EXISTS")
@@ -439,6 +508,23 @@ class _Parser:
         schema.charset = charset if given else None
         return CreateTable(name, schema, if_not_exists)
 
+    def create_index(self, kind: str, replace: bool) -> Operation:
+        """``CREATE [OR REPLACE] [UNIQUE|FULLTEXT|SPATIAL] INDEX [IF NOT EXISTS] name [USING t] ON table
+        (key parts) [options]``: an ALTER TABLE that adds the index (OR REPLACE: in place of the one of that
+        name)."""
+        if_not_exists = self.accept("IF", "NOT", "EXISTS")
+        name = self.ident()
+        using_hash = self.index_options(until_parts=True)
+        self.expect("ON")
+        table = self.table_name()
+        index = Index(name, self.key_parts(), kind == "UNIQUE", fulltext=kind == "FULLTEXT")
+        index.hash = (self.index_options(until_parts=False) or using_hash) and index.unique
+        specs: list[AlterSpec] = [DropIndex(name)] if replace else []
+        return AlterTable(table, [*specs, AddIndex(index, if_not_exists)])
+
+    def drop_index(self, name: str, constraint: bool) -> AlterSpec:
+        return DropPrimaryKey() if name.upper() == "PRIMARY" else DropIndex(name, constraint)
+
     def charset_options(self, in_item: bool) -> tuple[bool, str | None]:
         """Skip table or database options (to the end, or with ``in_item`` to the "," that ends an ALTER
         TABLE clause) and read their charset: ``[DEFAULT] CHARACTER SET|CHARSET [=] x``, ``COLLATE [=] y``.
@@ -478,37 +564,90 @@ class _Parser:
 
     def create_definition(self, schema: TableSchema) -> None:
         if self.is_constraint():
-            pk = self.constraint()
-            if pk is not None:
-                schema.primary_key = pk
+            spec = self.constraint()
+            if isinstance(spec, AddPrimaryKey):
+                schema.primary_key = spec.columns
+            elif spec is not None:
+                schema.indexes.append(spec.index)
             return
         column, primary = self.column_definition()
         schema.columns.append(column)
         if primary:
             schema.primary_key = [column.name]
+        if column.unique:
+            schema.indexes.append(_unique_of(column))
 
-    def constraint(self) -> list[str] | None:
-        """An index or constraint definition; the primary key's columns if it is one."""
+    def constraint(self) -> AddPrimaryKey | AddIndex | None:
+        """An index or constraint definition: the primary key, an index (UNIQUE or not, a FOREIGN KEY's own),
+        or None (CHECK, PERIOD FOR)."""
+        symbol = ""
         if self.accept("CONSTRAINT"):
-            if self.peek() not in self._CONSTRAINTS or self.peek() == "CONSTRAINT":
-                self.ident()  # the constraint's symbol
+            self.accept("IF", "NOT", "EXISTS")
+            quoted = self.i < len(self.toks) and self.toks[self.i][0] != "word"
+            if quoted or self.peek() not in self._CONSTRAINTS or self.peek() == "CONSTRAINT":
+                symbol = self.ident()
         if self.accept("PRIMARY", "KEY"):
-            if self.peek() != "(":  # USING BTREE, or an index name
-                while not self.at_end() and self.peek() != "(":
-                    self.i += 1
-            return self.key_columns()
-        self.skip_item()
-        return None
+            self.index_options(until_parts=True)
+            columns = [c for c, _ in self.key_parts()]
+            self.index_options(until_parts=False)
+            return AddPrimaryKey(columns)
+        if self.accept("FOREIGN", "KEY"):  # its index, unless one the table has serves it
+            self.accept("IF", "NOT", "EXISTS")
+            name = "" if self.peek() == "(" else self.ident()
+            parts = self.key_parts()
+            self.skip_item()  # REFERENCES ..., ON DELETE ...
+            return AddIndex(Index(symbol or name, parts, generated=True))
+        unique = self.accept("UNIQUE")
+        fulltext = self.accept("FULLTEXT")
+        if not (unique or fulltext or self.accept("SPATIAL") or self.peek() in ("INDEX", "KEY")):
+            self.skip_item()  # CHECK (...), PERIOD FOR ...
+            return None
+        self.accept("INDEX") or self.accept("KEY")
+        if_not_exists = self.accept("IF", "NOT", "EXISTS")
+        name = symbol
+        if self.peek() not in ("(", "USING"):
+            name = self.ident()
+        using_hash = self.index_options(until_parts=True)
+        parts = self.key_parts()
+        using_hash = self.index_options(until_parts=False) or using_hash
+        return AddIndex(Index(name, parts, unique, using_hash and unique, fulltext), if_not_exists)
 
-    def key_columns(self) -> list[str]:
+    def key_parts(self) -> list[tuple[str, int]]:
+        """``(column [(prefix length)] [ASC|DESC], ...)``; a part in parentheses is an expression (MySQL's
+        functional key parts), ("", 0)."""
         self.expect("(")
-        columns = []
+        parts = []
         while True:
-            columns.append(self.ident())
-            self.skip_item()  # (prefix length), ASC/DESC
+            if self.peek() == "(":
+                self.skip_parens()
+                parts.append(("", 0))
+            else:
+                column, prefix = self.ident(), 0
+                if self.accept("("):
+                    length = self.ident()
+                    if not length.isdigit():
+                        self.fail(f"a prefix length of {column} that is not a number")
+                    prefix = int(length)
+                    self.expect(")")
+                parts.append((column, prefix))
+            self.skip_item()  # ASC/DESC
             if self.accept(")"):
-                return columns
+                return parts
             self.expect(",")
+
+    def index_options(self, until_parts: bool) -> bool:
+        """Skip an index's type and options (``until_parts``: those before its key parts); whether they
+        say USING HASH."""
+        using_hash = False
+        while not self.at_end() and self.peek() not in (",", ")") and not (until_parts and self.peek() in ("(", "ON")):
+            if self.peek() == "(":
+                self.skip_parens()
+                continue
+            if self.accept("USING") or self.accept("TYPE"):
+                using_hash = using_hash or self.accept("HASH")
+                continue
+            self.i += 1
+        return using_hash
 
     def column_definition(self) -> tuple[ColumnDef, bool]:
         """``name type [attributes]``; whether it declares the primary key."""
@@ -520,7 +659,7 @@ class _Parser:
         column = ColumnDef(name, type_word)
         charset: str | None = None  # declared
         if type_word == "serial":  # BIGINT UNSIGNED NOT NULL AUTO_INCREMENT UNIQUE
-            column.type, column.unsigned = "bigint", True
+            column.type, column.unsigned, column.not_null, column.unique = "bigint", True, True, True
         else:  # DOUBLE PRECISION, CHARACTER VARYING, NATIONAL CHAR [VARYING], NCHAR VARCHAR, LONG VARCHAR, CHAR BYTE
             words = [type_word]
             while (words[-1] in ("double", "character", "national", "long", "char", "nchar") and self.peek() in (
@@ -579,6 +718,11 @@ class _Parser:
                 column.default = self.default_value()
             elif word == "UNIQUE":
                 self.accept("KEY")
+                column.unique = True
+            elif word == "SERIAL" and self.accept("DEFAULT", "VALUE"):  # NOT NULL AUTO_INCREMENT UNIQUE
+                column.not_null = column.unique = True
+            elif word == "NULL":
+                column.not_null = False
             elif word == "KEY":  # KEY alone in a column definition is PRIMARY KEY
                 primary = True
             elif word in ("FIRST", "AFTER"):
@@ -664,25 +808,21 @@ class _Parser:
             if self.peek() == "SYSTEM":
                 self.fail("ADD SYSTEM VERSIONING (adds hidden columns)")
             if self.peek() == "PERIOD" or (self.is_constraint() and not self.accept("COLUMN")):
-                pk = self.constraint()
-                if pk is not None:
-                    op.specs.append(AddPrimaryKey(pk))
+                spec = self.constraint()
+                if spec is not None:
+                    op.specs.append(spec)
                 return
             self.accept("COLUMN")
             if_not_exists = self.accept("IF", "NOT", "EXISTS")
             if self.accept("("):
                 while True:
                     column, primary = self.column_definition()
-                    op.specs.append(AddColumn(column, None, if_not_exists))
-                    if primary:
-                        op.specs.append(AddPrimaryKey([column.name]))
+                    op.specs += _column_specs(AddColumn(column, None, if_not_exists), primary)
                     if self.accept(")"):
                         return
                     self.expect(",")
             column, primary = self.column_definition()
-            op.specs.append(AddColumn(column, self.position(), if_not_exists))
-            if primary:
-                op.specs.append(AddPrimaryKey([column.name]))
+            op.specs += _column_specs(AddColumn(column, self.position(), if_not_exists), primary)
             return
         if self.accept("DROP"):
             if self.accept("PRIMARY", "KEY"):
@@ -690,8 +830,13 @@ class _Parser:
                 return
             if self.peek() == "SYSTEM":
                 self.fail("DROP SYSTEM VERSIONING (drops hidden columns)")
-            if self.peek() in ("INDEX", "KEY", "FOREIGN", "CHECK", "CONSTRAINT", "PARTITION", "PERIOD") and \
-                    self.toks[self.i][0] == "word":
+            word = self.peek() if self.i < len(self.toks) and self.toks[self.i][0] == "word" else ""
+            if word in ("INDEX", "KEY", "CONSTRAINT"):  # a FOREIGN KEY's or CHECK's name, for CONSTRAINT
+                self.i += 1
+                self.accept("IF", "EXISTS")
+                op.specs.append(self.drop_index(self.ident(), word == "CONSTRAINT"))
+                return
+            if word in ("FOREIGN", "CHECK", "PARTITION", "PERIOD"):  # a FOREIGN KEY's index stays
                 self.skip_item()
                 return
             self.accept("COLUMN")
@@ -703,18 +848,14 @@ class _Parser:
             self.accept("COLUMN")
             if_exists = self.accept("IF", "EXISTS")
             column, primary = self.column_definition()
-            op.specs.append(ChangeColumn(column.name, column, self.position(), if_exists))
-            if primary:
-                op.specs.append(AddPrimaryKey([column.name]))
+            op.specs += _column_specs(ChangeColumn(column.name, column, self.position(), if_exists), primary)
             return
         if self.accept("CHANGE"):
             self.accept("COLUMN")
             if_exists = self.accept("IF", "EXISTS")
             old = self.ident()
             column, primary = self.column_definition()
-            op.specs.append(ChangeColumn(old, column, self.position(), if_exists))
-            if primary:
-                op.specs.append(AddPrimaryKey([column.name]))
+            op.specs += _column_specs(ChangeColumn(old, column, self.position(), if_exists), primary)
             return
         if self.accept("RENAME"):
             if self.accept("COLUMN"):
@@ -724,7 +865,9 @@ class _Parser:
                 op.specs.append(RenameColumn(old, self.ident()))
                 return
             if self.accept("INDEX") or self.accept("KEY"):
-                self.skip_item()
+                old = self.ident()
+                self.expect("TO")
+                op.specs.append(RenameIndex(old, self.ident()))
                 return
             self.accept("TO") or self.accept("AS")
             op.rename_to = self.table_name()
@@ -741,3 +884,15 @@ class _Parser:
                 op.specs.append(TableCharset(charset))
             return
         self.fail("ALTER TABLE clause this parser does not know")
+
+
+def _unique_of(column: ColumnDef) -> Index:
+    """The index a column's own UNIQUE declares (named by the server after the column)."""
+    return Index("", [(column.name, 0)], unique=True)
+
+
+def _column_specs(spec: AddColumn | ChangeColumn, primary: bool) -> list[AlterSpec]:
+    """A column's ADD, MODIFY or CHANGE, and the primary key or UNIQUE index its definition declares."""
+    column = spec.column
+    return [spec, *([AddPrimaryKey([column.name])] if primary else []),
+            *([AddIndex(_unique_of(column))] if column.unique else [])]

@@ -1,7 +1,8 @@
-"""Schema history: each captured table's columns as valid at the current binlog position (sans-I/O).
+"""Schema history: each captured table's columns and indexes as valid at the current binlog position (sans-I/O).
 
-Without FULL row metadata a TABLE_MAP has no column names, ENUM/SET labels or primary key. The daemon
-captures the selected tables' columns once (information_schema, at the start position or the snapshot's
+Without FULL row metadata a TABLE_MAP has no column names, ENUM/SET labels or key (the primary key, or the
+UNIQUE index of NOT NULL columns the server uses in its place). The daemon captures the selected tables'
+columns and indexes once (information_schema, at the start position or the snapshot's
 consistent point), then applies every DDL of the binlog in order (``ddl.py``). Each change is an entry of
 the compacted ``<prefix>._schema_history`` topic (key: the table, value: its columns after the change),
 published in the Kafka transaction of the DDL's checkpoint: the latest entry per table is the schema at
@@ -24,6 +25,7 @@ from ..codec.table_map import GEOMETRY_TYPES, STRING_TYPES, TableMap
 from .ddl import (
     TEXT_TYPES,
     AddColumn,
+    AddIndex,
     AddPrimaryKey,
     AlterSpec,
     AlterTable,
@@ -35,11 +37,14 @@ from .ddl import (
     DatabaseCharset,
     DropColumn,
     DropDatabase,
+    DropIndex,
     DropPrimaryKey,
     DropTables,
+    Index,
     Name,
     Operation,
     RenameColumn,
+    RenameIndex,
     RenameTables,
     TableCharset,
     TableSchema,
@@ -99,6 +104,7 @@ class SchemaHistory:
             value["columns"] = [c.to_json() for c in schema.columns]
             value["primary_key"] = schema.primary_key
             value["charset"] = schema.charset
+            value["indexes"] = [i.to_json() for i in schema.indexes]
         elif name in self.skipped:
             value["skipped"] = self.skipped[name]
         else:
@@ -107,7 +113,7 @@ class SchemaHistory:
 
     def load(self, entries: Iterable[bytes]) -> None:
         """Rebuild the state from the latest history entry of each table."""
-        unknown = []
+        unknown, unindexed = [], []
         for raw in entries:
             value = orjson.loads(raw)
             if "table" not in value:
@@ -120,12 +126,20 @@ class SchemaHistory:
             self.skipped.pop(name, None)
             if "columns" in value:
                 columns = [ColumnDef(c["name"], c["type"], c["unsigned"], c["enum_values"], c["set_values"],
-                                     c.get("charset")) for c in value["columns"]]
-                self.tables[name] = TableSchema(columns, value["primary_key"], value.get("charset"))
+                                     c.get("charset"), not_null=c.get("not_null", False)) for c in value["columns"]]
+                self.tables[name] = TableSchema(columns, value["primary_key"], value.get("charset"),
+                                                [Index.from_json(i) for i in value.get("indexes", ())])
                 if any(c.type in TEXT_TYPES and c.charset is None for c in columns):
                     unknown.append(name)
+                if "indexes" not in value:
+                    unindexed.append(name)
             elif "skipped" in value:
                 self.skipped[name] = value["skipped"]
+        if unindexed:
+            log.warning("schema history: %d tables have entries of an older binlake, without their indexes (%s): a "
+                        "table of them without a primary key has no key (a UNIQUE index of NOT NULL columns) in "
+                        "records until its next CREATE TABLE; land.keys can name one", len(unindexed),
+                        ", ".join(f"{d}.{t}" for d, t in unindexed[:5]))
         if unknown:
             log.warning("schema history: %d tables have text columns without a known character set (%s; entries of an "
                         "older binlake): their values are published as bytes until the table's next CREATE",
@@ -186,6 +200,7 @@ class SchemaHistory:
                 return []
             op.schema.charset = op.schema.charset or self._database_charset(op.name[0])
             op.schema.resolve(op.schema.charset)
+            settle(op.schema, sort=True)
             tables[op.name] = op.schema
             self.skipped.pop(op.name, None)
             return [op.name]
@@ -195,6 +210,7 @@ class SchemaHistory:
             if op.source not in tables:
                 return self._unknown(op.source, op.name)
             tables[op.name] = tables[op.source].copy()
+            settle(tables[op.name], sort=True)  # a table created anew: its indexes in the server's order
             self.skipped.pop(op.name, None)
             return [op.name]
         if isinstance(op, AlterTable):
@@ -202,8 +218,10 @@ class SchemaHistory:
                 return self._unknown(op.name, op.rename_to or op.name)
             schema = tables[op.name].copy()
             # A new default applies to every column the statement adds, wherever it stands in it.
+            added = False
             for spec in sorted(op.specs, key=lambda s: not isinstance(s, (TableCharset, ConvertCharset))):
-                _alter(schema, spec, op.name, self._database_charset(op.name[0]))
+                added = _alter(schema, spec, op.name, self._database_charset(op.name[0])) or added
+            settle(schema, sort=added)
             tables[op.name] = schema
             if op.rename_to and op.rename_to != op.name:
                 return [op.name, *self._rename(op.name, op.rename_to)]
@@ -261,11 +279,14 @@ class SchemaHistory:
         cached = self._attachments.get(name)
         if cached is None:
             index = {c.name.lower(): i for i, c in enumerate(schema.columns)}
+            nullable = frozenset(c.name.lower() for c, col in zip(schema.columns, tm.columns, strict=True)
+                                 if col.nullable)
             cached = self._attachments[name] = orjson.dumps({
                 "columns": [{"name": c.name, "unsigned": c.unsigned, "enum_values": c.enum_values,
                              "set_values": c.set_values, "charset": c.charset,
                              "geometry_type": _geometry_type(c.type)} for c in schema.columns],
                 "primary_key": [index[k.lower()] for k in schema.primary_key if k.lower() in index],
+                "key": [index[k.lower()] for k in schema.key(nullable, tm.is_mariadb)],
             })
         return cached
 
@@ -297,7 +318,8 @@ def _mismatch(column: ColumnDef, binlog_type: int) -> bool:
     return (column.type in _INT_WORDS) != (binlog_type in _INT_TYPES)
 
 
-def _alter(schema: TableSchema, spec: AlterSpec, table: Name, database_charset: str | None) -> None:
+def _alter(schema: TableSchema, spec: AlterSpec, table: Name, database_charset: str | None) -> bool:
+    """Apply one clause; whether it added an index (MariaDB then sorts them again: ``settle``)."""
     cols = schema.columns
     if isinstance(spec, (AddColumn, ChangeColumn)) and spec.column.default_charset:
         with_charset(spec.column, schema.charset)
@@ -319,29 +341,32 @@ def _alter(schema: TableSchema, spec: AlterSpec, table: Name, database_charset: 
     if isinstance(spec, AddColumn):
         if schema.index(spec.column.name) >= 0:
             if spec.if_not_exists:
-                return
+                return False
             raise UnparsedDDL(f"column {spec.column.name} exists already", [table])
         place(spec.column, spec.position, len(cols))
     elif isinstance(spec, (DropColumn, ChangeColumn)):
         at = schema.index(spec.name if isinstance(spec, DropColumn) else spec.old)
         if at < 0:
             if spec.if_exists:
-                return
+                return False
             raise missing(spec.name if isinstance(spec, DropColumn) else spec.old)
         old = cols.pop(at).name
         if isinstance(spec, DropColumn):
-            schema.primary_key = [k for k in schema.primary_key if k.lower() != old.lower()]
-            return
+            _rename_in_keys(schema, old, None)
+            return False
         place(spec.column, spec.position, at)
-        schema.primary_key = [spec.column.name if k.lower() == old.lower() else k for k in schema.primary_key]
+        _rename_in_keys(schema, old, spec.column.name)
     elif isinstance(spec, RenameColumn):
         at = schema.index(spec.old)
         if at < 0:
             raise missing(spec.old)
         cols[at].name = spec.new
-        schema.primary_key = [spec.new if k.lower() == spec.old.lower() else k for k in schema.primary_key]
+        _rename_in_keys(schema, spec.old, spec.new)
     elif isinstance(spec, AddPrimaryKey):
         schema.primary_key = list(spec.columns)
+        return True
+    elif isinstance(spec, (AddIndex, DropIndex, RenameIndex)):
+        return _alter_index(schema, spec, table)
     elif isinstance(spec, TableCharset):
         schema.charset = spec.charset or database_charset
     elif isinstance(spec, ConvertCharset):
@@ -353,6 +378,102 @@ def _alter(schema: TableSchema, spec: AlterSpec, table: Name, database_charset: 
     else:
         assert isinstance(spec, DropPrimaryKey)
         schema.primary_key = []
+    return False
+
+
+def _rename_in_keys(schema: TableSchema, old: str, new: str | None) -> None:
+    """A column renamed (``new``) or dropped (None) in the primary key and the indexes: an index left without
+    columns goes (as MySQL documents it; MariaDB refuses to drop a column of a UNIQUE index of several)."""
+    low = old.lower()
+    schema.primary_key = [new if k.lower() == low else k for k in schema.primary_key if new or k.lower() != low]
+    for ix in schema.indexes:
+        ix.columns = [(new if c.lower() == low else c, p) for c, p in ix.columns if new or c.lower() != low]
+    schema.indexes = [ix for ix in schema.indexes if ix.columns]
+
+
+def _alter_index(schema: TableSchema, spec: AddIndex | DropIndex | RenameIndex, table: Name) -> bool:
+    """An index added (True), dropped or renamed. Names the history does not know are let be (a warning):
+    the server accepted the statement, and tables whose entries an older binlake wrote have no indexes."""
+    name = spec.index.name if isinstance(spec, AddIndex) else spec.old if isinstance(spec, RenameIndex) else spec.name
+    at = next((i for i, ix in enumerate(schema.indexes) if name and ix.name.lower() == name.lower()), -1)
+    if isinstance(spec, AddIndex):
+        if at >= 0:
+            if spec.if_not_exists:
+                return False
+            log.warning("schema history: %s.%s: index %s added again (replaced)", *table, name)
+            del schema.indexes[at]
+        for column, _ in spec.index.columns:
+            if column and schema.index(column) < 0:
+                raise UnparsedDDL(f"column {column} of index {name or column} does not exist in the schema history",
+                                  [table])
+        schema.indexes.append(spec.index)
+        return True
+    if at < 0:
+        if not (isinstance(spec, DropIndex) and spec.constraint):  # a CHECK's or a FOREIGN KEY's name
+            log.warning("schema history: %s.%s: no index %s to %s (let be)", *table, name,
+                        "drop" if isinstance(spec, DropIndex) else "rename")
+    elif isinstance(spec, DropIndex):
+        if not spec.constraint or schema.indexes[at].unique:
+            del schema.indexes[at]
+    else:
+        schema.indexes[at].name = spec.new
+    return False
+
+
+_BLOBS = frozenset(("tinyblob", "blob", "mediumblob", "longblob", "tinytext", "text", "mediumtext", "longtext",
+                    "json"))
+_LENGTHS = frozenset(("char", "varchar", "binary", "varbinary"))
+
+
+def settle(schema: TableSchema, sort: bool) -> None:
+    """After a CREATE or ALTER, the table's indexes as the server keeps them: primary-key columns NOT NULL;
+    a FOREIGN KEY's own index dropped where another index serves it (begins with its columns); a prefix as
+    long as its column indexes the whole column; MariaDB's long UNIQUE (a BLOB or TEXT column without a
+    prefix) marked; indexes without a name named after their first column (``c``, ``c_2``, ...). With
+    ``sort`` (a statement that creates the table or adds an index: MariaDB keeps the order otherwise, even
+    when a column's nullability changes) the indexes in the server's order: UNIQUE ones first (of NOT NULL
+    columns before others, whole columns before prefixes, long UNIQUE last), FULLTEXT last, otherwise in the
+    order they had. The first decides which UNIQUE index is the table's key (``TableSchema.key``)."""
+    columns = {c.name.lower(): c for c in schema.columns}
+    for k in schema.primary_key:
+        if k.lower() in columns:
+            columns[k.lower()].not_null = True
+
+    def serves(ix: Index, other: list[str]) -> bool:
+        want = [c.lower() for c, _ in ix.columns]
+        return [c.lower() for c in other[: len(want)]] == want
+
+    def redundant(at: int, ix: Index) -> bool:  # of two FOREIGN KEYs' own indexes of the same columns, one stays
+        return ix.generated and (serves(ix, schema.primary_key) or any(
+            serves(ix, [c for c, _ in o.columns]) and (not o.generated or len(o.columns) > len(ix.columns) or j < at)
+            for j, o in enumerate(schema.indexes) if j != at))
+
+    indexes = [ix for at, ix in enumerate(schema.indexes) if not redundant(at, ix)]
+    names = {ix.name.lower() for ix in indexes if ix.name}
+    for ix in indexes:
+        parts = []
+        for c, p in ix.columns:
+            col = columns.get(c.lower())
+            if col is not None and col.type in _LENGTHS and col.args.isdigit() and p >= int(col.args):
+                p = 0
+            parts.append((c, p))
+        ix.columns = parts
+        if ix.unique and any(p == 0 and c.lower() in columns and columns[c.lower()].type in _BLOBS
+                             for c, p in parts):
+            ix.hash = True
+        if not ix.name:
+            base = ix.columns[0][0] or "functional_index"
+            ix.name = next(n for n in (base, *(f"{base}_{i}" for i in range(2, 1000)))
+                           if n.lower() not in names and n.lower() != "primary")
+            names.add(ix.name.lower())
+
+    def order(ix: Index) -> tuple[bool, ...]:
+        if not ix.unique:
+            return (True, ix.fulltext)
+        nullable = any(not c or c.lower() not in columns or not columns[c.lower()].not_null for c, _ in ix.columns)
+        return (False, ix.hash, nullable, any(p for _, p in ix.columns))
+
+    schema.indexes = sorted(indexes, key=order) if sort else indexes
 
 
 def column_from_type(name: str, column_type: str, charset: str | None = None) -> ColumnDef:
@@ -372,27 +493,63 @@ def column_from_type(name: str, column_type: str, charset: str | None = None) ->
 
 
 def capture(cur: Any, accept: Callable[[str, str], bool]) -> dict[Name, TableSchema]:
-    """The accepted base tables' columns, charsets and primary keys, from information_schema (two queries)."""
+    """The accepted base tables' columns, charsets, nullability, primary keys and indexes, from
+    information_schema (two queries)."""
     cur.execute("SELECT c.TABLE_SCHEMA, c.TABLE_NAME, c.COLUMN_NAME, c.COLUMN_TYPE, c.CHARACTER_SET_NAME,"
-                " t.TABLE_COLLATION FROM information_schema.COLUMNS c"
+                " t.TABLE_COLLATION, c.IS_NULLABLE, c.COLUMN_KEY FROM information_schema.COLUMNS c"
                 " JOIN information_schema.TABLES t USING (TABLE_SCHEMA, TABLE_NAME) WHERE t.TABLE_TYPE = 'BASE TABLE'"
-                " AND c.TABLE_SCHEMA NOT IN ('mysql', 'sys', 'performance_schema', 'information_schema')"
-                " ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME, c.ORDINAL_POSITION")
+                f" AND c.TABLE_SCHEMA NOT IN {_SYSTEM} ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME, c.ORDINAL_POSITION")
     tables: dict[Name, TableSchema] = {}
-    for db, table, column, column_type, charset, table_collation in cur.fetchall():
+    pri: dict[Name, list[str]] = {}
+    for db, table, column, column_type, charset, table_collation, nullable, key in cur.fetchall():
         name = (_text(db), _text(table))
         if accept(*name):
             schema = tables.setdefault(name, TableSchema([], charset=charset_of(_text(table_collation))
                                                          if table_collation else None))
-            schema.columns.append(column_from_type(_text(column), _text(column_type),
-                                                   _text(charset) if charset else None))
-    cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.STATISTICS"
-                " WHERE INDEX_NAME = 'PRIMARY' ORDER BY TABLE_SCHEMA, TABLE_NAME, SEQ_IN_INDEX")
-    for db, table, column in cur.fetchall():
+            col = column_from_type(_text(column), _text(column_type), _text(charset) if charset else None)
+            col.not_null = _text(nullable) == "NO"
+            schema.columns.append(col)
+            if _text(key) == "PRI":
+                pri.setdefault(name, []).append(col.name)
+    # No ORDER BY: the rows come in the server's order of each table's indexes (which decides its key).
+    cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, NON_UNIQUE, SEQ_IN_INDEX, COLUMN_NAME, SUB_PART,"
+                f" INDEX_TYPE FROM information_schema.STATISTICS WHERE TABLE_SCHEMA NOT IN {_SYSTEM}")
+    found: dict[Name, dict[str, tuple[bool, str, list[tuple[int, str, int]]]]] = {}
+    for db, table, index, non_unique, seq, column, sub_part, kind in cur.fetchall():
         name = (_text(db), _text(table))
         if name in tables:
-            tables[name].primary_key.append(_text(column))
+            entry = found.setdefault(name, {}).setdefault(_text(index), (int(non_unique) == 0, _text(kind), []))
+            entry[2].append((int(seq), "" if column is None else _text(column), int(sub_part or 0)))
+    for name, indexes in found.items():
+        schema = tables[name]
+        for index, (unique, kind, parts) in indexes.items():
+            columns = [(c, p) for _, c, p in sorted(parts)]
+            if index == "PRIMARY":
+                schema.primary_key = [c for c, _ in columns]
+            else:
+                schema.indexes.append(Index(index, columns, unique, unique and kind == "HASH", kind == "FULLTEXT"))
+        # Without a primary key, the index the server uses as the key comes first of all (as it does in the
+        # server's order, whatever order the rows came in).
+        key = None if schema.primary_key else server_key(
+            {ix.name: [c for c, _ in ix.columns] for ix in schema.indexes if ix.unique}, pri.get(name, ()))
+        at = next((i for i, ix in enumerate(schema.indexes) if ix.name == key), None)
+        if at is not None:
+            schema.indexes.insert(0, schema.indexes.pop(at))
     return tables
+
+
+_SYSTEM = "('mysql', 'sys', 'performance_schema', 'information_schema')"
+
+
+def server_key(unique: dict[str, list[str]], pri: Iterable[str]) -> str | None:
+    """Which of a table's UNIQUE indexes (name -> columns) the server uses as its primary key: PRIMARY, or
+    the one whose columns information_schema marks PRI (MySQL and MariaDB document it: "a UNIQUE index may
+    be displayed as PRI if it cannot contain NULL values and there is no PRIMARY KEY in the table"); None
+    when there is none."""
+    if "PRIMARY" in unique:
+        return "PRIMARY"
+    want = {c.lower() for c in pri}
+    return next((n for n, cols in unique.items() if want and {c.lower() for c in cols} == want), None)
 
 
 def capture_databases(cur: Any) -> dict[str, str | None]:
@@ -428,6 +585,8 @@ def enrich(tm: TableMap, attachment: bytes) -> TableMap:
         if col.type == T.GEOMETRY and col.geometry_type is None:
             kw["geometry_type"] = c.get("geometry_type")
         out.append(replace(col, **kw))
-    pk = tm.primary_key if tm.primary_key is not None else ([(i, 0) for i in d["primary_key"]] or None)
+    # The entry's key: the primary key, or the UNIQUE index the server uses in its place, as FULL metadata
+    # reports it (entries of an older binlake have the primary key only).
+    pk = tm.primary_key if tm.primary_key is not None else ([(i, 0) for i in d.get("key", d["primary_key"])] or None)
     return TableMap(tm.table_id, tm.map_flags, tm.database, tm.table, out, pk, has_names=True,
                     is_mariadb=tm.is_mariadb, optional_metadata=tm.optional_metadata)
