@@ -21,7 +21,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
-from .sink import KAFKA_READ, Lander, LandError
+from .errors import LandError
+from .kafka_read import KAFKA_READ
+from .sink import Lander
 from .worker import DAEMON_MODULE
 from .writer import DeltaCommit, write_mirror_file
 
@@ -57,7 +59,8 @@ def build_session(master: str | None, shuffle_partitions: int, app_name: str = "
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
                # No table feature by default (no type widening, deletion vectors, column mapping): a new table
                # gets the lowest protocol its columns need, which delta-rs, Polars and pandas read too; type
-               # widening is enabled on a table at its first widening (sink.Lander._add_columns, docs/LAND.md)
+               # widening is enabled on a table at its first widening (evolution.SchemaEvolution.add_columns,
+               # docs/LAND.md)
                # A checkpoint (a Spark job writing the table's state) every 1,000 commits, not 10: with a commit
                # per micro-batch and table, the batch writing one is slower (~1 s warm, more in a busy JVM, which
                # grows its heap for the first: docs/LAND.md); 1 in 1,000 batches stays out of the p99
