@@ -300,7 +300,7 @@ class Reader:
 
 def decode_partition(batches: Iterable[pa.RecordBatch], ship: int | None = None) -> Iterator[pa.RecordBatch]:
     """mapInArrow function over the Kafka source's columns (topic, partition, offset, headers, value).
-    ``ship``: the output goes to the driver whole (sink.Lander._decode_to_driver); past this many row
+    ``ship``: the output goes to the driver whole (sink.Lander._decode); past this many row
     changes the task stops and says so with one ``withheld`` row instead, so the driver's memory stays
     bounded (it then decodes the batch the cached way)."""
     keep_spark_archive_listings()

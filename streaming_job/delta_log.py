@@ -130,7 +130,7 @@ class TableLog:
         if not parts:
             raise UnreadableLog(f"{self.log}: no classic checkpoint file of version {version}")
         for part in parts:
-            table = pq.read_table(os.path.join(self.log, part))
+            table = pq.ParquetFile(os.path.join(self.log, part)).read()
             for column in ("protocol", "metaData", "txn", "add"):
                 if column not in table.column_names:
                     continue

@@ -21,7 +21,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
-from .sink import KAFKA_READ, Lander, LandError
+from .errors import LandError
+from .kafka_read import KAFKA_READ
+from .lake_paths import is_local
+from .sink import Lander
 from .worker import DAEMON_MODULE
 from .writer import DeltaCommit, write_mirror_file
 
@@ -58,7 +61,8 @@ def build_session(master: str | None, shuffle_partitions: int, app_name: str = "
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
                # No table feature by default (no type widening, deletion vectors, column mapping): a new table
                # gets the lowest protocol its columns need, which delta-rs, Polars and pandas read too; type
-               # widening is enabled on a table at its first widening (sink.Lander._add_columns, docs/LAND.md)
+               # widening is enabled on a table at its first widening (evolution.SchemaEvolution.add_columns,
+               # docs/LAND.md)
                # A checkpoint (a Spark job writing the table's state) every 1,000 commits, not 10: with a commit
                # per micro-batch and table, the batch writing one is slower (~1 s warm, more in a busy JVM, which
                # grows its heap for the first: docs/LAND.md); 1 in 1,000 batches stays out of the p99
@@ -129,15 +133,20 @@ class LandMetrics(StreamingQueryListener):
             log.error("query stopped: %s", self.lander.error or event.exception.splitlines()[0])
 
 
-def warm_up(spark: SparkSession) -> None:
-    """Before the query: the Python workers' daemon started (it imports the decoder, worker.py) and
-    Delta's commit path loaded in the JVM, on a scratch table (created, appended to, its files and
+def warm_up(spark: SparkSession, delta: bool = True) -> None:
+    """Before the query: the Python workers' daemon started (it imports the decoder, worker.py) and, with
+    ``delta``, Delta's commit path loaded in the JVM, on a scratch table (created, appended to, its files and
     transactions read, checkpointed). Otherwise the first micro-batch after every start pays both: 5-6 s on our
-    2-CPU machine, on top of its own work. A failure here only costs that time again: logged, not raised."""
+    2-CPU machine, on top of its own work. A local lake's tables are read and committed by the driver itself
+    (delta_log), so its job skips the JVM's part (~4-6 s of every start). A failure here only costs that time
+    again: logged, not raised."""
     started = time.monotonic()
     try:
         tasks = spark.sparkContext.defaultParallelism
         spark.range(tasks, numPartitions=tasks).mapInArrow(_started, "id long").collect()
+        if not delta:
+            log.info("warmed up Spark's Python workers in %.1fs", time.monotonic() - started)
+            return
         with tempfile.TemporaryDirectory(prefix="binlake-warm-up-") as scratch:
             path = os.path.join(scratch, "table")  # the driver's own disk: a URI, or a cluster's default
             uri = Path(path).as_uri()  # file system (HDFS, S3) would take the path for one of its own
@@ -176,7 +185,7 @@ def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
                     settings.topic_prefix, driver_rows=settings.driver_rows, min_tasks=settings.min_partitions or 0,
                     keys=settings.keys)
     listener = LandMetrics(lander)
-    warm_up(spark)
+    warm_up(spark, delta=not is_local(settings.lake))
     spark.streams.addListener(listener)
     if settings.metrics_port is not None:
         start_http_server(settings.metrics_port, settings.metrics_host, registry=listener.registry)

@@ -1,6 +1,6 @@
 """Change-log files written with pyarrow (on the executors, or by the driver for a table's small batch),
 committed by the driver through Delta's own transaction API (delta-spark's OptimisticTransaction, over
-py4j); the driver's mirror files (sink.Lander._mirror_on_driver) the same way.
+py4j); the driver's mirror files (mirror_driver.DriverMirror) the same way.
 
 Why not ``DataFrame.write``: Spark's Parquet writer walks the nested before/after images a value at a
 time, ~40 us per row change on our 2-CPU reference machine; pyarrow writes the same columns in ~2. The
@@ -165,7 +165,7 @@ class Commit:
 
     def commit(self, files: list[Any], app_id: str, batch_id: int, moved: Moved = ((), ())) -> int:
         """Add change-log ``files`` (FILE_COLUMNS tuples) and the batch's SetTransaction in one commit;
-        ``moved``: change-log files compacted in the same commit (sink.ChangeLogFiles)."""
+        ``moved``: change-log files compacted in the same commit (compaction.ChangeLogCompaction)."""
         adds = [(name, {PARTITION_COLUMN: partition}, size, change_log_stats(rows, low, high))
                 for name, partition, size, rows, low, high in files]
         return self.append(adds, app_id, batch_id, [PARTITION_COLUMN], moved=moved)
@@ -344,7 +344,7 @@ def write_change_log_file(table_path: str, date: str,
 
 def write_mirror_file(table_path: str, rows: pa.Table, key: str) -> tuple[str, dict[str, str], int, dict[str, Any]]:
     """One unpartitioned mirror file of ``rows`` (written by the driver), with its statistics of the
-    (integer) ``key`` column, by which MERGEs and the driver (sink.MirrorFiles) skip files."""
+    (integer) ``key`` column, by which MERGEs and the driver (mirror_driver.MirrorFiles) skip files."""
     options = parquet_options(len(rows))
     name = file_name("", options)
     path = os.path.join(table_path, name)

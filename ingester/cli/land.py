@@ -69,8 +69,8 @@ def run(args: argparse.Namespace, master_from_config: bool = True) -> int:
         if os.environ.get("BINLAKE_DEBUG"):
             logging.getLogger("binlake.land").setLevel(logging.DEBUG)  # per-step timings of each batch
         logging.getLogger("binlake.land").info("configuration: %s", json.dumps(cfg.redacted()))
+        from streaming_job.errors import LandError
         from streaming_job.job import run as run_job
-        from streaming_job.sink import LandError
 
         try:
             return run_job(settings(cfg, cfg.land.master if master_from_config else None))

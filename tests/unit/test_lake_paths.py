@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from streaming_job.sink import _join, _local
+from streaming_job.lake_paths import is_local, join
 
 
 def test_uri_lakes_keep_the_bucket() -> None:
-    assert _join("s3a://orders-lake/lake", "shop", "orders") == "s3a://orders-lake/lake/shop/orders"
-    assert _join("abfss://c@acct.dfs.core.windows.net/", "_quarantine") == "abfss://c@acct.dfs.core.windows.net/_quarantine"
-    assert _join("/data/lake", "shop", "orders__changes") == "/data/lake/shop/orders__changes"
+    assert join("s3a://orders-lake/lake", "shop", "orders") == "s3a://orders-lake/lake/shop/orders"
+    assert join("abfss://c@acct.dfs.core.windows.net/", "_quarantine") == "abfss://c@acct.dfs.core.windows.net/_quarantine"
+    assert join("/data/lake", "shop", "orders__changes") == "/data/lake/shop/orders__changes"
 
 
 def test_only_plain_paths_take_the_pyarrow_writer() -> None:
-    assert _local("/data/lake/shop/orders__changes")
-    assert _local("lake/shop/orders__changes")
-    assert not _local("s3a://orders-lake/lake/shop/orders__changes")
-    assert not _local("file:///data/lake/shop/orders__changes")
+    assert is_local("/data/lake/shop/orders__changes")
+    assert is_local("lake/shop/orders__changes")
+    assert not is_local("s3a://orders-lake/lake/shop/orders__changes")
+    assert not is_local("file:///data/lake/shop/orders__changes")

@@ -1,4 +1,4 @@
-"""The driver's split of a table's records into one run per core (sink._land_on_threads): large batches
+"""The driver's split of a table's records into one run per core (table_landing.land_on_threads): large batches
 are split at record boundaries into runs of about equal bytes, in order, every record in exactly one run;
 small ones stay one run (one change-log file), and an empty batch gives nothing."""
 
@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
-from streaming_job.sink import _THREADED_BYTES, _land_on_threads
+from streaming_job.table_landing import _THREADED_BYTES, land_on_threads
 
 SCHEMA = pa.schema([("offsets", pa.list_(pa.int64()))])
 
@@ -27,7 +27,7 @@ def _runs(batches):
 
 def runs(sizes: list[int], threads: int = 2) -> list[list[int]]:
     with ThreadPoolExecutor(threads) as pool:
-        return _land_on_threads(_runs, _records(sizes), SCHEMA, pool, threads).column("offsets").to_pylist()
+        return land_on_threads(_runs, _records(sizes), SCHEMA, pool, threads).column("offsets").to_pylist()
 
 
 def test_small_batches_stay_one_run_and_an_empty_one_gives_nothing() -> None:

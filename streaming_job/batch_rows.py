@@ -1,0 +1,154 @@
+"""A micro-batch's decoded records, wherever they are: in the driver (DriverBatch: the batch shipped whole
+by its one decoding job, as Arrow) or in Spark (SparkBatch: decoded and cached, the driver given all but
+the row data). A table's share (TableRows) goes to the driver or to Spark as its landing needs."""
+
+from __future__ import annotations
+
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections import namedtuple
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from .decode import RECORD_ARROW, RECORD_DDL, decode_partition
+
+log = logging.getLogger("binlake.land")
+
+
+class TableRows(ABC):
+    """One table's record rows of a batch."""
+
+    @abstractmethod
+    def records(self, db: str, table: str) -> pa.Table:
+        """The rows' topic, partition, offset and data, in the driver."""
+
+    @abstractmethod
+    def frame(self) -> DataFrame:
+        """The rows in Spark."""
+
+
+class DriverRows(TableRows):
+    def __init__(self, spark: SparkSession, rows: pa.Table) -> None:
+        self.spark = spark
+        self.rows = rows
+        self._frame: DataFrame | None = None
+
+    def records(self, db: str, table: str) -> pa.Table:
+        return self.rows.select(["topic", "partition", "offset", "data"])
+
+    def frame(self) -> DataFrame:
+        """For Spark's paths (chunks reassembled on top of a full batch)."""
+        if self._frame is None:
+            self._frame = self.spark.createDataFrame(self.rows)
+        return self._frame
+
+
+class SparkRows(TableRows):
+    def __init__(self, rows: DataFrame) -> None:
+        self.rows = rows
+
+    def records(self, db: str, table: str) -> pa.Table:
+        t = time.monotonic()
+        records = self.rows.select("topic", "partition", "offset", "data").toArrow()
+        log.debug("%s.%s: row changes to the driver %.1fs", db, table, time.monotonic() - t)
+        return records
+
+    def frame(self) -> DataFrame:
+        return self.rows
+
+
+class BatchRows(ABC):
+    """A micro-batch's decoded records: every record row (``kind``: row, chunk, error) and the row changes."""
+
+    where = ""  # for the log: where the batch was decoded to
+
+    @abstractmethod
+    def info(self) -> list[Any]:
+        """Every record row but its data, read like Spark's Rows (``r.kind``, ``r.db``, ...)."""
+
+    @abstractmethod
+    def add(self, good: list[tuple[Any, ...]]) -> list[Any]:
+        """Rows of records reassembled by the driver (RECORD_ARROW tuples) join the batch's row changes;
+        returns them but their data, as ``info``."""
+
+    @abstractmethod
+    def table(self, db: str, table: str) -> TableRows:
+        """One table's row changes."""
+
+    @abstractmethod
+    def release(self) -> None:
+        """The batch is landed (or failed): what it holds in Spark is let go."""
+
+
+class DriverBatch(BatchRows):
+    where = " (to the driver)"
+
+    def __init__(self, spark: SparkSession, shipped: pa.Table) -> None:
+        self.spark = spark
+        self.shipped = shipped
+        self.rows = shipped.filter(pc.equal(shipped.column("kind"), "row"))
+        self._tables = _row_indices(self.rows)
+
+    def info(self) -> list[Any]:
+        return _record_rows(self.shipped.drop_columns(["data"]))
+
+    def add(self, good: list[tuple[Any, ...]]) -> list[Any]:
+        more = pa.Table.from_batches([pa.RecordBatch.from_pylist(
+            [dict(zip(RECORD_ARROW.names, r, strict=True)) for r in good], schema=RECORD_ARROW)])
+        self.rows = pa.concat_tables([self.rows, more])
+        self._tables = _row_indices(self.rows)
+        return _record_rows(more.drop_columns(["data"]))
+
+    def table(self, db: str, table: str) -> TableRows:
+        """Taken by the rows' indices, found once for every table (a filter per table costs a pass over
+        the whole batch each: quadratic in the tables a batch touches)."""
+        return DriverRows(self.spark, self.rows.take(self._tables.get((db, table), [])))
+
+    def release(self) -> None:
+        """Nothing of it is in Spark."""
+
+
+class SparkBatch(BatchRows):
+    def __init__(self, spark: SparkSession, batch: DataFrame) -> None:
+        """One job decodes (and caches) the batch; the driver gets everything but the row data."""
+        self.spark = spark
+        self.decoded = batch.mapInArrow(decode_partition, RECORD_DDL).persist()
+        self.rows = self.decoded.filter("kind = 'row'")
+
+    def info(self) -> list[Any]:
+        return self.decoded.drop("data").collect()
+
+    def add(self, good: list[tuple[Any, ...]]) -> list[Any]:
+        extra = self.spark.createDataFrame(good, RECORD_DDL)
+        self.rows = self.rows.unionByName(extra)
+        return extra.drop("data").collect()
+
+    def table(self, db: str, table: str) -> TableRows:
+        # minPartitions may have made many small partitions: as many tasks as cores is enough here
+        return SparkRows(self.rows.filter((F.col("db") == db) & (F.col("tbl") == table)).coalesce(
+            self.spark.sparkContext.defaultParallelism))
+
+    def release(self) -> None:
+        self.decoded.unpersist()
+
+
+def _row_indices(rows: pa.Table) -> dict[tuple[str, str], list[int]]:
+    """(db, table) -> its rows' indices, in batch order."""
+    found: dict[tuple[str, str], list[int]] = {}
+    for i, name in enumerate(zip(rows.column("db").to_pylist(), rows.column("tbl").to_pylist(), strict=True)):
+        found.setdefault(name, []).append(i)
+    return found
+
+
+_RecordRow = namedtuple("_RecordRow", [n for n in RECORD_ARROW.names if n != "data"])  # type: ignore[misc]
+
+
+def _record_rows(table: pa.Table) -> list[Any]:
+    """Record rows (all but their data) from Arrow, read like Spark's Rows (``r.kind``, ``r.db``, ...)."""
+    columns = [table.column(n).to_pylist() for n in _RecordRow._fields]
+    return [_RecordRow(*r) for r in zip(*columns, strict=True)]

@@ -1,0 +1,114 @@
+"""The mirrors: a batch's candidates of a table (mirror.py: per key the last change wins) applied to its
+mirror. What the batch finds of the mirror (``MirrorTable``: whether it exists, its columns, the columns
+and defaults it gains now) is worked out once here; then a strategy applies the candidates. The driver
+keeps the mirror itself where it can (mirror_driver.DriverMirror, candidates in the driver as Arrow);
+Spark's writer and MERGE do anything else (mirror_spark.SparkMirror, candidates in a DataFrame)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+
+from . import defaults as D
+from .delta_tables import DeltaTables
+from .evolution import SchemaEvolution, widened
+from .keys import MirrorKeys
+from .lake_paths import join
+from .mirror import COMMIT_TS, SEQ, candidates_ddl
+
+INTEGER = ("tinyint", "smallint", "int", "bigint")
+META = [(SEQ, "binary"), (COMMIT_TS, "timestamp")]  # kept in the mirror: the row's last change
+
+
+@dataclass
+class MirrorTable:
+    """One table's mirror as a batch finds it."""
+
+    db: str
+    table: str
+    path: str
+    columns: list[tuple[str, str]]  # the batch's (evolution.SchemaEvolution.evolve)
+    pk: list[str]
+    exists: bool
+    known: list[tuple[str, str]] | None  # the mirror's columns (None: it does not exist)
+    added: list[str]  # columns the mirror gains now
+    fills: list[D.Default]  # defaults of added columns, and of images older than an ADD COLUMN
+    widened: bool  # the batch widens a column of the mirror
+
+
+C = TypeVar("C")
+
+
+class MirrorStrategy(ABC, Generic[C]):
+    """A way of applying a batch's candidates of type C (an Arrow table in the driver, or a DataFrame in
+    Spark) to a mirror, idempotently by the batch's txnVersion."""
+
+    @abstractmethod
+    def apply(self, candidates: C, mirror: MirrorTable, batch_id: int) -> bool:
+        """Apply the candidates; False: this strategy does not apply here (the caller uses another)."""
+
+    def forget(self, db: str, table: str) -> None:
+        """Another strategy wrote the mirror: what this one keeps of it is out of date."""
+
+
+class Mirrors:
+    def __init__(self, spark: SparkSession, lake: str, delta: DeltaTables, evolution: SchemaEvolution,
+                 keys: MirrorKeys, driver: MirrorStrategy[pa.Table], in_spark: MirrorStrategy[DataFrame]) -> None:
+        self.spark = spark
+        self.lake = lake
+        self.delta = delta
+        self.evolution = evolution
+        self.keys = keys
+        self.driver = driver
+        self.in_spark = in_spark
+        self._known: dict[tuple[str, str], list[tuple[str, str]]] = {}  # columns once MERGEd
+
+    def from_driver(self, candidates: pa.Table, db: str, table: str, columns: list[tuple[str, str]],
+                    pk: list[str], batch_id: int) -> None:
+        """Apply candidates that are on the driver (an Arrow table): by the driver where it can, else Spark."""
+        self.keys.check_nulls(candidates, db, table, pk)
+        mirror = self._find(db, table, columns, pk)
+        if self.driver.apply(candidates, mirror, batch_id):
+            self.in_spark.forget(db, table)
+        else:
+            self.in_spark.apply(self.spark.createDataFrame(candidates, schema=candidates_ddl(columns)), mirror,
+                                batch_id)
+        self._known[(db, table)] = columns
+
+    def from_spark(self, candidates: DataFrame, db: str, table: str, columns: list[tuple[str, str]],
+                   pk: list[str], batch_id: int) -> None:
+        """Apply candidates that are in Spark (a DataFrame)."""
+        self.keys.check_nulls(candidates, db, table, pk)
+        self.in_spark.apply(candidates, self._find(db, table, columns, pk), batch_id)
+        self._known[(db, table)] = columns
+
+    def _find(self, db: str, table: str, columns: list[tuple[str, str]], pk: list[str]) -> MirrorTable:
+        from delta.tables import DeltaTable
+
+        path = join(self.lake, db, table)
+        known = self._known.get((db, table))
+        found = self.delta.log(path) if known is None else None
+        exists = known is not None or (found.version >= 0 if found is not None else self.delta.exists(path))
+        if known is None and exists:
+            # The mirror's own schema: a crash may have come between the change log's ALTER and this one,
+            # or between adding columns and giving their defaults to the rows there.
+            pending = D.pending_in(found.configuration) if found is not None else D.pending(self.spark, path)
+            if pending:
+                D.give_existing_rows(self.spark, path, pending)
+            schema = found.columns() if found is not None else [
+                (f.name, f.dataType.simpleString()) for f in DeltaTable.forPath(self.spark, path).toDF().schema]
+            known = [(n, t) for n, t in schema if not n.startswith("_binlake_")]
+        added = [n for n, _ in columns if n not in dict(known or [])] if exists else []
+        fills = self.evolution.defaults(db, table, columns, added)
+        return MirrorTable(db, table, path, columns, pk, exists, known, added, fills,
+                           bool(widened(known or [], columns)) if exists else False)
+
+
+def key_stats(columns: list[tuple[str, str]], pk: list[str]) -> list[str]:
+    """A mirror's statistics columns: its key's, but Delta keeps none of binary or boolean columns."""
+    types = dict(columns)
+    return [k for k in pk if types[k] not in ("binary", "boolean")]
