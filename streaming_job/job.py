@@ -143,7 +143,7 @@ def warm_up(spark: SparkSession, delta: bool = True) -> None:
     started = time.monotonic()
     try:
         tasks = spark.sparkContext.defaultParallelism
-        spark.range(tasks, numPartitions=tasks).mapInArrow(_started, "id long").collect()
+        spark.range(tasks, numPartitions=tasks).mapInArrow(_started, "id long").toArrow()  # as batches come
         if not delta:
             log.info("warmed up Spark's Python workers in %.1fs", time.monotonic() - started)
             return
