@@ -9,6 +9,7 @@ import logging
 import re
 import threading
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import orjson
@@ -47,8 +48,9 @@ class SchemaGroup:
         self.newest = max(self.newest, newest)
         self.partial = self.partial or partial
 
-    @property
+    @cached_property
     def meta(self) -> dict[str, Any]:
+        """The schema JSON, parsed once (evolution and the mirror's key both read it)."""
         return orjson.loads(self.schema)
 
 
