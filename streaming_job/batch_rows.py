@@ -92,8 +92,7 @@ class DriverBatch(BatchRows):
     def __init__(self, spark: SparkSession, shipped: pa.Table) -> None:
         self.spark = spark
         self.shipped = shipped
-        self.rows = shipped.filter(pc.equal(shipped.column("kind"), "row"))
-        self._tables = _row_indices(self.rows)
+        self.rows, self._spans = _by_table(shipped.filter(pc.equal(shipped.column("kind"), "row")))
 
     def info(self) -> list[Any]:
         return _record_rows(self.shipped.drop_columns(["data"]))
@@ -101,17 +100,14 @@ class DriverBatch(BatchRows):
     def add(self, good: list[tuple[Any, ...]]) -> list[Any]:
         more = pa.Table.from_batches([pa.RecordBatch.from_pylist(
             [dict(zip(RECORD_ARROW.names, r, strict=True)) for r in good], schema=RECORD_ARROW)])
-        self.rows = pa.concat_tables([self.rows, more])
-        self._tables = _row_indices(self.rows)
+        self.rows, self._spans = _by_table(pa.concat_tables([self.rows, more]))
         return _record_rows(more.drop_columns(["data"]))
 
     def table(self, db: str, table: str) -> TableRows:
-        """Taken by the rows' indices, found once for every table (a filter per table costs a pass over
-        the whole batch each: quadratic in the tables a batch touches)."""
-        indices = self._tables.get((db, table), [])
-        if len(indices) == len(self.rows):  # the batch's only table: all of it, no copy
-            return DriverRows(self.spark, self.rows)
-        return DriverRows(self.spark, self.rows.take(indices))
+        """A slice of the rows, which are grouped by table once for the batch (a filter per table costs a
+        pass over the whole batch each: quadratic in the tables a batch touches)."""
+        start, length = self._spans.get((db, table), (0, 0))
+        return DriverRows(self.spark, self.rows.slice(start, length))
 
     def release(self) -> None:
         """Nothing of it is in Spark."""
@@ -139,6 +135,19 @@ class SparkBatch(BatchRows):
 
     def release(self) -> None:
         self.decoded.unpersist()
+
+
+def _by_table(rows: pa.Table) -> tuple[pa.Table, dict[tuple[str, str], tuple[int, int]]]:
+    """The rows grouped by table, each table's in batch order, and (db, table) -> (start, length) of its
+    rows (one copy of the batch, then slices; a batch of one table is not copied)."""
+    groups = _row_indices(rows)
+    spans, start = {}, 0
+    for name, indices in groups.items():
+        spans[name] = (start, len(indices))
+        start += len(indices)
+    if len(groups) > 1:
+        rows = rows.take(pa.concat_arrays(list(groups.values())))
+    return rows, spans
 
 
 def _row_indices(rows: pa.Table) -> dict[tuple[str, str], pa.Array]:

@@ -213,7 +213,8 @@ class TableLog:
         if version == 0:
             info["commitInfo"].pop("readVersion")
         data = b"\n".join(orjson.dumps(a) for a in (info, *actions)) + b"\n"
-        os.makedirs(self.log, exist_ok=True)
+        if version == 0:
+            os.makedirs(self.log, exist_ok=True)
         target = os.path.join(self.log, f"{version:020d}.json")
         temp = os.path.join(self.log, f".{version:020d}.json.{uuid.uuid4().hex}.tmp")
         with open(temp, "wb") as fh:

@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
 from .errors import LandError
-from .kafka_read import KAFKA_READ
+from .kafka_source import stream_source
 from .lake_paths import is_local
 from .sink import Lander
 from .worker import DAEMON_MODULE
@@ -189,17 +189,9 @@ def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
     spark.streams.addListener(listener)
     if settings.metrics_port is not None:
         start_http_server(settings.metrics_port, settings.metrics_host, registry=listener.registry)
-    reader = (spark.readStream.format("kafka")
-              .option("kafka.bootstrap.servers", settings.bootstrap)
-              .option("subscribePattern", topic_pattern(settings.topic_prefix))
-              .option("startingOffsets", "earliest")
-              .options(**KAFKA_READ)
-              .option("kafka.metadata.max.age.ms", "5000")  # new tables' topics are found within seconds
-              .option("failOnDataLoss", "true"))
-    if settings.min_partitions:
-        reader = reader.option("minPartitions", str(settings.min_partitions))
-    if settings.max_offsets_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
+    source = stream_source(settings.bootstrap, topic_pattern(settings.topic_prefix), settings.min_partitions,
+                           settings.max_offsets_per_trigger)
+    reader = source.reader(spark)
     writer = (reader.load().writeStream.foreachBatch(lander)
               .option("checkpointLocation", settings.checkpoint)
               .queryName("binlake-land"))

@@ -11,7 +11,7 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +28,7 @@ from .mirrors import Mirrors
 from .writer import FILE_COLUMNS, Commit, landed_ddl, landed_schema
 
 log = logging.getLogger("binlake.land")
+_INLINE_BYTES = 1 << 20  # a table's records in a batch whose change log the driver commits without a thread
 _THREADED_BYTES = 8 << 20  # decoded row changes of a table's batch worth a run (and files) per core
 
 
@@ -79,8 +80,12 @@ class DriverLanding(TableLanding):
         # The change log's commit (JVM work) goes on beside the mirror's (driver work, then its own commit):
         # two tables, each idempotent by its own txnVersion, so their order does not matter on a replay
         moved = self.compaction.moved(txn, path) if write else ((), ())
-        committing = (self.threads.committer.submit(txn.commit, files, self.delta.app_id, batch_id, moved)
-                      if write else None)
+        committing: Future[int] | None = None
+        if write and records.nbytes < _INLINE_BYTES:  # a small commit: here (a thread costs more than it saves)
+            committing = Future()
+            committing.set_result(txn.commit(files, self.delta.app_id, batch_id, moved))
+        elif write:
+            committing = self.threads.committer.submit(txn.commit, files, self.delta.app_id, batch_id, moved)
         try:
             if pk:
                 full_images(db, table, batch.schemas)

@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from .decode import typed_batches
@@ -29,6 +30,7 @@ from .worker import keep_spark_archive_listings
 
 PARTITION_COLUMN = "commit_date"
 _TS = pa.timestamp("us", tz="UTC")
+_LOCAL_FILES = pafs.LocalFileSystem()  # the driver's and a task's own files: named, not inferred from paths
 # Files rewritten without a change of the table's rows (compaction): adds (relative path, partition
 # values, size, statistics) and removes (relative path, size, partition values)
 Moved = tuple[Sequence[tuple[str, dict[str, str], int, dict[str, Any]]], Sequence[tuple[str, int, dict[str, str]]]]
@@ -69,7 +71,7 @@ class _File:
         self.date = date
         self.path = os.path.join(table_path, self.name)
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        self.writer = pq.ParquetWriter(self.path, schema, **options)
+        self.writer = pq.ParquetWriter(self.path, schema, filesystem=_LOCAL_FILES, **options)
         self.rows = 0
         self.offsets: tuple[int, int] | None = None
 
@@ -349,7 +351,7 @@ def write_mirror_file(table_path: str, rows: pa.Table, key: str) -> tuple[str, d
     name = file_name("", options)
     path = os.path.join(table_path, name)
     os.makedirs(table_path, exist_ok=True)  # a new table's first file
-    pq.write_table(rows, path, **options)
+    pq.write_table(rows, path, filesystem=_LOCAL_FILES, **options)
     bounds = pc.min_max(rows.column(key))
     stats = {"numRecords": len(rows), "minValues": {key: bounds["min"].as_py()},
              "maxValues": {key: bounds["max"].as_py()}, "nullCount": {key: rows.column(key).null_count}}

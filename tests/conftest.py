@@ -58,3 +58,13 @@ def mysql84() -> Iterator[MySQL84Server]:
         pytest.skip("no Docker engine")
     with MySQL84Server() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[2] session for the in-process runs and for reading the lake (jars fetched once)."""
+    from streaming_job.job import build_session
+
+    session = build_session("local[2]", 2, "binlake-land-tests")
+    yield session
+    session.stop()

@@ -50,16 +50,6 @@ TIMESTAMPS = {"ts0", "ts3", "ts6"}
 ZERO = ("0000-", "-00-", "-00 ")
 
 
-@pytest.fixture(scope="session")
-def spark():
-    """One local[2] session for the in-process runs and for reading the lake (jars fetched once)."""
-    from streaming_job.job import build_session
-
-    session = build_session("local[2]", 2, "binlake-land-tests")
-    yield session
-    session.stop()
-
-
 def _server_expr(col: str, sqltype: str) -> str:
     """The server computes the lake's value (as text where Python would otherwise do the work)."""
     q = f"`{col}`"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ingester.cli.main import main
-from tests.integration.test_land import _land, _mirror_rows, spark  # noqa: F401 (a fixture)
+from tests.integration.test_land import _land, _mirror_rows
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +29,7 @@ def _select(conn: Any) -> dict[tuple[int], dict[str, Any]]:
         return {(r[names.index("id")],): dict(zip(names, r, strict=True)) for r in cur.fetchall()}
 
 
-def _check(spark, lake, conn, err: str) -> None:  # noqa: F811
+def _check(spark, lake, conn, err: str) -> None:
     rows, _ = _mirror_rows(spark, lake, "dflt", "t")
     expected = _select(conn)
     # DATETIME DEFAULT NOW() is local time of the session's time zone, which the binlog names "SYSTEM":
@@ -63,7 +63,7 @@ def _phase_two(conn) -> None:
         cur.execute("INSERT INTO t (id, v2, a2, nn) VALUES (23, 'x', 9000000000, 1)")
 
 
-def test_added_columns_get_their_defaults_in_the_mirror_full_metadata(mariadb, kafka, spark, tmp_path,  # noqa: F811
+def test_added_columns_get_their_defaults_in_the_mirror_full_metadata(mariadb, kafka, spark, tmp_path,
                                                                       monkeypatch, capsys) -> None:
     """Existing mirror rows get the defaults when the columns are added (a later micro-batch); images of the
     batch older than the ALTER too."""
@@ -89,7 +89,7 @@ def test_added_columns_get_their_defaults_in_the_mirror_full_metadata(mariadb, k
     assert changes.filter("after.v = 'before'").select("after.a").first()[0] is None
 
 
-def test_added_columns_get_their_defaults_in_the_mirror_minimal_metadata(make_mariadb, kafka, spark,  # noqa: F811
+def test_added_columns_get_their_defaults_in_the_mirror_minimal_metadata(make_mariadb, kafka, spark,
                                                                          tmp_path, capsys) -> None:
     """With schema history, and a mirror created by the batch that holds the ALTERs."""
     server = make_mariadb(binlog_row_metadata="MINIMAL")
@@ -108,7 +108,7 @@ def test_added_columns_get_their_defaults_in_the_mirror_minimal_metadata(make_ma
     _check(spark, tmp_path / "lake", conn, capsys.readouterr().err)
 
 
-def test_defaults_pending_at_a_crash_are_given_at_the_next_start(spark, tmp_path) -> None:  # noqa: F811
+def test_defaults_pending_at_a_crash_are_given_at_the_next_start(spark, tmp_path) -> None:
     """A crash between adding a mirror's columns and giving their defaults: the mirror's pending mark makes the
     next start finish it, and only rows older than the ALTER change."""
     from streaming_job import defaults as D

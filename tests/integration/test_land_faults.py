@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ingester.cli.main import main
-from tests.integration.test_land import _mirror_rows, _plain_rows, _run_daemon, spark  # noqa: F401
+from tests.integration.test_land import _mirror_rows, _plain_rows, _run_daemon
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +45,7 @@ def _land(kafka, prefix: str, root: Path) -> int:
                  "--checkpoint", str(root / "checkpoint"), "--trigger", "available-now"])
 
 
-def test_read_only_and_full_lake_stop_with_the_path_and_resume(make_mariadb, kafka, spark, tmp_path,  # noqa: F811
+def test_read_only_and_full_lake_stop_with_the_path_and_resume(make_mariadb, kafka, spark, tmp_path,
                                                                capsys) -> None:
     server, db = make_mariadb(), "landfull"
     prefix, root = db, tmp_path / "store"

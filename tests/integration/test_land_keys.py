@@ -13,11 +13,10 @@ from typing import Any
 import pytest
 
 from ingester.cli.main import main
-from tests.integration.test_land import (  # noqa: F401 (spark: the fixture)
+from tests.integration.test_land import (
     _assert_delta_rs_mirror,
     _land,
     _plain_rows,
-    spark,
 )
 
 pytestmark = pytest.mark.integration
@@ -36,7 +35,7 @@ def _land_fails(kafka: Any, prefix: str, lake: Path, capsys: Any, *extra: str) -
     return capsys.readouterr().err
 
 
-def _mirror(spark, lake: Path, table: str, key: list[str]) -> dict:  # noqa: F811
+def _mirror(spark, lake: Path, table: str, key: list[str]) -> dict:
     """The mirror's rows by key (without binlake's own columns), as Spark reads them."""
     df = spark.read.format("delta").load(str(lake / DB / table))
     columns = [c for c in df.columns if not c.startswith("_binlake")]
@@ -45,7 +44,7 @@ def _mirror(spark, lake: Path, table: str, key: list[str]) -> dict:  # noqa: F81
     return rows
 
 
-def _assert_mirrors(spark, lake: Path, conn: Any, tables: dict[str, list[str]]) -> None:  # noqa: F811
+def _assert_mirrors(spark, lake: Path, conn: Any, tables: dict[str, list[str]]) -> None:
     """Every mirror equals the server's SELECT (Spark's read, and delta-rs's), and records its key."""
     import deltalake
 
@@ -76,7 +75,7 @@ def _dml(cur: Any) -> None:
 
 
 @pytest.mark.parametrize("metadata", ["FULL", "MINIMAL", "NO_LOG"])
-def test_a_unique_key_of_not_null_columns_keys_the_mirror(make_mariadb, kafka, spark, tmp_path,  # noqa: F811
+def test_a_unique_key_of_not_null_columns_keys_the_mirror(make_mariadb, kafka, spark, tmp_path,
                                                          capsys, monkeypatch, metadata) -> None:
     server = make_mariadb(binlog_row_metadata=metadata)
     server.execute(f"CREATE DATABASE {DB} CHARACTER SET utf8mb4")
@@ -116,7 +115,7 @@ def test_a_unique_key_of_not_null_columns_keys_the_mirror(make_mariadb, kafka, s
     _assert_mirrors(spark, lake, conn, {"acct": ["region", "code"], "mail": ["email"]})
 
 
-def test_land_keys_name_the_key_of_a_table_without_one(make_mariadb, kafka, spark, tmp_path,  # noqa: F811
+def test_land_keys_name_the_key_of_a_table_without_one(make_mariadb, kafka, spark, tmp_path,
                                                        capsys) -> None:
     server = make_mariadb(binlog_row_metadata="NO_LOG")
     server.execute(f"CREATE DATABASE {DB} CHARACTER SET utf8mb4")

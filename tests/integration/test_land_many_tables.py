@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from tests.integration import test_type_zoo as zoo
-from tests.integration.test_land import (  # noqa: F401 (spark: the fixture)
+from tests.integration.test_land import (
     BINLAKE,
     _assert_delta_rs_change_log,
     _assert_delta_rs_mirror,
@@ -36,7 +36,6 @@ from tests.integration.test_land import (  # noqa: F401 (spark: the fixture)
     _land,
     _plain,
     _run_daemon,
-    spark,
 )
 
 pytestmark = pytest.mark.integration
@@ -172,7 +171,7 @@ def _server_rows(conn, table: str) -> dict[tuple[Any, ...], dict[str, Any]]:
 
 
 def test_fifty_tables_in_one_batch_survive_kill_minus_nine_of_the_driver_mid_batch(
-        make_mariadb, kafka, spark, tmp_path, monkeypatch, capsys) -> None:  # noqa: F811
+        make_mariadb, kafka, spark, tmp_path, monkeypatch, capsys) -> None:
     server = make_mariadb()
     server.execute(f"CREATE DATABASE {DB} CHARACTER SET utf8mb4")
     conn = server.connect(DB)

@@ -15,8 +15,6 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from tests.integration.test_land import spark  # noqa: F401 - the session's Spark
-
 pytestmark = pytest.mark.integration
 COLUMNS = [("id", "bigint"), ("v", "string"), ("ts", "timestamp"), ("d", "decimal(12,2)")]
 UTC = datetime.UTC
@@ -57,18 +55,18 @@ def _batch(rnd: random.Random, model: dict[int, tuple], batch_id: int, n: int) -
     return out
 
 
-def _mirror(spark, path: str) -> dict[int, tuple]:  # noqa: F811
+def _mirror(spark, path: str) -> dict[int, tuple]:
     # pyspark gives timestamps as naive local times
     return {r.id: (r.v, r.ts and r.ts.astimezone(UTC), r.d) for r in spark.read.format("delta").load(path).collect()}
 
 
-def _operations(spark, path: str) -> list[str]:  # noqa: F811
+def _operations(spark, path: str) -> list[str]:
     from delta.tables import DeltaTable
 
     return [r.operation for r in DeltaTable.forPath(spark, path).history().orderBy("version").collect()]
 
 
-def test_the_driver_keeps_the_mirror_equal_to_the_source(spark, tmp_path) -> None:  # noqa: F811
+def test_the_driver_keeps_the_mirror_equal_to_the_source(spark, tmp_path) -> None:
     from streaming_job.mirror import candidate_schema
     from streaming_job.sink import Lander
 
@@ -93,7 +91,7 @@ def test_the_driver_keeps_the_mirror_equal_to_the_source(spark, tmp_path) -> Non
     assert operations[3:5] == ["MERGE", "MERGE"] and operations[5:] == ["UPDATE"] * 3, operations
 
 
-def test_a_batch_of_new_keys_reads_no_mirror_file(spark, tmp_path) -> None:  # noqa: F811
+def test_a_batch_of_new_keys_reads_no_mirror_file(spark, tmp_path) -> None:
     """Keys committed out of order (several writers): a key below the mirror's largest that no file's
     range holds reads nothing; one that a file's range holds reads that file and leaves it as it is."""
     from streaming_job.mirror import candidate_schema
@@ -117,7 +115,7 @@ def test_a_batch_of_new_keys_reads_no_mirror_file(spark, tmp_path) -> None:  # n
     assert _operations(spark, path) == ["WRITE", "WRITE", "WRITE"]  # appends only, the first creating: none rewritten
 
 
-def test_a_conflicting_commit_names_the_table_and_the_replay_lands_the_batch(spark, tmp_path,  # noqa: F811
+def test_a_conflicting_commit_names_the_table_and_the_replay_lands_the_batch(spark, tmp_path,
                                                                             monkeypatch) -> None:
     """Another writer deletes a row of the file the driver is rewriting (a real Delta conflict, detected
     by Delta at commit): the query stops with the table and batch named, the mirror holds nothing of the
@@ -156,7 +154,7 @@ def test_a_conflicting_commit_names_the_table_and_the_replay_lands_the_batch(spa
     assert {k: v[0] for k, v in _mirror(spark, path).items()} == {10: "a", 11: "b", 12: "a"}
 
 
-def test_warm_up_runs_and_workers_fork_from_the_daemon_with_the_decoder(spark, caplog) -> None:  # noqa: F811
+def test_warm_up_runs_and_workers_fork_from_the_daemon_with_the_decoder(spark, caplog) -> None:
     """job.warm_up starts the workers and Delta's commit path without a warning, and local workers are
     forked from streaming_job.worker (which imported the decoder), not pyspark's bare daemon."""
     import logging
@@ -179,7 +177,7 @@ def test_warm_up_runs_and_workers_fork_from_the_daemon_with_the_decoder(spark, c
     assert parents and all("-m streaming_job.worker" in r.cmd for r in parents), parents
 
 
-def test_a_large_batch_is_written_as_files_of_consecutive_key_ranges(spark, tmp_path) -> None:  # noqa: F811
+def test_a_large_batch_is_written_as_files_of_consecutive_key_ranges(spark, tmp_path) -> None:
     """A batch of 120,000 new keys is written by two threads as two files of disjoint key ranges (their
     statistics say so); a later batch updating a key of each reads and rewrites both, and the mirror then
     equals the model."""
@@ -213,7 +211,7 @@ def test_a_large_batch_is_written_as_files_of_consecutive_key_ranges(spark, tmp_
     assert _operations(spark, path) == ["WRITE", "UPDATE"]
 
 
-def test_a_trickle_of_small_batches_keeps_few_mirror_files(spark, tmp_path) -> None:  # noqa: F811
+def test_a_trickle_of_small_batches_keeps_few_mirror_files(spark, tmp_path) -> None:
     """Thirty small batches of new keys (each touches no file and would add one: the steady insert
     trickle), every seventh also updating and deleting an older key: once the mirror has
     ``compact_files`` small files the driver's commit rewrites them with the batch, so it keeps a

@@ -20,7 +20,7 @@ from ingester.codec import events as E
 from ingester.daemon.kafka_io import read_compacted
 from ingester.records.format import Sequence, file_number
 from ingester.schema.history import SchemaHistory, capture, capture_databases
-from tests.integration.test_land import _land, _mirror_rows, _plain_rows, spark  # noqa: F401 (a fixture)
+from tests.integration.test_land import _land, _mirror_rows, _plain_rows
 
 pytestmark = pytest.mark.integration
 BINLAKE = [sys.executable, "-m", "ingester.cli.main"]
@@ -231,7 +231,7 @@ def test_unparsed_ddl_stops_or_skips_the_table(make_mariadb, kafka, monkeypatch,
     assert tables == [("keep", [{"after": {"id": 1}}])]
 
 
-def test_land_mirrors_a_minimal_metadata_server_with_its_column_names(make_mariadb, kafka, spark,  # noqa: F811
+def test_land_mirrors_a_minimal_metadata_server_with_its_column_names(make_mariadb, kafka, spark,
                                                                       tmp_path) -> None:
     """binlake land decodes the schema entries like FULL table maps: lake columns have the server's names."""
     server = make_mariadb(binlog_row_metadata="MINIMAL")

@@ -28,7 +28,7 @@ from ingester.dump.jsonl import event_json
 from ingester.records.format import Sequence, file_number
 from ingester.sources.binlog_file import read_binlog_file
 from tests.integration import test_type_zoo as zoo
-from tests.integration.test_land import _land, spark  # noqa: F401 (a fixture)
+from tests.integration.test_land import _land
 
 pytestmark = pytest.mark.integration
 BINLAKE = [sys.executable, "-m", "ingester.cli.main"]
@@ -207,7 +207,7 @@ def _replay_in_seq_order(items, db: str, table: str) -> tuple[dict[int, tuple], 
 SNAPSHOT_ROWS = int(os.environ.get("BINLAKE_TEST_SNAPSHOT_ROWS", "100000"))
 
 
-def test_kill_minus_nine_during_a_snapshot_under_writes(make_mariadb, kafka, spark, tmp_path) -> None:  # noqa: F811
+def test_kill_minus_nine_during_a_snapshot_under_writes(make_mariadb, kafka, spark, tmp_path) -> None:
     n_rows = SNAPSHOT_ROWS
     server = make_mariadb()
     server.execute("CREATE DATABASE ks CHARACTER SET utf8mb4")

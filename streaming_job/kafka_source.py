@@ -1,0 +1,349 @@
+"""The stream's Kafka source for micro-batches that touch many topics (a topic per table).
+
+Spark's Kafka source reads each topic partition in a task of its own, with a consumer of its own and
+two fetches (the record, then the transaction marker after it): a batch touching 200 tables paid
+~1 s for that alone. This source (Spark's Python data source API) reads a batch's partitions in one
+task per core, each with one consumer fetching all of its partitions in the same requests.
+
+It gives the same columns as Spark's Kafka source, and its offsets are the same JSON
+(``{"<topic>": {"<partition>": <offset>}}``), so one checkpoint goes on with either source (the job
+uses Spark's where ``maxOffsetsPerTrigger`` bounds a batch: Python sources have no admission control in
+Spark 4.0). Only committed records are read (read_committed); records gone from Kafka before they were
+read stop the query (Spark's ``failOnDataLoss``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming import DataStreamReader
+from pyspark.sql.types import StructType
+
+from .kafka_read import KAFKA_READ
+
+# The columns of Spark's Kafka source (includeHeaders), in its order
+KAFKA_DDL = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+             "timestampType int, headers array<struct<key: string, value: binary>>")
+_HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
+                     ("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", pa.timestamp("us", "UTC")),
+                     ("timestampType", pa.int32()), ("headers", _HEADERS)])
+_BATCH_BYTES = 32 << 20  # a task's output is handed on in Arrow batches of about this size
+_POLL_MS = 200
+_READ_TIMEOUT_S = 120.0  # as Spark's kafkaConsumer.pollTimeoutMs
+_KAFKA_WAIT_S = 600.0  # the driver's questions to Kafka, asked again while it is unreachable
+
+Offsets = dict[str, dict[str, int]]
+
+
+@dataclass(frozen=True)
+class StreamSource:
+    """How the query reads its topics (``pattern``, a regex) from Kafka at ``bootstrap``: binlake's source
+    (BinlakeKafka) or Spark's (SparkKafka, which can bound a batch). Both start at the earliest offsets."""
+    bootstrap: str
+    pattern: str
+    min_partitions: int = 0  # split ranges so that a batch has at least this many tasks
+
+    def reader(self, spark: SparkSession) -> DataStreamReader:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class BinlakeKafka(StreamSource):
+    """A batch's partitions read by one task per core (KafkaSource)."""
+
+    def reader(self, spark: SparkSession) -> DataStreamReader:
+        spark.dataSource.register(KafkaSource)
+        tasks = max(spark.sparkContext.defaultParallelism, self.min_partitions)
+        return (spark.readStream.format(KafkaSource.name()).option("bootstrap", self.bootstrap)
+                .option("pattern", self.pattern).option("tasks", str(tasks))
+                .option("min_partitions", str(self.min_partitions)))
+
+
+@dataclass(frozen=True)
+class SparkKafka(StreamSource):
+    """Spark's Kafka source: a task per topic partition; ``max_offsets`` bounds a batch
+    (maxOffsetsPerTrigger)."""
+    max_offsets: int = 0
+
+    def reader(self, spark: SparkSession) -> DataStreamReader:
+        reader = (spark.readStream.format("kafka")
+                  .option("kafka.bootstrap.servers", self.bootstrap)
+                  .option("subscribePattern", self.pattern)
+                  .option("startingOffsets", "earliest")
+                  .options(**KAFKA_READ)
+                  .option("kafka.metadata.max.age.ms", "5000")  # new tables' topics are found within seconds
+                  .option("failOnDataLoss", "true"))
+        if self.min_partitions:
+            reader = reader.option("minPartitions", str(self.min_partitions))
+        if self.max_offsets:
+            reader = reader.option("maxOffsetsPerTrigger", str(self.max_offsets))
+        return reader
+
+
+def stream_source(bootstrap: str, pattern: str, min_partitions: int | None,
+                  max_offsets_per_trigger: int | None) -> StreamSource:
+    """Spark's source where a batch is bounded (no admission control for Python sources in Spark 4.0), else
+    binlake's."""
+    if max_offsets_per_trigger:
+        return SparkKafka(bootstrap, pattern, min_partitions or 0, max_offsets_per_trigger)
+    return BinlakeKafka(bootstrap, pattern, min_partitions or 0)
+
+
+class SourceError(RuntimeError):
+    """Records of a batch are not in Kafka any more (or a topic was deleted)."""
+
+
+@dataclass(frozen=True)
+class Span:
+    """Offsets [start, end) of one topic partition."""
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+class Split(InputPartition):
+    """A task's spans."""
+
+    def __init__(self, spans: tuple[Span, ...]) -> None:
+        super().__init__(spans)
+        self.spans = spans
+
+
+class KafkaSource(DataSource):
+    """``spark.readStream.format("binlake_kafka")``; options: bootstrap, pattern (the topics' regex), tasks
+    (a batch's tasks at least, default 2), min_partitions (as Spark's minPartitions: ranges split so a
+    batch has at least this many tasks)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "binlake_kafka"
+
+    def schema(self) -> str:
+        return KAFKA_DDL
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaStreamReader(self.options["bootstrap"], self.options["pattern"],
+                                 int(self.options.get("tasks", "2")), int(self.options.get("min_partitions", "0")))
+
+
+def _consumer(bootstrap: str):  # type: ignore[no-untyped-def]
+    from kafka import KafkaConsumer
+
+    chatty = logging.getLogger("kafka")
+    if chatty.level == logging.NOTSET:  # a Spark Python worker's (nobody set it): while Kafka is away, a
+        chatty.setLevel(logging.ERROR)  # warning every retry_backoff_ms, and a line per metadata update
+
+    return KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False,
+                         group_id=None, auto_offset_reset="none", fetch_max_wait_ms=10,
+                         max_partition_fetch_bytes=8 << 20, fetch_max_bytes=64 << 20, check_crcs=True,
+                         # a task's consumer, assigned partitions it has no metadata for yet, waits this long
+                         # between metadata refreshes before it fetches (kafka-python's default 100 ms was
+                         # most of a small batch's read)
+                         retry_backoff_ms=10, client_id="binlake-land")
+
+
+class KafkaStreamReader(DataSourceStreamReader):
+    """The driver's side: a batch's end offsets (the last stable offsets of the matching topics) and its
+    tasks."""
+
+    def __init__(self, bootstrap: str, pattern: str, tasks: int, min_partitions: int) -> None:
+        self.bootstrap = bootstrap
+        self.pattern = re.compile(pattern)
+        self.tasks = max(1, tasks, min_partitions)
+        self.min_partitions = min_partitions
+        self._kafka = None
+        # every topic partition this process has seen, with its last end offset: a batch's end offsets
+        # name them all, even when Kafka's metadata leaves one out for a moment (a topic being created
+        # answers with an error, and the consumer then lists it no more): the next batch starts where the
+        # last one ended, and a partition left out would start again at 0
+        self._known: dict[tuple[str, int], int] = {}
+
+    @property
+    def kafka(self):  # type: ignore[no-untyped-def]
+        if self._kafka is None:
+            self._kafka = _consumer(self.bootstrap)
+        return self._kafka
+
+    def _partitions(self) -> list:  # type: ignore[type-arg]
+        """The matching topics' partitions that have a leader, and every one known before."""
+        from kafka import TopicPartition
+
+        kafka = self.kafka
+        listed = set()
+        for topic in kafka.topics():
+            if self.pattern.fullmatch(topic):
+                for p in kafka.partitions_for_topic(topic) or ():
+                    tp = TopicPartition(topic, p)
+                    leader = kafka._client.cluster.leader_for_partition(tp)
+                    if (leader is not None and leader >= 0) or (topic, p) in self._known:
+                        listed.add(tp)
+        return sorted(listed | {TopicPartition(t, p) for t, p in self._known}, key=lambda tp: (tp.topic, tp.partition))
+
+    def _remember(self, offsets: Offsets) -> Offsets:
+        for topic, parts in offsets.items():
+            for p, offset in parts.items():
+                key = (topic, int(p))
+                self._known[key] = max(offset, self._known.get(key, 0))
+        return offsets
+
+    def initialOffset(self) -> Offsets:
+        """The earliest offsets of the topics there now (Spark's startingOffsets=earliest)."""
+        return self._remember(self._ask(lambda kafka: kafka.beginning_offsets(self._partitions())))
+
+    def latestOffset(self) -> Offsets:
+        """The last stable offsets (read_committed) of the matching topics' partitions."""
+        return self._remember(self._ask(lambda kafka: kafka.end_offsets(self._partitions())))
+
+    def _ask(self, question: Callable[[Any], dict]) -> Offsets:  # type: ignore[type-arg]
+        """Offsets from Kafka, asked again while it is unreachable (a broker restarting), for up to
+        _KAFKA_WAIT_S: then the query stops, naming Kafka."""
+        from kafka.errors import KafkaError
+
+        deadline = time.monotonic() + _KAFKA_WAIT_S
+        while True:
+            try:
+                return _offsets(question(self.kafka))
+            except KafkaError as exc:
+                self.stop()  # a new consumer for the next try
+                if time.monotonic() > deadline:
+                    raise SourceError(f"Kafka at {self.bootstrap} did not answer for {_KAFKA_WAIT_S:.0f} s: "
+                                      f"{exc}") from None
+                time.sleep(1.0)
+
+    def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
+        self._remember(start)
+        self._remember(end)
+        left = [f"{t}-{p}" for t, parts in start.items() for p, o in parts.items()
+                if o > 0 and p not in end.get(t, {})]
+        if left:  # only a batch planned by another process (before a restart) can leave one out
+            raise SourceError(f"Kafka topic partitions {', '.join(left[:5])} are missing from the batch's end "
+                              "offsets (deleted, or left out of Kafka's metadata): their next records would "
+                              "not land")
+        spans = []
+        for topic, parts in end.items():
+            for partition, stop in parts.items():
+                # a partition found since the last batch starts at 0: a record gone already stops the read
+                first = start.get(topic, {}).get(partition, 0)
+                if stop < first:
+                    raise SourceError(f"Kafka topic partition {topic}-{partition} ends at offset {stop}, before "
+                                      f"offset {first} that was read already: was the topic recreated?")
+                if stop > first:
+                    spans.append(Span(topic, int(partition), first, stop))
+        return [Split(s) for s in plan(spans, self.tasks, split=self.min_partitions > 0)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, Split)
+        yield from read_spans(self.bootstrap, partition.spans)
+
+    def commit(self, end: Offsets) -> None:
+        pass
+
+    def stop(self) -> None:
+        if self._kafka is not None:
+            self._kafka.close()
+            self._kafka = None
+
+
+def _offsets(found: dict) -> Offsets:  # type: ignore[type-arg]
+    out: Offsets = {}
+    for tp, offset in found.items():
+        out.setdefault(tp.topic, {})[str(tp.partition)] = int(offset)
+    return out
+
+
+def plan(spans: list[Span], tasks: int, split: bool = False) -> list[tuple[Span, ...]]:
+    """Spans -> at most ``tasks`` groups of about the same number of offsets (largest first, each to the
+    least loaded group). ``split``: spans longer than a group's share are cut (Spark's minPartitions)."""
+    if not spans:
+        return []
+    if split:
+        share = -(-sum(s.end - s.start for s in spans) // tasks)
+        cut = []
+        for s in spans:
+            for lo in range(s.start, s.end, share):
+                cut.append(Span(s.topic, s.partition, lo, min(s.end, lo + share)))
+        spans = cut
+    groups: list[list[Span]] = [[] for _ in range(min(tasks, len(spans)))]
+    loads = [0] * len(groups)
+    for s in sorted(spans, key=lambda s: s.start - s.end):
+        i = loads.index(min(loads))
+        groups[i].append(s)
+        loads[i] += s.end - s.start
+    return [tuple(sorted(g, key=lambda s: (s.topic, s.partition, s.start))) for g in groups]
+
+
+_READERS: dict[str, object] = {}  # a Python worker's consumer, kept for its next tasks (workers are reused)
+
+
+def close_readers() -> None:
+    """This process's consumers closed (the tests' process, which reads with read_spans itself)."""
+    while _READERS:
+        _READERS.popitem()[1].close()  # type: ignore[attr-defined]
+
+
+def read_spans(bootstrap: str, spans: Sequence[Span]) -> Iterator[pa.RecordBatch]:
+    """The committed records of ``spans``, in offset order per partition, as Arrow batches of KAFKA_DDL."""
+    from kafka import TopicPartition
+    from kafka.errors import OffsetOutOfRangeError
+
+    kafka = _READERS.get(bootstrap)
+    if kafka is None:
+        kafka = _READERS[bootstrap] = _consumer(bootstrap)
+    wanted = {TopicPartition(s.topic, s.partition): s for s in spans}
+    if len(wanted) != len(spans):  # pieces of one partition (min_partitions): one at a time
+        for s in spans:
+            yield from read_spans(bootstrap, [s])
+        return
+    kafka.assign(list(wanted))  # type: ignore[attr-defined]
+    for tp, s in wanted.items():
+        kafka.seek(tp, s.start)  # type: ignore[attr-defined]
+    columns: dict[str, list] = {name: [] for name in _SCHEMA.names}  # type: ignore[type-arg]
+    size = 0
+    open_ = dict(wanted)
+    deadline = time.monotonic() + _READ_TIMEOUT_S
+    while open_:
+        try:
+            polled = kafka.poll(timeout_ms=_POLL_MS)  # type: ignore[attr-defined]
+        except OffsetOutOfRangeError as exc:
+            lost = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
+            where = ", ".join(f"{tp.topic}-{tp.partition} from offset {o}" for tp, o in lost.items()) or str(exc)
+            raise SourceError(f"records of Kafka topic partition {where} are not in Kafka any more (retention?): "
+                              "they have not landed") from None
+        for tp, records in polled.items():
+            span = open_.get(tp)
+            if span is None:
+                continue
+            for r in records:
+                if r.offset >= span.end:
+                    break
+                columns["key"].append(r.key)
+                columns["value"].append(r.value)
+                columns["topic"].append(tp.topic)
+                columns["partition"].append(tp.partition)
+                columns["offset"].append(r.offset)
+                columns["timestamp"].append(r.timestamp * 1000)
+                columns["timestampType"].append(r.timestamp_type)
+                columns["headers"].append([{"key": k, "value": v} for k, v in r.headers])
+                size += len(r.value or b"") + 64
+        for tp in [tp for tp, s in open_.items() if kafka.position(tp) >= s.end]:  # type: ignore[attr-defined]
+            del open_[tp]
+            kafka.pause(tp)  # type: ignore[attr-defined]
+        if size >= _BATCH_BYTES or (not open_ and columns["offset"]):
+            yield pa.RecordBatch.from_pydict(columns, schema=_SCHEMA)
+            columns = {name: [] for name in _SCHEMA.names}
+            size = 0
+        if open_ and time.monotonic() > deadline:
+            late = ", ".join(f"{tp.topic}-{tp.partition}" for tp in list(open_)[:5])
+            raise SourceError(f"Kafka did not give the committed records of {late} within "
+                              f"{_READ_TIMEOUT_S:.0f} s")
+    kafka.assign([])  # type: ignore[attr-defined]

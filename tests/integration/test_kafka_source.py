@@ -1,0 +1,131 @@
+"""binlake's Kafka source (streaming_job/kafka_source.py) against a real broker: it reads what Spark's own
+Kafka source reads (committed records only, with their headers), stops on records gone from Kafka, and one
+checkpoint goes on from either source to the other with every change landed once."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from streaming_job.kafka_read import KafkaReader
+from streaming_job.kafka_source import SourceError, Span, close_readers, read_spans
+from tests.integration.test_land import (
+    _assert_change_log,
+    _land,
+    _mirror_rows,
+    _plain_rows,
+    _run_daemon,
+)
+from tests.integration.test_type_zoo import _verbose_counts
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def _readers() -> Iterator[None]:
+    """read_spans keeps a consumer per broker for the process's next reads: closed after each test."""
+    yield
+    close_readers()
+
+
+def _produce(kafka, topics: list[str]) -> dict[str, list[tuple[int, bytes, list]]]:
+    """Transactions over ``topics`` (two partitions each), committed and aborted, interleaved: the committed
+    records sent, by topic partition, as (partition, value, headers), in order."""
+    for t in topics:
+        kafka.create_topic(t, partitions=2)
+    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap, transactional_id=f"src-{uuid.uuid4().hex}",
+                             enable_idempotence=True, acks="all")
+    producer.init_transactions()
+    sent: dict[str, list[tuple[int, bytes, list]]] = {t: [] for t in topics}
+    for i in range(40):
+        producer.begin_transaction()
+        batch = []
+        for k, t in enumerate(topics):
+            if (i + k) % 3 == 0:
+                continue
+            value = f"{t}:{i}".encode() * (1 + i % 5)
+            headers = [("binlake.db", b"d"), ("n", str(i).encode())] if i % 2 else []
+            partition = (i + k) % 2
+            producer.send(t, value, headers=headers, partition=partition)
+            batch.append((t, (partition, value, headers)))
+        if i % 7 == 3:
+            producer.abort_transaction()  # never read
+        else:
+            producer.commit_transaction()
+            for t, record in batch:
+                sent[t].append(record)
+    producer.close()
+    return sent
+
+
+def test_it_reads_the_committed_records_spark_reads(kafka, spark) -> None:
+    topics = [f"srcread{uuid.uuid4().hex[:6]}.t{i}" for i in range(3)]
+    sent = _produce(kafka, topics)
+    reader = KafkaReader(spark, kafka.bootstrap)
+    consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap, isolation_level="read_committed")
+    for topic in topics:
+        theirs = reader.read(topic, "earliest", "latest").collect()
+        ends = consumer.end_offsets([TopicPartition(topic, p) for p in (0, 1)])  # past the last marker
+        spans = [Span(topic, tp.partition, 0, end) for tp, end in ends.items()]
+        ours = [row for batch in read_spans(kafka.bootstrap, spans) for row in batch.to_pylist()]
+        key = lambda r: (r["partition"], r["offset"])  # noqa: E731
+        assert [(r.partition, r.offset, bytes(r.value), [(h.key, bytes(h.value)) for h in r.headers or ()])
+                for r in sorted(theirs, key=lambda r: (r.partition, r.offset))] == [
+            (r["partition"], r["offset"], r["value"], [(h["key"], h["value"]) for h in r["headers"]])
+            for r in sorted(ours, key=key)]
+        # and what was committed, in order, per partition (not derived from either reader)
+        for p in (0, 1):
+            assert [(r["value"], [(h["key"], h["value"]) for h in r["headers"]])
+                    for r in sorted(ours, key=key) if r["partition"] == p] == [
+                (v, h) for q, v, h in sent[topic] if q == p]
+    consumer.close()
+
+
+def test_records_gone_from_kafka_stop_the_read_with_the_partition_named(kafka, spark) -> None:
+    topic = f"srcgone{uuid.uuid4().hex[:6]}.t"
+    _produce(kafka, [topic])
+    jvm = spark._jvm  # Kafka's own admin client (the JVM has it for Spark's Kafka source) deletes records
+    props = jvm.java.util.Properties()
+    props.put("bootstrap.servers", kafka.bootstrap)
+    admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+    try:
+        gone = jvm.java.util.HashMap()
+        gone.put(jvm.org.apache.kafka.common.TopicPartition(topic, 0),
+                 jvm.org.apache.kafka.clients.admin.RecordsToDelete.beforeOffset(4))
+        admin.deleteRecords(gone).all().get()
+    finally:
+        admin.close()
+    with pytest.raises(SourceError, match=rf"{topic}-0.* not in Kafka any more"):
+        list(read_spans(kafka.bootstrap, [Span(topic, 0, 0, 10)]))
+    assert sum(len(b) for b in read_spans(kafka.bootstrap, [Span(topic, 0, 4, 10)])) > 0  # what is left reads
+
+
+def test_one_checkpoint_goes_on_from_either_kafka_source_to_the_other(make_mariadb, kafka, spark,
+                                                                       tmp_path: Path) -> None:
+    """``--max-offsets-per-trigger`` takes Spark's Kafka source (it bounds batches); without it, binlake's.
+    Their offsets are the same JSON: a job restarted with the other keeps its checkpoint."""
+    server = make_mariadb()
+    db = "srcswitch"
+    server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
+    conn = server.connect(db)
+    prefix = "srcswitch"
+    lake = tmp_path / "lake"
+    with conn.cursor() as cur:
+        for t in ("a", "b"):
+            cur.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v VARCHAR(20))")
+    for step, extra in enumerate([("--max-offsets-per-trigger", "3"), (), ("--max-offsets-per-trigger", "2"), ()]):
+        with conn.cursor() as cur:
+            for i in range(6):
+                cur.execute("INSERT INTO a VALUES (%s, %s)", (step * 10 + i, f"s{step}"))
+                cur.execute("INSERT INTO b VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = VALUES(v)", (i, f"s{step}"))
+            cur.execute("DELETE FROM a WHERE id = %s", (step * 10,))
+        _run_daemon(server, kafka, prefix)
+        assert _land(kafka, prefix, lake, *extra) == 0
+        for t in ("a", "b"):
+            assert _mirror_rows(spark, lake, db, t)[0] == _plain_rows(conn, t, "id"), (step, t)
+    server.flush_logs()
+    _assert_change_log(spark, lake, db, _verbose_counts(server.binlog_files()[:-1], db), ["a", "b"])
