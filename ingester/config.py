@@ -129,6 +129,11 @@ class LandConfig:
     quarantine: bool = False  # undecodable records go to <lake>/_quarantine instead of stopping the query
     min_partitions: int | None = None  # Kafka source minPartitions: decode one hot table in many tasks
     max_offsets_per_trigger: int | None = None  # bound a micro-batch (e.g. the first run on a backlog)
+    # the stream's Kafka source (docs/LAND.md): "binlake" (a task per core, one consumer each: batches that
+    # touch many tables), "spark" (a task per topic partition: a few hot tables), or "auto": binlake's where
+    # the topics have KAFKA_SOURCE_PARTITIONS partitions or more when the job starts; max_offsets_per_trigger
+    # takes Spark's
+    kafka_source: str = "auto"
     master: str = "local[2]"  # Spark master for `binlake land`; spark-submit sets its own
     shuffle_partitions: int = 2
     # a table's micro-batch of at most this many row changes has its mirror rows reduced and, when they

@@ -45,6 +45,7 @@ class LandSettings:
     shuffle_partitions: int = 2
     driver_rows: int = 1_000_000  # see Lander.driver_rows
     keys: dict[str, list[str]] = field(default_factory=dict)  # land.keys: "<db>.<table>" -> its mirror's key
+    kafka_source: str = "auto"  # land.kafka_source: auto, binlake or spark (kafka_source.stream_source)
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
 
@@ -190,7 +191,8 @@ def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
     if settings.metrics_port is not None:
         start_http_server(settings.metrics_port, settings.metrics_host, registry=listener.registry)
     source = stream_source(settings.bootstrap, topic_pattern(settings.topic_prefix), settings.min_partitions,
-                           settings.max_offsets_per_trigger)
+                           settings.max_offsets_per_trigger, settings.kafka_source)
+    log.info("Kafka source: %s", type(source).__name__)
     reader = source.reader(spark)
     writer = (reader.load().writeStream.foreachBatch(lander)
               .option("checkpointLocation", settings.checkpoint)

@@ -89,13 +89,35 @@ class SparkKafka(StreamSource):
         return reader
 
 
-def stream_source(bootstrap: str, pattern: str, min_partitions: int | None,
-                  max_offsets_per_trigger: int | None) -> StreamSource:
-    """Spark's source where a batch is bounded (no admission control for Python sources in Spark 4.0), else
-    binlake's."""
-    if max_offsets_per_trigger:
-        return SparkKafka(bootstrap, pattern, min_partitions or 0, max_offsets_per_trigger)
+KAFKA_SOURCE_PARTITIONS = 8  # "auto": binlake's source from this many topic partitions at the start
+
+
+def stream_source(bootstrap: str, pattern: str, min_partitions: int | None, max_offsets_per_trigger: int | None,
+                  choice: str = "auto") -> StreamSource:
+    """Spark's source where a batch is bounded (no admission control for Python sources in Spark 4.0) or
+    asked for; binlake's where asked for, or (``auto``) where the topics have many partitions when the job
+    starts: a batch touching many of them costs a task, a consumer and two fetches each with Spark's, while
+    Spark's Java consumer reads a few large partitions faster (a single-table bulk batch of 230,000 row
+    changes: 1.9-2.3 s against 2.1-3.0 s)."""
+    if max_offsets_per_trigger or choice == "spark" or (
+            choice == "auto" and count_partitions(bootstrap, pattern) < KAFKA_SOURCE_PARTITIONS):
+        return SparkKafka(bootstrap, pattern, min_partitions or 0, max_offsets_per_trigger or 0)
     return BinlakeKafka(bootstrap, pattern, min_partitions or 0)
+
+
+def count_partitions(bootstrap: str, pattern: str) -> int:
+    """The partitions of the topics matching ``pattern`` (0 where Kafka does not answer: the query then
+    waits for it)."""
+    from kafka.errors import KafkaError
+
+    try:
+        reader = KafkaStreamReader(bootstrap, pattern, 1, 0)
+        try:
+            return len(reader._partitions())
+        finally:
+            reader.stop()
+    except KafkaError:
+        return 0
 
 
 class SourceError(RuntimeError):

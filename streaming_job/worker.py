@@ -23,15 +23,8 @@ import zipimport
 DAEMON_MODULE = "streaming_job.worker"
 
 
-_importers = -1  # the importer cache's size at the last call: unchanged, no new importer to look at
-
-
 def keep_spark_archive_listings() -> None:
     """Called by the daemon and at the start of each mapInArrow function (importers created since)."""
-    global _importers
-    if len(sys.path_importer_cache) == _importers:
-        return
-    _importers = len(sys.path_importer_cache)
     for finder in list(sys.path_importer_cache.values()):
         if (isinstance(finder, zipimport.zipimporter) and "invalidate_caches" not in vars(finder)
                 and _spark_archive(finder.archive)):

@@ -23,6 +23,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quarantine", action="store_true", default=None,
                    help="land undecodable records in <lake>/_quarantine instead of stopping")
     p.add_argument("--min-partitions", type=int, metavar="N", help="Kafka source minPartitions")
+    p.add_argument("--kafka-source", choices=("auto", "binlake", "spark"),
+                   help="the stream's Kafka source (default auto: binlake's for many topic partitions)")
     p.add_argument("--max-offsets-per-trigger", type=int, metavar="N", help="bound each micro-batch")
     p.add_argument("--driver-rows", type=int, metavar="N",
                    help="a table's batch of at most N row changes is reduced for its mirror by the driver")
@@ -40,7 +42,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def land_overrides(args: argparse.Namespace) -> dict[str, Any]:
     out = overrides(args)
     names = ("lake", "checkpoint", "trigger", "quarantine", "min_partitions", "max_offsets_per_trigger", "master",
-             "driver_rows")
+             "driver_rows", "kafka_source")
     land = {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
     if land:
         out["land"] = land
@@ -52,12 +54,14 @@ def settings(cfg: Config, master: str | None) -> Any:
 
     if not cfg.land.lake or not cfg.land.checkpoint:
         raise ValueError("land needs --lake and --checkpoint (or land.lake and land.checkpoint)")
+    if cfg.land.kafka_source not in ("auto", "binlake", "spark"):
+        raise ValueError(f"land.kafka_source: {cfg.land.kafka_source!r} is not one of auto, binlake, spark")
     return LandSettings(bootstrap=cfg.kafka.bootstrap, topic_prefix=cfg.kafka.topic_prefix, lake=cfg.land.lake,
                         checkpoint=cfg.land.checkpoint, trigger=cfg.land.trigger, quarantine=cfg.land.quarantine,
                         min_partitions=cfg.land.min_partitions,
                         max_offsets_per_trigger=cfg.land.max_offsets_per_trigger, master=master,
                         shuffle_partitions=cfg.land.shuffle_partitions, driver_rows=cfg.land.driver_rows,
-                        keys=cfg.land.keys,
+                        keys=cfg.land.keys, kafka_source=cfg.land.kafka_source,
                         metrics_port=cfg.metrics_port, metrics_host=cfg.metrics_host)
 
 

@@ -106,7 +106,8 @@ def test_records_gone_from_kafka_stop_the_read_with_the_partition_named(kafka, s
 
 def test_one_checkpoint_goes_on_from_either_kafka_source_to_the_other(make_mariadb, kafka, spark,
                                                                        tmp_path: Path) -> None:
-    """``--max-offsets-per-trigger`` takes Spark's Kafka source (it bounds batches); without it, binlake's.
+    """``--max-offsets-per-trigger`` takes Spark's Kafka source (it bounds batches); ``--kafka-source binlake``
+    binlake's.
     Their offsets are the same JSON: a job restarted with the other keeps its checkpoint."""
     server = make_mariadb()
     db = "srcswitch"
@@ -117,7 +118,9 @@ def test_one_checkpoint_goes_on_from_either_kafka_source_to_the_other(make_maria
     with conn.cursor() as cur:
         for t in ("a", "b"):
             cur.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v VARCHAR(20))")
-    for step, extra in enumerate([("--max-offsets-per-trigger", "3"), (), ("--max-offsets-per-trigger", "2"), ()]):
+    binlake = ("--kafka-source", "binlake")
+    for step, extra in enumerate([("--max-offsets-per-trigger", "3"), binlake, ("--max-offsets-per-trigger", "2"),
+                                  binlake]):
         with conn.cursor() as cur:
             for i in range(6):
                 cur.execute("INSERT INTO a VALUES (%s, %s)", (step * 10 + i, f"s{step}"))

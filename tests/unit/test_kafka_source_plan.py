@@ -78,4 +78,6 @@ def test_a_partition_left_out_of_a_batchs_end_stops_the_query_unless_nothing_was
 
 def test_a_bounded_batch_takes_sparks_source_and_an_unbounded_one_binlakes() -> None:
     assert stream_source("k:9092", "p", None, 1000) == SparkKafka("k:9092", "p", 0, 1000)
-    assert stream_source("k:9092", "p", 4, None) == BinlakeKafka("k:9092", "p", 4)
+    assert stream_source("k:9092", "p", None, 1000, "binlake") == SparkKafka("k:9092", "p", 0, 1000)
+    assert stream_source("k:9092", "p", 4, None, "binlake") == BinlakeKafka("k:9092", "p", 4)
+    assert stream_source("k:9092", "p", 4, None, "spark") == SparkKafka("k:9092", "p", 4)
