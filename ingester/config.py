@@ -142,6 +142,12 @@ class LandConfig:
     # "<db>.<table>" -> the columns that key its mirror, for tables without a primary key or a UNIQUE index
     # of NOT NULL columns (docs/LAND.md, "Mirrors"); they replace the table's own key
     keys: dict[str, list[str]] = field(default_factory=dict)
+    # a lake on S3 or an S3-compatible store (s3a://bucket/...): its endpoint (None: AWS by region), path-style
+    # addressing, region, and an AWS shared-credentials file (else AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)
+    s3_endpoint: str | None = None
+    s3_path_style: bool = False
+    s3_region: str | None = None
+    s3_credentials_file: str | None = None
 
 
 @dataclass

@@ -73,8 +73,9 @@ class _Shape:
 
     def __init__(self, event: RowsEvent) -> None:
         tm = event.table_map
-        self.columns = [LakeColumn(c, tm.is_mariadb) for c in tm.columns]
-        self.names = [c.name for c in tm.columns]
+        own = tm.columns[:len(tm.columns) - tm.hidden_columns]  # MariaDB's hidden hashes are not the table's
+        self.columns = [LakeColumn(c, tm.is_mariadb) for c in own]
+        self.names = [c.name for c in own]
         pk = [tm.columns[i].name for i, _ in tm.primary_key] if tm.primary_key else []
         self.schema = orjson.dumps({"columns": [(n, lc.dtype) for n, lc in zip(self.names, self.columns, strict=True)],
                                     "pk": pk}).decode()

@@ -24,6 +24,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from .errors import LandError
 from .kafka_source import stream_source
 from .lake_paths import is_local
+from .object_store import ObjectStoreSettings, on_object_store, probe
 from .sink import Lander
 from .worker import DAEMON_MODULE
 from .writer import DeltaCommit, write_mirror_file
@@ -48,11 +49,14 @@ class LandSettings:
     kafka_source: str = "auto"  # land.kafka_source: auto, binlake or spark (kafka_source.stream_source)
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    store: ObjectStoreSettings = field(default_factory=ObjectStoreSettings)  # a lake on S3: land.s3_*
 
 
-def build_session(master: str | None, shuffle_partitions: int, app_name: str = "binlake-land") -> SparkSession:
-    """A session with Delta Lake and the Kafka source from locally cached jars (no network once warm)."""
-    from .versions import spark_jars
+def build_session(master: str | None, shuffle_partitions: int, app_name: str = "binlake-land",
+                  store: ObjectStoreSettings | None = None) -> SparkSession:
+    """A session with Delta Lake and the Kafka source from locally cached jars (no network once warm);
+    with ``store``, Hadoop's s3a for a lake on it."""
+    from .versions import s3a_jars, spark_jars
 
     builder = (SparkSession.builder.appName(app_name)
                .config("spark.jars", ",".join(str(p) for p in spark_jars()))
@@ -77,6 +81,13 @@ def build_session(master: str | None, shuffle_partitions: int, app_name: str = "
                .config("spark.databricks.delta.merge.materializeSource", "none")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false"))
+    if store is not None:
+        # on the JVMs' classpath (a cluster's executors read it from the same path), not shipped per job
+        classpath = os.pathsep.join(str(p) for p in s3a_jars())
+        builder = (builder.config("spark.driver.extraClassPath", classpath)
+                   .config("spark.executor.extraClassPath", classpath))
+        for key, value in store.hadoop_conf().items():
+            builder = builder.config(key, value)
     if master:
         builder = builder.master(master)
     if master and master.startswith("local"):  # workers must import the codec: this interpreter
@@ -181,7 +192,10 @@ def topic_pattern(prefix: str) -> str:
 
 def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
     """Run the query until it stops (available-now: once everything committed so far has landed)."""
-    spark = spark or build_session(settings.master, settings.shuffle_partitions)
+    spark = spark or build_session(settings.master, settings.shuffle_partitions,
+                                   store=settings.store if on_object_store(settings.lake) else None)
+    if on_object_store(settings.lake):
+        probe(spark, settings.lake)
     lander = Lander(spark, settings.lake, settings.checkpoint, settings.quarantine, settings.bootstrap,
                     settings.topic_prefix, driver_rows=settings.driver_rows, min_tasks=settings.min_partitions or 0,
                     keys=settings.keys)

@@ -16,12 +16,24 @@ MAVEN_COORDINATES = [
     f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_VERSION}:{SPARK_VERSION}",
     f"io.delta:delta-spark_{SCALA_VERSION}:{DELTA_VERSION}",
 ]
+HADOOP_VERSION = "3.4.1"  # pyspark 4.0.0's Hadoop client
+# Hadoop's s3a for lakes on S3 (s3a://): hadoop-aws of pyspark's Hadoop and the AWS SDK bundle it names
+S3A_COORDINATES = [f"org.apache.hadoop:hadoop-aws:{HADOOP_VERSION}"]
 _VERSIONED_JAR = re.compile(r"^(.*?)-\d[\w.\-]*\.jar$")
 
 
 def spark_jars(cache_dir: Path | None = None) -> list[Path]:
     """The connector jars from Maven Central (cached; offline once warm), minus the libraries pyspark
     already ships: a second scala-library or hadoop client on the classpath breaks the driver."""
+    return _unshipped(MAVEN_COORDINATES, cache_dir)
+
+
+def s3a_jars(cache_dir: Path | None = None) -> list[Path]:
+    """Hadoop's s3a filesystem and the AWS SDK it uses (a 560 MB bundle: fetched for S3 lakes only)."""
+    return _unshipped(S3A_COORDINATES, cache_dir)
+
+
+def _unshipped(coordinates: list[str], cache_dir: Path | None) -> list[Path]:
     import pyspark
 
     from ingester.devstack.maven import fetch_classpath
@@ -29,7 +41,7 @@ def spark_jars(cache_dir: Path | None = None) -> list[Path]:
     if pyspark.__version__ != SPARK_VERSION:
         raise RuntimeError(f"pyspark {pyspark.__version__} is installed, binlake land needs {SPARK_VERSION}")
     shipped = {_artifact(p.name) for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
-    return [p for p in fetch_classpath(MAVEN_COORDINATES, cache_dir) if _artifact(p.name) not in shipped]
+    return [p for p in fetch_classpath(coordinates, cache_dir) if _artifact(p.name) not in shipped]
 
 
 def _artifact(jar_name: str) -> str:

@@ -288,7 +288,8 @@ class LogCommit(Commit):
     def append(self, adds: list[tuple[str, dict[str, str], int, dict[str, Any]]], app_id: str, batch_id: int,
                partition_by: list[str], removes: Sequence[tuple[str, int]] = (), moved: Moved = ((), ())) -> int:
         """As DeltaCommit.append. A blind append that finds its version taken (another writer's commit in
-        between) is made again on top of it; a rewrite raises delta_log.CommitConflict."""
+        between) is made again on top of it, unless that commit changed the table's schema or protocol (the
+        files were written for the old ones); a rewrite raises delta_log.CommitConflict."""
         actions = [*self._create, *file_actions(adds, app_id, batch_id, removes, moved)]
         rewrite = bool(removes or moved[1])
         operation, parameters = ("UPDATE", {}) if rewrite else (
@@ -300,9 +301,14 @@ class LogCommit(Commit):
             except CommitConflict:
                 if rewrite or self._create:
                     raise
+                read = (self.log.metadata, self.log.protocol)
                 self.log.refresh()
                 if self.done(app_id, batch_id):
                     return self.log.version
+                if (self.log.metadata, self.log.protocol) != read:
+                    raise CommitConflict(f"Concurrent commit: another writer changed the metadata or protocol of "
+                                         f"{self.log.path} (now version {self.log.version}) while batch "
+                                         f"{batch_id} was committed") from None
         self._create = []
         interval = int(self.log.configuration.get("delta.checkpointInterval", "10"))
         if version and version % interval == 0:

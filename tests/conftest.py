@@ -11,6 +11,7 @@ import pytest
 
 from ingester.devstack import MariaDBServer
 from ingester.devstack.kafka import KafkaBroker
+from ingester.devstack.objectstore import ObjectStore
 from tests.harness.servers import MySQL84Server, docker_engine_available
 
 
@@ -58,6 +59,14 @@ def mysql84() -> Iterator[MySQL84Server]:
         pytest.skip("no Docker engine")
     with MySQL84Server() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def object_store() -> Iterator[ObjectStore]:
+    """One S3-compatible store (S3Proxy on a temporary directory) for the session, with a bucket "lake"."""
+    with ObjectStore() as store:
+        store.create_bucket("lake")
+        yield store
 
 
 @pytest.fixture(scope="session")

@@ -29,6 +29,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--driver-rows", type=int, metavar="N",
                    help="a table's batch of at most N row changes is reduced for its mirror by the driver")
     p.add_argument("--master", metavar="URL", help="Spark master (default local[2])")
+    p.add_argument("--s3-endpoint", metavar="URL", help="the object store of an s3a:// lake (default: AWS)")
+    p.add_argument("--s3-path-style", action="store_true", default=None,
+                   help="address the store's buckets by path (S3-compatible stores)")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on 127.0.0.1")
     p.add_argument("--log-format", choices=("text", "json"))
 
@@ -42,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def land_overrides(args: argparse.Namespace) -> dict[str, Any]:
     out = overrides(args)
     names = ("lake", "checkpoint", "trigger", "quarantine", "min_partitions", "max_offsets_per_trigger", "master",
-             "driver_rows", "kafka_source")
+             "driver_rows", "kafka_source", "s3_endpoint", "s3_path_style")
     land = {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
     if land:
         out["land"] = land
@@ -51,6 +54,7 @@ def land_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def settings(cfg: Config, master: str | None) -> Any:
     from streaming_job.job import LandSettings
+    from streaming_job.object_store import ObjectStoreSettings
 
     if not cfg.land.lake or not cfg.land.checkpoint:
         raise ValueError("land needs --lake and --checkpoint (or land.lake and land.checkpoint)")
@@ -62,6 +66,8 @@ def settings(cfg: Config, master: str | None) -> Any:
                         max_offsets_per_trigger=cfg.land.max_offsets_per_trigger, master=master,
                         shuffle_partitions=cfg.land.shuffle_partitions, driver_rows=cfg.land.driver_rows,
                         keys=cfg.land.keys, kafka_source=cfg.land.kafka_source,
+                        store=ObjectStoreSettings(cfg.land.s3_endpoint, cfg.land.s3_path_style, cfg.land.s3_region,
+                                                  cfg.land.s3_credentials_file),
                         metrics_port=cfg.metrics_port, metrics_host=cfg.metrics_host)
 
 

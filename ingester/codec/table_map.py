@@ -6,6 +6,7 @@ signedness, collation, ENUM/SET labels, names) once, so rows are decoded without
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,9 @@ _META1 = frozenset(
     (T.FLOAT, T.DOUBLE, T.TIMESTAMP2, T.DATETIME2, T.TIME2, T.JSON, T.GEOMETRY, T.VECTOR, T.BLOB_COMPRESSED)
 ) | _BLOBS
 _META2 = frozenset((T.VARCHAR, T.VAR_STRING, T.BIT, T.NEWDECIMAL, T.STRING, T.ENUM, T.SET, T.VARCHAR_COMPRESSED))
+
+# MariaDB's hidden column of a long UNIQUE index (of a BLOB/TEXT column or USING HASH): the index's hash
+HIDDEN_HASH_NAME = re.compile(r"DB_ROW_HASH_[1-9][0-9]*\Z")
 
 GEOMETRY_TYPES = ("GEOMETRY", "POINT", "LINESTRING", "POLYGON", "MULTIPOINT", "MULTILINESTRING",
                   "MULTIPOLYGON", "GEOMETRYCOLLECTION")
@@ -82,6 +86,20 @@ class TableMap:
         if self._names is None:
             self._names = [c.name for c in self.columns]
         return self._names
+
+    @property
+    def hidden_columns(self) -> int:
+        """How many of the last columns are MariaDB's hidden hashes of long UNIQUE indexes (a BIGINT the server
+        computes and keeps after the table's own columns, ``DB_ROW_HASH_<n>``): in the row images, not one
+        of the table's columns (``SELECT *`` leaves them out). 0 for MySQL, and for a map without names."""
+        if not self.is_mariadb:
+            return 0
+        count = 0
+        for c in reversed(self.columns):
+            if c.type != T.LONGLONG or not HIDDEN_HASH_NAME.match(c.name):
+                break
+            count += 1
+        return count
 
     def to_dict(self) -> dict[str, Any]:
         if self._dict is None:

@@ -8,11 +8,9 @@ configuration and log included, in its own datadir: no Docker, no Kafka distribu
 from __future__ import annotations
 
 import base64
-import contextlib
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -21,7 +19,6 @@ import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self
 
 from kafka import KafkaAdminClient
@@ -29,6 +26,7 @@ from kafka.errors import RetriableError
 
 from ingester.devstack.mariadb import _die_with_parent, _tail, free_tcp_port
 from ingester.devstack.maven import fetch_classpath, find_java
+from ingester.devstack.process import ManagedServer, stop_server
 
 KAFKA_VERSION = "4.3.1"
 # Kafka 4.x logs through slf4j 1.7 and ships log4j-core without the binding between the two; this is
@@ -52,7 +50,7 @@ def kafka_classpath(version: str = KAFKA_VERSION) -> list[Path]:
     return fetch_classpath([f"org.apache.kafka:kafka_2.13:{version}", _LOG4J_SLF4J_BINDING])
 
 
-class KafkaBroker:
+class KafkaBroker(ManagedServer):
     """A single-node Kafka (combined broker and controller) on 127.0.0.1, in a temporary or a given datadir.
 
     Without a datadir it uses a temporary one that close() (or leaving the with block) removes. A given
@@ -142,18 +140,6 @@ class KafkaBroker:
     def _pid_file(self) -> Path:
         return self._datadir / "kafka.pid"
 
-    def __enter__(self) -> Self:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
     def is_running(self) -> bool:
         """Whether a broker started from this datadir's server.properties is alive, whoever started it."""
         return self._server_pid() is not None
@@ -193,25 +179,7 @@ class KafkaBroker:
         The datadir stays, even a temporary one, so start() can restart the broker; close() removes it.
         """
         proc, self._proc = self._proc, None
-        if proc is not None:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-        elif (pid := self._server_pid()) is not None:
-            for sig in (signal.SIGTERM, signal.SIGKILL):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, sig)
-                deadline = time.monotonic() + timeout
-                while self._server_pid() == pid and time.monotonic() < deadline:
-                    time.sleep(0.05)
-                if self._server_pid() != pid:
-                    break
-            else:
-                raise RuntimeError(f"Kafka broker pid {pid} from {self._datadir} survived SIGKILL")
+        stop_server(proc, self._server_pid, timeout, f"Kafka broker from {self._datadir}")
         self._pid_file.unlink(missing_ok=True)
 
     def close(self) -> None:

@@ -6,7 +6,6 @@ depends on (or disturbs) a system MariaDB service.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import shutil
@@ -18,12 +17,13 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any, NamedTuple, Self
 from urllib.parse import quote
 
 import pymysql
 from pymysql.connections import Connection
+
+from ingester.devstack.process import ManagedServer, stop_server
 
 _SEARCH_DIRS = ("/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin")
 _SOCKET_PATH_MAX = 107  # sun_path holds 108 bytes including the terminating NUL
@@ -130,7 +130,7 @@ class SQLServer:
         return BinlogPosition(rows[0][0], int(rows[0][1]))
 
 
-class MariaDBServer(SQLServer):
+class MariaDBServer(SQLServer, ManagedServer):
     """A private mariadbd on 127.0.0.1 with ROW binary logging, in a temporary or a persistent datadir.
 
     Without a datadir it uses a temporary one that close() (or leaving the with block) removes. A given
@@ -216,18 +216,6 @@ class MariaDBServer(SQLServer):
     def _pid_file(self) -> Path:
         return self._datadir / "mariadbd.pid"
 
-    def __enter__(self) -> Self:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
     def is_running(self) -> bool:
         """Whether a server started from this datadir's my.cnf is alive, whoever started it."""
         return self._server_pid() is not None
@@ -267,27 +255,7 @@ class MariaDBServer(SQLServer):
         The datadir stays, even a temporary one, so start() can restart the server; close() removes it.
         """
         proc, self._proc = self._proc, None
-        if proc is not None:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-            return
-        pid = self._server_pid()
-        if pid is None:
-            return
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-            deadline = time.monotonic() + timeout
-            while self._server_pid() == pid and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if self._server_pid() != pid:
-                return
-        raise RuntimeError(f"MariaDB server pid {pid} from {self._datadir} survived SIGKILL")
+        stop_server(proc, self._server_pid, timeout, f"MariaDB server from {self._datadir}")
 
     def close(self) -> None:
         """Stop the server and remove the datadir if it was a temporary one."""

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import urllib.request
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -68,6 +69,41 @@ def fetch_classpath(coordinates: list[str], cache_dir: Path | None = None) -> li
             _copy_dependencies(coordinates, output, cache_dir / "m2")
             stamp.write_text(wanted)
     return sorted(output.glob("*.jar"))
+
+
+def fetch_artifact(coordinate: str, cache_dir: Path | None = None) -> Path:
+    """One file of Maven Central, without its dependencies (a self-contained jar, e.g. a
+    ``jar-with-dependencies``): ``group:artifact:version[:classifier]``, checked against Central's SHA-1,
+    kept in <cache_dir>/files so later calls use it offline."""
+    parts = coordinate.split(":")
+    if len(parts) not in (3, 4) or not all(parts):
+        raise ValueError(f"Maven coordinate {coordinate!r} is not group:artifact:version[:classifier]")
+    group, artifact, version = parts[:3]
+    name = f"{artifact}-{version}{'-' + parts[3] if len(parts) == 4 else ''}.jar"
+    target = (cache_dir or default_cache_dir()).absolute() / "files" / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    url = f"{_CENTRAL}/{group.replace('.', '/')}/{artifact}/{version}/{name}"
+    with open(target.parent / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if target.is_file():
+            return target
+        partial = target.with_name(f".{name}.part")
+        try:
+            with urllib.request.urlopen(f"{url}.sha1", timeout=60) as response:
+                want = response.read().decode().split()[0].strip()
+            digest = hashlib.sha1(usedforsecurity=False)
+            with urllib.request.urlopen(url, timeout=60) as response, open(partial, "wb") as out:
+                while chunk := response.read(1 << 20):
+                    digest.update(chunk)
+                    out.write(chunk)
+        except OSError as exc:
+            partial.unlink(missing_ok=True)
+            raise MavenError(f"could not download {url}: {exc}") from exc
+        if digest.hexdigest() != want:
+            partial.unlink()
+            raise MavenError(f"{url}: SHA-1 {digest.hexdigest()} is not Maven Central's {want}")
+        partial.rename(target)
+    return target
 
 
 def _copy_dependencies(coordinates: list[str], output: Path, repository: Path) -> None:

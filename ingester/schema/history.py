@@ -270,7 +270,11 @@ class SchemaHistory:
         if schema is None:
             raise SchemaError(f"{where}: rows of {name[0]}.{name[1]}, whose columns the schema history does not know"
                               " (it was not captured at the start position, nor created by DDL since)")
-        if len(schema.columns) != len(tm.columns) or any(
+        # MariaDB keeps a hidden hash column after the table's own for each long UNIQUE index (of a BLOB/TEXT
+        # column, USING HASH, or longer than a key may be): the map has them, information_schema and DDL do not
+        hidden = len(tm.columns) - len(schema.columns)
+        if not 0 <= hidden <= (sum(ix.unique for ix in schema.indexes) if tm.is_mariadb else 0) or any(
+                col.type != T.LONGLONG for col in tm.columns[len(schema.columns):]) or any(
                 _mismatch(c, col.type) for c, col in zip(schema.columns, tm.columns, strict=False)):
             ours = ", ".join(f"{c.name} {c.type}" for c in schema.columns)
             raise SchemaError(f"{where}: the TABLE_MAP of {name[0]}.{name[1]} has {len(tm.columns)} columns that do "
@@ -279,12 +283,14 @@ class SchemaHistory:
         cached = self._attachments.get(name)
         if cached is None:
             index = {c.name.lower(): i for i, c in enumerate(schema.columns)}
-            nullable = frozenset(c.name.lower() for c, col in zip(schema.columns, tm.columns, strict=True)
+            nullable = frozenset(c.name.lower() for c, col in zip(schema.columns, tm.columns, strict=False)
                                  if col.nullable)
             cached = self._attachments[name] = orjson.dumps({
                 "columns": [{"name": c.name, "unsigned": c.unsigned, "enum_values": c.enum_values,
                              "set_values": c.set_values, "charset": c.charset,
-                             "geometry_type": _geometry_type(c.type)} for c in schema.columns],
+                             "geometry_type": _geometry_type(c.type)} for c in schema.columns] +
+                           [{"name": f"DB_ROW_HASH_{i}", "unsigned": True, "enum_values": None, "set_values": None,
+                             "charset": None, "geometry_type": None} for i in range(1, hidden + 1)],
                 "primary_key": [index[k.lower()] for k in schema.primary_key if k.lower() in index],
                 "key": [index[k.lower()] for k in schema.key(nullable, tm.is_mariadb)],
             })

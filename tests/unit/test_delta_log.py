@@ -149,3 +149,24 @@ def test_the_checkpoint_the_driver_asks_for_is_read_back(tmp_path) -> None:
     assert (back.version, set(back.files), back.txns) == (1, set(table.files), {"app": 1})
     table.commit(file_actions([_file(path, [3])], "app", 2), "WRITE", {}, True)
     assert back.refresh() and back.version == 2 and not back.refresh()  # the next version, then nothing new
+
+
+def test_a_blind_append_goes_on_over_another_writers_rows_but_not_over_its_schema_change(tmp_path) -> None:
+    from streaming_job.writer import LogCommit
+
+    path = str(tmp_path / "t")
+    seed = TableLog.read(path)
+    seed.commit([*seed.create_actions(SCHEMA, [], {}), *file_actions([_file(path, [1])], "app", 0)], "WRITE", {},
+                True)
+    ours = LogCommit(None, TableLog.read(path), {})
+    deltalake.write_deltalake(path, pa.Table.from_pylist([{"id": 2, "v": "x", "d": None, "img": None}],
+                                                         schema=ARROW), mode="append")  # version 1, theirs
+    assert ours.append([_file(path, [3])], "app", 1, []) == 2  # found version 1 taken: made again on top
+    assert _ids(path) == [1, 2, 3] and deltalake.DeltaTable(path).transaction_version("app") == 1
+    stale = LogCommit(None, TableLog.read(path), {})
+    wider = ARROW.append(pa.field("extra", pa.string()))
+    deltalake.write_deltalake(path, pa.Table.from_pylist([{"id": 4, "extra": "e"}], schema=wider), mode="append",
+                              schema_mode="merge")  # version 3 adds a column
+    with pytest.raises(CommitConflict, match=r"changed the metadata or protocol of .* while batch 2"):
+        stale.append([_file(path, [5])], "app", 2, [])
+    assert _ids(path) == [1, 2, 3, 4] and deltalake.DeltaTable(path).version() == 3

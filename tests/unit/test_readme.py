@@ -32,7 +32,7 @@ def _reference_rows() -> dict[str, str]:
     rows: dict[str, str] = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) >= 3 and (m := re.fullmatch(r"`([a-z_.]+)`", cells[0])):
+        if len(cells) >= 3 and (m := re.fullmatch(r"`([a-z0-9_.]+)`", cells[0])):
             assert m.group(1) not in rows, f"{m.group(1)} is listed twice"
             rows[m.group(1)] = cells[1]
     return rows

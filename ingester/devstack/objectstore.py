@@ -1,0 +1,156 @@
+"""A private S3-compatible object store, for tests and local development: S3Proxy on a local directory.
+
+S3Proxy (Maven Central `org.gaul:s3proxy`, its self-contained jar, fetched once into the binlake cache)
+serves the S3 API on 127.0.0.1 from a directory of its own: each bucket is a subdirectory, each object a
+file, written atomically (a temporary file moved into place); `If-None-Match: *` puts are atomic too.
+Clients address it path-style (http://127.0.0.1:<port>/<bucket>/<key>) with SigV4 and the store's access
+key; the region is any name (``REGION`` here).
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Self
+
+from ingester.devstack.mariadb import _die_with_parent, _tail, free_tcp_port
+from ingester.devstack.maven import fetch_artifact, find_java
+from ingester.devstack.process import ManagedServer, stop_server
+
+S3PROXY = "org.gaul:s3proxy:4.1.0:jar-with-dependencies"
+REGION = "us-east-1"
+_HEAP = "256m"
+
+
+class ObjectStore(ManagedServer):
+    """S3Proxy on 127.0.0.1 over ``<datadir>/data``, in a temporary or a given datadir (as KafkaBroker's: a
+    given one keeps its buckets across restarts, and a second instance on it can stop() the store)."""
+
+    host = "127.0.0.1"
+
+    def __init__(self, datadir: str | os.PathLike[str] | None = None, port: int | None = None, *,
+                 access_key: str = "binlake", secret_key: str = "binlake-secret",
+                 start_timeout: float = 60.0) -> None:
+        self._temporary = datadir is None
+        self._datadir = Path(datadir if datadir is not None else tempfile.mkdtemp(prefix="binlake-s3-")).absolute()
+        self._port = port if port is not None else free_tcp_port()
+        self.access_key = access_key
+        self.secret_key = secret_key
+        self._start_timeout = start_timeout
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def __repr__(self) -> str:  # never the secret key
+        return f"ObjectStore(endpoint={self.endpoint!r}, datadir={str(self._datadir)!r})"
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.host}:{self._port}"
+
+    @property
+    def data(self) -> Path:
+        """The directory of the buckets (one subdirectory each)."""
+        return self._datadir / "data"
+
+    @property
+    def log_file(self) -> Path:
+        return self._datadir / "s3proxy.log"
+
+    @property
+    def _config(self) -> Path:
+        return self._datadir / "s3proxy.conf"
+
+    @property
+    def _pid_file(self) -> Path:
+        return self._datadir / "s3proxy.pid"
+
+    def create_bucket(self, name: str) -> str:
+        """A bucket (an existing one is kept); its name."""
+        (self.data / name).mkdir(parents=True, exist_ok=True)
+        return name
+
+    def environment(self) -> dict[str, str]:
+        """The variables that point AWS clients (Spark's s3a, pyarrow, delta-rs, binlake) at this store."""
+        return {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key,
+                "AWS_ENDPOINT_URL": self.endpoint, "AWS_REGION": REGION}
+
+    def is_running(self) -> bool:
+        return self._server_pid() is not None
+
+    def start(self, *, detach: bool = False) -> Self:
+        """Launch S3Proxy and wait until it answers HTTP on its port. The first start downloads its jar
+        (55 MB); detach=True lets it outlive this process (devstack), else it dies with this process."""
+        if (pid := self._server_pid()) is not None:
+            raise RuntimeError(f"S3Proxy pid {pid} already runs from {self._datadir}; stop it first")
+        java, jar = find_java(), fetch_artifact(S3PROXY)
+        self.data.mkdir(parents=True, exist_ok=True)
+        self._config.write_text(
+            f"s3proxy.endpoint={self.endpoint}\n"
+            "s3proxy.authorization=aws-v2-or-v4\n"
+            f"s3proxy.identity={self.access_key}\n"
+            f"s3proxy.credential={self.secret_key}\n"
+            "jclouds.provider=filesystem\n"
+            f"jclouds.filesystem.basedir={self.data}\n")
+        self._config.chmod(0o600)  # it holds the secret key
+        offset = self.log_file.stat().st_size if self.log_file.exists() else 0
+        with self.log_file.open("ab") as log:
+            proc = subprocess.Popen(
+                [str(java), f"-Xmx{_HEAP}", "-XX:TieredStopAtLevel=1", "-jar", str(jar), "--properties",
+                 str(self._config)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=detach,
+                env={**os.environ, "LOG_LEVEL": "warn"},
+                preexec_fn=_die_with_parent if not detach and sys.platform == "linux" else None)
+        self._proc = proc
+        self._pid_file.write_text(f"{proc.pid}\n")
+        deadline = time.monotonic() + self._start_timeout
+        while not self._answers():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                with self.log_file.open("rb") as fh:
+                    fh.seek(offset)
+                    tail = _tail(fh.read().decode(errors="replace"))
+                raise RuntimeError(f"S3Proxy did not serve {self.endpoint} (exit {proc.returncode}); end of "
+                                   f"{self.log_file}:\n{tail}")
+            time.sleep(0.1)
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the store (SIGTERM, then SIGKILL), also one another process started from this datadir."""
+        proc, self._proc = self._proc, None
+        stop_server(proc, self._server_pid, timeout, f"S3Proxy from {self._datadir}")
+        self._pid_file.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Stop the store and remove a temporary datadir."""
+        self.stop()
+        if self._temporary:
+            shutil.rmtree(self._datadir, ignore_errors=True)
+
+    def _answers(self) -> bool:
+        """Whether the store answers an S3 request (an anonymous one is refused, with an S3 error)."""
+        connection = http.client.HTTPConnection(self.host, self._port, timeout=1)
+        try:
+            connection.request("GET", "/")
+            return connection.getresponse().status in (200, 403)
+        except OSError:
+            return False
+        finally:
+            connection.close()
+
+    def _server_pid(self) -> int | None:
+        """The pid file's process if it runs S3Proxy with this datadir's configuration."""
+        try:
+            pid = int(self._pid_file.read_text().strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (OSError, ValueError):
+            return None
+        return pid if os.fsencode(self._config) in cmdline else None
