@@ -18,12 +18,19 @@ fresh process's whole run including Spark's start.
 With --latency, first the commit-to-mirror latency at a steady rate of single-row transactions
 (default 2,000/s for 20 s) with `--trigger 1s`.
 
-    .venv/bin/python bench/run_land.py [--min-partitions N] [--max-offsets-per-trigger N] [--latency]
+With --shape cluster-s3, the production shape (issue 21): the jobs run on a Spark standalone cluster (a
+master and a worker of 2 cores, separate JVMs started for the run) and land into a bucket of an
+S3-compatible store (S3Proxy, started for the run) through s3a; the lakes are read back from the store's
+directory. On this machine the store, the cluster, Kafka and MariaDB share the same CPUs.
+
+    .venv/bin/python bench/run_land.py [--shape local|cluster-s3] [--min-partitions N]
+        [--max-offsets-per-trigger N] [--latency]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import re
@@ -33,6 +40,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -49,6 +58,40 @@ BATCH_LINE = re.compile(r"batch (\d+): (\d+) records in, (\d+) row changes lande
 GOAL_ROWS_PER_S = 100_000
 
 
+@dataclass
+class Shape:
+    """Where the jobs run and the lakes are: local[2] and local disk, or a cluster and a bucket."""
+
+    name: str = "local"
+    master: str = "local[2]"
+    bucket_root: Path | None = None  # the store's directory of the lakes' bucket prefix (cluster-s3)
+    land_args: list[str] = field(default_factory=list)  # binlake land's options for it
+    env: dict[str, str] = field(default_factory=dict)
+
+    def lake(self, local: Path) -> str:
+        """The lake the job writes for a run whose files would be ``local`` on local disk."""
+        return str(local) if self.bucket_root is None else f"s3a://lake/{self.bucket_root.name}/{local.name}"
+
+    def files(self, local: Path) -> Path:
+        """Where that lake's files are read back (the store's objects are files of its directory)."""
+        return local if self.bucket_root is None else self.bucket_root / local.name
+
+
+@contextlib.contextmanager
+def shape_of(name: str) -> Iterator[Shape]:
+    if name == "local":
+        yield Shape()
+        return
+    from ingester.devstack.objectstore import ObjectStore
+    from ingester.devstack.spark_cluster import SparkCluster
+
+    with ObjectStore() as store, SparkCluster(workers=1, cores=2) as cluster:
+        store.create_bucket("lake")
+        root = store.data / "lake" / f"bench{os.getpid()}"
+        yield Shape(name, cluster.master, root, ["--master", cluster.master, "--s3-endpoint", store.endpoint,
+                                                 "--s3-path-style"], store.environment())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--min-partitions", type=int, default=4)
@@ -58,9 +101,17 @@ def main() -> int:
     parser.add_argument("--latency", action="store_true", help="also measure commit-to-mirror latency")
     parser.add_argument("--rate", type=float, default=2000, help="latency: target transactions/s")
     parser.add_argument("--duration", type=float, default=20, help="latency: seconds of load")
+    parser.add_argument("--shape", choices=("local", "cluster-s3"), default="local",
+                        help="local[2] and local disk, or a standalone cluster and an S3-compatible bucket")
     args = parser.parse_args()
     (BENCH_DIR / "data").mkdir(exist_ok=True)  # a fresh clone has no workload cache yet
-    latency = measure_latency(args.rate, args.duration, args.land_log) if args.latency else ""
+    with shape_of(args.shape) as shape:
+        os.environ.update(shape.env)  # the store's credentials, for the jobs (never printed)
+        return measure(args, shape)
+
+
+def measure(args: argparse.Namespace, shape: Shape) -> int:
+    latency = measure_latency(args.rate, args.duration, shape, args.land_log) if args.latency else ""
     dataset = load_or_generate()
     workload = dataset.workloads["bulk"]
     with KafkaBroker() as broker, tempfile.TemporaryDirectory(prefix="bl-land-", dir=BENCH_DIR / "data") as root:
@@ -76,14 +127,14 @@ def main() -> int:
         load_before = os.getloadavg()
         lakes = [Path(root) / f"pass{n}" for n in range(WARM_UP_PASSES + RUNNING_PASSES)]
         proc = subprocess.run([sys.executable, __file__, "--land-in-one-application", broker.bootstrap, prefix,
-                               ",".join(map(str, lakes)), *options], capture_output=True, text=True,
-                              cwd=BENCH_DIR.parent, timeout=3600)
+                               ",".join(shape.lake(p) for p in lakes), *options, *shape.land_args],
+                              capture_output=True, text=True, cwd=BENCH_DIR.parent, timeout=3600)
         _check(proc.returncode == 0, f"the running job failed: {proc.stderr[-2000:]}")
         passes = [_batches(text) for text in proc.stderr.split(PASS_MARK)[WARM_UP_PASSES:]]
         lake = Path(root) / "fresh"
         command = [sys.executable, "-m", "ingester.cli.main", "land", "--kafka", broker.bootstrap, "--topic-prefix",
-                   prefix, "--lake", str(lake), "--checkpoint", str(lake / "_checkpoint"), "--trigger",
-                   "available-now", *options]
+                   prefix, "--lake", shape.lake(lake), "--checkpoint", f"{shape.lake(lake)}/_checkpoint", "--trigger",
+                   "available-now", *options, *shape.land_args]
         started = time.perf_counter()
         proc = subprocess.run(command, capture_output=True, text=True, cwd=BENCH_DIR.parent, timeout=3600)
         wall = time.perf_counter() - started
@@ -94,11 +145,11 @@ def main() -> int:
         fresh = _batches(proc.stderr)
         for path, batches in (*zip(lakes[WARM_UP_PASSES:], passes, strict=True), (lake, fresh)):
             landed = int(sum(b[2] for b in batches))
-            changes, mirror = _count(path)
+            changes, mirror = _count(shape.files(path))
             _check(landed == workload.row_changes == changes, f"{path.name}: landed {landed}, change log {changes}, "
                    f"workload {workload.row_changes}")
             _check(mirror == mirror_rows, f"{path.name}: mirror has {mirror} rows, the server {mirror_rows}")
-    report = _report(workload.row_changes, passes, fresh, wall, args, load_before, load_after)
+    report = _report(workload.row_changes, passes, fresh, wall, args, load_before, load_after, shape)
     report += "\n" + latency if latency else ""
     args.output.write_text(report)
     print(report)
@@ -113,7 +164,7 @@ RUNNING_PASSES = 3  # the running job's passes after its warm-up: the median is 
 WARM_UP_PASSES = 3
 
 
-def land_in_one_application(bootstrap: str, prefix: str, lakes: list[Path], options: list[str]) -> None:
+def land_in_one_application(bootstrap: str, prefix: str, lakes: list[str], options: list[str]) -> None:
     """Child process: one Spark application lands the prefix's topics into each of ``lakes`` in turn (each
     with its own checkpoint: the same records read anew), as a long-running job would land a backlog; the
     passes after the first are marked on stderr."""
@@ -121,19 +172,25 @@ def land_in_one_application(bootstrap: str, prefix: str, lakes: list[Path], opti
 
     from ingester.cli.run import setup_logging
     from streaming_job.job import LandSettings, build_session, run
+    from streaming_job.object_store import ObjectStoreSettings
 
     parsed = ap.ArgumentParser()
     parsed.add_argument("--min-partitions", type=int)
     parsed.add_argument("--max-offsets-per-trigger", type=int)
+    parsed.add_argument("--master", default="local[2]")
+    parsed.add_argument("--s3-endpoint")
+    parsed.add_argument("--s3-path-style", action="store_true")
     extra = parsed.parse_args(options)
     setup_logging("text")
-    spark = build_session("local[2]", 2)
+    store = ObjectStoreSettings(extra.s3_endpoint, extra.s3_path_style)
+    spark = build_session(extra.master, 2, store=store if extra.s3_endpoint else None)
     for n, lake in enumerate(lakes):
         if n:
             print(PASS_MARK, file=sys.stderr, flush=True)
-        run(LandSettings(bootstrap=bootstrap, topic_prefix=prefix, lake=str(lake), checkpoint=str(lake / "_checkpoint"),
+        run(LandSettings(bootstrap=bootstrap, topic_prefix=prefix, lake=lake, checkpoint=f"{lake}/_checkpoint",
                          trigger="available-now", min_partitions=extra.min_partitions,
-                         max_offsets_per_trigger=extra.max_offsets_per_trigger), spark)
+                         max_offsets_per_trigger=extra.max_offsets_per_trigger, master=extra.master, store=store),
+            spark)
     spark.stop()
 
 
@@ -141,7 +198,8 @@ def _batches(log: str) -> list[tuple[float, ...]]:
     return [tuple(map(float, m.groups())) for m in BATCH_LINE.finditer(log)]
 
 
-def measure_latency(rate: float, duration: float, land_log: Path | None = None, writers: int = 3) -> str:
+def measure_latency(rate: float, duration: float, shape: Shape, land_log: Path | None = None,
+                    writers: int = 3) -> str:
     """Single-row transactions at ``rate``/s for ``duration`` s through `binlake run` and `binlake land
     --trigger 1s`, once two warm-up rows have landed (steady state: the first micro-batches of a process pay
     the JVM's warm-up once); a row's latency is the commit time of the first mirror version holding it
@@ -160,8 +218,8 @@ def measure_latency(rate: float, duration: float, land_log: Path | None = None, 
                               broker.bootstrap, "--topic-prefix", prefix, "--server-id", "902"],
                              stdout=subprocess.DEVNULL, stderr=open(logs / "run.log", "wb"), cwd=BENCH_DIR.parent),
             subprocess.Popen([sys.executable, "-m", "ingester.cli.main", "land", "--kafka", broker.bootstrap,
-                              "--topic-prefix", prefix, "--lake", str(lake), "--checkpoint", str(lake / "_cp"),
-                              "--trigger", "1s"],
+                              "--topic-prefix", prefix, "--lake", shape.lake(lake), "--checkpoint",
+                              f"{shape.lake(lake)}/_cp", "--trigger", "1s", *shape.land_args],
                              stdout=subprocess.DEVNULL, stderr=open(logs / "land.log", "wb"), cwd=BENCH_DIR.parent),
         ]
         try:
@@ -182,7 +240,7 @@ def measure_latency(rate: float, duration: float, land_log: Path | None = None, 
                     proc.wait()
             if land_log:
                 land_log.with_suffix(".latency.log").write_bytes((logs / "land.log").read_bytes())
-        landed = _first_versions(lake / "bench_lat" / "t")
+        landed = _first_versions(shape.files(lake) / "bench_lat" / "t")
     latencies = sorted(landed[i] - t for i, t in commits.items())
     _check(len(latencies) == len(commits), "rows missing from the mirror")
 
@@ -195,6 +253,7 @@ def measure_latency(rate: float, duration: float, land_log: Path | None = None, 
         "",
         f"Single-row autocommit INSERTs from {writers} threads, target {rate:,.0f}/s for {duration:.0f} s "
         f"(achieved {achieved:,.0f}/s, {len(commits):,} transactions); `binlake run` and `binlake land --trigger 1s`"
+        f" ({shape.name})"
         " running alongside on the same 2 CPUs, measured once two warm-up rows have landed (mirror created, first"
         " MERGE done). Latency: Delta commit of the first mirror version holding the row"
         " minus the time the INSERT returned.",
@@ -256,7 +315,8 @@ def _rate(batches: list[tuple[float, ...]]) -> tuple[int, float, float]:
 
 
 def _report(rows: int, passes: list[list[tuple[float, ...]]], fresh: list[tuple[float, ...]], wall: float,
-            args: argparse.Namespace, load_before: tuple[float, ...], load_after: tuple[float, ...]) -> str:
+            args: argparse.Namespace, load_before: tuple[float, ...], load_after: tuple[float, ...],
+            shape: Shape) -> str:
     import pyspark
 
     rates = sorted(_rate(p)[2] for p in passes)
@@ -273,8 +333,11 @@ def _report(rows: int, passes: list[list[tuple[float, ...]]], fresh: list[tuple[
         "# binlake land benchmark",
         "",
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, commit {_git_revision()}, {_cpu_model()}, {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}, pyspark {pyspark.__version__}, Spark local[2], "
-        f"minPartitions {args.min_partitions}, maxOffsetsPerTrigger {args.max_offsets_per_trigger or 'none'}.",
+        f"Python {platform.python_version()}, pyspark {pyspark.__version__}, "
+        + ("Spark local[2], local disk, " if shape.name == "local" else "a Spark standalone cluster (a master and a "
+           "worker of 2 cores: executors in JVMs of their own), the lake in an S3Proxy bucket through s3a, all "
+           "on the same 2 CPUs as Kafka and MariaDB, ")
+        + f"minPartitions {args.min_partitions}, maxOffsetsPerTrigger {args.max_offsets_per_trigger or 'none'}.",
         f"Load average before/after (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in load_before)} / "
         f"{', '.join(f'{x:.1f}' for x in load_after)} (other jobs share the 2 CPUs).",
         "",
@@ -305,7 +368,7 @@ def _report(rows: int, passes: list[list[tuple[float, ...]]], fresh: list[tuple[
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--land-in-one-application"]:
         bootstrap_, prefix_, lakes_, *options_ = sys.argv[2:]
-        land_in_one_application(bootstrap_, prefix_, [Path(p) for p in lakes_.split(",")], options_)
+        land_in_one_application(bootstrap_, prefix_, lakes_.split(","), options_)
         sys.exit(0)
     try:
         sys.exit(main())

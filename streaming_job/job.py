@@ -88,10 +88,10 @@ def build_session(master: str | None, shuffle_partitions: int, app_name: str = "
                    .config("spark.executor.extraClassPath", classpath))
         for key, value in store.hadoop_conf().items():
             builder = builder.config(key, value)
-    if master:
+    if master:  # executors' Python workers must import the codec: this interpreter's path, unless set
         builder = builder.master(master)
-    if master and master.startswith("local"):  # workers must import the codec: this interpreter
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if master and master.startswith("local"):
         # its workers are forked from a daemon that has the decoder imported (worker.py); a cluster's
         # executors may not have the package on the daemon's path, so only here
         builder = builder.config("spark.python.daemon.module", DAEMON_MODULE)

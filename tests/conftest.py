@@ -12,6 +12,7 @@ import pytest
 from ingester.devstack import MariaDBServer
 from ingester.devstack.kafka import KafkaBroker
 from ingester.devstack.objectstore import ObjectStore
+from ingester.devstack.spark_cluster import SparkCluster
 from tests.harness.servers import MySQL84Server, docker_engine_available
 
 
@@ -67,6 +68,14 @@ def object_store() -> Iterator[ObjectStore]:
     with ObjectStore() as store:
         store.create_bucket("lake")
         yield store
+
+
+@pytest.fixture(scope="session")
+def spark_cluster() -> Iterator[SparkCluster]:
+    """A Spark standalone cluster for the session: a master and a worker, separate JVMs, whose executors
+    are processes of their own (2 cores)."""
+    with SparkCluster(workers=1, cores=2) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")

@@ -351,10 +351,8 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def test_kill_minus_nine_of_the_driver_neither_loses_nor_duplicates(make_mariadb, kafka, spark, tmp_path,
-                                                                   monkeypatch) -> None:
-    server = make_mariadb()
-    db = "landkill"
+def _kill_workload(server, db: str):
+    """Two tables, 600 transactions of inserts, updates (a key moved too) and deletes; the connection."""
     server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
     conn = server.connect(db)
     with conn.cursor() as cur:
@@ -372,6 +370,14 @@ def test_kill_minus_nine_of_the_driver_neither_loses_nor_duplicates(make_mariadb
             if i % 13 == 0 and i:
                 cur.execute("UPDATE a SET id = id + 100000 WHERE id = %s", (i - 2,))
             conn.commit()
+    return conn
+
+
+def test_kill_minus_nine_of_the_driver_neither_loses_nor_duplicates(make_mariadb, kafka, spark, tmp_path,
+                                                                   monkeypatch) -> None:
+    server = make_mariadb()
+    db = "landkill"
+    conn = _kill_workload(server, db)
     prefix = "landkill"
     # Small records (a few dozen events each) and few of them per micro-batch: the stream spans many batches.
     monkeypatch.setenv("BINLAKE_KAFKA_MAX_RECORD_BYTES", "2000")
@@ -397,7 +403,11 @@ def test_kill_minus_nine_of_the_driver_neither_loses_nor_duplicates(make_mariadb
     assert done.returncode == 0, done.stderr[-3000:]
     # The kills landed mid-stream: each after some progress, all before the end.
     assert progress[0] >= 1 and progress == sorted(progress) and progress[-1] < _committed(checkpoint), progress
+    _assert_kill_workload_landed(spark, lake, server, conn, db)
 
+
+def _assert_kill_workload_landed(spark, lake: Path, server, conn, db: str) -> None:
+    """Mirrors equal the server's SELECT; the change logs hold mariadb-binlog --verbose's row changes, once."""
     for table, key in (("a", "id"), ("b", "id")):
         df = spark.read.format("delta").load(str(lake / db / table))
         mirror = {(r["id"],): {c: r[c] for c in df.columns if not c.startswith("_binlake")} for r in df.collect()}

@@ -1,21 +1,34 @@
 """Issue 21: the lake on an S3-compatible object store (S3Proxy, a real S3 server on a local directory),
-written through Hadoop's s3a by `binlake land` as a separate process, as users run it. Proof: the type
-zoo's mirrors equal the server's SELECT and the change logs hold what mariadb-binlog --verbose saw, read
-from the bucket's objects by Spark and through the S3 API by delta-rs; a lake the job cannot write (no
-credentials, a wrong secret, no bucket) stops it with one line naming the lake, the secret never shown."""
+written through Hadoop's s3a by `binlake land` as a separate process on a Spark standalone cluster (a
+master and a worker, separate JVMs), as users run it. Proof: the type zoo's mirrors equal the server's
+SELECT and the change logs hold what mariadb-binlog --verbose saw, read from the bucket's objects by Spark
+and through the S3 API by delta-rs; kill -9 of the driver and of the worker lose and duplicate nothing; a
+lake the job cannot write (no credentials, a wrong secret, no bucket) stops it with one line naming the
+lake, the secret never shown."""
 
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
 
 from ingester.devstack.objectstore import REGION
 from tests.integration import test_type_zoo as zoo
-from tests.integration.test_land import _assert_zoo_landed, _run_daemon, _workload, _workload_tables
+from tests.integration.test_land import (
+    _assert_kill_workload_landed,
+    _assert_zoo_landed,
+    _committed,
+    _kill_group,
+    _kill_workload,
+    _run_daemon,
+    _workload,
+    _workload_tables,
+)
 
 pytestmark = pytest.mark.integration
 BINLAKE = [sys.executable, "-m", "ingester.cli.main"]
@@ -40,7 +53,11 @@ def _delta_rs(store: Any, uri: str) -> Any:
         "AWS_ACCESS_KEY_ID": store.access_key, "AWS_SECRET_ACCESS_KEY": store.secret_key})
 
 
-def test_the_type_zoo_lands_in_a_bucket(make_mariadb, kafka, object_store, spark, monkeypatch) -> None:
+def test_the_type_zoo_lands_in_a_bucket_from_a_cluster(make_mariadb, kafka, object_store, spark_cluster, spark,
+                                                       monkeypatch) -> None:
+    """The job on a standalone cluster (its executors are other processes: nothing may rely on the driver's
+    memory or disk), the lake and the checkpoint in a bucket."""
+    master = ["--master", spark_cluster.master]
     server = make_mariadb()
     db = "s3zoo"
     server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
@@ -50,14 +67,14 @@ def test_the_type_zoo_lands_in_a_bucket(make_mariadb, kafka, object_store, spark
     monkeypatch.setenv("BINLAKE_KAFKA_MAX_RECORD_BYTES", "20000")  # the big rows as chunks
     zoo._write(conn)
     _workload(conn, tables=False)
-    prefix, lake = "s3zoo", "s3a://lake/zoo"
+    prefix, lake = db, f"s3a://lake/{db}"
     _run_daemon(server, kafka, prefix)
-    done = _land(kafka, object_store, prefix, lake, None, "--min-partitions", "8")
+    done = _land(kafka, object_store, prefix, lake, None, "--min-partitions", "8", *master)
     assert done.returncode == 0, done.stderr[-3000:]
     assert object_store.secret_key not in done.stderr + done.stdout  # Spark's settings hold it: never shown
     # The bucket's objects are files of the store's directory: Spark reads the lake there, delta-rs through
     # the store's S3 API
-    local = object_store.data / "lake" / "zoo"
+    local = object_store.data / "lake" / db
     _assert_zoo_landed(spark, local, server, conn, db)
     for table in [*zoo.TABLES, "acct", "ledger"]:
         for name in (table, f"{table}__changes"):
@@ -68,7 +85,7 @@ def test_the_type_zoo_lands_in_a_bucket(make_mariadb, kafka, object_store, spark
     with conn.cursor() as cur:
         cur.execute("UPDATE acct SET balance = balance + 1 WHERE id <= 3")
     _run_daemon(server, kafka, prefix)
-    again = _land(kafka, object_store, prefix, lake)
+    again = _land(kafka, object_store, prefix, lake, None, *master)
     assert again.returncode == 0, again.stderr[-3000:]
     assert _delta_rs(object_store, f"{lake}/{db}/ledger__changes").version() == versions["ledger"]
     changes = _delta_rs(object_store, f"{lake}/{db}/acct__changes").to_pyarrow_table()
@@ -90,3 +107,50 @@ def test_a_lake_the_job_cannot_write_stops_it_with_one_line(kafka, object_store,
     assert done.returncode == 2 and len(errors) == 1, done.stderr[-3000:]
     assert errors[0].startswith(f"binlake: error: cannot write the lake {lake}: "), errors[0]
     assert "wrong-x9" not in done.stderr + done.stdout and object_store.secret_key not in done.stderr + done.stdout
+
+
+def test_kill_minus_nine_of_the_driver_and_of_a_worker_on_a_cluster_into_a_bucket(
+        make_mariadb, kafka, object_store, spark_cluster, spark, monkeypatch) -> None:
+    """The production shape: the job on a standalone cluster, lake and checkpoint in a bucket. kill -9 of the
+    driver mid-batch, then of the worker with its executors mid-batch (the driver waits for a worker and
+    runs the batch's tasks again): every change once, mirrors equal the server's SELECT."""
+    server = make_mariadb()
+    db = "s3kill"
+    conn = _kill_workload(server, db)
+    monkeypatch.setenv("BINLAKE_KAFKA_MAX_RECORD_BYTES", "2000")  # many small records: many batches
+    _run_daemon(server, kafka, db)
+    lake = f"s3a://lake/{db}"
+    checkpoint = object_store.data / "lake" / db / "_checkpoint"  # the bucket's objects, as files
+    cmd = [*BINLAKE, "land", "--kafka", kafka.bootstrap, "--topic-prefix", db, "--lake", lake, "--checkpoint",
+           f"{lake}/_checkpoint", "--s3-endpoint", object_store.endpoint, "--s3-path-style", "--master",
+           spark_cluster.master, "--max-offsets-per-trigger", "8"]
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **object_store.environment()}
+    rnd = random.Random(21)
+
+    def run_until(batches: int) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen([*cmd, "--trigger", "1s"], env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 300
+        while _committed(checkpoint) < batches and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        time.sleep(rnd.uniform(0.5, 2.0))
+        return proc
+
+    proc = run_until(1)
+    _kill_group(proc)  # the driver
+    killed_driver = _committed(checkpoint)
+    proc = run_until(killed_driver + 2)
+    spark_cluster.kill_worker(1)  # the executors' machine
+    killed_worker = _committed(checkpoint)
+    time.sleep(2)
+    spark_cluster.start_worker(1)  # back: the driver's job goes on there
+    deadline = time.monotonic() + 300
+    while _committed(checkpoint) < killed_worker + 2 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert proc.poll() is None and _committed(checkpoint) >= killed_worker + 2, "no progress after the worker"
+    _kill_group(proc)
+    done = subprocess.run([*cmd, "--trigger", "available-now"], env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert 1 <= killed_driver < killed_worker < _committed(checkpoint), (killed_driver, killed_worker)
+    _assert_kill_workload_landed(spark, object_store.data / "lake" / db, server, conn, db)
