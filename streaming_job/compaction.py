@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from .lake_paths import scheme
+from .lake_files import LakeFiles
+from .lake_paths import join, scheme
 from .writer import PARTITION_COLUMN, Commit, Moved, write_change_log_file
 
 log = logging.getLogger("binlake.land")
@@ -72,11 +71,12 @@ class ChangeLogCompaction:
     commit dates holds ``compact_files`` files under ``small_file_bytes``, up to ``budget`` bytes of them
     are compacted by the table's next commit."""
 
-    def __init__(self, compact_files: int, small_file_bytes: int, budget: int) -> None:
+    def __init__(self, compact_files: int, small_file_bytes: int, budget: int, files: LakeFiles | None) -> None:
         self.compact_files = compact_files
         self.small_file_bytes = small_file_bytes
         self.budget = budget
         self._files: dict[str, ChangeLogFiles] = {}  # path -> its small files
+        self.lake = files  # where they are read and written (None: nothing compacted, Spark lands the lake)
 
     def moved(self, commit: Commit, path: str) -> Moved:
         """A change log gains a file per micro-batch; once one of its commit dates holds ``compact_files``
@@ -84,6 +84,9 @@ class ChangeLogCompaction:
         the batch's commit adds in their place (Delta's ``dataChange`` false: the same rows, which a
         stream reading the change log does not see again). Files whose schemas Arrow cannot unify (none
         that binlake wrote: columns are only added) are left as they are."""
+        lake = self.lake
+        if lake is None:
+            return (), ()
         files = self._files.get(path)
         if files is None or files.version != commit.version:
             files = self._files[path] = ChangeLogFiles.read(commit, self.small_file_bytes)
@@ -93,13 +96,12 @@ class ChangeLogCompaction:
         date, names = picked
         started = time.monotonic()
         try:
-            rows = pa.concat_tables([pq.ParquetFile(os.path.join(path, n)).read() for n in names],
-                                    promote_options="permissive")
+            rows = pa.concat_tables([lake.read_parquet(join(path, n)) for n in names], promote_options="permissive")
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
             log.debug("%s: %d small change-log files of %s not compacted: %s", path, len(names), date, exc)
             files.skip(names)
             return (), ()
-        add = write_change_log_file(path, date, rows)
+        add = write_change_log_file(lake, path, date, rows)
         log.debug("%s: %d small change-log files of %s compacted into one in %.1fs", path, len(names), date,
                   time.monotonic() - started)
         return [add], [(n, files.sizes[n], {PARTITION_COLUMN: date}) for n in names]

@@ -16,7 +16,6 @@ A table whose protocol asks writers for more than this module does (writer featu
 
 from __future__ import annotations
 
-import os
 import re
 import time
 import uuid
@@ -24,7 +23,9 @@ from collections.abc import Iterable
 from typing import Any
 
 import orjson
-import pyarrow.parquet as pq
+
+from .lake_files import LakeFiles
+from .lake_paths import join
 
 LOG = "_delta_log"
 _COMMIT = re.compile(r"^(\d{20})\.json$")
@@ -67,11 +68,13 @@ def table_protocol(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 class TableLog:
-    """One table's log state at ``version`` (-1: no table there yet)."""
+    """One table's log state at ``version`` (-1: no table there yet); ``files``: where the table is (local
+    disk by default, or an object store)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, files: LakeFiles | None = None) -> None:
         self.path = path
-        self.log = os.path.join(path, LOG)
+        self.lake = files or LakeFiles.local()
+        self.log = join(path, LOG)
         self.version = -1
         self.protocol: dict[str, Any] = {}
         self.metadata: dict[str, Any] = {}
@@ -82,8 +85,8 @@ class TableLog:
     # --- reading
 
     @classmethod
-    def read(cls, path: str) -> TableLog:
-        table = cls(path)
+    def read(cls, path: str, files: LakeFiles | None = None) -> TableLog:
+        table = cls(path, files)
         table.refresh()
         return table
 
@@ -93,9 +96,8 @@ class TableLog:
         weeks of commits costs a file lookup per table and batch, not a listing."""
         if self.version >= 0:
             return self._read_from(self.version + 1)
-        try:
-            names = os.listdir(self.log)
-        except FileNotFoundError:
+        names = self.lake.list(self.log)
+        if not names:
             return False
         checkpoint = self._checkpoint(names)
         if checkpoint is not None:
@@ -109,19 +111,17 @@ class TableLog:
         """Apply the commits from ``version`` on, as long as they follow one another."""
         read = False
         while True:
-            try:
-                with open(os.path.join(self.log, f"{version:020d}.json"), "rb") as fh:
-                    self._apply(orjson.loads(line) for line in fh if line.strip())
-            except FileNotFoundError:
+            data = self.lake.read(join(self.log, f"{version:020d}.json"))
+            if data is None:
                 return read
+            self._apply(orjson.loads(line) for line in data.splitlines() if line.strip())
             self.version, read, version = version, True, version + 1
 
     def _checkpoint(self, names: list[str]) -> int | None:
-        try:
-            with open(os.path.join(self.log, "_last_checkpoint"), "rb") as fh:
-                return int(orjson.loads(fh.read())["version"])
-        except FileNotFoundError:
+        if "_last_checkpoint" not in names:
             return None
+        data = self.lake.read(join(self.log, "_last_checkpoint"))
+        return None if data is None else int(orjson.loads(data)["version"])
 
     def _read_checkpoint(self, version: int, names: list[str]) -> None:
         """A classic checkpoint, in one part or several (a V2 checkpoint, named by a UUID, is not read)."""
@@ -130,7 +130,7 @@ class TableLog:
         if not parts:
             raise UnreadableLog(f"{self.log}: no classic checkpoint file of version {version}")
         for part in parts:
-            table = pq.ParquetFile(os.path.join(self.log, part)).read()
+            table = self.lake.read_parquet(join(self.log, part))
             for column in ("protocol", "metaData", "txn", "add"):
                 if column not in table.column_names:
                     continue
@@ -213,19 +213,11 @@ class TableLog:
         if version == 0:
             info["commitInfo"].pop("readVersion")
         data = b"\n".join(orjson.dumps(a) for a in (info, *actions)) + b"\n"
-        if version == 0:
-            os.makedirs(self.log, exist_ok=True)
-        target = os.path.join(self.log, f"{version:020d}.json")
-        temp = os.path.join(self.log, f".{version:020d}.json.{uuid.uuid4().hex}.tmp")
-        with open(temp, "wb") as fh:
-            fh.write(data)
-        try:
-            os.link(temp, target)  # fails where the version exists: never two commits of one version
-        except FileExistsError:
+        # never two commits of one version: an atomic put-if-absent on local disk; on S3 the lake's one job
+        # (lake_lease.py) commits each table from one thread
+        if not self.lake.create(join(self.log, f"{version:020d}.json"), data):
             raise CommitConflict(f"Concurrent commit: version {version} of {self.path} was written by another "
-                                 "writer") from None
-        finally:
-            os.unlink(temp)
+                                 "writer")
         self._apply(actions)
         self.version = version
         return version

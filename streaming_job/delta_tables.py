@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from .decode import quote
 from .delta_log import TableLog, UnreadableLog
-from .lake_paths import is_local
+from .lake_files import LakeFiles
 from .writer import Commit, DeltaCommit, LogCommit
 
 log = logging.getLogger("binlake.land")
@@ -23,9 +23,10 @@ _STATS_COLUMNS = "spark.databricks.delta.properties.defaults.dataSkippingStatsCo
 
 
 class DeltaTables:
-    def __init__(self, spark: SparkSession, app_id: str) -> None:
+    def __init__(self, spark: SparkSession, app_id: str, files: LakeFiles | None = None) -> None:
         self.spark = spark
         self.app_id = app_id  # txnAppId
+        self.files = files  # the lake's files where the driver writes its tables' logs (None: the JVM does)
         # Writes that pass their options through the session's conf (txnAppId, statistics columns): one table
         # at a time, so that tables landing side by side never see another's
         self._session_conf = threading.RLock()
@@ -34,13 +35,13 @@ class DeltaTables:
         self._table_defaults: dict[str, str] | None = None  # the session's Delta table defaults, for new tables
 
     def log(self, path: str) -> TableLog | None:
-        """A local table's log as the driver reads it, brought up to date (None: a URI lake, or a table
-        the driver cannot write itself, which the JVM's Delta then does)."""
-        if not is_local(path):
+        """A table's log as the driver reads it, brought up to date (None: a lake only Spark reaches, or a
+        table the driver cannot write itself, which the JVM's Delta then does)."""
+        if self.files is None:
             return None
         table = self._logs.get(path)
         if table is None:
-            table = self._logs[path] = TableLog(path)
+            table = self._logs[path] = TableLog(path, self.files)
         try:
             table.refresh()
         except UnreadableLog as exc:

@@ -23,6 +23,8 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from .errors import LandError
 from .kafka_source import stream_source
+from .lake_files import LakeFiles
+from .lake_lease import LakeLease
 from .lake_paths import is_local
 from .object_store import ObjectStoreSettings, on_object_store, probe
 from .sink import Lander
@@ -165,7 +167,8 @@ def warm_up(spark: SparkSession, delta: bool = True) -> None:
             commit = DeltaCommit(spark, uri)
             commit.create("id bigint", [], {})
             rows = pa.table({"id": pa.array([1], pa.int64())})
-            commit.append([write_mirror_file(path, rows, "id")], "binlake-warm-up", 0, [])
+            commit.append([write_mirror_file(LakeFiles.local(), path, rows, "id")],
+                          "binlake-warm-up", 0, [])
             again = DeltaCommit(spark, uri)
             again.files()
             again.done("binlake-warm-up", 0)
@@ -192,13 +195,23 @@ def topic_pattern(prefix: str) -> str:
 
 def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
     """Run the query until it stops (available-now: once everything committed so far has landed)."""
-    spark = spark or build_session(settings.master, settings.shuffle_partitions,
-                                   store=settings.store if on_object_store(settings.lake) else None)
-    if on_object_store(settings.lake):
+    store = settings.store if on_object_store(settings.lake) else None
+    spark = spark or build_session(settings.master, settings.shuffle_partitions, store=store)
+    if store is not None:
         probe(spark, settings.lake)
+    files = LakeFiles.of(settings.lake, store)
+    lease = LakeLease(files, settings.lake).acquire() if files is not None else None
+    try:
+        return _run(spark, settings, files, lease)
+    finally:
+        if lease is not None:
+            lease.release()
+
+
+def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, lease: LakeLease | None) -> int:
     lander = Lander(spark, settings.lake, settings.checkpoint, settings.quarantine, settings.bootstrap,
                     settings.topic_prefix, driver_rows=settings.driver_rows, min_tasks=settings.min_partitions or 0,
-                    keys=settings.keys)
+                    keys=settings.keys, files=files, lease=lease)
     listener = LandMetrics(lander)
     warm_up(spark, delta=not is_local(settings.lake))
     spark.streams.addListener(listener)

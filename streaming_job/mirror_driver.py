@@ -6,7 +6,6 @@ costs milliseconds for a batch of new keys, and the files it reads for one of up
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +16,6 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from .compaction import within
 from .decode import quote
@@ -25,7 +23,8 @@ from .delta_tables import DeltaTables, stats_columns
 from .driver_threads import DriverThreads
 from .errors import LandError
 from .keys import key_property
-from .lake_paths import is_local, scheme
+from .lake_files import LakeFiles
+from .lake_paths import join, scheme
 from .mirror import DELETED, last_per_key
 from .mirrors import INTEGER, META, MirrorStrategy, MirrorTable, key_stats
 from .writer import SMALL_FILE_ROWS, Commit, write_mirror_file
@@ -62,7 +61,8 @@ class DriverMirror(MirrorStrategy[pa.Table]):
             return False
         db, table, path, columns, pk = mirror.db, mirror.table, mirror.path, mirror.columns, mirror.pk
         key = pk[0]
-        if not is_local(path) or dict(columns)[key] not in INTEGER:
+        lake = self.delta.files
+        if lake is None or dict(columns)[key] not in INTEGER:
             return False
         latest = last_per_key(candidates, pk)
         commit = self.delta.transaction(path)
@@ -84,8 +84,8 @@ class DriverMirror(MirrorStrategy[pa.Table]):
         schema = pa.schema([candidates.schema.field(n) for n in names])
         kept, removes = [], []
         for name in [*touched, *compacted]:
-            cached = self.recent.get(os.path.join(path, name))
-            rows = cached if cached is not None else pq.ParquetFile(os.path.join(path, name)).read()
+            cached = self.recent.get(join(path, name))
+            rows = cached if cached is not None else lake.read_parquet(join(path, name))
             rest = _without_keys(rows, latest, pk)
             # a touched file whose range held the batch's keys but the file none of them stays as it is
             if len(rest) < len(rows) or name in compacted:
@@ -93,7 +93,7 @@ class DriverMirror(MirrorStrategy[pa.Table]):
                 kept.append(_conform(rest, schema))
         surviving = latest.filter(pc.invert(latest.column(DELETED))).select(names)
         rows = _sorted_by(pa.concat_tables([*kept, surviving]), key)
-        adds = _write_mirror_files(path, rows, key, self.threads.workers, self.threads.count)
+        adds = _write_mirror_files(lake, path, rows, key, self.threads.workers, self.threads.count)
         try:
             version = commit.append(adds, self.delta.app_id, batch_id, [], removes)
         except Exception as exc:  # e.g. another writer's commit on the mirror (Delta's conflict check)
@@ -102,9 +102,9 @@ class DriverMirror(MirrorStrategy[pa.Table]):
                             "and landing resumes with it on the next run") from exc
         self.delta.committed(path, version, batch_id)
         files.update(version, adds, [n for n, _ in removes], key)
-        self.recent.drop([os.path.join(path, n) for n, _ in removes])
+        self.recent.drop([join(path, n) for n, _ in removes])
         if len(adds) == 1 and len(rows) <= SMALL_FILE_ROWS:
-            self.recent.put(os.path.join(path, adds[0][0]), rows)
+            self.recent.put(join(path, adds[0][0]), rows)
         log.debug("%s.%s: mirror kept by the driver (%d of %d files read, %d rewritten, %d small ones compacted)",
                   db, table, len(touched) + len(compacted), len(files.sizes) + len(removes) - len(adds),
                   len(removes), len(compacted))
@@ -213,7 +213,7 @@ def _sorted_by(rows: pa.Table, key: str) -> pa.Table:
     return rows.sort_by(key)
 
 
-def _write_mirror_files(path: str, rows: pa.Table, key: str, pool: ThreadPoolExecutor,
+def _write_mirror_files(lake: LakeFiles, path: str, rows: pa.Table, key: str, pool: ThreadPoolExecutor,
                         threads: int) -> list[tuple[Any, ...]]:
     """The driver's mirror rows (in key order) as files of consecutive key ranges: as many as the rows
     need at ``_FILE_ROWS`` each, or one per thread where each still gets ``_FILE_ROWS_PER_THREAD`` rows,
@@ -224,8 +224,8 @@ def _write_mirror_files(path: str, rows: pa.Table, key: str, pool: ThreadPoolExe
     size = -(-len(rows) // count)
     slices = [rows.slice(i, size) for i in range(0, len(rows), size)]
     if len(slices) == 1:
-        return [write_mirror_file(path, slices[0], key)]
-    return list(pool.map(lambda part: write_mirror_file(path, part, key), slices))
+        return [write_mirror_file(lake, path, slices[0], key)]
+    return list(pool.map(lambda part: write_mirror_file(lake, path, part, key), slices))
 
 
 def _key_range(stats: str | None, key: str) -> tuple[int, int] | None:

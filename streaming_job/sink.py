@@ -36,7 +36,9 @@ from .errors import LandError
 from .evolution import SchemaEvolution, SchemaGroup
 from .kafka_read import KafkaReader
 from .keys import MirrorKeys
-from .lake_paths import is_local, join, scheme
+from .lake_files import LakeFiles
+from .lake_lease import LakeLease
+from .lake_paths import join, scheme
 from .mirror_driver import DriverMirror
 from .mirror_spark import SparkMirror
 from .mirrors import Mirrors
@@ -74,6 +76,10 @@ class Lander:
     # tables is decoded in as many tasks as cores instead (or the minPartitions asked for, min_tasks)
     min_tasks: int = 0
     keys: dict[str, list[str]] = field(default_factory=dict)  # land.keys: "<db>.<table>" -> its mirror's key
+    # The lake's files as the driver and the executors write them (local disk, or S3: lake_files.py); None:
+    # a lake only Spark's own filesystems reach (e.g. abfss://), landed by Spark's writer
+    files: LakeFiles | None = None
+    lease: LakeLease | None = None  # the lake's lease (job.run): a batch stops the job once another took it
     # These three are given to the parts that use them when the Lander is made (mirror_driver, compaction)
     driver_merge_bytes: int = 256 << 20
     # A batch under a steady trickle adds a small file to the mirror: once it has this many files under
@@ -97,11 +103,14 @@ class Lander:
             where = self.checkpoint if scheme(self.checkpoint) else str(Path(self.checkpoint).absolute())
             digest = hashlib.sha256(where.encode()).hexdigest()[:16]
             self.app_id = f"binlake-land-{digest}"
-        self.delta = DeltaTables(self.spark, self.app_id)
+        if self.files is None:
+            self.files = LakeFiles.of(self.lake)
+        self.delta = DeltaTables(self.spark, self.app_id, self.files)
         self.threads = DriverThreads(self.spark)
         self.kafka = KafkaReader(self.spark, self.bootstrap)
         self.evolution = SchemaEvolution(self.spark, self.delta, self.kafka, self.topic_prefix)
-        self.compaction = ChangeLogCompaction(self.compact_files, self.small_file_bytes, self.driver_merge_bytes)
+        self.compaction = ChangeLogCompaction(self.compact_files, self.small_file_bytes, self.driver_merge_bytes,
+                                              self.files)
         self.driver_mirror = DriverMirror(self.delta, self.threads, self.driver_merge_bytes, self.compact_files,
                                           self.small_file_bytes)
         self.mirror_keys = MirrorKeys(self.keys, self.spark, self.path, self.delta.log)
@@ -119,6 +128,8 @@ class Lander:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         try:
+            if self.lease is not None:
+                self.lease.check()
             self.process(batch, batch_id)
         except LandError as exc:
             self.error = exc
@@ -163,7 +174,7 @@ class Lander:
         and the batch holds at most ``driver_rows`` row changes: each task ships at most its share of them,
         and one that has more stops early and says so (``withheld``). Else (the batch is larger, or the
         lake remote) it is decoded again the cached way, in Spark."""
-        if self.driver_rows > 0 and is_local(self.lake):
+        if self.driver_rows > 0 and self.files is not None:
             table = batch.mapInArrow(partial(decode_partition, ship=self.driver_rows // max(1, tasks)),
                                      RECORD_DDL).toArrow()
             if not pc.any(pc.equal(table.column("kind"), "withheld")).as_py():
@@ -247,18 +258,18 @@ class Lander:
         ddl = f"{typed_ddl(columns)}, {PARTITION_COLUMN} date, ingest_ts timestamp"
         if lake:
             self.evolution.add_columns(path, lake, columns, nested=True)
-        elif not is_local(path):  # a new change log: its schema, partitioning and statistics columns, no rows yet
+        elif self.files is None:  # a new change log: its schema, partitioning and statistics columns, no rows yet
             empty = self.spark.createDataFrame([], ddl)
             self.delta.append(empty, path, -1, partition_by=PARTITION_COLUMN, stats=_CHANGE_LOG_STATS,
                               idempotent=False)
         txn: Commit | None = None
-        if is_local(path):
+        if self.files is not None:
             txn = commit = self.delta.transaction(path)
             if not lake:  # a new change log, created by the commit of its first files
                 commit.create(ddl, [PARTITION_COLUMN], stats_columns(_CHANGE_LOG_STATS))
             write = not self.delta.done(commit, path, batch_id)  # else a replay: the change log has this batch
             log.debug("%s.%s: change log schema and transaction %.1fs", db, table, time.monotonic() - t)
-        else:  # object stores: Spark's own writer (slower), idempotent by txnVersion
+        else:  # a lake only Spark reaches: Spark's own writer (slower), idempotent by txnVersion
             write = False
             t = time.monotonic()
             changes = (rows.frame().mapInArrow(partial(typed_batches, columns), typed_ddl(columns))
@@ -268,6 +279,6 @@ class Lander:
             log.debug("%s.%s: change log (Spark writer) %.1fs", db, table, time.monotonic() - t)
         if not (write or pk):
             return
-        land = land_partition(columns, pk, path if write else None, ingest_micros)
+        land = land_partition(columns, pk, path if write else None, ingest_micros, self.files)
         landing = self.on_driver if txn is not None and sum(g.n for g in schemas) <= self.driver_rows else self.in_spark
         landing.land(rows, TableBatch(db, table, path, columns, pk, schemas, batch_id, txn, write, land))

@@ -11,7 +11,6 @@ Files of a crashed attempt were never committed: they are invisible to readers (
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -20,17 +19,18 @@ from typing import Any
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from .decode import typed_batches
 from .delta_log import CommitConflict, TableLog
+from .lake_files import LakeFiles
+from .lake_paths import join
 from .mirror import candidate_schema, candidates_ddl, mirror_candidates
 from .worker import keep_spark_archive_listings
 
 PARTITION_COLUMN = "commit_date"
 _TS = pa.timestamp("us", tz="UTC")
-_LOCAL_FILES = pafs.LocalFileSystem()  # the driver's and a task's own files: named, not inferred from paths
+_LOCAL = LakeFiles.local()  # a local lake's files: named, not inferred from paths
 # Files rewritten without a change of the table's rows (compaction): adds (relative path, partition
 # values, size, statistics) and removes (relative path, size, partition values)
 Moved = tuple[Sequence[tuple[str, dict[str, str], int, dict[str, Any]]], Sequence[tuple[str, int, dict[str, str]]]]
@@ -64,14 +64,13 @@ def file_name(directory: str, options: dict[str, Any]) -> str:
 class _File:
     """One open Parquet file of a task: all its rows share one commit date."""
 
-    def __init__(self, table_path: str, date: str, schema: pa.Schema, rows: int) -> None:
+    def __init__(self, lake: LakeFiles, table_path: str, date: str, schema: pa.Schema, rows: int) -> None:
         """``rows``: of the first batch, which is the whole file's when it is small (typed_batches)."""
         options = parquet_options(rows)
         self.name = file_name(f"{PARTITION_COLUMN}={date}/", options)
         self.date = date
-        self.path = os.path.join(table_path, self.name)
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        self.writer = pq.ParquetWriter(self.path, schema, filesystem=_LOCAL_FILES, **options)
+        self.sink = lake.open_output(join(table_path, self.name))
+        self.writer = pq.ParquetWriter(self.sink, schema, **options)
         self.rows = 0
         self.offsets: tuple[int, int] | None = None
 
@@ -85,16 +84,19 @@ class _File:
 
     def close(self) -> tuple[Any, ...]:
         self.writer.close()
+        size = self.sink.tell()
+        self.sink.close()  # on S3: the object's upload
         assert self.offsets is not None  # a file is opened for rows
-        return self.name, self.date, os.path.getsize(self.path), self.rows, *self.offsets
+        return self.name, self.date, size, self.rows, *self.offsets
 
 
-def land_partition(columns: list[tuple[str, str]], pk: list[str], table_path: str | None,
-                   ingest_micros: int) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def land_partition(columns: list[tuple[str, str]], pk: list[str], table_path: str | None, ingest_micros: int,
+                   lake: LakeFiles | None = None) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """mapInArrow function: record rows of one table -> (landed_ddl) its mirror candidates (mirror.py; none
     without a primary key) and, unless ``table_path`` is None (the change log already holds this batch),
-    its change-log Parquet files under ``table_path``, one per commit date and task, as one row each at
-    the end. One pass over the batch's row changes serves both tables."""
+    its change-log Parquet files under ``table_path`` (through ``lake``: local disk by default), one per
+    commit date and task, as one row each at the end. One pass over the batch's row changes serves both
+    tables."""
     schema = landed_schema(columns)
     candidates = candidate_schema(columns)
 
@@ -103,7 +105,7 @@ def land_partition(columns: list[tuple[str, str]], pk: list[str], table_path: st
         files: dict[str, _File] = {}
         for typed in typed_batches(columns, batches):
             if table_path is not None:
-                _write(typed, files, table_path, ingest_micros)
+                _write(typed, files, lake or _LOCAL, table_path, ingest_micros)
             if pk:
                 found = mirror_candidates(typed, pk, candidates)
                 n = len(found)
@@ -126,7 +128,8 @@ def landed_ddl(columns: list[tuple[str, str]]) -> str:
     return f"{candidates_ddl(columns)}, {FILE_DDL}"
 
 
-def _write(typed: pa.RecordBatch, files: dict[str, _File], table_path: str, ingest_micros: int) -> None:
+def _write(typed: pa.RecordBatch, files: dict[str, _File], lake: LakeFiles, table_path: str,
+           ingest_micros: int) -> None:
     """Append a chunk to the task's files, split by commit date (the change log's partition)."""
     typed = typed.append_column("ingest_ts", pa.repeat(pa.scalar(ingest_micros, _TS), len(typed)))
     bounds = pc.min_max(typed.column("commit_ts"))
@@ -140,7 +143,7 @@ def _write(typed: pa.RecordBatch, files: dict[str, _File], table_path: str, inge
         part = typed if dates is None or len(days) == 1 else typed.filter(pc.equal(dates, date))
         f = files.get(date)
         if f is None:
-            f = files[date] = _File(table_path, date, typed.schema, len(part))
+            f = files[date] = _File(lake, table_path, date, typed.schema, len(part))
         f.write(part)
 
 
@@ -312,11 +315,11 @@ class LogCommit(Commit):
         self._create = []
         interval = int(self.log.configuration.get("delta.checkpointInterval", "10"))
         if version and version % interval == 0:
-            checkpoint(self.log.path)
+            checkpoint(self.log.path, self.log.lake)
         return version
 
 
-def checkpoint(path: str) -> None:
+def checkpoint(path: str, lake: LakeFiles | None = None) -> None:
     """A checkpoint of the table's state (delta-rs writes it): readers, and this job after a restart, read
     it instead of every commit since the last. Only an optimization: a failure is logged."""
     import logging
@@ -324,7 +327,8 @@ def checkpoint(path: str) -> None:
     from deltalake import DeltaTable
 
     try:
-        table = DeltaTable(path)
+        lake = lake or _LOCAL
+        table = DeltaTable(lake.uri(path), storage_options=lake.storage_options() or None)
         table.create_checkpoint()
         table.cleanup_metadata()  # commits older than delta.logRetentionDuration (30 days), as the JVM's Delta does
     except Exception as exc:
@@ -338,27 +342,25 @@ def change_log_stats(rows: int, low: int, high: int) -> dict[str, Any]:
             "nullCount": {"kafka_offset": 0}}
 
 
-def write_change_log_file(table_path: str, date: str,
+def write_change_log_file(lake: LakeFiles, table_path: str, date: str,
                           rows: pa.Table) -> tuple[str, dict[str, str], int, dict[str, Any]]:
     """One change-log file of ``rows`` (all of commit date ``date``) in that date's partition: a compaction's."""
     options = parquet_options(len(rows))
     name = file_name(f"{PARTITION_COLUMN}={date}/", options)
-    path = os.path.join(table_path, name)
-    pq.write_table(rows, path, **options)
+    size = lake.write_parquet(join(table_path, name), rows, **options)
     bounds = pc.min_max(rows.column("kafka_offset"))
-    return (name, {PARTITION_COLUMN: date}, os.path.getsize(path),
+    return (name, {PARTITION_COLUMN: date}, size,
             change_log_stats(len(rows), bounds["min"].as_py(), bounds["max"].as_py()))
 
 
-def write_mirror_file(table_path: str, rows: pa.Table, key: str) -> tuple[str, dict[str, str], int, dict[str, Any]]:
+def write_mirror_file(lake: LakeFiles, table_path: str, rows: pa.Table,
+                      key: str) -> tuple[str, dict[str, str], int, dict[str, Any]]:
     """One unpartitioned mirror file of ``rows`` (written by the driver), with its statistics of the
     (integer) ``key`` column, by which MERGEs and the driver (mirror_driver.MirrorFiles) skip files."""
     options = parquet_options(len(rows))
     name = file_name("", options)
-    path = os.path.join(table_path, name)
-    os.makedirs(table_path, exist_ok=True)  # a new table's first file
-    pq.write_table(rows, path, filesystem=_LOCAL_FILES, **options)
+    size = lake.write_parquet(join(table_path, name), rows, **options)
     bounds = pc.min_max(rows.column(key))
     stats = {"numRecords": len(rows), "minValues": {key: bounds["min"].as_py()},
              "maxValues": {key: bounds["max"].as_py()}, "nullCount": {key: rows.column(key).null_count}}
-    return name, {}, os.path.getsize(path), stats
+    return name, {}, size, stats

@@ -346,6 +346,19 @@ def _committed(checkpoint: Path) -> int:
     return len(list((checkpoint / "commits").glob("[0-9]*")))
 
 
+def _running_until(cmd: list[str], env: dict[str, str], checkpoint: Path, batches: int,
+                   then: float) -> subprocess.Popen:
+    """`binlake land --trigger 1s` started in a process group of its own, returned once ``batches``
+    micro-batches have committed and ``then`` seconds more have passed (mid-way through the next)."""
+    proc = subprocess.Popen([*cmd, "--trigger", "1s"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while _committed(checkpoint) < batches and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    time.sleep(then)
+    return proc
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     os.killpg(proc.pid, signal.SIGKILL)  # the driver's JVM and Python workers share its process group
     proc.wait()
@@ -390,12 +403,7 @@ def test_kill_minus_nine_of_the_driver_neither_loses_nor_duplicates(make_mariadb
     rnd = random.Random(4)
     progress = []
     for target in (1, 2):  # kill once that many batches have committed, at a random moment of the next
-        proc = subprocess.Popen([*cmd, "--trigger", "1s"], env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + 240
-        while _committed(checkpoint) < target and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.2)
-        time.sleep(rnd.uniform(0.5, 3.0))
+        proc = _running_until(cmd, env, checkpoint, target, rnd.uniform(0.5, 3.0))
         _kill_group(proc)
         progress.append(_committed(checkpoint))
     done = subprocess.run([*cmd, "--trigger", "available-now"], env=env, capture_output=True, text=True,

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import subprocess
 import sys
 import time
 from typing import Any
 
+import orjson
 import pytest
 
 from ingester.devstack.objectstore import REGION
@@ -26,6 +28,7 @@ from tests.integration.test_land import (
     _kill_group,
     _kill_workload,
     _run_daemon,
+    _running_until,
     _workload,
     _workload_tables,
 )
@@ -76,6 +79,12 @@ def test_the_type_zoo_lands_in_a_bucket_from_a_cluster(make_mariadb, kafka, obje
     # the store's S3 API
     local = object_store.data / "lake" / db
     _assert_zoo_landed(spark, local, server, conn, db)
+    # The fast paths, not Spark's writer: change-log files written by pyarrow on the executors
+    # (part-<uuid>[.<codec>].parquet; Spark's are part-<task>-<uuid>.c<n>...), a log committed by the driver
+    names = {f.name for f in (local / db / "acct__changes").rglob("*.parquet")}
+    assert names and all(re.fullmatch(r"part-[0-9a-f-]{36}(\.zstd)?\.parquet", n) for n in names), names
+    first = orjson.loads((local / db / "acct__changes" / "_delta_log" / f"{0:020d}.json").read_bytes().split(b"\n")[0])
+    assert first["commitInfo"]["engineInfo"] == "binlake", first
     for table in [*zoo.TABLES, "acct", "ledger"]:
         for name in (table, f"{table}__changes"):
             read = _delta_rs(object_store, f"{lake}/{db}/{name}").to_pyarrow_table()
@@ -126,20 +135,10 @@ def test_kill_minus_nine_of_the_driver_and_of_a_worker_on_a_cluster_into_a_bucke
            spark_cluster.master, "--max-offsets-per-trigger", "8"]
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **object_store.environment()}
     rnd = random.Random(21)
-
-    def run_until(batches: int) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen([*cmd, "--trigger", "1s"], env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + 300
-        while _committed(checkpoint) < batches and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.2)
-        time.sleep(rnd.uniform(0.5, 2.0))
-        return proc
-
-    proc = run_until(1)
+    proc = _running_until(cmd, env, checkpoint, 1, rnd.uniform(0.5, 2.0))
     _kill_group(proc)  # the driver
     killed_driver = _committed(checkpoint)
-    proc = run_until(killed_driver + 2)
+    proc = _running_until(cmd, env, checkpoint, killed_driver + 2, rnd.uniform(0.5, 2.0))
     spark_cluster.kill_worker(1)  # the executors' machine
     killed_worker = _committed(checkpoint)
     time.sleep(2)

@@ -1,0 +1,191 @@
+"""The lake's files as the driver and the executors reach them: a local directory, or a bucket of S3 or an
+S3-compatible store (s3a://bucket/prefix), through pyarrow's filesystem of that kind. Paths are the lake's
+own (a local path, or an s3a:// URI); this module turns them into the filesystem's.
+
+S3 has no rename and (through pyarrow) no put-if-absent: ``create`` checks and writes, which is safe for
+one writer per table, the lake's lease (lake_lease.py) making sure that only one job writes a lake.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from .lake_paths import scheme
+from .object_store import S3_SCHEMES, ObjectStoreSettings
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    size: int
+    mtime: float  # seconds since the epoch: the store's clock for objects
+
+
+class LakeFiles:
+    """Whole-file reads and writes of small files (Delta log entries, leases) and the pyarrow filesystem for
+    Parquet, for the lakes of one kind."""
+
+    def __init__(self, filesystem: pafs.FileSystem, local: bool, store: ObjectStoreSettings | None = None) -> None:
+        self.filesystem = filesystem
+        self.local = local
+        self.store = store
+
+    @staticmethod
+    def local() -> LakeFiles:
+        return LakeFiles(pafs.LocalFileSystem(), True)
+
+    @staticmethod
+    def of(lake: str, store: ObjectStoreSettings | None = None) -> LakeFiles | None:
+        """The files of ``lake``: local disk for a plain path, S3 for s3a:// (with ``store``); None for a
+        lake of another kind (file://, abfss://, hdfs://: Spark's own filesystems only)."""
+        kind = scheme(lake)
+        if kind is None:
+            return LakeFiles.local()
+        if kind in S3_SCHEMES and store is not None:
+            return LakeFiles(s3_filesystem(store), False, store)
+        return None
+
+    def path(self, lake_path: str) -> str:
+        """The filesystem's path of a lake path (an s3a:// URI becomes bucket/key)."""
+        if self.local:
+            return lake_path
+        parsed = urlparse(lake_path)
+        return f"{parsed.netloc}{parsed.path}".rstrip("/")
+
+    def read(self, path: str) -> bytes | None:
+        """The file's bytes; None if it does not exist."""
+        if self.local:
+            try:
+                with open(path, "rb") as fh:
+                    return fh.read()
+            except FileNotFoundError:
+                return None
+        try:
+            with self.filesystem.open_input_stream(self.path(path)) as fh:
+                return fh.read()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:  # pyarrow's S3 errors are OSErrors whose text says "not found"
+            if "does not exist" in str(exc) or "NoSuchKey" in str(exc) or "Path does not exist" in str(exc):
+                return None
+            raise
+
+    def info(self, path: str) -> FileInfo | None:
+        found = self.filesystem.get_file_info(self.path(path))
+        if found.type != pafs.FileType.File:
+            return None
+        return FileInfo(found.size or 0, found.mtime.timestamp() if found.mtime is not None else 0.0)
+
+    def write(self, path: str, data: bytes) -> None:
+        """The whole file at once (readers see the old bytes or the new, never a part)."""
+        target = self.path(path)
+        if self.local:
+            os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+            temp = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.{uuid.uuid4().hex}.tmp")
+            with open(temp, "wb") as fh:
+                fh.write(data)
+            os.replace(temp, target)
+            return
+        with self.filesystem.open_output_stream(target) as fh:  # one PUT: S3 objects appear whole
+            fh.write(data)
+
+    def create(self, path: str, data: bytes) -> bool:
+        """Write a file that must not exist yet; False if it does (another commit took that name)."""
+        target = self.path(path)
+        if not self.local:
+            if self.info(path) is not None:
+                return False
+            self.write(path, data)
+            return True
+        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+        temp = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.{uuid.uuid4().hex}.tmp")
+        with open(temp, "wb") as fh:
+            fh.write(data)
+        try:
+            os.link(temp, target)  # fails where the file exists: atomic
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(temp)
+        return True
+
+    def delete(self, path: str) -> None:
+        try:
+            self.filesystem.delete_file(self.path(path))
+        except FileNotFoundError:
+            pass
+
+    def list(self, directory: str) -> list[str]:
+        """The names of the files directly in ``directory`` ([] if there is none)."""
+        if self.local:
+            try:
+                return os.listdir(directory)
+            except FileNotFoundError:
+                return []
+        selector = pafs.FileSelector(self.path(directory), allow_not_found=True)
+        return [os.path.basename(f.path) for f in self.filesystem.get_file_info(selector)
+                if f.type == pafs.FileType.File]
+
+    def read_parquet(self, path: str) -> pa.Table:
+        return pq.ParquetFile(self.path(path), filesystem=self.filesystem).read()
+
+    def write_parquet(self, path: str, rows: pa.Table, **options: Any) -> int:
+        """A Parquet file of ``rows``; its size."""
+        with self.open_output(path) as sink:
+            pq.write_table(rows, sink, **options)
+            return sink.tell()
+
+    def open_output(self, path: str) -> pa.NativeFile:
+        """A new file to write (its directory made on local disk); on S3 it appears whole when closed."""
+        target = self.path(path)
+        if self.local:
+            os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+        return self.filesystem.open_output_stream(target)
+
+    def storage_options(self) -> dict[str, str]:
+        """The same store for delta-rs (deltalake's storage_options)."""
+        if self.store is None:
+            return {}
+        found = self.store.credentials()
+        options = {"AWS_REGION": self.store.region or "us-east-1"}
+        if self.store.endpoint:
+            options |= {"AWS_ENDPOINT_URL": self.store.endpoint,
+                        "AWS_ALLOW_HTTP": str(self.store.endpoint.startswith("http://")).lower(),
+                        "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": str(not self.store.path_style).lower()}
+        if found is not None:
+            options |= {"AWS_ACCESS_KEY_ID": found.access_key, "AWS_SECRET_ACCESS_KEY": found.secret_key}
+            if found.session_token:
+                options["AWS_SESSION_TOKEN"] = found.session_token
+        return options
+
+    def uri(self, lake_path: str) -> str:
+        """The lake path as delta-rs names it (s3:// for s3a://)."""
+        return lake_path if self.local else f"s3://{self.path(lake_path)}"
+
+    def makedirs(self, directory: str) -> None:
+        """A directory to write into (object stores have none to make)."""
+        if self.local:
+            os.makedirs(self.path(directory), exist_ok=True)
+
+
+def s3_filesystem(store: ObjectStoreSettings) -> pafs.S3FileSystem:
+    """pyarrow's S3 filesystem for the lake's store, with the job's credentials (None: AWS's own chain)."""
+    found = store.credentials()
+    options: dict[str, object] = {}
+    if found is not None:
+        options.update(access_key=found.access_key, secret_key=found.secret_key,
+                       session_token=found.session_token)
+    if store.endpoint:
+        parsed = urlparse(store.endpoint if "://" in store.endpoint else f"https://{store.endpoint}")
+        options.update(endpoint_override=parsed.netloc, scheme=parsed.scheme,
+                       force_virtual_addressing=not store.path_style)
+    if store.region:
+        options["region"] = store.region
+    return pafs.S3FileSystem(**options)
