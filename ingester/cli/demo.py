@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import random
 import re
 import shutil
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from ..devstack.mariadb import MariaDBServer
+    from ..devstack.objectstore import ObjectStore
 
 PREFIX = "demo"  # topic prefix
 TABLES = ("customers", "orders")
@@ -59,6 +61,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--updates", type=int, default=500, help="single-row update transactions on orders")
     p.add_argument("--dir", type=Path, help="new or empty directory for the servers' data, the lake and the logs "
                                             "(default: a temporary directory, removed unless --keep)")
+    p.add_argument("--object-store", action="store_true",
+                   help="land into a bucket of a private S3-compatible store (S3Proxy) through s3a, not a directory")
     p.add_argument("--keep", action="store_true",
                    help="leave MariaDB, Kafka and the lake running/in place (stop: binlake devstack down --dir DIR)")
     p.set_defaults(run=run)
@@ -151,11 +155,14 @@ def _committed_position(port: int) -> tuple[str, int]:
 class _Pipeline:
     """``binlake run`` as a child process and ``binlake land`` on a thread of this process."""
 
-    def __init__(self, server: MariaDBServer, bootstrap: str, base: Path) -> None:
+    def __init__(self, server: MariaDBServer, bootstrap: str, base: Path, store: ObjectStore | None = None) -> None:
         from ..devstack.mariadb import free_tcp_port
 
-        self.server, self.bootstrap, self.base = server, bootstrap, base
-        self.lake, self.checkpoint = base / "lake", base / "checkpoint"
+        self.server, self.bootstrap, self.base, self.store = server, bootstrap, base, store
+        if store is None:
+            self.lake, self.checkpoint = str(base / "lake"), str(base / "checkpoint")
+        else:  # the bucket "lake" of the store (its credentials are in this process's environment)
+            self.lake, self.checkpoint = "s3a://lake/demo", "s3a://lake/demo/_checkpoint"
         self.daemon_log = base / "daemon.log"
         self.daemon_port, self.land_port = free_tcp_port(), free_tcp_port()
         self.daemon: subprocess.Popen[bytes] | None = None
@@ -175,12 +182,15 @@ class _Pipeline:
         """Start Spark (the slow part: ~20 s) and run the query until stop() stops it."""
         from streaming_job.job import LandSettings, build_session
         from streaming_job.job import run as run_job
+        from streaming_job.object_store import ObjectStoreSettings
 
         logging.getLogger("py4j").setLevel(logging.WARNING)  # one INFO line per callback otherwise
         try:
-            self.spark = build_session("local[2]", 2, "binlake-demo")
-            run_job(LandSettings(bootstrap=self.bootstrap, topic_prefix=PREFIX, lake=str(self.lake),
-                                 checkpoint=str(self.checkpoint), trigger="1s", metrics_port=self.land_port),
+            store = ObjectStoreSettings(self.store.endpoint, path_style=True) if self.store is not None else None
+            self.spark = build_session("local[2]", 2, "binlake-demo", store=store)
+            run_job(LandSettings(bootstrap=self.bootstrap, topic_prefix=PREFIX, lake=self.lake,
+                                 checkpoint=self.checkpoint, trigger="1s", metrics_port=self.land_port,
+                                 **({"store": store} if store is not None else {})),
                     self.spark)
         except BaseException as exc:
             self.land_error = exc
@@ -295,15 +305,15 @@ def kafka_end_offsets(bootstrap: str, prefix: str) -> dict[str, dict[str, int]]:
 def _report(server: MariaDBServer, pipeline: _Pipeline) -> int:
     """Per table the server's rows against the mirror's, the change log's counts, a few changed rows;
     returns how many tables differ."""
-    spark, lake = pipeline.spark, pipeline.lake / "shop"
+    spark, lake = pipeline.spark, f"{pipeline.lake}/shop"
     assert spark is not None
     _say(f"binlake demo: [5/5] what landed in Delta Lake ({pipeline.lake}):")
     _say("  table        server rows  mirror rows  same keys  | change log: inserts   updates   deletes")
     mismatches = 0
     for table in TABLES:
         source = {int(r[0]) for r in server.execute(f"SELECT id FROM shop.{table}")}
-        mirror = {int(r[0]) for r in spark.read.format("delta").load(str(lake / table)).select("id").collect()}
-        changes = spark.read.format("delta").load(str(lake / f"{table}__changes"))
+        mirror = {int(r[0]) for r in spark.read.format("delta").load(f"{lake}/{table}").select("id").collect()}
+        changes = spark.read.format("delta").load(f"{lake}/{table}__changes")
         ops = {r["op"]: r["count"] for r in changes.groupBy("op").count().collect()}
         same = source == mirror
         mismatches += not same
@@ -311,7 +321,7 @@ def _report(server: MariaDBServer, pipeline: _Pipeline) -> int:
              f"{ops.get('insert', 0):>20,} {ops.get('update', 0):>9,} {ops.get('delete', 0):>9,}")
     _say("  a few changed rows (from the change logs, changed columns before -> after):")
     for table in TABLES:
-        updates = (spark.read.format("delta").load(str(lake / f"{table}__changes")).where("op = 'update'")
+        updates = (spark.read.format("delta").load(f"{lake}/{table}__changes").where("op = 'update'")
                    .orderBy("seq", "row_index").limit(2).collect())
         for row in updates:
             before, after = row["before"].asDict(), row["after"].asDict()
@@ -339,6 +349,7 @@ def _ticker(pipeline: _Pipeline, done: _Progress, stop: threading.Event, every: 
 def run(args: argparse.Namespace) -> int:
     from ..devstack.kafka import KafkaBroker
     from ..devstack.mariadb import MariaDBServer
+    from ..devstack.objectstore import ObjectStore
 
     if args.dir is not None and args.dir.exists() and any(args.dir.iterdir()):
         print(f"binlake: error: demo: {args.dir} is not empty (the demo starts from nothing)", file=sys.stderr)
@@ -346,6 +357,7 @@ def run(args: argparse.Namespace) -> int:
     base = (args.dir or Path(tempfile.mkdtemp(prefix="binlake-demo-"))).absolute()
     base.mkdir(parents=True, exist_ok=True)
     server, broker = MariaDBServer(datadir=base / "mariadb"), KafkaBroker(datadir=base / "kafka")
+    store = ObjectStore(datadir=base / "s3") if args.object_store else None
     pipeline: _Pipeline | None = None
     started = time.monotonic()
     try:
@@ -353,12 +365,17 @@ def run(args: argparse.Namespace) -> int:
         server.start(detach=args.keep)
         broker.start(detach=args.keep)
         _say(f"  MYSQL_URL={server.url}\n  KAFKA_BOOTSTRAP={broker.bootstrap}")
+        if store is not None:
+            store.start(detach=args.keep)
+            store.create_bucket("lake")
+            os.environ.update(store.environment())  # the land job's credentials for the store
+            _say(f"  an S3-compatible store (S3Proxy) at {store.endpoint}, bucket lake")
         _say("binlake demo: [2/5] schema shop, then binlake run (binlog -> Kafka) and binlake land "
              "(Kafka -> Delta Lake, Spark local[2]) ...")
         server.execute("CREATE DATABASE shop CHARACTER SET utf8mb4")
         for ddl in SCHEMA:
             server.execute(ddl.replace("CREATE TABLE ", "CREATE TABLE shop.", 1))
-        pipeline = _Pipeline(server, broker.bootstrap, base)
+        pipeline = _Pipeline(server, broker.bootstrap, base, store)
         pipeline.start()
         done, ticking = _Progress(), threading.Event()
         ticker = threading.Thread(target=_ticker, args=(pipeline, done, ticking), daemon=True)
@@ -398,7 +415,7 @@ def run(args: argparse.Namespace) -> int:
         _say(f"binlake demo: done in {time.monotonic() - started:.0f} s"
              + ("" if not mismatches else f"; {mismatches} table(s) differ from the server!"))
         if args.keep:
-            _say(f"binlake demo: left running (--keep); lake in {base / 'lake'}; stop with: "
+            _say(f"binlake demo: left running (--keep); lake in {pipeline.lake}; stop with: "
                  f"binlake devstack down --dir {base}")
         return 0 if not mismatches else 1
     except DemoError as exc:
@@ -410,5 +427,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.keep:
             broker.stop()
             server.stop()
+            if store is not None:
+                store.stop()
             if args.dir is None:
                 shutil.rmtree(base, ignore_errors=True)

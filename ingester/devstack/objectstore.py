@@ -35,13 +35,16 @@ class ObjectStore(ManagedServer):
     host = "127.0.0.1"
 
     def __init__(self, datadir: str | os.PathLike[str] | None = None, port: int | None = None, *,
-                 access_key: str = "binlake", secret_key: str = "binlake-secret",
+                 access_key: str = "binlake", secret_key: str = "binlake-secret", read_only: bool = False,
                  start_timeout: float = 60.0) -> None:
+        """read_only: every write refused (S3Proxy's read-only middleware), as a bucket the credentials may
+        only read."""
         self._temporary = datadir is None
         self._datadir = Path(datadir if datadir is not None else tempfile.mkdtemp(prefix="binlake-s3-")).absolute()
         self._port = port if port is not None else free_tcp_port()
         self.access_key = access_key
         self.secret_key = secret_key
+        self.read_only = read_only
         self._start_timeout = start_timeout
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -99,7 +102,8 @@ class ObjectStore(ManagedServer):
             f"s3proxy.identity={self.access_key}\n"
             f"s3proxy.credential={self.secret_key}\n"
             "jclouds.provider=filesystem\n"
-            f"jclouds.filesystem.basedir={self.data}\n")
+            f"jclouds.filesystem.basedir={self.data}\n"
+            f"s3proxy.read-only-blobstore={str(self.read_only).lower()}\n")
         self._config.chmod(0o600)  # it holds the secret key
         offset = self.log_file.stat().st_size if self.log_file.exists() else 0
         with self.log_file.open("ab") as log:

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 import pytest
 
-from ingester.devstack.objectstore import REGION
+from ingester.devstack.objectstore import REGION, ObjectStore
 from tests.integration import test_type_zoo as zoo
 from tests.integration.test_land import (
     _assert_kill_workload_landed,
@@ -106,12 +106,17 @@ def test_the_type_zoo_lands_in_a_bucket_from_a_cluster(make_mariadb, kafka, obje
         assert mirror == dict(cur.fetchall())
 
 
-@pytest.mark.parametrize("case", ["no-credentials", "wrong-secret", "no-bucket"])
-def test_a_lake_the_job_cannot_write_stops_it_with_one_line(kafka, object_store, case) -> None:
+@pytest.mark.parametrize("case", ["no-credentials", "wrong-secret", "no-bucket", "read-only"])
+def test_a_lake_the_job_cannot_write_stops_it_with_one_line(kafka, object_store, tmp_path, case) -> None:
     lake = "s3a://nobucket/lake" if case == "no-bucket" else "s3a://lake/refused"
     env = {"no-credentials": {}, "wrong-secret": {**object_store.environment(), "AWS_SECRET_ACCESS_KEY": "wrong-x9"},
-           "no-bucket": object_store.environment()}[case]
-    done = _land(kafka, object_store, "s3refused", lake, env)
+           "no-bucket": object_store.environment(), "read-only": object_store.environment()}[case]
+    if case == "read-only":  # a store that refuses every write: a bucket these credentials may only read
+        with ObjectStore(tmp_path / "ro", read_only=True) as store:
+            store.create_bucket("lake")
+            done = _land(kafka, store, "s3refused", lake, env)
+    else:
+        done = _land(kafka, object_store, "s3refused", lake, env)
     errors = [line for line in done.stderr.splitlines() if line.startswith("binlake: error:")]
     assert done.returncode == 2 and len(errors) == 1, done.stderr[-3000:]
     assert errors[0].startswith(f"binlake: error: cannot write the lake {lake}: "), errors[0]
@@ -153,3 +158,18 @@ def test_kill_minus_nine_of_the_driver_and_of_a_worker_on_a_cluster_into_a_bucke
     assert done.returncode == 0, done.stderr[-3000:]
     assert 1 <= killed_driver < killed_worker < _committed(checkpoint), (killed_driver, killed_worker)
     _assert_kill_workload_landed(spark, object_store.data / "lake" / db, server, conn, db)
+
+
+def test_the_demo_lands_into_a_bucket(tmp_path) -> None:
+    """`binlake demo --object-store`: the whole pipeline into a bucket of a private store, as a user runs it
+    (its own process); the demo compares every mirror with the server's rows and exits 1 on a difference."""
+    base = tmp_path / "demo"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    done = subprocess.run([*BINLAKE, "demo", "--object-store", "--customers", "300", "--orders", "2000", "--updates",
+                           "40", "--dir", str(base)], env=env, capture_output=True, text=True, timeout=900,
+                          check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert re.search(r"customers +250 +250  yes", done.stdout) and "differ" not in done.stdout, done.stdout
+    assert "what landed in Delta Lake (s3a://lake/demo)" in done.stdout, done.stdout
+    assert (base / "s3" / "data" / "lake" / "demo" / "shop" / "orders" / "_delta_log").is_dir()
+    assert "binlake-secret" not in done.stdout + done.stderr

@@ -165,3 +165,32 @@ def test_exception_texts_and_reprs_hold_no_password(tmp_path, monkeypatch) -> No
     monkeypatch.setenv("BINLAKE_SOURCE_PASSWORD", PASSWORD)
     cfg = load_config(None, {"source": {"url": f"mysql://sec@127.0.0.1:{_free_port()}"}})
     _assert_clean("config from the environment", repr(cfg) + repr(cfg.redacted()))
+
+
+def test_the_object_stores_secret_key_never_shows(kafka, tmp_path) -> None:
+    """An s3a:// lake's secret key (here from a shared-credentials file, land.s3_credentials_file) is in no
+    output of `binlake land`: a good run (its configuration line, Spark's settings) and a wrong key."""
+    from ingester.devstack.objectstore import ObjectStore
+    from streaming_job.lake_files import LakeFiles
+    from streaming_job.object_store import ObjectStoreSettings
+
+    with ObjectStore(tmp_path / "s3", secret_key=PASSWORD) as store:
+        store.create_bucket("lake")
+        for key, name in ((PASSWORD, "good"), (WRONG, "wrong")):
+            credentials = tmp_path / f"{name}.credentials"
+            credentials.write_text(f"[default]\naws_access_key_id = {store.access_key}\n"
+                                   f"aws_secret_access_key = {key}\n")
+            config = tmp_path / f"{name}.yaml"
+            config.write_text(f"land:\n  s3_credentials_file: {credentials}\n  s3_endpoint: {store.endpoint}\n"
+                              "  s3_path_style: true\n")
+            env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+            done = subprocess.run([*BINLAKE, "land", "--config", str(config), "--kafka", kafka.bootstrap,
+                                   "--topic-prefix", "secs3", "--lake", "s3a://lake/sec",
+                                   "--checkpoint", "s3a://lake/sec/_checkpoint", "--trigger", "available-now"],
+                                  env=env, capture_output=True, timeout=600, check=False)
+            assert done.returncode == (0 if name == "good" else 2), done.stderr.decode()[-3000:]
+            _assert_clean(f"land stdout ({name} key)", done.stdout)
+            _assert_clean(f"land stderr ({name} key)", done.stderr)
+        settings = ObjectStoreSettings(store.endpoint, True, None, str(tmp_path / "good.credentials"))
+        _assert_clean("settings and credentials", repr(settings) + repr(settings.credentials()))
+        _assert_clean("lake files", repr(LakeFiles.of("s3a://lake/sec", settings)))
