@@ -199,6 +199,11 @@ def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
     spark = spark or build_session(settings.master, settings.shuffle_partitions, store=store)
     if store is not None:
         probe(spark, settings.lake)
+    master = spark.sparkContext.master
+    if is_local(settings.lake) and not master.startswith("local"):
+        log.warning("the lake %s is a path of this machine, and the executors run on %s: every worker must "
+                    "see it at the same path (a shared disk); an object store (s3a://) needs none", settings.lake,
+                    master)
     files = LakeFiles.of(settings.lake, store)
     lease = LakeLease(files, settings.lake).acquire() if files is not None else None
     try:

@@ -13,6 +13,7 @@ from ingester.devstack import MariaDBServer
 from ingester.devstack.kafka import KafkaBroker
 from ingester.devstack.objectstore import ObjectStore
 from ingester.devstack.spark_cluster import SparkCluster
+from tests.harness.lake_shapes import ClusterS3Shape, LocalShape
 from tests.harness.servers import MySQL84Server, docker_engine_available
 
 
@@ -76,6 +77,15 @@ def spark_cluster() -> Iterator[SparkCluster]:
     are processes of their own (2 cores)."""
     with SparkCluster(workers=1, cores=2) as cluster:
         yield cluster
+
+
+@pytest.fixture
+def lake_shape(request) -> LocalShape | ClusterS3Shape:
+    """Where the land job runs and the lake is (parametrize with indirect=True): "local" (local[2], local disk,
+    in this process) or "cluster-s3" (the session's standalone cluster, a bucket of its object store)."""
+    if getattr(request, "param", "local") == "local":
+        return LocalShape()
+    return ClusterS3Shape(request.getfixturevalue("object_store"), request.getfixturevalue("spark_cluster"))
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,7 @@ import pytest
 
 from ingester.cli.main import main
 from ingester.devstack.mariadb import free_tcp_port
+from tests.harness.lake_shapes import LocalShape
 from tests.integration import test_type_zoo as zoo
 
 pytestmark = pytest.mark.integration
@@ -478,21 +479,25 @@ def _delta_rs_reads_widened(read: Callable[[], None]) -> bool:
     return True
 
 
+@pytest.mark.parametrize("lake_shape", ["local", "cluster-s3"], indirect=True)
 def test_schema_changes_evolve_the_lake_and_unsafe_ones_stop_it(make_mariadb, kafka, spark, tmp_path,
-                                                                capsys) -> None:
+                                                                capsys, lake_shape) -> None:
     server = make_mariadb()
     db = "landddl"
     server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
     conn = server.connect(db)
-    prefix, lake = "landddl", tmp_path / "lake"
+    prefix, lake = f"landddl{lake_shape.name.replace('-', '')}", lake_shape.lake(tmp_path)
     with conn.cursor() as cur:
         cur.execute("CREATE TABLE t (id INT PRIMARY KEY, n INT, f FLOAT, d DATE)")
         cur.execute("INSERT INTO t VALUES (1, -5, 1.5, '2024-02-29'), (2, 7, NULL, NULL)")
     _run_daemon(server, kafka, prefix)
-    port = free_tcp_port()
-    assert _land(kafka, prefix, lake, "--metrics-port", str(port)) == 0
-    metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    assert "binlake_land_rows_total 2.0" in metrics and "binlake_land_lag_seconds " in metrics, metrics
+    if isinstance(lake_shape, LocalShape):  # in this process: its metrics stay up after the run
+        port = free_tcp_port()
+        assert lake_shape.land(kafka, prefix, lake, "--metrics-port", str(port)) == 0
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        assert "binlake_land_rows_total 2.0" in metrics and "binlake_land_lag_seconds " in metrics, metrics
+    else:
+        assert lake_shape.land(kafka, prefix, lake) == 0
     # New tables get the lowest protocol their columns need (no timestamp_ntz here: reader 1, writer 2), and
     # delta-rs (Polars', pandas' Delta reader) reads them
     mirror, change_log = lake / db / "t", lake / db / "t__changes"
@@ -508,7 +513,7 @@ def test_schema_changes_evolve_the_lake_and_unsafe_ones_stop_it(make_mariadb, ka
         cur.execute("UPDATE t SET c = 'old', n = n * 2 WHERE id = 1")
         cur.execute("DELETE FROM t WHERE id = 3")
     _run_daemon(server, kafka, prefix)
-    assert _land(kafka, prefix, lake) == 0
+    assert lake_shape.land(kafka, prefix, lake) == 0
     # The first widening (n: int -> bigint) enabled Delta's type widening on both tables: Spark reads them,
     # their protocol names it now, and delta-rs reads them or refuses them for it
     rows, types = _mirror_rows(spark, lake, db, "t")
@@ -522,7 +527,7 @@ def test_schema_changes_evolve_the_lake_and_unsafe_ones_stop_it(make_mariadb, ka
         cur.execute("ALTER TABLE t MODIFY f DOUBLE, MODIFY n SMALLINT, MODIFY d DATETIME")
         cur.execute("INSERT INTO t VALUES (4, 1, 0.1, '2024-06-01 12:34:56', 'x')")
     _run_daemon(server, kafka, prefix)
-    assert _land(kafka, prefix, lake) == 0
+    assert lake_shape.land(kafka, prefix, lake) == 0
     rows, types = _mirror_rows(spark, lake, db, "t")
     assert {c: types[c] for c in ("id", "n", "f", "d", "c")} == {"id": "int", "n": "bigint", "f": "double",
                                                                  "d": "timestamp_ntz", "c": "string"}
@@ -540,22 +545,23 @@ def test_schema_changes_evolve_the_lake_and_unsafe_ones_stop_it(make_mariadb, ka
         cur.execute("INSERT INTO t VALUES (5, 1, 1, NULL, 42)")
     _run_daemon(server, kafka, prefix)
     capsys.readouterr()
-    assert _land(kafka, prefix, lake) == 2
+    assert lake_shape.land(kafka, prefix, lake) == 2
     err = capsys.readouterr().err
     assert f"binlake: error: `{db}`.`t`: column `c` changed from string to int at binlog position" in err, err
     # ... naming the statement that did it (read from the schema topic) and where it is in the binlog
     assert re.search(r"after the DDL statement at \d+:\d+:\d+: ALTER TABLE t MODIFY c INT;", err), err
 
 
+@pytest.mark.parametrize("lake_shape", ["local", "cluster-s3"], indirect=True)
 def test_undecodable_records_stop_the_query_or_go_to_quarantine(make_mariadb, kafka, spark, tmp_path,
-                                                                 capsys) -> None:
+                                                                 capsys, lake_shape) -> None:
     from kafka import KafkaProducer
 
     server = make_mariadb()
     db = "landbad"
     server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
     conn = server.connect(db)
-    prefix, lake = "landbad", tmp_path / "lake"
+    prefix, lake = f"landbad{lake_shape.name.replace('-', '')}", lake_shape.lake(tmp_path)
     with conn.cursor() as cur:
         cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))")
         cur.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
@@ -570,10 +576,10 @@ def test_undecodable_records_stop_the_query_or_go_to_quarantine(make_mariadb, ka
         cur.execute("UPDATE t SET v = 'z' WHERE id = 1")
     _run_daemon(server, kafka, prefix)
     capsys.readouterr()
-    assert _land(kafka, prefix, lake) == 2
+    assert lake_shape.land(kafka, prefix, lake) == 2
     err = capsys.readouterr().err
     assert f"binlake: error: undecodable record at {prefix}.{db}.t[0]@" in err, err
-    assert _land(kafka, prefix, lake, "--quarantine") == 0  # the same batch again, now quarantined
+    assert lake_shape.land(kafka, prefix, lake, "--quarantine") == 0  # the same batch again, now quarantined
     quarantined = spark.read.format("delta").load(str(lake / "_quarantine")).collect()
     assert [bytes(r.value) for r in quarantined] == [bad] and quarantined[0].error
     assert quarantined[0].topic == f"{prefix}.{db}.t"
@@ -604,8 +610,9 @@ def test_mirror_key_bounds_are_exact_for_every_key_type(spark, tmp_path) -> None
         assert (got.low, got.high) == (min(values), max(values)), dtype
 
 
+@pytest.mark.parametrize("lake_shape", ["local", "cluster-s3"], indirect=True)
 def test_small_files_of_many_micro_batches_are_compacted_and_nothing_is_seen_twice(
-        make_mariadb, kafka, spark, tmp_path, capsys) -> None:
+        make_mariadb, kafka, spark, tmp_path, capsys, lake_shape) -> None:
     """Forty-five transactions, each published on its own (the daemon's group commit would put a backlog
     into one record), landed one record per micro-batch (``--max-offsets-per-trigger 1``): the change log
     reaches 32 small files and is compacted by a batch's commit (the mirror stays under that). It still
@@ -616,7 +623,7 @@ def test_small_files_of_many_micro_batches_are_compacted_and_nothing_is_seen_twi
     db = "landsmall"
     server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
     conn = server.connect(db)
-    prefix = "landsmall"
+    prefix = f"landsmall{lake_shape.name.replace('-', '')}"
     with conn.cursor() as cur:
         cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
         for i in range(45):
@@ -627,9 +634,9 @@ def test_small_files_of_many_micro_batches_are_compacted_and_nothing_is_seen_twi
                 cur.execute("DELETE FROM t WHERE id = %s", (i - 3,))
             conn.commit()
             _run_daemon(server, kafka, prefix)
-    lake = tmp_path / "lake"
+    lake = lake_shape.lake(tmp_path)
     capsys.readouterr()
-    assert _land(kafka, prefix, lake, "--max-offsets-per-trigger", "1") == 0
+    assert lake_shape.land(kafka, prefix, lake, "--max-offsets-per-trigger", "1") == 0
     batches = len(re.findall(r"batch \d+: 1 records in", capsys.readouterr().err))
     assert batches >= 40, batches  # enough for 32 small files in each table
     server.flush_logs()
@@ -647,8 +654,8 @@ def test_small_files_of_many_micro_batches_are_compacted_and_nothing_is_seen_twi
     assert len(DeltaTable.forPath(spark, changes).history().collect()) >= batches  # a commit per batch
     stream = (spark.readStream.format("delta").option("startingVersion", "0").load(str(lake / db / "t__changes"))
               .writeStream.format("memory")
-              .queryName("landsmall_changes").trigger(availableNow=True).start())
+              .queryName(f"{prefix}_changes").trigger(availableNow=True).start())
     stream.awaitTermination()
-    seen = spark.sql("SELECT seq, row_index FROM landsmall_changes").collect()
+    seen = spark.sql(f"SELECT seq, row_index FROM {prefix}_changes").collect()
     assert len(seen) == sum(counts[(verb, "t")] for verb in ("insert", "update", "delete"))
     assert len({(bytes(r.seq), r.row_index) for r in seen}) == len(seen)

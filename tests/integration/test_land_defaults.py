@@ -63,26 +63,26 @@ def _phase_two(conn) -> None:
         cur.execute("INSERT INTO t (id, v2, a2, nn) VALUES (23, 'x', 9000000000, 1)")
 
 
-def test_added_columns_get_their_defaults_in_the_mirror_full_metadata(mariadb, kafka, spark, tmp_path,
-                                                                      monkeypatch, capsys) -> None:
+@pytest.mark.parametrize("lake_shape", ["local", "cluster-s3"], indirect=True)
+def test_added_columns_get_their_defaults_in_the_mirror_full_metadata(make_mariadb, kafka, spark, tmp_path,
+                                                                      capsys, lake_shape) -> None:
     """Existing mirror rows get the defaults when the columns are added (a later micro-batch); images of the
-    batch older than the ALTER too."""
-    monkeypatch.setenv("BINLAKE_FILTERS_INCLUDE", "dflt.*")  # the shared server holds other tests' tables
-    mariadb.execute("DROP DATABASE IF EXISTS dflt")
+    batch older than the ALTER too. Locally and on a cluster landing into a bucket."""
+    mariadb = make_mariadb()
     mariadb.execute("CREATE DATABASE dflt CHARACTER SET utf8mb4")
     conn = mariadb.connect("dflt")
-    lake = tmp_path / "lake"
-    run = ["run", "--source", mariadb.url, "--kafka", kafka.bootstrap, "--topic-prefix", "dfltfull",
+    lake, prefix = lake_shape.lake(tmp_path), f"dfltfull{lake_shape.name.replace('-', '')}"
+    run = ["run", "--source", mariadb.url, "--kafka", kafka.bootstrap, "--topic-prefix", prefix,
            "--server-id", "4811", "--exit-at-end", "--snapshot", "initial"]
     with conn.cursor() as cur:
         cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))")
         cur.execute("INSERT INTO t VALUES " + ", ".join(f"({i}, 'v{i}')" for i in range(1, 10)))
     assert main(run) == 0
-    assert _land(kafka, "dfltfull", lake) == 0  # the mirror exists before the ALTERs
+    assert lake_shape.land(kafka, prefix, lake) == 0  # the mirror exists before the ALTERs
     _phase_two(conn)
     assert main(run) == 0
     capsys.readouterr()
-    assert _land(kafka, "dfltfull", lake) == 0
+    assert lake_shape.land(kafka, prefix, lake) == 0
     _check(spark, lake, conn, capsys.readouterr().err)
     changes = spark.read.format("delta").load(str(lake / "dflt" / "t__changes"))
     # the change log keeps the images as written: the UPDATE before the ALTER had no column a

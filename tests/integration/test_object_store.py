@@ -173,3 +173,34 @@ def test_the_demo_lands_into_a_bucket(tmp_path) -> None:
     assert "what landed in Delta Lake (s3a://lake/demo)" in done.stdout, done.stdout
     assert (base / "s3" / "data" / "lake" / "demo" / "shop" / "orders" / "_delta_log").is_dir()
     assert "binlake-secret" not in done.stdout + done.stderr
+
+
+def test_a_second_job_on_a_lake_is_refused_and_a_killed_jobs_lease_is_taken_at_once(kafka, object_store) -> None:
+    """Two drivers must never commit to one S3 lake (no put-if-absent there): a running job's lease refuses a
+    second one with one line naming it; after kill -9 of the first, a new job starts at once."""
+    lake = "s3a://lake/leased"
+    lease = object_store.data / "lake" / "leased" / "_binlake_job"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **object_store.environment()}
+    cmd = [*BINLAKE, "land", "--kafka", kafka.bootstrap, "--topic-prefix", "leased", "--lake", lake, "--checkpoint",
+           f"{lake}/_checkpoint", "--s3-endpoint", object_store.endpoint, "--s3-path-style"]
+    first = subprocess.Popen([*cmd, "--trigger", "1s"], env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not lease.exists() and time.monotonic() < deadline and first.poll() is None:
+            time.sleep(0.2)
+        assert lease.exists() and first.poll() is None
+        second = subprocess.run([*cmd, "--trigger", "available-now"], env=env, capture_output=True, text=True,
+                                timeout=600, check=False)
+        errors = [line for line in second.stderr.splitlines() if line.startswith("binlake: error:")]
+        assert second.returncode == 2 and len(errors) == 1, second.stderr[-3000:]
+        assert errors[0].startswith(f"binlake: error: another binlake land job writes the lake {lake} (host "), errors
+        assert f"pid {first.pid}:" in errors[0], errors[0]
+    finally:
+        _kill_group(first)
+    started = time.monotonic()
+    third = subprocess.run([*cmd, "--trigger", "available-now"], env=env, capture_output=True, text=True,
+                           timeout=600, check=False)
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert "watching it" not in third.stderr and time.monotonic() - started < 120  # taken at once
+    assert not lease.exists()  # a clean stop gives it back
