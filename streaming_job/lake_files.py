@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import uuid
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
@@ -20,12 +19,6 @@ import pyarrow.parquet as pq
 
 from .lake_paths import scheme
 from .object_store import S3_SCHEMES, ObjectStoreSettings
-
-
-@dataclass(frozen=True)
-class FileInfo:
-    size: int
-    mtime: float  # seconds since the epoch: the store's clock for objects
 
 
 class LakeFiles:
@@ -61,55 +54,34 @@ class LakeFiles:
 
     def read(self, path: str) -> bytes | None:
         """The file's bytes; None if it does not exist."""
-        if self.local:
-            try:
+        try:
+            if self.local:
                 with open(path, "rb") as fh:
                     return fh.read()
-            except FileNotFoundError:
-                return None
-        try:
             with self.filesystem.open_input_stream(self.path(path)) as fh:
                 return fh.read()
         except FileNotFoundError:
             return None
-        except OSError as exc:  # pyarrow's S3 errors are OSErrors whose text says "not found"
-            if "does not exist" in str(exc) or "NoSuchKey" in str(exc) or "Path does not exist" in str(exc):
-                return None
-            raise
-
-    def info(self, path: str) -> FileInfo | None:
-        found = self.filesystem.get_file_info(self.path(path))
-        if found.type != pafs.FileType.File:
-            return None
-        return FileInfo(found.size or 0, found.mtime.timestamp() if found.mtime is not None else 0.0)
 
     def write(self, path: str, data: bytes) -> None:
         """The whole file at once (readers see the old bytes or the new, never a part)."""
-        target = self.path(path)
-        if self.local:
-            os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-            temp = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.{uuid.uuid4().hex}.tmp")
-            with open(temp, "wb") as fh:
+        if not self.local:
+            with self.filesystem.open_output_stream(self.path(path)) as fh:  # one PUT: objects appear whole
                 fh.write(data)
-            os.replace(temp, target)
             return
-        with self.filesystem.open_output_stream(target) as fh:  # one PUT: S3 objects appear whole
-            fh.write(data)
+        temp = _beside(path, data)
+        os.replace(temp, path)
 
     def create(self, path: str, data: bytes) -> bool:
         """Write a file that must not exist yet; False if it does (another commit took that name)."""
-        target = self.path(path)
         if not self.local:
-            if self.info(path) is not None:
+            if self.filesystem.get_file_info(self.path(path)).type != pafs.FileType.NotFound:
                 return False
             self.write(path, data)
             return True
-        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-        temp = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.{uuid.uuid4().hex}.tmp")
-        with open(temp, "wb") as fh:
-            fh.write(data)
+        temp = _beside(path, data)
         try:
-            os.link(temp, target)  # fails where the file exists: atomic
+            os.link(temp, path)  # fails where the file exists: atomic
         except FileExistsError:
             return False
         finally:
@@ -169,10 +141,20 @@ class LakeFiles:
         """The lake path as delta-rs names it (s3:// for s3a://)."""
         return lake_path if self.local else f"s3://{self.path(lake_path)}"
 
-    def makedirs(self, directory: str) -> None:
-        """A directory to write into (object stores have none to make)."""
-        if self.local:
-            os.makedirs(self.path(directory), exist_ok=True)
+
+
+def _beside(path: str, data: bytes) -> str:
+    """A temporary file of ``data`` in ``path``'s directory (made if it is missing: a new table's first)."""
+    directory = os.path.dirname(path) or "."
+    temp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    try:
+        fh = open(temp, "wb")
+    except FileNotFoundError:
+        os.makedirs(directory, exist_ok=True)
+        fh = open(temp, "wb")
+    with fh:
+        fh.write(data)
+    return temp
 
 
 def s3_filesystem(store: ObjectStoreSettings) -> pafs.S3FileSystem:

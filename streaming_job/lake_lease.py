@@ -58,8 +58,8 @@ class LakeLease:
 
     def _take(self, watch: float) -> None:
         first = self._holder()
-        if first is not None and first[0].get("id") != self.mine["id"] and not self._dead_here(first[0]):
-            holder = first[0]
+        if first is not None and first.get("id") != self.mine["id"] and not self._dead_here(first):
+            holder = first
             log.info("the lake %s has the lease of a job on %s (pid %s): watching it for %.0fs", self.lake,
                      holder.get("host"), holder.get("pid"), watch)
             deadline = time.monotonic() + watch
@@ -70,7 +70,7 @@ class LakeLease:
                     break
                 if now != first:  # renewed, or taken by a third job: alive
                     raise LandError(f"another binlake land job writes the lake {self.lake} (host "
-                                    f"{now[0].get('host')}, pid {now[0].get('pid')}: its lease {self.path} is "
+                                    f"{now.get('host')}, pid {now.get('pid')}: its lease {self.path} is "
                                     "renewed); one job per lake and checkpoint: stop it first")
         self._write()
 
@@ -86,7 +86,7 @@ class LakeLease:
             self._thread.join()
         try:
             held = self._holder()
-            if held is not None and held[0].get("id") == self.mine["id"]:
+            if held is not None and held.get("id") == self.mine["id"]:
                 self.files.delete(self.path)
         except OSError as exc:  # the next job finds it held by a process that is gone: taken at once
             log.warning("could not delete the lease %s: %s", self.path, exc)
@@ -95,8 +95,8 @@ class LakeLease:
         while not self._stop.wait(RENEW):
             try:
                 held = self._holder()
-                if held is not None and held[0].get("id") != self.mine["id"]:
-                    self.lost = (f"another binlake land job (host {held[0].get('host')}, pid {held[0].get('pid')}) "
+                if held is not None and held.get("id") != self.mine["id"]:
+                    self.lost = (f"another binlake land job (host {held.get('host')}, pid {held.get('pid')}) "
                                  f"took the lease of the lake {self.lake}: this job stops (one job per lake)")
                     return
                 self._write()
@@ -106,19 +106,16 @@ class LakeLease:
     def _write(self) -> None:
         self.files.write(self.path, orjson.dumps({**self.mine, "renewed": time.time()}))
 
-    def _holder(self) -> tuple[dict[str, object], float] | None:
-        """The lease's content and its last write time (the store's clock), or None."""
+    def _holder(self) -> dict[str, object] | None:
+        """The lease's content (its holder and last renewal), or None where there is none."""
         data = self.files.read(self.path)
         if data is None:
             return None
         try:
             content = orjson.loads(data)
         except orjson.JSONDecodeError:
-            content = None
-        if not isinstance(content, dict):
-            content = {}
-        renewed = content.get("renewed")
-        return content, float(renewed) if isinstance(renewed, (int, float)) else 0.0
+            return {}
+        return content if isinstance(content, dict) else {}
 
     def _dead_here(self, holder: dict[str, object]) -> bool:
         """A holder of this host whose process is gone (or this very process: an earlier run in it)."""
