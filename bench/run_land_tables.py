@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from run_decode import BenchError, _check, _cpu_model, _git_revision
+from run_land import Shape, shape_of
 
 from ingester.devstack.kafka import KafkaBroker
 from ingester.devstack.mariadb import MariaDBServer
@@ -80,10 +81,12 @@ def _wait_mirrors(lake: Path, db: str, before: list[int], procs: list[subprocess
     raise BenchError(f"the mirrors of {db} did not all change within {timeout:.0f} s")
 
 
-def _land(bootstrap: str, prefix: str, lake: Path, log: Path) -> subprocess.Popen:
+def _land(bootstrap: str, prefix: str, lake: Path, log: Path, shape: Shape) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "ingester.cli.main", "land", "--kafka", bootstrap, "--topic-prefix",
-                             prefix, "--lake", str(lake), "--checkpoint", str(lake / "_cp"), "--trigger", "1s"],
-                            stdout=subprocess.DEVNULL, stderr=open(log, "ab"), cwd=BENCH_DIR.parent)
+                             prefix, "--lake", shape.lake(lake), "--checkpoint", f"{shape.lake(lake)}/_cp",
+                             "--trigger", "1s", *shape.land_args],
+                            stdout=subprocess.DEVNULL, stderr=open(log, "ab"), cwd=BENCH_DIR.parent,
+                            env={**os.environ, **shape.env})
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:
@@ -106,20 +109,21 @@ def _round(server: MariaDBServer, db: str, n: int, value: int) -> float:
         return time.time()
 
 
-def measure(server: MariaDBServer, broker: KafkaBroker, root: Path, n: int, rounds: int,
+def measure(server: MariaDBServer, broker: KafkaBroker, root: Path, n: int, rounds: int, shape: Shape,
             keep: Path | None = None) -> dict[str, object]:
     db, prefix = f"wide{n}", f"wide{n}x{os.getpid()}"
     server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
     with server.connect(db) as conn, conn.cursor() as cur:
         for i in range(n):
             cur.execute(f"CREATE TABLE t{i:04d} (id INT PRIMARY KEY, v BIGINT NOT NULL, s VARCHAR(20))")
-    lake, logs = root / f"lake{n}", root / f"logs{n}"
+    written, logs = root / f"lake{n}", root / f"logs{n}"
+    lake = shape.files(written)  # where the lake's files are read (a bucket's objects: the store's directory)
     logs.mkdir()
     daemon = subprocess.Popen([sys.executable, "-m", "ingester.cli.main", "run", "--source", server.url, "--kafka",
                                broker.bootstrap, "--topic-prefix", prefix, "--server-id", str(900 + n % 97)],
                               stdout=subprocess.DEVNULL, stderr=open(logs / "run.log", "wb"), cwd=BENCH_DIR.parent)
     land_log = logs / "land.log"
-    procs = [daemon, _land(broker.bootstrap, prefix, lake, land_log)]
+    procs = [daemon, _land(broker.bootstrap, prefix, written, land_log, shape)]
     try:
         time.sleep(3)  # the daemon streams from the server's position at its start
         with server.connect(db) as conn, conn.cursor() as cur:
@@ -140,7 +144,7 @@ def measure(server: MariaDBServer, broker: KafkaBroker, root: Path, n: int, roun
         _round(server, db, n, rounds + 1)
         time.sleep(2)  # the daemon publishes the round before the job starts
         started = time.time()
-        procs[1] = _land(broker.bootstrap, prefix, lake, land_log)
+        procs[1] = _land(broker.bootstrap, prefix, written, land_log, shape)
         restart = _wait_mirrors(lake, db, before, procs, 1800) - started
     finally:
         _stop(procs)
@@ -154,7 +158,7 @@ def measure(server: MariaDBServer, broker: KafkaBroker, root: Path, n: int, roun
             "latencies": latencies}
 
 
-def report(results: list[dict[str, object]], args: argparse.Namespace, wall: float) -> str:
+def report(results: list[dict[str, object]], args: argparse.Namespace, wall: float, shape: Shape) -> str:
     rows = []
     for r in results:
         rows.append(f"| {r['tables']:,} | {r['latency_s']:.2f} s | {r['latency_max_s']:.2f} s | {r['batch_s']:.2f} s "
@@ -173,14 +177,16 @@ def report(results: list[dict[str, object]], args: argparse.Namespace, wall: flo
     if 500 in by_n:
         goals.append(f"Restart with 500 existing tables: first batch {by_n[500]['restart_s']:.1f} s after the job's "
                      f"start (goal 30 s): {'met' if float(by_n[500]['restart_s']) <= GOAL_RESTART_S else 'not met'}.")  # type: ignore
+    where = ("Spark local[2], local lake" if shape.name == "local" else "a Spark standalone cluster of one 2-core "
+             "worker, the lake in an S3Proxy bucket through s3a and pyarrow, the store and the cluster on this machine")
     return "\n".join([
         "# binlake land: micro-batches that touch many tables",
         "",
         f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {_git_revision()}, {_cpu_model()} ({os.cpu_count()} CPUs), "
         f"Python {platform.python_version()}; {args.rounds} rounds per size, {wall:.0f} s in all.",
         "",
-        "`binlake run` and `binlake land --trigger 1s` (Spark local[2], local lake) run beside MariaDB and Kafka on"
-        " the same CPUs. A round is one single-row UPDATE per table (autocommit). Latency: from the round's last"
+        "`binlake run` and `binlake land --trigger 1s` (" + where + ") run beside MariaDB and Kafka on the same"
+        " CPUs. A round is one single-row UPDATE per table (autocommit). Latency: from the round's last"
         " commit to the Delta commit of the last mirror to change (median and max over the rounds); batch: the"
         " median duration of the micro-batches that landed them; new tables: the first round, which creates every"
         " change log and mirror; restart: a new `binlake land` process with the tables existing, from its start"
@@ -202,6 +208,8 @@ def main() -> int:
     parser.add_argument("--tables", default="1,10,100,200,500")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--shape", choices=("local", "cluster-s3"), default="local",
+                        help="local[2] and local disk, or a standalone cluster and an S3-compatible bucket")
     parser.add_argument("--keep-logs", type=Path, help="copy each size's run and land logs here "
                         "(BINLAKE_DEBUG=1: the job's step times)")
     args = parser.parse_args()
@@ -210,11 +218,12 @@ def main() -> int:
     started = time.monotonic()
     results = []
     with KafkaBroker() as broker, MariaDBServer(binlog_row_metadata="FULL", options=options) as server, \
-            tempfile.TemporaryDirectory(prefix="bl-tables-", dir=BENCH_DIR / "data") as root:
+            tempfile.TemporaryDirectory(prefix="bl-tables-", dir=BENCH_DIR / "data") as root, \
+            shape_of(args.shape) as shape:
         for n in (int(x) for x in args.tables.split(",")):
-            results.append(measure(server, broker, Path(root), n, args.rounds, args.keep_logs))
+            results.append(measure(server, broker, Path(root), n, args.rounds, shape, args.keep_logs))
             print(f"{n} tables: {results[-1]}", file=sys.stderr, flush=True)
-    text = report(results, args, time.monotonic() - started)
+    text = report(results, args, time.monotonic() - started, shape)
     args.output.write_text(text)
     print(text)
     return 0

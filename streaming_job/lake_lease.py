@@ -68,9 +68,10 @@ class LakeLease:
                 now = self._holder()
                 if now is None:
                     break
-                if now != first:  # renewed, or taken by a third job: alive
+                if now != first:  # renewed (or being rewritten), or taken by a third job: alive
+                    named = now if "host" in now else first
                     raise LandError(f"another binlake land job writes the lake {self.lake} (host "
-                                    f"{now.get('host')}, pid {now.get('pid')}: its lease {self.path} is "
+                                    f"{named.get('host')}, pid {named.get('pid')}: its lease {self.path} is "
                                     "renewed); one job per lake and checkpoint: stop it first")
         self._write()
 

@@ -27,8 +27,9 @@ def _held_elsewhere(path, renew: bool) -> threading.Event:
 
     def keep() -> None:
         while True:
-            (path / LEASE).write_bytes(orjson.dumps({"id": "other", "host": "elsewhere", "pid": 7,
-                                                     "renewed": time.time()}))
+            (path / "lease.tmp").write_bytes(orjson.dumps({"id": "other", "host": "elsewhere", "pid": 7,
+                                                           "renewed": time.time()}))
+            (path / "lease.tmp").replace(path / LEASE)  # as LakeFiles writes it: never seen half-written
             if not renew or stop.wait(0.2):
                 return
 
