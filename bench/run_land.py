@@ -67,6 +67,14 @@ class Shape:
     bucket_root: Path | None = None  # the store's directory of the lakes' bucket prefix (cluster-s3)
     land_args: list[str] = field(default_factory=list)  # binlake land's options for it
     env: dict[str, str] = field(default_factory=dict)
+    store_pid: int | None = None  # the object store's process (its CPU time shares the machine's cores)
+
+    def store_cpu(self) -> float:
+        """The store's CPU seconds so far (user + system; 0 without a store)."""
+        if self.store_pid is None:
+            return 0.0
+        fields = Path(f"/proc/{self.store_pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def lake(self, local: Path) -> str:
         """The lake the job writes for a run whose files would be ``local`` on local disk."""
@@ -89,7 +97,7 @@ def shape_of(name: str) -> Iterator[Shape]:
         store.create_bucket("lake")
         root = store.data / "lake" / f"bench{os.getpid()}"
         yield Shape(name, cluster.master, root, ["--master", cluster.master, "--s3-endpoint", store.endpoint,
-                                                 "--s3-path-style"], store.environment())
+                                                 "--s3-path-style"], store.environment(), store._server_pid())
 
 
 def main() -> int:

@@ -133,12 +133,14 @@ def measure(server: MariaDBServer, broker: KafkaBroker, root: Path, n: int, roun
         new_tables = _wait_mirrors(lake, db, [-1] * n, procs, 1800) - first_commit
         latencies: list[float] = []
         durations: list[float] = []
+        store_cpu = shape.store_cpu()
         for r in range(1, rounds + 1):
             before, seen = _versions(lake, db, n), len(_batches(land_log))
             last = _round(server, db, n, r)
             latencies.append(_wait_mirrors(lake, db, before, procs, 1800) - last)
             time.sleep(0.5)  # the batch line follows the commits
             durations += [b[2] for b in _batches(land_log)[seen:] if b[1]]
+        store_cpu = (shape.store_cpu() - store_cpu) / rounds
         _stop(procs[1:])
         before = _versions(lake, db, n)
         _round(server, db, n, rounds + 1)
@@ -155,14 +157,16 @@ def measure(server: MariaDBServer, broker: KafkaBroker, root: Path, n: int, roun
     _check(latencies and durations, f"no rounds landed for {n} tables")
     return {"tables": n, "new_tables_s": new_tables, "latency_s": statistics.median(latencies),
             "latency_max_s": max(latencies), "batch_s": statistics.median(durations), "restart_s": restart,
-            "latencies": latencies}
+            "store_cpu_s": store_cpu, "latencies": latencies}
 
 
 def report(results: list[dict[str, object]], args: argparse.Namespace, wall: float, shape: Shape) -> str:
     rows = []
+    store = shape.store_pid is not None
     for r in results:
         rows.append(f"| {r['tables']:,} | {r['latency_s']:.2f} s | {r['latency_max_s']:.2f} s | {r['batch_s']:.2f} s "
-                    f"| {r['new_tables_s']:.1f} s | {r['restart_s']:.1f} s |")
+                    f"| {r['new_tables_s']:.1f} s | {r['restart_s']:.1f} s |"
+                    + (f" {r['store_cpu_s']:.2f} s |" if store else ""))
     slope = ""
     if len(results) > 1:
         a, b = results[0], results[-1]
@@ -190,10 +194,13 @@ def report(results: list[dict[str, object]], args: argparse.Namespace, wall: flo
         " commit to the Delta commit of the last mirror to change (median and max over the rounds); batch: the"
         " median duration of the micro-batches that landed them; new tables: the first round, which creates every"
         " change log and mirror; restart: a new `binlake land` process with the tables existing, from its start"
-        " to the commit of the last mirror of one round.",
+        " to the commit of the last mirror of one round." + (" Store CPU per round: the CPU seconds the object"
+        " store's process (S3Proxy, on these same 2 CPUs; a real S3 does this work on its own machines) spent per"
+        " round." if store else ""),
         "",
-        "| tables | latency (median) | latency (max) | batch | new tables | restart |",
-        "|---|---|---|---|---|---|",
+        "| tables | latency (median) | latency (max) | batch | new tables | restart |" + (" store CPU per round |"
+                                                                                     if store else ""),
+        "|---|---|---|---|---|---|" + ("---|" if store else ""),
         *rows,
         "",
         slope,

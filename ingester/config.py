@@ -169,6 +169,10 @@ class Config:
     metrics_port: int | None = None  # serve /metrics, /healthz, /readyz on this port
     metrics_host: str = "127.0.0.1"
     log_format: str = "text"  # or "json": one JSON object per line, for log pipelines
+    # the libraries' own log lines (Kafka client, Spark) go to files here, not to the terminal (cli/logs.py);
+    # None: ~/.cache/binlake/logs; verbose: to the terminal too
+    log_dir: str | None = None
+    verbose: bool = False
     # initial: snapshot the selected tables when there is no checkpoint; when-needed: also when the
     # checkpoint's binlog has been purged; never: stream only (from source.start_file).
     snapshot: str = "never"

@@ -10,10 +10,11 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import orjson
 from pyspark.sql import DataFrame, SparkSession
 
 from .decode import quote
-from .delta_log import TableLog, UnreadableLog
+from .delta_log import CommitConflict, TableLog, UnreadableLog
 from .lake_files import LakeFiles
 from .writer import Commit, DeltaCommit, LogCommit
 
@@ -48,6 +49,32 @@ class DeltaTables:
             log.debug("%s: the JVM's Delta writes it (%s)", path, exc)
             return None
         return table if table.version < 0 or table.writable else None
+
+    def add_columns(self, path: str, added: list[tuple[str, str]], nested: bool) -> bool:
+        """Nullable columns added to a table whose log the driver writes, by a commit of its new schema (no
+        Spark job, no JVM transaction: an ALTER through Spark costs seconds); ``nested``: to the change log's
+        ``before`` and ``after`` structs. False where the driver cannot (the caller ALTERs through Spark): a
+        lake only Spark reaches, a log the JVM writes, a type whose table feature Delta must enable."""
+        table = self.log(path)
+        if table is None or table.version < 0 or any(t == "timestamp_ntz" for _, t in added):
+            return False
+        struct = self.spark._jvm.org.apache.spark.sql.types.StructType
+        fields = orjson.loads(struct.fromDDL(", ".join(f"{quote(n)} {t}" for n, t in added)).json())["fields"]
+        schema = orjson.loads(orjson.dumps(table.schema))  # a copy
+        if nested:
+            for top in schema["fields"]:
+                if top["name"] in ("before", "after"):
+                    top["type"]["fields"] += fields
+        else:
+            schema["fields"] += fields
+        metadata = {**table.metadata, "schemaString": orjson.dumps(schema).decode()}
+        columns = orjson.dumps([f"{p}{n}" for p in (("before.", "after.") if nested else ("",))
+                                for n, _ in added]).decode()
+        try:
+            table.commit([{"metaData": metadata}], "ADD COLUMNS", {"columns": columns}, blind_append=False)
+        except CommitConflict:  # another writer: the caller's ALTER through Spark settles it
+            return False
+        return True
 
     def exists(self, path: str) -> bool:
         """Whether a Delta table is at ``path`` (asked of the JVM's Delta, with this session: the active one

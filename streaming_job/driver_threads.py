@@ -8,10 +8,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pyspark.sql import SparkSession
 
+# tables landed side by side per core where the lake is on an object store: each waits on the store's
+# requests (GET, LIST, PUT: several ms each) most of its time
+_REMOTE_TABLES_PER_CORE = 8
+
 
 class DriverThreads:
-    def __init__(self, spark: SparkSession) -> None:
+    def __init__(self, spark: SparkSession, remote: bool = False) -> None:
         self.spark = spark
+        self.remote = remote  # the lake is on an object store: a table's driver work waits on requests
         self._count: int | None = None
         self._workers: ThreadPoolExecutor | None = None
         self._committer: ThreadPoolExecutor | None = None
@@ -34,9 +39,10 @@ class DriverThreads:
     @property
     def table_workers(self) -> ThreadPoolExecutor:
         """The threads that land a batch's tables side by side (the driver's work of each is Python and
-        pyarrow, waiting on files half the time)."""
+        pyarrow, waiting on files half the time; on an object store, on its requests most of the time)."""
         if self._table_workers is None:
-            self._table_workers = ThreadPoolExecutor(2 * self.count, thread_name_prefix="binlake-table")
+            per_core = _REMOTE_TABLES_PER_CORE if self.remote else 2
+            self._table_workers = ThreadPoolExecutor(per_core * self.count, thread_name_prefix="binlake-table")
         return self._table_workers
 
     @property

@@ -188,6 +188,8 @@ class SchemaEvolution:
         current = dict(lake)
         prefixes = ("before.", "after.") if nested else ("",)
         added = [(n, t) for n, t in columns if n not in current]
+        if added and not defaults and self.delta.add_columns(path, added, nested):  # the driver's commit
+            added = []
         if added:
             if any(t == "timestamp_ntz" for _, t in added):  # Delta adds this feature only to new tables itself
                 self.spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES "

@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
@@ -28,6 +29,7 @@ from .lake_lease import LakeLease
 from .lake_paths import is_local
 from .object_store import ObjectStoreSettings, on_object_store, probe
 from .sink import Lander
+from .spark_logs import driver_java_options, jvm_stderr
 from .worker import DAEMON_MODULE
 from .writer import DeltaCommit, write_mirror_file
 
@@ -52,10 +54,11 @@ class LandSettings:
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     store: ObjectStoreSettings = field(default_factory=ObjectStoreSettings)  # a lake on S3: land.s3_*
+    jvm_log: str | None = None  # the driver JVM's log file (None: Spark's console, e.g. --verbose)
 
 
 def build_session(master: str | None, shuffle_partitions: int, app_name: str = "binlake-land",
-                  store: ObjectStoreSettings | None = None) -> SparkSession:
+                  store: ObjectStoreSettings | None = None, jvm_log: str | None = None) -> SparkSession:
     """A session with Delta Lake and the Kafka source from locally cached jars (no network once warm);
     with ``store``, Hadoop's s3a for a lake on it."""
     from .versions import s3a_jars, spark_jars
@@ -90,6 +93,8 @@ def build_session(master: str | None, shuffle_partitions: int, app_name: str = "
                    .config("spark.executor.extraClassPath", classpath))
         for key, value in store.hadoop_conf().items():
             builder = builder.config(key, value)
+    if jvm_log is not None:  # Spark's own lines to a file, not the terminal (spark_logs.py)
+        builder = builder.config("spark.driver.extraJavaOptions", driver_java_options(jvm_log))
     if master:  # executors' Python workers must import the codec: this interpreter's path, unless set
         builder = builder.master(master)
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -97,7 +102,11 @@ def build_session(master: str | None, shuffle_partitions: int, app_name: str = "
         # its workers are forked from a daemon that has the decoder imported (worker.py); a cluster's
         # executors may not have the package on the daemon's path, so only here
         builder = builder.config("spark.python.daemon.module", DAEMON_MODULE)
-    spark = builder.getOrCreate()
+    if jvm_log is not None and SparkContext._active_spark_context is None:  # this starts the driver JVM
+        with jvm_stderr(jvm_log):
+            spark = builder.getOrCreate()
+    else:
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
 
@@ -196,7 +205,8 @@ def topic_pattern(prefix: str) -> str:
 def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
     """Run the query until it stops (available-now: once everything committed so far has landed)."""
     store = settings.store if on_object_store(settings.lake) else None
-    spark = spark or build_session(settings.master, settings.shuffle_partitions, store=store)
+    spark = spark or build_session(settings.master, settings.shuffle_partitions, store=store,
+                                   jvm_log=settings.jvm_log)
     if store is not None:
         probe(spark, settings.lake)
     master = spark.sparkContext.master

@@ -30,6 +30,8 @@ from .mirrors import INTEGER, META, MirrorStrategy, MirrorTable, key_stats
 from .writer import SMALL_FILE_ROWS, Commit, write_mirror_file
 
 log = logging.getLogger("binlake.land")
+# the first key column types of mirrors the driver keeps: integers, and unsigned BIGINT (decimal(20,0))
+DRIVER_KEYS = (*INTEGER, "decimal(20,0)")
 _FILE_ROWS = 1_000_000  # rows per mirror file the driver writes, at most
 _FILE_ROWS_PER_THREAD = 50_000  # ... and at least, where it writes several at once
 
@@ -57,13 +59,19 @@ class DriverMirror(MirrorStrategy[pa.Table]):
         where it does not apply (the caller uses Spark): a batch that adds columns or gives defaults, and
         one that widens a column, whose Spark path ALTERs the mirror first (the driver's files would
         otherwise hold the wider type under the mirror's narrower one)."""
-        if mirror.fills or mirror.added or mirror.widened:
+        if mirror.fills or mirror.widened:
             return False
         db, table, path, columns, pk = mirror.db, mirror.table, mirror.path, mirror.columns, mirror.pk
         key = pk[0]
         lake = self.delta.files
-        if lake is None or dict(columns)[key] not in INTEGER:
+        if lake is None or dict(columns)[key] not in DRIVER_KEYS:
             return False
+        if mirror.added:  # nullable columns without a default: the mirror's files lack them, read as nulls
+            types = dict(columns)
+            if not self.delta.add_columns(path, [(n, types[n]) for n in mirror.added], nested=False):
+                return False
+            mirror.known = [*(mirror.known or []), *((n, types[n]) for n in mirror.added)]
+            mirror.added = []
         latest = last_per_key(candidates, pk)
         commit = self.delta.transaction(path)
         if not mirror.exists:  # created by the commit of its first files
@@ -74,7 +82,7 @@ class DriverMirror(MirrorStrategy[pa.Table]):
         files = self.files.get((db, table))
         if files is None or files.version != commit.version:
             files = self.files[(db, table)] = MirrorFiles.read(commit, key)
-        keys = np.sort(latest.column(key).to_numpy())
+        keys = np.sort(key_numbers(latest.column(key)))
         touched = files.holding(keys)
         if touched is None or sum(files.sizes[f] for f in touched) > self.merge_bytes:
             return False
@@ -228,12 +236,24 @@ def _write_mirror_files(lake: LakeFiles, path: str, rows: pa.Table, key: str, po
     return list(pool.map(lambda part: write_mirror_file(lake, path, part, key), slices))
 
 
+def key_numbers(keys: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A first key column's values as numbers numpy compares: integers as they are, an unsigned BIGINT's
+    decimal(20,0) as uint64 (every value fits)."""
+    if pa.types.is_decimal(keys.type):
+        keys = pc.cast(keys, pa.uint64())
+    return keys.to_numpy()
+
+
 def _key_range(stats: str | None, key: str) -> tuple[int, int] | None:
+    """A file's range of the first key from its statistics; None where there is none or it is not exact (a
+    decimal statistic written in exponent form: the file may then hold any key)."""
     if not stats:
         return None
     parsed = orjson.loads(stats)
     low, high = parsed.get("minValues", {}).get(key), parsed.get("maxValues", {}).get(key)
-    return None if low is None or high is None else (int(low), int(high))
+    if not (isinstance(low, int) and isinstance(high, int)):
+        return None
+    return low, high
 
 
 def _conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:

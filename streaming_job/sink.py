@@ -106,7 +106,7 @@ class Lander:
         if self.files is None:
             self.files = LakeFiles.of(self.lake)
         self.delta = DeltaTables(self.spark, self.app_id, self.files)
-        self.threads = DriverThreads(self.spark)
+        self.threads = DriverThreads(self.spark, remote=self.files is not None and not self.files.local)
         self.kafka = KafkaReader(self.spark, self.bootstrap)
         self.evolution = SchemaEvolution(self.spark, self.delta, self.kafka, self.topic_prefix)
         self.compaction = ChangeLogCompaction(self.compact_files, self.small_file_bytes, self.driver_merge_bytes,
@@ -209,8 +209,11 @@ class Lander:
         # Tables are independent (each its own commits, idempotent by its txnVersion). A large table's share
         # goes on a thread (Parquet writing and compute kernels release the GIL); a small one's is GIL-bound
         # Python and pyarrow calls, which cost more handed between threads than done here (200 one-row
-        # tables: 0.7 s here, 1.0 s on threads), beside the large ones
-        large = [(name, schemas) for name, schemas in ordered if sum(g.n for g in schemas) > _INLINE_ROWS]
+        # tables: 0.7 s here, 1.0 s on threads), beside the large ones. On an object store every table goes on
+        # a thread: its share waits on the store's requests most of the time (200 one-row tables: 7.1 s
+        # here, 4.8 s on threads: bench/results/land_tables_cluster_s3.md)
+        remote = self.files is not None and not self.files.local
+        large = [(name, schemas) for name, schemas in ordered if remote or sum(g.n for g in schemas) > _INLINE_ROWS]
         landing = [self.threads.table_workers.submit(self._land_one, rows, name, schemas, batch_id, ingest)
                    for name, schemas in (large if len(ordered) > 1 else ())]
         errors: list[BaseException | None] = []

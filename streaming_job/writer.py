@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -361,6 +362,9 @@ def write_mirror_file(lake: LakeFiles, table_path: str, rows: pa.Table,
     name = file_name("", options)
     size = lake.write_parquet(join(table_path, name), rows, **options)
     bounds = pc.min_max(rows.column(key))
-    stats = {"numRecords": len(rows), "minValues": {key: bounds["min"].as_py()},
-             "maxValues": {key: bounds["max"].as_py()}, "nullCount": {key: rows.column(key).null_count}}
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    if isinstance(low, Decimal):  # an unsigned BIGINT's decimal(20,0): a JSON integer, as Delta writes it
+        low, high = int(low), int(high)
+    stats = {"numRecords": len(rows), "minValues": {key: low}, "maxValues": {key: high},
+             "nullCount": {key: rows.column(key).null_count}}
     return name, {}, size, stats

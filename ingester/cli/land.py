@@ -10,7 +10,8 @@ import sys
 from typing import Any
 
 from ..config import Config, load_config
-from .run import overrides, setup_logging
+from .logs import setup_logging
+from .run import overrides
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -34,6 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="address the store's buckets by path (S3-compatible stores)")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on 127.0.0.1")
     p.add_argument("--log-format", choices=("text", "json"))
+    p.add_argument("--verbose", action="store_true", default=None,
+                   help="Spark's and the Kafka client's own log lines here too, not only in the log files")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -75,7 +78,7 @@ def run(args: argparse.Namespace, master_from_config: bool = True) -> int:
     """Run the job; one-line errors (exit 2) for configuration mistakes and for what stops the query."""
     try:
         cfg = load_config(args.config, land_overrides(args))
-        setup_logging(cfg.log_format)
+        log_file = setup_logging(cfg, "land")
         if os.environ.get("BINLAKE_DEBUG"):
             logging.getLogger("binlake.land").setLevel(logging.DEBUG)  # per-step timings of each batch
         logging.getLogger("binlake.land").info("configuration: %s", json.dumps(cfg.redacted()))
@@ -83,7 +86,12 @@ def run(args: argparse.Namespace, master_from_config: bool = True) -> int:
         from streaming_job.job import run as run_job
 
         try:
-            return run_job(settings(cfg, cfg.land.master if master_from_config else None))
+            job = settings(cfg, cfg.land.master if master_from_config else None)
+            if log_file is not None:
+                job.jvm_log = str(log_file.with_name("land-spark.log"))
+                logging.getLogger("binlake.land").info("Spark's and the Kafka client's own lines: %s and %s "
+                                                       "(--verbose: here)", job.jvm_log, log_file)
+            return run_job(job)
         except LandError as exc:
             print(f"binlake: error: {exc}", file=sys.stderr)
             return 2

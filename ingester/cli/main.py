@@ -10,7 +10,7 @@ import sys
 from ..codec.errors import BinlogError
 from ..sources.errors import ReplicationError
 
-COMMANDS = ("dump", "demo", "run", "snapshot", "consume", "land", "devstack", "doctor")
+COMMANDS = ("dump", "demo", "run", "snapshot", "consume", "land", "devstack", "doctor", "status")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
 from typing import Any
 
 from ..config import load_config
+from .logs import setup_logging
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -24,6 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="stop once caught up (non-blocking dump), for batch catch-up and tests")
     p.add_argument("--metrics-port", type=int, help="serve /metrics, /healthz and /readyz (127.0.0.1)")
     p.add_argument("--log-format", choices=("text", "json"))
+    p.add_argument("--verbose", action="store_true", default=None,
+                   help="the Kafka client's own log lines here too, not only in the log file")
     p.add_argument("--snapshot", choices=("initial", "never", "when-needed"),
                    help="read the selected tables first (initial: without a checkpoint; when-needed: also when "
                         "the checkpoint's binlog is purged)")
@@ -50,47 +52,16 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
         out["snapshot"] = args.snapshot
     if getattr(args, "log_format", None):
         out["log_format"] = args.log_format
+    if getattr(args, "verbose", None):
+        out["verbose"] = True
     return out
-
-
-class JsonFormatter(logging.Formatter):
-    """Structured logs: one JSON object per line (time, level, logger, message)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return json.dumps({"ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"), "level": record.levelname,
-                           "logger": record.name, "message": record.getMessage()})
-
-
-class StderrHandler(logging.StreamHandler):
-    """Writes to whatever ``sys.stderr`` is when a record is emitted, never to a stream since closed.
-
-    A handler bound to the stderr of the moment outlives it when the CLI runs in-process (tests,
-    notebooks): a later record, e.g. one py4j logs from a background thread, then fails as a logging error.
-    """
-
-    @property  # type: ignore[override]
-    def stream(self):  # the base class' attribute
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, _value: object) -> None:
-        pass
-
-
-def setup_logging(log_format: str) -> None:
-    """Root logging at INFO on stderr; py4j's per-command chatter (INFO) stays out of the operator's log."""
-    handler = StderrHandler()
-    handler.setFormatter(JsonFormatter() if log_format == "json" else
-                         logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
-    logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..daemon.runner import Runner
 
     cfg = load_config(args.config, overrides(args))
-    setup_logging(cfg.log_format)
+    setup_logging(cfg, "run")
     logging.getLogger("binlake.run").info("configuration: %s", json.dumps(cfg.redacted()))
     stats = Runner(cfg).run()
     logging.getLogger("binlake.run").info("stopped: %s", json.dumps(stats))

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..daemon.resnapshot import SIGNAL_DDL, quoted, request
     from ..sources.replication import SourceURL
-    from .run import setup_logging
+    from .logs import setup_logging
 
     overrides: dict = {}
     if args.source:
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"signal {signal_id}: re-snapshot of {', '.join(tables)} requested in "
                       f"{cfg.snapshot_signal_table}", flush=True)
                 if args.wait:
-                    setup_logging(cfg.log_format)
+                    setup_logging(cfg, "snapshot")
                     wait(cur, cfg.snapshot_signal_table, tables, seen)
         finally:
             conn.close()

@@ -273,6 +273,12 @@ def read_checkpoint(bootstrap: str, prefix: str, source_id: str,
 
 def read_compacted(bootstrap: str, topic: str, security: Mapping[str, Any] | None = None) -> dict[bytes, bytes]:
     """The last committed value of each key of a compacted topic ({} when the topic does not exist)."""
+    return {key: value for key, (value, _) in read_compacted_records(bootstrap, topic, security).items()}
+
+
+def read_compacted_records(bootstrap: str, topic: str,
+                           security: Mapping[str, Any] | None = None) -> dict[bytes, tuple[bytes, int]]:
+    """The last committed value of each key of a compacted topic and its record's timestamp (ms)."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(**(security or {}), bootstrap_servers=bootstrap, isolation_level="read_committed",
@@ -284,12 +290,12 @@ def read_compacted(bootstrap: str, topic: str, security: Mapping[str, Any] | Non
         consumer.assign(partitions)
         consumer.seek_to_beginning(*partitions)
         end = consumer.end_offsets(partitions)
-        latest: dict[bytes, bytes] = {}
+        latest: dict[bytes, tuple[bytes, int]] = {}
         while any(consumer.position(tp) < end[tp] for tp in partitions):
             for records in consumer.poll(timeout_ms=1000).values():
                 for msg in records:
                     if msg.key is not None and msg.value:
-                        latest[msg.key] = msg.value
+                        latest[msg.key] = (msg.value, msg.timestamp)
         return latest
     finally:
         consumer.close()

@@ -5,8 +5,16 @@ Each check reads what the server reports about itself and says, in plain words, 
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from .server_id import ServerIdClaim
+
+log = logging.getLogger("binlake.run")
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 
@@ -21,13 +29,62 @@ class Finding:
         return f"{self.level:<4} {self.check}: {self.message}"
 
 
-def check_source(url: str, server_id: int) -> tuple[str, list[Finding]]:
-    """Connect as the replication user would and run every check; (redacted source, findings)."""
+def check_source(url: str, server_id: int, claimed: bool = False, wait: float = 0.0) -> tuple[str, list[Finding]]:
+    """Connect as the replication user would and run every check; (redacted source, findings). ``claimed``:
+    the caller holds the server_id's lock (a starting daemon); ``wait``: seconds another replica's
+    registration of the server_id is waited for to go."""
     from ..sources.replication import SourceURL
 
     src = SourceURL.parse(url)
     with src.connect(connect_timeout=10) as conn:
-        return str(src), run_checks(conn, server_id)
+        return str(src), run_checks(conn, server_id, claimed, wait)
+
+
+def start_checks(cfg: Config, sources: list[str]) -> tuple[int, ServerIdClaim | None]:
+    """The daemon's start: the checks on every listed server (warnings logged, failures raised as one
+    ReplicationError); the first reachable server is the one to stream from, and its server_id's lock
+    (server_id.py) is taken before its checks, so that its own stale registration is told from another
+    replica's. Returns that server's index in ``sources`` and the lock (the caller releases it)."""
+    from ..sources.errors import ReplicationError, SourceUnreachable
+    from ..sources.replication import SourceURL
+    from .server_id import ServerIdClaim
+
+    chosen: int | None = None
+    claim: ServerIdClaim | None = None
+    try:
+        for index, url in enumerate(sources):
+            streamed = chosen is None
+            try:
+                if streamed:
+                    claim = ServerIdClaim(cfg.source_url(url), cfg.source.server_id).acquire()
+                src, findings = check_source(cfg.source_url(url), cfg.source.server_id,
+                                             claimed=streamed and claim is not None and claim.held,
+                                             wait=3 * cfg.source.heartbeat if streamed else 0.0)
+            except SourceUnreachable as exc:
+                if len(sources) == 1:
+                    raise
+                log.warning("preflight: %s", exc)
+                if streamed and claim is not None:
+                    claim.release()
+                    claim = None
+                continue
+            if streamed:
+                chosen = index
+            for finding in findings:
+                if finding.level == WARN:
+                    log.warning("preflight: %s: %s", src, finding)
+            failures = [f for f in findings if f.level == FAIL]
+            if failures:
+                raise ReplicationError(f"{src}: not ready to replicate: " + "; ".join(
+                    f"{f.check}: {f.message}" for f in failures))
+        if chosen is None:
+            raise SourceUnreachable("no server of source.url and source.hosts can be reached: "
+                                    + ", ".join(str(SourceURL.parse(u)) for u in sources))
+    except BaseException:
+        if claim is not None:
+            claim.release()
+        raise
+    return chosen, claim
 
 
 def _var(cur: Any, name: str) -> str | None:
@@ -36,7 +93,7 @@ def _var(cur: Any, name: str) -> str | None:
     return None if row is None else str(row[1])
 
 
-def run_checks(conn: Any, server_id: int) -> list[Finding]:
+def run_checks(conn: Any, server_id: int, claimed: bool = False, wait: float = 0.0) -> list[Finding]:
     """Checks on a connected pymysql connection, as the user binlake replicates with."""
     out: list[Finding] = []
     with conn.cursor() as cur:
@@ -73,7 +130,7 @@ def run_checks(conn: Any, server_id: int) -> list[Finding]:
                        Finding(WARN, "gtid_mode", f"{mode}: without GTIDs, failover to another server cannot "
                                                   "resume exactly; positions still work on this server"))
         out.extend(_privileges(cur, mariadb))
-        out.extend(_replicas(cur, server_id, mariadb))
+        out.extend(_replicas(cur, server_id, mariadb, claimed, wait))
         out.extend(_retention(cur, mariadb))
     return out
 
@@ -94,25 +151,45 @@ def _privileges(cur: Any, mariadb: bool) -> list[Finding]:
     return [Finding(OK, "privileges", "replication and SELECT granted")]
 
 
-def _replicas(cur: Any, server_id: int, mariadb: bool) -> list[Finding]:
+def _replicas(cur: Any, server_id: int, mariadb: bool, claimed: bool, wait: float) -> list[Finding]:
+    """Is ``server_id`` free on this server? ``claimed``: this process holds its lock (daemon/server_id.py),
+    so no live binlake daemon uses it and a registration under binlake's report host is a stale one of
+    ours; otherwise (the doctor) the lock's holder, if any, is a live daemon. Another replica's registration
+    is waited for up to ``wait`` s (one left by an older binlake, which reported no host, goes with its
+    dump thread's next heartbeat)."""
     import pymysql
+
+    from ..sources.replication import REPORT_HOST
+    from .server_id import lock_holder
 
     cur.execute("SELECT @@server_id")
     own = int(cur.fetchone()[0])
-    try:
-        cur.execute("SHOW SLAVE HOSTS" if mariadb else "SHOW REPLICAS")
-        ids = {int(row[0]) for row in cur.fetchall()}
-    except pymysql.err.MySQLError as exc:  # listing replicas needs an admin privilege we should not have
-        if server_id == own:
-            ids = set()
-        else:
+    if server_id == own:
+        return [Finding(FAIL, "server_id", f"{server_id} is already used by the server itself: choose another "
+                                           "source.server_id")]
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            cur.execute("SHOW SLAVE HOSTS" if mariadb else "SHOW REPLICAS")
+            hosts = {int(row[0]): str(row[1] or "") for row in cur.fetchall()}
+        except pymysql.err.MySQLError as exc:  # listing replicas needs an admin privilege we should not have
             return [Finding(WARN, "server_id", f"cannot list the server's replicas ({exc.args[-1]}); make sure "
                                                f"no other replica uses server_id {server_id}")]
-    if server_id == own or server_id in ids:
-        return [Finding(FAIL, "server_id", f"{server_id} is already used by "
-                                           f"{'the server itself' if server_id == own else 'another replica'}: "
-                                           "choose another source.server_id")]
-    return [Finding(OK, "server_id", f"{server_id} is free")]
+        if server_id not in hosts:
+            return [Finding(OK, "server_id", f"{server_id} is free")]
+        if hosts[server_id].startswith(REPORT_HOST.split("@")[0] + "@"):
+            holder = None if claimed else lock_holder(cur, server_id)
+            if holder is not None:
+                return [Finding(FAIL, "server_id", f"{server_id} is in use by a running binlake daemon ({holder}, "
+                                                   f"{hosts[server_id]}): stop it first or choose another "
+                                                   "source.server_id")]
+            return [Finding(OK, "server_id", f"{server_id} was registered by a binlake daemon that stopped "
+                                             f"({hosts[server_id]}): the server replaces its registration")]
+        if time.monotonic() >= deadline:
+            return [Finding(FAIL, "server_id", f"{server_id} is already used by another replica "
+                                               f"({hosts[server_id] or 'no host reported'}): choose another "
+                                               "source.server_id")]
+        time.sleep(0.5)
 
 
 def _retention(cur: Any, mariadb: bool) -> list[Finding]:

@@ -17,11 +17,13 @@ from ..records.format import Sequence, file_number
 from ..records.gtid import MariadbGtidState, MysqlGtidSet
 from ..schema.history import SchemaHistory
 from ..sources.errors import SourceUnreachable
+from ..sources.position import current_position
 from ..sources.replication import BinlogStream, ReplicationError, SourceURL
 from .kafka_io import Publisher, read_checkpoint
 from .metrics import Metrics
 from .resnapshot import Resnapshotter
 from .schema_io import history_topic
+from .server_id import ServerIdClaim
 
 log = logging.getLogger("binlake.run")
 
@@ -45,6 +47,7 @@ class Runner:
         self.resnap: Resnapshotter | None = None  # on-demand re-snapshots (snapshot_signal_table)
         self.sources = cfg.source_candidates()  # the URL's server, then source.hosts: failover in this order
         self.source_index = 0
+        self.claim: ServerIdClaim | None = None  # the server_id's lock on the server streamed from
 
     def request_stop(self, signum: int = 0, frame: FrameType | None = None) -> None:
         """SIGTERM/SIGINT: finish the current transaction, commit its checkpoint, exit 0."""
@@ -62,7 +65,11 @@ class Runner:
         source_id = transactional_id(cfg)  # the configured URL's: the same whichever server is streamed from
         http = self.metrics.serve(cfg.metrics_port, cfg.metrics_host) if cfg.metrics_port is not None else None
         self.preflight()
-        self.schema_history = self._schema_history_wanted()
+        try:
+            self.schema_history = self._schema_history_wanted()
+        except BaseException:
+            self._unclaim()
+            raise
         previous = {sig: signal.signal(sig, self.request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         # The Kafka client's threads wait for the GIL while the stream loop runs: hand it over sooner
         # than the default 5 ms, or every commit round trip waits for it several times.
@@ -100,6 +107,7 @@ class Runner:
                     pause = delay
                     if isinstance(exc, SourceUnreachable) and len(self.sources) > 1:
                         self._use_source(self.source_index + 1)
+                        self._claim_quietly()
                         log.warning("%s; failing over to %s in %.1f s from the last checkpoint", exc,
                                     self.source, pause)
                     else:
@@ -127,6 +135,7 @@ class Runner:
                     return self.stats
                 delay = min(delay * 2, 30.0)
         finally:
+            self._unclaim()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             sys.setswitchinterval(switch_interval)
@@ -148,32 +157,27 @@ class Runner:
         self.cfg = dataclasses.replace(self.cfg, source=source)
 
     def preflight(self) -> None:
-        """The doctor's checks at start-up, on every listed server: warnings are logged, failures stop the
-        daemon. Of several servers, the first reachable one is streamed from; unreachable ones are warned
-        about (they may be down for the failover they are listed for)."""
-        from .preflight import FAIL, WARN, check_source
+        """The doctor's checks at start-up (preflight.start_checks); the first reachable server is streamed
+        from, with its server_id's lock held."""
+        from .preflight import start_checks
 
-        reachable: list[int] = []
-        for index, url in enumerate(self.sources):
-            try:
-                src, findings = check_source(self.cfg.source_url(url), self.cfg.source.server_id)
-            except SourceUnreachable as exc:
-                if len(self.sources) == 1:
-                    raise
-                log.warning("preflight: %s", exc)
-                continue
-            reachable.append(index)
-            for finding in findings:
-                if finding.level == WARN:
-                    log.warning("preflight: %s: %s", src, finding)
-            failures = [f for f in findings if f.level == FAIL]
-            if failures:
-                raise ReplicationError(f"{src}: not ready to replicate: " + "; ".join(
-                    f"{f.check}: {f.message}" for f in failures))
-        if not reachable:
-            raise SourceUnreachable("no server of source.url and source.hosts can be reached: "
-                                    + ", ".join(str(SourceURL.parse(u)) for u in self.sources))
-        self._use_source(reachable[0])
+        index, self.claim = start_checks(self.cfg, self.sources)
+        self._use_source(index)
+
+    def _claim_quietly(self) -> None:
+        """After a failover: the new server's lock (a live daemon holding it there stops this one; an
+        unreachable server is the retry's to report)."""
+        self._unclaim()
+        try:
+            self.claim = ServerIdClaim(self.cfg.source_url(self.sources[self.source_index]),
+                                       self.cfg.source.server_id).acquire()
+        except SourceUnreachable:
+            pass
+
+    def _unclaim(self) -> None:
+        if self.claim is not None:
+            self.claim.release()
+            self.claim = None
 
     def _schema_history_wanted(self) -> bool:
         from . import schema_io
@@ -198,17 +202,8 @@ class Runner:
         conn = _connect(self.cfg, raw=False)
         try:
             with conn.cursor() as cur:
-                try:
-                    cur.execute("SHOW BINARY LOG STATUS")
-                except Exception:
-                    cur.execute("SHOW MASTER STATUS")
-                row = cur.fetchone()
-                file, position = row[0], int(row[1])
-                gtid_set = (row[4] or "").replace("\n", "") if len(row) > 4 else ""
                 cur.execute("SELECT VERSION()")
-                if "mariadb" in cur.fetchone()[0].lower():
-                    cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, position))
-                    gtid_set = cur.fetchone()[0] or ""
+                file, position, gtid_set = current_position(cur, "mariadb" in cur.fetchone()[0].lower())
                 history, records = schema_io.capture_records(self.cfg, cur, file, position)
         finally:
             conn.close()

@@ -37,6 +37,7 @@ from ..records.builder import Checkpoint, Record
 from ..records.format import Sequence, file_number
 from ..records.mask import ColumnRules, value_masker
 from ..schema.history import server_key
+from ..sources.position import binlog_status
 from ..sources.replication import ReplicationError, SourceURL
 from ..sources.resultset import ASCII, BYTES, INT, UTF8, UTF8_REPLACE, TextResult
 
@@ -424,13 +425,9 @@ class Snapshotter:
         try:
             cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
             try:
-                cur.execute("SHOW BINARY LOG STATUS")
-            except Exception:
-                cur.execute("SHOW MASTER STATUS")
-            row = cur.fetchone()
-            if row is None:
-                raise ReplicationError("snapshot: the server has binary logging off")
-            return _text(row[0]), int(row[1]), _text(row[4] or b"").replace("\n", "")
+                return binlog_status(cur)
+            except ReplicationError as exc:
+                raise ReplicationError(f"snapshot: {exc}") from None
         finally:
             cur.execute("UNLOCK TABLES")
 

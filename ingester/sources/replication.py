@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 COM_BINLOG_DUMP = 0x12
 COM_REGISTER_SLAVE = 0x15
+# The host binlake reports when it registers (the Host column of SHOW SLAVE HOSTS / SHOW REPLICAS): tells a
+# registration of ours, left by a daemon that just stopped, from another replica's (daemon/server_id.py)
+REPORT_HOST = f"binlake@{socket.gethostname()}"[:60]
 COM_BINLOG_DUMP_GTID = 0x1E
 BINLOG_THROUGH_GTID = 0x04
 BINLOG_DUMP_NON_BLOCK = 0x01
@@ -312,7 +315,7 @@ class BinlogStream:
         self._conn._execute_command(command, payload)
 
     def _register(self) -> None:
-        host = b""
+        host = REPORT_HOST.encode()
         user = self.source.user.encode()
         body = (struct.pack("<I", self.server_id) + bytes([len(host)]) + host + bytes([len(user)]) + user
                 + b"\0" + struct.pack("<HII", 0, 0, 0))

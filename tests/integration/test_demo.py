@@ -73,7 +73,7 @@ def test_demo_lands_mirrors_equal_to_the_servers_select(tmp_path: Path, capsys) 
         assert main(["demo", "--customers", "300", "--orders", "2000", "--updates", "40", "--dir", str(base),
                      "--keep"]) == 0
         out = capsys.readouterr().out
-        assert re.search(r"customers +250 +250  yes", out), out
+        assert re.search(r"customers +251 +251  yes", out), out
         assert "orders" in out and "differ" not in out
         url = re.search(r"MYSQL_URL=mysql://root@127\.0\.0\.1:(\d+)", out)
         assert url, out

@@ -21,6 +21,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from ingester.cli.main import main
@@ -550,6 +551,51 @@ def test_schema_changes_evolve_the_lake_and_unsafe_ones_stop_it(make_mariadb, ka
     assert f"binlake: error: `{db}`.`t`: column `c` changed from string to int at binlog position" in err, err
     # ... naming the statement that did it (read from the schema topic) and where it is in the binlog
     assert re.search(r"after the DDL statement at \d+:\d+:\d+: ALTER TABLE t MODIFY c INT;", err), err
+
+
+def _engines(table: Path) -> list[tuple[str, str]]:
+    """(operation, engine) of each commit of a Delta table, oldest first, from its log files."""
+    out = []
+    for entry in sorted((table / "_delta_log").glob("*.json")):
+        info = next(orjson.loads(line)["commitInfo"] for line in entry.read_bytes().splitlines()
+                    if b'"commitInfo"' in line)
+        out.append((info["operation"], info.get("engineInfo", "")))
+    return out
+
+
+@pytest.mark.parametrize("lake_shape", ["local", "cluster-s3"], indirect=True)
+def test_added_columns_and_unsigned_keys_stay_on_the_drivers_path(make_mariadb, kafka, spark, tmp_path,
+                                                                   lake_shape) -> None:
+    """A column added without a default is a commit of the new schema by the driver (no ALTER through Spark),
+    and a mirror keyed by an unsigned BIGINT (decimal(20,0) in the lake, keys past 2^63) is kept by the
+    driver: every commit of both tables is binlake's own, and Spark and delta-rs read what the server has."""
+    server = make_mariadb()
+    db = "landadd"
+    server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
+    conn = server.connect(db)
+    prefix, lake = f"landadd{lake_shape.name.replace('-', '')}", lake_shape.lake(tmp_path)
+    big = 2 ** 64 - 1
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id BIGINT UNSIGNED PRIMARY KEY, v INT)")
+        cur.executemany("INSERT INTO t VALUES (%s, %s)", [(1, 1), (2 ** 63 + 5, 2), (big, 3)])
+    _run_daemon(server, kafka, prefix)
+    assert lake_shape.land(kafka, prefix, lake) == 0
+    with conn.cursor() as cur:
+        cur.execute("ALTER TABLE t ADD COLUMN c VARCHAR(10)")
+        cur.execute(f"INSERT INTO t VALUES ({2 ** 63}, 4, 'new')")
+        cur.execute(f"UPDATE t SET c = 'top', v = v + 1 WHERE id = {big}")
+        cur.execute(f"DELETE FROM t WHERE id = {2 ** 63 + 5}")
+    _run_daemon(server, kafka, prefix)
+    assert lake_shape.land(kafka, prefix, lake) == 0
+    rows, types = _mirror_rows(spark, lake, db, "t")
+    assert types["id"] == "decimal(20,0)" and types["c"] == "string"
+    assert rows == _plain_rows(conn, "t", "id") and len(rows) == 3
+    mirror, change_log = lake / db / "t", lake / db / "t__changes"
+    _assert_delta_rs_mirror(mirror, rows, ["id", "v", "c"], ["id"])
+    _assert_delta_rs_change_log(change_log, _changes(spark, lake, db, "t"))
+    for path in (mirror, change_log):
+        commits = _engines(path)
+        assert ("ADD COLUMNS", "binlake") in commits and {e for _, e in commits} == {"binlake"}, (path, commits)
 
 
 @pytest.mark.parametrize("lake_shape", ["local", "cluster-s3"], indirect=True)

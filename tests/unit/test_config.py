@@ -40,14 +40,15 @@ def test_secrets_never_in_the_redacted_view(tmp_path) -> None:
     assert env_cfg.source_url() == "mysql://repl@db"
 
 
-def test_json_logs_never_carry_the_password(capsys) -> None:
+def test_json_logs_never_carry_the_password(capsys, tmp_path) -> None:
     import json
     import logging
 
-    from ingester.cli.run import setup_logging
+    from ingester.cli.logs import setup_logging
 
-    cfg = load_config(None, {"source": {"url": "mysql://repl:pa55word@db:3306"}, "log_format": "json"}, environ={})
-    setup_logging(cfg.log_format)
+    cfg = load_config(None, {"source": {"url": "mysql://repl:pa55word@db:3306"}, "log_format": "json",
+                             "log_dir": str(tmp_path)}, environ={})
+    setup_logging(cfg, "run")
     logging.getLogger("binlake.run").info("configuration: %s", json.dumps(cfg.redacted()))
     line = capsys.readouterr().err.strip().splitlines()[-1]
     entry = json.loads(line)
@@ -126,14 +127,42 @@ def test_logs_follow_the_current_stderr_and_leave_py4j_chatter_out(monkeypatch) 
     import io
     import logging
 
-    from ingester.cli.run import setup_logging
+    from ingester.cli.logs import setup_logging
 
     first, second = io.StringIO(), io.StringIO()
     monkeypatch.setattr("sys.stderr", first)
-    setup_logging("text")
+    setup_logging(load_config(None, {"verbose": True}, environ={}), "land")
     first.close()
     monkeypatch.setattr("sys.stderr", second)
     logging.getLogger("py4j.java_gateway").info("Exception while sending command.")
     logging.getLogger("binlake.run").info("after the swap")
     out = second.getvalue()
     assert "after the swap" in out and "Logging error" not in out and "py4j" not in out
+
+
+def test_the_libraries_log_lines_go_to_a_file_unless_verbose(tmp_path, capsys) -> None:
+    """The Kafka client's and py4j's lines are theirs, not binlake's: in <log_dir>/<command>.log, and on the
+    terminal only with --verbose; binlake's own lines are on the terminal either way."""
+    import logging
+
+    from ingester.cli.logs import setup_logging
+
+    path = setup_logging(load_config(None, {"log_dir": str(tmp_path)}, environ={}), "run")
+    assert path == tmp_path / "run.log"
+    logging.getLogger("kafka.conn").warning("Node 1 connection failed")
+    logging.getLogger("py4j.clientserver").error("Error while sending or receiving")
+    logging.getLogger("binlake.run").info("resuming at f:4")
+    err = capsys.readouterr().err
+    assert "resuming at f:4" in err and "Node 1" not in err and "py4j" not in err
+    logged = path.read_text()
+    assert "Node 1 connection failed" in logged and "Error while sending" in logged and "resuming" not in logged
+
+    assert setup_logging(load_config(None, {"log_dir": str(tmp_path), "verbose": True}, environ={}), "run") is None
+    logging.getLogger("kafka.conn").warning("Node 2 connection failed")
+    assert "Node 2 connection failed" in capsys.readouterr().err
+    assert "Node 2" not in path.read_text()
+
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    assert setup_logging(load_config(None, {"log_dir": str(blocked / "logs")}, environ={}), "run") is None
+    assert f"cannot write logs in {blocked / 'logs'}" in capsys.readouterr().err
