@@ -92,31 +92,14 @@ def committed_record_events(bootstrap: str, prefix: str, from_beginning: bool = 
     yield from heapq.merge(*streams, key=lambda item: item.seq)
 
 
-class _ClientErrors(logging.Handler):
-    """kafka-python's logged failures: its exceptions say "unable to bootstrap", its log says why."""
-
-    _CAUSES = ("authenticat", "certificate", "sasl", "handshake")
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if len(self.messages) < 100:
-            self.messages.append(record.getMessage())
-
-    def cause(self) -> str:
-        """The first message that names a security failure, else the first one."""
-        named = [m for m in self.messages if any(c in m.lower() for c in self._CAUSES)]
-        return (named or self.messages or [""])[0]
-
-
 def run(args: argparse.Namespace) -> int:
     from kafka.errors import KafkaError
 
+    from ..daemon.kafka_io import ClientErrors
+
     cfg = load_config(args.config, overrides(args))
     out = sys.stdout.buffer
-    errors = _ClientErrors()
+    errors = ClientErrors()
     logging.getLogger("kafka").addHandler(errors)
     try:
         for ev in committed_events(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, args.from_beginning,

@@ -21,6 +21,32 @@ class KafkaError(Exception):
     """Kafka refused or failed an operation; the message names the broker and what to check."""
 
 
+class ClientErrors(logging.Handler):
+    """kafka-python's logged failures (on the ``kafka`` logger, whose lines go to a log file): its exceptions
+    say "unable to bootstrap", its log says why (a wrong password, an unknown CA)."""
+
+    _CAUSES = ("authenticat", "certificate", "sasl", "handshake")
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(self.messages) < 100:
+            self.messages.append(record.getMessage())
+
+    def cause(self) -> str:
+        """The first message that names a security failure, else the first one."""
+        named = [m for m in self.messages if any(c in m.lower() for c in self._CAUSES)]
+        return (named or self.messages or [""])[0]
+
+    def take(self) -> str:
+        """``cause()``, and forget the messages (the next failure names its own)."""
+        found = self.cause()
+        self.messages.clear()
+        return found
+
+
 def offsets_topic(prefix: str) -> str:
     return f"{prefix}.{OFFSETS_TOPIC}"
 

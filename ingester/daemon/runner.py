@@ -19,7 +19,7 @@ from ..schema.history import SchemaHistory
 from ..sources.errors import SourceUnreachable
 from ..sources.position import current_position
 from ..sources.replication import BinlogStream, ReplicationError, SourceURL
-from .kafka_io import Publisher, read_checkpoint
+from .kafka_io import ClientErrors, Publisher, read_checkpoint
 from .metrics import Metrics
 from .resnapshot import Resnapshotter
 from .schema_io import history_topic
@@ -77,6 +77,8 @@ class Runner:
         sys.setswitchinterval(_SWITCH_INTERVAL)
         publisher: Publisher | None = None
         delay = 0.5
+        client_errors = ClientErrors()  # why the Kafka client failed (its own lines go to a log file)
+        logging.getLogger("kafka").addHandler(client_errors)
         try:
             while True:
                 try:
@@ -123,8 +125,9 @@ class Runner:
                         publisher.discard()
                         publisher = None
                     pause = min(delay, _KAFKA_RETRY_MAX)
-                    log.warning("kafka %s: %s; retrying in %.1f s from the last committed checkpoint",
-                                cfg.kafka.bootstrap, exc, pause)
+                    cause = client_errors.take()
+                    log.warning("kafka %s: %s%s; retrying in %.1f s from the last committed checkpoint",
+                                cfg.kafka.bootstrap, exc, f" ({cause})" if cause else "", pause)
                 self.stats["reconnects"] += 1
                 self.metrics.reconnects.inc()
                 retry_at = time.monotonic() + pause
@@ -135,6 +138,7 @@ class Runner:
                     return self.stats
                 delay = min(delay * 2, 30.0)
         finally:
+            logging.getLogger("kafka").removeHandler(client_errors)
             self._unclaim()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)

@@ -46,7 +46,7 @@ def test_restart_at_once_after_sigterm_and_kill_on_a_quiet_server(make_mariadb, 
     server = make_mariadb()
     server.execute("CREATE DATABASE quiet CHARACTER SET utf8mb4")
     server.execute("CREATE TABLE quiet.t (id INT PRIMARY KEY, v INT)")
-    prefix, server_id = "restart", 5151
+    prefix, server_id = "quietrestarts", 5151
     log = open(tmp_path / "run.log", "wb")
     proc = _start(server, kafka, prefix, server_id, log)
     stale = 0
@@ -80,13 +80,13 @@ def test_a_second_live_daemon_with_the_same_server_id_is_refused(make_mariadb, k
     server.execute("CREATE DATABASE two CHARACTER SET utf8mb4")
     server.execute("CREATE TABLE two.t (id INT PRIMARY KEY)")
     first_log = open(tmp_path / "first.log", "wb")
-    first = _start(server, kafka, "first", 5252, first_log)
+    first = _start(server, kafka, "livefirst", 5252, first_log)
     try:
         server.execute("INSERT INTO two.t VALUES (1)")
-        _caught_up(server, kafka, "first", first)
+        _caught_up(server, kafka, "livefirst", first)
         started = time.monotonic()
         second = subprocess.run([*BINLAKE, "run", "--source", server.url, "--kafka", kafka.bootstrap,
-                                 "--topic-prefix", "second", "--server-id", "5252"], env=ENV, capture_output=True,
+                                 "--topic-prefix", "livesecond", "--server-id", "5252"], env=ENV, capture_output=True,
                                 text=True, timeout=120)
         waited = time.monotonic() - started
         assert second.returncode == 2
@@ -94,10 +94,17 @@ def test_a_second_live_daemon_with_the_same_server_id_is_refused(make_mariadb, k
         assert len(errors) == 1, second.stderr
         assert "server_id 5252 is in use by a running binlake daemon (connection" in errors[0]
         assert waited >= 15  # it waited for the first to stop (a rolling restart's overlap), then gave up
-        # The first never noticed.
+        # The first never noticed; the doctor names it too.
         server.execute("INSERT INTO two.t VALUES (2)")
-        _caught_up(server, kafka, "first", first)
+        _caught_up(server, kafka, "livefirst", first)
+        doctor = subprocess.run([*BINLAKE, "doctor", "--source", server.url, "--server-id", "5252"], env=ENV,
+                                capture_output=True, text=True, timeout=60)
+        assert doctor.returncode == 1 and "FAIL server_id: 5252 is in use by a running binlake daemon" in doctor.stdout
     finally:
         first.send_signal(signal.SIGTERM)
         first.wait(timeout=30)
         first_log.close()
+    # Stopped: its registration may still be listed, and is known to be a stale one of binlake's.
+    doctor = subprocess.run([*BINLAKE, "doctor", "--source", server.url, "--server-id", "5252"], env=ENV,
+                            capture_output=True, text=True, timeout=60)
+    assert "ok   server_id: 5252 " in doctor.stdout, doctor.stdout

@@ -40,6 +40,18 @@ def _assert_clean(where: str, text: str | bytes) -> None:
         assert secret.encode() not in data, f"{where} holds the password: {data[-2000:]!r}"
 
 
+@pytest.fixture(autouse=True)
+def log_files(tmp_path, monkeypatch):
+    """The libraries' log files (the Kafka client's, Spark's: cli/logs.py) of every command a test runs, in
+    a directory of its own: searched for the secrets too once the test has run."""
+    logs = tmp_path / "logs"
+    monkeypatch.setenv("BINLAKE_LOG_DIR", str(logs))
+    yield logs
+    for path in sorted(logs.rglob("*")) if logs.exists() else ():
+        if path.is_file():
+            _assert_clean(f"log file {path.name}", path.read_bytes())
+
+
 @pytest.fixture
 def server(make_mariadb):
     server = make_mariadb()
@@ -189,6 +201,7 @@ def test_the_object_stores_secret_key_never_shows(kafka, tmp_path) -> None:
                                    "--checkpoint", "s3a://lake/sec/_checkpoint", "--trigger", "available-now"],
                                   env=env, capture_output=True, timeout=600, check=False)
             assert done.returncode == (0 if name == "good" else 2), done.stderr.decode()[-3000:]
+            assert (tmp_path / "logs" / "land-spark.log").is_file()  # Spark's own lines: searched too
             _assert_clean(f"land stdout ({name} key)", done.stdout)
             _assert_clean(f"land stderr ({name} key)", done.stderr)
         settings = ObjectStoreSettings(store.endpoint, True, None, str(tmp_path / "good.credentials"))
