@@ -18,8 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="YAML configuration (see README)")
     p.add_argument("--kafka", metavar="HOST:PORT", help="Kafka bootstrap server")
     p.add_argument("--topic-prefix", metavar="P")
-    p.add_argument("--lake", metavar="PATH", help="root of the Delta tables")
-    p.add_argument("--checkpoint", metavar="PATH", help="Spark checkpoint location (the query's progress)")
+    add_lake_arguments(p)
     p.add_argument("--trigger", metavar="1s|available-now", help="micro-batch interval, or land what is there")
     p.add_argument("--quarantine", action="store_true", default=None,
                    help="land undecodable records in <lake>/_quarantine instead of stopping")
@@ -30,13 +29,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--driver-rows", type=int, metavar="N",
                    help="a table's batch of at most N row changes is reduced for its mirror by the driver")
     p.add_argument("--master", metavar="URL", help="Spark master (default local[2])")
-    p.add_argument("--s3-endpoint", metavar="URL", help="the object store of an s3a:// lake (default: AWS)")
-    p.add_argument("--s3-path-style", action="store_true", default=None,
-                   help="address the store's buckets by path (S3-compatible stores)")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on 127.0.0.1")
     p.add_argument("--log-format", choices=("text", "json"))
     p.add_argument("--verbose", action="store_true", default=None,
                    help="Spark's and the Kafka client's own log lines here too, not only in the log files")
+
+
+def add_lake_arguments(p: argparse.ArgumentParser) -> None:
+    """Where a lake and its checkpoint are: ``land``'s and ``status``'s."""
+    p.add_argument("--lake", metavar="PATH", help="root of the Delta tables")
+    p.add_argument("--checkpoint", metavar="PATH", help="Spark checkpoint location (the query's progress)")
+    p.add_argument("--s3-endpoint", metavar="URL", help="the object store of an s3a:// lake (default: AWS)")
+    p.add_argument("--s3-path-style", action="store_true", default=None,
+                   help="address the store's buckets by path (S3-compatible stores)")
+
+
+def store_settings(cfg: Config) -> Any:
+    """The object store of an s3a:// lake, from land.s3_*."""
+    from streaming_job.object_store import ObjectStoreSettings
+
+    return ObjectStoreSettings(cfg.land.s3_endpoint, cfg.land.s3_path_style, cfg.land.s3_region,
+                               cfg.land.s3_credentials_file)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -57,7 +70,6 @@ def land_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def settings(cfg: Config, master: str | None) -> Any:
     from streaming_job.job import LandSettings
-    from streaming_job.object_store import ObjectStoreSettings
 
     if not cfg.land.lake or not cfg.land.checkpoint:
         raise ValueError("land needs --lake and --checkpoint (or land.lake and land.checkpoint)")
@@ -69,8 +81,7 @@ def settings(cfg: Config, master: str | None) -> Any:
                         max_offsets_per_trigger=cfg.land.max_offsets_per_trigger, master=master,
                         shuffle_partitions=cfg.land.shuffle_partitions, driver_rows=cfg.land.driver_rows,
                         keys=cfg.land.keys, kafka_source=cfg.land.kafka_source,
-                        store=ObjectStoreSettings(cfg.land.s3_endpoint, cfg.land.s3_path_style, cfg.land.s3_region,
-                                                  cfg.land.s3_credentials_file),
+                        store=store_settings(cfg),
                         metrics_port=cfg.metrics_port, metrics_host=cfg.metrics_host)
 
 

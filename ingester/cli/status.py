@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..config import Config, load_config
-from .land import land_overrides
+from .land import add_lake_arguments, land_overrides, store_settings
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -25,11 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--source-hosts", metavar="HOST:PORT,...", help="the other servers of source.hosts")
     p.add_argument("--kafka", metavar="HOST:PORT", help="Kafka bootstrap server")
     p.add_argument("--topic-prefix", metavar="P")
-    p.add_argument("--lake", metavar="PATH", help="root of the Delta tables")
-    p.add_argument("--checkpoint", metavar="PATH", help="the land job's Spark checkpoint")
-    p.add_argument("--s3-endpoint", metavar="URL", help="the object store of an s3a:// lake (default: AWS)")
-    p.add_argument("--s3-path-style", action="store_true", default=None,
-                   help="address the store's buckets by path (S3-compatible stores)")
+    add_lake_arguments(p)
     p.add_argument("--json", action="store_true", help="one JSON object instead of text")
     p.set_defaults(run=run)
 
@@ -165,11 +161,12 @@ def _land(cfg: Config, status: Status) -> None:
                     waiting[(topic, p)] = done.get(p, 0)
         status.tables.append(table)
     if waiting:
-        oldest = _timestamps(cfg, waiting)
+        oldest: dict[str, int] = {}  # topic -> its oldest record not landed (ms)
+        for (topic, _), ts in _timestamps(cfg, waiting).items():
+            oldest[topic] = min(ts, oldest.get(topic, ts))
         now = time.time()
         for table in status.tables:
-            stamps = [ts for (topic, _), ts in oldest.items() if topic == table.topic]
-            table.lag_s = max(0.0, now - min(stamps) / 1000) if stamps else 0.0
+            table.lag_s = max(0.0, now - oldest[table.topic] / 1000) if table.topic in oldest else 0.0
     elif landed is not None:
         for table in status.tables:
             table.lag_s = 0.0
@@ -177,12 +174,9 @@ def _land(cfg: Config, status: Status) -> None:
 
 def _read_landed(cfg: Config) -> Any:
     from streaming_job.lake_files import LakeFiles
-    from streaming_job.object_store import ObjectStoreSettings
     from streaming_job.progress import read_landed
 
-    store = ObjectStoreSettings(cfg.land.s3_endpoint, cfg.land.s3_path_style, cfg.land.s3_region,
-                                cfg.land.s3_credentials_file)
-    files = LakeFiles.of(cfg.land.checkpoint or "", store)
+    files = LakeFiles.of(cfg.land.checkpoint or "", store_settings(cfg))
     if files is None:
         raise ValueError("binlake status reads local and s3a:// checkpoints")
     return read_landed(files, cfg.land.checkpoint or "")
