@@ -212,8 +212,8 @@ class Lander:
         # tables: 0.7 s here, 1.0 s on threads), beside the large ones. On an object store every table goes on
         # a thread: its share waits on the store's requests most of the time (200 one-row tables: 7.1 s
         # here, 4.8 s on threads: bench/results/land_tables_cluster_s3.md)
-        remote = self.files is not None and not self.files.local
-        large = [(name, schemas) for name, schemas in ordered if remote or sum(g.n for g in schemas) > _INLINE_ROWS]
+        large = [(name, schemas) for name, schemas in ordered
+                 if self.threads.remote or sum(g.n for g in schemas) > _INLINE_ROWS]
         landing = [self.threads.table_workers.submit(self._land_one, rows, name, schemas, batch_id, ingest)
                    for name, schemas in (large if len(ordered) > 1 else ())]
         errors: list[BaseException | None] = []

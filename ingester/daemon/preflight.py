@@ -159,7 +159,7 @@ def _replicas(cur: Any, server_id: int, mariadb: bool, claimed: bool, wait: floa
     dump thread's next heartbeat)."""
     import pymysql
 
-    from ..sources.replication import REPORT_HOST
+    from ..sources.replication import REPORT_PREFIX
     from .server_id import lock_holder
 
     cur.execute("SELECT @@server_id")
@@ -177,7 +177,7 @@ def _replicas(cur: Any, server_id: int, mariadb: bool, claimed: bool, wait: floa
                                                f"no other replica uses server_id {server_id}")]
         if server_id not in hosts:
             return [Finding(OK, "server_id", f"{server_id} is free")]
-        if hosts[server_id].startswith(REPORT_HOST.split("@")[0] + "@"):
+        if hosts[server_id].startswith(REPORT_PREFIX):
             holder = None if claimed else lock_holder(cur, server_id)
             if holder is not None:
                 return [Finding(FAIL, "server_id", f"{server_id} is in use by a running binlake daemon ({holder}, "

@@ -75,11 +75,8 @@ class ServerIdClaim:
         name = lock_name(self.server_id)
         refused = None
         try:
-            self._conn = self.source.connect(connect_timeout=10, autocommit=True)
+            got = self._lock()
             with self._conn.cursor() as cur:
-                cur.execute(f"SET SESSION wait_timeout = {IDLE_LIMIT}")
-                cur.execute("SELECT GET_LOCK(%s, 0)", (name,))
-                got = cur.fetchone()[0]
                 if got == 0:
                     holder = lock_holder(cur, self.server_id) or "a connection that just closed"
                     log.info("server_id %s is held by a binlake daemon on %s (%s): waiting up to %.0f s for it to "
@@ -113,15 +110,20 @@ class ServerIdClaim:
                     log.warning("%s: the server_id lock's connection broke (%s): taking it again", self.source, exc)
                     self._reclaim()
 
+    def _lock(self) -> int | None:
+        """A new connection (timed out by the server after IDLE_LIMIT s idle) and the lock if it is free:
+        GET_LOCK's answer (1 taken, 0 held elsewhere)."""
+        self._conn = self.source.connect(connect_timeout=10, autocommit=True)
+        with self._conn.cursor() as cur:
+            cur.execute(f"SET SESSION wait_timeout = {IDLE_LIMIT}")
+            cur.execute("SELECT GET_LOCK(%s, 0)", (lock_name(self.server_id),))
+            return cur.fetchone()[0]
+
     def _reclaim(self) -> None:
         try:
-            self._conn = self.source.connect(connect_timeout=10, autocommit=True)
-            with self._conn.cursor() as cur:
-                cur.execute(f"SET SESSION wait_timeout = {IDLE_LIMIT}")
-                cur.execute("SELECT GET_LOCK(%s, 0)", (lock_name(self.server_id),))
-                if cur.fetchone()[0] != 1:
-                    log.warning("%s: server_id %s's lock is held by another connection now", self.source,
-                                self.server_id)
+            if self._lock() != 1:
+                log.warning("%s: server_id %s's lock is held by another connection now", self.source,
+                            self.server_id)
         except Exception as exc:  # the next ping tries again
             log.warning("%s: cannot take the server_id lock again yet: %s", self.source, exc)
 

@@ -30,7 +30,8 @@ COM_BINLOG_DUMP = 0x12
 COM_REGISTER_SLAVE = 0x15
 # The host binlake reports when it registers (the Host column of SHOW SLAVE HOSTS / SHOW REPLICAS): tells a
 # registration of ours, left by a daemon that just stopped, from another replica's (daemon/server_id.py)
-REPORT_HOST = f"binlake@{socket.gethostname()}"[:60]
+REPORT_PREFIX = "binlake@"
+REPORT_HOST = f"{REPORT_PREFIX}{socket.gethostname()}"[:60]
 COM_BINLOG_DUMP_GTID = 0x1E
 BINLOG_THROUGH_GTID = 0x04
 BINLOG_DUMP_NON_BLOCK = 0x01
