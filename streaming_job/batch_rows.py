@@ -81,6 +81,18 @@ class BatchRows(ABC):
     def table(self, db: str, table: str) -> TableRows:
         """One table's row changes."""
 
+    def verify_rows(self, more: list[tuple[Any, ...]]) -> pa.Table:
+        """The batch's verify rows (streaming_job/verify.py), in the driver, in batch order, and ``more`` (verify
+        rows of records reassembled by the driver, RECORD_ARROW tuples)."""
+        found = self._verify_rows()
+        if not more:
+            return found
+        return pa.concat_tables([found, _arrow(more)])
+
+    @abstractmethod
+    def _verify_rows(self) -> pa.Table:
+        """The batch's verify rows, every column."""
+
     @abstractmethod
     def release(self) -> None:
         """The batch is landed (or failed): what it holds in Spark is let go."""
@@ -98,8 +110,7 @@ class DriverBatch(BatchRows):
         return _record_rows(self.shipped.drop_columns(["data"]))
 
     def add(self, good: list[tuple[Any, ...]]) -> list[Any]:
-        more = pa.Table.from_batches([pa.RecordBatch.from_pylist(
-            [dict(zip(RECORD_ARROW.names, r, strict=True)) for r in good], schema=RECORD_ARROW)])
+        more = _arrow(good)
         self.rows, self._spans = _by_table(pa.concat_tables([self.rows, more]))
         return _record_rows(more.drop_columns(["data"]))
 
@@ -108,6 +119,9 @@ class DriverBatch(BatchRows):
         pass over the whole batch each: quadratic in the tables a batch touches)."""
         start, length = self._spans.get((db, table), (0, 0))
         return DriverRows(self.spark, self.rows.slice(start, length))
+
+    def _verify_rows(self) -> pa.Table:
+        return self.shipped.filter(pc.equal(self.shipped.column("kind"), "verify"))
 
     def release(self) -> None:
         """Nothing of it is in Spark."""
@@ -133,8 +147,17 @@ class SparkBatch(BatchRows):
         return SparkRows(self.rows.filter((F.col("db") == db) & (F.col("tbl") == table)).coalesce(
             self.spark.sparkContext.defaultParallelism))
 
+    def _verify_rows(self) -> pa.Table:
+        return self.decoded.filter("kind = 'verify'").toArrow().cast(RECORD_ARROW)
+
     def release(self) -> None:
         self.decoded.unpersist()
+
+
+def _arrow(rows: list[tuple[Any, ...]]) -> pa.Table:
+    """Record rows (RECORD_ARROW tuples) as an Arrow table."""
+    return pa.Table.from_batches([pa.RecordBatch.from_pylist(
+        [dict(zip(RECORD_ARROW.names, r, strict=True)) for r in rows], schema=RECORD_ARROW)])
 
 
 def _by_table(rows: pa.Table) -> tuple[pa.Table, dict[tuple[str, str], tuple[int, int]]]:

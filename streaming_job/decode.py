@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from ingester.codec.events import RowsEvent
+from ingester.codec.events import RowsEvent, VerifyRowsEvent
 from ingester.codec.rows import RowImages
 from ingester.records.format import ChunkAssembler, chunk_index, record_events
 
@@ -33,7 +33,7 @@ from .lake_types import arrow_type
 from .worker import keep_spark_archive_listings
 
 RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
-    ("kind", pa.string(), "string"),  # row | error | chunk | withheld
+    ("kind", pa.string(), "string"),  # row | verify | error | chunk | withheld
     ("topic", pa.string(), "string"),
     ("partition", pa.int32(), "int"),
     ("offset", pa.int64(), "bigint"),
@@ -49,11 +49,13 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("error", pa.string(), "string"),
     ("raw", pa.binary(), "binary"),
     ("headers", pa.binary(), "binary"),
+    ("verify", pa.string(), "string"),  # a verify row's chunk (JSON: streaming_job/verify.py)
 ]
 ROWS, ERROR, RAW, HEADERS = 9, 13, 14, 15  # indexes of those fields in a record row
 RECORD_ARROW = pa.schema([(n, t) for n, t, _ in RECORD_FIELDS])
 RECORD_DDL = ", ".join(f"`{n}` {d}" for n, _, d in RECORD_FIELDS)
-_OPS = {"write": "insert", "update": "update", "delete": "delete", "read": "read"}  # read: snapshot rows
+# read: snapshot rows, and verify rows (compared with the mirror, never landed: streaming_job/verify.py)
+_OPS = {"write": "insert", "update": "update", "delete": "delete", "read": "read", "verify": "read"}
 _PICKLE = pickle.HIGHEST_PROTOCOL
 _TS = pa.timestamp("us", tz="UTC")
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")  # cached and shipped to Python twice: 4-5x smaller
@@ -177,6 +179,21 @@ class _Group:
         self.before: list[_Part] = []
         self.after: list[_Part] = []
 
+    def add(self, item: Any, ev: RowsEvent, seq: bytes, position: str) -> None:
+        """One rows event's row changes (``item``: its record entry, for the GTID and commit time)."""
+        n = len(ev.rows)
+        self.op += [_OPS[ev.kind]] * n
+        self.seq += [seq] * n
+        self.position += [position] * n
+        self.gtid += [item.gtid] * n
+        self.commit_ts += [item.commit_ts] * n
+        self.row_index += range(n)
+        before, after = _parts(ev)
+        self.before.append(before)
+        self.after.append(after)
+        self.partial = self.partial or min(len(ev.columns_before or ev.columns_after),
+                                           len(ev.columns_after or ev.columns_before)) < ev.column_count
+
     def ipc(self) -> bytes:
         shape = self.shape
         arrays = [pa.array(v, t) for v, (_, t) in zip(
@@ -199,7 +216,7 @@ class _Out:
     def special(self, kind: str, topic: str, partition: int, offset: int, error: str | None,
                 raw: bytes, headers: dict[str, bytes]) -> None:
         self.rows.append((kind, topic, partition, offset, None, None, None, None, f"{topic}[{partition}]@{offset}",
-                          None, None, None, None, error, raw, pickle.dumps(headers, _PICKLE)))
+                          None, None, None, None, error, raw, pickle.dumps(headers, _PICKLE), None))
 
     def batch(self) -> pa.RecordBatch:
         columns = list(zip(*self.rows, strict=True)) if self.rows else [() for _ in RECORD_FIELDS]
@@ -234,6 +251,7 @@ def decode_record(out: _Out, topic: str, partition: int, offset: int, headers: d
     where = f"{topic}[{partition}]@{offset}"
     try:
         groups: dict[tuple[str, str, int], _Group] = {}
+        verified: list[tuple[dict[str, Any], _Group]] = []  # a verify entry's rows: a group of their own
         for item in record_events(headers, value, where, columnar=compile_arrow_rows):
             ev = item.event
             if not isinstance(ev, RowsEvent):
@@ -241,23 +259,21 @@ def decode_record(out: _Out, topic: str, partition: int, offset: int, headers: d
             shape = _shape(ev)
             seq = item.seq.encode()
             position = str(item.seq)
-            g = groups.get((ev.database, ev.table, id(shape)))
-            if g is None:
-                g = groups[(ev.database, ev.table, id(shape))] = _Group(ev.database, ev.table, shape, seq, position)
-            n = len(ev.rows)
-            g.op += [_OPS[ev.kind]] * n
-            g.seq += [seq] * n
-            g.position += [position] * n
-            g.gtid += [item.gtid] * n
-            g.commit_ts += [item.commit_ts] * n
-            g.row_index += range(n)
-            before, after = _parts(ev)
-            g.before.append(before)
-            g.after.append(after)
-            g.partial = g.partial or min(len(ev.columns_before or ev.columns_after),
-                                         len(ev.columns_after or ev.columns_before)) < ev.column_count
+            if isinstance(ev, VerifyRowsEvent):
+                g = _Group(ev.database, ev.table, shape, seq, position)
+                verified.append((ev.verify, g))
+            else:
+                g = groups.get((ev.database, ev.table, id(shape)))
+                if g is None:
+                    g = groups[(ev.database, ev.table, id(shape))] = _Group(ev.database, ev.table, shape, seq,
+                                                                            position)
+            g.add(item, ev, seq, position)
         rows = [("row", topic, partition, offset, g.db, g.tbl, g.shape.schema, g.first_seq, g.first_position,
-                 len(g.op), max(g.commit_ts), g.partial, g.ipc(), None, None, None) for g in groups.values()]
+                 len(g.op), max(g.commit_ts), g.partial, g.ipc(), None, None, None, None) for g in groups.values()]
+        rows += [("verify", topic, partition, offset, g.db, g.tbl, g.shape.schema, g.first_seq, g.first_position,
+                  len(g.op), max(g.commit_ts, default=0), False, g.ipc(), None, None, None,
+                  orjson.dumps(chunk).decode())
+                 for chunk, g in verified]
     except Exception as exc:  # any failure quarantines or stops with the record's position
         out.special("error", topic, partition, offset, f"{type(exc).__name__}: {exc}", value, headers)
         return

@@ -124,6 +124,9 @@ class LandMetrics(StreamingQueryListener):
                                   buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300))
         self.lag = Gauge("binlake_land_lag_seconds", "Now minus the newest landed commit timestamp", registry=r)
         self.batches = Counter("binlake_land_batches", "Micro-batches completed", registry=r)
+        self.verified = Counter("binlake_verify_chunks", "Verify chunks compared with the mirrors", registry=r)
+        self.mismatched = Counter("binlake_verify_mismatched_chunks", "Verify chunks that differ from the mirror",
+                                  registry=r)
 
     def onQueryStarted(self, event: Any) -> None:
         log.info("query %s started", event.id)
@@ -138,6 +141,8 @@ class LandMetrics(StreamingQueryListener):
         self.batches.inc()
         self.duration.observe(seconds)
         self.rows.inc(stats.rows)
+        self.verified.inc(stats.verified)
+        self.mismatched.inc(stats.mismatched)
         rate = stats.rows / seconds if seconds else 0.0
         self.rate.set(rate)
         lag = max(0.0, time.time() - stats.newest_commit_ts) if stats.newest_commit_ts else None

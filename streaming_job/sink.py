@@ -23,6 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -43,6 +44,7 @@ from .mirror_driver import DriverMirror
 from .mirror_spark import SparkMirror
 from .mirrors import Mirrors
 from .table_landing import DriverLanding, SparkLanding, TableBatch
+from .verify import Verifier
 from .writer import PARTITION_COLUMN, Commit, land_partition
 
 log = logging.getLogger("binlake.land")
@@ -56,6 +58,8 @@ class BatchStats:
     rows: int = 0
     newest_commit_ts: float | None = None  # seconds since the epoch
     seconds: float = 0.0
+    verified: int = 0  # verify chunks compared (binlake verify)
+    mismatched: int = 0  # of which differ
 
 
 @dataclass
@@ -97,6 +101,7 @@ class Lander:
     on_driver: DriverLanding = field(init=False)
     in_spark: SparkLanding = field(init=False)
     mirror_keys: MirrorKeys = field(init=False)
+    verifier: Verifier = field(init=False)
 
     def __post_init__(self) -> None:
         if not self.app_id:  # stable per checkpoint: the query's identity for Delta's idempotent writes
@@ -118,6 +123,7 @@ class Lander:
                                SparkMirror(self.spark, self.delta, self.evolution))
         self.on_driver = DriverLanding(self.delta, self.threads, self.compaction, self.mirrors)
         self.in_spark = SparkLanding(self.delta, self.mirrors)
+        self.verifier = Verifier(self.spark, self.lake, self.delta)
 
     def path(self, db: str, table: str) -> str:
         return join(self.lake, db, table)
@@ -149,6 +155,7 @@ class Lander:
                        if r.kind == "chunk"]
             errors = [(r.topic, r.partition, r.offset, r.error, bytes(r.raw), bytes(r.headers)) for r in info
                       if r.kind == "error"]
+            verified: list[tuple[Any, ...]] = []  # verify rows reassembled from chunks
             if orphans:
                 log.info("batch %d: %d chunk pieces reassembled across partition splits", batch_id, len(orphans))
                 extra, carried = reassemble(orphans, self.kafka.fetch)
@@ -160,10 +167,15 @@ class Lander:
                 good = [r for r in extra if r[0] == "row"]
                 if good:
                     meta += rows.add(good)
+                verified += [r for r in extra if r[0] == "verify"]
             if errors:
                 self._undecodable(errors, batch_id)
             log.debug("batch %d: decoded in %.1fs%s", batch_id, time.monotonic() - start, rows.where)
             stats = self._land(rows, meta, batch_id)
+            if verified or any(r.kind == "verify" for r in info):  # binlake verify: after the batch has landed
+                results = self.verifier.check(rows.verify_rows(verified), partial(self._changed_after, rows),
+                                              batch_id)
+                stats.verified, stats.mismatched = len(results), sum(not r.match for r in results)
         finally:
             rows.release()
         stats.seconds = time.monotonic() - start
@@ -181,6 +193,22 @@ class Lander:
                 return DriverBatch(self.spark, table)
             log.debug("more than %d row changes in the batch: decoded again, cached in Spark", self.driver_rows)
         return SparkBatch(self.spark, batch)
+
+    @staticmethod
+    def _changed_after(rows: BatchRows, db: str, table: str, columns: list[tuple[str, str]],
+                       key: list[str]) -> list[tuple[bytes, tuple[Any, ...]]]:
+        """The (seq, key) of each row image of the table the batch changed (``key``'s values)."""
+        changed: list[tuple[bytes, tuple[Any, ...]]] = []
+        records = rows.table(db, table).records(db, table)
+        for typed in typed_batches(columns, records.to_batches()):
+            seqs = typed.column("seq").to_pylist()
+            for image in ("before", "after"):
+                images = typed.column(image)
+                values = pa.Table.from_batches([pa.RecordBatch.from_struct_array(images)]).select(key).to_pylist()
+                valid = images.is_valid().to_pylist()
+                changed += [(seq, tuple(v[k] for k in key)) for seq, v, ok in zip(seqs, values, valid, strict=True)
+                            if ok]
+        return changed
 
     def _undecodable(self, errors: list[tuple[str, int, int, str, bytes, bytes]], batch_id: int) -> None:
         topic, partition, offset, message, _, _ = min(errors)

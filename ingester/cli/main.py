@@ -10,7 +10,7 @@ import sys
 from ..codec.errors import BinlogError
 from ..sources.errors import ReplicationError
 
-COMMANDS = ("dump", "demo", "run", "snapshot", "consume", "land", "devstack", "doctor", "status")
+COMMANDS = ("dump", "demo", "run", "snapshot", "consume", "land", "devstack", "doctor", "status", "verify")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

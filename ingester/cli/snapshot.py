@@ -26,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import pymysql
 
-    from ..daemon.resnapshot import SIGNAL_DDL, quoted, request
+    from ..daemon.resnapshot import EXECUTE, SIGNAL_DDL, quoted, signal
     from ..sources.replication import SourceURL
     from .logs import setup_logging
 
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
             with conn.cursor() as cur:
                 cur.execute(SIGNAL_DDL.format(quoted(cfg.snapshot_signal_table)))
                 seen = {i for i, _, _ in _reports(cur, cfg.snapshot_signal_table)}
-                signal_id = request(cur, cfg.snapshot_signal_table, tables)
+                signal_id = signal(cur, cfg.snapshot_signal_table, EXECUTE, {"tables": tables})
                 print(f"signal {signal_id}: re-snapshot of {', '.join(tables)} requested in "
                       f"{cfg.snapshot_signal_table}", flush=True)
                 if args.wait:

@@ -60,6 +60,17 @@ class TableStatus:
     landed_offset: int | None = None
     behind_records: int | None = None
     lag_s: float | None = None  # how long the oldest record not landed yet has waited (0: caught up)
+    verify: VerifyStatus | None = None  # the table's last `binlake verify` run, as far as it has landed
+
+
+@dataclass
+class VerifyStatus:
+    run: str
+    checked_at: float  # unix seconds of its newest chunk's result
+    chunks: int
+    differ: int  # chunks that differ
+    complete: bool  # its last chunk has landed
+    first_difference: str | None = None  # the first differing chunk's key range
 
 
 @dataclass
@@ -170,6 +181,38 @@ def _land(cfg: Config, status: Status) -> None:
     elif landed is not None:
         for table in status.tables:
             table.lag_s = 0.0
+    if cfg.land.lake:
+        try:
+            verified = _verified(cfg)
+        except Exception as exc:  # the rest still shows
+            status.land = status.land or LandStatus(cfg.land.checkpoint)
+            status.land.error = f"cannot read the verify results in {cfg.land.lake}: {exc}"
+        else:
+            for table in status.tables:
+                table.verify = verified.get(table.table)
+
+
+def _verified(cfg: Config) -> dict[str, VerifyStatus]:
+    """Per table, its last verify run's results in <lake>/_verify."""
+    from streaming_job.lake_files import LakeFiles
+    from streaming_job.verify_results import read_results
+
+    files = LakeFiles.of(cfg.land.lake or "", store_settings(cfg))
+    if files is None:
+        raise ValueError("binlake status reads local and s3a:// lakes")
+    last: dict[str, list[dict[str, Any]]] = {}
+    for r in read_results(files, cfg.land.lake or ""):  # oldest first: the last run seen is the newest
+        runs = last.setdefault(r["table"], [])
+        if runs and runs[-1]["run"] != r["run"]:
+            runs.clear()
+        runs.append(r)
+    out = {}
+    for table, results in last.items():
+        differ = [r for r in results if not r["match"]]
+        first = f"({differ[0]['low'] or 'start'} .. {differ[0]['high'] or 'end'}]" if differ else None
+        out[table] = VerifyStatus(results[-1]["run"], results[-1]["checked_ts"].timestamp(), len(results),
+                                  len(differ), any(r["high"] is None for r in results), first)
+    return out
 
 
 def _read_landed(cfg: Config) -> Any:
@@ -254,11 +297,20 @@ def render(status: Status) -> str:
         lines.append(f"land {land.checkpoint}: " + (land.error or f"micro-batch {land.batch}, {_ago(land.batch_at)}"))
     if status.tables:
         width = max(len(t.table) for t in status.tables)
-        lines.append(f"  {'table':<{width}}  {'topic end':>10}  {'landed':>10}  {'behind':>8}  lag")
+        lines.append(f"  {'table':<{width}}  {'topic end':>10}  {'landed':>10}  {'behind':>8}  {'lag':>8}  last verify")
         for t in status.tables:
             lines.append(f"  {t.table:<{width}}  {t.end_offset:>10}  {_num(t.landed_offset):>10}  "
-                         f"{_num(t.behind_records):>8}  {'-' if t.lag_s is None else f'{t.lag_s:.1f} s'}")
+                         f"{_num(t.behind_records):>8}  {'-' if t.lag_s is None else f'{t.lag_s:.1f} s':>8}  "
+                         f"{_verify_text(t.verify)}")
     return "\n".join(lines)
+
+
+def _verify_text(v: VerifyStatus | None) -> str:
+    if v is None:
+        return "-"
+    state = (f"{v.differ} of {v.chunks} chunks differ, first {v.first_difference}" if v.differ else
+             f"{v.chunks} chunks match" if v.complete else f"{v.chunks} chunks match so far")
+    return f"run {v.run} {_ago(v.checked_at)}: {state}"
 
 
 def _num(value: int | None) -> str:

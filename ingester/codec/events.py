@@ -245,6 +245,22 @@ class SnapshotRowsEvent(WriteRowsEvent):
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
+class VerifyRowsEvent(SnapshotRowsEvent):
+    """A chunk of a table's rows read by ``binlake verify`` at a known point of the stream: compared with
+    the lake's rows there, never applied. ``verify`` says which run and chunk, the chunk's key range and
+    the keys changed while it was read (excluded from the comparison)."""
+
+    kind: ClassVar[str] = "verify"
+    verify: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = RowsEvent.to_dict(self)
+        d["type"] = "verify_rows"
+        d["verify"] = self.verify
+        return d
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
 class UpdateRowsEvent(RowsEvent):
     kind: ClassVar[str] = "update"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -15,6 +16,7 @@ log = logging.getLogger("binlake.kafka")
 OFFSETS_TOPIC = "_offsets"
 _FLUSH_BYTES = 32 << 20  # at most this much unacknowledged data in memory
 _FLUSH_TIMEOUT = 30.0  # seconds, the producer's delivery timeout: a broker silent that long is down (retried)
+_READ_TIMEOUT = 60.0  # seconds to read a compacted topic (checkpoints, schema history) to its end
 
 
 class KafkaError(Exception):
@@ -93,6 +95,11 @@ class Publisher:
                 transaction_timeout_ms=900_000)
             self.producer.init_transactions()  # fences any older instance with the same id
         except Exception as exc:
+            # A producer whose init timed out would go on in the background and, once the broker is
+            # back, take the transactional id from the daemon's next one (fencing it mid-transaction)
+            for client in ("producer", "admin"):
+                if hasattr(self, client):
+                    _close_quietly(getattr(self, client))
             raise KafkaError(f"kafka {bootstrap}: {exc}") from None
         self._known.update(self.admin.list_topics())
         self.ensure_topic(offsets_topic(prefix), compacted=True)
@@ -148,10 +155,7 @@ class Publisher:
         """After a Kafka failure: drop the producer without waiting for the broker."""
         self._stop_thread(wait=False)
         for client in (self.producer, self.admin):
-            try:
-                client.close(timeout=0) if client is self.producer else client.close()
-            except Exception as exc:  # the connection is already broken
-                log.debug("closing after failure: %s", exc)
+            _close_quietly(client)
 
     def close(self) -> None:
         try:
@@ -290,34 +294,58 @@ class Publisher:
         self._unflushed = 0
 
 
+def _close_quietly(client: Any) -> None:
+    """Close a Kafka client after a failure, without waiting for the broker."""
+    try:
+        client.close(timeout=0) if hasattr(client, "send") else client.close()
+    except Exception as exc:  # the connection is already broken
+        log.debug("closing after failure: %s", exc)
+
+
 def read_checkpoint(bootstrap: str, prefix: str, source_id: str,
-                    security: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
-    """The last committed checkpoint of ``source_id`` (read_committed), or None."""
-    value = read_compacted(bootstrap, offsets_topic(prefix), security).get(source_id.encode())
+                    security: Mapping[str, Any] | None = None, exists: bool = False) -> dict[str, Any] | None:
+    """The last committed checkpoint of ``source_id`` (read_committed), or None. ``exists``: the offsets
+    topic is known to exist (the daemon's publisher made sure): one the broker does not show yet (metadata
+    just after a restart) is an error to retry, never "no checkpoint" (which would start over)."""
+    value = read_compacted(bootstrap, offsets_topic(prefix), security, exists).get(source_id.encode())
     return json.loads(value) if value else None
 
 
-def read_compacted(bootstrap: str, topic: str, security: Mapping[str, Any] | None = None) -> dict[bytes, bytes]:
+def read_compacted(bootstrap: str, topic: str, security: Mapping[str, Any] | None = None,
+                   exists: bool = False) -> dict[bytes, bytes]:
     """The last committed value of each key of a compacted topic ({} when the topic does not exist)."""
-    return {key: value for key, (value, _) in read_compacted_records(bootstrap, topic, security).items()}
+    return {key: value for key, (value, _) in read_compacted_records(bootstrap, topic, security, exists).items()}
 
 
-def read_compacted_records(bootstrap: str, topic: str,
-                           security: Mapping[str, Any] | None = None) -> dict[bytes, tuple[bytes, int]]:
-    """The last committed value of each key of a compacted topic and its record's timestamp (ms)."""
+def read_compacted_records(bootstrap: str, topic: str, security: Mapping[str, Any] | None = None,
+                           exists: bool = False) -> dict[bytes, tuple[bytes, int]]:
+    """The last committed value of each key of a compacted topic and its record's timestamp (ms).
+    ``exists``: raise KafkaError where the broker does not show the topic and its partitions."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(**(security or {}), bootstrap_servers=bootstrap, isolation_level="read_committed",
                              enable_auto_commit=False, group_id=None, consumer_timeout_ms=2000)
     try:
-        if topic not in consumer.topics():
+        deadline = time.monotonic() + _READ_TIMEOUT
+        while True:
+            shown = topic in consumer.topics()
+            partitions = [TopicPartition(topic, p) for p in (consumer.partitions_for_topic(topic) or ())] \
+                if shown else []
+            if partitions or not exists:
+                break
+            if time.monotonic() > deadline:  # just created, or the broker just restarted: its metadata lags
+                raise KafkaError(f"kafka {bootstrap}: topic {topic} exists but the broker does not show its "
+                                 f"partitions after {_READ_TIMEOUT:.0f} s")
+            time.sleep(0.1)
+        if not partitions:
             return {}
-        partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
         consumer.assign(partitions)
         consumer.seek_to_beginning(*partitions)
         end = consumer.end_offsets(partitions)
         latest: dict[bytes, tuple[bytes, int]] = {}
         while any(consumer.position(tp) < end[tp] for tp in partitions):
+            if time.monotonic() > deadline:  # the broker went away while we read
+                raise KafkaError(f"kafka {bootstrap}: topic {topic} not read to its end in {_READ_TIMEOUT:.0f} s")
             for records in consumer.poll(timeout_ms=1000).values():
                 for msg in records:
                     if msg.key is not None and msg.value:

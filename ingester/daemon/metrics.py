@@ -33,6 +33,8 @@ class Metrics:
                                              "Rows of the snapshot's tables (information_schema estimate)", registry=r)
         self.snapshot_tables_done = Counter("binlake_snapshot_tables_done", "Tables the snapshot finished", registry=r)
         self.resnapshot_rows = Counter("binlake_resnapshot_rows", "Rows read by re-snapshots and published", registry=r)
+        self.verify_rows = Counter("binlake_verify_rows", "Rows read by verify chunks and published to be compared",
+                                   registry=r)
         self.resnapshot_rows_estimated = Gauge("binlake_resnapshot_rows_estimated",
                                                "Rows of the table being re-snapshotted (estimate)", registry=r)
         self.resnapshot_tables_remaining = Gauge("binlake_resnapshot_tables_remaining",

@@ -18,6 +18,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from ..codec import events as E
 from ..records.builder import Record
 from ..records.format import Sequence, record_events
@@ -32,6 +34,7 @@ from .snapshot import (
     _unbuffered_cursor,
     read_records,
     table_reader,
+    verify_records,
 )
 
 if TYPE_CHECKING:
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("binlake.resnapshot")
 EXECUTE = "execute-snapshot"
+VERIFY = "execute-verify"  # data: {"run": id, "tables": ["db.t", ...]}
 LOW, HIGH = "snapshot-window-open", "snapshot-window-close"
 SKIPPED = "snapshot-table-skipped"  # a requested table the daemon cannot read (data: {"table", "reason"})
 SIGNAL_DDL = ("CREATE TABLE IF NOT EXISTS {} (id VARCHAR(64) NOT NULL PRIMARY KEY, type VARCHAR(32) NOT NULL,"
@@ -53,11 +57,12 @@ def quoted(name: str) -> str:
     return ".".join("`" + part.replace("`", "``") + "`" for part in name.split(".", 1))
 
 
-def request(cur: Any, signal_table: str, tables: list[str]) -> str:
-    """Insert the signal row asking the daemon to re-snapshot ``tables``; returns its id."""
+def signal(cur: Any, signal_table: str, kind: str, data: dict[str, Any]) -> str:
+    """Insert a signal row for the daemon (``kind``: EXECUTE, data {"tables": [...]}, or VERIFY, data
+    {"run": id, "tables": [...]}); returns its id."""
     signal_id = uuid.uuid4().hex
     cur.execute(f"INSERT INTO {quoted(signal_table)} (id, type, data) VALUES (%s, %s, %s)",
-                (signal_id, EXECUTE, json.dumps({"tables": tables})))
+                (signal_id, kind, json.dumps(data)))
     return signal_id
 
 
@@ -70,6 +75,11 @@ class _Chunk:
     selected: int = 0
     high: tuple[Sequence, int] | None = None  # the high watermark's sequence and commit time, once seen
     dropped: int = 0
+    verify: dict[str, Any] | None = None  # the verify run the chunk belongs to (None: a re-snapshot's)
+    low: list[Any] | None = None  # verify: the chunk's exclusive lower key (None: from the table's start)
+    # verify: every key of the table changed between the watermarks (the chunk's or not: rows inserted or
+    # deleted there too), as a row of the key columns: excluded from the comparison
+    changed: dict[tuple[Any, ...], list[Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -107,9 +117,22 @@ class Resnapshotter:
                                                             item.seq.encode() < chunk.high[0].encode()):
                     for row in item.event.rows:
                         for image in (row.get("before"), row.get("after")):
-                            if image is not None and chunk.rows.pop(tuple(image[n] for n in names), None):
+                            if image is None:
+                                continue
+                            key = tuple(image[n] for n in names)
+                            if chunk.rows.pop(key, None):
                                 chunk.dropped += 1
+                            if chunk.verify is not None:
+                                chunk.changed[key] = self._key_row(chunk.reader, key)
         return False
+
+    @staticmethod
+    def _key_row(reader: TableReader, key: tuple[Any, ...]) -> list[Any]:
+        """A row of the table with only its key columns, in the wire representation (base64 for binary)."""
+        row: list[Any] = [None] * len(reader.table_map.columns)
+        for i, value in zip(reader.key, key, strict=True):
+            row[i] = _dump_key([value])[0]["b64"] if isinstance(value, bytes) and i in reader.binary else value
+        return row
 
     def _signal(self, values: list[Any], seq: Sequence, commit_ts: int) -> None:
         signal_id, kind, data = (_text(v) for v in values[:3])
@@ -121,6 +144,16 @@ class Resnapshotter:
                 return
             log.info("signal %s: re-snapshot of %s", signal_id, ", ".join(tables) or "tables already pending")
             self.state["tables"] += tables
+        elif kind == VERIFY:
+            try:
+                request = json.loads(data)
+                run, tables = str(request["run"]), [str(t) for t in request["tables"]]
+            except (ValueError, KeyError, TypeError):
+                log.error("signal %s: bad data %r (expected {\"run\": id, \"tables\": [\"db.t\", ...]}); ignored",
+                          signal_id, data)
+                return
+            log.info("signal %s: verify run %s of %s", signal_id, run, ", ".join(tables))
+            self.state.setdefault("verify", []).append({"run": run, "tables": tables, "last_pk": None, "chunk": 0})
         elif kind == HIGH and self.chunk is not None and signal_id == self.chunk.high_id:
             self.chunk.high = (seq, commit_ts)
 
@@ -129,6 +162,8 @@ class Resnapshotter:
         chunk = self.chunk
         if chunk is None or chunk.high is None:
             return []
+        if chunk.verify is not None:
+            return self._verified(chunk)
         seq, commit_ts = chunk.high
         sub = [seq.sub]
 
@@ -161,14 +196,52 @@ class Resnapshotter:
         self.chunk = None
         return records
 
+    def _verified(self, chunk: _Chunk) -> list[Record]:
+        """A verify chunk past its high watermark: its rows (but those changed in the window), the keys changed
+        in the window and its bounds as verify entries in the table's topic, right after the watermark."""
+        assert chunk.verify is not None and chunk.high is not None
+        seq, commit_ts = chunk.high
+        run = chunk.verify
+        bounds = [self._key_row(chunk.reader, tuple(_load_key(k) or ())) for k in (chunk.low, chunk.last_key)
+                  if k is not None]
+        meta = {"run": run["run"], "table": chunk.reader.name, "chunk": run["chunk"], "at": str(seq),
+                "at_seq": seq.encode().hex(), "key": [chunk.reader.table_map.columns[i].name for i in chunk.reader.key],
+                "low": chunk.low is not None, "high": chunk.last_key is not None, "rows": len(chunk.rows),
+                "changed": len(chunk.changed)}
+        sub = [seq.sub]
+
+        def next_seq() -> Sequence:
+            sub[0] += 1
+            return Sequence(seq.file_number, seq.position, sub[0])
+
+        records = verify_records(chunk.reader, meta, {"rows": list(chunk.rows.values()),
+                                                      "changed": list(chunk.changed.values()), "bounds": bounds},
+                                 commit_ts, self.cfg.kafka.max_record_bytes, next_seq)
+        run["chunk"] += 1
+        if chunk.last_key is None:
+            run["tables"].pop(0)
+            run["last_pk"] = None
+            if not run["tables"]:
+                self.state["verify"].pop(0)
+        else:
+            run["last_pk"] = _dump_key(chunk.last_key)
+        if self.metrics is not None:
+            self.metrics.verify_rows.inc(len(chunk.rows))
+        self.chunk = None
+        return records
+
     def progress(self) -> dict[str, Any] | None:
-        """What the checkpoint records: the tables left and the last key published (a copy)."""
-        if not self.state["tables"]:
+        """What the checkpoint records: the tables left and the last key published, and the verify runs
+        left (a copy)."""
+        if not self.state["tables"] and not self.state.get("verify"):
             return None
-        return {**self.state, "tables": list(self.state["tables"])}
+        return orjson.loads(orjson.dumps(self.state))
 
     def next_chunk(self) -> None:
-        """Start the next chunk unless one is open: low watermark, SELECT, high watermark."""
+        """Start the next chunk unless one is open: low watermark, SELECT, high watermark. Re-snapshots go
+        first; verify runs after them."""
+        if self.chunk is None and not self.state["tables"]:
+            self._next_verify_chunk()
         while self.chunk is None and self.state["tables"]:
             name = self.state["tables"][0]
             if self.metrics is not None:
@@ -183,6 +256,23 @@ class Resnapshotter:
             if self.metrics is not None:
                 self.metrics.resnapshot_rows_estimated.set(self.state["estimate"])
             self.chunk = self._select(reader)
+
+    def _next_verify_chunk(self) -> None:
+        runs = self.state.get("verify") or []
+        while self.chunk is None and runs:
+            run = runs[0]
+            if not run["tables"]:
+                runs.pop(0)
+                continue
+            reader = self._reader(run["tables"][0])
+            if reader is None:
+                run["tables"].pop(0)
+                run["last_pk"] = None
+                continue
+            low = run["last_pk"]
+            self.chunk = self._select(reader, low, {"table": reader.name, "verify": run["run"],
+                                                    "chunk": run["chunk"]})
+            self.chunk.verify, self.chunk.low = run, low
 
     def _reader(self, name: str) -> TableReader | None:
         conn = self._connection()
@@ -210,19 +300,22 @@ class Resnapshotter:
             row = cur.fetchone()
         return int(row[0] or 0) if row else 0
 
-    def _select(self, reader: TableReader) -> _Chunk:
+    def _select(self, reader: TableReader, after: list[Any] | None = None,
+                high: dict[str, Any] | None = None) -> _Chunk:
+        """A chunk of ``reader``'s table after the key ``after`` (the re-snapshot's last key where None) between
+        two watermarks; ``high``: the high watermark's data (the re-snapshot's progress where None)."""
         high_id = uuid.uuid4().hex
         limit = self.cfg.snapshot_chunk_rows
         signal = quoted(self.signal_table)
         with self._connection().cursor(_unbuffered_cursor()) as cur:
             insert = f"INSERT INTO {signal} (id, type, data) VALUES (%s, %s, %s)"
             cur.execute(insert, (uuid.uuid4().hex, LOW, reader.name))
-            cur.execute(*reader.query(limit, _load_key(self.state["last_pk"])))
+            cur.execute(*reader.query(limit, _load_key(after if high is not None else self.state["last_pk"])))
             raw = reader.result(cur).fetch()
             wire = reader.convert(raw)
             last = reader.key_values(raw[-1], wire[-1]) if len(raw) == limit else None
             # the high watermark says how far the table is, for `binlake snapshot --wait`
-            cur.execute(insert, (high_id, HIGH, json.dumps({
+            cur.execute(insert, (high_id, HIGH, json.dumps(high if high is not None else {
                 "table": reader.name, "rows": self.state.get("table_rows", 0) + len(raw),
                 "estimate": self.state.get("estimate", 0), "last": last is None})))
         rows = {tuple(reader.key_values(r, w)): w for r, w in zip(raw, wire, strict=True)}

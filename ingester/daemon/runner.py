@@ -88,7 +88,7 @@ class Runner:
                                               max_record_bytes=cfg.kafka.max_record_bytes,
                                               security=cfg.kafka.client_options())
                         self.committed = read_checkpoint(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id,
-                                                         cfg.kafka.client_options())
+                                                         cfg.kafka.client_options(), exists=True)
                         if self.schema_history:
                             publisher.ensure_topic(history_topic(cfg.kafka.topic_prefix), compacted=True)
                         self.metrics.kafka_connected = True

@@ -35,7 +35,9 @@ def new_history(cfg: Config) -> SchemaHistory:
 
 def load(cfg: Config) -> SchemaHistory | None:
     """The history as last committed to Kafka; None when nothing was ever captured."""
-    entries = read_compacted(cfg.kafka.bootstrap, history_topic(cfg.kafka.topic_prefix), cfg.kafka.client_options())
+    # the daemon made sure the topic exists: one the broker does not show yet is retried, not captured anew
+    entries = read_compacted(cfg.kafka.bootstrap, history_topic(cfg.kafka.topic_prefix), cfg.kafka.client_options(),
+                             exists=True)
     if not entries:
         return None
     history = new_history(cfg)

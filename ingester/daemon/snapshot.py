@@ -299,7 +299,9 @@ def _column(i: int, info: list[Any], collations: dict[str, int], mariadb: bool,
 class Progress:
     """Rows done / estimated, rate and ETA: one updating line on a terminal, a log line now and then otherwise."""
 
-    def __init__(self, estimate: int, done: int, stream: IO[str] | None = None, tty: bool | None = None) -> None:
+    def __init__(self, estimate: int, done: int, stream: IO[str] | None = None, tty: bool | None = None,
+                 what: str = "snapshot") -> None:
+        self.what = what  # the line's first word
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
         self.estimate = estimate
@@ -314,7 +316,7 @@ class Progress:
         left = estimate - rows
         eta = f"{int(left / rate) // 60}:{int(left / rate) % 60:02d}" if rate > 0 else "?"
         pct = 100 * rows // estimate if estimate else 100
-        return f"snapshot {table}: {rows:,}/{estimate:,} rows ({pct}%), {rate:,.0f} rows/s, ETA {eta}"
+        return f"{self.what} {table}: {rows:,}/{estimate:,} rows ({pct}%), {rate:,.0f} rows/s, ETA {eta}"
 
     def update(self, rows: int, table: str) -> None:
         now = time.monotonic()
@@ -364,24 +366,41 @@ def read_records(reader: TableReader, wire: list[list[Any]], ts: int, max_record
     """Rows read by SELECT as ``read`` records of at most about ``max_record_bytes`` each (one sequence
     each, from ``next_seq``), and their encoded size: shared by the snapshot and the re-snapshot."""
     encoded = orjson.dumps(wire)
+    groups = [rows for rows in _split(wire, encoded, max_record_bytes) if rows != b"[]"]
+    return [_record(reader, reader.descriptor, rows, ts, next_seq, verify=False) for rows in groups], len(encoded)
+
+
+def verify_records(reader: TableReader, chunk: dict[str, Any], roles: dict[str, list[list[Any]]], ts: int,
+                   max_record_bytes: int, next_seq: Callable[[], Sequence]) -> list[Record]:
+    """A verify chunk (``chunk``: run, table, chunk, ...) as records of verify entries, one role each
+    (``roles``: the chunk's rows, the keys changed while it was read, its bounds; wire rows), split like
+    read_records' rows; every role is at least one entry, even empty, and each entry says its index among
+    the chunk's entries and their number, so that the land job knows it has them all."""
+    parts = [(role, rows) for role, wire in roles.items()
+             for rows in _split(wire, orjson.dumps(wire), max_record_bytes)]
+    return [_record(reader, S.verify_descriptor(reader.descriptor, {**chunk, "role": role, "entry": k,
+                                                                   "entries": len(parts)}), rows, ts, next_seq,
+                    verify=True)
+            for k, (role, rows) in enumerate(parts)]
+
+
+def _split(wire: list[list[Any]], encoded: bytes, max_record_bytes: int) -> list[bytes]:
     parts = 1 + len(encoded) // max_record_bytes
-    groups = [encoded] if parts == 1 else [
+    return [encoded] if parts == 1 else [
         orjson.dumps(wire[k * len(wire) // parts : (k + 1) * len(wire) // parts]) for k in range(parts)]
+
+
+def _record(reader: TableReader, descriptor: bytes, rows_json: bytes, ts: int, next_seq: Callable[[], Sequence],
+            verify: bool) -> Record:
     db, table = reader.table_map.database, reader.table_map.table
-    raw_ts = str(ts).encode()
-    records = []
-    for rows_json in groups:
-        if rows_json == b"[]":
-            continue
-        seq = next_seq()
-        raw_seq = seq.encode()
-        headers = [("binlake.v", b"2"), ("binlake.seq", raw_seq), ("binlake.count", b"1"),
-                   ("binlake.commit_ts", raw_ts), ("binlake.db", db.encode("utf-8", "surrogateescape")),
-                   ("binlake.table", table.encode("utf-8", "surrogateescape")),
-                   ("binlake.index", S.index_entry(raw_seq, ts))]
-        records.append(Record(reader.name, reader.name.encode("utf-8", "surrogateescape"),
-                              S.snapshot_value(reader.descriptor, [rows_json]), headers, seq))
-    return records, len(encoded)
+    seq = next_seq()
+    raw_seq = seq.encode()
+    headers = [("binlake.v", b"2"), ("binlake.seq", raw_seq), ("binlake.count", b"1"),
+               ("binlake.commit_ts", str(ts).encode()), ("binlake.db", db.encode("utf-8", "surrogateescape")),
+               ("binlake.table", table.encode("utf-8", "surrogateescape")),
+               ("binlake.index", S.index_entry(raw_seq, ts))]
+    return Record(reader.name, reader.name.encode("utf-8", "surrogateescape"),
+                  S.snapshot_value(descriptor, [rows_json], verify=verify), headers, seq)
 
 
 class Snapshotter:

@@ -18,7 +18,7 @@ import zstandard
 
 from ..codec import BinlogError
 from ..codec.constants import ColumnType as T
-from ..codec.events import SnapshotRowsEvent
+from ..codec.events import SnapshotRowsEvent, VerifyRowsEvent
 from ..codec.jsonb import JSON_NULL
 from ..codec.rows import RowImages
 from ..codec.table_map import Column, TableMap
@@ -26,6 +26,7 @@ from ..codec.table_map import Column, TableMap
 SNAPSHOT_ROWS = 250  # the index's type code of snapshot entries: no server uses it
 FLAG_SNAPSHOT = 2  # entry flag bit 1: the entry is a snapshot entry (descriptor + JSON rows)
 FLAG_ZSTD = 8  # entry flag bit 3: a snapshot entry's rows are one zstd frame of the JSON
+FLAG_VERIFY = 16  # entry flag bit 4: the rows are a verify chunk (compared with the lake's, never applied)
 _MAX_ROWS_BYTES = 1 << 31  # a snapshot entry's rows, decompressed: far more than any record holds
 _LEN = struct.Struct("<I")
 _INDEX_ENTRY = struct.Struct(">16sQBB")
@@ -53,13 +54,19 @@ def decode_descriptor(data: bytes) -> tuple[TableMap, list[int], list[str]]:
     return tm, d["binary"], tm.column_names
 
 
-def snapshot_value(descriptor: bytes, rows_json: list[bytes], compress: bool = True) -> bytes:
+def verify_descriptor(descriptor: bytes, chunk: dict[str, Any]) -> bytes:
+    """A table descriptor that also says which verify chunk its entry's rows are (``"verify"``: run, chunk,
+    part and parts, key range, excluded keys: docs/FORMAT.md, "Verify rows")."""
+    return orjson.dumps({**orjson.loads(descriptor), "verify": chunk})
+
+
+def snapshot_value(descriptor: bytes, rows_json: list[bytes], compress: bool = True, verify: bool = False) -> bytes:
     """A record value of snapshot entries only (one per element of ``rows_json``, each a JSON array of
     rows): no format description (its length is 0), the descriptor with the first entry. ``compress``:
     the rows as a zstd frame (level 1), so what Kafka consumers and the Spark job move is several times
     smaller (the JSON of text columns compresses well) and decompressed only by the decoder."""
     parts = [b"BLK", bytes((2, 0)), _LEN.pack(0)]
-    flags = FLAG_SNAPSHOT | (FLAG_ZSTD if compress else 0)
+    flags = FLAG_SNAPSHOT | (FLAG_ZSTD if compress else 0) | (FLAG_VERIFY if verify else 0)
     compressor = zstandard.ZstdCompressor(level=1) if compress else None
     for i, rows in enumerate(rows_json):
         tm = descriptor if i == 0 else b""
@@ -81,12 +88,14 @@ class SnapshotDecoder:
         self.source = source
         self.columnar = columnar
         self.table: tuple[TableMap, list[int], list[str]] | None = None
+        self.verify: dict[str, Any] | None = None  # the current descriptor's verify chunk, if it has one
 
     def event(self, descriptor: bytes, rows: bytes, position: int, commit_ts: int, offset: int,
               flags: int = FLAG_SNAPSHOT) -> SnapshotRowsEvent:
         if descriptor:
             try:
                 self.table = decode_descriptor(descriptor)
+                self.verify = orjson.loads(descriptor).get("verify") if flags & FLAG_VERIFY else None
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
                 raise BinlogError(f"bad snapshot table descriptor: {exc}", offset, self.source) from None
         if self.table is None:
@@ -114,7 +123,11 @@ class SnapshotDecoder:
         except (orjson.JSONDecodeError, LookupError, TypeError, ValueError, zstandard.ZstdError) as exc:
             raise BinlogError(f"bad snapshot rows: {exc}", offset, self.source) from None
         n = len(tm.columns)
-        return SnapshotRowsEvent(type_code=SNAPSHOT_ROWS, timestamp=commit_ts // 1_000_000, server_id=0,
-                                 event_size=len(rows), log_pos=0, flags=0, position=position, table_id=0,
-                                 rows_flags=0, extra_data=None, column_count=n, columns_before=(),
-                                 columns_after=tuple(range(n)), table_map=tm, rows=out)
+        fields = dict(type_code=SNAPSHOT_ROWS, timestamp=commit_ts // 1_000_000, server_id=0, event_size=len(rows),
+                      log_pos=0, flags=0, position=position, table_id=0, rows_flags=0, extra_data=None,
+                      column_count=n, columns_before=(), columns_after=tuple(range(n)), table_map=tm, rows=out)
+        if flags & FLAG_VERIFY:
+            if not isinstance(self.verify, dict):
+                raise BinlogError("verify rows without their chunk in the descriptor", offset, self.source)
+            return VerifyRowsEvent(**fields, verify=self.verify)  # type: ignore[arg-type]
+        return SnapshotRowsEvent(**fields)  # type: ignore[arg-type]

@@ -146,3 +146,21 @@ def test_snapshot_setting(tmp_path) -> None:
     assert load_config(environ={"BINLAKE_SNAPSHOT_CHUNK_ROWS": "100"}).snapshot_chunk_rows == 100
     with pytest.raises(ValueError, match="'always' is not one of initial, never, when-needed"):
         load_config(environ={}, overrides={"snapshot": "always"})
+
+
+def test_verify_entries_decode_to_verify_rows_events_with_their_chunk() -> None:
+    chunk = {"run": "r1", "chunk": 3, "part": 0, "parts": 1, "low": [10], "high": [20], "excluded": [[12]]}
+    descriptor = S.verify_descriptor(S.encode_descriptor(_table(), [2]), chunk)
+    value = S.snapshot_value(descriptor, [orjson.dumps([[11, "a", None]]), orjson.dumps([[13, "b", None]])],
+                             verify=True)
+    index = b"".join(S.index_entry(Sequence(3, 99, k).encode(), 1_700_000_000_000_000) for k in range(2))
+    items = list(record_events({"binlake.index": index}, value))
+    assert all(type(i.event) is E.VerifyRowsEvent and i.event.kind == "verify" for i in items)
+    assert [i.event.verify for i in items] == [chunk, chunk]  # the record's descriptor applies to the next entry
+    assert items[1].event.rows == [{"after": {"id": 13, "name": "b", "raw": None}}]
+    line = orjson.loads(event_json(items[0].event))
+    assert (line["type"], line["verify"]["excluded"]) == ("verify_rows", [[12]])
+    # Without their chunk, verify rows are refused (never taken for a snapshot's rows, which would be applied)
+    bare = S.snapshot_value(S.encode_descriptor(_table(), [2]), [orjson.dumps([[11, "a", None]])], verify=True)
+    with pytest.raises(BinlogError, match="verify rows without their chunk"):
+        list(record_events({"binlake.index": index[:len(index) // 2]}, bare))
