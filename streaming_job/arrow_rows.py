@@ -93,11 +93,14 @@ def column_array(values: Sequence[Any], typ: pa.DataType, fix: Callable[[Any], A
         except pa.ArrowTypeError:
             return pa.array([None if v is None else to_decimal(v) for v in values], typ)
     parse = _PARSED.get(fix)
-    if parse is not None:  # Arrow parses valid dates; zero dates (-> NULL) make it fall back to Python
-        try:
-            return pa.array(values, pa.string()).cast(parse).view(typ)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            pass
+    if parse is not None:  # Arrow parses valid dates; zero dates (-> NULL) make it fall back to Python,
+        # and so does year 0, which Arrow takes as a year (a partly-zero date: NULL, as the C walker has it)
+        text = pa.array(values, pa.string())
+        if not pc.any(pc.starts_with(text, "0000")).as_py():
+            try:
+                return text.cast(parse).view(typ)
+            except (pa.ArrowInvalid, pa.ArrowTypeError):
+                pass
     if fix is not None:
         return pa.array([None if v is None else fix(v) for v in values], typ)
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import signal
 import struct
@@ -270,9 +271,11 @@ class Runner:
 
             resnap = self.resnap = Resnapshotter(cfg, metrics=self.metrics)
             if self.committed and self.committed.get("resnapshot"):
-                progress = self.committed["resnapshot"]  # a copy: uncommitted progress must not change it
-                resnap.state = {**progress, "tables": list(progress["tables"])}
-                log.info("resuming the re-snapshot of %s", ", ".join(resnap.state["tables"]))
+                # a deep copy: uncommitted progress must not change what a retry resumes from
+                resnap.state = json.loads(json.dumps(self.committed["resnapshot"]))
+                log.info("resuming the re-snapshot of %s%s", ", ".join(resnap.state["tables"]) or "no table",
+                         "".join(f", verify run {v['run']} of {', '.join(v['tables'])}"
+                                 for v in resnap.state.get("verify", [])))
         builder = RecordBuilder(accept=accept, max_record_bytes=cfg.kafka.max_record_bytes, schema=history,
                                 masks=cfg.filters.column_rules())
         took_over = self._take_over(builder)

@@ -341,3 +341,17 @@ def test_dropped_replication_connection(make_mariadb, kafka) -> None:
     assert killed >= 2 and err.count(b"reconnecting") >= 2
     seen = _gtid_rows(kafka, prefix)
     assert all(n == 1 for n in seen.values()) and len(seen) == 400
+
+
+def test_an_offsets_topic_the_broker_does_not_show_is_an_error_not_no_checkpoint(kafka, monkeypatch) -> None:
+    """The daemon reads its checkpoint once its publisher has made sure the offsets topic exists: a broker
+    just restarted (or a topic just created) may not show it yet, and "no checkpoint" there would make the
+    daemon start over and publish transactions again. Only a caller that cannot know (status) gets None."""
+    from ingester.daemon import kafka_io
+
+    monkeypatch.setattr(kafka_io, "_READ_TIMEOUT", 1.0)
+    assert read_checkpoint(kafka.bootstrap, "neverused", "neverused.x") is None
+    started = time.monotonic()
+    with pytest.raises(kafka_io.KafkaError, match=r"neverused\._offsets exists but the broker does not show"):
+        read_checkpoint(kafka.bootstrap, "neverused", "neverused.x", exists=True)
+    assert 1.0 <= time.monotonic() - started < 10

@@ -126,7 +126,8 @@ def _random_datetimes(rnd: random.Random, n: int) -> list[str | None]:
     return [*out, None, "1970-01-01 00:00:00", "1969-12-31 23:59:59.999999", "9999-12-31 23:59:59.999999"]
 
 
-@pytest.mark.parametrize("zero", [None, "0000-00-00 00:00:00", "2024-00-00 00:00:00", "2024-05-00 10:00:00"])
+@pytest.mark.parametrize("zero", [None, "0000-00-00 00:00:00", "2024-00-00 00:00:00", "2024-05-00 10:00:00",
+                                  "0000-01-01 00:00:00", "0000-12-31 23:59:59"])  # year 0: partly zero (NULL)
 def test_arrow_parses_datetimes_and_dates_like_the_reference_conversion(zero: str | None) -> None:
     """Differential: the columnar path (Arrow's parser, falling back to Python for zero dates) against
     lake_types' per-value conversions, themselves checked against datetime arithmetic above."""
