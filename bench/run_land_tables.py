@@ -19,6 +19,7 @@ lands the round is reported (with N existing tables).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import re
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -210,6 +212,17 @@ def report(results: list[dict[str, object]], args: argparse.Namespace, wall: flo
     ])
 
 
+@contextlib.contextmanager
+def bench_stack(prefix: str) -> Iterator[tuple[KafkaBroker, MariaDBServer, Path]]:
+    """A broker, a MariaDB server (FULL metadata, no fsync per commit) and a scratch directory under
+    bench/data, for the benches that run `binlake run` and `binlake land` beside them."""
+    (BENCH_DIR / "data").mkdir(exist_ok=True)
+    options = {"sync_binlog": 0, "innodb_flush_log_at_trx_commit": 0, "innodb_buffer_pool_size": "256M"}
+    with KafkaBroker() as broker, MariaDBServer(binlog_row_metadata="FULL", options=options) as server, \
+            tempfile.TemporaryDirectory(prefix=prefix, dir=BENCH_DIR / "data") as root:
+        yield broker, server, Path(root)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tables", default="1,10,100,200,500")
@@ -220,15 +233,11 @@ def main() -> int:
     parser.add_argument("--keep-logs", type=Path, help="copy each size's run and land logs here "
                         "(BINLAKE_DEBUG=1: the job's step times)")
     args = parser.parse_args()
-    (BENCH_DIR / "data").mkdir(exist_ok=True)
-    options = {"sync_binlog": 0, "innodb_flush_log_at_trx_commit": 0, "innodb_buffer_pool_size": "256M"}
     started = time.monotonic()
     results = []
-    with KafkaBroker() as broker, MariaDBServer(binlog_row_metadata="FULL", options=options) as server, \
-            tempfile.TemporaryDirectory(prefix="bl-tables-", dir=BENCH_DIR / "data") as root, \
-            shape_of(args.shape) as shape:
+    with bench_stack("bl-tables-") as (broker, server, root), shape_of(args.shape) as shape:
         for n in (int(x) for x in args.tables.split(",")):
-            results.append(measure(server, broker, Path(root), n, args.rounds, shape, args.keep_logs))
+            results.append(measure(server, broker, root, n, args.rounds, shape, args.keep_logs))
             print(f"{n} tables: {results[-1]}", file=sys.stderr, flush=True)
     text = report(results, args, time.monotonic() - started, shape)
     args.output.write_text(text)

@@ -23,12 +23,12 @@ import platform
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 from run_decode import BenchError, _check, _cpu_model, _git_revision
+from run_land_tables import bench_stack
 
 from ingester.cli.main import main as binlake
 from ingester.devstack.kafka import KafkaBroker
@@ -161,15 +161,12 @@ def main() -> int:
     parser.add_argument("--rows", default="50000,200000")
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args()
-    (BENCH_DIR / "data").mkdir(exist_ok=True)
-    options = {"sync_binlog": 0, "innodb_flush_log_at_trx_commit": 0, "innodb_buffer_pool_size": "256M"}
     started = time.monotonic()
     results = []
-    with KafkaBroker() as broker, MariaDBServer(binlog_row_metadata="FULL", options=options) as server, \
-            tempfile.TemporaryDirectory(prefix="bl-verify-", dir=BENCH_DIR / "data") as root:
+    with bench_stack("bl-verify-") as (broker, server, root):
         server.execute("CREATE DATABASE binlake")
         for n in (int(x) for x in args.rows.split(",")):
-            results.append(measure(server, broker, Path(root), n))
+            results.append(measure(server, broker, root, n))
             print(f"{n} rows: {results[-1]}", file=sys.stderr, flush=True)
     text = report(results, time.monotonic() - started)
     args.output.write_text(text)

@@ -10,15 +10,23 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import yaml
 
 from .records.mask import ColumnRules
 from .sources.replication import redact
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be used: its message names the key, where it was set, and what is allowed."""
+
+
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
 
 @dataclass
@@ -29,12 +37,12 @@ class SourceConfig:
     heartbeat: float = 5.0  # seconds; a stream silent for 3 heartbeats is treated as dead
     start_file: str | None = None  # only used when there is no checkpoint yet
     start_position: int = 4
-    resume: str = "position"  # or "gtid": resume by executed GTIDs, e.g. after failing over to a replica
+    resume: Literal["position", "gtid"] = "position"  # gtid: by executed GTIDs, e.g. after failing over
     # host:port of further servers with the same GTID history (replicas), tried in order after the URL's
     # own when it cannot be reached; same user, password and TLS settings; the daemon then resumes by GTIDs
     hosts: list[str] = field(default_factory=list)
     # TLS to the source; unset: what the URL says (?tls=...), by default verify-identity.
-    tls: str | None = None  # verify-identity | verify-ca | required | preferred | disabled
+    tls: Literal["verify-identity", "verify-ca", "required", "preferred", "disabled"] | None = None
     tls_ca: str | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
@@ -53,10 +61,10 @@ class KafkaConfig:
     # transaction completed meanwhile; batch_ms > 0 also waits at least that long between commits.
     batch_ms: int = 0
     max_record_bytes: int = 900_000
-    compression: str | None = "zstd"  # kafka-python uses the zstandard package we already depend on
+    compression: Literal["zstd", "gzip", "lz4", "snappy"] | None = "zstd"  # zstd: the zstandard package we have
     # Security of every Kafka client (daemon, consume): PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
-    security_protocol: str = "PLAINTEXT"
-    sasl_mechanism: str | None = None  # PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: SaslMechanism | None = None
     sasl_username: str | None = None
     sasl_password: str | None = field(default=None, repr=False)  # secret: BINLAKE_KAFKA_SASL_PASSWORD or the file
     sasl_password_file: str | None = None
@@ -67,10 +75,7 @@ class KafkaConfig:
 
     def client_options(self) -> dict[str, Any]:
         """kafka-python keyword arguments for these security settings (empty for PLAINTEXT)."""
-        protocol = self.security_protocol.upper()
-        if protocol not in KAFKA_PROTOCOLS:
-            raise ValueError(f"kafka.security_protocol: {self.security_protocol!r} is not one of "
-                             f"{', '.join(KAFKA_PROTOCOLS)}")
+        protocol = self.security_protocol
         options: dict[str, Any] = {}
         if protocol == "PLAINTEXT":
             return options
@@ -78,15 +83,15 @@ class KafkaConfig:
         # (kafka-python's backoff grows to 30 s) so the real cause, e.g. refused credentials, is what surfaces.
         options |= {"security_protocol": protocol, "reconnect_backoff_max_ms": 1000}
         if protocol.startswith("SASL"):
-            mechanism = (self.sasl_mechanism or "").upper()
-            if mechanism not in SASL_MECHANISMS:
-                raise ValueError(f"kafka.sasl_mechanism: {self.sasl_mechanism!r} is not one of "
-                                 f"{', '.join(SASL_MECHANISMS)} (needed by {protocol})")
+            mechanism = self.sasl_mechanism
+            if mechanism is None:
+                raise ConfigError(f"kafka.sasl_mechanism: one of {', '.join(get_args(SaslMechanism))} is needed by "
+                                  f"{protocol}")
             password = self.sasl_password
             if password is None and self.sasl_password_file:
                 password = Path(self.sasl_password_file).read_text().strip()
             if not self.sasl_username or password is None:
-                raise ValueError(f"kafka: {mechanism} needs sasl_username and sasl_password (or sasl_password_file)")
+                raise ConfigError(f"kafka: {mechanism} needs sasl_username and sasl_password (or sasl_password_file)")
             options |= {"sasl_mechanism": mechanism, "sasl_plain_username": self.sasl_username,
                         "sasl_plain_password": password}
         if protocol.endswith("SSL"):
@@ -95,8 +100,6 @@ class KafkaConfig:
         return options
 
 
-KAFKA_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 @dataclass
@@ -104,7 +107,7 @@ class FilterConfig:
     include: list[str] = field(default_factory=lambda: ["*.*"])  # db.table glob patterns
     exclude: list[str] = field(default_factory=lambda: ["mysql.*", "sys.*", "performance_schema.*"])
     # db.table.column glob -> exclude | hash | mask: rows events rewritten before Kafka (records/mask.py)
-    columns: dict[str, str] = field(default_factory=dict)
+    columns: dict[str, Literal["exclude", "hash", "mask"]] = field(default_factory=dict)
     mask_key: str | None = field(default=None, repr=False)  # secret HMAC key of hash: BINLAKE_MASK_KEY
 
     def column_rules(self) -> ColumnRules | None:
@@ -133,7 +136,7 @@ class LandConfig:
     # touch many tables), "spark" (a task per topic partition: a few hot tables), or "auto": binlake's where
     # the topics have KAFKA_SOURCE_PARTITIONS partitions or more when the job starts; max_offsets_per_trigger
     # takes Spark's
-    kafka_source: str = "auto"
+    kafka_source: Literal["auto", "binlake", "spark"] = "auto"
     master: str = "local[2]"  # Spark master for `binlake land`; spark-submit sets its own
     shuffle_partitions: int = 2
     # a table's micro-batch of at most this many row changes has its mirror rows reduced and, when they
@@ -154,8 +157,8 @@ class LandConfig:
 class SchemaConfig:
     """Schema history, for servers whose TABLE_MAPs carry no column names (README, "Schema history")."""
 
-    history: str = "auto"  # auto: when binlog_row_metadata is not FULL; always; never
-    on_unparsed_ddl: str = "stop"  # or skip-table: stop publishing the tables such DDL names
+    history: Literal["auto", "always", "never"] = "auto"  # auto: when binlog_row_metadata is not FULL
+    on_unparsed_ddl: Literal["stop", "skip-table"] = "stop"  # skip-table: stop publishing the tables it names
 
 
 @dataclass
@@ -168,14 +171,14 @@ class Config:
     exit_at_end: bool = False
     metrics_port: int | None = None  # serve /metrics, /healthz, /readyz on this port
     metrics_host: str = "127.0.0.1"
-    log_format: str = "text"  # or "json": one JSON object per line, for log pipelines
+    log_format: Literal["text", "json"] = "text"  # json: one JSON object per line, for log pipelines
     # the libraries' own log lines (Kafka client, Spark) go to files here, not to the terminal (cli/logs.py);
     # None: ~/.cache/binlake/logs; verbose: to the terminal too
     log_dir: str | None = None
     verbose: bool = False
     # initial: snapshot the selected tables when there is no checkpoint; when-needed: also when the
     # checkpoint's binlog has been purged; never: stream only (from source.start_file).
-    snapshot: str = "never"
+    snapshot: Literal["initial", "never", "when-needed"] = "never"
     snapshot_chunk_rows: int = 5000  # rows per primary-key chunk (fewer when rows are large)
     # "<db>.<table>" of the signal table: its rows ask for on-demand re-snapshots (None: feature off)
     snapshot_signal_table: str | None = None
@@ -211,7 +214,7 @@ class Config:
         for host in self.source.hosts:
             name, _, port = host.strip().rpartition(":")
             if not name or not port.isdigit() or any(c in name for c in "/@?"):
-                raise ValueError(f"source.hosts: {host!r} is not HOST:PORT")
+                raise ConfigError(f"source.hosts: {host!r} is not HOST:PORT")
             if f"{name}:{port}" not in seen:
                 seen.add(f"{name}:{port}")
                 out.append(parts._replace(netloc=(f"{auth}@" if auth else "") + f"{name}:{port}").geturl())
@@ -229,63 +232,84 @@ class Config:
 
 def _merge(obj: Any, values: dict[str, Any], where: str) -> None:
     names = {f.name: f for f in dataclasses.fields(obj)}
+    hints = get_type_hints(type(obj))
     for key, value in values.items():
         key = key.replace("-", "_")
         if key not in names:
-            raise ValueError(f"{where}: unknown setting {key!r} (known: {', '.join(sorted(names))})")
+            raise ConfigError(f"{where}: unknown setting {key!r} (known: {', '.join(sorted(names))})")
         current = getattr(obj, key)
         if dataclasses.is_dataclass(current):
             if not isinstance(value, dict):
-                raise ValueError(f"{where}: {key} must be a mapping")
+                raise ConfigError(f"{where}: {key} must be a mapping")
             _merge(current, value, f"{where}.{key}")
         else:
-            setattr(obj, key, _coerce(value, names[key].type, f"{where}.{key}"))
+            setattr(obj, key, _coerce(value, hints[key], f"{where}.{key}"))
 
 
 def _coerce(value: Any, annotation: Any, where: str) -> Any:
-    text = str(annotation)
+    """``value`` (from YAML, or text from the environment or a flag) as the setting's annotated type:
+    bool, int, float, str, a Literal (its values matched regardless of case), list[str], dict[str, str]
+    or dict[str, Literal], dict[str, list[str]] (land.keys), each possibly optional (``| None``)."""
     if value is None:
         return None
-    if text.startswith("dict[str, list"):  # land.keys; from the environment as YAML: {db.t: [a, b]}
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Union or str(origin) == "<class 'types.UnionType'>":  # X | None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _coerce(value, inner, where)
+    if origin is Literal:
+        allowed = {str(a).lower(): a for a in args}
+        text = str(value).strip().lower() if isinstance(value, str | int) else None
+        if text is None or text not in allowed:
+            raise ConfigError(f"{where}: {value!r} is not one of {', '.join(map(str, args))}")
+        return allowed[text]
+    if origin is dict and get_origin(args[1]) is list:  # land.keys; from the environment as YAML
         try:
             return _key_columns(yaml.safe_load(value) if isinstance(value, str) else value, where)
         except yaml.YAMLError as exc:
-            raise ValueError(f"{where}: not YAML ({str(exc).splitlines()[0]}): {value!r}") from None
+            raise ConfigError(f"{where}: not YAML ({str(exc).splitlines()[0]}): {value!r}") from None
     try:
-        if text.startswith("bool"):
+        if origin is dict:  # from the environment: "pattern=value,pattern=value"
+            items = (dict(item.strip().split("=", 1) for item in value.split(",") if item.strip())
+                     if isinstance(value, str) else dict(value))
+            return {str(k): _coerce(v, args[1], f"{where}[{k!r}]") for k, v in items.items()}
+        if origin is list:
+            return [v.strip() for v in value.split(",")] if isinstance(value, str) else [str(v) for v in value]
+        if annotation is bool:
             if isinstance(value, str):
                 if value.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
                     raise ValueError(value)
                 return value.lower() in ("1", "true", "yes", "on")
             return bool(value)
-        if text.startswith("int"):
+        if annotation is int:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError(value)
             return int(value)
-        if text.startswith("float"):
+        if annotation is float:
             return float(value)
-        if text.startswith("dict"):  # from the environment: "pattern=value,pattern=value"
-            if isinstance(value, str):
-                return dict(item.strip().split("=", 1) for item in value.split(",") if item.strip())
-            return {str(k): str(v) for k, v in dict(value).items()}
-        if text.startswith("list"):
-            return [v.strip() for v in value.split(",")] if isinstance(value, str) else list(value)
+        if annotation is str:
+            if isinstance(value, dict | list):
+                raise ValueError(value)
+            return str(value)
+    except ConfigError:
+        raise
     except (TypeError, ValueError):
-        raise ValueError(f"{where}: cannot use {value!r} as {text}") from None
-    return value
+        raise ConfigError(f"{where}: cannot use {value!r} as {getattr(annotation, '__name__', annotation)}") from None
+    raise ConfigError(f"{where}: no conversion to {annotation}")  # a setting of a type this function lacks
 
 
 def _key_columns(value: Any, where: str) -> dict[str, list[str]]:
     """``land.keys``: "<db>.<table>" -> its key columns (a list, or one name)."""
     if not isinstance(value, dict):
-        raise ValueError(f"{where}: must map <db>.<table> to its key columns, got {value!r}")
+        raise ConfigError(f"{where}: must map <db>.<table> to its key columns, got {value!r}")
     out: dict[str, list[str]] = {}
     for table, columns in value.items():
         if not isinstance(table, str) or "." not in table.strip("."):
-            raise ValueError(f"{where}: {table!r} is not <db>.<table>")
+            raise ConfigError(f"{where}: {table!r} is not <db>.<table>")
         names = [columns] if isinstance(columns, str) else columns
         if not isinstance(names, list) or not names or not all(isinstance(c, str) and c for c in names):
-            raise ValueError(f"{where}: {table}: the key must be a column name or a list of them, got {columns!r}")
+            raise ConfigError(f"{where}: {table}: the key must be a column name or a list of them, got {columns!r}")
         if len({c.lower() for c in names}) < len(names):
-            raise ValueError(f"{where}: {table}: a column is named twice in {names}")
+            raise ConfigError(f"{where}: {table}: a column is named twice in {names}")
         out[table] = list(names)
     return out
 
@@ -298,7 +322,7 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
     if path:
         data = yaml.safe_load(Path(path).read_text()) or {}
         if not isinstance(data, dict):
-            raise ValueError(f"{path}: the configuration must be a mapping")
+            raise ConfigError(f"{path}: the configuration must be a mapping")
         _merge(config, data, str(path))
     env = os.environ if environ is None else environ
     from_env: dict[str, Any] = {}
@@ -320,19 +344,20 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
     _merge(config, from_env, "environment")
     if overrides:
         _merge(config, overrides, "command line")
-    config.kafka.client_options()  # a wrong security setting fails here, with its name
-    if config.snapshot not in SNAPSHOT_MODES:
-        raise ValueError(f"snapshot: {config.snapshot!r} is not one of {', '.join(SNAPSHOT_MODES)}")
-    if config.schema.history not in SCHEMA_HISTORY_MODES:
-        raise ValueError(f"schema.history: {config.schema.history!r} is not one of {', '.join(SCHEMA_HISTORY_MODES)}")
-    if config.schema.on_unparsed_ddl not in ("stop", "skip-table"):
-        raise ValueError(f"schema.on_unparsed_ddl: {config.schema.on_unparsed_ddl!r} is not stop or skip-table")
-    config.filters.column_rules()  # a bad rule fails here, with its name
-    config.source_candidates()  # a malformed source.hosts entry fails here, with its name
+    try:
+        config.kafka.client_options()  # a missing SASL setting fails here, with its name
+        config.filters.column_rules()  # a bad rule fails here, with its name
+        config.source_candidates()  # a malformed source.hosts entry fails here, with its name
+    except ConfigError:
+        raise
+    except (ValueError, OSError) as exc:
+        raise ConfigError(str(exc)) from None
     if config.snapshot_chunk_rows < 1:
-        raise ValueError(f"snapshot_chunk_rows: must be at least 1, got {config.snapshot_chunk_rows}")
+        raise ConfigError(f"snapshot_chunk_rows: must be at least 1, got {config.snapshot_chunk_rows}")
+    if config.land.trigger != "available-now" and not _INTERVAL.fullmatch(config.land.trigger.strip()):
+        raise ConfigError(f"land.trigger: {config.land.trigger!r} is neither an interval (1s, 500ms, 2m) nor "
+                          "available-now")
     return config
 
 
-SNAPSHOT_MODES = ("initial", "never", "when-needed")
-SCHEMA_HISTORY_MODES = ("auto", "always", "never")
+_INTERVAL = re.compile(r"\d+(?:\.\d+)?\s*(ms|s|m)")

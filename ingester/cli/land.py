@@ -73,8 +73,6 @@ def settings(cfg: Config, master: str | None) -> Any:
 
     if not cfg.land.lake or not cfg.land.checkpoint:
         raise ValueError("land needs --lake and --checkpoint (or land.lake and land.checkpoint)")
-    if cfg.land.kafka_source not in ("auto", "binlake", "spark"):
-        raise ValueError(f"land.kafka_source: {cfg.land.kafka_source!r} is not one of auto, binlake, spark")
     return LandSettings(bootstrap=cfg.kafka.bootstrap, topic_prefix=cfg.kafka.topic_prefix, lake=cfg.land.lake,
                         checkpoint=cfg.land.checkpoint, trigger=cfg.land.trigger, quarantine=cfg.land.quarantine,
                         min_partitions=cfg.land.min_partitions,

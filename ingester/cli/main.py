@@ -8,6 +8,7 @@ import os
 import sys
 
 from ..codec.errors import BinlogError
+from ..config import ConfigError
 from ..sources.errors import ReplicationError
 
 COMMANDS = ("dump", "demo", "run", "snapshot", "consume", "land", "devstack", "doctor", "status", "verify")
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
     try:
         return args.run(args)
-    except (BinlogError, ReplicationError) as exc:
+    except (BinlogError, ReplicationError, ConfigError) as exc:
         _flush_quietly()
         print(f"binlake: error: {exc}", file=sys.stderr)
         return 2

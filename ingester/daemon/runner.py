@@ -387,7 +387,7 @@ class Runner:
             self.stats["streaming_ms"] = self.stats.get("streaming_ms", 0) + round(
                 (time.monotonic() - connecting) * 1000)
         except ReplicationError as exc:
-            if "server error 1236" not in str(exc):
+            if exc.code != BINLOG_GONE:
                 raise
             if took_over is not None:  # the new server's own GTID check
                 from .failover import diverged
@@ -491,5 +491,8 @@ def _fatal(exc: ReplicationError) -> bool:
     """Errors a reconnect cannot fix: purged binlogs, bad credentials, missing privileges (SELECT too)."""
     if getattr(exc, "fatal", False):  # e.g. a table the snapshot cannot read
         return True
-    text = str(exc)
-    return any(f"error {code}" in text for code in (1236, 1045, 1044, 1227, 1698, 1047, 1142, 1143))
+    return exc.code in _FATAL_CODES
+
+
+BINLOG_GONE = 1236  # the server's error: the requested binlog position is not on it
+_FATAL_CODES = frozenset((BINLOG_GONE, 1045, 1044, 1227, 1698, 1047, 1142, 1143))

@@ -424,8 +424,8 @@ class Snapshotter:
             finally:
                 conn.close()
         except pymysql.err.MySQLError as exc:
-            code = exc.args[0] if len(exc.args) > 1 else 0
-            raise ReplicationError(f"snapshot: error {code}: {exc.args[-1] if exc.args else exc}") from None
+            code = exc.args[0] if len(exc.args) > 1 and isinstance(exc.args[0], int) else None
+            raise ReplicationError(f"snapshot: error {code or 0}: {exc.args[-1] if exc.args else exc}", code) from None
 
     def _begin(self, cur: Any, mariadb: bool, first: bool) -> tuple[str, int, str]:
         """Start the consistent-snapshot transaction; the binlog position and GTIDs of its point."""

@@ -122,7 +122,8 @@ class SourceURL:
                 hint = ("the server's certificate was not accepted: give its CA with tls-ca=FILE, or choose a "
                         "weaker tls mode explicitly")
             error = SourceUnreachable if code in _UNREACHABLE else ReplicationError
-            raise error(f"{self}: cannot connect: {_message(exc)}" + (f" ({hint})" if hint else "")) from None
+            raise error(f"{self}: cannot connect: {_message(exc)}" + (f" ({hint})" if hint else ""),
+                        code or None) from None
         if context is not None and not isinstance(conn._sock, ssl.SSLSocket):
             conn.close()  # older pymysql stays in plaintext quietly
             raise ReplicationError(f"{self}: the server does not offer TLS, and tls={self.tls} requires it "
@@ -367,7 +368,7 @@ class BinlogStream:
             self._dump()
         except pymysql.err.MySQLError as exc:
             self.close()
-            raise ReplicationError(f"{self.source}: {_message(exc)}") from None
+            raise ReplicationError(f"{self.source}: {_message(exc)}", _code(exc)) from None
         # From here on the socket is read directly: pymysql's buffered reader holds nothing, as the server sends
         # nothing unasked before the dump. Short waits let a quiet stream ask ``stopping``; the connection is
         # dead after three heartbeats' silence (never without heartbeats).
@@ -457,7 +458,7 @@ class BinlogStream:
         if head == 0xFF:
             code, message = parse_err(payload)
             hint = f" ({_HINTS[code]})" if code in _HINTS else ""
-            raise ReplicationError(f"{self.source}: server error {code}: {message}{hint}")
+            raise ReplicationError(f"{self.source}: server error {code}: {message}{hint}", code)
         if head == 0xFE and len(payload) < 9:
             if self.non_blocking:
                 return True
@@ -478,6 +479,12 @@ class BinlogStream:
             if type(ev) is TransactionPayloadEvent:
                 assert self.decoder is not None
                 yield from self.decoder.payload_events(ev)
+
+
+def _code(exc: BaseException) -> int | None:
+    """A pymysql error's server error number, if it has one."""
+    args = getattr(exc, "args", ())
+    return args[0] if len(args) >= 2 and isinstance(args[0], int) else None
 
 
 def _message(exc: BaseException) -> str:

@@ -29,6 +29,36 @@ def test_unknown_or_bad_settings_are_named(tmp_path) -> None:
         load_config(None, environ={"BINLAKE_SOURCE_SERVER_ID": "abc"})
 
 
+def test_enumerated_settings_are_checked_at_load_time_wherever_they_are_set(tmp_path, capsys) -> None:
+    """A typo in an enumerated option (resume: gtdi used to mean resume by position) fails at load time with
+    the key, where it was set, the value and the allowed values: YAML, environment and flags alike."""
+    from ingester.cli.main import main
+    from ingester.config import ConfigError
+
+    f = tmp_path / "typo.yaml"
+    f.write_text("source:\n  resume: gtdi\n")
+    with pytest.raises(ConfigError, match=r"typo.yaml.source.resume: 'gtdi' is not one of position, gtid$"):
+        load_config(f, environ={})
+    with pytest.raises(ConfigError, match=r"environment.snapshot: 'inital' is not one of initial, never, when-needed"):
+        load_config(None, environ={"BINLAKE_SNAPSHOT": "inital"})
+    with pytest.raises(ConfigError, match=r"command line.land.kafka_source: 'sparks' is not one of auto, binlake"):
+        load_config(None, {"land": {"kafka_source": "sparks"}}, environ={})
+    with pytest.raises(ConfigError, match=r"environment.filters.columns\['db.t.c'\]: 'blur' is not one of exclude"):
+        load_config(None, environ={"BINLAKE_FILTERS_COLUMNS": "db.t.c=blur"})
+    with pytest.raises(ConfigError, match=r"land.trigger: 'soon' is neither an interval"):
+        load_config(None, {"land": {"trigger": "soon"}}, environ={})
+    with pytest.raises(ConfigError, match=r"source.server_id: cannot use 1.5 as int"):
+        load_config(None, {"source": {"server_id": 1.5}}, environ={})
+    # case does not matter; the canonical spelling is kept
+    cfg = load_config(None, environ={"BINLAKE_SOURCE_RESUME": "GTID", "BINLAKE_KAFKA_SECURITY_PROTOCOL": "ssl",
+                                     "BINLAKE_LOG_FORMAT": "Json"})
+    assert (cfg.source.resume, cfg.kafka.security_protocol, cfg.log_format) == ("gtid", "SSL", "json")
+    # every command says it in one line (exit 2), not a traceback
+    assert main(["run", "--config", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"binlake: error: {f}.source.resume: 'gtdi' is not one of position, gtid\n", err
+
+
 def test_secrets_never_in_the_redacted_view(tmp_path) -> None:
     secret = tmp_path / "pw"
     secret.write_text("hunter2\n")
