@@ -179,6 +179,7 @@ def land_in_one_application(bootstrap: str, prefix: str, lakes: list[str], optio
     import argparse as ap
 
     from ingester.cli.run import setup_logging
+    from ingester.config import LandConfig
     from streaming_job.job import LandSettings, build_session, run
     from streaming_job.object_store import ObjectStoreSettings
 
@@ -195,10 +196,9 @@ def land_in_one_application(bootstrap: str, prefix: str, lakes: list[str], optio
     for n, lake in enumerate(lakes):
         if n:
             print(PASS_MARK, file=sys.stderr, flush=True)
-        run(LandSettings(bootstrap=bootstrap, topic_prefix=prefix, lake=lake, checkpoint=f"{lake}/_checkpoint",
-                         trigger="available-now", min_partitions=extra.min_partitions,
-                         max_offsets_per_trigger=extra.max_offsets_per_trigger, master=extra.master, store=store),
-            spark)
+        land = LandConfig(lake=lake, checkpoint=f"{lake}/_checkpoint", trigger="available-now",
+                          min_partitions=extra.min_partitions, max_offsets_per_trigger=extra.max_offsets_per_trigger)
+        run(LandSettings(bootstrap, prefix, land, master=extra.master, store=store), spark)
     spark.stop()
 
 

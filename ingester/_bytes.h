@@ -7,7 +7,16 @@
 static inline uint32_t le16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
 static inline uint32_t le24(const uint8_t *p) { return le16(p) | (uint32_t)p[2] << 16; }
 static inline uint32_t le32(const uint8_t *p) { return le24(p) | (uint32_t)p[3] << 24; }
+static inline uint64_t le48(const uint8_t *p) { return le32(p) | (uint64_t)le16(p + 4) << 32; }
 static inline uint64_t le64(const uint8_t *p) { return le32(p) | (uint64_t)le32(p + 4) << 32; }
+
+static inline void put_le32(uint8_t *p, uint32_t v) {
+    p[0] = v & 0xFF, p[1] = v >> 8 & 0xFF, p[2] = v >> 16 & 0xFF, p[3] = v >> 24;
+}
+
+static inline void put_be(uint8_t *p, uint64_t v, int n) {
+    for (int i = n - 1; i >= 0; i--, v >>= 8) p[i] = v & 0xFF;
+}
 
 static inline uint64_t be_uint(const uint8_t *p, int n) {
     uint64_t v = 0;

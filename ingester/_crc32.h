@@ -1,14 +1,13 @@
 /* zlib's CRC-32 (slicing by 8 bytes), shared by the native extensions: Python's headers do not expose
- * zlib, and its headers are not on every build machine. Call crc_init() once when the module loads. */
+ * zlib, and its headers are not on every build machine. Call crc_init() once when the module loads; include
+ * after Python.h (it includes _bytes.h). */
 #ifndef BINLAKE_CRC32_H
 #define BINLAKE_CRC32_H
 #include <stdint.h>
 
-static uint32_t crc_table[8][256];
+#include "_bytes.h"
 
-static inline uint32_t crc_le32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
+static uint32_t crc_table[8][256];
 
 static void crc_init(void) {
     for (uint32_t i = 0; i < 256; i++) {
@@ -24,7 +23,7 @@ static void crc_init(void) {
 static uint32_t crc32_of(const uint8_t *p, Py_ssize_t n) {
     uint32_t c = 0xFFFFFFFFu;
     while (n >= 8) {
-        uint32_t a = c ^ crc_le32(p), b = crc_le32(p + 4);
+        uint32_t a = c ^ le32(p), b = le32(p + 4);
         c = crc_table[7][a & 0xFF] ^ crc_table[6][a >> 8 & 0xFF] ^ crc_table[5][a >> 16 & 0xFF] ^
             crc_table[4][a >> 24] ^ crc_table[3][b & 0xFF] ^ crc_table[2][b >> 8 & 0xFF] ^
             crc_table[1][b >> 16 & 0xFF] ^ crc_table[0][b >> 24];

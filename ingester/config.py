@@ -18,8 +18,8 @@ from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import yaml
 
-from .records.mask import ColumnRules
-from .sources.replication import redact
+from .column_rules import ColumnRules
+from .redact import redact
 
 
 class ConfigError(ValueError):

@@ -22,6 +22,8 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
+from ingester.config import LandConfig
+
 from .errors import LandError
 from .kafka_source import stream_source
 from .lake_files import LakeFiles
@@ -38,23 +40,30 @@ log = logging.getLogger("binlake.land")
 
 @dataclass
 class LandSettings:
+    """What the job runs with: the configuration's land section (ingester.config.LandConfig: lake, checkpoint,
+    trigger, quarantine, the Kafka source's options, driver_rows, keys: defined once, there) and what it
+    takes from the rest of the configuration."""
+
     bootstrap: str
     topic_prefix: str
-    lake: str
-    checkpoint: str
-    trigger: str = "1s"  # a processing-time interval, or "available-now" (land what is there, then stop)
-    quarantine: bool = False
-    min_partitions: int | None = None  # Kafka source splits: many tasks decode one hot table
-    max_offsets_per_trigger: int | None = None
-    master: str | None = "local[2]"  # None: whatever spark-submit set
-    shuffle_partitions: int = 2
-    driver_rows: int = 1_000_000  # see Lander.driver_rows
-    keys: dict[str, list[str]] = field(default_factory=dict)  # land.keys: "<db>.<table>" -> its mirror's key
-    kafka_source: str = "auto"  # land.kafka_source: auto, binlake or spark (kafka_source.stream_source)
+    land: LandConfig
+    master: str | None = "local[2]"  # None: whatever spark-submit set (`binlake land` passes land.master)
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     store: ObjectStoreSettings = field(default_factory=ObjectStoreSettings)  # a lake on S3: land.s3_*
     jvm_log: str | None = None  # the driver JVM's log file (None: Spark's console, e.g. --verbose)
+
+    def __post_init__(self) -> None:
+        if not self.land.lake or not self.land.checkpoint:
+            raise LandError("land needs --lake and --checkpoint (or land.lake and land.checkpoint)")
+
+    @property
+    def lake(self) -> str:
+        return self.land.lake or ""
+
+    @property
+    def checkpoint(self) -> str:
+        return self.land.checkpoint or ""
 
 
 def build_session(master: str | None, shuffle_partitions: int, app_name: str = "binlake-land",
@@ -210,7 +219,7 @@ def topic_pattern(prefix: str) -> str:
 def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
     """Run the query until it stops (available-now: once everything committed so far has landed)."""
     store = settings.store if on_object_store(settings.lake) else None
-    spark = spark or build_session(settings.master, settings.shuffle_partitions, store=store,
+    spark = spark or build_session(settings.master, settings.land.shuffle_partitions, store=store,
                                    jvm_log=settings.jvm_log)
     if store is not None:
         probe(spark, settings.lake)
@@ -229,25 +238,26 @@ def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
 
 
 def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, lease: LakeLease | None) -> int:
-    lander = Lander(spark, settings.lake, settings.checkpoint, settings.quarantine, settings.bootstrap,
-                    settings.topic_prefix, driver_rows=settings.driver_rows, min_tasks=settings.min_partitions or 0,
-                    keys=settings.keys, files=files, lease=lease)
+    land = settings.land
+    lander = Lander(spark, settings.lake, settings.checkpoint, land.quarantine, settings.bootstrap,
+                    settings.topic_prefix, driver_rows=land.driver_rows, min_tasks=land.min_partitions or 0,
+                    keys=land.keys, files=files, lease=lease)
     listener = LandMetrics(lander)
     warm_up(spark, delta=not is_local(settings.lake))
     spark.streams.addListener(listener)
     if settings.metrics_port is not None:
         start_http_server(settings.metrics_port, settings.metrics_host, registry=listener.registry)
-    source = stream_source(settings.bootstrap, topic_pattern(settings.topic_prefix), settings.min_partitions,
-                           settings.max_offsets_per_trigger, settings.kafka_source)
+    source = stream_source(settings.bootstrap, topic_pattern(settings.topic_prefix), settings.land.min_partitions,
+                           settings.land.max_offsets_per_trigger, settings.land.kafka_source)
     log.info("Kafka source: %s", type(source).__name__)
     reader = source.reader(spark)
     writer = (reader.load().writeStream.foreachBatch(lander)
               .option("checkpointLocation", settings.checkpoint)
               .queryName("binlake-land"))
-    if settings.trigger == "available-now":
+    if settings.land.trigger == "available-now":
         writer = writer.trigger(availableNow=True)
     else:
-        writer = writer.trigger(processingTime=_interval(settings.trigger))
+        writer = writer.trigger(processingTime=_interval(settings.land.trigger))
     query = writer.start()
     try:
         query.awaitTermination()

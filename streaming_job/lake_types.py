@@ -26,10 +26,10 @@ import pyarrow as pa
 
 from ingester.codec.charsets import keeps_bytes
 from ingester.codec.constants import ColumnType as T
+from ingester.codec.json_default import json_default
 from ingester.codec.jsonb import JSON_NULL
 from ingester.codec.rows import JsonDiff
 from ingester.codec.table_map import Column
-from ingester.dump.jsonl import json_default
 
 MAX_DECIMAL_PRECISION = 38  # Spark's
 _EPOCH_ORDINAL = datetime.date(1970, 1, 1).toordinal()

@@ -36,7 +36,7 @@ def s3a_jars(cache_dir: Path | None = None) -> list[Path]:
 def _unshipped(coordinates: list[str], cache_dir: Path | None) -> list[Path]:
     import pyspark
 
-    from ingester.devstack.maven import fetch_classpath
+    from ingester.maven import fetch_classpath
 
     if pyspark.__version__ != SPARK_VERSION:
         raise RuntimeError(f"pyspark {pyspark.__version__} is installed, binlake land needs {SPARK_VERSION}")

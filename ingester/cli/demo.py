@@ -204,13 +204,15 @@ class _Pipeline:
         from streaming_job.job import run as run_job
         from streaming_job.object_store import ObjectStoreSettings
 
+        from ..config import LandConfig
+
         logging.getLogger("py4j").setLevel(logging.WARNING)  # one INFO line per callback otherwise
         try:
             store = ObjectStoreSettings(self.store.endpoint, path_style=True) if self.store is not None else None
             self.spark = build_session("local[2]", 2, "binlake-demo", store=store, jvm_log=self.jvm_log)
-            run_job(LandSettings(bootstrap=self.bootstrap, topic_prefix=PREFIX, lake=self.lake,
-                                 checkpoint=self.checkpoint, trigger="1s", metrics_port=self.land_port,
-                                 **({"store": store} if store is not None else {})),
+            run_job(LandSettings(self.bootstrap, PREFIX, LandConfig(lake=self.lake, checkpoint=self.checkpoint,
+                                                                   trigger="1s"),
+                                 metrics_port=self.land_port, **({"store": store} if store is not None else {})),
                     self.spark)
         except BaseException as exc:
             self.land_error = exc

@@ -32,8 +32,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..devstack.kafka import KafkaBroker
     from ..devstack.mariadb import MariaDBServer
-    from ..devstack.maven import default_cache_dir
     from ..devstack.objectstore import ObjectStore
+    from ..maven import default_cache_dir
 
     base = args.dir or Path(os.environ.get("BINLAKE_CACHE") or default_cache_dir()) / "devstack"
     base.mkdir(parents=True, exist_ok=True)

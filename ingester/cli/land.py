@@ -71,16 +71,8 @@ def land_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def settings(cfg: Config, master: str | None) -> Any:
     from streaming_job.job import LandSettings
 
-    if not cfg.land.lake or not cfg.land.checkpoint:
-        raise ValueError("land needs --lake and --checkpoint (or land.lake and land.checkpoint)")
-    return LandSettings(bootstrap=cfg.kafka.bootstrap, topic_prefix=cfg.kafka.topic_prefix, lake=cfg.land.lake,
-                        checkpoint=cfg.land.checkpoint, trigger=cfg.land.trigger, quarantine=cfg.land.quarantine,
-                        min_partitions=cfg.land.min_partitions,
-                        max_offsets_per_trigger=cfg.land.max_offsets_per_trigger, master=master,
-                        shuffle_partitions=cfg.land.shuffle_partitions, driver_rows=cfg.land.driver_rows,
-                        keys=cfg.land.keys, kafka_source=cfg.land.kafka_source,
-                        store=store_settings(cfg),
-                        metrics_port=cfg.metrics_port, metrics_host=cfg.metrics_host)
+    return LandSettings(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, cfg.land, master=master,
+                        store=store_settings(cfg), metrics_port=cfg.metrics_port, metrics_host=cfg.metrics_host)
 
 
 def run(args: argparse.Namespace, master_from_config: bool = True) -> int:
@@ -95,7 +87,7 @@ def run(args: argparse.Namespace, master_from_config: bool = True) -> int:
         from streaming_job.job import run as run_job
 
         try:
-            job = settings(cfg, cfg.land.master if master_from_config else None)
+            job = settings(cfg, cfg.land.master if master_from_config else None)  # LandError without a lake
             if log_file is not None:
                 job.jvm_log = str(log_file.with_name("land-spark.log"))
                 logging.getLogger("binlake.land").info("Spark's and the Kafka client's own lines: %s and %s "

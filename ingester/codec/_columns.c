@@ -656,9 +656,19 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit__columns(void) {
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;
-    if (PyModule_AddIntConstant(m, "OP_LAST", OP_LAST) < 0) {
-        Py_DECREF(m);
-        return NULL;
+    /* the ops by name: streaming_job/arrow_rows.py's copies are checked against them (tests/unit) */
+    static const struct { const char *name; int value; } ops[] = {
+        {"OP_INT", OP_INT}, {"OP_COPY", OP_COPY}, {"OP_YEAR", OP_YEAR}, {"OP_DECIMAL", OP_DECIMAL},
+        {"OP_DATE", OP_DATE}, {"OP_DATETIME2", OP_DATETIME2}, {"OP_TIMESTAMP2", OP_TIMESTAMP2},
+        {"OP_TIME2", OP_TIME2}, {"OP_BIT", OP_BIT}, {"OP_NUMBER", OP_NUMBER}, {"OP_STRING", OP_STRING},
+        {"OP_RAW_FIXED", OP_RAW_FIXED}, {"OP_RAW_PREFIXED", OP_RAW_PREFIXED}, {"OP_NULL", OP_NULL},
+        {"OP_LAST", OP_LAST},
+    };
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        if (PyModule_AddIntConstant(m, ops[i].name, ops[i].value) < 0) {
+            Py_DECREF(m);
+            return NULL;
+        }
     }
     return m;
 }

@@ -27,15 +27,14 @@ from .snapshot import (
     Progress,
     SnapshotError,
     TableReader,
-    _connect,
     _dump_key,
     _load_key,
     _text,
-    _unbuffered_cursor,
     read_records,
     table_reader,
     verify_records,
 )
+from .source_conn import connect, unbuffered_cursor
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -307,7 +306,7 @@ class Resnapshotter:
         high_id = uuid.uuid4().hex
         limit = self.cfg.snapshot_chunk_rows
         signal = quoted(self.signal_table)
-        with self._connection().cursor(_unbuffered_cursor()) as cur:
+        with self._connection().cursor(unbuffered_cursor()) as cur:
             insert = f"INSERT INTO {signal} (id, type, data) VALUES (%s, %s, %s)"
             cur.execute(insert, (uuid.uuid4().hex, LOW, reader.name))
             cur.execute(*reader.query(limit, _load_key(after if high is not None else self.state["last_pk"])))
@@ -323,7 +322,7 @@ class Resnapshotter:
 
     def _connection(self) -> Any:
         if self._conn is None:
-            self._conn = _connect(self.cfg)
+            self._conn = connect(self.cfg)
             self._conn.autocommit(True)  # every chunk reads the newest rows, every watermark commits at once
             with self._conn.cursor() as cur:
                 cur.execute("SELECT VERSION()")

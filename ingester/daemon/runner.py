@@ -186,11 +186,11 @@ class Runner:
 
     def _schema_history_wanted(self) -> bool:
         from . import schema_io
-        from .snapshot import _connect
+        from .source_conn import connect
 
         if self.cfg.schema.history != "auto":
             return self.cfg.schema.history == "always"
-        conn = _connect(self.cfg, raw=False)
+        conn = connect(self.cfg, raw=False)
         try:
             with conn.cursor() as cur:
                 return schema_io.wanted(cur)
@@ -202,9 +202,9 @@ class Runner:
         file) they are committed with a checkpoint at the server's current position, where that schema
         is valid and streaming then starts; otherwise they go with the next checkpoint."""
         from . import schema_io
-        from .snapshot import _connect
+        from .source_conn import connect
 
-        conn = _connect(self.cfg, raw=False)
+        conn = connect(self.cfg, raw=False)
         try:
             with conn.cursor() as cur:
                 cur.execute("SELECT VERSION()")
@@ -213,7 +213,7 @@ class Runner:
         finally:
             conn.close()
         for record in records:
-            self._send(publisher, record)
+            self.send(publisher, record)
         if self.committed or self.cfg.source.start_file:
             log.warning("schema history: captured the current schema and assumed it valid at the start position"
                         " (a snapshot captures it at the snapshot's point instead)")
@@ -234,7 +234,7 @@ class Runner:
         if not committed:
             return True
         if mode == "when-needed" and committed.get("source") in (None, self.source):  # file names are per server
-            from .snapshot import binlog_purged
+            from .source_conn import binlog_purged
 
             if binlog_purged(self.cfg, committed["file"]):
                 log.warning("the checkpoint's binlog %s has been purged: taking a new snapshot", committed["file"])
@@ -315,10 +315,10 @@ class Runner:
             if checkpoint is None:
                 return
             for record in builder.flush():
-                self._send(publisher, record)
+                self.send(publisher, record)
             if resnap is not None:
                 for record in resnap.before_commit():
-                    self._send(publisher, record)
+                    self.send(publisher, record)
                 checkpoint.resnapshot = resnap.progress()
             self._commit(publisher, checkpoint, builder.transactions - committed_transactions)
             committed_transactions, last_commit = builder.transactions, time.monotonic()
@@ -366,7 +366,7 @@ class Runner:
                     closed = feed(dec, raw, position)
                     if closed:
                         for record in closed:
-                            self._send(publisher, record)
+                            self.send(publisher, record)
                 if builder.in_transaction:
                     if self.stop_requested and time.monotonic() - self.stop_requested_at > _STOP_GRACE:
                         # A huge transaction is still streaming: drop it rather than ignore the
@@ -417,9 +417,9 @@ class Runner:
             builder.file_offset = committed.get("file_offset", 0)
             return None
         from .failover import check_history, file_offset
-        from .snapshot import _connect
+        from .source_conn import connect
 
-        conn = _connect(self.cfg, raw=False)
+        conn = connect(self.cfg, raw=False)
         try:
             with conn.cursor() as cur:
                 cur.execute("SELECT VERSION()")
@@ -432,7 +432,8 @@ class Runner:
                  committed["gtid_set"], builder.file_offset)
         return previous
 
-    def _send(self, publisher: Publisher, record: Record) -> None:
+    def send(self, publisher: Publisher, record: Record) -> None:
+        """Publish a record (streaming.Daemon): the re-snapshot takes its signal table's."""
         if self.resnap is not None and self.resnap.takes(record):
             return
         publisher.send(record)

@@ -31,19 +31,20 @@ from ..codec.charsets import decoder_for, is_utf8
 from ..codec.constants import ColumnType as T
 from ..codec.jsonb import JSON_NULL
 from ..codec.table_map import GEOMETRY_TYPES, Column, TableMap
-from ..config import Config
+from ..column_rules import ColumnRules
 from ..records import snapshot as S
 from ..records.builder import Checkpoint, Record
 from ..records.format import Sequence, file_number
-from ..records.mask import ColumnRules, value_masker
+from ..records.mask import value_masker
 from ..schema.history import server_key
 from ..sources.position import binlog_status
-from ..sources.replication import ReplicationError, SourceURL
+from ..sources.replication import ReplicationError
 from ..sources.resultset import ASCII, BYTES, INT, UTF8, UTF8_REPLACE, TextResult
+from .source_conn import connect, unbuffered_cursor
 
 if TYPE_CHECKING:
     from .kafka_io import Publisher
-    from .runner import Runner
+    from .streaming import Daemon
 
 log = logging.getLogger("binlake.snapshot")
 _TARGET_CHUNK_BYTES = 8 << 20  # chunks shrink below chunk_rows when rows are large (bounded memory)
@@ -336,31 +337,6 @@ class Progress:
             self.stream.flush()
 
 
-def binlog_purged(cfg: Config, file: str) -> bool:
-    """Whether the server no longer has the binlog file a checkpoint names (when-needed snapshots)."""
-    conn = _connect(cfg, raw=False)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SHOW BINARY LOGS")
-            return file not in {row[0] for row in cur.fetchall()}
-    finally:
-        conn.close()
-
-
-def _connect(cfg: Config, raw: bool = True) -> Any:
-    import pymysql
-
-    options: dict[str, Any] = {"charset": "utf8mb4"}
-    if raw:  # values as the server sends them: converted here exactly like the binlog decoder's
-        options["conv"] = {k: v for k, v in pymysql.converters.conversions.items() if not isinstance(k, int)}
-    conn = SourceURL.parse(cfg.source_url()).connect(**options)
-    if raw:
-        with conn.cursor() as cur:
-            cur.execute("SET SESSION character_set_results = binary, time_zone = '+00:00',"
-                        " net_write_timeout = 600, net_read_timeout = 600")
-    return conn
-
-
 def read_records(reader: TableReader, wire: list[list[Any]], ts: int, max_record_bytes: int,
                  next_seq: Callable[[], Sequence]) -> tuple[list[Record], int]:
     """Rows read by SELECT as ``read`` records of at most about ``max_record_bytes`` each (one sequence
@@ -406,7 +382,7 @@ def _record(reader: TableReader, descriptor: bytes, rows_json: bytes, ts: int, n
 class Snapshotter:
     """Reads and publishes one snapshot, resuming from ``state`` (the committed checkpoint's progress)."""
 
-    def __init__(self, runner: Runner, publisher: Publisher, state: dict[str, Any] | None) -> None:
+    def __init__(self, runner: Daemon, publisher: Publisher, state: dict[str, Any] | None) -> None:
         self.runner = runner
         self.cfg = runner.cfg
         self.publisher = publisher
@@ -417,7 +393,7 @@ class Snapshotter:
         import pymysql
 
         try:
-            conn = _connect(self.cfg)
+            conn = connect(self.cfg)
             self.runner.metrics.source_connected = True  # /readyz: reading the source, if not its binlog yet
             try:
                 return self._run(conn)
@@ -463,7 +439,7 @@ class Snapshotter:
                 from .schema_io import capture_records
 
                 for record in capture_records(self.cfg, cur, file, position)[1]:
-                    self.runner._send(self.publisher, record)
+                    self.runner.send(self.publisher, record)
             if first:
                 cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES"
                             " WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN %s", (_SYSTEM_SCHEMAS,))
@@ -515,7 +491,7 @@ class Snapshotter:
         after = _load_key(state["last_pk"])
         limit = min(self.cfg.snapshot_chunk_rows, 256)  # grows while chunks stay small: rows may be large
         # No usable key: one pass, in one Kafka transaction (it cannot resume inside).
-        cur = conn.cursor(_unbuffered_cursor())
+        cur = conn.cursor(unbuffered_cursor())
         try:
             if not reader.key:
                 cur.execute(*reader.query(0, None))
@@ -559,7 +535,7 @@ class Snapshotter:
         assert state is not None
         records, size = read_records(reader, wire, state["ts"], self.cfg.kafka.max_record_bytes, self._next_seq)
         for record in records:
-            self.runner._send(self.publisher, record)
+            self.runner.send(self.publisher, record)
         return size
 
     def _next_seq(self) -> Sequence:
@@ -593,12 +569,6 @@ class Snapshotter:
             runner.stats["commits"] += 1
 
         self.publisher.commit(checkpoint, committed)
-
-
-def _unbuffered_cursor() -> Any:
-    import pymysql
-
-    return pymysql.cursors.SSCursor
 
 
 def _dump_key(values: list[Any]) -> list[Any]:

@@ -25,8 +25,8 @@ from kafka import KafkaAdminClient
 from kafka.errors import RetriableError
 
 from ingester.devstack.mariadb import _die_with_parent, _tail, free_tcp_port
-from ingester.devstack.maven import fetch_classpath, find_java
 from ingester.devstack.process import ManagedServer, stop_server
+from ingester.maven import fetch_classpath, find_java
 
 KAFKA_VERSION = "4.3.1"
 # Kafka 4.x logs through slf4j 1.7 and ships log4j-core without the binding between the two; this is

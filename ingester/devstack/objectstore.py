@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Self
 
 from ingester.devstack.mariadb import _die_with_parent, _tail, free_tcp_port
-from ingester.devstack.maven import fetch_artifact, find_java
 from ingester.devstack.process import ManagedServer, stop_server
+from ingester.maven import fetch_artifact, find_java
 
 S3PROXY = "org.gaul:s3proxy:4.1.0:jar-with-dependencies"
 REGION = "us-east-1"

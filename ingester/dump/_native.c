@@ -833,6 +833,19 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (!S_json_cache || !S_table_id || !S_jsonl_plans) return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;
+    /* the ops by name: ingester/dump/native.py's copies are checked against them (tests/unit) */
+    static const struct { const char *name; int value; } ops[] = {
+        {"OP_INT", OP_INT}, {"OP_FLOAT", OP_FLOAT}, {"OP_DOUBLE", OP_DOUBLE}, {"OP_YEAR", OP_YEAR},
+        {"OP_DECIMAL", OP_DECIMAL}, {"OP_DATE", OP_DATE}, {"OP_DATETIME2", OP_DATETIME2},
+        {"OP_TIMESTAMP2", OP_TIMESTAMP2}, {"OP_TIME2", OP_TIME2}, {"OP_BIT", OP_BIT}, {"OP_ENUM", OP_ENUM},
+        {"OP_SET", OP_SET}, {"OP_TEXT", OP_TEXT}, {"OP_BINARY", OP_BINARY}, {"OP_NULL", OP_NULL},
+    };
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        if (PyModule_AddIntConstant(m, ops[i].name, ops[i].value) < 0) {
+            Py_DECREF(m);
+            return NULL;
+        }
+    }
     Py_INCREF(&RowsPlanType);
     if (PyModule_AddObject(m, "RowsPlan", (PyObject *)&RowsPlanType) < 0) {
         Py_DECREF(&RowsPlanType);

@@ -2,31 +2,17 @@
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterable, Iterator
-from decimal import Decimal
 from typing import Any
 
 import orjson
 
 from ..codec import BinlogDecoder
 from ..codec.events import Event, TableMapEvent, TransactionPayloadEvent
-from ..codec.jsonb import JsonNull
+from ..codec.json_default import json_default
 from ..codec.rows import JsonDiff
 
 _OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
-
-
-def json_default(value: Any) -> Any:
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return base64.b64encode(value).decode("ascii")
-    if isinstance(value, Decimal):
-        return orjson.Fragment(str(value))  # a JSON number with exactly the stored digits
-    if isinstance(value, JsonDiff | JsonNull):
-        return value.to_json()
-    if isinstance(value, tuple):
-        return list(value)
-    raise TypeError(f"cannot encode {type(value).__name__} as JSON")
 
 
 def event_json(event: Event) -> bytes:

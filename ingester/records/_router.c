@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../_bytes.h"
 #include "../_crc32.h"
 
 #define HEADER 19
@@ -32,15 +33,6 @@
 #define GTID 33
 #define ANONYMOUS_GTID 34
 
-static inline uint32_t le32(const uint8_t *p) { return crc_le32(p); }
-static inline uint64_t le48(const uint8_t *p) { return le32(p) | (uint64_t)(p[4] | p[5] << 8) << 32; }
-static inline uint64_t le64(const uint8_t *p) { return le32(p) | (uint64_t)le32(p + 4) << 32; }
-static inline void put_le32(uint8_t *p, uint32_t v) {
-    p[0] = v & 0xFF, p[1] = v >> 8 & 0xFF, p[2] = v >> 16 & 0xFF, p[3] = v >> 24;
-}
-static inline void put_be(uint8_t *p, uint64_t v, int n) {
-    for (int i = n - 1; i >= 0; i--, v >>= 8) p[i] = v & 0xFF;
-}
 
 /* Interned names of the builder's fields and RecordWriter's slots. */
 static PyObject *S_begins, *S_routes, *S_table_maps, *S_open, *S_open_bytes, *S_in_transaction, *S_begun, *S_gtid,

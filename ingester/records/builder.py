@@ -21,11 +21,12 @@ from ..codec import events as E
 from ..codec.constants import HEADER_V3
 from ..codec.decoder import CHECKSUM_CRC32, ROUTABLE_ROWS
 from ..codec.table_map import TableMap
+from ..column_rules import ColumnRules
 from ..extensions import load as load_extension
 from ..schema.history import HISTORY_TOPIC, SchemaHistory, enrich, history_key
 from .format import RecordWriter, Sequence, file_number
 from .gtid import MariadbGtidState, MysqlGtidSet
-from .mask import ColumnRules, Masked, Rewriter
+from .mask import Masked, Rewriter
 
 SCHEMA_TOPIC = "_schema"
 _QUERY, _XID, _TABLE_MAP, _MARIADB_GTID = 2, 16, 19, 162

@@ -10,12 +10,11 @@ publish a masked column's value.
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import hashlib
 import hmac
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..codec import BinlogError
@@ -26,7 +25,6 @@ from ..codec.constants import ColumnType as T
 from ..codec.rows import mariadb_uncompress_column, mariadb_uncompress_event
 from ..codec.table_map import Column, TableMap
 
-ACTIONS = ("exclude", "hash", "mask")
 _FIXED = {T.TINY: 1, T.SHORT: 2, T.INT24: 3, T.LONG: 4, T.LONGLONG: 8, T.FLOAT: 4, T.DOUBLE: 8, T.YEAR: 1,
           T.DATE: 3, T.NEWDATE: 3, T.TIME: 3, T.DATETIME: 8, T.TIMESTAMP: 4, T.NULL: 0}
 _INTEGERS = frozenset((T.TINY, T.SHORT, T.INT24, T.LONG, T.LONGLONG))
@@ -41,38 +39,6 @@ _EVENTS = {23: ("write", False, 23), 24: ("update", False, 24), 25: ("delete", F
            166: ("write", False, 23), 167: ("update", False, 24), 168: ("delete", False, 25),
            169: ("write", True, 30), 170: ("update", True, 31), 171: ("delete", True, 32)}
 STAR = b"****"
-
-
-@dataclass
-class ColumnRules:
-    """``filters.columns``: ``db.table.column`` glob -> exclude | hash | mask; the first matching rule wins."""
-
-    rules: dict[str, str]
-    key: bytes = field(default=b"", repr=False)  # HMAC key of ``hash`` (BINLAKE_MASK_KEY); never logged
-
-    def __post_init__(self) -> None:
-        for pattern, action in self.rules.items():
-            if action not in ACTIONS:
-                raise ValueError(f"filters.columns: {pattern}: {action!r} is not one of {', '.join(ACTIONS)}")
-            if pattern.count(".") < 2:
-                raise ValueError(f"filters.columns: {pattern!r} is not a db.table.column pattern")
-        if "hash" in self.rules.values() and not self.key:
-            raise ValueError("filters.columns: hash needs a key (mask_key or BINLAKE_MASK_KEY)")
-
-    def for_table(self, tm: TableMap) -> dict[int, str]:
-        """Column index -> action for the columns of ``tm`` with a rule (it must carry column names)."""
-        prefix = f"{tm.database}.{tm.table}."
-        out: dict[int, str] = {}
-        for col in tm.columns:
-            for pattern, action in self.rules.items():
-                if fnmatch.fnmatchcase(prefix + col.name, pattern):
-                    out[col.index] = action
-                    break
-        return out
-
-    def applies_to(self, database: str, table: str) -> bool:
-        """Whether some rule names a column of this table (before its column names are known)."""
-        return any(fnmatch.fnmatchcase(f"{database}.{table}", p.rsplit(".", 1)[0]) for p in self.rules)
 
 
 @dataclass

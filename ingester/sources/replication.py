@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from ..codec import BinlogDecoder, BinlogError
 from ..codec.decoder import CHECKSUM_CRC32, CHECKSUM_OFF
 from ..codec.events import Event, RotateEvent, TransactionPayloadEvent
+from ..redact import redact
 from .errors import ReplicationError, SourceUnreachable
 
 if TYPE_CHECKING:
@@ -129,13 +130,6 @@ class SourceURL:
             raise ReplicationError(f"{self}: the server does not offer TLS, and tls={self.tls} requires it "
                                    "(configure TLS on the server, or set tls=disabled explicitly)")
         return conn
-
-
-def redact(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    return url.replace(f":{parts.password}@", ":***@", 1)
 
 
 class PacketFramer:

@@ -24,7 +24,7 @@ from ingester.cli.consume import committed_events
 from ingester.codec import events as E
 from ingester.daemon.kafka_io import read_checkpoint
 from ingester.devstack.mariadb import free_tcp_port
-from ingester.devstack.maven import default_cache_dir
+from ingester.maven import default_cache_dir
 from ingester.records.gtid import MysqlGtidSet
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from ingester.config import load_config
-from ingester.daemon.snapshot import _connect, _unbuffered_cursor, table_reader
+from ingester.daemon.snapshot import table_reader
+from ingester.daemon.source_conn import connect, unbuffered_cursor
 from ingester.sources import resultset
 from tests.integration import test_type_zoo as zoo
 
@@ -29,7 +30,7 @@ def _pymysql_rows(conn: Any, reader: Any, sql: str) -> list[list[Any]]:
 
 
 def _our_rows(conn: Any, reader: Any, sql: str, limit: int = -1) -> list[list[Any]]:
-    with conn.cursor(_unbuffered_cursor()) as cur:
+    with conn.cursor(unbuffered_cursor()) as cur:
         cur.execute(sql)
         result = reader.result(cur)
         rows: list[list[Any]] = []
@@ -55,7 +56,7 @@ def test_rows_equal_pymysqls_for_every_column_type(make_mariadb, monkeypatch, na
         cur.execute("INSERT INTO big VALUES (1, REPEAT(UNHEX(%s), 17 * 4096 + 3), REPEAT('é😀x', 3 << 20), 7),"
                     " (2, NULL, 'a\\nb', NULL), (3, '', '', -1)", (bytes(range(256)).hex(),))
     conn.commit()
-    raw = _connect(load_config(environ={}, overrides={"source": {"url": server.url}}))
+    raw = connect(load_config(environ={}, overrides={"source": {"url": server.url}}))
     with raw.cursor() as cur:
         cur.execute("SELECT COLLATION_NAME, ID FROM information_schema.COLLATIONS WHERE ID IS NOT NULL")
         collations = {name.decode(): int(cid) for name, cid in cur.fetchall()}

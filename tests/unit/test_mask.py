@@ -13,9 +13,10 @@ from ingester.codec import BinlogDecoder, BinlogError
 from ingester.codec import events as E
 from ingester.codec.constants import ColumnType as T
 from ingester.codec.rows import JsonDiff
+from ingester.column_rules import ColumnRules
 from ingester.records.builder import Record, RecordBuilder
 from ingester.records.format import record_events
-from ingester.records.mask import ColumnRules, Rewriter
+from ingester.records.mask import Rewriter
 from ingester.sources.binlog_file import binlog_frames
 from tests.corpus import CORPUS
 

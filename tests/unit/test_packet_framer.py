@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ingester.sources.replication import PacketFramer, ReplicationError, SourceURL, parse_err, redact
+from ingester.redact import redact
+from ingester.sources.replication import PacketFramer, ReplicationError, SourceURL, parse_err
 
 
 def _packet(payload: bytes, seq: int) -> bytes:

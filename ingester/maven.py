@@ -1,6 +1,7 @@
-"""Java classpaths from Maven Central, for the JVM services the tests and local development run (Kafka,
-later Spark's connectors): `mvn` resolves the artifacts with their runtime dependencies into a cache of
-our own, and a warm cache is used without running mvn, so repeated runs work offline.
+"""Java classpaths from Maven Central, for the JVM services binlake runs (the devstack's Kafka and object
+store) and the land job's Spark connectors: a leaf module. `mvn` resolves the artifacts with their runtime
+dependencies into a cache of our own, and a warm cache is used without running mvn, so repeated runs work
+offline.
 """
 
 from __future__ import annotations
