@@ -4,6 +4,9 @@
 #define BINLAKE_BYTES_H
 #include <stdint.h>
 
+/* The v4 event header (ingester/codec/header.py): byte offsets of its fields and its length. */
+enum { EV_TIMESTAMP = 0, EV_TYPE = 4, EV_SERVER_ID = 5, EV_SIZE = 9, EV_LOG_POS = 13, EV_FLAGS = 17, EV_HEADER = 19 };
+
 static inline uint32_t le16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
 static inline uint32_t le24(const uint8_t *p) { return le16(p) | (uint32_t)p[2] << 16; }
 static inline uint32_t le32(const uint8_t *p) { return le24(p) | (uint32_t)p[3] << 24; }

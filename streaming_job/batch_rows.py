@@ -183,10 +183,11 @@ def _row_indices(rows: pa.Table) -> dict[tuple[str, str], pa.Array]:
     return {name: lists[k].values for k, name in enumerate(names)}
 
 
-_RecordRow = namedtuple("_RecordRow", [n for n in RECORD_ARROW.names if n != "data"])  # type: ignore[misc]
+_INFO_FIELDS: list[str] = [name for name in RECORD_ARROW.names if name != "data"]
+_RecordRow = namedtuple("_RecordRow", _INFO_FIELDS)  # type: ignore[misc]
 
 
 def _record_rows(table: pa.Table) -> list[Any]:
     """Record rows (all but their data) from Arrow, read like Spark's Rows (``r.kind``, ``r.db``, ...)."""
-    columns = [table.column(n).to_pylist() for n in _RecordRow._fields]
+    columns = [table.column(name).to_pylist() for name in _INFO_FIELDS]
     return [_RecordRow(*r) for r in zip(*columns, strict=True)]

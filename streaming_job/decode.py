@@ -141,6 +141,7 @@ def _parts(ev: RowsEvent) -> tuple[_Part, _Part]:
         before, after = rows.images()
         return (n, *(before or (None, None))), (n, *(after or (None, None)))
     width = len(ev.table_map.columns)
+    images: tuple[tuple[tuple[int, ...], Any], ...]
     if isinstance(rows, RowImages):
         images = ((ev.columns_before, rows.before), (ev.columns_after, rows.after))
     else:
@@ -263,13 +264,15 @@ def decode_record(out: _Out, topic: str, partition: int, offset: int, headers: d
                 g = _Group(ev.database, ev.table, shape, seq, position)
                 verified.append((ev.verify, g))
             else:
-                g = groups.get((ev.database, ev.table, id(shape)))
-                if g is None:
-                    g = groups[(ev.database, ev.table, id(shape))] = _Group(ev.database, ev.table, shape, seq,
-                                                                            position)
+                found = groups.get((ev.database, ev.table, id(shape)))
+                if found is None:
+                    found = groups[(ev.database, ev.table, id(shape))] = _Group(ev.database, ev.table, shape, seq,
+                                                                                position)
+                g = found
             g.add(item, ev, seq, position)
-        rows = [("row", topic, partition, offset, g.db, g.tbl, g.shape.schema, g.first_seq, g.first_position,
-                 len(g.op), max(g.commit_ts), g.partial, g.ipc(), None, None, None, None) for g in groups.values()]
+        rows: list[tuple[Any, ...]] = [
+            ("row", topic, partition, offset, g.db, g.tbl, g.shape.schema, g.first_seq, g.first_position, len(g.op),
+             max(g.commit_ts), g.partial, g.ipc(), None, None, None, None) for g in groups.values()]
         rows += [("verify", topic, partition, offset, g.db, g.tbl, g.shape.schema, g.first_seq, g.first_position,
                   len(g.op), max(g.commit_ts, default=0), False, g.ipc(), None, None, None,
                   orjson.dumps(chunk).decode())
@@ -361,8 +364,8 @@ def reassemble(pieces: list[tuple[str, int, int, bytes, bytes]],
     record's chunk 0 (chunks are consecutive in one Kafka transaction), so replays after a crash find
     them the same way."""
     by_partition: dict[tuple[str, int], list[tuple[int, dict[str, bytes], bytes]]] = {}
-    for topic, partition, offset, headers, value in pieces:
-        by_partition.setdefault((topic, partition), []).append((offset, pickle.loads(headers), value))
+    for topic, partition, offset, pickled, value in pieces:
+        by_partition.setdefault((topic, partition), []).append((offset, pickle.loads(pickled), value))
     reader = Reader()
     out = _Out()
     for (topic, partition), items in sorted(by_partition.items()):

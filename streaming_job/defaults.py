@@ -311,7 +311,9 @@ def mark_pending(spark: Any, path: str, defaults: list[Default]) -> None:
 def pending(spark: Any, path: str) -> list[Default]:
     from delta.tables import DeltaTable
 
-    return pending_in(DeltaTable.forPath(spark, path).detail().select("properties").first()[0] or {})
+    detail = DeltaTable.forPath(spark, path).detail().select("properties").first()
+    assert detail is not None  # a Delta table's detail is one row
+    return pending_in(detail[0] or {})
 
 
 def pending_in(properties: dict[str, str]) -> list[Default]:

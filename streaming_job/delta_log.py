@@ -73,7 +73,7 @@ class TableLog:
 
     def __init__(self, path: str, files: LakeFiles | None = None) -> None:
         self.path = path
-        self.lake = files or LakeFiles.local()
+        self.lake = files or LakeFiles.on_disk()
         self.log = join(path, LOG)
         self.version = -1
         self.protocol: dict[str, Any] = {}

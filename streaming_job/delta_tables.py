@@ -58,7 +58,9 @@ class DeltaTables:
         table = self.log(path)
         if table is None or table.version < 0 or any(t == "timestamp_ntz" for _, t in added):
             return False
-        struct = self.spark._jvm.org.apache.spark.sql.types.StructType
+        jvm = self.spark._jvm
+        assert jvm is not None  # a local session (classic Spark, not Spark Connect)
+        struct = jvm.org.apache.spark.sql.types.StructType
         fields = orjson.loads(struct.fromDDL(", ".join(f"{quote(n)} {t}" for n, t in added)).json())["fields"]
         schema = orjson.loads(orjson.dumps(table.schema))  # a copy
         if nested:

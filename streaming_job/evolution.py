@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 from pyspark.sql import SparkSession
+from pyspark.sql.types import StructType
 
 from ingester.codec.events import QueryEvent
 from ingester.records.format import record_events
@@ -80,6 +81,7 @@ class SchemaEvolution:
                 columns = [(f["name"], simple_type(f["type"])) for f in after["fields"]]
             elif found is None and self.delta.exists(path):
                 after = self.spark.read.format("delta").load(path).schema["after"].dataType
+                assert isinstance(after, StructType)  # the change log's row images
                 columns = [(f.name, f.dataType.simpleString()) for f in after.fields]
             self._columns[key] = columns
         return self._columns[key]

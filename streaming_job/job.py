@@ -11,7 +11,7 @@ import re
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,13 +190,14 @@ def warm_up(spark: SparkSession, delta: bool = True) -> None:
             commit = DeltaCommit(spark, uri)
             commit.create("id bigint", [], {})
             rows = pa.table({"id": pa.array([1], pa.int64())})
-            commit.append([write_mirror_file(LakeFiles.local(), path, rows, "id")],
+            commit.append([write_mirror_file(LakeFiles.on_disk(), path, rows, "id")],
                           "binlake-warm-up", 0, [])
             again = DeltaCommit(spark, uri)
             again.files()
             again.done("binlake-warm-up", 0)
             # a checkpoint: a batch's first one then takes ~1 s, not 3-4 (and the JVM grows its heap here)
             jvm = spark._jvm
+            assert jvm is not None  # a local session (classic Spark)
             delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, uri)
             delta_log.checkpoint(delta_log.unsafeVolatileSnapshot(), jvm.scala.Option.empty())
     except Exception as exc:  # an optimisation: the query itself says what is wrong
@@ -206,7 +207,7 @@ def warm_up(spark: SparkSession, delta: bool = True) -> None:
     log.info("warmed up Spark's Python workers and Delta in %.1fs", time.monotonic() - started)
 
 
-def _started(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _started(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """A warm-up task: its worker is forked from the daemon, which imported the decoder."""
     yield from batches
 
@@ -223,7 +224,7 @@ def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
                                    jvm_log=settings.jvm_log)
     if store is not None:
         probe(spark, settings.lake)
-    master = spark.sparkContext.master
+    master = spark.sparkContext.master or ""
     if is_local(settings.lake) and not master.startswith("local"):
         log.warning("the lake %s is a path of this machine, and the executors run on %s: every worker must "
                     "see it at the same path (a shared disk); an object store (s3a://) needs none", settings.lake,

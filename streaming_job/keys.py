@@ -56,7 +56,9 @@ def read_key(spark: Any, path: str, log: TableLog | None) -> tuple[bool, list[st
 
     if not DeltaTable.isDeltaTable(spark, path):
         return False, None
-    properties = DeltaTable.forPath(spark, path).detail().first()["properties"]
+    detail = DeltaTable.forPath(spark, path).detail().first()
+    assert detail is not None  # a Delta table's detail is one row
+    properties = detail["properties"]
     return True, recorded_key(dict(properties or {}))
 
 

@@ -31,7 +31,7 @@ class LakeFiles:
         self.store = store
 
     @staticmethod
-    def local() -> LakeFiles:
+    def on_disk() -> LakeFiles:
         return LakeFiles(pafs.LocalFileSystem(), True)
 
     @staticmethod
@@ -40,7 +40,7 @@ class LakeFiles:
         lake of another kind (file://, abfss://, hdfs://: Spark's own filesystems only)."""
         kind = scheme(lake)
         if kind is None:
-            return LakeFiles.local()
+            return LakeFiles.on_disk()
         if kind in S3_SCHEMES and store is not None:
             return LakeFiles(s3_filesystem(store), False, store)
         return None

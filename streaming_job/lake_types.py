@@ -35,7 +35,7 @@ MAX_DECIMAL_PRECISION = 38  # Spark's
 _EPOCH_ORDINAL = datetime.date(1970, 1, 1).toordinal()
 _DAY_US = 86_400_000_000
 
-_INTS = {  # type -> (signed, unsigned)
+_INTS: dict[int, tuple[str, str]] = {  # type -> (signed, unsigned)
     T.TINY: ("tinyint", "smallint"),
     T.SHORT: ("smallint", "int"),
     T.INT24: ("int", "int"),

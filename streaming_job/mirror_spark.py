@@ -8,7 +8,7 @@ import logging
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from . import defaults as D
@@ -67,7 +67,7 @@ class SparkMirror(MirrorStrategy[DataFrame]):
             if high is not None:
                 self._highest[(db, table)] = max(high[0], high[2])
             return True
-        assign = {quote(n): f"s.{quote(n)}" for n, _ in [*columns, *META]}
+        assign: dict[str, str | Column] = {quote(n): f"s.{quote(n)}" for n, _ in [*columns, *META]}
         on = " AND ".join([f"t.{quote(k)} = s.{quote(k)}" for k in pk]
                           + [f"t.{r.column} BETWEEN {r.low} AND {r.high}" for r in ranges])
         with self.delta.batch_writes(batch_id):
@@ -88,7 +88,8 @@ class SparkMirror(MirrorStrategy[DataFrame]):
         by this job (an upper bound: deletes do not lower it)."""
         key = (db, table)
         if key not in self._highest:
-            found = self.spark.read.format("delta").load(path).agg(F.max(quote(column)).cast("string")).first()[0]
+            row = self.spark.read.format("delta").load(path).agg(F.max(quote(column)).cast("string")).first()
+            found = row[0] if row is not None else None
             self._highest[key] = None if found is None else number(found)
         return self._highest[key]
 
@@ -134,7 +135,8 @@ def key_ranges(candidates: DataFrame, columns: list[tuple[str, str]], pk: list[s
         bounds += [text(low), text(high)]
     found = candidates.agg(*bounds).first() if bounds else None
     ranges = []
-    for i, k in enumerate(keys):
+    for i, k in enumerate(keys if found is not None else ()):
+        assert found is not None
         low, high = found[2 * i], found[2 * i + 1]
         if low is not None and high is not None:
             ranges.append(KeyRange(quote(k), _literal(low, types[k]), _literal(high, types[k]), low, high))

@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -147,7 +148,8 @@ def land_on_threads(land: Callable[[Iterable[pa.RecordBatch]], Iterator[pa.Recor
     GIL, so the driver's change-log files and candidates use every core instead of one. A batch under
     ``_THREADED_BYTES`` stays one run: one file, where a split would gain milliseconds."""
     parts = [records]
-    weight = np.cumsum(pc.binary_length(records.column("data")).to_numpy(zero_copy_only=False)) if len(records) else []
+    weight: Any = np.cumsum(pc.binary_length(records.column("data")).to_numpy(zero_copy_only=False)) if len(records) \
+        else []
     if threads > 1 and len(records) > 1 and weight[-1] >= _THREADED_BYTES:  # else one file is enough
         cuts = [0, *(int(np.searchsorted(weight, weight[-1] * i / threads)) + 1 for i in range(1, threads)),
                 len(records)]

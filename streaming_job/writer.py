@@ -31,7 +31,7 @@ from .worker import keep_spark_archive_listings
 
 PARTITION_COLUMN = "commit_date"
 _TS = pa.timestamp("us", tz="UTC")
-_LOCAL = LakeFiles.local()  # a local lake's files: named, not inferred from paths
+_LOCAL = LakeFiles.on_disk()  # a local lake's files: named, not inferred from paths
 # Files rewritten without a change of the table's rows (compaction): adds (relative path, partition
 # values, size, statistics) and removes (relative path, size, partition values)
 Moved = tuple[Sequence[tuple[str, dict[str, str], int, dict[str, Any]]], Sequence[tuple[str, int, dict[str, str]]]]

@@ -96,3 +96,17 @@ def spark():
     session = build_session("local[2]", 2, "binlake-land-tests")
     yield session
     session.stop()
+
+
+# Fixtures that start a real server (or Spark): a test using one belongs to the integration lane.
+SERVER_FIXTURES = frozenset(("mariadb", "make_mariadb", "kafka", "make_kafka", "mysql84", "object_store",
+                             "spark_cluster", "lake_shape", "spark"))
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The fast lane (`-m "not integration"`) must need no server: a test that takes a server fixture
+    without the integration mark is a collection error naming it."""
+    unmarked = [item.nodeid for item in items if SERVER_FIXTURES & set(getattr(item, "fixturenames", ()))
+                and not item.get_closest_marker("integration")]
+    if unmarked:
+        raise pytest.UsageError("tests that start servers must be marked integration: " + ", ".join(unmarked))

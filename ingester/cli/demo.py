@@ -174,7 +174,7 @@ class _Pipeline:
 
     def __init__(self, server: MariaDBServer, bootstrap: str, base: Path, store: ObjectStore | None = None,
                  verbose: bool = False) -> None:
-        from ..devstack.mariadb import free_tcp_port
+        from ..devstack.process import free_tcp_port
 
         self.server, self.bootstrap, self.base, self.store = server, bootstrap, base, store
         if store is None:
@@ -212,8 +212,7 @@ class _Pipeline:
             self.spark = build_session("local[2]", 2, "binlake-demo", store=store, jvm_log=self.jvm_log)
             run_job(LandSettings(self.bootstrap, PREFIX, LandConfig(lake=self.lake, checkpoint=self.checkpoint,
                                                                    trigger="1s"),
-                                 metrics_port=self.land_port, **({"store": store} if store is not None else {})),
-                    self.spark)
+                                 metrics_port=self.land_port, store=store or ObjectStoreSettings()), self.spark)
         except BaseException as exc:
             self.land_error = exc
 

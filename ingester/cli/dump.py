@@ -126,7 +126,7 @@ def _dump_parallel(path: str, out: BinaryIO, fmt: str, hexdump: bool, verify: bo
     bounds = itertools.chain((4,), transaction_starts(path, gap), (None,))  # found while workers run
     with tempfile.TemporaryDirectory(prefix="binlake-dump-") as spool_dir, \
             multiprocessing.get_context("fork").Pool(jobs) as pool:
-        pending: deque = deque()
+        pending: deque[tuple[Any, str]] = deque()
         for i, (start, stop) in enumerate(itertools.pairwise(bounds)):
             spool = os.path.join(spool_dir, f"{i}.out")
             pending.append((pool.apply_async(_render_segment, ((path, start, stop, fmt, hexdump, verify, spool),)),

@@ -99,7 +99,10 @@ def wait(cfg: Config, run_id: str, tables: list[str], timeout: float | None, see
 
     from ..daemon.snapshot import Progress
 
-    files = LakeFiles.of(cfg.land.lake, store_settings(cfg)) or LakeFiles.local()
+    lake = cfg.land.lake
+    if not lake:
+        raise ReplicationError("binlake verify --wait: the results are in the lake: give --lake (or land.lake)")
+    files = LakeFiles.of(lake, store_settings(cfg)) or LakeFiles.on_disk()
     deadline = None if timeout is None else time.monotonic() + timeout
     left = set(tables)
     shown: set[tuple[str, int]] = set()
@@ -107,7 +110,7 @@ def wait(cfg: Config, run_id: str, tables: list[str], timeout: float | None, see
     progress = Progress(estimate, 0, what="verify")
     try:
         while left:
-            results = read_results(files, cfg.land.lake, run_id)
+            results = read_results(files, lake, run_id)
             for r in results:
                 if (r["table"], r["chunk"]) in shown:
                     continue

@@ -17,6 +17,7 @@ from __future__ import annotations
 import codecs
 import functools
 from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 BINARY_COLLATION = 63
 
@@ -241,8 +242,8 @@ def _charmap_codec(name: str, table: str) -> codecs.CodecInfo:
     def encode(text: str, errors: str = "strict") -> tuple[bytes, int]:
         return codecs.charmap_encode(text, errors, encoding_map)
 
-    def decode(data: bytes, errors: str = "strict") -> tuple[str, int]:
-        return codecs.charmap_decode(data, errors, table)
+    def decode(input: Any, errors: str = "strict") -> tuple[str, int]:
+        return codecs.charmap_decode(input, errors, table)
 
     return codecs.CodecInfo(encode, decode, name=name)
 
@@ -340,7 +341,7 @@ def _decode_unknown(data: bytes) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        return _decoder("latin1")(data)
+        return cast(str, _decoder("latin1")(data))  # MySQL's latin1 (a charmap): always text
 
 
 def decoder_for(collation_id: int | None, mariadb: bool = False) -> Decoder:

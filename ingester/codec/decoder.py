@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from . import events as E
+from . import header
 from .constants import HEADER_V1, HEADER_V3, LOG_EVENT_BINLOG_IN_USE_F
 from .constants import EventType as ET
 from .cursor import Cursor
@@ -24,7 +25,7 @@ from .errors import BinlogError
 from .rows import RowsCompiler
 from .table_map import TableMap
 
-_HEADER = struct.Struct("<IBIIIH")
+_HEADER = header.HEADER
 _HEADER_V1 = struct.Struct("<IBII")
 _U32 = struct.Struct("<I").unpack_from
 _FDE = int(ET.FORMAT_DESCRIPTION_EVENT)  # plain ints: enum lookups cost on the per-event path

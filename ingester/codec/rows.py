@@ -26,7 +26,7 @@ RowsDecoder = Callable[[bytes, int, int], Any]  # list of row dicts, or RowImage
 RowsCompiler = Callable[[TableMap, str, tuple[int, ...], tuple[int, ...], bool, bool], RowsDecoder]
 
 # struct codes of fixed-width types that a single unpack can read: (signed, unsigned, size)
-_STRUCT = {
+_STRUCT: dict[int, tuple[str, str, int]] = {
     T.TINY: ("b", "B", 1),
     T.SHORT: ("h", "H", 2),
     T.LONG: ("i", "I", 4),

@@ -6,12 +6,13 @@ import dataclasses
 import json
 import logging
 import signal
-import struct
 import sys
 import time
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from ..codec import header as H
 from ..config import Config
 from ..records.builder import Checkpoint, Record, RecordBuilder
 from ..records.format import Sequence, file_number
@@ -261,13 +262,15 @@ class Runner:
             from . import schema_io
 
             history = schema_io.load(cfg) or self._capture_schema(publisher)
-        accept = cfg.filters.accepts
+        accept: Callable[[str, str], bool] = cfg.filters.accepts
         resnap = None
         if cfg.snapshot_signal_table:  # its rows are signals: routed to the re-snapshotter, never published
             signal = cfg.snapshot_signal_table
 
-            def accept(db: str, table: str) -> bool:
+            def with_signals(db: str, table: str) -> bool:
                 return f"{db}.{table}" == signal or cfg.filters.accepts(db, table)
+
+            accept = with_signals
 
             resnap = self.resnap = Resnapshotter(cfg, metrics=self.metrics)
             if self.committed and self.committed.get("resnapshot"):
@@ -356,12 +359,13 @@ class Runner:
                 else:
                     if dec is None:  # connected: the stream's decoder and file are known now
                         dec = stream.decoder
+                        assert dec is not None
                         builder.file = builder.file or stream.file or ""
                         self.metrics.source_connected = True
                     unreported[0] += 1
                     unreported[1] += len(raw)
                     if unreported[0] >= 4096:
-                        unreported[2] = _U32(raw, 0)[0]
+                        unreported[2] = H.timestamp(raw)
                         report()
                     closed = feed(dec, raw, position)
                     if closed:
@@ -376,7 +380,7 @@ class Runner:
                         return
                     continue
                 if raw is not None:
-                    unreported[2] = _U32(raw, 0)[0]
+                    unreported[2] = H.timestamp(raw)
                 if not publisher.committing and (not batch_s or time.monotonic() - last_commit >= batch_s):
                     commit_pending()
                 if self.stop_requested:
@@ -466,7 +470,6 @@ class BinlogGone(ReplicationError):
     fatal = True
 
 
-_U32 = struct.Struct("<I").unpack_from
 _SWITCH_INTERVAL = 0.0005
 _STOP_GRACE = 10.0  # seconds a stop request waits for the current transaction to end
 # Kafka retries wait at most this long: an attempt costs one connection, and a longer wait would add to the

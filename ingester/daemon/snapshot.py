@@ -21,6 +21,7 @@ import struct
 import sys
 import time
 from collections.abc import Callable
+from collections.abc import Sequence as Items
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
@@ -127,7 +128,7 @@ class TableReader:
                 kind = UTF8
             else:  # pymysql's strict decode, then the converter
                 kind = BYTES
-                f = (lambda v, e=encoding: v.decode(e)) if f is None else (lambda v, e=encoding, g=f: g(v.decode(e)))
+                f = _decoding(encoding, f)
             kinds += kind
             if f is not None and kind not in (INT, UTF8_REPLACE):
                 rest.append((i, f))
@@ -150,7 +151,7 @@ class TableReader:
             out.append(row)
         return out
 
-    def key_values(self, raw: tuple[Any, ...], wire: list[Any]) -> list[Any]:
+    def key_values(self, raw: Items[Any], wire: list[Any]) -> list[Any]:
         """The chunk key of a row as SELECT parameters: bytes for binary columns, else the decoded value."""
         return [raw[i] if i in self.binary else wire[i] for i in self.key]
 
@@ -230,7 +231,7 @@ def _masked(tm: TableMap, converters: list[tuple[int, Converter]], binary: list[
             mask = value_masker(tm, i, action, masks.key)
         except BinlogError as exc:
             raise SnapshotError(f"snapshot of {name}: {exc.reason}") from None
-        out[i] = (lambda v, m=mask: None if (x := m(v)) is None else _b64(x)) if i in binary else mask
+        out[i] = _base64_of(mask) if i in binary else mask
     return list(out.items())
 
 
@@ -452,10 +453,12 @@ class Snapshotter:
                 log.info("snapshot of %d tables (about %s rows) at %s:%s (%s)", len(tables),
                          f"{self.state['estimate']:,}", file, position, gtid_set or "no GTIDs")
             else:
+                assert self.state is not None
                 log.info("resuming the snapshot of %s:%s at %s (%s rows done)", self.state["file"],
                          self.state["position"], self.state["pending"][0] if self.state["pending"] else "the end",
                          f"{self.state['rows']:,}")
         state = self.state
+        assert state is not None
         assert state is not None
         names = {f"{db}.{t}": (db, t) for db, t in state["names"]}
         progress = Progress(state["estimate"], state["rows"])
@@ -569,6 +572,24 @@ class Snapshotter:
             runner.stats["commits"] += 1
 
         self.publisher.commit(checkpoint, committed)
+
+
+def _decoding(encoding: str, then: Converter | None) -> Converter:
+    """A converter of a column's bytes in ``encoding`` (strictly decoded), then ``then``'s conversion."""
+    if then is None:
+        return lambda v: v.decode(encoding)
+    convert = then
+    return lambda v: convert(v.decode(encoding))
+
+
+def _base64_of(mask: Converter) -> Converter:
+    """A binary column's mask whose masked bytes go on the wire as base64, as its values do."""
+
+    def masked(v: Any) -> Any:
+        x = mask(v)
+        return None if x is None else _b64(x)
+
+    return masked
 
 
 def _dump_key(values: list[Any]) -> list[Any]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -24,8 +23,7 @@ from typing import Any, Self
 from kafka import KafkaAdminClient
 from kafka.errors import RetriableError
 
-from ingester.devstack.mariadb import _die_with_parent, _tail, free_tcp_port
-from ingester.devstack.process import ManagedServer, stop_server
+from ingester.devstack.process import PortTaken, ServerProcess, die_with_parent, free_tcp_port, tail
 from ingester.maven import fetch_classpath, find_java
 
 KAFKA_VERSION = "4.3.1"
@@ -37,20 +35,12 @@ _NODE_ID = 1
 _BIND_FAILURE = re.compile(r"failed to bind to \S*:(\d+)")
 
 
-class _PortTaken(RuntimeError):
-    """The broker could not bind a port: another process took it after free_tcp_port() chose it."""
-
-    def __init__(self, message: str, port: int) -> None:
-        super().__init__(message)
-        self.port = port
-
-
 def kafka_classpath(version: str = KAFKA_VERSION) -> list[Path]:
     """The jars that run a Kafka broker of this version, downloaded on first use only."""
     return fetch_classpath([f"org.apache.kafka:kafka_2.13:{version}", _LOG4J_SLF4J_BINDING])
 
 
-class KafkaBroker(ManagedServer):
+class KafkaBroker(ServerProcess):
     """A single-node Kafka (combined broker and controller) on 127.0.0.1, in a temporary or a given datadir.
 
     Without a datadir it uses a temporary one that close() (or leaving the with block) removes. A given
@@ -59,6 +49,8 @@ class KafkaBroker(ManagedServer):
     Internal topics (offsets, transactions) have one replica and one partition, so transactions and
     consumer groups work on the single node and start quickly.
     """
+
+    what = "Kafka broker"
 
     host = "127.0.0.1"
 
@@ -140,10 +132,6 @@ class KafkaBroker(ManagedServer):
     def _pid_file(self) -> Path:
         return self._datadir / "kafka.pid"
 
-    def is_running(self) -> bool:
-        """Whether a broker started from this datadir's server.properties is alive, whoever started it."""
-        return self._server_pid() is not None
-
     def start(self, *, detach: bool = False) -> Self:
         """Format the datadir if needed, launch the broker and wait until it serves clients on its port.
 
@@ -151,8 +139,7 @@ class KafkaBroker(ManagedServer):
         broker outlive this process (for a devstack command); otherwise Linux stops it when this process
         dies, so even a killed test run leaves no stray broker.
         """
-        if (pid := self._server_pid()) is not None:
-            raise RuntimeError(f"Kafka broker pid {pid} already runs from {self._datadir}; stop it first")
+        self._refuse_second()
         java = find_java()
         classpath = os.pathsep.join(str(jar) for jar in kafka_classpath(self._version))
         self._datadir.mkdir(parents=True, exist_ok=True)
@@ -164,29 +151,13 @@ class KafkaBroker(ManagedServer):
             try:
                 self._launch(java, classpath, detach)
                 return self
-            except _PortTaken as taken:
+            except PortTaken as taken:
                 if retries == 0 or (self._fixed_port and taken.port == self._port):
                     raise
                 retries -= 1
                 self._controller_port = free_tcp_port()
                 if not self._fixed_port:
                     self._port = free_tcp_port()
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """Shut the broker down cleanly (SIGTERM), killing it if it hangs; a no-op if it is not running.
-
-        Also stops a broker another process started from this datadir, found through its pid file.
-        The datadir stays, even a temporary one, so start() can restart the broker; close() removes it.
-        """
-        proc, self._proc = self._proc, None
-        stop_server(proc, self._server_pid, timeout, f"Kafka broker from {self._datadir}")
-        self._pid_file.unlink(missing_ok=True)
-
-    def close(self) -> None:
-        """Stop the broker and remove the datadir if it was a temporary one."""
-        self.stop()
-        if self._temporary:
-            shutil.rmtree(self._datadir, ignore_errors=True)
 
     def admin(self, **config: Any) -> KafkaAdminClient:
         """A kafka-python admin client for this broker (the caller closes it); keywords are its config."""
@@ -262,7 +233,7 @@ class KafkaBroker(ManagedServer):
         if result.returncode != 0:
             raise RuntimeError(
                 f"formatting {self._log_dir} for Kafka {self._version} failed (exit {result.returncode}):\n"
-                f"{_tail(result.stdout + result.stderr)}"
+                f"{tail(result.stdout + result.stderr)}"
             )
 
     def _cluster_id(self) -> str:
@@ -281,7 +252,7 @@ class KafkaBroker(ManagedServer):
                 stdout=log,
                 stderr=log,
                 start_new_session=detach,
-                preexec_fn=_die_with_parent if not detach and sys.platform == "linux" else None,
+                preexec_fn=die_with_parent if not detach and sys.platform == "linux" else None,
             )
         self._pid_file.write_text(f"{self._proc.pid}\n")
         try:
@@ -300,7 +271,7 @@ class KafkaBroker(ManagedServer):
                     f"Kafka exited with code {code} before serving {self.bootstrap}; end of {self.log_file}:\n{log}"
                 )
                 if "Address already in use" in log and (bind := _BIND_FAILURE.search(log)):
-                    raise _PortTaken(message, int(bind.group(1)))
+                    raise PortTaken(message, int(bind.group(1)))
                 raise RuntimeError(message)
             if time.monotonic() > deadline:
                 raise TimeoutError(
@@ -325,17 +296,10 @@ class KafkaBroker(ManagedServer):
             broker["broker_id"] == _NODE_ID and not broker.get("is_fenced") for broker in cluster["brokers"]
         )
 
-    def _log_since(self, offset: int) -> str:
-        with self.log_file.open("rb") as log:
-            log.seek(offset)
-            return _tail(log.read().decode(errors="replace"))
+    @property
+    def _marker(self) -> Path:
+        return self.config_file
 
-    def _server_pid(self) -> int | None:
-        """The pid in the pid file if that process is a broker started with our server.properties (a
-        stale pid file, a recycled pid or a zombie all give None)."""
-        try:
-            pid = int(self._pid_file.read_text().strip())
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except (OSError, ValueError):
-            return None
-        return pid if os.fsencode(self.config_file) in cmdline else None
+    @property
+    def _server_log(self) -> Path:
+        return self.log_file

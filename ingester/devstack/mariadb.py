@@ -6,11 +6,8 @@ depends on (or disturbs) a system MariaDB service.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,12 +20,10 @@ from urllib.parse import quote
 import pymysql
 from pymysql.connections import Connection
 
-from ingester.devstack.process import ManagedServer, stop_server
+from ingester.devstack.process import PortTaken, ServerProcess, die_with_parent, free_tcp_port, tail
 
 _SEARCH_DIRS = ("/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin")
 _SOCKET_PATH_MAX = 107  # sun_path holds 108 bytes including the terminating NUL
-_PR_SET_PDEATHSIG = 1
-_LOG_TAIL_LINES = 20
 
 
 class BinlogPosition(NamedTuple):
@@ -36,10 +31,6 @@ class BinlogPosition(NamedTuple):
 
     file: str
     position: int
-
-
-class _PortTaken(RuntimeError):
-    """mariadbd could not bind: another process took the port after free_tcp_port() chose it."""
 
 
 def _find_binary(names: tuple[str, ...], what: str) -> Path:
@@ -57,23 +48,6 @@ def _find_binary(names: tuple[str, ...], what: str) -> Path:
 def find_mariadbd() -> Path:
     """The MariaDB server binary: we start our own server instead of relying on a system service."""
     return _find_binary(("mariadbd", "mysqld"), "MariaDB server")
-
-
-def free_tcp_port() -> int:
-    """A loopback TCP port that nothing listens on right now (callers retry if it is taken meanwhile)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: Linux sends SIGTERM when the parent dies, so no server outlives a
-    killed test run."""
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def _tail(text: str) -> str:
-    return "\n".join(text.splitlines()[-_LOG_TAIL_LINES:])
 
 
 class SQLServer:
@@ -130,13 +104,15 @@ class SQLServer:
         return BinlogPosition(rows[0][0], int(rows[0][1]))
 
 
-class MariaDBServer(SQLServer, ManagedServer):
+class MariaDBServer(SQLServer, ServerProcess):
     """A private mariadbd on 127.0.0.1 with ROW binary logging, in a temporary or a persistent datadir.
 
     Without a datadir it uses a temporary one that close() (or leaving the with block) removes. A given
     datadir is initialized on first start and reused afterwards, so MariaDBServer(datadir=..., port=3307)
     keeps its data across restarts, and a second instance on that datadir can stop() the server.
     """
+
+    what = "MariaDB server"
 
     host = "127.0.0.1"
     user = "root"
@@ -162,7 +138,7 @@ class MariaDBServer(SQLServer, ManagedServer):
         self._datadir = Path(datadir if datadir is not None else tempfile.mkdtemp(prefix="binlake-mariadb-"))
         self._datadir = self._datadir.absolute()
         self._fixed_port = port is not None
-        self._port = port if port is not None else free_tcp_port()
+        self.port = port if port is not None else free_tcp_port()
         self._settings: dict[str, object] = {
             "binlog_format": "ROW",
             "binlog_row_metadata": binlog_row_metadata,
@@ -180,10 +156,6 @@ class MariaDBServer(SQLServer, ManagedServer):
         }
         self._start_timeout = start_timeout
         self._proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def port(self) -> int:
-        return self._port
 
     @property
     def tls_query(self) -> str:
@@ -216,18 +188,13 @@ class MariaDBServer(SQLServer, ManagedServer):
     def _pid_file(self) -> Path:
         return self._datadir / "mariadbd.pid"
 
-    def is_running(self) -> bool:
-        """Whether a server started from this datadir's my.cnf is alive, whoever started it."""
-        return self._server_pid() is not None
-
     def start(self, *, detach: bool = False) -> Self:
         """Initialize the datadir if needed, launch mariadbd and wait until it answers SQL on its port.
 
         detach=True lets the server outlive this process (for `binlake devstack up`); otherwise Linux
         stops it when this process dies, so even a killed test run leaves no stray server.
         """
-        if (pid := self._server_pid()) is not None:
-            raise RuntimeError(f"MariaDB server pid {pid} already runs from {self._datadir}; stop it first")
+        self._refuse_second()
         if len(os.fsencode(self._socket)) > _SOCKET_PATH_MAX:
             raise ValueError(
                 f"socket path {self._socket} is longer than {_SOCKET_PATH_MAX} bytes; use a shorter datadir"
@@ -242,26 +209,11 @@ class MariaDBServer(SQLServer, ManagedServer):
             try:
                 self._launch(server, detach)
                 return self
-            except _PortTaken:
+            except PortTaken:
                 if retries == 0:
                     raise
                 retries -= 1
-                self._port = free_tcp_port()
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """Shut the server down cleanly (SIGTERM), killing it if it hangs; a no-op if it is not running.
-
-        Also stops a server another process started from this datadir, found through its pid file.
-        The datadir stays, even a temporary one, so start() can restart the server; close() removes it.
-        """
-        proc, self._proc = self._proc, None
-        stop_server(proc, self._server_pid, timeout, f"MariaDB server from {self._datadir}")
-
-    def close(self) -> None:
-        """Stop the server and remove the datadir if it was a temporary one."""
-        self.stop()
-        if self._temporary:
-            shutil.rmtree(self._datadir, ignore_errors=True)
+                self.port = free_tcp_port()
 
     def binlog_files(self) -> list[Path]:
         """The server's binary logs, oldest first, as paths in the datadir."""
@@ -271,7 +223,7 @@ class MariaDBServer(SQLServer, ManagedServer):
         """Write my.cnf from scratch on every start, so constructor options always win over an old file."""
         mysqld: dict[str, object] = {
             "datadir": self._datadir,
-            "port": self._port,
+            "port": self.port,
             "bind_address": self.host,
             "socket": self._socket,
             "pid_file": self._pid_file,
@@ -294,7 +246,7 @@ class MariaDBServer(SQLServer, ManagedServer):
             "",
             "[client]",
             f"host={self.host}",
-            f"port={self._port}",
+            f"port={self.port}",
             f"user={self.user}",
             f"socket={self._socket}",
             "",
@@ -334,7 +286,7 @@ class MariaDBServer(SQLServer, ManagedServer):
             raise RuntimeError(
                 f"{installer.name} failed (exit {result.returncode}) for {self._datadir}, which may now be "
                 f"half-initialized; remove it before retrying. Output:\n"
-                f"{_tail(result.stdout + result.stderr + log)}"
+                f"{tail(result.stdout + result.stderr + log)}"
             )
 
     def _launch(self, server: Path, detach: bool) -> None:
@@ -346,7 +298,7 @@ class MariaDBServer(SQLServer, ManagedServer):
                 stdout=log,
                 stderr=log,
                 start_new_session=detach,
-                preexec_fn=_die_with_parent if not detach and sys.platform == "linux" else None,
+                preexec_fn=die_with_parent if not detach and sys.platform == "linux" else None,
             )
         self._wait_ready(self._proc, log_offset)
 
@@ -356,15 +308,15 @@ class MariaDBServer(SQLServer, ManagedServer):
             if (code := proc.poll()) is not None:
                 self._proc = None
                 log = self._log_since(log_offset)
-                error = _PortTaken if "Address already in use" in log else RuntimeError
+                error = PortTaken if "Address already in use" in log else RuntimeError
                 raise error(
-                    f"mariadbd exited with code {code} before serving {self.host}:{self._port}; "
+                    f"mariadbd exited with code {code} before serving {self.host}:{self.port}; "
                     f"end of {self.error_log}:\n{log}"
                 )
             if time.monotonic() > deadline:
                 self.stop()
                 raise TimeoutError(
-                    f"mariadbd did not serve {self.host}:{self._port} within {self._start_timeout:g}s; "
+                    f"mariadbd did not serve {self.host}:{self.port} within {self._start_timeout:g}s; "
                     f"end of {self.error_log}:\n{self._log_since(log_offset)}"
                 )
             time.sleep(0.05)
@@ -380,17 +332,10 @@ class MariaDBServer(SQLServer, ManagedServer):
             return False
         return Path(datadir).resolve() == self._datadir.resolve()
 
-    def _log_since(self, offset: int) -> str:
-        with self.error_log.open("rb") as log:
-            log.seek(offset)
-            return _tail(log.read().decode(errors="replace"))
+    @property
+    def _marker(self) -> Path:
+        return self.config_file
 
-    def _server_pid(self) -> int | None:
-        """The pid in the pid file if that process is a server started with our my.cnf (a stale pid file,
-        a recycled pid or a zombie all give None)."""
-        try:
-            pid = int(self._pid_file.read_text().strip())
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except (OSError, ValueError):
-            return None
-        return pid if os.fsencode(self.config_file) in cmdline else None
+    @property
+    def _server_log(self) -> Path:
+        return self.error_log

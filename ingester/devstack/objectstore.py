@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import http.client
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,8 +18,7 @@ import time
 from pathlib import Path
 from typing import Self
 
-from ingester.devstack.mariadb import _die_with_parent, _tail, free_tcp_port
-from ingester.devstack.process import ManagedServer, stop_server
+from ingester.devstack.process import ServerProcess, die_with_parent, free_tcp_port
 from ingester.maven import fetch_artifact, find_java
 
 S3PROXY = "org.gaul:s3proxy:4.1.0:jar-with-dependencies"
@@ -28,9 +26,11 @@ REGION = "us-east-1"
 _HEAP = "256m"
 
 
-class ObjectStore(ManagedServer):
+class ObjectStore(ServerProcess):
     """S3Proxy on 127.0.0.1 over ``<datadir>/data``, in a temporary or a given datadir (as KafkaBroker's: a
     given one keeps its buckets across restarts, and a second instance on it can stop() the store)."""
+
+    what = "S3Proxy"
 
     host = "127.0.0.1"
 
@@ -86,14 +86,10 @@ class ObjectStore(ManagedServer):
         return {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key,
                 "AWS_ENDPOINT_URL": self.endpoint, "AWS_REGION": REGION}
 
-    def is_running(self) -> bool:
-        return self._server_pid() is not None
-
     def start(self, *, detach: bool = False) -> Self:
         """Launch S3Proxy and wait until it answers HTTP on its port. The first start downloads its jar
         (55 MB); detach=True lets it outlive this process (devstack), else it dies with this process."""
-        if (pid := self._server_pid()) is not None:
-            raise RuntimeError(f"S3Proxy pid {pid} already runs from {self._datadir}; stop it first")
+        self._refuse_second()
         java, jar = find_java(), fetch_artifact(S3PROXY)
         self.data.mkdir(parents=True, exist_ok=True)
         self._config.write_text(
@@ -112,32 +108,17 @@ class ObjectStore(ManagedServer):
                  str(self._config)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=detach,
                 env={**os.environ, "LOG_LEVEL": "warn"},
-                preexec_fn=_die_with_parent if not detach and sys.platform == "linux" else None)
+                preexec_fn=die_with_parent if not detach and sys.platform == "linux" else None)
         self._proc = proc
         self._pid_file.write_text(f"{proc.pid}\n")
         deadline = time.monotonic() + self._start_timeout
         while not self._answers():
             if proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                with self.log_file.open("rb") as fh:
-                    fh.seek(offset)
-                    tail = _tail(fh.read().decode(errors="replace"))
                 raise RuntimeError(f"S3Proxy did not serve {self.endpoint} (exit {proc.returncode}); end of "
-                                   f"{self.log_file}:\n{tail}")
+                                   f"{self.log_file}:\n{self._log_since(offset)}")
             time.sleep(0.1)
         return self
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """Stop the store (SIGTERM, then SIGKILL), also one another process started from this datadir."""
-        proc, self._proc = self._proc, None
-        stop_server(proc, self._server_pid, timeout, f"S3Proxy from {self._datadir}")
-        self._pid_file.unlink(missing_ok=True)
-
-    def close(self) -> None:
-        """Stop the store and remove a temporary datadir."""
-        self.stop()
-        if self._temporary:
-            shutil.rmtree(self._datadir, ignore_errors=True)
 
     def _answers(self) -> bool:
         """Whether the store answers an S3 request (an anonymous one is refused, with an S3 error)."""
@@ -150,11 +131,10 @@ class ObjectStore(ManagedServer):
         finally:
             connection.close()
 
-    def _server_pid(self) -> int | None:
-        """The pid file's process if it runs S3Proxy with this datadir's configuration."""
-        try:
-            pid = int(self._pid_file.read_text().strip())
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except (OSError, ValueError):
-            return None
-        return pid if os.fsencode(self._config) in cmdline else None
+    @property
+    def _marker(self) -> Path:
+        return self._config
+
+    @property
+    def _server_log(self) -> Path:
+        return self.log_file

@@ -1,15 +1,50 @@
-"""What the devstack's servers (MariaDB, Kafka, the object store) share about their processes."""
+"""What the devstack's servers (MariaDB, Kafka, the object store, the Spark cluster) share about their
+processes: starting as a ``with`` block, stopping (also a server another process started, found through
+its pid file), removing a temporary datadir, the end of a server's log for its errors."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 from types import TracebackType
 from typing import Self
+
+_PR_SET_PDEATHSIG = 1
+LOG_TAIL_LINES = 20
+
+
+class PortTaken(RuntimeError):
+    """A server could not bind a port: another process took it after free_tcp_port() chose it."""
+
+    def __init__(self, message: str, port: int | None = None) -> None:
+        super().__init__(message)
+        self.port = port
+
+
+def free_tcp_port() -> int:
+    """A loopback TCP port that nothing listens on right now (callers retry if it is taken meanwhile)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def die_with_parent() -> None:
+    """Runs in the child before exec: Linux sends SIGTERM when the parent dies, so no server outlives a
+    killed test run."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def tail(text: str) -> str:
+    """The last lines of a server's output, for an error message."""
+    return "\n".join(text.splitlines()[-LOG_TAIL_LINES:])
 
 
 def stop_server(proc: subprocess.Popen[bytes] | None, server_pid: Callable[[], int | None], timeout: float,
@@ -41,13 +76,23 @@ def stop_server(proc: subprocess.Popen[bytes] | None, server_pid: Callable[[], i
 
 
 class ManagedServer:
-    """A server started by ``with``: start() on entry (close() if that fails), close() on exit."""
+    """A server started by ``with``: start() on entry (close() if that fails), close() on exit, which stops
+    it and removes its datadir if that was a temporary one."""
+
+    _datadir: Path
+    _temporary: bool
 
     def start(self) -> Self:
         raise NotImplementedError
 
-    def close(self) -> None:
+    def stop(self, timeout: float = 30.0) -> None:
         raise NotImplementedError
+
+    def close(self) -> None:
+        """Stop the server and remove the datadir if it was a temporary one."""
+        self.stop()
+        if self._temporary:
+            shutil.rmtree(self._datadir, ignore_errors=True)
 
     def __enter__(self) -> Self:
         try:
@@ -59,3 +104,55 @@ class ManagedServer:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+class ServerProcess(ManagedServer):
+    """A server of one process, known by its pid file and by its configuration file on its command line
+    (a stale pid file, a recycled pid or a zombie are not it): MariaDB, Kafka, the object store."""
+
+    what = "server"  # its name in messages
+    _proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def _pid_file(self) -> Path:
+        raise NotImplementedError
+
+    @property
+    def _marker(self) -> Path:
+        """The file its command line names (its configuration)."""
+        raise NotImplementedError
+
+    @property
+    def _server_log(self) -> Path:
+        raise NotImplementedError
+
+    def is_running(self) -> bool:
+        """Whether a server started from this datadir's configuration is alive, whoever started it."""
+        return self._server_pid() is not None
+
+    def _refuse_second(self) -> None:
+        if (pid := self._server_pid()) is not None:
+            raise RuntimeError(f"{self.what} pid {pid} already runs from {self._datadir}; stop it first")
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Shut the server down cleanly (SIGTERM), killing it if it hangs; a no-op if it is not running.
+
+        Also stops a server another process started from this datadir, found through its pid file. The
+        datadir stays, even a temporary one, so start() can restart the server; close() removes it."""
+        proc, self._proc = self._proc, None
+        stop_server(proc, self._server_pid, timeout, f"{self.what} from {self._datadir}")
+        self._pid_file.unlink(missing_ok=True)
+
+    def _log_since(self, offset: int) -> str:
+        with self._server_log.open("rb") as log:
+            log.seek(offset)
+            return tail(log.read().decode(errors="replace"))
+
+    def _server_pid(self) -> int | None:
+        """The pid in the pid file if that process was started with our configuration."""
+        try:
+            pid = int(self._pid_file.read_text().strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (OSError, ValueError):
+            return None
+        return pid if os.fsencode(self._marker) in cmdline else None

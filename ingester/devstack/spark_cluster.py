@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,8 +20,7 @@ import urllib.request
 from pathlib import Path
 from typing import Self
 
-from ingester.devstack.mariadb import _die_with_parent, _tail, free_tcp_port
-from ingester.devstack.process import ManagedServer, stop_server
+from ingester.devstack.process import ManagedServer, die_with_parent, free_tcp_port, stop_server, tail
 
 _DAEMON_MEMORY = "256m"  # the master's and a worker's own heap (executors get theirs from the job)
 
@@ -109,11 +107,6 @@ class SparkCluster(ManagedServer):
                         f"Spark {name} from {self._datadir}")
             self._pid_file(name).unlink(missing_ok=True)
 
-    def close(self) -> None:
-        self.stop()
-        if self._temporary:
-            shutil.rmtree(self._datadir, ignore_errors=True)
-
     def _pid_file(self, name: str) -> Path:
         return self._datadir / f"{name}.pid"
 
@@ -133,7 +126,7 @@ class SparkCluster(ManagedServer):
         with self._log(name).open("ab") as log:
             proc = subprocess.Popen([str(home / "bin" / "spark-class"), *arguments], stdin=subprocess.DEVNULL,
                                     stdout=log, stderr=log, env=env, start_new_session=detach,
-                                    preexec_fn=_die_with_parent if not detach and sys.platform == "linux" else None)
+                                    preexec_fn=die_with_parent if not detach and sys.platform == "linux" else None)
         self._procs[name] = proc
         self._pid_file(name).write_text(f"{proc.pid}\n")
 
@@ -144,13 +137,13 @@ class SparkCluster(ManagedServer):
             for name, proc in self._procs.items():
                 if proc.poll() is not None:
                     raise RuntimeError(f"Spark {name} exited with code {proc.returncode}; end of {self._log(name)}:\n"
-                                       f"{_tail(self._log(name).read_text(errors='replace'))}")
+                                       f"{tail(self._log(name).read_text(errors='replace'))}")
             if len(self._alive_workers() - known) >= workers:
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the Spark master {self.master} did not have {workers} new workers within "
                                    f"{self._start_timeout:g}s; end of {self._log('master')}:\n"
-                                   f"{_tail(self._log('master').read_text(errors='replace'))}")
+                                   f"{tail(self._log('master').read_text(errors='replace'))}")
             time.sleep(0.2)
 
     def _alive_workers(self) -> frozenset[str]:

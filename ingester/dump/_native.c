@@ -565,13 +565,13 @@ static int put_header(Out *o, const char *head, Py_ssize_t headlen, const Event 
     put(o, head, headlen);
     put_u64(o, e->position);
     PUT_LIT(o, ",\"log_pos\":");
-    put_u64(o, le32(e->ev + 13));
+    put_u64(o, le32(e->ev + EV_LOG_POS));
     PUT_LIT(o, ",\"timestamp\":");
-    put_u64(o, le32(e->ev));
+    put_u64(o, le32(e->ev + EV_TIMESTAMP));
     PUT_LIT(o, ",\"server_id\":");
-    put_u64(o, le32(e->ev + 5));
+    put_u64(o, le32(e->ev + EV_SERVER_ID));
     PUT_LIT(o, ",\"flags\":");
-    put_u64(o, le16(e->ev + 17));
+    put_u64(o, le16(e->ev + EV_FLAGS));
     return 0;
 }
 
@@ -582,7 +582,7 @@ static int xid_event(Out *o, const Event *e) {
     if (e->end - 19 != 8) return 1;
     if (put_header(o, head, sizeof(head) - 1, e) < 0 || reserve(o, 64) < 0) return -1;
     PUT_LIT(o, ",\"xid\":");
-    put_u64(o, le64(e->ev + 19));
+    put_u64(o, le64(e->ev + EV_HEADER));
     PUT_LIT(o, "}\n");
     return 0;
 }
@@ -590,7 +590,7 @@ static int xid_event(Out *o, const Event *e) {
 /* MariaDB GTID, the common layout only (decoders.mariadb_gtid's fast path). */
 static int mariadb_gtid_event(Out *o, const Event *e) {
     static const char head[] = HEAD("mariadb_gtid", 162);
-    const uint8_t *body = e->ev + 19;
+    const uint8_t *body = e->ev + EV_HEADER;
     Py_ssize_t n = e->end - 19, at = 13;
     if (n < 13) return 1;
     uint8_t flags = body[12];
@@ -616,7 +616,7 @@ static int annotate_rows_event(Out *o, const Event *e) {
     static const char head[] = HEAD("annotate_rows", 160);
     if (put_header(o, head, sizeof(head) - 1, e) < 0 || reserve(o, 16) < 0) return -1;
     PUT_LIT(o, ",\"query\":");
-    int r = put_utf8(o, e->ev + 19, e->end - 19, 0);
+    int r = put_utf8(o, e->ev + EV_HEADER, e->end - EV_HEADER, 0);
     if (r || reserve(o, 2) < 0) return r ? r : -1;
     PUT_LIT(o, "}\n");
     return 0;
@@ -634,7 +634,7 @@ static PyObject *S_json_cache, *S_table_id, *S_jsonl_plans;
  * header plus the map's cached JSON. */
 static int table_map_event(Out *o, const Event *e, State *st) {
     static const char head[] = HEAD("table_map", 19);
-    PyObject *key = PyBytes_FromStringAndSize((const char *)e->ev + 19, e->end - 19);
+    PyObject *key = PyBytes_FromStringAndSize((const char *)e->ev + EV_HEADER, e->end - EV_HEADER);
     if (!key) return -1;
     PyObject *tm = PyDict_GetItemWithError(st->table_map_cache, key);
     Py_DECREF(key);
@@ -773,7 +773,7 @@ static PyObject *render(PyObject *module, PyObject *args) {
     while (pos >= 0 && pos < stop && o.len < OUTPUT_CHUNK) {
         if (size - pos < 19) break;
         const uint8_t *ev = buf + pos;
-        Py_ssize_t ev_size = le32(ev + 9);
+        Py_ssize_t ev_size = le32(ev + EV_SIZE);
         if (ev_size < 19 || ev_size > size - pos) break;
         Event e = {ev, ev_size, (uint64_t)pos};
         if (crc) {
@@ -783,7 +783,7 @@ static PyObject *render(PyObject *module, PyObject *args) {
         }
         Py_ssize_t mark = o.len;
         int r;
-        switch (ev[4]) {
+        switch (ev[EV_TYPE]) {
         case 16: r = xid_event(&o, &e); break;
         case 162: r = mariadb_gtid_event(&o, &e); break;
         case 160: r = annotate_rows_event(&o, &e); break;

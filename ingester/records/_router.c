@@ -22,7 +22,7 @@
 #include "../_bytes.h"
 #include "../_crc32.h"
 
-#define HEADER 19
+#define HEADER EV_HEADER
 #define MAX_PACKET 0xFFFFFF
 #define XID 16
 #define TABLE_MAP 19
@@ -121,7 +121,7 @@ static int store(State *s) {
 
 /* Where the event's body ends (checksum excluded), or -1 when Python must look at it: verify()'s checks. */
 static Py_ssize_t verified_end(const uint8_t *ev, Py_ssize_t n, int crc, int verify) {
-    if (n < HEADER || le32(ev + 9) != (uint64_t)n) return -1;
+    if (n < HEADER || le32(ev + EV_SIZE) != (uint64_t)n) return -1;
     if (!crc) return n;
     Py_ssize_t end = n - 4;
     if (end < HEADER) return -1;
@@ -162,7 +162,7 @@ static int mysql_gtid_commit_ts(const uint8_t *ev, Py_ssize_t end, uint64_t *ori
 /* RecordBuilder._boundary: outside a transaction the stream can resume right after this event. */
 static int boundary(State *s, const uint8_t *ev, uint64_t position) {
     if (s->in_transaction) return 0;
-    uint32_t log_pos = le32(ev + 13);
+    uint32_t log_pos = le32(ev + EV_LOG_POS);
     if (!log_pos) return 0;
     PyObject *file = item(s->dict, S_file);
     if (!file) return -1;
@@ -265,7 +265,7 @@ static int add_rows(State *s, PyObject *topic, PyObject *table_map, const uint8_
     put_be(e + 4, position, 8);
     put_be(e + 12, 0, 4);
     put_be(e + 16, s->commit_ts, 8);
-    e[24] = ev[4];
+    e[24] = ev[EV_TYPE];
     e[25] = (uint8_t)gtid_len;
     memcpy(e + 26, PyBytes_AS_STRING(s->gtid), gtid_len);
     if (!(parts = PyObject_GetAttr(writer, W_parts)) || !(index = PyObject_GetAttr(writer, W_index))) goto done;
@@ -318,7 +318,7 @@ static int set_gtid(State *s, const char *text, int len, PyObject *pending) {
  * *ended is set when it ended a transaction. Nothing is changed when it returns 0. */
 static int route_event(State *s, const uint8_t *ev, Py_ssize_t n, uint64_t position, int crc, int verify,
                        const uint8_t *routable, int *ended) {
-    uint8_t code = ev[4];
+    uint8_t code = ev[EV_TYPE];
     Py_ssize_t end;
     if (routable[code]) {
         if (n < HEADER + 8 || (end = verified_end(ev, n, crc, verify)) < HEADER + 8) return 0;
@@ -381,7 +381,7 @@ static int route_event(State *s, const uint8_t *ev, Py_ssize_t n, uint64_t posit
         if (known <= 0) return known;
         s->in_transaction = s->begun = 1;
         if (!PyBytes_GET_SIZE(s->gtid)) {
-            s->commit_ts = (uint64_t)le32(ev) * 1000000u;
+            s->commit_ts = (uint64_t)le32(ev + EV_TIMESTAMP) * 1000000u;
             s->commit_ts_ok = 1;
         }
         return 1;
@@ -406,7 +406,7 @@ static int route_event(State *s, const uint8_t *ev, Py_ssize_t n, uint64_t posit
         }
         s->in_transaction = 1;
         s->begun = 0;
-        s->commit_ts = original ? original : (uint64_t)le32(ev) * 1000000u;
+        s->commit_ts = original ? original : (uint64_t)le32(ev + EV_TIMESTAMP) * 1000000u;
         s->commit_ts_ok = 1;
         return 1;
     }
@@ -423,7 +423,7 @@ static int route_event(State *s, const uint8_t *ev, Py_ssize_t n, uint64_t posit
     if (code == MARIADB_GTID) {
         if (verified_end(ev, n, crc, verify) != HEADER + 19) return 0;
         uint64_t seq = le64(ev + HEADER);
-        uint32_t domain = le32(ev + HEADER + 8), server_id = le32(ev + 5);
+        uint32_t domain = le32(ev + HEADER + 8), server_id = le32(ev + EV_SERVER_ID);
         uint8_t flags = ev[HEADER + 12];
         if (flags & (2 | 64 | 128)) return 0; /* commit id or XA: the full decoder reads them */
         char text[64];
@@ -433,7 +433,7 @@ static int route_event(State *s, const uint8_t *ev, Py_ssize_t n, uint64_t posit
                                                  (unsigned long)server_id, (unsigned long long)seq)))
             return -1;
         s->in_transaction = 1;
-        s->commit_ts = (uint64_t)le32(ev) * 1000000u;
+        s->commit_ts = (uint64_t)le32(ev + EV_TIMESTAMP) * 1000000u;
         s->commit_ts_ok = 1;
         s->begun = !(flags & 1); /* FL_STANDALONE: one statement, no COMMIT follows */
         return 1;
@@ -483,8 +483,8 @@ static PyObject *route(PyObject *module, PyObject *args) {
         if (length < 20 || payload[0]) break;
         const uint8_t *ev = payload + 1;
         Py_ssize_t n = length - 1;
-        if (ev[4] == ROTATE) break;
-        uint32_t size = le32(ev + 9), log_pos = le32(ev + 13);
+        if (ev[EV_TYPE] == ROTATE) break;
+        uint32_t size = le32(ev + EV_SIZE), log_pos = le32(ev + EV_LOG_POS);
         uint64_t position = log_pos >= size ? log_pos - size : 0;
         int ended = 0;
         int done = route_event(&s, ev, n, position, crc, verify, (const uint8_t *)routable, &ended);
@@ -498,7 +498,7 @@ static PyObject *route(PyObject *module, PyObject *args) {
         events++;
         bytes += n;
         if (log_pos) next_position = log_pos;
-        timestamp = le32(ev);
+        timestamp = le32(ev + EV_TIMESTAMP);
         if (ended && stop_at_commit) {
             stopped = 1;
             break;

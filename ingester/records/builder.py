@@ -18,6 +18,7 @@ from typing import Any
 
 from ..codec import BinlogDecoder, BinlogError
 from ..codec import events as E
+from ..codec import header as H
 from ..codec.constants import HEADER_V3
 from ..codec.decoder import CHECKSUM_CRC32, ROUTABLE_ROWS
 from ..codec.table_map import TableMap
@@ -32,7 +33,6 @@ SCHEMA_TOPIC = "_schema"
 _QUERY, _XID, _TABLE_MAP, _MARIADB_GTID = 2, 16, 19, 162
 _FAST = ROUTABLE_ROWS | {_XID, _TABLE_MAP, _MARIADB_GTID}
 _MARIADB_GTID_BODY = struct.Struct("<QIB").unpack_from  # sequence, domain, flags
-_U32 = struct.Struct("<I").unpack_from
 _TRANSACTION_CONTROL = re.compile(rb"^\s*(BEGIN|COMMIT|ROLLBACK|XA\s+(START|END|PREPARE|COMMIT|ROLLBACK))\b", re.I)
 # Account and server-credential statements: MariaDB binlogs them as written, passwords in plain text.
 # They change no table, so they are not published (the transaction still commits its checkpoint).
@@ -111,7 +111,7 @@ class RecordBuilder:
 
     def feed(self, dec: BinlogDecoder, raw: bytes, position: int) -> list[Record] | tuple[()]:
         """Records closed by one outer event of the stream (usually none: records fill up over many)."""
-        code = raw[4]
+        code = raw[H.TYPE]
         if dec.plain_v4 and code in _FAST:  # the events of every transaction, routed without decoding
             if code != _TABLE_MAP and code != _XID and code != _MARIADB_GTID:
                 table_id = dec.rows_table_id(raw, position)
@@ -141,11 +141,11 @@ class RecordBuilder:
             elif dec.verify(raw, position) == HEADER_V3 + 19:  # MariaDB GTID with its usual padding
                 seq, domain, flags = _MARIADB_GTID_BODY(raw, HEADER_V3)
                 if not flags & (2 | 64 | 128):  # no commit id, not XA: nothing more to read
-                    server_id = _U32(raw, 5)[0]
+                    server_id = H.server_id(raw)
                     self._begin()
                     self._gtid = f"{domain}-{server_id}-{seq}".encode()
                     self._pending_gtid = ("mariadb", domain, server_id, seq)
-                    self._commit_ts = _U32(raw, 0)[0] * 1_000_000
+                    self._commit_ts = H.timestamp(raw) * 1_000_000
                     self._begun = not flags & 1  # FL_STANDALONE: one statement, no COMMIT follows
                     return ()
         records: list[Record] = []
@@ -200,7 +200,7 @@ class RecordBuilder:
     def _boundary(self, raw: bytes, position: int) -> None:
         """After an event outside any transaction, the stream can resume right after it."""
         if not self._in_transaction:
-            log_pos = _U32(raw, 13)[0]
+            log_pos = H.log_pos(raw)
             if log_pos:
                 self._resume = (self.file, log_pos, position)
 
@@ -230,7 +230,7 @@ class RecordBuilder:
             return ()
         attached = route[2]
         if type(attached) is Masked:
-            raw = attached.rewriter.rewrite(raw, dec.post_header_lengths.get(raw[4], 0),
+            raw = attached.rewriter.rewrite(raw, dec.post_header_lengths.get(raw[H.TYPE], 0),
                                             dec.checksum == CHECKSUM_CRC32 and not in_payload, position, dec.source)
             attached = attached.schema
         return self._add(route[1], raw, position, sub, route[0], in_payload, attached)

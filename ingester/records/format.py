@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -177,10 +178,10 @@ def record_events(headers: Mapping[str, bytes], value: bytes, source: str = "<re
             if p + m + 4 + k > len(value):
                 raise BinlogError(f"record's snapshot rows of {k} bytes run past its end", p + m, source)
             snapshot = snapshot or SnapshotDecoder(source, bool(columnar))
-            ev = snapshot.event(value[p : p + m], value[p + m + 4 : p + m + 4 + k], entry.seq.position,
-                                entry.commit_ts, p, flags)
+            read = snapshot.event(value[p : p + m], value[p + m + 4 : p + m + 4 + k], entry.seq.position,
+                                  entry.commit_ts, p, flags)
             p += m + 4 + k
-            yield RecordEvent(entry.seq, entry.gtid, entry.commit_ts, ev)
+            yield RecordEvent(entry.seq, entry.gtid, entry.commit_ts, read)
             continue
         if m:
             if p + m > len(value):
@@ -246,7 +247,7 @@ class ChunkAssembler:
         return bool(self._parts)
 
 
-_decoders: dict[tuple[bytes, bool], BinlogDecoder] = {}
+_decoders: dict[tuple[bytes, Any], BinlogDecoder] = {}  # (format description, columnar)
 _enriched: dict[tuple[int, bytes], tuple[TableMap, TableMap]] = {}
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..codec import BinlogError
+from ..codec import header as H
 from ..codec import values as V
 from ..codec.charsets import charset_for
 from ..codec.constants import HEADER_V3
@@ -25,8 +26,9 @@ from ..codec.constants import ColumnType as T
 from ..codec.rows import mariadb_uncompress_column, mariadb_uncompress_event
 from ..codec.table_map import Column, TableMap
 
-_FIXED = {T.TINY: 1, T.SHORT: 2, T.INT24: 3, T.LONG: 4, T.LONGLONG: 8, T.FLOAT: 4, T.DOUBLE: 8, T.YEAR: 1,
-          T.DATE: 3, T.NEWDATE: 3, T.TIME: 3, T.DATETIME: 8, T.TIMESTAMP: 4, T.NULL: 0}
+_FIXED: dict[int, int] = {T.TINY: 1, T.SHORT: 2, T.INT24: 3, T.LONG: 4, T.LONGLONG: 8, T.FLOAT: 4, T.DOUBLE: 8,
+                          T.YEAR: 1, T.DATE: 3, T.NEWDATE: 3, T.TIME: 3, T.DATETIME: 8, T.TIMESTAMP: 4, T.NULL: 0}
+_FRACTIONAL_BYTES: dict[int, int] = {T.TIMESTAMP2: 4, T.DATETIME2: 5, T.TIME2: 3}
 _INTEGERS = frozenset((T.TINY, T.SHORT, T.INT24, T.LONG, T.LONGLONG))
 _STRINGS = frozenset((T.VARCHAR, T.VAR_STRING, T.STRING))
 _BLOBS = frozenset((T.BLOB, T.TINY_BLOB, T.MEDIUM_BLOB, T.LONG_BLOB))
@@ -61,17 +63,18 @@ def _span(col: Column) -> Callable[[bytes, int], int]:
     elif t in (T.TIMESTAMP2, T.DATETIME2, T.TIME2):
         if not 0 <= meta <= 6:
             raise BinlogError(f"column {col.name} has fractional precision {meta}")
-        size = {T.TIMESTAMP2: 4, T.DATETIME2: 5, T.TIME2: 3}[t] + V.frac_bytes(meta)
+        size = _FRACTIONAL_BYTES[t] + V.frac_bytes(meta)
     elif t == T.BIT:
         size = (meta >> 8) + (1 if meta & 0xFF else 0)
     elif t in (T.ENUM, T.SET):
         size = meta & 0xFF
     if size is not None:
-        return lambda b, p, n=size: n
+        fixed = size
+        return lambda b, p: fixed
     if t not in _STRINGS and t not in _PREFIXED and t not in (T.VARCHAR_COMPRESSED, T.BLOB_COMPRESSED):
         raise BinlogError(f"column {col.name} has unsupported type {t}")
     width = _prefix_width(col)
-    return lambda b, p, w=width: w + int.from_bytes(b[p:p + w], "little")
+    return lambda b, p: width + int.from_bytes(b[p:p + width], "little")
 
 
 def _zero(col: Column, size: int) -> bytes:
@@ -152,7 +155,7 @@ class Rewriter:
 
     def rewrite(self, raw: bytes, post_header: int, checksum: bool, position: int, source: str) -> bytes:
         """The event ``raw`` with its masked values replaced, re-framed (uncompressed, size, CRC32)."""
-        code = raw[4]
+        code = raw[H.TYPE]
         spec = _EVENTS.get(code)
         if spec is None:
             raise BinlogError(f"cannot mask columns of `{self.tm.database}`.`{self.tm.table}` in event type {code}",

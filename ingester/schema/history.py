@@ -376,7 +376,7 @@ def _alter(schema: TableSchema, spec: AlterSpec, table: Name, database_charset: 
     elif isinstance(spec, TableCharset):
         schema.charset = spec.charset or database_charset
     elif isinstance(spec, ConvertCharset):
-        old, schema.charset = schema.charset, spec.charset or database_charset
+        schema.charset = spec.charset or database_charset
         for c in cols:
             if c.type in TEXT_TYPES:
                 c.type = _text_type_for(c.type, c.charset, schema.charset)
@@ -391,9 +391,14 @@ def _rename_in_keys(schema: TableSchema, old: str, new: str | None) -> None:
     """A column renamed (``new``) or dropped (None) in the primary key and the indexes: an index left without
     columns goes (as MySQL documents it; MariaDB refuses to drop a column of a UNIQUE index of several)."""
     low = old.lower()
-    schema.primary_key = [new if k.lower() == low else k for k in schema.primary_key if new or k.lower() != low]
-    for ix in schema.indexes:
-        ix.columns = [(new if c.lower() == low else c, p) for c, p in ix.columns if new or c.lower() != low]
+    if new is None:
+        schema.primary_key = [k for k in schema.primary_key if k.lower() != low]
+        for ix in schema.indexes:
+            ix.columns = [(c, p) for c, p in ix.columns if c.lower() != low]
+    else:
+        schema.primary_key = [new if k.lower() == low else k for k in schema.primary_key]
+        for ix in schema.indexes:
+            ix.columns = [(new if c.lower() == low else c, p) for c, p in ix.columns]
     schema.indexes = [ix for ix in schema.indexes if ix.columns]
 
 

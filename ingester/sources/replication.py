@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..codec import BinlogDecoder, BinlogError
+from ..codec import header as H
 from ..codec.decoder import CHECKSUM_CRC32, CHECKSUM_OFF
 from ..codec.events import Event, RotateEvent, TransactionPayloadEvent
 from ..redact import redact
@@ -41,7 +42,6 @@ _MAX_PACKET = 0xFFFFFF
 _MAX_PAYLOAD = (1 << 30) + 1  # an event is at most max_allowed_packet's ceiling (1 GiB), after the OK byte
 _READ_SIZE = 1 << 20
 _POLL = 0.25  # seconds a read waits for the server before the stream asks whether to stop
-_SIZE_AND_LOG_POS = struct.Struct("<II").unpack_from
 _U32 = struct.Struct("<I").unpack_from
 _NO_TLS = 2026  # pymysql: "SSL is required but the server doesn't support it"
 _ROTATE = 4
@@ -163,7 +163,8 @@ class PacketFramer:
             self.pending()
         elif self._need > 4 or self._pos == len(self._buf):
             return []
-        buf, pos, end, out = self._buf, self._pos, len(self._buf), []
+        buf, pos, end = self._buf, self._pos, len(self._buf)
+        out: list[bytes] = []
         while end - pos >= 4 and len(out) != limit:
             header = _U32(buf, pos)[0]
             length = header & 0xFFFFFF
@@ -391,7 +392,8 @@ class BinlogStream:
                 if not chunk:
                     raise ReplicationError(f"{self.source}: the server closed the replication connection")
                 framer.feed(chunk)
-                for payload in self._routed(framer, builder, dec) if routing else self._payloads(framer):
+                for payload in (self._routed(framer, builder, dec) if routing and builder is not None
+                                else self._payloads(framer)):
                     if payload is None:
                         yield None, self.routed[0]
                         continue
@@ -402,9 +404,9 @@ class BinlogStream:
                     if len(payload) < 20:
                         raise BinlogError(f"event of {len(payload) - 1} bytes", self.next_position, dec.source)
                     raw = payload[1:]
-                    size, log_pos = _SIZE_AND_LOG_POS(raw, 9)
+                    size, log_pos = H.size_and_log_pos(raw)
                     position = log_pos - size if log_pos >= size else 0
-                    if raw[4] == _ROTATE:
+                    if raw[H.TYPE] == _ROTATE:
                         ev = dec.decode(raw, position)
                         assert type(ev) is RotateEvent
                         self.file, self.next_position = ev.next_file, ev.next_position
@@ -462,8 +464,8 @@ class BinlogStream:
 
     def frames(self) -> Iterator[tuple[bytes, Event]]:
         """(raw event, decoded outer event) in stream order; ``decoder`` expands payloads."""
-        for raw, position in self.positioned():
-            assert self.decoder is not None
+        for raw, position in self.positioned():  # no builder: nothing is routed, every event comes raw
+            assert self.decoder is not None and raw is not None
             yield raw, self.decoder.decode(raw, position)
 
     def events(self) -> Iterator[Event]:
@@ -477,12 +479,12 @@ class BinlogStream:
 
 def _code(exc: BaseException) -> int | None:
     """A pymysql error's server error number, if it has one."""
-    args = getattr(exc, "args", ())
+    args: tuple[Any, ...] = getattr(exc, "args", ())
     return args[0] if len(args) >= 2 and isinstance(args[0], int) else None
 
 
 def _message(exc: BaseException) -> str:
-    args = getattr(exc, "args", ())
+    args: tuple[Any, ...] = getattr(exc, "args", ())
     if len(args) >= 2:
         return f"error {args[0]}: {args[1]}"
     return str(exc)

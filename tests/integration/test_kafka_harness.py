@@ -12,8 +12,8 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource
 
+from ingester.devstack import free_tcp_port
 from ingester.devstack.kafka import KafkaBroker
-from ingester.devstack.mariadb import free_tcp_port
 
 pytestmark = pytest.mark.integration
 

@@ -10,6 +10,8 @@ import subprocess
 import threading
 import time
 
+import pytest
+
 from ingester.cli.consume import committed_record_events
 from ingester.cli.main import main
 from ingester.codec import events as E
@@ -19,6 +21,7 @@ from ingester.daemon.runner import Runner
 from ingester.daemon.snapshot import TableReader
 from tests.integration.test_snapshot import BINLAKE, _CheckpointWatcher, _replay_in_seq_order, _Workload
 
+pytestmark = pytest.mark.integration
 ROWS = 3000
 
 

@@ -109,7 +109,7 @@ def test_verify_under_writes_finds_both_kinds_of_difference_and_passes_after_a_s
         writes.start()
         # 1. under writes: every chunk matches (a false difference would fail here)
         status, run = _verify(server, lake, kafka, prefix, "vf.t,vf.k")
-        first = read_results(LakeFiles.local(), str(lake), run)
+        first = read_results(LakeFiles.on_disk(), str(lake), run)
         assert status == 0, [r for r in first if not r["match"]]
         assert {r["table"] for r in first} == {"vf.t", "vf.k"}
         assert len([r for r in first if r["table"] == "vf.t"]) >= ROWS // CHUNK
@@ -126,7 +126,7 @@ def test_verify_under_writes_finds_both_kinds_of_difference_and_passes_after_a_s
             cur.execute("UPDATE k SET v = -1 WHERE a = 'K3' AND n = 10")
             quiet.commit()
         status, run = _verify(server, lake, kafka, prefix, "vf.t,vf.k")
-        second = read_results(LakeFiles.local(), str(lake), run)
+        second = read_results(LakeFiles.on_disk(), str(lake), run)
         differ = [r for r in second if not r["match"]]
         assert status == 1
         found = {(r["table"], tuple(k["key"]), k["lake"], tuple(k.get("columns", ())))
@@ -152,7 +152,7 @@ def test_verify_under_writes_finds_both_kinds_of_difference_and_passes_after_a_s
         assert main(["snapshot", "--source", server.url, "--signal-table", "binlake.signal", "--tables",
                      "vf.t,vf.k", "--wait"]) == 0
         status, run = _verify(server, lake, kafka, prefix, "vf.t,vf.k")
-        assert status == 0, [r for r in read_results(LakeFiles.local(), str(lake), run) if not r["match"]]
+        assert status == 0, [r for r in read_results(LakeFiles.on_disk(), str(lake), run) if not r["match"]]
         # 4. a row deleted behind binlake's back: the lake has a row the source does not (a re-snapshot
         # upserts what the source has; it does not delete such rows: docs/VERIFY.md)
         with server.connect("vf") as quiet, quiet.cursor() as cur:
@@ -160,7 +160,7 @@ def test_verify_under_writes_finds_both_kinds_of_difference_and_passes_after_a_s
             cur.execute("DELETE FROM t WHERE id = 888")
             quiet.commit()
         status, run = _verify(server, lake, kafka, prefix, "vf.t")
-        differ = [r for r in read_results(LakeFiles.local(), str(lake), run) if not r["match"]]
+        differ = [r for r in read_results(LakeFiles.on_disk(), str(lake), run) if not r["match"]]
         assert status == 1 and [orjson.loads(r["keys"]) for r in differ] == [[{"key": [888], "lake": "extra"}]]
     finally:
         writes.stop.set()
@@ -211,7 +211,7 @@ def test_verify_matches_on_every_type_with_masks_and_a_schema_change(make_mariad
             cur.execute("INSERT INTO ints (id, i) VALUES (1000, 1)")
         conn.commit()
         status, run = _verify(server, lake, kafka, prefix, tables, config)
-        results = read_results(LakeFiles.local(), str(lake), run)
+        results = read_results(LakeFiles.on_disk(), str(lake), run)
         assert status == 0, [r for r in results if not r["match"]]
         assert {r["table"] for r in results} == {f"{db}.{t}" for t in zoo.TABLES}
         assert sum(r["source_rows"] for r in results) == sum(
@@ -221,7 +221,7 @@ def test_verify_matches_on_every_type_with_masks_and_a_schema_change(make_mariad
             cur.execute("UPDATE strs SET vl = 'behind its back' ORDER BY id LIMIT 1")
             quiet.commit()
         status, run = _verify(server, lake, kafka, prefix, f"{db}.strs", config)
-        differ = [r for r in read_results(LakeFiles.local(), str(lake), run) if not r["match"]]
+        differ = [r for r in read_results(LakeFiles.on_disk(), str(lake), run) if not r["match"]]
         assert status == 1 and len(differ) == 1
         assert [k["columns"] for k in orjson.loads(differ[0]["keys"])] == [["vl"]]
     finally:

@@ -42,11 +42,11 @@ def test_a_live_job_elsewhere_is_refused_a_dead_one_taken_over(tmp_path) -> None
     lake = str(tmp_path)
     stop = _held_elsewhere(tmp_path, renew=True)
     with pytest.raises(LandError, match=rf"another binlake land job writes the lake {lake} \(host elsewhere, pid 7"):
-        LakeLease(LakeFiles.local(), lake).acquire(watch=2)
+        LakeLease(LakeFiles.on_disk(), lake).acquire(watch=2)
     stop.set()
     time.sleep(0.3)  # it stopped renewing: after the watch, taken over
     started = time.monotonic()
-    lease = LakeLease(LakeFiles.local(), lake).acquire(watch=1)
+    lease = LakeLease(LakeFiles.on_disk(), lake).acquire(watch=1)
     assert time.monotonic() - started >= 1
     assert orjson.loads((tmp_path / LEASE).read_bytes())["id"] == lease.mine["id"]
     lease.release()
@@ -55,11 +55,11 @@ def test_a_live_job_elsewhere_is_refused_a_dead_one_taken_over(tmp_path) -> None
 
 def test_a_dead_process_of_this_host_is_taken_over_at_once_and_a_taken_lease_stops_its_holder(tmp_path) -> None:
     lake = str(tmp_path)
-    first = LakeLease(LakeFiles.local(), lake).acquire()
+    first = LakeLease(LakeFiles.on_disk(), lake).acquire()
     content = orjson.loads((tmp_path / LEASE).read_bytes())
     (tmp_path / LEASE).write_bytes(orjson.dumps({**content, "id": "gone", "pid": 2 ** 22 + 1}))  # no such pid
     started = time.monotonic()
-    second = LakeLease(LakeFiles.local(), lake).acquire(watch=5)
+    second = LakeLease(LakeFiles.on_disk(), lake).acquire(watch=5)
     assert time.monotonic() - started < 1
     deadline = time.monotonic() + 5
     while first.lost is None and time.monotonic() < deadline:
@@ -77,4 +77,4 @@ def test_a_lake_that_cannot_be_written_is_named(tmp_path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
     with pytest.raises(LandError, match=rf"cannot write {blocker}/lake: .*nothing committed is lost"):
-        LakeLease(LakeFiles.local(), str(blocker / "lake")).acquire()
+        LakeLease(LakeFiles.on_disk(), str(blocker / "lake")).acquire()

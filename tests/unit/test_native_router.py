@@ -260,6 +260,7 @@ def oltp(mariadb) -> tuple[list[bytes], str]:
     return split_events((Path(mariadb.binlog_dir) / start.file).read_bytes()), start.file
 
 
+@pytest.mark.integration  # the OLTP stream comes from the session's MariaDB
 @pytest.mark.parametrize("max_record_bytes", [900_000, 1, 333, 5000])
 @pytest.mark.parametrize("busy", [False, True], ids=["commit-each", "commit-idle"])
 def test_oltp_workload_routes_identically(oltp, busy, max_record_bytes, monkeypatch) -> None:
@@ -273,6 +274,7 @@ def test_oltp_workload_routes_identically(oltp, busy, max_record_bytes, monkeypa
     assert sum(1 for o in out if o[0] == "record") >= (2 if max_record_bytes > 5000 else 100)
 
 
+@pytest.mark.integration  # the OLTP stream comes from the session's MariaDB
 @pytest.mark.parametrize("seed", range(4))
 def test_oltp_reads_of_any_size(oltp, seed, monkeypatch) -> None:
     events, name = oltp
@@ -281,6 +283,7 @@ def test_oltp_reads_of_any_size(oltp, seed, monkeypatch) -> None:
     assert native_share > 0.5
 
 
+@pytest.mark.integration  # the OLTP stream comes from the session's MariaDB
 def test_heartbeats_rotates_and_multi_packets(oltp, monkeypatch) -> None:
     """Heartbeats anywhere (inside transactions too), a ROTATE to a next file, and a rows event of 17 MB
     (a multi-packet) on a routed table."""
@@ -307,6 +310,7 @@ def test_heartbeats_rotates_and_multi_packets(oltp, monkeypatch) -> None:
     assert native_share > 0.9
 
 
+@pytest.mark.integration  # the OLTP stream comes from the session's MariaDB
 @pytest.mark.parametrize("source", ["oltp", *MYSQL_OLTP[:2]])
 def test_mutated_and_truncated_streams(oltp, source, monkeypatch) -> None:
     """Any damaged byte or cut: the same records before it, the same error naming the same place."""
@@ -330,6 +334,7 @@ def test_mutated_and_truncated_streams(oltp, source, monkeypatch) -> None:
     assert len(errors) > 5  # the damage was seen, in many ways
 
 
+@pytest.mark.integration  # the OLTP stream comes from the session's MariaDB
 def test_server_stream_routes_identically(mariadb, oltp, monkeypatch) -> None:
     """The server's own replication stream, from the workload's file to the end of the binlog."""
     _, name = oltp
@@ -344,6 +349,7 @@ def _checkpoints(out: list[Any]) -> Iterator[Checkpoint]:
     return (o[1] for o in out if o[0] == "commit")
 
 
+@pytest.mark.integration  # the OLTP stream comes from the session's MariaDB
 def test_checkpoints_carry_every_gtid(oltp, monkeypatch) -> None:
     """Not only equal: the last checkpoint holds the workload's last GTID, as the server wrote it."""
     events, name = oltp

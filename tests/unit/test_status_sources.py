@@ -19,7 +19,7 @@ def test_binlog_bytes_after_a_position() -> None:
 
 
 def test_the_newest_committed_batch_of_a_checkpoint(tmp_path) -> None:
-    files = LakeFiles.local()
+    files = LakeFiles.on_disk()
     assert read_landed(files, str(tmp_path)) is None  # nothing yet
     (tmp_path / "offsets").mkdir()
     (tmp_path / "commits").mkdir()
