@@ -249,19 +249,17 @@ def _images(columns: list[tuple[str, str]], rows: pa.Table) -> pa.Table:
 def _range(pk: list[str], low: tuple[Any, ...] | None, high: tuple[Any, ...] | None) -> Column:
     """The mirror's rows with low < key <= high (the key's columns in order, compared as a tuple)."""
 
-    def after(bound: tuple[Any, ...], inclusive: bool) -> Column:
-        cond = F.col(f"`{pk[-1]}`") >= F.lit(bound[-1]) if inclusive else F.col(f"`{pk[-1]}`") > F.lit(bound[-1])
+    def beyond(bound: tuple[Any, ...], above: bool) -> Column:
+        """key > bound (above) or key <= bound, lexicographically over the key's columns."""
+        def strict(k: str, v: Any) -> Column:
+            return F.col(f"`{k}`") > F.lit(v) if above else F.col(f"`{k}`") < F.lit(v)
+
+        cond = strict(pk[-1], bound[-1]) if above else F.col(f"`{pk[-1]}`") <= F.lit(bound[-1])
         for k, v in zip(reversed(pk[:-1]), reversed(bound[:-1]), strict=True):
-            cond = (F.col(f"`{k}`") > F.lit(v)) | ((F.col(f"`{k}`") == F.lit(v)) & cond)
+            cond = strict(k, v) | ((F.col(f"`{k}`") == F.lit(v)) & cond)
         return cond
 
-    def before(bound: tuple[Any, ...]) -> Column:
-        cond = F.col(f"`{pk[-1]}`") <= F.lit(bound[-1])
-        for k, v in zip(reversed(pk[:-1]), reversed(bound[:-1]), strict=True):
-            cond = (F.col(f"`{k}`") < F.lit(v)) | ((F.col(f"`{k}`") == F.lit(v)) & cond)
-        return cond
-
-    parts = ([after(low, False)] if low is not None else []) + ([before(high)] if high is not None else [])
+    parts = [beyond(bound, above) for bound, above in ((low, True), (high, False)) if bound is not None]
     return parts[0] if len(parts) == 1 else parts[0] & parts[1]
 
 

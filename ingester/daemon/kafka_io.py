@@ -97,9 +97,10 @@ class Publisher:
         except Exception as exc:
             # A producer whose init timed out would go on in the background and, once the broker is
             # back, take the transactional id from the daemon's next one (fencing it mid-transaction)
-            for client in ("producer", "admin"):
-                if hasattr(self, client):
-                    _close_quietly(getattr(self, client))
+            if hasattr(self, "producer"):
+                _close_quietly(self.producer, timeout=0)
+            if hasattr(self, "admin"):
+                _close_quietly(self.admin)
             raise KafkaError(f"kafka {bootstrap}: {exc}") from None
         self._known.update(self.admin.list_topics())
         self.ensure_topic(offsets_topic(prefix), compacted=True)
@@ -154,8 +155,8 @@ class Publisher:
     def discard(self) -> None:
         """After a Kafka failure: drop the producer without waiting for the broker."""
         self._stop_thread(wait=False)
-        for client in (self.producer, self.admin):
-            _close_quietly(client)
+        _close_quietly(self.producer, timeout=0)
+        _close_quietly(self.admin)
 
     def close(self) -> None:
         try:
@@ -294,10 +295,10 @@ class Publisher:
         self._unflushed = 0
 
 
-def _close_quietly(client: Any) -> None:
-    """Close a Kafka client after a failure, without waiting for the broker."""
+def _close_quietly(client: Any, **options: Any) -> None:
+    """Close a Kafka client after a failure (``options``: its close's, e.g. the producer's timeout=0)."""
     try:
-        client.close(timeout=0) if hasattr(client, "send") else client.close()
+        client.close(**options)
     except Exception as exc:  # the connection is already broken
         log.debug("closing after failure: %s", exc)
 
