@@ -16,7 +16,6 @@ from ..codec import header as H
 from ..config import Config
 from ..records.builder import Checkpoint, Record, RecordBuilder
 from ..records.format import Sequence, file_number
-from ..records.gtid import MariadbGtidState, MysqlGtidSet
 from ..schema.history import SchemaHistory
 from ..sources.errors import SourceUnreachable
 from ..sources.position import current_position
@@ -285,10 +284,7 @@ class Runner:
         if self.committed:
             start_file, start_pos = self.committed["file"], self.committed["position"]
             gtids = self.committed["gtid_set"]
-            if gtids and "-" in gtids and ":" not in gtids:
-                builder.mariadb_gtids = MariadbGtidState.parse(gtids)
-            else:
-                builder.mysql_gtids = MysqlGtidSet.parse(gtids)
+            builder.txn.resume_after(gtids)
             log.info("resuming at %s:%s (%s)", start_file, start_pos, gtids or "no GTIDs")
         gtid_set = None
         if cfg.source.resume == "gtid" or len(self.sources) > 1:  # by executed GTIDs (positions are per

@@ -10,8 +10,11 @@
  * and feeds it to the builder, producing the same records or raising the same error. So C never
  * reports errors, and it mutates the builder's state exactly as RecordBuilder.feed would.
  *
- * The builder's state is read from and written back to its instance dict; record writers are the
- * Python RecordWriter objects (ingester/records/format.py), appended to like RecordWriter.add does.
+ * The state it reads and writes back is explicit: the builder's Transaction (ingester/records/txn.py: the
+ * phase, moved by txn.py's transition table TABLE, given to configure(); the GTID, commit time, count and
+ * executed-GTID sets), its OpenRecords (open_records.py: the RecordWriter per topic and their size) and its
+ * routing tables (table id -> route, table map bytes -> table, known BEGINs). Record writers are the Python
+ * RecordWriter objects (format.py), appended to like RecordWriter.add does. The result is builder.Routed.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -34,87 +37,91 @@
 #define ANONYMOUS_GTID 34
 
 
-/* Interned names of the builder's fields and RecordWriter's slots. */
-static PyObject *S_begins, *S_routes, *S_table_maps, *S_open, *S_open_bytes, *S_in_transaction, *S_begun, *S_gtid,
-    *S_pending_gtid, *S_commit_ts, *S_resume, *S_file, *S_transactions, *S_file_number, *S_fde,
-    *S_max_record_bytes, *S_max_open_bytes, *S_mariadb_gtids, *S_mysql_gtids, *S_mariadb, *S_mysql,
+/* txn.py's Phase and Input values (exported, and compared with Python's in a test); ENDS marks a TABLE
+ * entry whose transition ends the transaction. */
+enum { PHASE_IDLE, PHASE_IMPLICIT, PHASE_EXPLICIT, N_PHASES };
+enum { INPUT_GTID, INPUT_BEGIN, INPUT_ROWS, INPUT_STATEMENT, INPUT_END, N_INPUTS };
+#define ENDS 0x80
+
+/* Given once by configure(): the classes of the state and result, txn.py's table and Phase members. */
+static PyObject *TxnType, *RecordsType, *WriterClass, *ResultType, *Phases;
+static uint8_t Table[N_PHASES * N_INPUTS];
+
+/* Interned names of Transaction's, OpenRecords' and RecordWriter's slots. */
+static PyObject *T_phase, *T_gtid, *T_pending, *T_commit_ts, *T_count, *T_mariadb_gtids, *T_mysql_gtids,
+    *R_open, *R_bytes, *R_max_record_bytes, *R_max_open_bytes, *R_file_number, *R_fde, *S_mariadb, *S_mysql,
     *S_add, *W_size, *W_count, *W_first_seq, *W_index, *W_last_commit_ts, *W_parts, *W_table_map, *W_schema;
 
-/* The builder's scalar state, held in C during one call and written back at its end. */
+/* The transaction's and open records' scalar state, held in C during one call and written back at its end. */
 typedef struct {
-    PyObject *dict;                       /* the builder's __dict__ */
+    PyObject *txn, *records;              /* borrowed: the builder's Transaction and OpenRecords */
     PyObject *routes, *table_maps, *open, *begins; /* borrowed: the builder's containers */
     PyObject *gtid, *pending;             /* owned */
-    PyObject *writer_class;               /* borrowed */
-    int in_transaction, begun, changed_resume;
-    long long open_bytes, max_record_bytes, max_open_bytes, file_number, transactions;
+    int phase;
+    long long open_bytes, max_record_bytes, max_open_bytes, file_number, count;
     uint64_t commit_ts;
     int commit_ts_ok; /* fits the index's unsigned 64 bits */
+    unsigned long boundary_log_pos;       /* the last transaction boundary passed (0: none) */
+    unsigned long long boundary_position;
 } State;
 
-static PyObject *item(PyObject *dict, PyObject *key) {
-    PyObject *v = PyDict_GetItemWithError(dict, key);
-    if (!v && !PyErr_Occurred()) PyErr_Format(PyExc_KeyError, "builder has no %U", key);
-    return v;
-}
-
-static int get_ll(PyObject *dict, PyObject *key, long long *out) {
-    PyObject *v = item(dict, key);
+static int get_ll(PyObject *obj, PyObject *name, long long *out) {
+    PyObject *v = PyObject_GetAttr(obj, name);
     if (!v) return -1;
     *out = PyLong_AsLongLong(v);
+    Py_DECREF(v);
     return *out == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
-static int load(State *s, PyObject *dict, PyObject *writer_class) {
-    memset(s, 0, sizeof *s);
-    s->dict = dict;
-    s->writer_class = writer_class;
-    PyObject *v;
-    if (!(s->routes = item(dict, S_routes)) || !(s->table_maps = item(dict, S_table_maps)) ||
-        !(s->open = item(dict, S_open)) || !(s->begins = item(dict, S_begins)))
-        return -1;
+static int load(State *s, PyObject *txn, PyObject *records) {
+    s->txn = txn;
+    s->records = records;
+    if (!(s->open = PyObject_GetAttr(records, R_open))) return -1;
+    Py_DECREF(s->open); /* the OpenRecords holds it; borrowed like the other containers */
     if (!PyDict_Check(s->routes) || !PyDict_Check(s->table_maps) || !PyDict_Check(s->open) ||
         !PySet_Check(s->begins)) {
-        PyErr_SetString(PyExc_TypeError, "builder containers must be dicts and a set");
+        PyErr_SetString(PyExc_TypeError, "route: the routes, table maps and open records must be dicts, the BEGINs a set");
         return -1;
     }
-    if (!(v = item(dict, S_in_transaction))) return -1;
-    s->in_transaction = PyObject_IsTrue(v);
-    if (!(v = item(dict, S_begun))) return -1;
-    s->begun = PyObject_IsTrue(v);
-    if (!(v = item(dict, S_gtid))) return -1;
-    if (!PyBytes_Check(v)) {
-        PyErr_SetString(PyExc_TypeError, "builder _gtid must be bytes");
+    long long phase;
+    if (get_ll(txn, T_phase, &phase)) return -1;
+    if (phase < 0 || phase >= N_PHASES) {
+        PyErr_SetString(PyExc_ValueError, "route: the transaction's phase is not one of txn.Phase");
         return -1;
     }
-    s->gtid = Py_NewRef(v);
-    if (!(v = item(dict, S_pending_gtid))) return -1;
-    s->pending = Py_NewRef(v);
-    if (!(v = item(dict, S_commit_ts))) return -1;
+    s->phase = (int)phase;
+    if (!(s->gtid = PyObject_GetAttr(txn, T_gtid))) return -1;
+    if (!PyBytes_Check(s->gtid)) {
+        PyErr_SetString(PyExc_TypeError, "route: the transaction's gtid must be bytes");
+        return -1;
+    }
+    if (!(s->pending = PyObject_GetAttr(txn, T_pending))) return -1;
+    PyObject *v = PyObject_GetAttr(txn, T_commit_ts);
+    if (!v) return -1;
     s->commit_ts = PyLong_AsUnsignedLongLong(v);
+    Py_DECREF(v);
     s->commit_ts_ok = !(s->commit_ts == (uint64_t)-1 && PyErr_Occurred());
     PyErr_Clear();
-    if (get_ll(dict, S_open_bytes, &s->open_bytes) || get_ll(dict, S_max_record_bytes, &s->max_record_bytes) ||
-        get_ll(dict, S_max_open_bytes, &s->max_open_bytes) || get_ll(dict, S_file_number, &s->file_number) ||
-        get_ll(dict, S_transactions, &s->transactions))
+    if (get_ll(txn, T_count, &s->count) || get_ll(records, R_bytes, &s->open_bytes) ||
+        get_ll(records, R_max_record_bytes, &s->max_record_bytes) ||
+        get_ll(records, R_max_open_bytes, &s->max_open_bytes) || get_ll(records, R_file_number, &s->file_number))
         return -1;
     return 0;
 }
 
-static int set_ll(PyObject *dict, PyObject *key, long long v) {
+static int set_ll(PyObject *obj, PyObject *name, long long v) {
     PyObject *o = PyLong_FromLongLong(v);
-    int rc = o ? PyDict_SetItem(dict, key, o) : -1;
+    int rc = o ? PyObject_SetAttr(obj, name, o) : -1;
     Py_XDECREF(o);
     return rc;
 }
 
 static int store(State *s) {
     PyObject *ts = s->commit_ts_ok ? PyLong_FromUnsignedLongLong(s->commit_ts) : Py_NewRef(Py_None);
-    int rc = !ts || (s->commit_ts_ok && PyDict_SetItem(s->dict, S_commit_ts, ts)) ||
-             PyDict_SetItem(s->dict, S_in_transaction, s->in_transaction ? Py_True : Py_False) ||
-             PyDict_SetItem(s->dict, S_begun, s->begun ? Py_True : Py_False) ||
-             PyDict_SetItem(s->dict, S_gtid, s->gtid) || PyDict_SetItem(s->dict, S_pending_gtid, s->pending) ||
-             set_ll(s->dict, S_open_bytes, s->open_bytes) || set_ll(s->dict, S_transactions, s->transactions);
+    int rc = !ts || (s->commit_ts_ok && PyObject_SetAttr(s->txn, T_commit_ts, ts)) ||
+             PyObject_SetAttr(s->txn, T_phase, PyTuple_GET_ITEM(Phases, s->phase)) ||
+             PyObject_SetAttr(s->txn, T_gtid, s->gtid) || PyObject_SetAttr(s->txn, T_pending, s->pending) ||
+             set_ll(s->txn, T_count, s->count) || set_ll(s->records, R_bytes, s->open_bytes);
     Py_XDECREF(ts);
     return rc ? -1 : 0;
 }
@@ -160,31 +167,25 @@ static int mysql_gtid_commit_ts(const uint8_t *ev, Py_ssize_t end, uint64_t *ori
 }
 
 /* RecordBuilder._boundary: outside a transaction the stream can resume right after this event. */
-static int boundary(State *s, const uint8_t *ev, uint64_t position) {
-    if (s->in_transaction) return 0;
+static void boundary(State *s, const uint8_t *ev, uint64_t position) {
     uint32_t log_pos = le32(ev + EV_LOG_POS);
-    if (!log_pos) return 0;
-    PyObject *file = item(s->dict, S_file);
-    if (!file) return -1;
-    PyObject *resume = Py_BuildValue("(OkK)", file, (unsigned long)log_pos, (unsigned long long)position);
-    if (!resume) return -1;
-    int rc = PyDict_SetItem(s->dict, S_resume, resume);
-    Py_DECREF(resume);
-    return rc;
+    if (s->phase != PHASE_IDLE || !log_pos) return;
+    s->boundary_log_pos = log_pos;
+    s->boundary_position = position;
 }
 
-/* RecordBuilder._commit. */
-static int commit(State *s) {
-    s->transactions++;
+/* Transaction._end. */
+static int end_transaction(State *s) {
+    s->count++;
     PyObject *p = s->pending;
     if (p != Py_None) {
         int mysql = PyTuple_Check(p) && PyTuple_GET_SIZE(p) == 3 && PyUnicode_Check(PyTuple_GET_ITEM(p, 0)) &&
                     PyUnicode_Compare(PyTuple_GET_ITEM(p, 0), S_mysql) == 0;
         if (!mysql && !(PyTuple_Check(p) && PyTuple_GET_SIZE(p) == 4)) {
-            PyErr_SetString(PyExc_TypeError, "builder _pending_gtid must be a GTID tuple");
+            PyErr_SetString(PyExc_TypeError, "route: the transaction's pending GTID must be a GTID tuple");
             return -1;
         }
-        PyObject *gtids = item(s->dict, mysql ? S_mysql_gtids : S_mariadb_gtids);
+        PyObject *gtids = PyObject_GetAttr(s->txn, mysql ? T_mysql_gtids : T_mariadb_gtids);
         if (!gtids) return -1;
         PyObject *r;
         if (mysql)
@@ -192,13 +193,21 @@ static int commit(State *s) {
         else
             r = PyObject_CallMethodObjArgs(gtids, S_add, PyTuple_GET_ITEM(p, 1), PyTuple_GET_ITEM(p, 2),
                                            PyTuple_GET_ITEM(p, 3), NULL);
+        Py_DECREF(gtids);
         if (!r) return -1;
         Py_DECREF(r);
     }
-    s->in_transaction = s->begun = 0;
     Py_SETREF(s->pending, Py_NewRef(Py_None));
     Py_SETREF(s->gtid, PyBytes_FromStringAndSize("", 0));
     return s->gtid ? 0 : -1;
+}
+
+/* Transaction.step: txn.py's transition for this input from the current phase. */
+static int step(State *s, int input) {
+    uint8_t t = Table[s->phase * N_INPUTS + input];
+    if ((t & ENDS) && end_transaction(s)) return -1;
+    s->phase = t & ~ENDS;
+    return 0;
 }
 
 static int get_writer_ll(PyObject *w, PyObject *name, long long *out) {
@@ -237,9 +246,10 @@ static int add_rows(State *s, PyObject *topic, PyObject *table_map, const uint8_
     Py_ssize_t stored = same_map ? 0 : tm_len;
     if (s->open_bytes + 9 + stored + n > s->max_open_bytes) return 0; /* everything is flushed: Python */
     if (!writer) {
-        PyObject *fde = item(s->dict, S_fde);
+        PyObject *fde = PyObject_GetAttr(s->records, R_fde);
         if (!fde) return -1;
-        PyObject *created = PyObject_CallOneArg(s->writer_class, fde);
+        PyObject *created = PyObject_CallOneArg(WriterClass, fde);
+        Py_DECREF(fde);
         if (!created) return -1;
         int rc = PyDict_SetItem(s->open, topic, created);
         Py_DECREF(created);
@@ -336,14 +346,11 @@ static int route_event(State *s, const uint8_t *ev, Py_ssize_t n, uint64_t posit
             int attached = PyObject_IsTrue(PyTuple_GET_ITEM(route, 2));
             if (attached) return attached < 0 ? -1 : 0;
         }
-        if (topic == Py_None) {
-            s->in_transaction = 1;
-            return 1;
-        }
+        if (topic == Py_None) return step(s, INPUT_ROWS) ? -1 : 1;
         Py_INCREF(route); /* add_rows may run Python code (a new RecordWriter) */
         int added = add_rows(s, topic, PyTuple_GET_ITEM(route, 0), ev, n, position);
         Py_DECREF(route);
-        if (added == 1) s->in_transaction = 1;
+        if (added == 1 && step(s, INPUT_ROWS)) return -1;
         return added;
     }
     if (code == TABLE_MAP) {
@@ -370,7 +377,8 @@ static int route_event(State *s, const uint8_t *ev, Py_ssize_t n, uint64_t posit
         int rc = PyDict_SetItem(s->routes, PyTuple_GET_ITEM(known, 0), route);
         Py_DECREF(route);
         if (rc) return -1;
-        return boundary(s, ev, position) ? -1 : 1;
+        boundary(s, ev, position);
+        return 1;
     }
     if (code == QUERY) { /* a BEGIN the builder has decoded before: the same bytes are the same BEGIN */
         if ((end = verified_end(ev, n, crc, verify)) < 0) return 0;
@@ -379,7 +387,7 @@ static int route_event(State *s, const uint8_t *ev, Py_ssize_t n, uint64_t posit
         int known = PySet_Contains(s->begins, body);
         Py_DECREF(body);
         if (known <= 0) return known;
-        s->in_transaction = s->begun = 1;
+        if (step(s, INPUT_BEGIN)) return -1;
         if (!PyBytes_GET_SIZE(s->gtid)) {
             s->commit_ts = (uint64_t)le32(ev + EV_TIMESTAMP) * 1000000u;
             s->commit_ts_ok = 1;
@@ -390,6 +398,7 @@ static int route_event(State *s, const uint8_t *ev, Py_ssize_t n, uint64_t posit
         if ((end = verified_end(ev, n, crc, verify)) < 0) return 0;
         uint64_t original = 0;
         if (mysql_gtid_commit_ts(ev, end, &original) < 0) return 0;
+        if (step(s, INPUT_GTID)) return -1;
         if (code == GTID) {
             const uint8_t *u = ev + HEADER + 1;
             char uuid[37], text[64];
@@ -404,19 +413,19 @@ static int route_event(State *s, const uint8_t *ev, Py_ssize_t n, uint64_t posit
             int len = snprintf(text, sizeof text, "%s:%lld", uuid, gno);
             if (set_gtid(s, text, len, Py_BuildValue("(OsL)", S_mysql, uuid, gno))) return -1;
         }
-        s->in_transaction = 1;
-        s->begun = 0;
         s->commit_ts = original ? original : (uint64_t)le32(ev + EV_TIMESTAMP) * 1000000u;
         s->commit_ts_ok = 1;
         return 1;
     }
     if (code == ANNOTATE_ROWS) { /* the statement text of MariaDB's next rows events: decoded, then dropped */
         if (verified_end(ev, n, crc, verify) < 0) return 0;
-        return boundary(s, ev, position) ? -1 : 1;
+        boundary(s, ev, position);
+        return 1;
     }
     if (code == XID) {
         if (verified_end(ev, n, crc, verify) != HEADER + 8) return 0;
-        if (commit(s) || boundary(s, ev, position)) return -1;
+        if (step(s, INPUT_END)) return -1;
+        boundary(s, ev, position);
         *ended = 1;
         return 1;
     }
@@ -429,42 +438,49 @@ static int route_event(State *s, const uint8_t *ev, Py_ssize_t n, uint64_t posit
         char text[64];
         int len = snprintf(text, sizeof text, "%lu-%lu-%llu", (unsigned long)domain, (unsigned long)server_id,
                            (unsigned long long)seq);
+        if (step(s, INPUT_GTID)) return -1;
         if (set_gtid(s, text, len, Py_BuildValue("(OkkK)", S_mariadb, (unsigned long)domain,
                                                  (unsigned long)server_id, (unsigned long long)seq)))
             return -1;
-        s->in_transaction = 1;
         s->commit_ts = (uint64_t)le32(ev + EV_TIMESTAMP) * 1000000u;
         s->commit_ts_ok = 1;
-        s->begun = !(flags & 1); /* FL_STANDALONE: one statement, no COMMIT follows */
+        if (!(flags & 1) && step(s, INPUT_BEGIN)) return -1; /* FL_STANDALONE: one statement, no COMMIT follows */
         return 1;
     }
     return 0;
 }
 
-/* route(buf, pos, next_seq, builder_dict, writer_class, crc, verify, routable, stop_at_commit)
- *   -> (pos, next_seq, events, bytes, next_position, timestamp, stopped_at_commit)
+/* route(buf, pos, next_seq, txn, records, routes, table_maps, begins, crc, verify, routable, stop_at_commit)
+ *   -> builder.Routed(pos, next_seq, events, bytes, next_position, timestamp, stopped, boundary_log_pos,
+ *                     boundary_position)
  *
  * Routes the events of the complete single packets in buf[pos:] until one Python must handle (or the
- * end, or -- with stop_at_commit -- right after a transaction's end, then stopped_at_commit is True).
+ * end, or -- with stop_at_commit -- right after a transaction's end, then stopped is True).
  * next_position is the last nonzero log position routed (0 if none), timestamp that of the last event
- * routed. */
+ * routed, boundary_* the last transaction boundary passed (log position 0: none). */
 static PyObject *route(PyObject *module, PyObject *args) {
     Py_buffer view;
     Py_ssize_t pos;
     int next_seq, crc, verify, stop_at_commit;
-    PyObject *dict, *writer_class;
     const char *routable;
     Py_ssize_t routable_len;
-    if (!PyArg_ParseTuple(args, "y*niO!Oppy#p", &view, &pos, &next_seq, &PyDict_Type, &dict, &writer_class, &crc,
-                          &verify, &routable, &routable_len, &stop_at_commit))
+    State s;
+    memset(&s, 0, sizeof s);
+    if (!TxnType) {
+        PyErr_SetString(PyExc_RuntimeError, "route: configure() first");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "y*niO!O!O!O!O!ppy#p", &view, &pos, &next_seq, (PyTypeObject *)TxnType, &s.txn,
+                          (PyTypeObject *)RecordsType, &s.records, &PyDict_Type, &s.routes, &PyDict_Type,
+                          &s.table_maps, &PySet_Type, &s.begins, &crc, &verify, &routable, &routable_len,
+                          &stop_at_commit))
         return NULL;
     if (routable_len != 256 || pos < 0 || pos > view.len) {
         PyBuffer_Release(&view);
         PyErr_SetString(PyExc_ValueError, "route: routable must hold 256 flags and pos lie in buf");
         return NULL;
     }
-    State s;
-    if (load(&s, dict, writer_class)) {
+    if (load(&s, s.txn, s.records)) {
         Py_XDECREF(s.gtid);
         Py_XDECREF(s.pending);
         PyBuffer_Release(&view);
@@ -509,13 +525,44 @@ static PyObject *route(PyObject *module, PyObject *args) {
     Py_XDECREF(s.gtid);
     Py_XDECREF(s.pending);
     if (failed) return NULL;
-    return Py_BuildValue("(niLLkkO)", pos, next_seq, events, bytes, next_position, timestamp,
-                         stopped ? Py_True : Py_False);
+    return PyObject_CallFunction(ResultType, "niLLkkOkK", pos, next_seq, events, bytes, next_position, timestamp,
+                                 stopped ? Py_True : Py_False, s.boundary_log_pos, s.boundary_position);
+}
+
+/* configure(Transaction, OpenRecords, RecordWriter, Routed, table, phases): the classes route() takes and
+ * makes, txn.py's transition table (N_PHASES * N_INPUTS entries) and its Phase members in order. */
+static PyObject *configure(PyObject *module, PyObject *args) {
+    PyObject *txn_type, *records_type, *writer_class, *result_type, *phases;
+    const char *table;
+    Py_ssize_t table_len;
+    if (!PyArg_ParseTuple(args, "O!O!OOy#O!", &PyType_Type, &txn_type, &PyType_Type, &records_type, &writer_class,
+                          &result_type, &table, &table_len, &PyTuple_Type, &phases))
+        return NULL;
+    if (table_len != N_PHASES * N_INPUTS || PyTuple_GET_SIZE(phases) != N_PHASES) {
+        PyErr_Format(PyExc_ValueError, "configure: the transition table must have %d entries and %d phases",
+                     N_PHASES * N_INPUTS, N_PHASES);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < table_len; i++) {
+        if (((uint8_t)table[i] & ~ENDS) >= N_PHASES) {
+            PyErr_SetString(PyExc_ValueError, "configure: a transition leads to an unknown phase");
+            return NULL;
+        }
+    }
+    memcpy(Table, table, sizeof Table);
+    Py_XSETREF(TxnType, Py_NewRef(txn_type));
+    Py_XSETREF(RecordsType, Py_NewRef(records_type));
+    Py_XSETREF(WriterClass, Py_NewRef(writer_class));
+    Py_XSETREF(ResultType, Py_NewRef(result_type));
+    Py_XSETREF(Phases, Py_NewRef(phases));
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
     {"route", route, METH_VARARGS,
      "Route the events of buf[pos:] into a RecordBuilder's state until one Python must feed."},
+    {"configure", configure, METH_VARARGS,
+     "Give route() the state and result classes, txn.py's transition table and its phases."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -525,28 +572,27 @@ static struct PyModuleDef module_def = {
 
 #define INTERN(var, text) \
     if (!(var = PyUnicode_InternFromString(text))) return NULL
+#define EXPORT(name)                              \
+    if (PyModule_AddIntConstant(m, #name, name)) { \
+        Py_DECREF(m);                             \
+        return NULL;                              \
+    }
 
 PyMODINIT_FUNC PyInit__router(void) {
     crc_init();
-    INTERN(S_begins, "_begins");
-    INTERN(S_routes, "_routes");
-    INTERN(S_table_maps, "_table_maps");
-    INTERN(S_open, "_open");
-    INTERN(S_open_bytes, "_open_bytes");
-    INTERN(S_in_transaction, "_in_transaction");
-    INTERN(S_begun, "_begun");
-    INTERN(S_gtid, "_gtid");
-    INTERN(S_pending_gtid, "_pending_gtid");
-    INTERN(S_commit_ts, "_commit_ts");
-    INTERN(S_resume, "_resume");
-    INTERN(S_file, "file");
-    INTERN(S_transactions, "transactions");
-    INTERN(S_file_number, "_file_number");
-    INTERN(S_fde, "_fde");
-    INTERN(S_max_record_bytes, "max_record_bytes");
-    INTERN(S_max_open_bytes, "max_open_bytes");
-    INTERN(S_mariadb_gtids, "mariadb_gtids");
-    INTERN(S_mysql_gtids, "mysql_gtids");
+    INTERN(T_phase, "phase");
+    INTERN(T_gtid, "gtid");
+    INTERN(T_pending, "pending");
+    INTERN(T_commit_ts, "commit_ts");
+    INTERN(T_count, "count");
+    INTERN(T_mariadb_gtids, "mariadb_gtids");
+    INTERN(T_mysql_gtids, "mysql_gtids");
+    INTERN(R_open, "open");
+    INTERN(R_bytes, "bytes");
+    INTERN(R_max_record_bytes, "max_record_bytes");
+    INTERN(R_max_open_bytes, "max_open_bytes");
+    INTERN(R_file_number, "file_number");
+    INTERN(R_fde, "fde");
     INTERN(S_mariadb, "mariadb");
     INTERN(S_mysql, "mysql");
     INTERN(S_add, "add");
@@ -558,5 +604,16 @@ PyMODINIT_FUNC PyInit__router(void) {
     INTERN(W_parts, "parts");
     INTERN(W_table_map, "table_map");
     INTERN(W_schema, "schema");
-    return PyModule_Create(&module_def);
+    PyObject *m = PyModule_Create(&module_def);
+    if (!m) return NULL;
+    EXPORT(PHASE_IDLE);
+    EXPORT(PHASE_IMPLICIT);
+    EXPORT(PHASE_EXPLICIT);
+    EXPORT(INPUT_GTID);
+    EXPORT(INPUT_BEGIN);
+    EXPORT(INPUT_ROWS);
+    EXPORT(INPUT_STATEMENT);
+    EXPORT(INPUT_END);
+    EXPORT(ENDS);
+    return m;
 }

@@ -14,7 +14,7 @@ import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..codec import BinlogDecoder, BinlogError
 from ..codec import events as E
@@ -26,8 +26,9 @@ from ..column_rules import ColumnRules
 from ..extensions import load as load_extension
 from ..schema.history import HISTORY_TOPIC, SchemaHistory, enrich, history_key
 from .format import RecordWriter, Sequence, file_number
-from .gtid import MariadbGtidState, MysqlGtidSet
 from .mask import Masked, Rewriter
+from .open_records import OpenRecords, Record
+from .txn import TABLE, Input, Phase, Transaction
 
 SCHEMA_TOPIC = "_schema"
 _QUERY, _XID, _TABLE_MAP, _MARIADB_GTID = 2, 16, 19, 162
@@ -38,15 +39,6 @@ _TRANSACTION_CONTROL = re.compile(rb"^\s*(BEGIN|COMMIT|ROLLBACK|XA\s+(START|END|
 # They change no table, so they are not published (the transaction still commits its checkpoint).
 _CREDENTIALS = re.compile(rb"^(\s|/\*.*?\*/)*(GRANT|REVOKE|SET\s+PASSWORD|(CREATE|ALTER|DROP|RENAME)(\s+OR\s+REPLACE)?"
                           rb"\s+(USER|ROLE|SERVER))\b", re.I | re.S)
-
-@dataclass
-class Record:
-    topic: str  # logical topic: "<db>.<table>" or SCHEMA_TOPIC; the daemon adds its prefix
-    key: bytes
-    value: bytes
-    headers: list[tuple[str, bytes]]
-    seq: Sequence
-
 
 @dataclass
 class Checkpoint:
@@ -68,7 +60,28 @@ class Checkpoint:
 _Route = tuple[bytes, str | None, bytes | Masked]
 
 
+# A table map's body once decoded: its table id, topic and attachment (the route's, for every later map).
+_Known = tuple[int, str | None, bytes | Masked]
+
 _native = load_extension("ingester.records._router")
+
+
+class Routed(NamedTuple):
+    """What ``RecordBuilder.route`` consumed (_router.c's RouteResult has these fields, in this order)."""
+
+    pos: int  # in the buffer, after the packets routed
+    next_seq: int  # the packet sequence id expected next
+    events: int
+    bytes: int
+    next_position: int  # the last nonzero log position routed, 0 if none
+    timestamp: int  # of the last event routed
+    stopped: bool  # at a transaction's end, as asked
+    boundary_log_pos: int  # the last transaction boundary passed (0 if none): resume at this log position
+    boundary_position: int  # ... and that event's position
+
+
+if _native is not None:
+    _native.configure(Transaction, OpenRecords, RecordWriter, Routed, TABLE, tuple(Phase))
 
 
 @dataclass
@@ -79,35 +92,32 @@ class RecordBuilder:
     file: str = ""
     max_record_bytes: int = 900_000
     max_open_bytes: int = 16 << 20  # all open records together: flushed beyond this (bounded memory)
-    mysql_gtids: MysqlGtidSet = field(default_factory=MysqlGtidSet)
-    mariadb_gtids: MariadbGtidState = field(default_factory=MariadbGtidState)
-    transactions: int = 0  # binlog transactions completed
     schema: SchemaHistory | None = None  # follows DDL when TABLE_MAPs carry no column names
     masks: ColumnRules | None = None  # filters.columns: rows events of their tables are rewritten (mask.py)
     file_offset: int = 0  # added to binlog file numbers: sequences keep growing after a failover
-    _fde: bytes = b""
+    txn: Transaction = field(default_factory=Transaction)  # the transaction in progress (txn.py)
     _routes: dict[int, _Route] = field(default_factory=dict)
-    _table_maps: dict[bytes, tuple[int, str | None, bytes]] = field(default_factory=dict)  # body -> id, topic, schema
+    _table_maps: dict[bytes, _Known] = field(default_factory=dict)  # body -> id, topic, schema
     _begins: set[bytes] = field(default_factory=set)  # bodies of QUERY events decoded as BEGIN (for _router)
     _resume: tuple[str, int, int] | None = None  # the last transaction boundary: file, next position, event
-    _names: dict[str, tuple[str, str]] = field(default_factory=dict)  # topic -> (database, table)
-    _open: dict[str, RecordWriter] = field(default_factory=dict)
-    _open_bytes: int = 0
-    _file_number: int = 0
-    _in_transaction: bool = False
-    _gtid: bytes = b""
-    _pending_gtid: tuple | None = None
-    _commit_ts: int = 0
-    _begun: bool = False  # the transaction has a body: BEGIN, XA START, or a MariaDB GTID that is not standalone
+    _records: OpenRecords = field(init=False)
     _routable: tuple[dict[int, int] | None, bytes] = (None, b"")  # post-header lengths -> _router's flags
+
+    def __post_init__(self) -> None:
+        self._records = OpenRecords(self.max_record_bytes, self.max_open_bytes)
 
     @property
     def in_transaction(self) -> bool:
-        return self._in_transaction
+        return self.txn.phase is not Phase.IDLE
+
+    @property
+    def transactions(self) -> int:
+        """Binlog transactions ended so far."""
+        return self.txn.count
 
     @property
     def gtid_set(self) -> str:
-        return str(self.mariadb_gtids) if self.mariadb_gtids.domains else str(self.mysql_gtids)
+        return self.txn.executed
 
     def feed(self, dec: BinlogDecoder, raw: bytes, position: int) -> list[Record] | tuple[()]:
         """Records closed by one outer event of the stream (usually none: records fill up over many)."""
@@ -116,7 +126,7 @@ class RecordBuilder:
             if code != _TABLE_MAP and code != _XID and code != _MARIADB_GTID:
                 table_id = dec.rows_table_id(raw, position)
                 if table_id is not None:
-                    self._in_transaction = True
+                    self.txn.step(Input.ROWS)
                     return self._rows(dec, raw, position, 0, table_id, False)
             elif code == _TABLE_MAP:
                 end = dec.verify(raw, position)
@@ -135,18 +145,13 @@ class RecordBuilder:
                 return ()
             elif code == _XID:
                 if dec.verify(raw, position) == HEADER_V3 + 8:
-                    self._commit()
+                    self.txn.step(Input.END)
                     self._boundary(raw, position)
                     return ()
             elif dec.verify(raw, position) == HEADER_V3 + 19:  # MariaDB GTID with its usual padding
                 seq, domain, flags = _MARIADB_GTID_BODY(raw, HEADER_V3)
                 if not flags & (2 | 64 | 128):  # no commit id, not XA: nothing more to read
-                    server_id = H.server_id(raw)
-                    self._begin()
-                    self._gtid = f"{domain}-{server_id}-{seq}".encode()
-                    self._pending_gtid = ("mariadb", domain, server_id, seq)
-                    self._commit_ts = H.timestamp(raw) * 1_000_000
-                    self._begun = not flags & 1  # FL_STANDALONE: one statement, no COMMIT follows
+                    self.txn.mariadb_gtid(domain, H.server_id(raw), seq, bool(flags & 1), H.timestamp(raw))
                     return ()
         records: list[Record] = []
         ev = dec.decode(raw, position)
@@ -154,7 +159,7 @@ class RecordBuilder:
             for sub, inner_raw in enumerate(dec.payload_raw_events(ev), start=1):
                 inner_id = dec.rows_table_id(inner_raw, position, in_payload=True)
                 if inner_id is not None:
-                    self._in_transaction = True
+                    self.txn.step(Input.ROWS)
                     records += self._rows(dec, inner_raw, position, sub, inner_id, True)
                 else:
                     records += self._event(inner_raw, dec.decode(inner_raw, position, in_payload=True), sub)
@@ -172,12 +177,11 @@ class RecordBuilder:
         return _native is not None
 
     def route(self, dec: BinlogDecoder, buf: bytes, pos: int, next_seq: int,
-              stop_at_commit: bool) -> tuple[int, int, int, int, int, int, bool] | None:
+              stop_at_commit: bool) -> Routed | None:
         """Feed the events of the replication packets in ``buf[pos:]`` natively, exactly as ``feed`` would,
-        until one that ``feed`` must handle (or, with ``stop_at_commit``, a transaction's end). Returns
-        (pos, next_seq, events, bytes, next log position or 0, last timestamp, stopped at a commit) -- the
-        packets consumed -- or None without the native core. Records never close here: the event that
-        closes one is left to ``feed``."""
+        until one that ``feed`` must handle (or, with ``stop_at_commit``, a transaction's end): the packets
+        consumed, or None without the native core. Records never close here: the event that closes one is
+        left to ``feed``."""
         if _native is None or not dec.plain_v4:
             return None
         posts, routable = self._routable
@@ -185,8 +189,12 @@ class RecordBuilder:
             posts = dec.post_header_lengths
             routable = bytes(code in ROUTABLE_ROWS and posts.get(code, 0) >= 8 for code in range(256))
             self._routable = (posts, routable)
-        return _native.route(buf, pos, next_seq, self.__dict__, RecordWriter, dec.checksum == CHECKSUM_CRC32,
-                             dec.verify_checksums, routable, stop_at_commit)
+        routed = _native.route(buf, pos, next_seq, self.txn, self._records, self._routes, self._table_maps,
+                               self._begins, dec.checksum == CHECKSUM_CRC32, dec.verify_checksums, routable,
+                               stop_at_commit)
+        if routed.boundary_log_pos:
+            self._resume = (self.file, routed.boundary_log_pos, routed.boundary_position)
+        return routed
 
     def _remember_begin(self, dec: BinlogDecoder, raw: bytes, position: int, ev: E.QueryEvent) -> None:
         """A BEGIN statement: the native router recognises the same bytes again (MySQL sends the same BEGIN
@@ -199,7 +207,7 @@ class RecordBuilder:
 
     def _boundary(self, raw: bytes, position: int) -> None:
         """After an event outside any transaction, the stream can resume right after it."""
-        if not self._in_transaction:
+        if self.txn.phase is Phase.IDLE:
             log_pos = H.log_pos(raw)
             if log_pos:
                 self._resume = (self.file, log_pos, position)
@@ -208,17 +216,15 @@ class RecordBuilder:
         """Where to resume after everything fed so far, if that is a new transaction boundary (taken
         once: the next call returns None until another boundary passes). Call between transactions."""
         resume = self._resume
-        if resume is None or self._in_transaction:
+        if resume is None or self.txn.phase is not Phase.IDLE:
             return None
         self._resume = None
-        return Checkpoint(resume[0], resume[1], self.gtid_set, Sequence(self._file_number, resume[2], 0),
+        return Checkpoint(resume[0], resume[1], self.txn.executed, Sequence(self._records.file_number, resume[2], 0),
                           file_offset=self.file_offset)
 
     def flush(self) -> list[Record]:
         """Close every open record (before a commit): they are all the events fed so far."""
-        records = [self._close(topic) for topic in list(self._open)]
-        self._open_bytes = 0
-        return records
+        return self._records.flush()
 
     def _rows(self, dec: BinlogDecoder, raw: bytes, position: int, sub: int, table_id: int,
               in_payload: bool) -> list[Record] | tuple[()]:
@@ -229,117 +235,77 @@ class RecordBuilder:
         if route[1] is None:
             return ()
         attached = route[2]
-        if type(attached) is Masked:
+        if isinstance(attached, Masked):
             raw = attached.rewriter.rewrite(raw, dec.post_header_lengths.get(raw[H.TYPE], 0),
                                             dec.checksum == CHECKSUM_CRC32 and not in_payload, position, dec.source)
-            attached = attached.schema
+            return self._add(route[1], raw, position, sub, route[0], in_payload, attached.schema)
         return self._add(route[1], raw, position, sub, route[0], in_payload, attached)
 
     def _add(self, topic: str, raw: bytes, position: int, sub: int, table_map: bytes | None,
              in_payload: bool, schema: bytes = b"") -> list[Record] | tuple[()]:
-        closed: list[Record] = []
-        writer = self._open.get(topic)
-        # An event that would take the record past its limit starts the next one: a record is larger than
-        # the limit (and published in chunks) only when a single event is.
-        if writer is not None and writer.size + 9 + len(raw) + len(table_map or b"") > self.max_record_bytes:
-            self._open_bytes -= writer.size
-            closed.append(self._close(topic))
-            writer = None
-        if writer is None:
-            writer = self._open[topic] = RecordWriter(self._fde)
-        before = writer.size
-        writer.add(Sequence(self._file_number, position, sub).encode(), self._commit_ts, self._gtid, bytes(raw),
-                   table_map, in_payload, schema)
-        self._open_bytes += writer.size - before
-        if self._open_bytes > self.max_open_bytes:
-            closed += self.flush()
-        return closed or ()
-
-    def _close(self, topic: str) -> Record:
-        writer = self._open.pop(topic)
-        database, table = self._names.get(topic, ("", ""))
-        headers = [
-            ("binlake.v", b"2"),
-            ("binlake.seq", writer.first_seq),
-            ("binlake.count", str(writer.count).encode()),
-            ("binlake.commit_ts", str(writer.last_commit_ts).encode()),
-            ("binlake.db", database.encode("utf-8", "surrogateescape")),
-            ("binlake.table", table.encode("utf-8", "surrogateescape")),
-            ("binlake.index", writer.index_header()),
-        ]
-        return Record(topic, topic.encode("utf-8", "surrogateescape"), writer.value(), headers,
-                      Sequence.decode(writer.first_seq))
+        return self._records.add(topic, raw, position, sub, table_map, in_payload, self.txn.commit_ts, self.txn.gtid,
+                                 schema)
 
     def _event(self, raw: bytes, ev: E.Event, sub: int) -> list[Record] | tuple[()]:
-        kind = type(ev)
-        if kind is E.FormatDescriptionEvent:
+        if type(ev) is E.FormatDescriptionEvent:
             self._routes.clear()
             self._table_maps.clear()
             self._begins.clear()
-            if bytes(raw) != self._fde:
-                closed = self.flush()  # records carry one format description
-                self._fde = bytes(raw)
-                return closed
-        elif kind is E.RotateEvent:
+            if bytes(raw) != self._records.fde:
+                flushed = self.flush()  # records carry one format description
+                self._records.fde = bytes(raw)
+                return flushed
+        elif type(ev) is E.RotateEvent:
             self.file = ev.next_file
-            self._file_number = file_number(ev.next_file) + self.file_offset
-        elif kind is E.TableMapEvent:
+            self._records.file_number = file_number(ev.next_file) + self.file_offset
+        elif type(ev) is E.TableMapEvent:
             tm = ev.table_map
             topic = f"{tm.database}.{tm.table}" if self.accept(tm.database, tm.table) else None
-            schema = b""
+            entry = b""
             if topic is not None and self.schema is not None and not tm.has_names:
                 attachment = self.schema.attachment(tm, f"{self.file}:{ev.position}")
-                topic, schema = (None, b"") if attachment is None else (topic, attachment)
+                topic, entry = (None, b"") if attachment is None else (topic, attachment)
+            attached: bytes | Masked = entry
             if topic is not None:
-                self._names[topic] = (tm.database, tm.table)
+                self._records.names[topic] = (tm.database, tm.table)
                 if self.masks is not None:
-                    schema = self._masked(tm, schema, ev.position)
-            self._routes[tm.table_id] = (bytes(raw), topic, schema)
+                    attached = self._masked(tm, entry, ev.position)
+            self._routes[tm.table_id] = (bytes(raw), topic, attached)
 
         elif isinstance(ev, E.RowsEvent):  # layouts without the routing fast path (pre-GA, old ids)
-            self._in_transaction = True
+            self.txn.step(Input.ROWS)
             route = self._routes.get(ev.table_id)
             if route is not None and route[1] is not None:
-                if type(route[2]) is Masked:
+                attached = route[2]
+                if isinstance(attached, Masked):
                     raise BinlogError(f"cannot mask columns in this rows event layout (type {ev.type_code})",
                                       ev.position)
-                return self._add(route[1], raw, ev.position, sub, route[0], ev.in_payload, route[2])
+                return self._add(route[1], raw, ev.position, sub, route[0], ev.in_payload, attached)
         elif isinstance(ev, E.GtidEvent):
-            self._begin()
-            if not isinstance(ev, E.AnonymousGtidEvent):
-                sid = f"{ev.uuid}:{ev.tag}" if ev.tag else ev.uuid
-                self._gtid, self._pending_gtid = ev.gtid.encode(), ("mysql", sid, ev.gno)
-            self._commit_ts = ev.original_commit_timestamp or ev.timestamp * 1_000_000
-        elif kind is E.MariadbGtidEvent:
-            self._begin()
-            self._gtid, self._pending_gtid = ev.gtid.encode(), ("mariadb", ev.domain_id, ev.server_id, ev.sequence)
-            self._commit_ts = ev.timestamp * 1_000_000
-            self._begun = not ev.gtid_flags & 1  # FL_STANDALONE: one statement, no COMMIT follows
+            sid = None if isinstance(ev, E.AnonymousGtidEvent) else f"{ev.uuid}:{ev.tag}" if ev.tag else ev.uuid
+            self.txn.mysql_gtid(sid, ev.gno, ev.gtid.encode(), ev.original_commit_timestamp or ev.timestamp * 1_000_000)
+        elif type(ev) is E.MariadbGtidEvent:
+            self.txn.mariadb_gtid(ev.domain_id, ev.server_id, ev.sequence, bool(ev.gtid_flags & 1), ev.timestamp)
         elif isinstance(ev, E.QueryEvent):
             text = ev.query.encode("utf-8", "surrogateescape")
             control = _TRANSACTION_CONTROL.match(text)
             if control:
                 word, xa = control.group(1).upper(), (control.group(2) or b"").upper()
                 if word == b"BEGIN" or xa == b"START":
-                    self._in_transaction = self._begun = True
-                    if not self._gtid:
-                        self._commit_ts = ev.timestamp * 1_000_000
+                    self.txn.begin(ev.timestamp)
                 elif word in (b"COMMIT", b"ROLLBACK") or xa in (b"COMMIT", b"ROLLBACK"):
-                    self._commit()
+                    self.txn.step(Input.END)
                 # XA END and XA PREPARE: the XA_PREPARE event that follows ends the transaction
             else:
-                if not self._gtid and not self._in_transaction:
-                    self._commit_ts = ev.timestamp * 1_000_000
-                closed = () if _CREDENTIALS.match(text) else self._add(SCHEMA_TOPIC, raw, ev.position, sub, None,
-                                                                       ev.in_payload)
+                self.txn.statement_time(ev.timestamp)
+                closed: list[Record] | tuple[()] = () if _CREDENTIALS.match(text) else self._add(
+                    SCHEMA_TOPIC, raw, ev.position, sub, None, ev.in_payload)
                 if self.schema is not None:
                     closed = [*closed, *self._schema_changes(ev, sub)]
-                # A statement after a GTID without BEGIN (MySQL DDL, MariaDB standalone) is the whole transaction.
-                if not self._in_transaction or not self._begun:
-                    self._commit()
+                self.txn.step(Input.STATEMENT)  # the whole transaction unless in a body (txn.py)
                 return closed
-        elif kind is E.XidEvent or kind is E.XaPrepareEvent:
-            self._commit()
+        elif type(ev) is E.XidEvent or type(ev) is E.XaPrepareEvent:
+            self.txn.step(Input.END)
         return ()
 
     def _masked(self, tm: TableMap, schema: bytes, position: int) -> bytes | Masked:
@@ -363,27 +329,10 @@ class RecordBuilder:
     def _schema_changes(self, ev: E.QueryEvent, sub: int) -> list[Record]:
         """History entries of the tables a statement changed (records of the history topic)."""
         assert self.schema is not None
-        seq = Sequence(self._file_number, ev.position, sub)
+        seq = Sequence(self._records.file_number, ev.position, sub)
         changed = self.schema.apply(ev.database, ev.query, f"{self.file}:{ev.position}",
                                     ev.status_vars.get("collation_server"))
         if changed:
             self._table_maps.clear()  # the same map bytes may now need another schema entry
         return [Record(HISTORY_TOPIC, history_key(name), self.schema.entry(name, str(seq), ev.query),
                        [("binlake.seq", seq.encode())], seq) for name in changed]
-
-    def _begin(self) -> None:
-        self._in_transaction = True
-        self._begun = False
-
-    def _commit(self) -> None:
-        self.transactions += 1
-        pending = self._pending_gtid
-        if pending is not None:
-            if pending[0] == "mysql":
-                self.mysql_gtids.add(pending[1], pending[2])
-            else:
-                self.mariadb_gtids.add(pending[1], pending[2], pending[3])
-        self._in_transaction = False
-        self._begun = False
-        self._pending_gtid = None
-        self._gtid = b""

@@ -435,13 +435,13 @@ class BinlogStream:
             if not framer.in_multi_packet:
                 buf, pos = framer.pending()
                 routed = builder.route(dec, buf, pos, framer.next_seq, self.commit_wanted())
-                if routed is not None and routed[2]:
-                    framer.advance(routed[0], routed[1])
-                    if routed[4]:
-                        self.next_position = routed[4]
-                    self.routed = routed[2:4] + routed[5:6]
+                if routed is not None and routed.events:
+                    framer.advance(routed.pos, routed.next_seq)
+                    if routed.next_position:
+                        self.next_position = routed.next_position
+                    self.routed = (routed.events, routed.bytes, routed.timestamp)
                     yield None
-                    if routed[6]:  # stopped at a commit for the caller: the next event may well be native too
+                    if routed.stopped:  # stopped at a commit for the caller: the next event may well be native too
                         continue
             payloads = self._framed(framer, 1)
             if not payloads:

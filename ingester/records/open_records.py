@@ -1,0 +1,77 @@
+"""The records being filled, one per topic, until they reach their size limit or the daemon commits.
+
+The record builder (builder.py) and its native router (_router.c) add events here; _router.c reads and
+writes the slots of ``OpenRecords`` and appends to RecordWriter as ``OpenRecords.add`` does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .format import RecordWriter, Sequence
+
+
+@dataclass
+class Record:
+    topic: str  # logical topic: "<db>.<table>" or SCHEMA_TOPIC; the daemon adds its prefix
+    key: bytes
+    value: bytes
+    headers: list[tuple[str, bytes]]
+    seq: Sequence
+
+
+class OpenRecords:
+    """One RecordWriter per topic, their total size bounded (memory), and what every record carries."""
+
+    __slots__ = ("bytes", "fde", "file_number", "max_open_bytes", "max_record_bytes", "names", "open")
+
+    def __init__(self, max_record_bytes: int, max_open_bytes: int) -> None:
+        self.max_record_bytes = max_record_bytes
+        self.max_open_bytes = max_open_bytes  # all open records together: flushed beyond this
+        self.open: dict[str, RecordWriter] = {}
+        self.bytes = 0  # the open records' sizes together
+        self.fde = b""  # the format description every record starts with
+        self.file_number = 0  # of the binlog file being read (sequences), with the failover offset
+        self.names: dict[str, tuple[str, str]] = {}  # topic -> (database, table)
+
+    def add(self, topic: str, raw: bytes, position: int, sub: int, table_map: bytes | None, in_payload: bool,
+            commit_ts: int, gtid: bytes, schema: bytes = b"") -> list[Record] | tuple[()]:
+        """Append an event to its topic's record: the records this closes (usually none)."""
+        closed: list[Record] = []
+        writer = self.open.get(topic)
+        # An event that would take the record past its limit starts the next one: a record is larger than
+        # the limit (and published in chunks) only when a single event is.
+        if writer is not None and writer.size + 9 + len(raw) + len(table_map or b"") > self.max_record_bytes:
+            self.bytes -= writer.size
+            closed.append(self._close(topic))
+            writer = None
+        if writer is None:
+            writer = self.open[topic] = RecordWriter(self.fde)
+        before = writer.size
+        writer.add(Sequence(self.file_number, position, sub).encode(), commit_ts, gtid, bytes(raw), table_map,
+                   in_payload, schema)
+        self.bytes += writer.size - before
+        if self.bytes > self.max_open_bytes:
+            closed += self.flush()
+        return closed or ()
+
+    def flush(self) -> list[Record]:
+        """Close every open record."""
+        records = [self._close(topic) for topic in list(self.open)]
+        self.bytes = 0
+        return records
+
+    def _close(self, topic: str) -> Record:
+        writer = self.open.pop(topic)
+        database, table = self.names.get(topic, ("", ""))
+        headers = [
+            ("binlake.v", b"2"),
+            ("binlake.seq", writer.first_seq),
+            ("binlake.count", str(writer.count).encode()),
+            ("binlake.commit_ts", str(writer.last_commit_ts).encode()),
+            ("binlake.db", database.encode("utf-8", "surrogateescape")),
+            ("binlake.table", table.encode("utf-8", "surrogateescape")),
+            ("binlake.index", writer.index_header()),
+        ]
+        return Record(topic, topic.encode("utf-8", "surrogateescape"), writer.value(), headers,
+                      Sequence.decode(writer.first_seq))
