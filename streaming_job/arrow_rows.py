@@ -57,7 +57,8 @@ _STRINGS = (T.VARCHAR, T.VAR_STRING, T.STRING)
 _BLOBS = (T.BLOB, T.TINY_BLOB, T.MEDIUM_BLOB, T.LONG_BLOB, T.GEOMETRY)
 _CHECKS = {"utf8mb4": CHECK_UTF8, "utf8mb3": CHECK_UTF8, "utf8": CHECK_UTF8, "latin1": CHECK_ASCII,
            "ascii": CHECK_ASCII}  # charsets whose text C can pass on as it is (ASCII ones: below 0x80)
-_PARSED = {date_days: pa.date32(), datetime_micros: pa.timestamp("us")}  # Arrow's parse of the codec's text
+# Arrow's parse of the codec's text
+_PARSED: dict[Callable[[Any], Any], pa.DataType] = {date_days: pa.date32(), datetime_micros: pa.timestamp("us")}
 
 # C's result for one column: validity bitmap (None: no NULLs), data, offsets (None: fixed width),
 # NULL count, and whether a string failed its charset check
@@ -93,13 +94,13 @@ def column_array(values: Sequence[Any], typ: pa.DataType, fix: Callable[[Any], A
             return pa.array(values, pa.string()).cast(typ)
         except pa.ArrowTypeError:
             return pa.array([None if v is None else to_decimal(v) for v in values], typ)
-    parse = _PARSED.get(fix)
+    parse = None if fix is None else _PARSED.get(fix)
     if parse is not None:  # Arrow parses valid dates; zero dates (-> NULL) make it fall back to Python,
         # and so does year 0, which Arrow takes as a year (a partly-zero date: NULL, as the C walker has it)
-        text = pa.array(values, pa.string())
-        if not pc.any(pc.starts_with(text, "0000")).as_py():
+        as_text = pa.array(values, pa.string())
+        if not pc.any(pc.starts_with(as_text, "0000")).as_py():
             try:
-                return text.cast(parse).view(typ)
+                return as_text.cast(parse).view(typ)
             except (pa.ArrowInvalid, pa.ArrowTypeError):
                 pass
     if fix is not None:
@@ -128,15 +129,17 @@ class WalkedColumn:
     def array(self, run: list[tuple[int, Buffers | None]], rows: int) -> pa.Array:
         """The lake array of consecutive events' buffers (None: that many NULLs, the column not in
         the image), ``rows`` in all, joined in C first: one finish per run, not one per event."""
+        finish = self.finish
+        assert not isinstance(finish, _Raw), "a raw column's values come with the event, not as buffers"
         if len(run) == 1 and run[0][1] is not None:
-            return self.finish(*run[0])
+            return finish(run[0][0], run[0][1])
         if self.width is None:
             return pa.nulls(rows, self.type)
         assert native is not None
         joined = native.concat(run, self.width)
         if joined is None:  # more than int32 offsets hold: Arrow joins the arrays (or says why it cannot)
-            return pa.concat_arrays([pa.nulls(n, self.type) if got is None else self.finish(n, got) for n, got in run])
-        return self.finish(rows, joined)
+            return pa.concat_arrays([pa.nulls(n, self.type) if got is None else finish(n, got) for n, got in run])
+        return finish(rows, joined)
 
 
 # One image of one event, by table column: the walker's entries (C's buffers, or the codec's values of a raw
@@ -291,7 +294,7 @@ def _column_op(tm: TableMap, col: Column) -> tuple[tuple[int, int, int, int], Fi
             return (OP_STRING, prefix, check, 0), _string(lake, text_decoder(col, tm.is_mariadb))
         return (OP_RAW_PREFIXED, prefix, 0, 0), _Raw(compile_value(tm, col))
     # JSON, VECTOR, MariaDB's compressed columns: a length prefix, then bytes only the codec reads
-    prefix = {T.VARCHAR_COMPRESSED: 1 if meta < 256 else 2}.get(t, meta)
+    prefix = (1 if meta < 256 else 2) if t == T.VARCHAR_COMPRESSED else meta
     return (OP_RAW_PREFIXED, prefix, 0, 0), _Raw(compile_value(tm, col))
 
 
@@ -314,7 +317,8 @@ def compile_arrow_rows(tm: TableMap, kind: str, before: tuple[int, ...], after: 
     except ValueError:  # metadata outside what C reads (e.g. a 0- or 5-byte length prefix): Python's
         return python
 
-    raws = [(i, k, c.finish) for i, image in enumerate(columns) for k, c in enumerate(image) if c.raw]
+    raws = [(i, k, c.finish) for i, image in enumerate(columns) for k, c in enumerate(image)
+            if isinstance(c.finish, _Raw)]
 
     def decode(b: bytes, p: int, end: int) -> Any:
         got = native.decode(plan, b, p, end)

@@ -165,11 +165,12 @@ def _utf8(raw: bytes) -> str:
 def text_decoder(col: Column, mariadb: bool) -> Callable[[bytes], Any]:
     """How a text column's bytes become its value: str per its collation (bytes for binary ones, and for
     those whose charset is unknown: ``keeps_bytes``)."""
-    if keeps_bytes(col.collation, mariadb):
+    collation = col.collation
+    if collation is None or keeps_bytes(collation, mariadb):
         return bytes
-    if charset_for(col.collation, mariadb) in _UTF8_CHARSETS:  # type: ignore[arg-type]
+    if charset_for(collation, mariadb) in _UTF8_CHARSETS:
         return _utf8
-    return decoder_for(col.collation, mariadb)
+    return decoder_for(collation, mariadb)
 
 
 def _text(g: _Gen, ind: int, var: str, col: Column) -> None:
@@ -368,9 +369,7 @@ def _image(g: _Gen, ind: int, cols: list[Column], prefix: str, partial: bool,
     g.emit(ind, f"nb = from_bytes(b[p:p + {nbytes}], 'little')", f"p += {nbytes}")
     for run in _fixed_runs(cols):
         if len(run) > 1:
-            codes = "".join(
-                _STRUCT[cols[k].type][1 if cols[k].unsigned else 0] for k in run
-            )
+            codes = "".join(_STRUCT[cols[k].type][1] if cols[k].unsigned else _STRUCT[cols[k].type][0] for k in run)
             unpack = g.const(struct.Struct("<" + codes).unpack_from)
             size = sum(_STRUCT[cols[k].type][2] for k in run)
             mask = sum(1 << b for b in (null_bit[k] for k in run) if b is not None)
@@ -381,10 +380,11 @@ def _image(g: _Gen, ind: int, cols: list[Column], prefix: str, partial: bool,
         else:
             inner = ind
         for k in run:
-            if null_bit[k] is None:
+            bit = null_bit[k]
+            if bit is None:
                 _column(g, inner, names[k], cols[k], json_bits.get(k))
                 continue
-            g.emit(inner, f"if nb & {1 << null_bit[k]}:", f"    {names[k]} = None", "else:")
+            g.emit(inner, f"if nb & {1 << bit}:", f"    {names[k]} = None", "else:")
             _column(g, inner + 1, names[k], cols[k], json_bits.get(k))
     return names
 
@@ -521,10 +521,11 @@ def _with_json_diffs_columnar(fn: RowsDecoder) -> RowsDecoder:
     def decode(b: bytes, p: int, end: int) -> RowImages:
         images: RowImages = fn(b, p, end)
         old = dict(zip(images.before_names, images.before or (), strict=True))
-        for k, (name, new) in enumerate(zip(images.after_names, images.after or (), strict=True)):
+        after = images.after or []
+        for k, (name, new) in enumerate(zip(images.after_names, after, strict=True)):
             before = old.get(name)
             if before is not None and any(type(v) is JsonDiff for v in new):
-                images.after[k] = tuple(apply_json_diff(before[i], v.diff) if type(v) is JsonDiff
+                after[k] = tuple(apply_json_diff(before[i], v.diff) if type(v) is JsonDiff
                                         and before[i] is not None else v for i, v in enumerate(new))
         return images
 
