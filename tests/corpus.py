@@ -20,6 +20,12 @@ def _find_corpus() -> Path:
 
 
 CORPUS = _find_corpus()
+# Files broken on purpose (in rust-mysql-common/): name -> the byte position where decoding fails
+BROKEN = {
+    "binlog_truncated_event.000001": 4,
+    "binlog_truncated_prev_gtid_event.000001": 120,
+    "corrupt-relay-bin.000624": 91236,
+}
 
 # MANIFEST event-type abbreviations -> type codes
 ABBREVIATIONS = {

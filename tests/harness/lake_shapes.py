@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ingester.cli.main import main
+from tests.harness.land import run_land
 
 
 class LocalShape:
@@ -23,8 +23,7 @@ class LocalShape:
 
     def land(self, kafka: Any, prefix: str, lake: Path, *extra: str) -> int:
         """`binlake land --trigger available-now` in this process (its output to this process's streams)."""
-        return main(["land", "--kafka", kafka.bootstrap, "--topic-prefix", prefix, "--lake", str(lake),
-                     "--checkpoint", str(lake / "_checkpoint"), "--trigger", "available-now", *extra])
+        return run_land(kafka, prefix, lake, *extra)
 
 
 class ClusterS3Shape:

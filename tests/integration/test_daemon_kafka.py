@@ -12,21 +12,17 @@ import random
 import re
 import signal
 import subprocess
-import sys
 import time
 
 import orjson
 import pytest
 
 from ingester.cli.main import main
-from ingester.codec import events as E
 from ingester.daemon.kafka_io import read_checkpoint
-from ingester.records.format import read_index
-from ingester.sources.binlog_file import read_binlog_file
-from tests.integration import test_type_zoo as zoo
+from tests.harness import zoo
+from tests.harness.daemon import BINLAKE, gtid_rows, rows_events_per_gtid
 
 pytestmark = pytest.mark.integration
-BINLAKE = [sys.executable, "-m", "ingester.cli.main"]
 
 
 def _consume(kafka, prefix: str, capsys) -> list[dict]:
@@ -53,57 +49,20 @@ def _wait_caught_up(bootstrap: str, prefix: str, server, timeout: float = 90) ->
         time.sleep(0.5)
 
 
-def _rows_events_per_gtid(server, database: str) -> collections.Counter:
-    """What the server wrote: rows events per GTID, read from its own binlog files."""
-    server.flush_logs()
-    expected: collections.Counter = collections.Counter()
-    gtid = ""
-    for f in server.binlog_files():
-        for ev in read_binlog_file(f):
-            if isinstance(ev, E.MariadbGtidEvent):
-                gtid = ev.gtid
-            elif isinstance(ev, E.RowsEvent) and ev.database == database:
-                expected[gtid] += 1
-    return expected
-
-
 def test_every_type_through_kafka_equals_the_servers_select(make_mariadb, kafka, capsys) -> None:
     server = make_mariadb()
     server.execute("CREATE DATABASE zoo CHARACTER SET utf8mb4")
     conn = server.connect("zoo")
-    zoo._create(conn)
+    zoo.create(conn)
     prefix = "zoo1"
     _run(server, kafka, prefix)
     events = _consume(kafka, prefix, capsys)
-    zoo.assert_replay_equals_select(zoo._replay(b"\n".join(orjson.dumps(e) for e in events), "zoo"), conn)
+    zoo.assert_replay_equals_select(zoo.replay(b"\n".join(orjson.dumps(e) for e in events), "zoo"), conn)
     ddl = [e for e in events if e["type"] == "query"]
     assert any("CREATE TABLE" in e["query"] for e in ddl)
     # A second run finds the checkpoint and publishes nothing twice.
     _run(server, kafka, prefix)
     assert _consume(kafka, prefix, capsys) == events
-
-
-def _gtid_rows(kafka, prefix: str) -> collections.Counter:
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap, isolation_level="read_committed",
-                             enable_auto_commit=False, group_id=None)
-    topics = [t for t in consumer.topics() if t.startswith(prefix + ".") and not t.endswith(("_offsets", "_schema"))]
-    parts = [TopicPartition(t, p) for t in topics for p in consumer.partitions_for_topic(t)]
-    consumer.assign(parts)
-    consumer.seek_to_beginning(*parts)
-    end = consumer.end_offsets(parts)
-    seen: collections.Counter = collections.Counter()
-    last_seq: dict = {}
-    while any(consumer.position(tp) < end[tp] for tp in parts):
-        for tp, msgs in consumer.poll(timeout_ms=1000).items():
-            for m in msgs:
-                for entry in read_index(dict(m.headers)["binlake.index"]):
-                    seen[(entry.gtid, entry.seq)] += 1
-                    assert tp not in last_seq or last_seq[tp] < entry.seq, "out of order within a table"
-                    last_seq[tp] = entry.seq
-    consumer.close()
-    return seen
 
 
 def test_kill_minus_nine_never_loses_or_duplicates(make_mariadb, kafka, tmp_path) -> None:
@@ -141,10 +100,10 @@ def test_kill_minus_nine_never_loses_or_duplicates(make_mariadb, kafka, tmp_path
     subprocess.run([*cmd, "--exit-at-end"], env=env, check=True, stderr=subprocess.DEVNULL, timeout=300)
     # The kills landed at different points of the stream, not all before or after the work.
     assert len(set(progress)) >= 3, progress
-    seen = _gtid_rows(kafka, prefix)
+    seen = gtid_rows(kafka, prefix)
     assert all(n == 1 for n in seen.values()), [k for k, n in seen.items() if n > 1][:5]
     published = collections.Counter(g for g, _ in seen)
-    expected = _rows_events_per_gtid(server, "k")
+    expected = rows_events_per_gtid(server, "k")
     assert published == expected
     assert sum(expected.values()) > 3000
 
@@ -176,9 +135,9 @@ def test_source_restart_mid_stream_and_graceful_stop(make_mariadb, kafka) -> Non
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err.decode()[-2000:]
     assert b"reconnecting" in err
-    seen = _gtid_rows(kafka, prefix)
+    seen = gtid_rows(kafka, prefix)
     assert all(n == 1 for n in seen.values())
-    expected = _rows_events_per_gtid(server, "r")
+    expected = rows_events_per_gtid(server, "r")
     assert collections.Counter(g for g, _ in seen) == expected
     assert sum(expected.values()) == 800
 
@@ -209,9 +168,9 @@ def test_sigterm_stops_a_quiet_stream_promptly(make_mariadb, kafka) -> None:
     assert took < 2, f"{took:.1f} s from SIGTERM to exit"
     server.execute("INSERT INTO q.t VALUES (2)")  # while it is stopped
     _run(server, kafka, prefix)
-    seen = _gtid_rows(kafka, prefix)
+    seen = gtid_rows(kafka, prefix)
     assert all(n == 1 for n in seen.values())
-    expected = _rows_events_per_gtid(server, "q")
+    expected = rows_events_per_gtid(server, "q")
     assert collections.Counter(g for g, _ in seen) == expected and sum(expected.values()) == 2
 
 
@@ -303,7 +262,7 @@ def test_kafka_broker_restart_mid_stream(make_mariadb, make_kafka, tmp_path) -> 
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err.decode()[-3000:]
-    seen = _gtid_rows(broker, prefix)
+    seen = gtid_rows(broker, prefix)
     assert all(n == 1 for n in seen.values())
     assert len(seen) == 600
 
@@ -339,7 +298,7 @@ def test_dropped_replication_connection(make_mariadb, kafka) -> None:
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err.decode()[-3000:]
     assert killed >= 2 and err.count(b"reconnecting") >= 2
-    seen = _gtid_rows(kafka, prefix)
+    seen = gtid_rows(kafka, prefix)
     assert all(n == 1 for n in seen.values()) and len(seen) == 400
 
 

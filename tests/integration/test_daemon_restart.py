@@ -13,7 +13,7 @@ import time
 import pytest
 
 from ingester.daemon.kafka_io import read_checkpoint
-from tests.integration.test_daemon_kafka import BINLAKE, _gtid_rows, _rows_events_per_gtid
+from tests.harness.daemon import BINLAKE, gtid_rows, rows_events_per_gtid
 
 pytestmark = pytest.mark.integration
 ENV = {**os.environ, "PYTHONPATH": os.getcwd()}
@@ -68,10 +68,10 @@ def test_restart_at_once_after_sigterm_and_kill_on_a_quiet_server(make_mariadb, 
     assert stale >= 30, f"the old registration was listed at only {stale} of 40 restarts"
     assert "already used" not in (tmp_path / "run.log").read_text()
     # ... and every transaction is in Kafka exactly once.
-    seen = _gtid_rows(kafka, prefix)
+    seen = gtid_rows(kafka, prefix)
     assert all(n == 1 for n in seen.values()), [k for k, n in seen.items() if n > 1][:5]
     published = {g for g, _ in seen}
-    expected = _rows_events_per_gtid(server, "quiet")
+    expected = rows_events_per_gtid(server, "quiet")
     assert published == set(expected) and len(expected) == 41
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -17,10 +16,9 @@ from ingester.cli.consume import committed_record_events
 from ingester.cli.main import main
 from ingester.codec import events as E
 from ingester.daemon.kafka_io import read_checkpoint
-from tests.integration.test_daemon_kafka import _gtid_rows, _rows_events_per_gtid
+from tests.harness.daemon import BINLAKE, gtid_rows, rows_events_per_gtid
 
 pytestmark = pytest.mark.integration
-BINLAKE = [sys.executable, "-m", "ingester.cli.main"]
 _GTID_OPTIONS = {"log_slave_updates": True, "gtid_strict_mode": 1}
 
 
@@ -92,10 +90,10 @@ def test_failover_to_the_promoted_replica_after_kill_minus_nine(make_mariadb, ka
     after = read_checkpoint(kafka.bootstrap, prefix, source_id)
     assert after["source"] == f"127.0.0.1:{replica.port}" and before["source"] == f"127.0.0.1:{primary.port}"
     # Every GTID exactly once; the replica's binlog holds the primary's transactions (log_slave_updates)
-    # and its own. Within each table the sequences keep growing across the two servers (_gtid_rows checks).
-    seen = _gtid_rows(kafka, prefix)
+    # and its own. Within each table the sequences keep growing across the two servers (gtid_rows checks).
+    seen = gtid_rows(kafka, prefix)
     assert all(n == 1 for n in seen.values()), [k for k, n in seen.items() if n > 1][:5]
-    expected = _rows_events_per_gtid(replica, "fo")
+    expected = rows_events_per_gtid(replica, "fo")
     assert {g for g, _ in seen} == set(expected) and len(seen) == sum(expected.values())
     assert {g.split("-")[1] for g in expected} == {"1", "2"}  # both servers' transactions
     # Replayed in sequence order, the changes equal the new primary's own SELECT.

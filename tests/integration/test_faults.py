@@ -99,7 +99,7 @@ def test_long_kafka_outage_back_pressure_and_catch_up(make_mariadb, make_kafka, 
     read), retries, and once the broker is back publishes the backlog, every GTID exactly once. Prints the
     figures (bench/results/kafka-outage.md)."""
     from ingester.devstack import free_tcp_port
-    from tests.integration.test_daemon_kafka import BINLAKE, _gtid_rows, _rows_events_per_gtid
+    from tests.harness.daemon import BINLAKE, gtid_rows, rows_events_per_gtid
 
     outage_s = float(os.environ.get("BINLAKE_OUTAGE_SECONDS", "45"))  # > the 30 s a commit waits for Kafka
     broker = make_kafka(datadir=tmp_path / "kafka", port=free_tcp_port())
@@ -152,9 +152,9 @@ def test_long_kafka_outage_back_pressure_and_catch_up(make_mariadb, make_kafka, 
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     assert proc.returncode == 0, log.read_text()[-3000:]
-    seen = _gtid_rows(broker, prefix)
+    seen = gtid_rows(broker, prefix)
     assert all(n == 1 for n in seen.values())
-    expected = _rows_events_per_gtid(server, "ko")
+    expected = rows_events_per_gtid(server, "ko")
     assert collections.Counter(g for g, _ in seen) == expected and sum(expected.values()) == 1001
     rss_max = max(samples)
     started = time.monotonic()  # full speed: a second daemon reads the same binlog from its start

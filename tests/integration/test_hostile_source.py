@@ -9,16 +9,15 @@ from __future__ import annotations
 import collections
 import os
 import subprocess
-import sys
 
 import pytest
 
 from ingester.cli.consume import committed_events
 from ingester.codec import events as E
 from tests.harness import hostile
+from tests.harness.daemon import BINLAKE
 
 pytestmark = pytest.mark.integration
-BINLAKE = [sys.executable, "-m", "ingester.cli.main"]
 ROWS = 120
 
 

@@ -11,7 +11,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 
 import orjson
@@ -22,8 +21,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from kafka.admin import UserScramCredentialUpsertion
 
+from tests.harness.daemon import BINLAKE
+
 pytestmark = pytest.mark.integration
-BINLAKE = [sys.executable, "-m", "ingester.cli.main"]
 USER, PASSWORD = "alice", "Kq9-broker-Secret-5150"
 
 

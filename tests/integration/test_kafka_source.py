@@ -13,14 +13,9 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from streaming_job.kafka_read import KafkaReader
 from streaming_job.kafka_source import SourceError, Span, close_readers, read_spans
-from tests.integration.test_land import (
-    _assert_change_log,
-    _land,
-    _mirror_rows,
-    _plain_rows,
-    _run_daemon,
-)
-from tests.integration.test_type_zoo import _verbose_counts
+from tests.harness.binlogs import verbose_counts
+from tests.harness.daemon import run_daemon
+from tests.harness.land import assert_change_log, mirror_rows, plain_rows, run_land
 
 pytestmark = pytest.mark.integration
 
@@ -126,9 +121,9 @@ def test_one_checkpoint_goes_on_from_either_kafka_source_to_the_other(make_maria
                 cur.execute("INSERT INTO a VALUES (%s, %s)", (step * 10 + i, f"s{step}"))
                 cur.execute("INSERT INTO b VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = VALUES(v)", (i, f"s{step}"))
             cur.execute("DELETE FROM a WHERE id = %s", (step * 10,))
-        _run_daemon(server, kafka, prefix)
-        assert _land(kafka, prefix, lake, *extra) == 0
+        run_daemon(server, kafka, prefix)
+        assert run_land(kafka, prefix, lake, *extra) == 0
         for t in ("a", "b"):
-            assert _mirror_rows(spark, lake, db, t)[0] == _plain_rows(conn, t, "id"), (step, t)
+            assert mirror_rows(spark, lake, db, t)[0] == plain_rows(conn, t, "id"), (step, t)
     server.flush_logs()
-    _assert_change_log(spark, lake, db, _verbose_counts(server.binlog_files()[:-1], db), ["a", "b"])
+    assert_change_log(spark, lake, db, verbose_counts(server.binlog_files()[:-1], db), ["a", "b"])

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ingester.cli.main import main
-from tests.integration.test_land import _land, _mirror_rows
+from tests.harness.land import mirror_rows, run_land
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +30,7 @@ def _select(conn: Any) -> dict[tuple[int], dict[str, Any]]:
 
 
 def _check(spark, lake, conn, err: str) -> None:
-    rows, _ = _mirror_rows(spark, lake, "dflt", "t")
+    rows, _ = mirror_rows(spark, lake, "dflt", "t")
     expected = _select(conn)
     # DATETIME DEFAULT NOW() is local time of the session's time zone, which the binlog names "SYSTEM":
     # the land job says so, leaves it null in rows older than the ALTER (a re-snapshot reads them again).
@@ -104,7 +104,7 @@ def test_added_columns_get_their_defaults_in_the_mirror_minimal_metadata(make_ma
     _phase_two(conn)
     assert main(run) == 0
     capsys.readouterr()
-    assert _land(kafka, "dfltmin", tmp_path / "lake") == 0
+    assert run_land(kafka, "dfltmin", tmp_path / "lake") == 0
     _check(spark, tmp_path / "lake", conn, capsys.readouterr().err)
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from ingester.cli.main import main
-from tests.integration.test_land import _mirror_rows, _plain_rows, _run_daemon
+from tests.harness.daemon import run_daemon
+from tests.harness.land import mirror_rows, plain_rows
 
 pytestmark = pytest.mark.integration
 
@@ -53,16 +54,16 @@ def test_read_only_and_full_lake_stop_with_the_path_and_resume(make_mariadb, kaf
                 f"INSERT INTO {db}.t VALUES " + ",".join(f"({i}, 'first {i}')" for i in range(200))):
         server.execute(sql)
     conn = server.connect(db)
-    _run_daemon(server, kafka, prefix)
+    run_daemon(server, kafka, prefix)
     with _small_filesystem(root, "64m") as mounted:
         assert _land(kafka, prefix, root) == 0
-        landed, _ = _mirror_rows(spark, root / "lake", db, "t")
-        assert landed == _plain_rows(conn, "t", "id")
+        landed, _ = mirror_rows(spark, root / "lake", db, "t")
+        assert landed == plain_rows(conn, "t", "id")
 
         with conn.cursor() as cur:  # more to land while the storage is read-only
             cur.execute("UPDATE t SET v = 'second' WHERE id < 50")
             cur.execute("INSERT INTO t VALUES " + ",".join(f"({i}, 'x')" for i in range(200, 300)))
-        _run_daemon(server, kafka, prefix)
+        run_daemon(server, kafka, prefix)
         _read_only(root, mounted, True)
         capsys.readouterr()
         try:
@@ -72,12 +73,12 @@ def test_read_only_and_full_lake_stop_with_the_path_and_resume(make_mariadb, kaf
         err = capsys.readouterr().err.strip().splitlines()
         assert str(root) in err[-1] and "Traceback" not in "\n".join(err), err[-1]
         assert "Read-only file system" in err[-1] or "Permission denied" in err[-1], err[-1]
-        assert _mirror_rows(spark, root / "lake", db, "t")[0] == landed  # what was committed is intact
+        assert mirror_rows(spark, root / "lake", db, "t")[0] == landed  # what was committed is intact
 
         if mounted:  # disk full: fill the tmpfs, then free it
             with conn.cursor() as cur:
                 cur.execute("UPDATE t SET v = REPEAT('y', 200) WHERE id >= 100")
-            _run_daemon(server, kafka, prefix)
+            run_daemon(server, kafka, prefix)
             filler = root / "filler"
             subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=1M", "count=100"], capture_output=True)
             capsys.readouterr()
@@ -87,4 +88,4 @@ def test_read_only_and_full_lake_stop_with_the_path_and_resume(make_mariadb, kaf
             assert "No space left on device" in err[-1] and "Traceback" not in "\n".join(err), err[-1]
             filler.unlink()
         assert _land(kafka, prefix, root) == 0
-        assert _mirror_rows(spark, root / "lake", db, "t")[0] == _plain_rows(conn, "t", "id")
+        assert mirror_rows(spark, root / "lake", db, "t")[0] == plain_rows(conn, "t", "id")

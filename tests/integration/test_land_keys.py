@@ -13,11 +13,8 @@ from typing import Any
 import pytest
 
 from ingester.cli.main import main
-from tests.integration.test_land import (
-    _assert_delta_rs_mirror,
-    _land,
-    _plain_rows,
-)
+from tests.harness.delta_rs import assert_delta_rs_mirror
+from tests.harness.land import plain_rows, run_land
 
 pytestmark = pytest.mark.integration
 DB = "ukeys"
@@ -31,7 +28,7 @@ def _daemon(server: Any, kafka: Any, prefix: str, *extra: str) -> None:
 def _land_fails(kafka: Any, prefix: str, lake: Path, capsys: Any, *extra: str) -> str:
     """A land run that stops (exit 2): what it printed on stderr."""
     capsys.readouterr()
-    assert _land(kafka, prefix, lake, *extra) == 2
+    assert run_land(kafka, prefix, lake, *extra) == 2
     return capsys.readouterr().err
 
 
@@ -50,8 +47,8 @@ def _assert_mirrors(spark, lake: Path, conn: Any, tables: dict[str, list[str]]) 
 
     for table, key in tables.items():
         rows = _mirror(spark, lake, table, key)
-        assert rows == _plain_rows(conn, table, ",".join(key)), table
-        _assert_delta_rs_mirror(lake / DB / table, rows, list(next(iter(rows.values()))), key)
+        assert rows == plain_rows(conn, table, ",".join(key)), table
+        assert_delta_rs_mirror(lake / DB / table, rows, list(next(iter(rows.values()))), key)
         configuration = deltalake.DeltaTable(str(lake / DB / table)).metadata().configuration
         assert configuration["binlake.key"] == "[" + ",".join(f'"{k}"' for k in key) + "]", table
 
@@ -103,7 +100,7 @@ def test_a_unique_key_of_not_null_columns_keys_the_mirror(make_mariadb, kafka, s
     with conn.cursor() as cur:
         _dml(cur)
     _daemon(server, kafka, prefix)
-    assert _land(kafka, prefix, lake) == 0
+    assert run_land(kafka, prefix, lake) == 0
     _assert_mirrors(spark, lake, conn, {"acct": ["region", "code"], "mail": ["email"], "doc": ["id"]})
     assert not (lake / DB / "plain").exists() and (lake / DB / "plain__changes").exists()
     changes = spark.read.format("delta").load(str(lake / DB / "doc__changes"))
@@ -124,7 +121,7 @@ def test_a_unique_key_of_not_null_columns_keys_the_mirror(make_mariadb, kafka, s
                      rf"mirror's key with land.keys \({DB}.mail: \[email\]\)", err), err
     # ... which land.keys can keep, as long as those columns identify the rows
     monkeypatch.setenv("BINLAKE_LAND_KEYS", f"{{{DB}.mail: [email]}}")
-    assert _land(kafka, prefix, lake) == 0
+    assert run_land(kafka, prefix, lake) == 0
     _assert_mirrors(spark, lake, conn, {"acct": ["region", "code"], "mail": ["email"], "doc": ["id"]})
 
 
@@ -146,7 +143,7 @@ def test_land_keys_name_the_key_of_a_table_without_one(make_mariadb, kafka, spar
         cur.execute("DELETE FROM events WHERE source = 'a' AND seq = 2")
     _daemon(server, kafka, prefix)
     land = ["--config", str(config)]
-    assert _land(kafka, prefix, lake, *land) == 0
+    assert run_land(kafka, prefix, lake, *land) == 0
     _assert_mirrors(spark, lake, conn, {"events": ["source", "seq"]})
 
     # A NULL in a key column: no row of the mirror could be told from another of NULL there

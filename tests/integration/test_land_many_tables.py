@@ -24,19 +24,10 @@ from typing import Any
 
 import pytest
 
-from tests.integration import test_type_zoo as zoo
-from tests.integration.test_land import (
-    BINLAKE,
-    _assert_delta_rs_change_log,
-    _assert_delta_rs_mirror,
-    _changes,
-    _committed,
-    _delta_rs,
-    _kill_group,
-    _land,
-    _plain,
-    _run_daemon,
-)
+from tests.harness.binlogs import verbose_counts
+from tests.harness.daemon import BINLAKE, run_daemon
+from tests.harness.delta_rs import assert_delta_rs_change_log, assert_delta_rs_mirror, delta_rs_table, plain_value
+from tests.harness.land import change_log_rows, committed_batches, kill_group, run_land
 
 pytestmark = pytest.mark.integration
 
@@ -185,12 +176,12 @@ def test_fifty_tables_in_one_batch_survive_kill_minus_nine_of_the_driver_mid_bat
     with conn.cursor() as cur:  # phase 1: a few rows in every table
         for table in TABLES:
             _insert(cur, rnd, table, live[table])
-    _run_daemon(server, kafka, prefix)
+    run_daemon(server, kafka, prefix)
     monkeypatch.setenv("BINLAKE_DEBUG", "1")  # the "<db>.<table>: landed" lines
     level = logging.getLogger("binlake.land").level
     capsys.readouterr()
     try:
-        assert _land(kafka, prefix, lake) == 0
+        assert run_land(kafka, prefix, lake) == 0
     finally:
         logging.getLogger("binlake.land").setLevel(level)
     first = _batches_landed(capsys.readouterr().err)
@@ -203,7 +194,7 @@ def test_fifty_tables_in_one_batch_survive_kill_minus_nine_of_the_driver_mid_bat
 
     # Phase 2: one micro-batch of multi-table transactions, every one touching all 50 tables
     _phase_two(conn, rnd, live, transactions=40)
-    _run_daemon(server, kafka, prefix)
+    run_daemon(server, kafka, prefix)
     env = {**os.environ, "PYTHONPATH": os.getcwd(), "BINLAKE_DEBUG": "1"}
     killed_log = tmp_path / "killed.log"
     with open(killed_log, "wb") as err:
@@ -224,17 +215,17 @@ def test_fifty_tables_in_one_batch_survive_kill_minus_nine_of_the_driver_mid_bat
             assert time.monotonic() < deadline, killed_log.read_text()[-3000:]
             time.sleep(0.005)
     finally:
-        _kill_group(proc)
+        kill_group(proc)
     landed = {kind: [t for t in TABLES if _batch_commits(paths[t])[1]]
               for kind, paths in (("mirrors", mirrors), ("change logs", change_logs))}
     assert 0 < len(landed["mirrors"]) < len(TABLES), landed  # mid-batch: some mirrors with the batch, some without
     assert "t41" not in landed["mirrors"], landed
-    assert _committed(checkpoint) == 1  # batch 0 only: batch 1 runs again
+    assert committed_batches(checkpoint) == 1  # batch 0 only: batch 1 runs again
 
     capsys.readouterr()
     level = logging.getLogger("binlake.land").level
     try:
-        assert _land(kafka, prefix, lake) == 0
+        assert run_land(kafka, prefix, lake) == 0
     finally:
         logging.getLogger("binlake.land").setLevel(level)
     replayed = _batches_landed(capsys.readouterr().err)
@@ -242,7 +233,7 @@ def test_fifty_tables_in_one_batch_survive_kill_minus_nine_of_the_driver_mid_bat
     assert [b for b, _, _ in replayed] == [1], replayed
     assert replayed[0][2] == set(TABLES), f"not landed in batch 1: {sorted(set(TABLES) - replayed[0][2])}"
     assert replayed[0][1] >= len(TABLES)  # records in: at least one per table's topic
-    assert _committed(checkpoint) == 2
+    assert committed_batches(checkpoint) == 2
 
     # Each table has exactly one commit of each batch: the replay skipped what the killed run committed
     for table in TABLES:
@@ -256,10 +247,10 @@ def test_fifty_tables_in_one_batch_survive_kill_minus_nine_of_the_driver_mid_bat
     for table in TABLES:
         expected = _server_rows(conn, table)
         columns = list(next(iter(expected.values())))
-        _assert_delta_rs_mirror(mirrors[table], expected, columns, list(_key(table)))
+        assert_delta_rs_mirror(mirrors[table], expected, columns, list(_key(table)))
         if table in by_spark:
             rows = spark.read.format("delta").load(str(mirrors[table])).collect()
-            got = {tuple(r[k] for k in _key(table)): {c: _plain(r[c]) for c in columns} for r in rows}
+            got = {tuple(r[k] for k in _key(table)): {c: plain_value(r[c]) for c in columns} for r in rows}
             assert len(got) == len(rows), f"{table}: duplicate keys in the mirror"
             assert sorted(got) == sorted(expected), table
             for key, row in expected.items():
@@ -267,11 +258,11 @@ def test_fifty_tables_in_one_batch_survive_kill_minus_nine_of_the_driver_mid_bat
 
     # Every change log holds exactly the row changes mariadb-binlog --verbose saw, each once
     server.flush_logs()
-    counts = zoo._verbose_counts(server.binlog_files()[:-1], DB)
+    counts = verbose_counts(server.binlog_files()[:-1], DB)
     assert sum(counts.values()) > 50 * (8 + 40), counts
     for table in TABLES:
         # as delta-rs reads it, and Spark (the same rows) for the tables it read above
-        changes = _delta_rs(change_logs[table])
+        changes = delta_rs_table(change_logs[table])
         ops, seqs, indexes, gtids, stamps, dates = (changes.column(c).to_pylist() for c in (
             "op", "seq", "row_index", "gtid", "commit_ts", "commit_date"))
         want = {op: counts[(op, table)] for op in ("insert", "update", "delete") if counts[(op, table)]}
@@ -279,4 +270,4 @@ def test_fifty_tables_in_one_batch_survive_kill_minus_nine_of_the_driver_mid_bat
         assert len(set(zip(seqs, indexes, strict=True))) == len(ops), f"{table}: duplicate changes"
         assert all(ts.date() == d and g for ts, d, g in zip(stamps, dates, gtids, strict=True)), table
         if table in by_spark:
-            _assert_delta_rs_change_log(change_logs[table], _changes(spark, lake, DB, table))
+            assert_delta_rs_change_log(change_logs[table], change_log_rows(spark, lake, DB, table))

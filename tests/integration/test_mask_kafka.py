@@ -13,7 +13,7 @@ import pytest
 from kafka import KafkaConsumer
 
 from ingester.cli.main import main
-from tests.integration import test_type_zoo as zoo
+from tests.harness import zoo
 
 pytestmark = pytest.mark.integration
 KEY = "Zq7MaskKey"
@@ -45,7 +45,7 @@ def test_masked_values_never_reach_kafka(make_mariadb, kafka, tmp_path, monkeypa
            "--topic-prefix", prefix, "--server-id", "4243", "--exit-at-end"]
     if "binlog_row_metadata" in settings:  # the history starts here and follows the CREATEs
         assert main(run) == 0
-    zoo._create(conn)
+    zoo.create(conn)
     with conn.cursor() as cur:
         for pk in (900, 901):
             cur.execute("INSERT INTO strs (id, vc, vcc, c, tx, bb, vb) VALUES (%s, %s, REPEAT(%s, 20), %s, %s, %s, "
@@ -71,21 +71,21 @@ def test_masked_values_never_reach_kafka(make_mariadb, kafka, tmp_path, monkeypa
 
     assert main(["consume", "--kafka", kafka.bootstrap, "--topic-prefix", prefix, "--from-beginning",
                  "--exit-at-end"]) == 0
-    replayed = zoo._replay(capsys.readouterr().out.encode(), "zoo")
+    replayed = zoo.replay(capsys.readouterr().out.encode(), "zoo")
     with conn.cursor() as cur:
         cur.execute("SELECT id, vc, vcc FROM strs")
         originals = {pk: (vc, vcc) for pk, vc, vcc in cur.fetchall()}
     assert originals[900][0] == "Zq7SecVcNew" and 901 not in originals
     masked = 0
     for name, cols in zoo.TABLES.items():
-        expected = zoo._server_state(conn, name)
+        expected = zoo.server_state(conn, name)
         assert sorted(replayed[name]) == sorted(expected), name
         for pk, row in expected.items():
             for col, sqltype in cols:
                 got = replayed[name][pk][col]
                 rule = next((a for p, a in RULES.items() if fnmatch.fnmatchcase(f"zoo.{name}.{col}", p)), None)
                 if rule is None:
-                    assert zoo._canonical(col, sqltype, got, True) == zoo._canonical(col, sqltype, row[col], False), \
+                    assert zoo.canonical(col, sqltype, got, True) == zoo.canonical(col, sqltype, row[col], False), \
                         f"{name}.{col} id={pk}"
                     continue
                 masked += 1

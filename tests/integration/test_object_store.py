@@ -12,7 +12,6 @@ import os
 import random
 import re
 import subprocess
-import sys
 import time
 from typing import Any
 
@@ -20,21 +19,13 @@ import orjson
 import pytest
 
 from ingester.devstack.objectstore import REGION, ObjectStore
-from tests.integration import test_type_zoo as zoo
-from tests.integration.test_land import (
-    _assert_kill_workload_landed,
-    _assert_zoo_landed,
-    _committed,
-    _kill_group,
-    _kill_workload,
-    _run_daemon,
-    _running_until,
-    _workload,
-    _workload_tables,
-)
+from tests.harness import zoo
+from tests.harness.daemon import BINLAKE, run_daemon
+from tests.harness.land import committed_batches, kill_group, running_until
+from tests.harness.workloads import assert_kill_workload_landed, kill_workload, mixed_workload, mixed_workload_tables
+from tests.harness.zoo_lake import assert_zoo_landed
 
 pytestmark = pytest.mark.integration
-BINLAKE = [sys.executable, "-m", "ingester.cli.main"]
 
 
 def _land(kafka: Any, store: Any, prefix: str, lake: str, env: dict[str, str] | None = None,
@@ -65,20 +56,20 @@ def test_the_type_zoo_lands_in_a_bucket_from_a_cluster(make_mariadb, kafka, obje
     db = "s3zoo"
     server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
     conn = server.connect(db)
-    zoo._create(conn, rows=False)
-    _workload_tables(conn)
+    zoo.create(conn, rows=False)
+    mixed_workload_tables(conn)
     monkeypatch.setenv("BINLAKE_KAFKA_MAX_RECORD_BYTES", "20000")  # the big rows as chunks
-    zoo._write(conn)
-    _workload(conn, tables=False)
+    zoo.write(conn)
+    mixed_workload(conn, tables=False)
     prefix, lake = db, f"s3a://lake/{db}"
-    _run_daemon(server, kafka, prefix)
+    run_daemon(server, kafka, prefix)
     done = _land(kafka, object_store, prefix, lake, None, "--min-partitions", "8", *master)
     assert done.returncode == 0, done.stderr[-3000:]
     assert object_store.secret_key not in done.stderr + done.stdout  # Spark's settings hold it: never shown
     # The bucket's objects are files of the store's directory: Spark reads the lake there, delta-rs through
     # the store's S3 API
     local = object_store.data / "lake" / db
-    _assert_zoo_landed(spark, local, server, conn, db)
+    assert_zoo_landed(spark, local, server, conn, db)
     # The fast paths, not Spark's writer: change-log files written by pyarrow on the executors
     # (part-<uuid>[.<codec>].parquet; Spark's are part-<task>-<uuid>.c<n>...), a log committed by the driver
     names = {f.name for f in (local / db / "acct__changes").rglob("*.parquet")}
@@ -93,7 +84,7 @@ def test_the_type_zoo_lands_in_a_bucket_from_a_cluster(make_mariadb, kafka, obje
     versions = {t: _delta_rs(object_store, f"{lake}/{db}/{t}__changes").version() for t in ("acct", "ledger")}
     with conn.cursor() as cur:
         cur.execute("UPDATE acct SET balance = balance + 1 WHERE id <= 3")
-    _run_daemon(server, kafka, prefix)
+    run_daemon(server, kafka, prefix)
     again = _land(kafka, object_store, prefix, lake, None, *master)
     assert again.returncode == 0, again.stderr[-3000:]
     assert _delta_rs(object_store, f"{lake}/{db}/ledger__changes").version() == versions["ledger"]
@@ -130,9 +121,9 @@ def test_kill_minus_nine_of_the_driver_and_of_a_worker_on_a_cluster_into_a_bucke
     runs the batch's tasks again): every change once, mirrors equal the server's SELECT."""
     server = make_mariadb()
     db = "s3kill"
-    conn = _kill_workload(server, db)
+    conn = kill_workload(server, db)
     monkeypatch.setenv("BINLAKE_KAFKA_MAX_RECORD_BYTES", "2000")  # many small records: many batches
-    _run_daemon(server, kafka, db)
+    run_daemon(server, kafka, db)
     lake = f"s3a://lake/{db}"
     checkpoint = object_store.data / "lake" / db / "_checkpoint"  # the bucket's objects, as files
     cmd = [*BINLAKE, "land", "--kafka", kafka.bootstrap, "--topic-prefix", db, "--lake", lake, "--checkpoint",
@@ -140,24 +131,24 @@ def test_kill_minus_nine_of_the_driver_and_of_a_worker_on_a_cluster_into_a_bucke
            spark_cluster.master, "--max-offsets-per-trigger", "8"]
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **object_store.environment()}
     rnd = random.Random(21)
-    proc = _running_until(cmd, env, checkpoint, 1, rnd.uniform(0.5, 2.0))
-    _kill_group(proc)  # the driver
-    killed_driver = _committed(checkpoint)
-    proc = _running_until(cmd, env, checkpoint, killed_driver + 2, rnd.uniform(0.5, 2.0))
+    proc = running_until(cmd, env, checkpoint, 1, rnd.uniform(0.5, 2.0))
+    kill_group(proc)  # the driver
+    killed_driver = committed_batches(checkpoint)
+    proc = running_until(cmd, env, checkpoint, killed_driver + 2, rnd.uniform(0.5, 2.0))
     spark_cluster.kill_worker(1)  # the executors' machine
-    killed_worker = _committed(checkpoint)
+    killed_worker = committed_batches(checkpoint)
     time.sleep(2)
     spark_cluster.start_worker(1)  # back: the driver's job goes on there
     deadline = time.monotonic() + 300
-    while _committed(checkpoint) < killed_worker + 2 and time.monotonic() < deadline and proc.poll() is None:
+    while committed_batches(checkpoint) < killed_worker + 2 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.2)
-    assert proc.poll() is None and _committed(checkpoint) >= killed_worker + 2, "no progress after the worker"
-    _kill_group(proc)
+    assert proc.poll() is None and committed_batches(checkpoint) >= killed_worker + 2, "no progress after the worker"
+    kill_group(proc)
     done = subprocess.run([*cmd, "--trigger", "available-now"], env=env, capture_output=True, text=True,
                           timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert 1 <= killed_driver < killed_worker < _committed(checkpoint), (killed_driver, killed_worker)
-    _assert_kill_workload_landed(spark, object_store.data / "lake" / db, server, conn, db)
+    assert 1 <= killed_driver < killed_worker < committed_batches(checkpoint), (killed_driver, killed_worker)
+    assert_kill_workload_landed(spark, object_store.data / "lake" / db, server, conn, db)
 
 
 def test_the_demo_lands_into_a_bucket(tmp_path) -> None:
@@ -197,7 +188,7 @@ def test_a_second_job_on_a_lake_is_refused_and_a_killed_jobs_lease_is_taken_at_o
         assert errors[0].startswith(f"binlake: error: another binlake land job writes the lake {lake} (host "), errors
         assert f"pid {first.pid}:" in errors[0], errors[0]
     finally:
-        _kill_group(first)
+        kill_group(first)
     started = time.monotonic()
     third = subprocess.run([*cmd, "--trigger", "available-now"], env=env, capture_output=True, text=True,
                            timeout=600, check=False)

@@ -19,7 +19,8 @@ from ingester.config import load_config
 from ingester.daemon.kafka_io import read_checkpoint
 from ingester.daemon.runner import Runner
 from ingester.daemon.snapshot import TableReader
-from tests.integration.test_snapshot import BINLAKE, _CheckpointWatcher, _replay_in_seq_order, _Workload
+from tests.harness.daemon import BINLAKE, CheckpointWatcher
+from tests.harness.snapshot import WriteWorkload, replay_in_seq_order
 
 pytestmark = pytest.mark.integration
 ROWS = 3000
@@ -43,8 +44,8 @@ def test_resnapshot_under_writes_with_a_kill_minus_nine(make_mariadb, kafka) -> 
     cmd = [*BINLAKE, "run", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix", prefix]
     ids = iter(("--server-id", str(n)) for n in range(4747, 4750))  # the server may still see the killed one
     server.execute("CREATE DATABASE binlake")
-    watcher = _CheckpointWatcher(kafka.bootstrap, prefix, source_id)
-    workload = _Workload(server, "rs", ROWS)
+    watcher = CheckpointWatcher(kafka.bootstrap, prefix, source_id)
+    workload = WriteWorkload(server, "rs", ROWS)
     workload.start()
     try:
         proc = subprocess.Popen([*cmd, *next(ids)], env=env, stderr=subprocess.DEVNULL)
@@ -68,7 +69,7 @@ def test_resnapshot_under_writes_with_a_kill_minus_nine(make_mariadb, kafka) -> 
                    timeout=120)
     items = list(committed_record_events(kafka.bootstrap, prefix))
     assert not [i for i in items if isinstance(i.event, E.RowsEvent) and i.event.database == "binlake"]
-    state, seen = _replay_in_seq_order(items, "rs", "t")
+    state, seen = replay_in_seq_order(items, "rs", "t")
     with conn.cursor() as cur:
         cur.execute("SELECT id, v, s FROM t")
         expected = {i: (v, s) for i, v, s in cur.fetchall()}
@@ -125,7 +126,7 @@ def test_changes_inside_the_watermark_window_win_over_the_chunk(make_mariadb, ka
     thread.start()
     runner.run()
     thread.join()
-    state, seen = _replay_in_seq_order(list(committed_record_events(kafka.bootstrap, "rwin")), "rw", "t")
+    state, seen = replay_in_seq_order(list(committed_record_events(kafka.bootstrap, "rwin")), "rw", "t")
     expected = {i: (v, s) for i, v, s in server.execute("SELECT id, v, s FROM rw.t")}
     assert any(s == "changed" for _, s in expected.values()) and state == expected
     assert sum(kind == "read" for _, _, kind in seen) > 50

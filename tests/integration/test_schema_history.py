@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from typing import Any
 
@@ -20,10 +19,10 @@ from ingester.codec import events as E
 from ingester.daemon.kafka_io import read_compacted
 from ingester.records.format import Sequence, file_number
 from ingester.schema.history import SchemaHistory, capture, capture_databases
-from tests.integration.test_land import _land, _mirror_rows, _plain_rows
+from tests.harness.daemon import BINLAKE
+from tests.harness.land import mirror_rows, plain_rows, run_land
 
 pytestmark = pytest.mark.integration
-BINLAKE = [sys.executable, "-m", "ingester.cli.main"]
 DB = "sh"
 
 # (sql, table, ids): DDL when ids is None; else DML whose rows (by id) are checked against SELECT.
@@ -249,9 +248,9 @@ def test_land_mirrors_a_minimal_metadata_server_with_its_column_names(make_maria
         cur.execute("UPDATE t SET b = b + 1")  # every row's image now has the current columns
         cur.execute("DELETE FROM t WHERE id = 2")
     assert main(base) == 0
-    assert _land(kafka, "landmin", tmp_path / "lake") == 0
-    rows, types = _mirror_rows(spark, tmp_path / "lake", DB, "t")
-    expected = _plain_rows(conn, "t", "id")
+    assert run_land(kafka, "landmin", tmp_path / "lake") == 0
+    rows, types = mirror_rows(spark, tmp_path / "lake", DB, "t")
+    expected = plain_rows(conn, "t", "id")
     assert {k: {c: row[c] for c in ("id", "c", "a2", "b")} for k, row in rows.items()} == expected
     assert {"id", "c", "a2", "b", "a", "e"} <= set(types) and not any(c.startswith("@") for c in types)
 

@@ -9,7 +9,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from urllib.parse import quote
@@ -20,9 +19,9 @@ from kafka import KafkaConsumer
 from ingester.config import load_config
 from ingester.daemon.kafka_io import read_checkpoint
 from ingester.sources.replication import ReplicationError, SourceURL
+from tests.harness.daemon import BINLAKE
 
 pytestmark = pytest.mark.integration
-BINLAKE = [sys.executable, "-m", "ingester.cli.main"]
 CORE = "Zq7Secret4411"
 PASSWORD = CORE + ":/@x"  # characters URLs must encode, to catch a half-done redaction
 WRONG = "Zq7Secret9922wrong"

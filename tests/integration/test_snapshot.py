@@ -6,13 +6,9 @@ from __future__ import annotations
 
 import collections
 import os
-import random
 import signal
 import subprocess
-import sys
-import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -22,23 +18,19 @@ from ingester.cli.consume import committed_record_events
 from ingester.cli.main import main
 from ingester.codec import events as E
 from ingester.config import load_config
-from ingester.daemon.kafka_io import offsets_topic, read_checkpoint
+from ingester.daemon.kafka_io import read_checkpoint
 from ingester.daemon.runner import Runner
 from ingester.dump.jsonl import event_json
 from ingester.records.format import Sequence, file_number
 from ingester.sources.binlog_file import read_binlog_file
-from tests.integration import test_type_zoo as zoo
-from tests.integration.test_land import _land
+from tests.harness import zoo
+from tests.harness.daemon import BINLAKE, CheckpointWatcher, run_daemon
+from tests.harness.land import run_land
+from tests.harness.snapshot import WriteWorkload, replay_in_seq_order
 
 pytestmark = pytest.mark.integration
-BINLAKE = [sys.executable, "-m", "ingester.cli.main"]
 _COLUMN_FIELDS = ("name", "type", "binlog_type", "meta", "nullable", "unsigned", "collation", "enum_values",
                   "set_values", "geometry_type")
-
-
-def _run(server, kafka, prefix: str, *extra: str) -> None:
-    assert main(["run", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix", prefix,
-                 "--server-id", "4545", "--exit-at-end", *extra]) == 0
 
 
 def _binlog_state(server, db: str) -> tuple[dict[str, dict[Any, dict[str, Any]]], dict[str, Any]]:
@@ -78,7 +70,7 @@ def test_snapshot_rows_equal_binlog_rows_and_the_servers_select(make_mariadb, ka
     server = make_mariadb()
     server.execute("CREATE DATABASE zoo CHARACTER SET utf8mb4")
     conn = server.connect("zoo")
-    zoo._create(conn)
+    zoo.create(conn)
     binlog, binlog_maps = _binlog_state(server, "zoo")
     prefix = "snapzoo"
     cfg = load_config(environ={}, overrides={
@@ -125,81 +117,7 @@ def test_snapshot_rows_equal_binlog_rows_and_the_servers_select(make_mariadb, ka
     # Replayed from the JSONL contract, the snapshot equals the server's own SELECT.
     lines = [orjson.loads(event_json(i.event)) for i in reads]
     assert {line["type"] for line in lines} == {"read_rows"}
-    zoo.assert_replay_equals_select(zoo._replay(b"\n".join(orjson.dumps(line) for line in lines), "zoo"), conn)
-
-
-class _Workload(threading.Thread):
-    """Inserts, updates and deletes on the table being snapshotted, until stopped."""
-
-    def __init__(self, server, db: str, rows: int = 100_000) -> None:
-        super().__init__(daemon=True)
-        self.rows = rows
-        self.conn = server.connect(db)
-        self.conn.autocommit(True)
-        self.stop = threading.Event()
-        self.changes = 0
-
-    def run(self) -> None:
-        rnd = random.Random(7)
-        with self.conn.cursor() as cur:
-            while not self.stop.is_set():
-                op, i = rnd.random(), rnd.randrange(1, self.rows)
-                if op < 0.4:
-                    cur.execute("UPDATE t SET v = v + 1, s = CONCAT('u', v) WHERE id = %s", (i,))
-                elif op < 0.6:
-                    cur.execute("DELETE FROM t WHERE id = %s", (i,))
-                else:
-                    cur.execute("REPLACE INTO t VALUES (%s, %s, 'new')", (rnd.randrange(1, 2 * self.rows), i))
-                self.changes += 1
-                time.sleep(0.001)
-
-
-class _CheckpointWatcher:
-    """Follows the offsets topic (read_committed) so a test reacts to a commit within milliseconds."""
-
-    def __init__(self, bootstrap: str, prefix: str, source_id: str) -> None:
-        from kafka import KafkaConsumer, TopicPartition
-        from kafka.admin import KafkaAdminClient, NewTopic
-
-        topic = offsets_topic(prefix)
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-        admin.create_topics([NewTopic(topic, 1, 1, topic_configs={"cleanup.policy": "compact"})])
-        admin.close()
-        self.key = source_id.encode()
-        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
-                                      enable_auto_commit=False, group_id=None, fetch_max_wait_ms=5)
-        self.consumer.assign([TopicPartition(topic, 0)])
-        self.latest: dict[str, Any] = {}
-
-    def wait(self, done: Callable[[dict[str, Any]], bool], timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while not done(self.latest):
-            assert time.monotonic() < deadline, f"checkpoint never got there; last {self.latest}"
-            for records in self.consumer.poll(timeout_ms=20).values():
-                for msg in records:
-                    if msg.key == self.key:
-                        self.latest = orjson.loads(msg.value)
-
-    def close(self) -> None:
-        self.consumer.close()
-
-
-def _replay_in_seq_order(items, db: str, table: str) -> tuple[dict[int, tuple], list[tuple]]:
-    """Snapshot rows as inserts, then binlog changes, in sequence order; also every (seq, id) seen."""
-    state: dict[int, tuple] = {}
-    seen = []
-    for item in sorted(items, key=lambda i: i.seq):
-        ev = item.event
-        if not isinstance(ev, E.RowsEvent) or (ev.database, ev.table) != (db, table):
-            continue
-        for row in ev.rows:
-            if "before" in row:
-                state.pop(row["before"]["id"], None)
-            if "after" in row:
-                after = row["after"]
-                state[after["id"]] = (after["v"], after["s"])
-            seen.append((item.seq, (row.get("after") or row["before"])["id"], ev.kind))
-    return state, seen
+    zoo.assert_replay_equals_select(zoo.replay(b"\n".join(orjson.dumps(line) for line in lines), "zoo"), conn)
 
 
 # Rows of the kill -9 snapshot test: 100,000 in CI; BINLAKE_TEST_SNAPSHOT_ROWS=1000000 is the issue's proof
@@ -224,8 +142,8 @@ def test_kill_minus_nine_during_a_snapshot_under_writes(make_mariadb, kafka, spa
     # (small chunks: a query each, so the snapshot lasts long enough to be stopped four times in its first 60%)
     cmd = [*BINLAKE, "run", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix", prefix,
            "--server-id", "4646", "--snapshot", "initial"]
-    watcher = _CheckpointWatcher(kafka.bootstrap, prefix, source_id)
-    workload = _Workload(server, "ks", n_rows)
+    watcher = CheckpointWatcher(kafka.bootstrap, prefix, source_id)
+    workload = WriteWorkload(server, "ks", n_rows)
     workload.start()
     progress = []
     try:
@@ -251,7 +169,7 @@ def test_kill_minus_nine_during_a_snapshot_under_writes(make_mariadb, kafka, spa
     assert progress[0] >= n_rows // 10 and progress[-1] < n_rows and workload.changes > 100, (progress,
                                                                                              workload.changes)
     items = list(committed_record_events(kafka.bootstrap, prefix))
-    state, seen = _replay_in_seq_order(items, "ks", "t")
+    state, seen = replay_in_seq_order(items, "ks", "t")
     with conn.cursor() as cur:
         cur.execute("SELECT id, v, s FROM t")
         expected = {i: (v, s) for i, v, s in cur.fetchall()}
@@ -262,7 +180,7 @@ def test_kill_minus_nine_during_a_snapshot_under_writes(make_mariadb, kafka, spa
     assert len(read_ids) > n_rows * 9 // 10
     # Landed by `binlake land`: the Delta mirror is the server's SELECT, the change log holds each change once.
     lake = tmp_path / "lake"
-    assert _land(kafka, prefix, lake) == 0
+    assert run_land(kafka, prefix, lake) == 0
     mirror = spark.read.format("delta").load(str(lake / "ks" / "t"))
     assert {r.id: (r.v, r.s) for r in mirror.select("id", "v", "s").collect()} == expected
     changes = spark.read.format("delta").load(str(lake / "ks" / "t__changes"))
@@ -287,7 +205,7 @@ def test_chunks_of_text_binary_and_composite_keys_and_keyless_tables(make_mariad
     server.connect("ck").cursor().executemany("INSERT INTO bin VALUES (%s, %s)", binary)
     server.execute("INSERT INTO ck.nokey VALUES (1, 'x'), (1, 'x'), (NULL, NULL)" + ", (2, 'y')" * 20)
     monkeypatch.setenv("BINLAKE_SNAPSHOT_CHUNK_ROWS", "1")  # every row is a chunk boundary
-    _run(server, kafka, "chunks", "--snapshot", "initial")
+    run_daemon(server, kafka, "chunks", "--snapshot", "initial")
     rows: dict[str, list] = collections.defaultdict(list)
     for item in committed_record_events(kafka.bootstrap, "chunks"):
         if isinstance(item.event, E.SnapshotRowsEvent):
@@ -310,14 +228,14 @@ def test_snapshot_modes(make_mariadb, kafka, capsys) -> None:
         return collections.Counter(i.event.kind for i in committed_record_events(kafka.bootstrap, prefix)
                                    if isinstance(i.event, E.RowsEvent) and i.event.database == "md")
 
-    _run(server, kafka, "mnever")
+    run_daemon(server, kafka, "mnever")
     assert kinds("mnever") == {"write": 1}
-    _run(server, kafka, "mwhen", "--snapshot", "when-needed")
-    _run(server, kafka, "minit", "--snapshot", "initial")
+    run_daemon(server, kafka, "mwhen", "--snapshot", "when-needed")
+    run_daemon(server, kafka, "minit", "--snapshot", "initial")
     assert kinds("mwhen") == kinds("minit") == {"read": 1}
     server.execute("INSERT INTO md.t VALUES (3, 'c')")
-    _run(server, kafka, "mwhen", "--snapshot", "when-needed")
-    _run(server, kafka, "minit", "--snapshot", "initial")
+    run_daemon(server, kafka, "mwhen", "--snapshot", "when-needed")
+    run_daemon(server, kafka, "minit", "--snapshot", "initial")
     assert kinds("mwhen") == kinds("minit") == {"read": 1, "write": 1}
     first = server.current_binlog_position().file
     deadline = time.monotonic() + 30
@@ -327,7 +245,7 @@ def test_snapshot_modes(make_mariadb, kafka, capsys) -> None:
         server.execute(f"PURGE BINARY LOGS TO '{server.current_binlog_position().file}'")
         time.sleep(0.2)
     server.execute("INSERT INTO md.t VALUES (4, 'd')")
-    _run(server, kafka, "mwhen", "--snapshot", "when-needed")
+    run_daemon(server, kafka, "mwhen", "--snapshot", "when-needed")
     assert kinds("mwhen") == {"read": 2, "write": 1}
     items = list(committed_record_events(kafka.bootstrap, "mwhen"))
     state, _ = _replay_rows(items)

@@ -12,7 +12,7 @@ from ingester.config import load_config
 from ingester.daemon.snapshot import table_reader
 from ingester.daemon.source_conn import connect, unbuffered_cursor
 from ingester.sources import resultset
-from tests.integration import test_type_zoo as zoo
+from tests.harness import zoo
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +49,7 @@ def test_rows_equal_pymysqls_for_every_column_type(make_mariadb, monkeypatch, na
         monkeypatch.setattr(resultset, "_native", None)
     server = make_mariadb(options={"max_allowed_packet": "64M"})
     server.execute("CREATE DATABASE zoo CHARACTER SET utf8mb4")
-    zoo._create(server.connect("zoo"))
+    zoo.create(server.connect("zoo"))
     server.execute("CREATE TABLE zoo.big (id INT PRIMARY KEY, b LONGBLOB, t LONGTEXT, n INT)")
     conn = server.connect("zoo")
     with conn.cursor() as cur:  # made by the server: 17 MB of every byte value, 21 MB of UTF-8

@@ -20,7 +20,8 @@ from ingester.cli.main import main
 from ingester.daemon.kafka_io import read_checkpoint
 from streaming_job.lake_files import LakeFiles
 from streaming_job.verify_results import read_results
-from tests.integration.test_land import BINLAKE, _land, _mirror_rows
+from tests.harness.daemon import BINLAKE
+from tests.harness.land import mirror_rows, run_land
 
 pytestmark = pytest.mark.integration
 ROWS = 2000
@@ -78,7 +79,7 @@ def _verify(server, lake: Path, kafka, prefix: str, tables: str, config: Path | 
     thread = threading.Thread(target=operator, daemon=True)
     thread.start()
     while thread.is_alive():
-        assert _land(kafka, prefix, lake) == 0
+        assert run_land(kafka, prefix, lake) == 0
     thread.join()
     run = printed[0].split()[2]
     return out[0], run
@@ -105,7 +106,7 @@ def test_verify_under_writes_finds_both_kinds_of_difference_and_passes_after_a_s
                                prefix, "--server-id", "6161"], env=env, stderr=subprocess.DEVNULL)
     writes = _Writes(server)
     try:
-        assert _land(kafka, prefix, lake) == 0
+        assert run_land(kafka, prefix, lake) == 0
         writes.start()
         # 1. under writes: every chunk matches (a false difference would fail here)
         status, run = _verify(server, lake, kafka, prefix, "vf.t,vf.k")
@@ -170,9 +171,9 @@ def test_verify_under_writes_finds_both_kinds_of_difference_and_passes_after_a_s
     assert writes.changes > 200
     # the mirror is the server's table (the verify rows were compared, never landed), but for the row
     # deleted unseen
-    assert _land(kafka, prefix, lake) == 0
+    assert run_land(kafka, prefix, lake) == 0
     expected = {row[0]: row[1:] for row in server.execute("SELECT id, v, s FROM vf.t")}
-    mirror, _ = _mirror_rows(spark, lake, "vf", "t")
+    mirror, _ = mirror_rows(spark, lake, "vf", "t")
     assert mirror.pop((888,))  # deleted with the binlog off: the lake cannot know
     assert {k[0]: (r["v"], r["s"]) for k, r in mirror.items()} == expected
 
@@ -184,14 +185,14 @@ def test_verify_matches_on_every_type_with_masks_and_a_schema_change(make_mariad
     compared), a column added after the rows (the mirror's default), on servers with and without column
     names in their TABLE_MAPs (MINIMAL: the schema history names them); then a source change with the binlog
     off is found in the zoo's table."""
-    from tests.integration import test_type_zoo as zoo
+    from tests.harness import zoo
 
     server = make_mariadb(binlog_row_metadata=metadata)
     db = f"vz{metadata.lower().replace('_', '')}"
     server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
     server.execute("CREATE DATABASE binlake")
     conn = server.connect(db)
-    zoo._create(conn, rows=False)
+    zoo.create(conn, rows=False)
     prefix, lake = f"vzoo{metadata.lower().replace('_', '')}", tmp_path / "lake"
     config = tmp_path / "binlake.yaml"
     config.write_text(orjson.dumps({"filters": {"columns": {f"{db}.strs.vc": "hash", f"{db}.strs.c": "mask",
@@ -206,7 +207,7 @@ def test_verify_matches_on_every_type_with_masks_and_a_schema_change(make_mariad
         while read_checkpoint(kafka.bootstrap, prefix, f"{prefix}.127.0.0.1:{server.port}") is None:
             assert time.monotonic() < deadline and daemon.poll() is None, (tmp_path / "run.log").read_text()[-2000:]
             time.sleep(0.2)
-        zoo._write(conn)
+        zoo.write(conn)
         with conn.cursor() as cur:
             cur.execute("ALTER TABLE ints ADD COLUMN added VARCHAR(10) DEFAULT 'seven'")
             cur.execute("INSERT INTO ints (id, i) VALUES (1000, 1)")

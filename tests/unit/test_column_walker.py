@@ -21,7 +21,7 @@ from ingester.codec import BinlogDecoder
 from ingester.codec.events import RowsEvent
 from ingester.sources.binlog_file import _check_header, frames_in
 from streaming_job import arrow_rows
-from tests.unit.test_native_dump import MARIADB_FDE, _event, _fde, synthetic_binlog
+from tests.harness.binlogs import MARIADB_FDE, binlog_event, format_description, synthetic_binlog
 
 
 def test_the_walker_is_built() -> None:
@@ -42,12 +42,12 @@ def _table_map(types: bytes, metadata: bytes, optional: bytes = b"") -> bytes:
 
 def _binlog(types: bytes, metadata: bytes, rows: list[bytes], optional: bytes = b"") -> bytes:
     """A MariaDB binlog with one table and one WRITE_ROWS event of ``rows`` (each: null bitmap + values)."""
-    fde = _fde(MARIADB_FDE)
+    fde = format_description(MARIADB_FDE)
     n = len(types)
     body = b"\x2a\0\0\0\0\0" + b"\x01\0" + bytes([n]) + b"\xff" * ((n + 7) // 8) + b"".join(rows)
     raw = bytearray(b"\xfebin" + fde)
     for code, payload in ((19, _table_map(types, metadata, optional)), (23, body)):
-        raw += _event(code, payload, len(raw), fde[-5] == 1)
+        raw += binlog_event(code, payload, len(raw), fde[-5] == 1)
     return bytes(raw)
 
 

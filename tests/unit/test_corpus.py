@@ -10,14 +10,9 @@ import pytest
 from ingester.codec import BinlogDecoder, BinlogError
 from ingester.codec import events as E
 from ingester.sources.binlog_file import binlog_frames, read_binlog_file
-from tests.corpus import CORPUS, manifest
+from tests.corpus import BROKEN, CORPUS, manifest
 
 ENTRIES = manifest()
-BROKEN = {
-    "binlog_truncated_event.000001": 4,
-    "binlog_truncated_prev_gtid_event.000001": 120,
-    "corrupt-relay-bin.000624": 91236,
-}
 # The "a_drop" 5.1 tree numbered events differently; MANIFEST counts use the raw type codes.
 PRE_GA_51 = {16: 19, 17: 20, 18: 21, 19: 22, 20: 16, 21: 17, 22: 18}
 

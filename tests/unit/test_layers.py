@@ -1,5 +1,6 @@
 """The package's layers, read from the source's imports (every import, also inside functions): a lower layer
-never imports a higher one. Shared helpers are leaf modules any layer may use."""
+never imports a higher one. Shared helpers are leaf modules any layer may use. Likewise for the tests: no
+module imports a test module (their shared helpers are tests/harness/)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ def _module(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: Path, module: str) -> set[str]:
+def _imported(path: Path, module: str) -> set[str]:
+    """Every module and name the file imports (``from a import b``: ``a`` and ``a.b``), absolute."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -41,7 +43,11 @@ def _imports(path: Path, module: str) -> set[str]:
             else:
                 name = node.module or ""
             out |= {name} | {f"{name}.{a.name}" for a in node.names}
-    return {n for n in out if n.split(".")[0] in ("ingester", "streaming_job")}
+    return out
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    return {n for n in _imported(path, module) if n.split(".")[0] in ("ingester", "streaming_job")}
 
 
 def _layer(name: str) -> int | None:
@@ -70,3 +76,16 @@ def test_leaves_import_no_layer() -> None:
         path = ROOT / (leaf.replace(".", "/") + ".py")
         imported = {n for n in _imports(path, leaf) if _layer(n) is not None and not n.startswith("ingester.codec")}
         assert not imported, (leaf, imported)
+
+
+def test_no_module_imports_a_test_module() -> None:
+    """What tests share lives in tests/harness/ (fixtures in conftest.py): no module of the tests, the bench or
+    the fuzzers imports a test module (test_*.py), whose helpers would become an interface of another test."""
+    wrong = []
+    for path in sorted([*ROOT.glob("tests/**/*.py"), *ROOT.glob("bench/**/*.py"), *ROOT.glob("fuzz/**/*.py")]):
+        module = _module(path)
+        for name in sorted(_imported(path, module)):
+            target = ROOT / (name.replace(".", "/") + ".py")
+            if target.name.startswith("test_") and target.is_file():
+                wrong.append(f"{module} imports {name}")
+    assert not wrong, "\n".join(wrong)

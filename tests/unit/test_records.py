@@ -5,14 +5,12 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from ingester.codec import BinlogDecoder
-from ingester.codec import events as E
 from ingester.codec.errors import BinlogError
 from ingester.dump.jsonl import event_json
-from ingester.records.builder import SCHEMA_TOPIC, Checkpoint, Record, RecordBuilder
+from ingester.records.builder import SCHEMA_TOPIC, Checkpoint, Record
 from ingester.records.format import ChunkAssembler, read_index, record_events
-from ingester.sources.binlog_file import binlog_frames
 from tests.corpus import CORPUS
+from tests.harness.records import build_records
 
 FILES = [
     "osheroff-mysql-binlog-connector-java/mysql-bin.compressed",
@@ -27,32 +25,13 @@ FILES = [
 ]
 
 
-def _build(path, max_record_bytes=900_000):
-    dec = BinlogDecoder(str(path))
-    builder = RecordBuilder(file=path.name if path.suffix[1:].isdigit() else "binlog.000001",
-                            max_record_bytes=max_record_bytes)
-    out: list[Record | Checkpoint] = []
-    expected: dict[tuple[int, int], dict] = {}
-    for pos, raw in binlog_frames(path, dec):
-        ev = dec.decode(raw, pos)
-        expected[(pos, 0)] = orjson.loads(event_json(ev))
-        if isinstance(ev, E.TransactionPayloadEvent):
-            for sub, inner in enumerate(dec.payload_events(ev), start=1):
-                expected[(pos, sub)] = orjson.loads(event_json(inner))
-        out.extend(builder.feed(dec, raw, pos))
-        if (checkpoint := builder.checkpoint()) is not None:
-            out.append(checkpoint)
-    out.extend(builder.flush())
-    return builder, out, expected
-
-
 @pytest.mark.parametrize("max_record_bytes", [900_000, 1])
 @pytest.mark.parametrize("name", FILES)
 def test_records_decode_to_the_same_events(name, max_record_bytes) -> None:
     """Every rows event and statement comes back exactly once, decoded by the codec alone, whether
     records hold many events or one."""
     path = CORPUS / name
-    _, out, expected = _build(path, max_record_bytes)
+    _, out, expected = build_records(path, max_record_bytes)
     records = [r for r in out if isinstance(r, Record)]
     assert records
     rows_events = [e for e in expected.values() if e["type"] in ("write_rows", "update_rows", "delete_rows")]
@@ -87,7 +66,7 @@ def _topics(records):
 
 
 def test_damaged_records_fail_with_the_offset() -> None:
-    _, out, _ = _build(CORPUS / "zendesk-maxwell" / "binlog.000004")
+    _, out, _ = build_records(CORPUS / "zendesk-maxwell" / "binlog.000004")
     record = next(r for r in out if isinstance(r, Record) and r.topic != SCHEMA_TOPIC)
     headers = dict(record.headers)
     with pytest.raises(BinlogError, match=r"^rec at byte \d+: record's event of \d+ bytes runs past its end"):
@@ -112,7 +91,7 @@ def test_chunks_reassemble_in_order_and_refuse_gaps() -> None:
 
 def test_checkpoints_are_transaction_boundaries_and_gtids_grow() -> None:
     path = CORPUS / "zendesk-maxwell" / "binlog.000004"
-    builder, out, expected = _build(path)
+    builder, out, expected = build_records(path)
     starts = {pos for (pos, sub), e in expected.items() if sub == 0}
     end = max(e["log_pos"] for e in expected.values())
     checkpoints = [c for c in out if isinstance(c, Checkpoint)]
@@ -141,7 +120,7 @@ def test_every_gtid_transaction_ends_in_the_executed_set(name) -> None:
     """DDL after a MySQL GTID has no BEGIN/COMMIT: it is a whole transaction, and its GTID is executed."""
     from ingester.records.gtid import MysqlGtidSet
 
-    builder, _, expected = _build(CORPUS / name)
+    builder, _, expected = build_records(CORPUS / name)
     gtids = MysqlGtidSet()
     for event in expected.values():
         if event["type"] in ("gtid", "gtid_tagged") and event.get("gno"):

@@ -11,37 +11,16 @@ from ingester.codec import events as E
 from ingester.codec.constants import ColumnType as T
 from ingester.codec.errors import BinlogError
 from ingester.codec.jsonb import JSON_NULL
-from ingester.codec.table_map import Column, TableMap
 from ingester.config import load_config
 from ingester.daemon import snapshot as D
 from ingester.dump.jsonl import event_json
 from ingester.records import snapshot as S
 from ingester.records.format import Sequence, read_index, record_events
-
-
-def _table() -> TableMap:
-    cols = [Column(0, "id", T.LONG, T.LONG, 0, False, unsigned=False),
-            Column(1, "name", T.VARCHAR, T.VARCHAR, 40, True, collation=45),
-            Column(2, "raw", T.BLOB, T.BLOB, 2, True, collation=63)]
-    return TableMap(0, 0, "db", "t", cols, [(0, 0)], has_names=True, is_mariadb=True)
-
-
-def _json_table() -> TableMap:
-    cols = [Column(0, "id", T.LONG, T.LONG, 0, False, unsigned=False), Column(1, "j", T.JSON, T.JSON, 4, True)]
-    return TableMap(0, 0, "db", "t", cols, [(0, 0)], has_names=True, is_mariadb=False)
-
-
-def _record(rows_per_entry: list[list[list]], compress: bool = True, table: TableMap | None = None,
-            binary: tuple[int, ...] = (2,)) -> tuple[dict[str, bytes], bytes]:
-    descriptor = S.encode_descriptor(table or _table(), list(binary))
-    value = S.snapshot_value(descriptor, [orjson.dumps(rows) for rows in rows_per_entry], compress)
-    index = b"".join(S.index_entry(Sequence(3, 99, k).encode(), 1_700_000_000_000_000)
-                     for k in range(len(rows_per_entry)))
-    return {"binlake.index": index}, value
+from tests.harness.records import json_null_record, json_snapshot_table, snapshot_record, snapshot_table
 
 
 def test_snapshot_entries_decode_to_read_rows_events() -> None:
-    headers, value = _record([[[1, "a", D._b64(b"\x00\xff")], [2, None, None]], [[3, "ç", D._b64(b"")]]])
+    headers, value = snapshot_record([[[1, "a", D._b64(b"\x00\xff")], [2, None, None]], [[3, "ç", D._b64(b"")]]])
     items = list(record_events(headers, value))
     assert [i.seq for i in items] == [Sequence(3, 99, 0), Sequence(3, 99, 1)]
     assert all(type(i.event) is E.SnapshotRowsEvent and i.event.kind == "read" for i in items)
@@ -59,14 +38,6 @@ def test_snapshot_entries_decode_to_read_rows_events() -> None:
     assert [e.type_code for e in read_index(headers["binlake.index"])] == [S.SNAPSHOT_ROWS] * 2
 
 
-def json_null_record() -> tuple[dict[str, bytes], bytes]:
-    """A snapshot of a MySQL JSON column: SELECT gives the documents as text (``null`` is the null
-    document), SQL NULL as None, which ``TableReader.convert`` leaves alone."""
-    texts = [b"null", None, b"[null]", b'"null"']
-    return _record([[[i, None if t is None else D._json(t)] for i, t in enumerate(texts, 1)]], table=_json_table(),
-                   binary=())
-
-
 def test_snapshot_json_null_documents_stay_apart_from_sql_null() -> None:
     """The null document is {"$json": null} on the wire, as in JSONL, and JSON_NULL once decoded; SQL NULL
     is null; nulls inside a document stay null."""
@@ -79,16 +50,16 @@ def test_snapshot_json_null_documents_stay_apart_from_sql_null() -> None:
 
 
 def test_snapshot_rows_shorter_than_the_descriptor_are_refused() -> None:
-    for table, binary in ((_table(), (2,)), (_json_table(), ())):
-        headers, value = _record([[[1]]], table=table, binary=binary)
+    for table, binary in ((snapshot_table(), (2,)), (json_snapshot_table(), ())):
+        headers, value = snapshot_record([[[1]]], table=table, binary=binary)
         with pytest.raises(BinlogError, match="bad snapshot rows"):
             list(record_events(headers, value))
 
 
 def test_snapshot_rows_are_a_zstd_frame_unless_asked_otherwise() -> None:
     rows = [[[i, "name " * 20, None] for i in range(100)]]
-    headers, packed = _record(rows)
-    _, plain = _record(rows, compress=False)
+    headers, packed = snapshot_record(rows)
+    _, plain = snapshot_record(rows, compress=False)
     assert packed[9] == S.FLAG_SNAPSHOT | S.FLAG_ZSTD and plain[9] == S.FLAG_SNAPSHOT
     assert len(packed) * 5 < len(plain)
     assert [i.event.rows for i in record_events(headers, packed)] == \
@@ -100,13 +71,13 @@ def test_snapshot_rows_are_a_zstd_frame_unless_asked_otherwise() -> None:
 
 @pytest.mark.parametrize("cut", [12, 30, -3])
 def test_damaged_snapshot_records_raise_the_codecs_error(cut) -> None:
-    headers, value = _record([[[1, "a", None]]])
+    headers, value = snapshot_record([[[1, "a", None]]])
     with pytest.raises(BinlogError):
         list(record_events(headers, value[:cut]))
 
 
 def test_snapshot_entry_without_a_descriptor_is_refused() -> None:
-    headers, value = _record([[[1, "a", None]]])
+    headers, value = snapshot_record([[[1, "a", None]]])
     start = 9 + 1  # after the header and the entry's flags
     n = int.from_bytes(value[start : start + 4], "little")
     stripped = value[:start] + bytes(4) + value[start + 4 + n :]
@@ -115,7 +86,7 @@ def test_snapshot_entry_without_a_descriptor_is_refused() -> None:
 
 
 def test_chunk_queries_continue_after_the_last_key() -> None:
-    tm = _table()
+    tm = snapshot_table()
     reader = D.TableReader("db.t", tm, ["`id`", "`name`", "`raw`"], [], [2], [0, 1], b"")
     assert reader.query(10, None) == ("SELECT `id`, `name`, `raw` FROM `db`.`t` ORDER BY `id`, `name` LIMIT 10", [])
     sql, params = reader.query(10, [5, "x"])
@@ -150,7 +121,7 @@ def test_snapshot_setting(tmp_path) -> None:
 
 def test_verify_entries_decode_to_verify_rows_events_with_their_chunk() -> None:
     chunk = {"run": "r1", "chunk": 3, "part": 0, "parts": 1, "low": [10], "high": [20], "excluded": [[12]]}
-    descriptor = S.verify_descriptor(S.encode_descriptor(_table(), [2]), chunk)
+    descriptor = S.verify_descriptor(S.encode_descriptor(snapshot_table(), [2]), chunk)
     value = S.snapshot_value(descriptor, [orjson.dumps([[11, "a", None]]), orjson.dumps([[13, "b", None]])],
                              verify=True)
     index = b"".join(S.index_entry(Sequence(3, 99, k).encode(), 1_700_000_000_000_000) for k in range(2))
@@ -161,6 +132,6 @@ def test_verify_entries_decode_to_verify_rows_events_with_their_chunk() -> None:
     line = orjson.loads(event_json(items[0].event))
     assert (line["type"], line["verify"]["excluded"]) == ("verify_rows", [[12]])
     # Without their chunk, verify rows are refused (never taken for a snapshot's rows, which would be applied)
-    bare = S.snapshot_value(S.encode_descriptor(_table(), [2]), [orjson.dumps([[11, "a", None]])], verify=True)
+    bare = S.snapshot_value(S.encode_descriptor(snapshot_table(), [2]), [orjson.dumps([[11, "a", None]])], verify=True)
     with pytest.raises(BinlogError, match="verify rows without their chunk"):
         list(record_events({"binlake.index": index[:len(index) // 2]}, bare))

@@ -1,0 +1,96 @@
+"""Running the daemon in tests, and what it published against what the server wrote: GTID ledgers on both
+sides, and a watcher of its committed checkpoints."""
+
+from __future__ import annotations
+
+import collections
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from ingester.cli.main import main
+from ingester.codec import events as E
+from ingester.daemon.kafka_io import offsets_topic
+from ingester.records.format import read_index
+from ingester.sources.binlog_file import read_binlog_file
+
+# `binlake` as a process of its own
+BINLAKE = [sys.executable, "-m", "ingester.cli.main"]
+
+
+def run_daemon(server, kafka, prefix: str, *extra: str) -> None:
+    """`binlake run --exit-at-end` in this process (server id 4545): the source's binlog so far, published."""
+    assert main(["run", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix", prefix,
+                 "--server-id", "4545", "--exit-at-end", *extra]) == 0
+
+
+def rows_events_per_gtid(server, database: str) -> collections.Counter:
+    """What the server wrote: rows events per GTID, read from its own binlog files."""
+    server.flush_logs()
+    expected: collections.Counter = collections.Counter()
+    gtid = ""
+    for f in server.binlog_files():
+        for ev in read_binlog_file(f):
+            if isinstance(ev, E.MariadbGtidEvent):
+                gtid = ev.gtid
+            elif isinstance(ev, E.RowsEvent) and ev.database == database:
+                expected[gtid] += 1
+    return expected
+
+
+def gtid_rows(kafka, prefix: str) -> collections.Counter:
+    """What the daemon published: how often each (GTID, sequence) is in the committed records of the prefix's
+    table topics, which each hold their sequences in increasing order."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap, isolation_level="read_committed",
+                             enable_auto_commit=False, group_id=None)
+    topics = [t for t in consumer.topics() if t.startswith(prefix + ".") and not t.endswith(("_offsets", "_schema"))]
+    parts = [TopicPartition(t, p) for t in topics for p in consumer.partitions_for_topic(t)]
+    consumer.assign(parts)
+    consumer.seek_to_beginning(*parts)
+    end = consumer.end_offsets(parts)
+    seen: collections.Counter = collections.Counter()
+    last_seq: dict = {}
+    while any(consumer.position(tp) < end[tp] for tp in parts):
+        for tp, msgs in consumer.poll(timeout_ms=1000).items():
+            for m in msgs:
+                for entry in read_index(dict(m.headers)["binlake.index"]):
+                    seen[(entry.gtid, entry.seq)] += 1
+                    assert tp not in last_seq or last_seq[tp] < entry.seq, "out of order within a table"
+                    last_seq[tp] = entry.seq
+    consumer.close()
+    return seen
+
+
+class CheckpointWatcher:
+    """Follows the offsets topic (read_committed) so a test reacts to a commit within milliseconds."""
+
+    def __init__(self, bootstrap: str, prefix: str, source_id: str) -> None:
+        from kafka import KafkaConsumer, TopicPartition
+        from kafka.admin import KafkaAdminClient, NewTopic
+
+        topic = offsets_topic(prefix)
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        admin.create_topics([NewTopic(topic, 1, 1, topic_configs={"cleanup.policy": "compact"})])
+        admin.close()
+        self.key = source_id.encode()
+        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                                      enable_auto_commit=False, group_id=None, fetch_max_wait_ms=5)
+        self.consumer.assign([TopicPartition(topic, 0)])
+        self.latest: dict[str, Any] = {}
+
+    def wait(self, done: Callable[[dict[str, Any]], bool], timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while not done(self.latest):
+            assert time.monotonic() < deadline, f"checkpoint never got there; last {self.latest}"
+            for records in self.consumer.poll(timeout_ms=20).values():
+                for msg in records:
+                    if msg.key == self.key:
+                        self.latest = orjson.loads(msg.value)
+
+    def close(self) -> None:
+        self.consumer.close()

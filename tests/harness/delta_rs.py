@@ -1,0 +1,61 @@
+"""The lake as delta-rs reads it (the `deltalake` package, the Delta reader of Polars and pandas users): its
+protocols, and mirrors and change logs equal to what Spark read."""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+from typing import Any
+
+
+def delta_rs_table(path: Path, widened: bool = False) -> Any:
+    """A table as delta-rs (the `deltalake` package, the Delta reader of Polars and pandas users) reads it,
+    as an Arrow table. Its protocol is the lowest its columns need: reader 1 and writer 2, or with
+    timestamp_ntz columns reader 3 and writer 7 with just that feature; it names Delta's typeWidening reader
+    feature, which delta-rs cannot read, only once a column was ``widened`` (docs/LAND.md)."""
+    import deltalake
+
+    table = deltalake.DeltaTable(str(path))
+    protocol = table.protocol()
+    readers, writers = set(protocol.reader_features or ()), set(protocol.writer_features or ())
+    assert ("typeWidening" in readers) is widened, (path, protocol)
+    if not widened:
+        legacy = {"invariants", "appendOnly"}  # writer 2's own, listed as features in a writer 7 protocol
+        versions = (protocol.min_reader_version, protocol.min_writer_version)
+        assert (readers, writers, versions) in (
+            (set(), set(), (1, 2)), ({"timestampNtz"}, {"timestampNtz", *legacy}, (3, 7))), (path, protocol)
+    return table.to_pyarrow_table()
+
+
+def plain_value(v: Any) -> Any:
+    """A value as Arrow gives it (Spark gives binary as bytearray)."""
+    return bytes(v) if isinstance(v, bytearray) else v
+
+
+def assert_delta_rs_mirror(path: Path, spark_rows: dict, columns: list[str], key: list[str],
+                           micros: set[str] | frozenset[str] = frozenset(), widened: bool = False) -> None:
+    """delta-rs reads the mirror at ``path`` as Spark did: ``spark_rows`` (key tuple -> {column: value}, the
+    ``micros`` columns as UTC microseconds). Arrow's values compare as Spark's do: timestamps (with a time
+    zone: as microseconds; timestamp_ntz: naive datetimes), decimals, dates, binary (bytes, Spark's bytearray)."""
+    import pyarrow as pa
+
+    table = delta_rs_table(path, widened)
+    data = {c: (table.column(c).cast(pa.timestamp("us", "UTC")).cast(pa.int64()) if c in micros
+                else table.column(c)).to_pylist() for c in columns}
+    rows = [dict(zip(columns, values, strict=True)) for values in zip(*data.values(), strict=True)]
+    got = {tuple(r[k] for k in key): r for r in rows}
+    assert len(got) == len(rows), f"{path}: duplicate keys"
+    want = {k: {c: plain_value(v[c]) for c in columns} for k, v in spark_rows.items()}
+    assert sorted(got) == sorted(want), path
+    for k, row in want.items():
+        assert got[k] == row, f"{path} {k}: delta-rs {got[k]!r}, Spark {row!r}"
+
+
+def assert_delta_rs_change_log(path: Path, spark_rows: list, widened: bool = False) -> None:
+    """delta-rs reads the change log at ``path`` (every column, the nested images too) with the row
+    changes Spark read (``change_log_rows``)."""
+    table = delta_rs_table(path, widened)
+    got = collections.Counter(zip(*(table.column(c).to_pylist() for c in ("op", "seq", "row_index", "gtid",
+                                                                         "commit_date")), strict=True))
+    want = collections.Counter((r.op, bytes(r.seq), r.row_index, r.gtid, r.commit_date) for r in spark_rows)
+    assert got == want, path

@@ -1,0 +1,80 @@
+"""Running the land job in tests and reading what it wrote: mirrors and change logs (as Spark reads them)
+against the server's rows and mariadb-binlog --verbose's row changes; a land job killed mid-batch."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from ingester.cli.main import main
+
+
+def run_land(kafka, prefix: str, lake: Path, *extra: str) -> int:
+    """`binlake land --trigger available-now` in this process, its checkpoint in the lake's ``_checkpoint``."""
+    return main(["land", "--kafka", kafka.bootstrap, "--topic-prefix", prefix, "--lake", str(lake),
+                 "--checkpoint", str(lake / "_checkpoint"), "--trigger", "available-now", *extra])
+
+
+def mirror_rows(spark, lake: Path, db: str, table: str) -> tuple[dict, dict]:
+    """A mirror keyed by id as Spark reads it, without binlake's columns: (rows, column types)."""
+    df = spark.read.format("delta").load(str(lake / db / table))
+    rows = {(r["id"],): {c: r[c] for c in df.columns if not c.startswith("_binlake")} for r in df.collect()}
+    return rows, {f.name: f.dataType.simpleString() for f in df.schema.fields}
+
+
+def plain_rows(conn, table: str, key: str) -> dict:
+    """The server's SELECT * of a table, keyed by the columns named in ``key`` (comma-separated)."""
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT * FROM `{table}`")
+        names = [d[0] for d in cur.description]
+        return {tuple(r[names.index(k)] for k in key.split(",")): dict(zip(names, r, strict=True))
+                for r in cur.fetchall()}
+
+
+def change_log_rows(spark, lake: Path, db: str, table: str) -> list:
+    """A table's change log as Spark reads it (its columns but the images)."""
+    return spark.read.format("delta").load(str(lake / db / f"{table}__changes")).select(
+        "op", "seq", "row_index", "gtid", "commit_ts", "commit_date", "ingest_ts").collect()
+
+
+def assert_change_log(spark, lake: Path, db: str, counts: collections.Counter, tables: list[str]) -> dict:
+    """Every change log holds exactly the row changes mariadb-binlog --verbose saw, each once. Returns the
+    rows read (``change_log_rows``) by table."""
+    read = {}
+    for table in tables:
+        rows = read[table] = change_log_rows(spark, lake, db, table)
+        got = collections.Counter(r.op for r in rows)
+        want = {op: counts[(verb, table)] for op, verb in (("insert", "insert"), ("update", "update"),
+                                                             ("delete", "delete")) if counts[(verb, table)]}
+        assert dict(got) == want, table
+        keys = [(bytes(r.seq), r.row_index) for r in rows]
+        assert len(set(keys)) == len(keys), f"{table}: duplicate changes"
+        assert all(r.commit_date == r.commit_ts.date() and r.gtid for r in rows), table
+    return read
+
+
+def committed_batches(checkpoint: Path) -> int:
+    """Micro-batches the query has committed (Spark's commit log)."""
+    return len(list((checkpoint / "commits").glob("[0-9]*")))
+
+
+def running_until(cmd: list[str], env: dict[str, str], checkpoint: Path, batches: int,
+                  then: float) -> subprocess.Popen:
+    """`binlake land --trigger 1s` started in a process group of its own, returned once ``batches``
+    micro-batches have committed and ``then`` seconds more have passed (mid-way through the next)."""
+    proc = subprocess.Popen([*cmd, "--trigger", "1s"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while committed_batches(checkpoint) < batches and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    time.sleep(then)
+    return proc
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver's JVM and Python workers share its process group
+    proc.wait()

@@ -1,0 +1,71 @@
+"""Records for tests without servers: the daemon's records of a binlog file, and snapshot records of small
+tables."""
+
+from __future__ import annotations
+
+import orjson
+
+from ingester.codec import BinlogDecoder
+from ingester.codec import events as E
+from ingester.codec.constants import ColumnType as T
+from ingester.codec.table_map import Column, TableMap
+from ingester.daemon import snapshot as D
+from ingester.dump.jsonl import event_json
+from ingester.records import snapshot as S
+from ingester.records.builder import Checkpoint, Record, RecordBuilder
+from ingester.records.format import Sequence
+from ingester.sources.binlog_file import binlog_frames
+
+
+def build_records(path, max_record_bytes=900_000):
+    """The file's records and checkpoints as the daemon's RecordBuilder makes them, and each event as the codec
+    alone decodes it (JSONL, by (position, index in a transaction payload)): (builder, output, expected)."""
+    dec = BinlogDecoder(str(path))
+    builder = RecordBuilder(file=path.name if path.suffix[1:].isdigit() else "binlog.000001",
+                            max_record_bytes=max_record_bytes)
+    out: list[Record | Checkpoint] = []
+    expected: dict[tuple[int, int], dict] = {}
+    for pos, raw in binlog_frames(path, dec):
+        ev = dec.decode(raw, pos)
+        expected[(pos, 0)] = orjson.loads(event_json(ev))
+        if isinstance(ev, E.TransactionPayloadEvent):
+            for sub, inner in enumerate(dec.payload_events(ev), start=1):
+                expected[(pos, sub)] = orjson.loads(event_json(inner))
+        out.extend(builder.feed(dec, raw, pos))
+        if (checkpoint := builder.checkpoint()) is not None:
+            out.append(checkpoint)
+    out.extend(builder.flush())
+    return builder, out, expected
+
+
+def snapshot_table() -> TableMap:
+    """db.t: id INT, name VARCHAR(40) (utf8mb4), raw BLOB; the table map of a MariaDB with FULL metadata."""
+    cols = [Column(0, "id", T.LONG, T.LONG, 0, False, unsigned=False),
+            Column(1, "name", T.VARCHAR, T.VARCHAR, 40, True, collation=45),
+            Column(2, "raw", T.BLOB, T.BLOB, 2, True, collation=63)]
+    return TableMap(0, 0, "db", "t", cols, [(0, 0)], has_names=True, is_mariadb=True)
+
+
+def json_snapshot_table() -> TableMap:
+    """db.t: id INT, j JSON; a MySQL table map."""
+    cols = [Column(0, "id", T.LONG, T.LONG, 0, False, unsigned=False), Column(1, "j", T.JSON, T.JSON, 4, True)]
+    return TableMap(0, 0, "db", "t", cols, [(0, 0)], has_names=True, is_mariadb=False)
+
+
+def snapshot_record(rows_per_entry: list[list[list]], compress: bool = True, table: TableMap | None = None,
+                    binary: tuple[int, ...] = (2,)) -> tuple[dict[str, bytes], bytes]:
+    """A snapshot record of ``table`` (snapshot_table() by default; ``binary``: its binary columns) holding an
+    entry per item of ``rows_per_entry``: (headers, value)."""
+    descriptor = S.encode_descriptor(table or snapshot_table(), list(binary))
+    value = S.snapshot_value(descriptor, [orjson.dumps(rows) for rows in rows_per_entry], compress)
+    index = b"".join(S.index_entry(Sequence(3, 99, k).encode(), 1_700_000_000_000_000)
+                     for k in range(len(rows_per_entry)))
+    return {"binlake.index": index}, value
+
+
+def json_null_record() -> tuple[dict[str, bytes], bytes]:
+    """A snapshot of a MySQL JSON column: SELECT gives the documents as text (``null`` is the null
+    document), SQL NULL as None, which ``TableReader.convert`` leaves alone."""
+    texts = [b"null", None, b"[null]", b'"null"']
+    return snapshot_record([[[i, None if t is None else D._json(t)] for i, t in enumerate(texts, 1)]],
+                           table=json_snapshot_table(), binary=())

@@ -1,0 +1,138 @@
+"""The type zoo in the lake: what each zoo column lands as, written down independently of
+streaming_job/lake_types.py, and the check that a landed zoo (with the mixed workload's tables) equals the
+server's SELECT, computed by the server (HEX, +0, TIME_TO_SEC, UNIX_TIMESTAMP, ...)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from tests.harness import zoo
+from tests.harness.binlogs import verbose_counts
+from tests.harness.delta_rs import assert_delta_rs_change_log, assert_delta_rs_mirror
+from tests.harness.land import assert_change_log, plain_rows
+
+# What each zoo column lands as (docs/LAND.md), written down independently of streaming_job/lake_types.py.
+LAKE_TYPES = {
+    "ti": "tinyint", "tiu": "smallint", "si": "smallint", "siu": "int", "mi": "int", "miu": "int", "i": "int",
+    "iu": "bigint", "bi": "bigint", "biu": "decimal(20,0)", "b1": "bigint", "b17": "bigint", "b64": "bigint",
+    "yr": "int", "bo": "tinyint",
+    "f": "float", "d": "double", "d0": "decimal(10,0)", "d52": "decimal(5,2)", "d65": "string",
+    "d189": "decimal(18,9)", "du": "decimal(12,4)",
+    "dt": "date", "t0": "bigint", "t1": "bigint", "t3": "bigint", "t6": "bigint", "dt0": "timestamp_ntz",
+    "dt2": "timestamp_ntz", "dt6": "timestamp_ntz", "ts0": "timestamp", "ts3": "timestamp", "ts6": "timestamp",
+    "c": "string", "vc": "string", "vl": "string", "vb": "binary", "bn": "binary", "vbn": "binary",
+    "tt": "string", "tx": "string", "mt": "string", "lt": "string", "tb": "binary", "bb": "binary",
+    "mb": "binary", "lb": "binary", "e": "string", "s": "string", "j": "string", "cu": "string", "gk": "string",
+    "vcc": "string", "bc": "binary", "c255": "string", "g": "binary", "p": "binary", "pg": "binary",
+}
+TIMES = {"t0", "t1", "t3", "t6"}
+DATETIMES = {"dt0", "dt2", "dt6"}
+TIMESTAMPS = {"ts0", "ts3", "ts6"}
+ZERO = ("0000-", "-00-", "-00 ")
+
+
+def _server_expr(col: str, sqltype: str) -> str:
+    """The server computes the lake's value (as text where Python would otherwise do the work)."""
+    q = f"`{col}`"
+    if col in TIMES:
+        return f"ROUND(TIME_TO_SEC({q}) * 1000000)"
+    if col in TIMESTAMPS:
+        return f"IF(CAST({q} AS CHAR) = '0000-00-00 00:00:00', NULL, ROUND(UNIX_TIMESTAMP({q}) * 1000000))"
+    return zoo.select_expr(col, sqltype)
+
+
+def _server_rows(conn, table: str, cols: list[tuple[str, str]]) -> dict[Any, dict[str, Any]]:
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION time_zone = '+00:00'")
+        cur.execute(f"SELECT id, {', '.join(_server_expr(c, t) for c, t in cols)} FROM `{table}`")
+        return {r[0]: dict(zip([c for c, _ in cols], r[1:], strict=True)) for r in cur.fetchall()}
+
+
+def _expected(col: str, sqltype: str, v: Any) -> Any:
+    """The server's value in the lake's representation."""
+    if v is None:
+        return None
+    if col in zoo.BINARY:
+        return v.upper()
+    if col == "j":
+        return ("json", json.loads(v))  # the document "null" is not SQL NULL
+    if col in zoo.FLOAT32 or sqltype == "DOUBLE":
+        return float(v)
+    if col in TIMES or col in TIMESTAMPS:
+        return int(v)
+    if col == "dt" or col in DATETIMES:
+        return None if any(z in v + " " for z in ZERO) else v
+    return v if isinstance(v, int) else str(v)
+
+
+def _lake(col: str, v: Any) -> Any:
+    """The mirror's value (as collected by Spark) in the same representation."""
+    if v is None:
+        return None
+    if col in zoo.BINARY:
+        return bytes(v).hex().upper()
+    if col in zoo.BITS:
+        return v & (1 << 64) - 1
+    if col == "j":
+        return ("json", json.loads(v))
+    if isinstance(v, Decimal):
+        return int(v) if col == "biu" else format(v, "f")
+    if col == "dt":
+        return v.isoformat()
+    if col in DATETIMES:
+        return v
+    return v
+
+
+def _mirror(spark, lake: Path, db: str, table: str, cols: list[tuple[str, str]]) -> tuple[dict, dict]:
+    """Rows by id (timestamps as UTC microseconds, computed by Spark) and column types of a mirror."""
+    from pyspark.sql import functions as F
+
+    df = spark.read.format("delta").load(str(lake / db / table))
+    types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    exprs = [F.unix_micros(F.col(c)).alias(c) if c in TIMESTAMPS else F.col(c) for c, _ in cols]
+    return {r["id"]: r.asDict() for r in df.select("id", *exprs).collect()}, types
+
+
+def _compare_datetime(expected: Any, got: Any) -> bool:
+    if expected is None or got is None:
+        return expected is got
+    return datetime.datetime.fromisoformat(expected) == got
+
+
+def assert_zoo_landed(spark, lake: Path, server, conn, db: str) -> None:
+    """The type zoo's and the workload's mirrors equal the server's SELECT (read by Spark and by delta-rs),
+    and their change logs hold the row changes mariadb-binlog --verbose counts, each once."""
+    for name, cols in zoo.TABLES.items():
+        got, types = _mirror(spark, lake, db, name, cols)
+        assert {c: types[c] for c, _ in cols} == {c: LAKE_TYPES[c] for c, _ in cols}, name
+        # delta-rs (Polars', pandas' reader) reads the mirror as Spark did
+        assert_delta_rs_mirror(lake / db / name, {(k,): v for k, v in got.items()}, ["id", *(c for c, _ in cols)],
+                               ["id"], TIMESTAMPS)
+        expected = _server_rows(conn, name, cols)
+        assert sorted(got) == sorted(expected), name
+        for pk, row in expected.items():
+            for col, sqltype in cols:
+                want, have = _expected(col, sqltype, row[col]), _lake(col, got[pk][col])
+                if col in DATETIMES:
+                    assert _compare_datetime(want, have), f"{name}.{col} id={pk}: {have!r} != {want!r}"
+                else:
+                    assert have == want, f"{name}.{col} id={pk}: lake {have!r}, server {want!r}"
+    for table, key in (("acct", "id"), ("ledger", "a,b")):
+        df = spark.read.format("delta").load(str(lake / db / table))
+        mirror = {tuple(r[k] for k in key.split(",")): {c: r[c] for c in df.columns if not c.startswith("_binlake")}
+                  for r in df.collect()}
+        assert mirror == plain_rows(conn, table, key), table
+        assert_delta_rs_mirror(lake / db / table, mirror, [c for c in df.columns if not c.startswith("_binlake")],
+                               key.split(","))
+    assert not (lake / db / "nopk").exists()  # no primary key: change log only
+
+    server.flush_logs()
+    counts = verbose_counts(server.binlog_files()[:-1], db)
+    changes = assert_change_log(spark, lake, db, counts, [*zoo.TABLES, "acct", "ledger", "nopk"])
+    for table, rows in changes.items():
+        assert_delta_rs_change_log(lake / db / f"{table}__changes", rows)
