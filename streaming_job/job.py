@@ -244,7 +244,10 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
                     settings.topic_prefix, driver_rows=land.driver_rows, min_tasks=land.min_partitions or 0,
                     keys=land.keys, files=files, lease=lease)
     listener = LandMetrics(lander)
-    warm_up(spark, delta=not is_local(settings.lake))
+    # The JVM's Delta path is warmed for a URI lake's running job (its first batch then lands in steady time);
+    # a one-shot run would only pay it twice: on a cluster, 13 s of scratch-table work against ~3 s more in
+    # its first batch (docs/LAND.md, "Start-up").
+    warm_up(spark, delta=not is_local(settings.lake) and land.trigger != "available-now")
     spark.streams.addListener(listener)
     if settings.metrics_port is not None:
         start_http_server(settings.metrics_port, settings.metrics_host, registry=listener.registry)

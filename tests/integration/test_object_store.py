@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import random
 import re
+import signal
 import subprocess
+import threading
 import time
 from typing import Any
 
@@ -195,3 +197,86 @@ def test_a_second_job_on_a_lake_is_refused_and_a_killed_jobs_lease_is_taken_at_o
     assert third.returncode == 0, third.stderr[-3000:]
     assert "watching it" not in third.stderr and time.monotonic() - started < 120  # taken at once
     assert not lease.exists()  # a clean stop gives it back
+
+
+VERIFY_TABLES = 24
+
+
+def test_verify_across_many_tables_in_a_bucket_from_a_cluster(make_mariadb, kafka, object_store, spark_cluster,
+                                                             tmp_path) -> None:
+    """`binlake verify` where users run it: the land job on the standalone cluster (the comparison's reads of
+    the mirrors on executors of their own), mirrors and results in a bucket, `binlake verify --lake s3a://...`
+    reading the results through the store's API. 24 tables in one run under writes to all of them: every
+    chunk matches and the rows compared are the server's COUNT(*); then a row changed with the binlog off is
+    found in its table, with its column."""
+    from streaming_job.lake_files import LakeFiles
+    from streaming_job.verify_results import read_results
+
+    server = make_mariadb()
+    db = "s3vf"
+    server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
+    server.execute("CREATE DATABASE binlake")
+    conn = server.connect(db)
+    with conn.cursor() as cur:
+        for t in range(VERIFY_TABLES):
+            cur.execute(f"CREATE TABLE t{t} (id INT PRIMARY KEY, s VARCHAR(40), d DECIMAL(12,3), ts DATETIME(6))")
+            cur.executemany(f"INSERT INTO t{t} VALUES (%s, %s, %s, %s)",
+                            [(i, f"row {i} of t{t}", i / 8, f"2024-05-{1 + i % 28:02d} 10:00:00.{i:06d}")
+                             for i in range(1, 201)])
+    conn.commit()
+    config = tmp_path / "binlake.yaml"
+    config.write_text(orjson.dumps({"snapshot_signal_table": "binlake.signal", "snapshot_chunk_rows": 60}).decode())
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **object_store.environment()}
+    lake = f"s3a://lake/{db}"
+    store = ["--lake", lake, "--s3-endpoint", object_store.endpoint, "--s3-path-style"]
+    daemon = subprocess.Popen([*BINLAKE, "run", "--config", str(config), "--source", server.url, "--kafka",
+                               kafka.bootstrap, "--topic-prefix", db, "--server-id", "6363"],
+                              env=env, stderr=(tmp_path / "run.log").open("wb"))
+    land = subprocess.Popen([*BINLAKE, "land", "--kafka", kafka.bootstrap, "--topic-prefix", db, *store,
+                             "--checkpoint", f"{lake}/_checkpoint", "--trigger", "1s", "--master",
+                             spark_cluster.master], env=env, stdout=subprocess.DEVNULL,
+                            stderr=(tmp_path / "land.log").open("wb"), start_new_session=True)
+    writing = threading.Event()
+
+    def writes() -> None:  # single-row changes to every table (rows 101-200; the test tampers with row 7)
+        rnd = random.Random(5)
+        with server.connect(db) as c, c.cursor() as cur:
+            c.autocommit(True)
+            while not writing.is_set():
+                cur.execute(f"UPDATE t{rnd.randrange(VERIFY_TABLES)} SET s = CONCAT('upd ', %s), d = d + 1 "
+                            "WHERE id = %s", (rnd.randrange(10**6), rnd.randint(101, 200)))
+                time.sleep(0.02)
+
+    def verify(tables: list[str]) -> tuple[int, list[dict[str, Any]]]:
+        done = subprocess.run([*BINLAKE, "verify", "--config", str(config), "--source", server.url, "--tables",
+                               ",".join(f"{db}.{t}" for t in tables), *store, "--wait", "--timeout", "300"],
+                              env=env, capture_output=True, text=True, timeout=400, check=False)
+        assert done.returncode in (0, 1), (done.stdout + done.stderr[-3000:]
+                                           + (tmp_path / "land.log").read_text()[-3000:])
+        run = done.stdout.split()[2]
+        return done.returncode, read_results(LakeFiles.on_disk(), str(object_store.data / "lake" / db), run)
+
+    writer = threading.Thread(target=writes, daemon=True)
+    writer.start()
+    try:
+        names = [f"t{t}" for t in range(VERIFY_TABLES)]
+        status, results = verify(names)
+        writing.set()
+        writer.join()
+        assert status == 0, [r for r in results if not r["match"]]
+        assert {r["table"] for r in results} == {f"{db}.{t}" for t in names}
+        assert sum(r["source_rows"] for r in results) + sum(r["excluded"] for r in results) >= 200 * VERIFY_TABLES
+        assert sum(r["source_rows"] for r in results) <= 200 * VERIFY_TABLES
+        with server.connect(db) as quiet, quiet.cursor() as cur:
+            cur.execute("SET sql_log_bin = 0")
+            cur.execute("UPDATE t17 SET s = 'behind its back' WHERE id = 7")
+            quiet.commit()
+        status, results = verify(["t3", "t17"])
+        differ = [r for r in results if not r["match"]]
+        assert status == 1 and [r["table"] for r in differ] == [f"{db}.t17"], differ
+        assert orjson.loads(differ[0]["keys"]) == [{"key": [7], "lake": "different", "columns": ["s"]}]
+    finally:
+        writing.set()
+        kill_group(land)
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=60) == 0, (tmp_path / "run.log").read_text()[-2000:]
