@@ -1,16 +1,21 @@
 """`binlake verify`: rows compared per second, and the load it puts on the source beside a plain SELECT.
 
-For each size N (default 50,000 and 200,000 rows): a table of N rows in a fresh database, `binlake run`
-(with a signal table, chunks of 5,000 rows) and `binlake land --trigger 1s` running (child processes, Spark
-local[2]) on the same 2 CPUs as MariaDB and Kafka; once the mirror has the rows:
+For each case ROWSxTABLES (default 50,000 and 200,000 rows in one table, 200,000 rows over 50 and 200
+tables): the tables in a fresh database, `binlake run` (with a signal table, chunks of 5,000 rows) and
+`binlake land --trigger 1s` running (child processes) on the same 2 CPUs as MariaDB and Kafka; once the
+mirrors have the rows:
 
-- a plain `SELECT * FROM t` read to its end by pymysql (unbuffered): its time, and the CPU seconds the
-  server's process spent meanwhile (/proc);
-- `binlake verify --tables <t> --wait`: its time from the request to the summary (every chunk read by the
-  daemon between watermarks, published, and compared by the land job with the mirror), and the server's
-  CPU seconds meanwhile (its chunk SELECTs by primary key range, the watermark rows and their binlog).
+- a plain `SELECT * FROM t` of each table read to its end by pymysql (unbuffered): the time, and the CPU
+  seconds the server's process spent meanwhile (/proc);
+- `binlake verify --tables <all of them> --wait`: its time from the request to the summary (every chunk
+  read by the daemon between watermarks, published, and compared by the land job with the mirror), and
+  the server's CPU seconds meanwhile (its chunk SELECTs by primary key range, the watermark rows and their
+  binlog).
 
-    .venv/bin/python bench/run_verify.py [--rows 50000,200000]
+With --shape cluster-s3 the land job runs on a Spark standalone cluster with the lake in an S3Proxy bucket
+(run_land.py's shape; results in verify_cluster_s3.md), and verify reads its results from the bucket.
+
+    .venv/bin/python bench/run_verify.py [--cases 50000x1,200000x1,200000x50,200000x200] [--shape cluster-s3]
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from run_decode import BenchError, _check, _cpu_model, _git_revision
+from run_land import Shape, shape_of
 from run_land_tables import bench_stack
 
 from ingester.cli.main import main as binlake
@@ -65,33 +71,42 @@ def _landed(log: Path) -> int:
                                                      log.read_text(errors="replace")))
 
 
-def measure(server: MariaDBServer, broker: KafkaBroker, root: Path, n: int) -> dict[str, float]:
-    db, prefix = f"vb{n}", f"vb{n}x{os.getpid()}"
+def measure(server: MariaDBServer, broker: KafkaBroker, root: Path, n: int, tables: int,
+            shape: Shape) -> dict[str, float]:
+    db, prefix = f"vb{n}x{tables}", f"vb{n}x{tables}p{os.getpid()}"
+    names = [f"t{t}" for t in range(tables)]
     server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
-    server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, a BIGINT, s VARCHAR(64), d DECIMAL(12,2), "
-                   "ts DATETIME(6))")
-    lake, logs = root / f"lake{n}", root / f"logs{n}"
+    for name in names:
+        server.execute(f"CREATE TABLE {db}.{name} (id INT PRIMARY KEY, a BIGINT, s VARCHAR(64), d DECIMAL(12,2), "
+                       "ts DATETIME(6))")
+    local, logs = root / f"lake{n}x{tables}", root / f"logs{n}x{tables}"
+    lake = shape.lake(local)
     logs.mkdir()
-    env = {**os.environ, "BINLAKE_SNAPSHOT_SIGNAL_TABLE": "binlake.signal", "BINLAKE_SNAPSHOT_CHUNK_ROWS": str(CHUNK)}
+    env = {**os.environ, **shape.env, "BINLAKE_SNAPSHOT_SIGNAL_TABLE": "binlake.signal",
+           "BINLAKE_SNAPSHOT_CHUNK_ROWS": str(CHUNK)}
     daemon = subprocess.Popen([sys.executable, "-m", "ingester.cli.main", "run", "--source", server.url, "--kafka",
-                               broker.bootstrap, "--topic-prefix", prefix, "--server-id", str(800 + n % 97)],
+                               broker.bootstrap, "--topic-prefix", prefix, "--server-id", str(800 + n % 97 + tables)],
                               stdout=subprocess.DEVNULL, stderr=open(logs / "run.log", "wb"), cwd=BENCH_DIR.parent,
                               env=env)
     land_log = logs / "land.log"
     land = subprocess.Popen([sys.executable, "-m", "ingester.cli.main", "land", "--kafka", broker.bootstrap,
-                             "--topic-prefix", prefix, "--lake", str(lake), "--checkpoint", str(lake / "_cp"),
-                             "--trigger", "1s"], stdout=subprocess.DEVNULL, stderr=open(land_log, "wb"),
-                            cwd=BENCH_DIR.parent)
+                             "--topic-prefix", prefix, "--lake", lake, "--checkpoint", f"{lake}/_cp",
+                             "--trigger", "1s", *shape.land_args], stdout=subprocess.DEVNULL,
+                            stderr=open(land_log, "wb"), cwd=BENCH_DIR.parent, env=env)
+    per_table = n // tables
+    # verify reads the results where the job writes them: the store's endpoint, not the cluster's master
+    store_args = shape.land_args[shape.land_args.index("--s3-endpoint"):] if "--s3-endpoint" in shape.land_args else []
     try:
         time.sleep(3)  # the daemon streams from the server's position at its start
         with server.connect(db) as conn, conn.cursor() as cur:
-            for start in range(0, n, 5000):
-                cur.executemany("INSERT INTO t VALUES (%s, %s, %s, %s, NOW(6))",
-                                [(i, i * 7, f"row {i} of the verify bench", i / 4) for i in range(start,
-                                                                                                min(n, start + 5000))])
+            for name in names:
+                for start in range(0, per_table, 5000):
+                    cur.executemany(f"INSERT INTO {name} VALUES (%s, %s, %s, %s, NOW(6))",
+                                    [(i, i * 7, f"row {i} of the verify bench", i / 4)
+                                     for i in range(start, min(per_table, start + 5000))])
             conn.commit()
-        deadline = time.monotonic() + 600
-        while _landed(land_log) < n:
+        deadline = time.monotonic() + 900
+        while _landed(land_log) < per_table * tables:
             _check(time.monotonic() < deadline and daemon.poll() is None and land.poll() is None,
                    f"the rows did not land; see {logs}")
             time.sleep(0.5)
@@ -100,16 +115,19 @@ def measure(server: MariaDBServer, broker: KafkaBroker, root: Path, n: int) -> d
         import pymysql.cursors
 
         cpu, started = _cpu(pid), time.monotonic()
+        rows = 0
         with server.connect(db) as conn, conn.cursor(pymysql.cursors.SSCursor) as cur:
-            cur.execute("SELECT * FROM t")
-            rows = sum(1 for _ in cur)
+            for name in names:
+                cur.execute(f"SELECT * FROM {name}")
+                rows += sum(1 for _ in cur)
         select_s, select_cpu = time.monotonic() - started, _cpu(pid) - cpu
-        _check(rows == n, f"SELECT read {rows} rows, not {n}")
+        _check(rows == per_table * tables, f"SELECT read {rows} rows, not {per_table * tables}")
         cpu, started = _cpu(pid), time.monotonic()
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             status = binlake(["verify", "--source", server.url, "--signal-table", "binlake.signal", "--tables",
-                              f"{db}.t", "--lake", str(lake), "--wait", "--timeout", "1200"])
+                              ",".join(f"{db}.{name}" for name in names), "--lake", lake,
+                              *store_args, "--wait", "--timeout", "1200"])
         verify_s, verify_cpu = time.monotonic() - started, _cpu(pid) - cpu
         _check(status == 0, f"verify exited {status}; see {logs}")
     finally:
@@ -120,56 +138,74 @@ def measure(server: MariaDBServer, broker: KafkaBroker, root: Path, n: int) -> d
                 proc.wait(120)
             except subprocess.TimeoutExpired:
                 proc.kill()
-    return {"rows": n, "select_s": select_s, "select_cpu_s": select_cpu, "verify_s": verify_s,
+    return {"rows": rows, "tables": tables, "select_s": select_s, "select_cpu_s": select_cpu, "verify_s": verify_s,
             "verify_cpu_s": verify_cpu}
 
 
-def report(results: list[dict[str, float]], wall: float) -> str:
-    rows = [f"| {int(r['rows']):,} | {r['select_s']:.2f} s ({r['rows'] / r['select_s']:,.0f} rows/s) | "
-            f"{r['select_cpu_s']:.2f} s | {r['verify_s']:.1f} s ({r['rows'] / r['verify_s']:,.0f} rows/s) | "
+def report(results: list[dict[str, float]], wall: float, shape: str) -> str:
+    rows = [f"| {int(r['rows']):,} | {int(r['tables'])} | {r['select_s']:.2f} s ({r['rows'] / r['select_s']:,.0f} "
+            f"rows/s) | {r['select_cpu_s']:.2f} s | {r['verify_s']:.1f} s ({r['rows'] / r['verify_s']:,.0f} rows/s) | "
             f"{r['verify_cpu_s']:.2f} s | {r['verify_cpu_s'] / max(r['select_cpu_s'], 0.01):.1f}x |" for r in results]
-    growth = ""
-    if len(results) > 1:
-        a, b = results[0], results[-1]
-        growth = (f"From {int(a['rows']):,} to {int(b['rows']):,} rows ({b['rows'] / a['rows']:.0f}x), verify's time "
-                  f"grew {b['verify_s'] / a['verify_s']:.1f}x and the server's CPU for it "
-                  f"{b['verify_cpu_s'] / max(a['verify_cpu_s'], 0.01):.1f}x.")
+    growth = []
+    one = [r for r in results if r["tables"] == 1]
+    if len(one) > 1:
+        a, b = one[0], one[-1]
+        growth.append(f"One table, from {int(a['rows']):,} to {int(b['rows']):,} rows ({b['rows'] / a['rows']:.0f}x): "
+                      f"verify's time grew {b['verify_s'] / a['verify_s']:.1f}x and the server's CPU for it "
+                      f"{b['verify_cpu_s'] / max(a['verify_cpu_s'], 0.01):.1f}x.")
+    same = [r for r in results if r["rows"] == results[-1]["rows"]]
+    if len(same) > 1:
+        a, b = same[0], same[-1]
+        growth.append(f"{int(a['rows']):,} rows in {int(a['tables'])} -> {int(b['tables'])} tables: verify's time "
+                      f"{a['verify_s']:.1f} s -> {b['verify_s']:.1f} s "
+                      f"(+{(b['verify_s'] - a['verify_s']) / (b['tables'] - a['tables']) * 1000:.0f} ms per table).")
+    where = ("`binlake land --trigger 1s` (Spark local[2], local lake)" if shape == "local" else
+             "`binlake land --trigger 1s` on a Spark standalone cluster (a master and a worker of 2 cores: executors"
+             " in JVMs of their own) with the lake in an S3Proxy bucket through s3a (verify reads its results"
+             " through the store's API)")
     return "\n".join([
-        "# binlake verify: rows compared per second, and its load on the source",
+        "# binlake verify: rows compared per second, and its load on the source"
+        + ("" if shape == "local" else " (cluster + object store)"),
         "",
         f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {_git_revision()}, {_cpu_model()} ({os.cpu_count()} CPUs), "
         f"Python {platform.python_version()}; {wall:.0f} s in all.",
         "",
-        "`binlake run` (chunks of 5,000 rows) and `binlake land --trigger 1s` (Spark local[2], local lake) run"
-        " beside MariaDB and Kafka on the same CPUs; the table has an INT key and four columns (BIGINT,"
-        " VARCHAR(64), DECIMAL(12,2), DATETIME(6)). SELECT: a plain `SELECT * FROM t` read to its end by"
-        " pymysql. verify: `binlake verify --wait`, from the request to its summary: every chunk read by the"
-        " daemon between two watermarks, published to Kafka, and compared by the land job with the mirror."
-        " Server CPU: the CPU seconds of the mariadbd process meanwhile (/proc).",
+        f"`binlake run` (chunks of 5,000 rows) and {where} run beside MariaDB and Kafka on the same CPUs; each"
+        " table has an INT key and four columns (BIGINT, VARCHAR(64), DECIMAL(12,2), DATETIME(6)), the rows spread"
+        " evenly over the tables. SELECT: a plain `SELECT * FROM t` of each table read to its end by pymysql."
+        " verify: one `binlake verify --tables <all> --wait`, from the request to its summary: every chunk read"
+        " by the daemon between two watermarks, published to Kafka, and compared by the land job with the"
+        " mirror. Server CPU: the CPU seconds of the mariadbd process meanwhile (/proc).",
         "",
-        "| rows | SELECT | server CPU (SELECT) | verify | server CPU (verify) | verify / SELECT (server CPU) |",
-        "|---|---|---|---|---|---|",
+        "| rows | tables | SELECT | server CPU (SELECT) | verify | server CPU (verify) "
+        "| verify / SELECT (server CPU) |",
+        "|---|---|---|---|---|---|---|",
         *rows,
         "",
-        growth,
-        "",
+        *[line for g in growth for line in (g, "")],
     ])
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", default="50000,200000")
-    parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--cases", default="50000x1,200000x1,200000x50,200000x200",
+                        help="ROWSxTABLES,...: rows in all, spread over that many tables")
+    parser.add_argument("--shape", choices=("local", "cluster-s3"), default="local",
+                        help="local[2] and local disk, or a standalone cluster and an S3-compatible bucket")
+    parser.add_argument("--output", type=Path)
     args = parser.parse_args()
+    output = args.output or (RESULTS if args.shape == "local" else RESULTS.with_name("verify_cluster_s3.md"))
     started = time.monotonic()
     results = []
-    with bench_stack("bl-verify-") as (broker, server, root):
+    with bench_stack("bl-verify-") as (broker, server, root), shape_of(args.shape) as shape:
         server.execute("CREATE DATABASE binlake")
-        for n in (int(x) for x in args.rows.split(",")):
-            results.append(measure(server, broker, root, n))
-            print(f"{n} rows: {results[-1]}", file=sys.stderr, flush=True)
-    text = report(results, time.monotonic() - started)
-    args.output.write_text(text)
+        os.environ.update(shape.env)  # the store's credentials, for verify's reads in this process (never printed)
+        for case in args.cases.split(","):
+            n, tables = (int(x) for x in case.split("x"))
+            results.append(measure(server, broker, root, n, tables, shape))
+            print(f"{case}: {results[-1]}", file=sys.stderr, flush=True)
+    text = report(results, time.monotonic() - started, args.shape)
+    output.write_text(text)
     print(text)
     return 0
 

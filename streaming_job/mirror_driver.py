@@ -98,7 +98,7 @@ class DriverMirror(MirrorStrategy[pa.Table]):
             # a touched file whose range held the batch's keys but the file none of them stays as it is
             if len(rest) < len(rows) or name in compacted:
                 removes.append((name, files.sizes[name]))
-                kept.append(_conform(rest, schema))
+                kept.append(conform(rest, schema))
         surviving = latest.filter(pc.invert(latest.column(DELETED))).select(names)
         rows = _sorted_by(pa.concat_tables([*kept, surviving]), key)
         adds = _write_mirror_files(lake, path, rows, key, self.threads.workers, self.threads.count)
@@ -134,7 +134,7 @@ class MirrorFiles:
         sizes, ranges, vectors = {}, {}, False
         for name, size, stats, dv, _ in commit.files():
             sizes[name] = size
-            ranges[name] = _key_range(stats, key)
+            ranges[name] = key_range(stats, key)
             vectors = vectors or dv
         return cls(commit.version, sizes, ranges, vectors)
 
@@ -244,7 +244,7 @@ def key_numbers(keys: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return keys.to_numpy()
 
 
-def _key_range(stats: str | None, key: str) -> tuple[int, int] | None:
+def key_range(stats: str | None, key: str) -> tuple[int, int] | None:
     """A file's range of the first key from its statistics; None where there is none or it is not exact (a
     decimal statistic written in exponent form: the file may then hold any key)."""
     if not stats:
@@ -256,7 +256,7 @@ def _key_range(stats: str | None, key: str) -> tuple[int, int] | None:
     return low, high
 
 
-def _conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+def conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
     """A mirror file's rows (Spark's or ours; columns added since are missing) in the mirror's Arrow schema."""
     have = set(rows.column_names)
     return pa.Table.from_arrays([rows.column(f.name).cast(f.type) if f.name in have else pa.nulls(len(rows), f.type)

@@ -25,14 +25,18 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
 from .decode import typed_batches
+from .delta_log import TableLog
 from .delta_tables import DeltaTables
+from .lake_files import LakeFiles
 from .lake_paths import join
 from .lake_types import arrow_type
 from .mirror import SEQ
+from .mirror_driver import conform, key_range
 from .verify_results import VERIFY_TABLE
 
 log = logging.getLogger("binlake.verify")
@@ -175,14 +179,43 @@ class Verifier:
     def _compare_table(self, name: str, chunks: list[_Chunk], changes_after: Any) -> list[Result]:
         """The chunks of one table complete in this batch, against one read of the mirror's rows they cover."""
         db, _, table = name.partition(".")
-        mirror = self.spark.read.format("delta").load(join(self.lake, db, table))
-        columns = [(f.name, f.dataType.simpleString()) for f in mirror.schema if not f.name.startswith("_binlake_")]
+        path = join(self.lake, db, table)
+        table_log = self._driver_log(path)
+        if table_log is not None:  # the driver reads the mirror's files itself (no Spark job per table)
+            columns = [(n, t) for n, t in table_log.columns() if not n.startswith("_binlake_")]
+        else:
+            mirror = self.spark.read.format("delta").load(path)
+            columns = [(f.name, f.dataType.simpleString()) for f in mirror.schema
+                       if not f.name.startswith("_binlake_")]
         types = dict(columns)
         pk: list[str] = chunks[0].meta["key"]  # the daemon's chunk key (the primary key, or a unique key)
         exact = all(exact_order(types[k]) for k in pk)
         sides = [_SourceSide.of(chunk, columns, pk) for chunk in chunks]
         changed = changes_after(db, table, columns, pk)  # (seq, key) of the batch's changes of the table
         compared = [n for n, _ in columns if any(n in side.columns for side in sides)]
+        if table_log is not None:
+            assert self.delta.files is not None
+            lake = _driver_rows(self.delta.files, table_log, types, compared, pk, sides, exact)
+        else:
+            lake = self._spark_rows(mirror, types, compared, pk, sides, exact)
+        lake_rows: dict[tuple[Any, ...], tuple[bytes | None, dict[str, Any]]] = {}
+        for r in lake.to_pylist():
+            seq = r.pop(SEQ)
+            lake_rows[tuple(r[k] for k in pk)] = (seq, r)
+        return [self._compare(side, lake_rows, changed, compared, exact) for side in sides]
+
+    def _driver_log(self, path: str) -> TableLog | None:
+        """The mirror's log where the driver can read its files as they are: on a lake it reaches (local or
+        S3), without deletion vectors or partitions (else Spark reads it)."""
+        table_log = self.delta.log(path)
+        if table_log is None or table_log.version < 0 or table_log.metadata.get("partitionColumns") or \
+                any(add.get("deletionVector") for add in table_log.files.values()):
+            return None
+        return table_log
+
+    def _spark_rows(self, mirror: Any, types: dict[str, str], compared: list[str], pk: list[str],
+                    sides: list[_SourceSide], exact: bool) -> pa.Table:
+        """The mirror's rows the chunks cover (the compared columns and the row's sequence), read by Spark."""
         if exact:
             lows, highs = [side.low for side in sides], [side.high for side in sides]
             low = None if any(k is None for k in lows) else min(k for k in lows if k is not None)
@@ -193,12 +226,7 @@ class Verifier:
             schema = pa.schema([pa.field(k, arrow_type(types[k])) for k in pk])
             cut = mirror.limit(0) if not keys else mirror.join(self.spark.createDataFrame(pa.Table.from_pylist(
                 [dict(zip(pk, key, strict=True)) for key in keys], schema=schema)), pk, "left_semi")
-        lake = cut.select(*[F.col(f"`{n}`") for n in compared], F.col(SEQ)).toArrow()
-        lake_rows: dict[tuple[Any, ...], tuple[bytes | None, dict[str, Any]]] = {}
-        for r in lake.to_pylist():
-            seq = r.pop(SEQ)
-            lake_rows[tuple(r[k] for k in pk)] = (seq, r)
-        return [self._compare(side, lake_rows, changed, compared, exact) for side in sides]
+        return cut.select(*[F.col(f"`{n}`") for n in compared], F.col(SEQ)).toArrow()
 
     @staticmethod
     def _compare(side: _SourceSide, lake_rows: dict[tuple[Any, ...], tuple[bytes | None, dict[str, Any]]],
@@ -237,6 +265,41 @@ class Verifier:
                  r.different, r.match, orjson.dumps(r.keys, default=str).decode(), r.exact, r.at, c.where[0],
                  c.where[1], c.where[2], batch_id, checked) for r, c in zip(results, chunks, strict=True)]
         self.delta.append(self.spark.createDataFrame(rows, RESULT_DDL), join(self.lake, VERIFY_TABLE), batch_id)
+
+
+def _driver_rows(files: LakeFiles, table_log: TableLog, types: dict[str, str], compared: list[str], pk: list[str],
+                 sides: list[_SourceSide], exact: bool) -> pa.Table:
+    """The mirror's rows the chunks may cover, read by the driver from the files of its log: those whose
+    first key lies in the chunks' range (files whose statistics say it cannot are not read) or, for keys
+    looked up (not ``exact``), is one of theirs. A superset of what Spark's read gives: ``_compare`` keeps
+    the rows each chunk covers."""
+    schema = pa.schema([*(pa.field(n, arrow_type(types[n])) for n in compared), pa.field(SEQ, pa.binary())])
+    first = pk[0]
+    low = high = None
+    wanted: pa.Array | None = None
+    if exact:
+        lows, highs = [side.low for side in sides], [side.high for side in sides]
+        low = None if any(k is None for k in lows) else min(k[0] for k in lows if k is not None)
+        high = None if any(k is None for k in highs) else max(k[0] for k in highs if k is not None)
+    else:
+        wanted = pa.array(list({key[0] for side in sides for key in side.rows}), schema.field(first).type)
+    parts = []
+    for name, add in table_log.files.items():
+        held = key_range(add.get("stats"), first) if exact else None
+        before = held is not None and isinstance(low, int) and held[1] < low
+        after = held is not None and isinstance(high, int) and held[0] > high
+        if before or after:
+            continue  # the file's keys all lie outside the chunks' range
+        rows = conform(files.read_parquet(join(table_log.path, name)), schema)
+        keys = rows.column(first)
+        if wanted is not None:
+            rows = rows.filter(pc.is_in(keys, value_set=wanted))
+        elif low is not None or high is not None:
+            above = pc.greater_equal(keys, pa.scalar(low, keys.type)) if low is not None else None
+            below = pc.less_equal(keys, pa.scalar(high, keys.type)) if high is not None else None
+            rows = rows.filter(below if above is None else above if below is None else pc.and_(above, below))
+        parts.append(rows)
+    return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
 def _images(columns: list[tuple[str, str]], rows: pa.Table) -> pa.Table:

@@ -122,7 +122,7 @@ def wait(cfg: Config, run_id: str, tables: list[str], timeout: float | None, see
                 if r["high"] is None:
                     left.discard(r["table"])
             left -= _skipped(cfg, left, seen)
-            progress.update(sum(r["source_rows"] for r in results), ", ".join(sorted(left)) or "done")
+            progress.update(sum(r["source_rows"] for r in results), _waiting_for(left))
             if left:
                 if deadline is not None and time.monotonic() > deadline:
                     progress.finish()
@@ -139,6 +139,14 @@ def wait(cfg: Config, run_id: str, tables: list[str], timeout: float | None, see
              f"{len(differ)} chunks differ ({', '.join(sorted({r['table'] for r in differ}))}); `binlake snapshot "
              "--tables` reads them again")
     return 1 if differ else 0
+
+
+def _waiting_for(left: set[str], named: int = 3) -> str:
+    """The tables whose results are still to come, for the progress line: a few names, then how many more."""
+    names = sorted(left)
+    if len(names) <= named:
+        return ", ".join(names) or "done"
+    return f"{', '.join(names[:named])} and {len(names) - named} more tables"
 
 
 def _estimate(cur: Any, tables: list[str]) -> int:

@@ -178,14 +178,27 @@ def test_verify_under_writes_finds_both_kinds_of_difference_and_passes_after_a_s
     assert {k[0]: (r["v"], r["s"]) for k, r in mirror.items()} == expected
 
 
-@pytest.mark.parametrize("metadata", ["FULL", "MINIMAL"])  # NO_LOG lands as in test_land.py; verifies as MINIMAL
+# NO_LOG lands as in test_land.py and verifies as MINIMAL. The mirror is read by the driver from its files
+# (FULL) or by Spark (MINIMAL; what lakes the driver cannot read get): both readers on every type.
+@pytest.mark.parametrize(("metadata", "reader"), [("FULL", "driver"), ("MINIMAL", "spark")])
 def test_verify_matches_on_every_type_with_masks_and_a_schema_change(make_mariadb, kafka, spark, tmp_path,
-                                                                    metadata) -> None:
+                                                                    metadata, reader, monkeypatch) -> None:
     """The type zoo (one canonical value per type on both sides), masked columns (the masked values are
     compared), a column added after the rows (the mirror's default), on servers with and without column
     names in their TABLE_MAPs (MINIMAL: the schema history names them); then a source change with the binlog
     off is found in the zoo's table."""
+    from streaming_job.verify import Verifier
     from tests.harness import zoo
+
+    reads = {"driver": 0, "spark": 0}
+    driver_log = Verifier._driver_log
+
+    def counted(self: Verifier, path: str) -> object:
+        found = driver_log(self, path) if reader == "driver" else None
+        reads["driver" if found is not None else "spark"] += 1
+        return found
+
+    monkeypatch.setattr(Verifier, "_driver_log", counted)
 
     server = make_mariadb(binlog_row_metadata=metadata)
     db = f"vz{metadata.lower().replace('_', '')}"
@@ -226,6 +239,7 @@ def test_verify_matches_on_every_type_with_masks_and_a_schema_change(make_mariad
         differ = [r for r in read_results(LakeFiles.on_disk(), str(lake), run) if not r["match"]]
         assert status == 1 and len(differ) == 1
         assert [k["columns"] for k in orjson.loads(differ[0]["keys"])] == [["vl"]]
+        assert reads[reader] >= len(zoo.TABLES) + 1 and not reads[{"driver": "spark", "spark": "driver"}[reader]]
     finally:
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=60) == 0

@@ -84,3 +84,11 @@ def test_covers_compares_keys_as_tuples() -> None:
 def test_key_text() -> None:
     assert _key_text(None) is None
     assert _key_text((7, b"\x0a\xff", Decimal("1.50"), dt.date(2024, 2, 29))) == '[7,"0aff","1.50","2024-02-29"]'
+
+
+def test_the_progress_line_names_a_few_tables_then_counts_the_rest() -> None:
+    from ingester.cli.verify import _waiting_for
+
+    assert _waiting_for(set()) == "done"
+    assert _waiting_for({"d.b", "d.a"}) == "d.a, d.b"
+    assert _waiting_for({f"d.t{i:03d}" for i in range(200)}) == "d.t000, d.t001, d.t002 and 197 more tables"
