@@ -87,10 +87,6 @@ class Transaction:
         self.mariadb_gtids = MariadbGtidState()
 
     @property
-    def open(self) -> bool:
-        return self.phase is not Phase.IDLE
-
-    @property
     def executed(self) -> str:
         """The executed-GTID set after every transaction ended so far."""
         return str(self.mariadb_gtids) if self.mariadb_gtids.domains else str(self.mysql_gtids)
