@@ -72,15 +72,16 @@ def fetch_classpath(coordinates: list[str], cache_dir: Path | None = None) -> li
     return sorted(output.glob("*.jar"))
 
 
-def fetch_artifact(coordinate: str, cache_dir: Path | None = None) -> Path:
+def fetch_artifact(coordinate: str, cache_dir: Path | None = None, extension: str = "jar") -> Path:
     """One file of Maven Central, without its dependencies (a self-contained jar, e.g. a
-    ``jar-with-dependencies``): ``group:artifact:version[:classifier]``, checked against Central's SHA-1,
-    kept in <cache_dir>/files so later calls use it offline."""
+    ``jar-with-dependencies``, or another packaging by ``extension``, e.g. a connector plugin's
+    ``tar.gz``): ``group:artifact:version[:classifier]``, checked against Central's SHA-1, kept in
+    <cache_dir>/files so later calls use it offline."""
     parts = coordinate.split(":")
     if len(parts) not in (3, 4) or not all(parts):
         raise ValueError(f"Maven coordinate {coordinate!r} is not group:artifact:version[:classifier]")
     group, artifact, version = parts[:3]
-    name = f"{artifact}-{version}{'-' + parts[3] if len(parts) == 4 else ''}.jar"
+    name = f"{artifact}-{version}{'-' + parts[3] if len(parts) == 4 else ''}.{extension}"
     target = (cache_dir or default_cache_dir()).absolute() / "files" / name
     target.parent.mkdir(parents=True, exist_ok=True)
     url = f"{_CENTRAL}/{group.replace('.', '/')}/{artifact}/{version}/{name}"

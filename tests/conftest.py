@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from ingester.devstack import MariaDBServer
+from ingester.devstack.connect import DEBEZIUM_MARIADB, KafkaConnect
 from ingester.devstack.kafka import KafkaBroker
 from ingester.devstack.objectstore import ObjectStore
 from ingester.devstack.spark_cluster import SparkCluster
@@ -51,6 +52,14 @@ def make_kafka() -> Iterator[Callable[..., KafkaBroker]]:
             return brokers.enter_context(KafkaBroker(**options))
 
         yield make
+
+
+@pytest.fixture(scope="session")
+def kafka_connect(kafka) -> Iterator[KafkaConnect]:
+    """A Kafka Connect worker (standalone) on the shared broker, with Debezium's MariaDB connector: an
+    outside producer of Debezium change events."""
+    with KafkaConnect(kafka.bootstrap, [DEBEZIUM_MARIADB]) as worker:
+        yield worker
 
 
 @pytest.fixture(scope="session")
@@ -100,7 +109,7 @@ def spark():
 
 # Fixtures that start a real server (or Spark): a test using one belongs to the integration lane.
 SERVER_FIXTURES = frozenset(("mariadb", "make_mariadb", "kafka", "make_kafka", "mysql84", "object_store",
-                             "spark_cluster", "lake_shape", "spark"))
+                             "spark_cluster", "lake_shape", "spark", "kafka_connect"))
 
 
 def pytest_collection_modifyitems(config, items) -> None:

@@ -29,7 +29,7 @@ from ingester.maven import fetch_classpath, find_java
 KAFKA_VERSION = "4.3.1"
 # Kafka 4.x logs through slf4j 1.7 and ships log4j-core without the binding between the two; this is
 # the binding for the log4j release Kafka 4.3.1 depends on.
-_LOG4J_SLF4J_BINDING = "org.apache.logging.log4j:log4j-slf4j-impl:2.25.4"
+LOG4J_SLF4J_BINDING = "org.apache.logging.log4j:log4j-slf4j-impl:2.25.4"
 _HEAP = "512m"
 _NODE_ID = 1
 _BIND_FAILURE = re.compile(r"failed to bind to \S*:(\d+)")
@@ -37,7 +37,7 @@ _BIND_FAILURE = re.compile(r"failed to bind to \S*:(\d+)")
 
 def kafka_classpath(version: str = KAFKA_VERSION) -> list[Path]:
     """The jars that run a Kafka broker of this version, downloaded on first use only."""
-    return fetch_classpath([f"org.apache.kafka:kafka_2.13:{version}", _LOG4J_SLF4J_BINDING])
+    return fetch_classpath([f"org.apache.kafka:kafka_2.13:{version}", LOG4J_SLF4J_BINDING])
 
 
 class KafkaBroker(ServerProcess):

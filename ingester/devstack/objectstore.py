@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Self
 
@@ -111,13 +110,7 @@ class ObjectStore(ServerProcess):
                 preexec_fn=die_with_parent if not detach and sys.platform == "linux" else None)
         self._proc = proc
         self._pid_file.write_text(f"{proc.pid}\n")
-        deadline = time.monotonic() + self._start_timeout
-        while not self._answers():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"S3Proxy did not serve {self.endpoint} (exit {proc.returncode}); end of "
-                                   f"{self.log_file}:\n{self._log_since(offset)}")
-            time.sleep(0.1)
+        self._wait_serving(proc, self._answers, self.endpoint, offset, self._start_timeout)
         return self
 
     def _answers(self) -> bool:

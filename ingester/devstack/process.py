@@ -143,6 +143,18 @@ class ServerProcess(ManagedServer):
         stop_server(proc, self._server_pid, timeout, f"{self.what} from {self._datadir}")
         self._pid_file.unlink(missing_ok=True)
 
+    def _wait_serving(self, proc: subprocess.Popen[bytes], serving: Callable[[], bool], where: str, offset: int,
+                      timeout: float) -> None:
+        """Until ``serving()``; if the process exits or the time runs out first, stop it and raise with the
+        end of its log (from ``offset``)."""
+        deadline = time.monotonic() + timeout
+        while not serving():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"{self.what} did not serve {where} (exit {proc.returncode}); end of "
+                                   f"{self._server_log}:\n{self._log_since(offset)}")
+            time.sleep(0.1)
+
     def _log_since(self, offset: int) -> str:
         with self._server_log.open("rb") as log:
             log.seek(offset)

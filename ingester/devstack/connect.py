@@ -1,0 +1,190 @@
+"""A private Kafka Connect worker (standalone mode), for tests and benchmarks: outside producers and
+consumers of the devstack's broker, e.g. Debezium's connectors.
+
+Kafka's own Connect runtime comes from Maven Central (`org.apache.kafka:connect-runtime` and the JSON
+converter, with their dependencies, resolved by mvn into the binlake cache like the broker's jars);
+connector plugins are Maven Central tarballs (e.g. `io.debezium:debezium-connector-mariadb:...:plugin`),
+unpacked once into the cache and put on the worker's plugin.path. Connectors are created and inspected
+through the worker's REST API on 127.0.0.1. Offsets go to a file in the worker's datadir.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Self
+
+from ingester.devstack.kafka import KAFKA_VERSION, LOG4J_SLF4J_BINDING
+from ingester.devstack.process import ServerProcess, die_with_parent, free_tcp_port
+from ingester.maven import default_cache_dir, fetch_artifact, fetch_classpath, find_java
+
+DEBEZIUM_VERSION = "3.5.0.Final"
+DEBEZIUM_MARIADB = f"io.debezium:debezium-connector-mariadb:{DEBEZIUM_VERSION}:plugin"
+_HEAP = "512m"
+# The worker's and its connectors' lines (INFO and above) to its log file, through its stdout.
+_LOG4J = """status = warn
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = %d{ISO8601} %p %c{1}: %m%n
+rootLogger.level = info
+rootLogger.appenderRef.out.ref = out
+"""
+
+
+def connect_classpath(version: str = KAFKA_VERSION) -> list[Path]:
+    """The jars of Kafka Connect's standalone worker with the JSON converter, downloaded on first use."""
+    return fetch_classpath([f"org.apache.kafka:connect-runtime:{version}", f"org.apache.kafka:connect-json:{version}",
+                            LOG4J_SLF4J_BINDING])
+
+
+def plugin_dir(coordinate: str, cache_dir: Path | None = None) -> Path:
+    """A connector plugin's tarball from Maven Central (group:artifact:version:classifier), unpacked once
+    into <cache_dir>/plugins/<artifact>-<version>: a directory for the worker's plugin.path."""
+    tarball = fetch_artifact(coordinate, cache_dir, extension="tar.gz")
+    _, artifact, version = coordinate.split(":")[:3]
+    root = (cache_dir or default_cache_dir()).absolute() / "plugins"
+    target = root / f"{artifact}-{version}"
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f"{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / ".unpacked").exists():
+            with tempfile.TemporaryDirectory(dir=root) as scratch, tarfile.open(tarball) as archive:
+                archive.extractall(scratch, filter="data")
+                if target.exists():
+                    subprocess.run(["rm", "-rf", str(target)], check=True)
+                os.rename(scratch, target)
+                os.mkdir(scratch)  # the context manager removes what it made
+            (target / ".unpacked").touch()
+    return target
+
+
+class KafkaConnect(ServerProcess):
+    """A standalone Connect worker on 127.0.0.1 for the broker at ``bootstrap``, with the plugins of
+    ``plugins`` (Maven coordinates of plugin tarballs), in a temporary or a given datadir."""
+
+    what = "Kafka Connect"
+
+    host = "127.0.0.1"
+
+    def __init__(self, bootstrap: str, plugins: list[str], datadir: str | os.PathLike[str] | None = None,
+                 port: int | None = None, *, start_timeout: float = 120.0) -> None:
+        self.bootstrap = bootstrap
+        self.plugins = plugins
+        self._temporary = datadir is None
+        self._datadir = Path(datadir if datadir is not None else tempfile.mkdtemp(prefix="binlake-connect-")).absolute()
+        self._port = port if port is not None else free_tcp_port()
+        self._start_timeout = start_timeout
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self._port}"
+
+    @property
+    def log_file(self) -> Path:
+        return self._datadir / "connect.log"
+
+    @property
+    def offsets_file(self) -> Path:
+        return self._datadir / "offsets"
+
+    @property
+    def _config(self) -> Path:
+        return self._datadir / "worker.properties"
+
+    @property
+    def _pid_file(self) -> Path:
+        return self._datadir / "connect.pid"
+
+    @property
+    def _log4j_config(self) -> Path:
+        return self._datadir / "log4j2.properties"
+
+    @property
+    def _marker(self) -> Path:
+        return self._config
+
+    @property
+    def _server_log(self) -> Path:
+        return self.log_file
+
+    def start(self, *, detach: bool = False) -> Self:
+        """Launch the worker and wait until its REST API answers. The first start downloads Connect's jars
+        and the plugins; detach=True lets it outlive this process, else it dies with this process."""
+        self._refuse_second()
+        java = find_java()
+        classpath = os.pathsep.join(str(jar) for jar in connect_classpath())
+        plugin_path = ",".join(str(plugin_dir(p)) for p in self.plugins)
+        self._datadir.mkdir(parents=True, exist_ok=True)
+        self._config.write_text(
+            f"bootstrap.servers={self.bootstrap}\n"
+            f"listeners=http://{self.host}:{self._port}\n"
+            "key.converter=org.apache.kafka.connect.json.JsonConverter\n"
+            "value.converter=org.apache.kafka.connect.json.JsonConverter\n"
+            f"offset.storage.file.filename={self.offsets_file}\n"
+            "offset.flush.interval.ms=1000\n"
+            f"plugin.path={plugin_path}\n")
+        self._log4j_config.write_text(_LOG4J)
+        offset = self.log_file.stat().st_size if self.log_file.exists() else 0
+        with self.log_file.open("ab") as log:
+            proc = subprocess.Popen(
+                [str(java), f"-Xmx{_HEAP}", "-XX:TieredStopAtLevel=1",
+                 f"-Dlog4j2.configurationFile={self._log4j_config}", "-cp", classpath,
+                 "org.apache.kafka.connect.cli.ConnectStandalone", str(self._config)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=detach,
+                preexec_fn=die_with_parent if not detach and sys.platform == "linux" else None)
+        self._proc = proc
+        self._pid_file.write_text(f"{proc.pid}\n")
+        self._wait_serving(proc, lambda: self._get("/") is not None, self.url, offset, self._start_timeout)
+        return self
+
+    def create(self, name: str, config: dict[str, str]) -> None:
+        """Create (or reconfigure) a connector."""
+        self._request("PUT", f"/connectors/{name}/config", {"name": name, **config})
+
+    def wait_running(self, name: str, timeout: float = 60.0) -> None:
+        """Until the connector and its tasks run; an error names the failed task's trace's first line."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self._get(f"/connectors/{name}/status") or {}
+            tasks = status.get("tasks") or []
+            failed = [t for t in tasks if t.get("state") == "FAILED"]
+            if failed or (status.get("connector") or {}).get("state") == "FAILED":
+                trace = (failed[0] if failed else status["connector"]).get("trace", "")
+                raise RuntimeError(f"connector {name} failed: {trace.splitlines()[0] if trace else status}")
+            if tasks and all(t.get("state") == "RUNNING" for t in tasks):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"connector {name} not running after {timeout:g}s: {status}")
+            time.sleep(0.2)
+
+    def delete(self, name: str) -> None:
+        self._request("DELETE", f"/connectors/{name}")
+
+    def _get(self, path: str) -> Any:
+        try:
+            return self._request("GET", path)
+        except (OSError, RuntimeError):
+            return None
+
+    def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json", "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                text = response.read()
+        except urllib.error.HTTPError as exc:
+            raise RuntimeError(f"Kafka Connect {method} {path}: {exc.code} {exc.read().decode(errors='replace')}") \
+                from None
+        return json.loads(text) if text else None
