@@ -66,6 +66,7 @@ class Shape:
     master: str = "local[2]"
     bucket_root: Path | None = None  # the store's directory of the lakes' bucket prefix (cluster-s3)
     land_args: list[str] = field(default_factory=list)  # binlake land's options for it
+    store_args: list[str] = field(default_factory=list)  # those of them that reach the lake's store
     env: dict[str, str] = field(default_factory=dict)
     store_pid: int | None = None  # the object store's process (its CPU time shares the machine's cores)
 
@@ -96,8 +97,9 @@ def shape_of(name: str) -> Iterator[Shape]:
     with ObjectStore() as store, SparkCluster(workers=1, cores=2) as cluster:
         store.create_bucket("lake")
         root = store.data / "lake" / f"bench{os.getpid()}"
-        yield Shape(name, cluster.master, root, ["--master", cluster.master, "--s3-endpoint", store.endpoint,
-                                                 "--s3-path-style"], store.environment(), store._server_pid())
+        reach = ["--s3-endpoint", store.endpoint, "--s3-path-style"]
+        yield Shape(name, cluster.master, root, ["--master", cluster.master, *reach], reach, store.environment(),
+                    store._server_pid())
 
 
 def main() -> int:

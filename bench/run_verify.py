@@ -94,8 +94,6 @@ def measure(server: MariaDBServer, broker: KafkaBroker, root: Path, n: int, tabl
                              "--trigger", "1s", *shape.land_args], stdout=subprocess.DEVNULL,
                             stderr=open(land_log, "wb"), cwd=BENCH_DIR.parent, env=env)
     per_table = n // tables
-    # verify reads the results where the job writes them: the store's endpoint, not the cluster's master
-    store_args = shape.land_args[shape.land_args.index("--s3-endpoint"):] if "--s3-endpoint" in shape.land_args else []
     try:
         time.sleep(3)  # the daemon streams from the server's position at its start
         with server.connect(db) as conn, conn.cursor() as cur:
@@ -127,7 +125,7 @@ def measure(server: MariaDBServer, broker: KafkaBroker, root: Path, n: int, tabl
         with contextlib.redirect_stdout(out):
             status = binlake(["verify", "--source", server.url, "--signal-table", "binlake.signal", "--tables",
                               ",".join(f"{db}.{name}" for name in names), "--lake", lake,
-                              *store_args, "--wait", "--timeout", "1200"])
+                              *shape.store_args, "--wait", "--timeout", "1200"])
         verify_s, verify_cpu = time.monotonic() - started, _cpu(pid) - cpu
         _check(status == 0, f"verify exited {status}; see {logs}")
     finally:

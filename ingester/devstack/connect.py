@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -57,13 +58,10 @@ def plugin_dir(coordinate: str, cache_dir: Path | None = None) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     with open(root / f"{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (target / ".unpacked").exists():
-            with tempfile.TemporaryDirectory(dir=root) as scratch, tarfile.open(tarball) as archive:
-                archive.extractall(scratch, filter="data")
-                if target.exists():
-                    subprocess.run(["rm", "-rf", str(target)], check=True)
-                os.rename(scratch, target)
-                os.mkdir(scratch)  # the context manager removes what it made
+        if not (target / ".unpacked").exists():  # the marker comes last: a half-unpacked plugin is redone
+            shutil.rmtree(target, ignore_errors=True)
+            with tarfile.open(tarball) as archive:
+                archive.extractall(target, filter="data")
             (target / ".unpacked").touch()
     return target
 
