@@ -27,6 +27,11 @@ class ConfigError(ValueError):
 
 
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+# Debezium's value-handling options (kafka.format debezium-json; records/debezium/columns.py)
+DecimalMode = Literal["precise", "string", "double"]
+TimeMode = Literal["adaptive_time_microseconds", "connect"]
+BigintMode = Literal["long", "precise"]
+BinaryMode = Literal["bytes", "base64", "base64-url-safe", "hex"]
 
 
 @dataclass
@@ -62,6 +67,9 @@ class KafkaConfig:
     batch_ms: int = 0
     max_record_bytes: int = 900_000
     compression: Literal["zstd", "gzip", "lz4", "snappy"] | None = "zstd"  # zstd: the zstandard package we have
+    # what the topics carry: binlake's records (docs/FORMAT.md), or Debezium's change events in Kafka Connect's
+    # JSON layout (docs/DEBEZIUM.md; options in the debezium section)
+    format: Literal["binlake", "debezium-json"] = "binlake"
     # Security of every Kafka client (daemon, consume): PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: SaslMechanism | None = None
@@ -154,6 +162,19 @@ class LandConfig:
 
 
 @dataclass
+class DebeziumConfig:
+    """The Debezium connector options the debezium formats follow, with Debezium's defaults (docs/DEBEZIUM.md)."""
+
+    schemas_enable: bool = True  # the JSON converter's schemas.enable: {"schema":..., "payload":...}
+    tombstones_on_delete: bool = True  # a null value after each delete, for log compaction
+    provide_transaction_metadata: bool = False  # <prefix>.transaction topic and each event's transaction block
+    decimal_handling_mode: DecimalMode = "precise"
+    time_precision_mode: TimeMode = "adaptive_time_microseconds"
+    bigint_unsigned_handling_mode: BigintMode = "long"
+    binary_handling_mode: BinaryMode = "bytes"
+
+
+@dataclass
 class SchemaConfig:
     """Schema history, for servers whose TABLE_MAPs carry no column names (README, "Schema history")."""
 
@@ -168,6 +189,7 @@ class Config:
     filters: FilterConfig = field(default_factory=FilterConfig)
     land: LandConfig = field(default_factory=LandConfig)
     schema: SchemaConfig = field(default_factory=SchemaConfig)
+    debezium: DebeziumConfig = field(default_factory=DebeziumConfig)
     exit_at_end: bool = False
     metrics_port: int | None = None  # serve /metrics, /healthz, /readyz on this port
     metrics_host: str = "127.0.0.1"

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..records.builder import Checkpoint, Record
+from ..records.outbound import BinlakeOut, Message, Outbound
 
 log = logging.getLogger("binlake.kafka")
 OFFSETS_TOPIC = "_offsets"
@@ -65,8 +66,9 @@ class Publisher:
 
     def __init__(self, bootstrap: str, prefix: str, transactional_id: str, *, compression: str | None = None,
                  max_record_bytes: int = 900_000, max_queued_bytes: int = 32 << 20,
-                 security: Mapping[str, Any] | None = None) -> None:
-        """``security``: kafka-python's TLS/SASL options (``KafkaConfig.client_options()``)."""
+                 security: Mapping[str, Any] | None = None, out: Outbound | None = None) -> None:
+        """``security``: kafka-python's TLS/SASL options (``KafkaConfig.client_options()``); ``out``: what records
+        become on Kafka (``kafka.format``; binlake's records by default)."""
         from kafka import KafkaProducer
         from kafka.admin import KafkaAdminClient
 
@@ -74,6 +76,7 @@ class Publisher:
         self.transactional_id = transactional_id
         self.max_record_bytes = max_record_bytes
         self.max_queued_bytes = max_queued_bytes
+        self.out = out if out is not None else BinlakeOut(prefix, max_record_bytes)
         self._known: set[str] = set()
         # A broker that comes back is reconnected to within a second (kafka-python's backoff grows to 30 s,
         # all of it lag once the broker is back after an outage).
@@ -146,6 +149,7 @@ class Publisher:
             while self._busy:
                 self._cond.wait()
             self._error = None
+        self.out.discard()
         self._futures.clear()
         self._unflushed = 0
         if self._open:
@@ -241,26 +245,23 @@ class Publisher:
             self._open = True
 
     def _send_now(self, record: Record) -> None:
-        """Publish a record; one larger than ``max_record_bytes`` goes as consecutive chunks (header
-        ``binlake.chunk: i/n``) in the same partition and Kafka transaction."""
-        topic = f"{self.prefix}.{record.topic}"
-        self.ensure_topic(topic)
+        """Publish what a record becomes in the output format (``self.out``)."""
+        for message in self.out.messages(record):
+            self._send_message(message)
+
+    def _send_message(self, message: Message) -> None:
+        self.ensure_topic(message.topic)
         self._begin()
-        value, size = record.value, self.max_record_bytes
-        self._unflushed += len(value)
+        self._unflushed += len(message.value or b"")
         if self._unflushed > _FLUSH_BYTES:
             self._drain()
-        if len(value) <= size:
-            self._futures.append(self.producer.send(topic, key=record.key, value=value, headers=record.headers))
-            return
-        n = -(-len(value) // size)
-        for i in range(n):
-            headers = [*record.headers, ("binlake.chunk", f"{i}/{n}".encode())]
-            self._futures.append(
-                self.producer.send(topic, key=record.key, value=value[i * size : (i + 1) * size], headers=headers))
+        self._futures.append(self.producer.send(message.topic, key=message.key, value=message.value,
+                                                headers=message.headers))
 
     def _commit_now(self, checkpoint: Checkpoint, done: Callable[[], None] | None) -> None:
         """Write the checkpoint and commit everything sent since the last commit, atomically."""
+        for message in self.out.before_commit():
+            self._send_message(message)
         self._begin()
         fields = {"file": checkpoint.file, "position": checkpoint.position, "gtid_set": checkpoint.gtid_set,
                   "seq": str(checkpoint.seq)}

@@ -15,7 +15,10 @@ from typing import Any
 from ..codec import header as H
 from ..config import Config
 from ..records.builder import Checkpoint, Record, RecordBuilder
+from ..records.debezium.columns import Modes
+from ..records.debezium.encoder import DebeziumJson, DebeziumOptions
 from ..records.format import Sequence, file_number
+from ..records.outbound import BinlogNames, Outbound
 from ..schema.history import SchemaHistory
 from ..sources.errors import SourceUnreachable
 from ..sources.position import current_position
@@ -49,6 +52,18 @@ class Runner:
         self.sources = cfg.source_candidates()  # the URL's server, then source.hosts: failover in this order
         self.source_index = 0
         self.claim: ServerIdClaim | None = None  # the server_id's lock on the server streamed from
+        self.binlog_names = BinlogNames()  # binlog file names by sequence file number (Debezium's source.file)
+
+    def _outbound(self) -> Outbound | None:
+        """What records become on Kafka (kafka.format); None: binlake's records."""
+        cfg = self.cfg
+        if cfg.kafka.format == "binlake":
+            return None
+        dbz = cfg.debezium
+        options = DebeziumOptions(cfg.kafka.topic_prefix, Modes(
+            dbz.decimal_handling_mode, dbz.time_precision_mode, dbz.bigint_unsigned_handling_mode,
+            dbz.binary_handling_mode), dbz.schemas_enable, dbz.tombstones_on_delete, dbz.provide_transaction_metadata)
+        return DebeziumJson(options, self.binlog_names, cfg.kafka.max_record_bytes)
 
     def request_stop(self, signum: int = 0, frame: FrameType | None = None) -> None:
         """SIGTERM/SIGINT: finish the current transaction, commit its checkpoint, exit 0."""
@@ -87,7 +102,7 @@ class Runner:
                         publisher = Publisher(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id,
                                               compression=cfg.kafka.compression,
                                               max_record_bytes=cfg.kafka.max_record_bytes,
-                                              security=cfg.kafka.client_options())
+                                              security=cfg.kafka.client_options(), out=self._outbound())
                         self.committed = read_checkpoint(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id,
                                                          cfg.kafka.client_options(), exists=True)
                         if self.schema_history:
@@ -279,7 +294,7 @@ class Runner:
                          "".join(f", verify run {v['run']} of {', '.join(v['tables'])}"
                                  for v in resnap.state.get("verify", [])))
         builder = RecordBuilder(accept=accept, max_record_bytes=cfg.kafka.max_record_bytes, schema=history,
-                                masks=cfg.filters.column_rules())
+                                masks=cfg.filters.column_rules(), names=self.binlog_names)
         took_over = self._take_over(builder)
         if self.committed:
             start_file, start_pos = self.committed["file"], self.committed["position"]

@@ -458,6 +458,7 @@ class Snapshotter:
                          self.state["position"], self.state["pending"][0] if self.state["pending"] else "the end",
                          f"{self.state['rows']:,}")
         state = self.state
+        self.runner.binlog_names.saw(file_number(state["file"]), state["file"])
         assert state is not None
         assert state is not None
         names = {f"{db}.{t}": (db, t) for db, t in state["names"]}

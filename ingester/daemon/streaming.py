@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from ..config import Config
     from ..records.builder import Record
+    from ..records.outbound import BinlogNames
     from .kafka_io import Publisher
     from .metrics import Metrics
 
@@ -21,6 +22,7 @@ class Daemon(Protocol):
     stop_requested: bool
     schema_history: bool
     committed: dict[str, Any] | None  # the last checkpoint Kafka has committed (set on the publisher's thread)
+    binlog_names: BinlogNames  # file names by sequence file number, for formats that name them
 
     def send(self, publisher: Publisher, record: Record) -> None:
         """Publish a record in the open Kafka transaction (signal-table records are taken, not published)."""

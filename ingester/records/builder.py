@@ -28,6 +28,7 @@ from ..schema.history import HISTORY_TOPIC, SchemaHistory, enrich, history_key
 from .format import RecordWriter, Sequence, file_number
 from .mask import Masked, Rewriter
 from .open_records import OpenRecords, Record
+from .outbound import BinlogNames
 from .txn import TABLE, Input, Phase, Transaction
 
 SCHEMA_TOPIC = "_schema"
@@ -96,6 +97,7 @@ class RecordBuilder:
     masks: ColumnRules | None = None  # filters.columns: rows events of their tables are rewritten (mask.py)
     file_offset: int = 0  # added to binlog file numbers: sequences keep growing after a failover
     txn: Transaction = field(default_factory=Transaction)  # the transaction in progress (txn.py)
+    names: BinlogNames | None = None  # told every binlog file's name (source coordinates of output formats)
     _routes: dict[int, _Route] = field(default_factory=dict)
     _table_maps: dict[bytes, _Known] = field(default_factory=dict)  # body -> id, topic, schema
     _begins: set[bytes] = field(default_factory=set)  # bodies of QUERY events decoded as BEGIN (for _router)
@@ -258,6 +260,8 @@ class RecordBuilder:
         elif type(ev) is E.RotateEvent:
             self.file = ev.next_file
             self._records.file_number = file_number(ev.next_file) + self.file_offset
+            if self.names is not None:
+                self.names.saw(self._records.file_number, ev.next_file)
         elif type(ev) is E.TableMapEvent:
             tm = ev.table_map
             topic = f"{tm.database}.{tm.table}" if self.accept(tm.database, tm.table) else None

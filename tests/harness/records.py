@@ -16,6 +16,19 @@ from ingester.records.builder import Checkpoint, Record, RecordBuilder
 from ingester.records.format import Sequence
 from ingester.sources.binlog_file import binlog_frames
 
+# real binlogs of many layouts (compressed transactions, GTID tags, MariaDB, checksums, JSON), from the corpus
+CORPUS_FILES = [
+    "osheroff-mysql-binlog-connector-java/mysql-bin.compressed",
+    "rust-mysql-common/transaction_compression.000001",
+    "rust-mysql-common/binlog_transaction_with_GTID_TAG.000001",
+    "rust-mysql-common/mariadb-bin.000001",
+    "mariadb-operator-mariadb-poc/domain_id_0/mariadb-repl-bin.000005",
+    "zendesk-maxwell/binlog.000004",
+    "osheroff-mysql-binlog-connector-java/mysql-bin.checksum-crc32",
+    "rust-mysql-common/json.binlog.000001",
+    "apecloud-mysql-binlog-connector-rust/mysql-bin.000057",
+]
+
 
 def build_records(path, max_record_bytes=900_000):
     """The file's records and checkpoints as the daemon's RecordBuilder makes them, and each event as the codec

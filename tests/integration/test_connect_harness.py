@@ -13,21 +13,10 @@ from typing import Any
 
 import orjson
 import pytest
+from harness import debezium as dbz
 from kafka import KafkaConsumer
 
 pytestmark = pytest.mark.integration
-
-
-def _debezium(kafka_connect, server, kafka, name: str, db: str) -> None:
-    kafka_connect.create(name, {
-        "connector.class": "io.debezium.connector.mariadb.MariaDbConnector", "tasks.max": "1",
-        "database.hostname": "127.0.0.1", "database.port": str(server.port), "database.user": "root",
-        "database.password": "", "database.server.id": "7101", "topic.prefix": name,
-        "database.include.list": db, "snapshot.mode": "initial",
-        "schema.history.internal.kafka.bootstrap.servers": kafka.bootstrap,
-        "schema.history.internal.kafka.topic": f"{name}.history",
-        "topic.creation.default.replication.factor": "1", "topic.creation.default.partitions": "1"})
-    kafka_connect.wait_running(name)
 
 
 def _events(kafka, topic: str, count: int, timeout: float = 60.0) -> list[tuple[Any, Any]]:
@@ -68,7 +57,7 @@ def test_a_real_debezium_connector_streams_what_the_server_has(make_mariadb, kaf
     server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, s VARCHAR(20), d DECIMAL(10,2), ts TIMESTAMP(3) NULL)")
     server.execute(f"INSERT INTO {db}.t VALUES (1, 'snapshot', 1.50, '2024-01-02 03:04:05.123')")
     try:
-        _debezium(kafka_connect, server, kafka, name, db)
+        dbz.start_connector(kafka_connect, server, kafka, name, db)
         server.execute(f"INSERT INTO {db}.t VALUES (2, 'insert', -3.25, NULL)")
         before = server.execute(f"SELECT id, s, d, CONVERT_TZ(ts, @@session.time_zone, '+00:00') FROM {db}.t "
                                 "WHERE id = 1")[0]

@@ -10,19 +10,8 @@ from ingester.dump.jsonl import event_json
 from ingester.records.builder import SCHEMA_TOPIC, Checkpoint, Record
 from ingester.records.format import ChunkAssembler, read_index, record_events
 from tests.corpus import CORPUS
+from tests.harness.records import CORPUS_FILES as FILES
 from tests.harness.records import build_records
-
-FILES = [
-    "osheroff-mysql-binlog-connector-java/mysql-bin.compressed",
-    "rust-mysql-common/transaction_compression.000001",
-    "rust-mysql-common/binlog_transaction_with_GTID_TAG.000001",
-    "rust-mysql-common/mariadb-bin.000001",
-    "mariadb-operator-mariadb-poc/domain_id_0/mariadb-repl-bin.000005",
-    "zendesk-maxwell/binlog.000004",
-    "osheroff-mysql-binlog-connector-java/mysql-bin.checksum-crc32",
-    "rust-mysql-common/json.binlog.000001",
-    "apecloud-mysql-binlog-connector-rust/mysql-bin.000057",
-]
 
 
 @pytest.mark.parametrize("max_record_bytes", [900_000, 1])

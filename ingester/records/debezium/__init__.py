@@ -1,0 +1,1 @@
+"""Debezium's change-event formats (issue 24): column encodings, the envelope, and the Outbound strategy."""

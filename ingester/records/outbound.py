@@ -1,0 +1,80 @@
+"""What the daemon's records become on Kafka: the strategy behind ``kafka.format``.
+
+The record builder always makes binlake records (records/format.py); an ``Outbound`` turns each into the
+Kafka messages of the chosen format, inside the Kafka transaction that commits them with their checkpoint.
+``BinlakeOut`` publishes a record as it is (in chunks beyond the size limit); the Debezium formats
+(records/debezium/) publish a change event per row. Pure: no Kafka client here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple, Protocol
+
+from .open_records import Record
+
+
+class BinlogNames:
+    """Binlog file names by the file numbers of sequences (which add the failover offset): what a format that
+    names source coordinates (Debezium's source.file) needs. The record builder tells it every file it reads."""
+
+    def __init__(self) -> None:
+        self._names: dict[int, str] = {}
+
+    def saw(self, number: int, name: str) -> None:
+        if len(self._names) >= 1024:
+            self._names.clear()
+        self._names[number] = name
+
+    def __call__(self, number: int) -> str:
+        name = self._names.get(number)
+        if name is not None:
+            return name
+        # not seen (e.g. after a restart, before the file's ROTATE): the pattern of the latest file seen
+        for known, other in sorted(self._names.items(), reverse=True):
+            stem, _, digits = other.rpartition(".")
+            return f"{stem}.{int(digits) + number - known:0{len(digits)}d}"
+        return f"binlog.{number:06d}"
+
+
+class Message(NamedTuple):
+    topic: str  # the whole Kafka topic name
+    key: bytes | None
+    value: bytes | None  # None: a tombstone
+    headers: list[tuple[str, bytes]]
+
+
+class Outbound(Protocol):
+    def messages(self, record: Record) -> Iterable[Message]:
+        """What a record becomes, published at once in the open Kafka transaction (possibly nothing yet)."""
+
+    def before_commit(self) -> Iterable[Message]:
+        """What it held back, published just before the checkpoint commits with it."""
+
+    def discard(self) -> None:
+        """The open Kafka transaction was aborted: forget what was held back."""
+
+
+class BinlakeOut:
+    """binlake's record format: one message per record; a record larger than ``max_record_bytes`` goes as
+    consecutive chunks (header ``binlake.chunk: i/n``) of one partition."""
+
+    def __init__(self, prefix: str, max_record_bytes: int) -> None:
+        self.prefix = prefix
+        self.max_record_bytes = max_record_bytes
+
+    def messages(self, record: Record) -> Iterator[Message]:
+        topic, value, size = f"{self.prefix}.{record.topic}", record.value, self.max_record_bytes
+        if len(value) <= size:
+            yield Message(topic, record.key, value, record.headers)
+            return
+        n = -(-len(value) // size)
+        for i in range(n):
+            yield Message(topic, record.key, value[i * size : (i + 1) * size],
+                          [*record.headers, ("binlake.chunk", f"{i}/{n}".encode())])
+
+    def before_commit(self) -> tuple[()]:
+        return ()
+
+    def discard(self) -> None:
+        pass
