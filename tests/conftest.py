@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ingester.devstack import MariaDBServer
-from ingester.devstack.connect import DEBEZIUM_MARIADB, KafkaConnect
+from ingester.devstack.connect import DEBEZIUM_JDBC_SINK, DEBEZIUM_MARIADB, KafkaConnect
 from ingester.devstack.kafka import KafkaBroker
 from ingester.devstack.objectstore import ObjectStore
 from ingester.devstack.spark_cluster import SparkCluster
@@ -56,9 +56,9 @@ def make_kafka() -> Iterator[Callable[..., KafkaBroker]]:
 
 @pytest.fixture(scope="session")
 def kafka_connect(kafka) -> Iterator[KafkaConnect]:
-    """A Kafka Connect worker (standalone) on the shared broker, with Debezium's MariaDB connector: an
-    outside producer of Debezium change events."""
-    with KafkaConnect(kafka.bootstrap, [DEBEZIUM_MARIADB]) as worker:
+    """A Kafka Connect worker (standalone) on the shared broker, with Debezium's MariaDB connector and JDBC sink:
+    an outside producer and an outside consumer of Debezium change events."""
+    with KafkaConnect(kafka.bootstrap, [DEBEZIUM_MARIADB, DEBEZIUM_JDBC_SINK]) as worker:
         yield worker
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..records.builder import Checkpoint, Record
 from ..records.outbound import BinlakeOut, Message, Outbound
+from .producers import Producer, PythonProducer, RdkafkaProducer
 
 log = logging.getLogger("binlake.kafka")
 OFFSETS_TOPIC = "_offsets"
@@ -66,10 +67,11 @@ class Publisher:
 
     def __init__(self, bootstrap: str, prefix: str, transactional_id: str, *, compression: str | None = None,
                  max_record_bytes: int = 900_000, max_queued_bytes: int = 32 << 20,
-                 security: Mapping[str, Any] | None = None, out: Outbound | None = None) -> None:
+                 security: Mapping[str, Any] | None = None, out: Outbound | None = None,
+                 producer: type[PythonProducer] | type[RdkafkaProducer] | None = None) -> None:
         """``security``: kafka-python's TLS/SASL options (``KafkaConfig.client_options()``); ``out``: what records
-        become on Kafka (``kafka.format``; binlake's records by default)."""
-        from kafka import KafkaProducer
+        become on Kafka (``kafka.format``; binlake's records by default); ``producer``: the client strategy
+        (producers.py; kafka-python by default)."""
         from kafka.admin import KafkaAdminClient
 
         self.prefix = prefix
@@ -83,32 +85,15 @@ class Publisher:
         options = {"reconnect_backoff_max_ms": 1000, **(security or {})}
         try:
             self.admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="binlake-admin", **options)
-            self.producer = KafkaProducer(
-                **options, bootstrap_servers=bootstrap, transactional_id=transactional_id,
-                enable_idempotence=True,
-                acks="all", compression_type=compression, max_request_size=max(max_record_bytes * 2, 1 << 20),
-                linger_ms=5, client_id=f"binlake-{transactional_id}",
-                # A transaction's first send right after the previous commit is answered "concurrent
-                # transactions" until the broker has written the commit markers, then retried after this
-                # backoff: kafka-python's default (100 ms) would put 100 ms into every commit.
-                retry_backoff_ms=10,
-                # Fail fast when the broker is gone, so the daemon backs off instead of hanging.
-                max_block_ms=15_000, request_timeout_ms=10_000, delivery_timeout_ms=30_000,
-                # A huge binlog transaction is one Kafka transaction: allow the broker maximum (15 min).
-                transaction_timeout_ms=900_000)
-            self.producer.init_transactions()  # fences any older instance with the same id
-        except Exception as exc:
-            # A producer whose init timed out would go on in the background and, once the broker is
-            # back, take the transactional id from the daemon's next one (fencing it mid-transaction)
-            if hasattr(self, "producer"):
-                _close_quietly(self.producer, timeout=0)
+            self.producer: Producer = (producer or PythonProducer)(
+                bootstrap, transactional_id, compression, max(max_record_bytes * 2, 1 << 20), options)
+        except Exception as exc:  # a producer whose init failed has closed itself (producers.py)
             if hasattr(self, "admin"):
                 _close_quietly(self.admin)
             raise KafkaError(f"kafka {bootstrap}: {exc}") from None
         self._known.update(self.admin.list_topics())
         self.ensure_topic(offsets_topic(prefix), compacted=True)
         self._open = False
-        self._futures: list[Any] = []
         self._unflushed = 0
         self._cond = threading.Condition()
         self._work: deque[tuple[str, Any, int]] = deque()
@@ -150,10 +135,9 @@ class Publisher:
                 self._cond.wait()
             self._error = None
         self.out.discard()
-        self._futures.clear()
         self._unflushed = 0
         if self._open:
-            self.producer.abort_transaction()
+            self.producer.abort()
             self._open = False
 
     def discard(self) -> None:
@@ -241,7 +225,7 @@ class Publisher:
 
     def _begin(self) -> None:
         if not self._open:
-            self.producer.begin_transaction()
+            self.producer.begin()
             self._open = True
 
     def _send_now(self, record: Record) -> None:
@@ -255,8 +239,7 @@ class Publisher:
         self._unflushed += len(message.value or b"")
         if self._unflushed > _FLUSH_BYTES:
             self._drain()
-        self._futures.append(self.producer.send(message.topic, key=message.key, value=message.value,
-                                                headers=message.headers))
+        self.producer.send(message.topic, message.key, message.value, message.headers)
 
     def _commit_now(self, checkpoint: Checkpoint, done: Callable[[], None] | None) -> None:
         """Write the checkpoint and commit everything sent since the last commit, atomically."""
@@ -274,12 +257,11 @@ class Publisher:
         if checkpoint.resnapshot is not None:
             fields["resnapshot"] = checkpoint.resnapshot
         value = json.dumps(fields).encode()
-        self._futures.append(
-            self.producer.send(offsets_topic(self.prefix), key=self.transactional_id.encode(), value=value))
+        self.producer.send(offsets_topic(self.prefix), self.transactional_id.encode(), value, [])
         # Every record must be acknowledged before the commit: a failed send must never be followed
         # by a checkpoint that claims it (the error propagates; the daemon aborts and retries).
         self._drain()
-        self.producer.commit_transaction()
+        self.producer.commit()
         self._open = False
         if done is not None:
             done()
@@ -289,10 +271,7 @@ class Publisher:
 
         kafka-python has no bounded send buffer, so a huge binlog transaction would otherwise pile up
         in memory and its oldest batches expire."""
-        self.producer.flush(timeout=_FLUSH_TIMEOUT)
-        for future in self._futures:
-            future.get(timeout=0)
-        self._futures.clear()
+        self.producer.flush(_FLUSH_TIMEOUT)
         self._unflushed = 0
 
 

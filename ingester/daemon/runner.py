@@ -25,6 +25,7 @@ from ..sources.position import current_position
 from ..sources.replication import BinlogStream, ReplicationError, SourceURL
 from .kafka_io import ClientErrors, Publisher, read_checkpoint
 from .metrics import Metrics
+from .producers import RdkafkaProducer
 from .resnapshot import Resnapshotter
 from .schema_io import history_topic
 from .server_id import ServerIdClaim
@@ -102,7 +103,8 @@ class Runner:
                         publisher = Publisher(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id,
                                               compression=cfg.kafka.compression,
                                               max_record_bytes=cfg.kafka.max_record_bytes,
-                                              security=cfg.kafka.client_options(), out=self._outbound())
+                                              security=cfg.kafka.client_options(), out=self._outbound(),
+                                              producer=None if cfg.kafka.format == "binlake" else RdkafkaProducer)
                         self.committed = read_checkpoint(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id,
                                                          cfg.kafka.client_options(), exists=True)
                         if self.schema_history:
@@ -498,8 +500,9 @@ def _kafka_failure(exc: Exception) -> bool:
     from kafka.errors import KafkaError as ClientError
 
     from .kafka_io import KafkaError
+    from .producers import ProducerError
 
-    return isinstance(exc, (ClientError, KafkaError, TimeoutError, ConnectionError))
+    return isinstance(exc, (ClientError, KafkaError, ProducerError, TimeoutError, ConnectionError))
 
 
 def _fatal(exc: ReplicationError) -> bool:

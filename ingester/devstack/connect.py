@@ -30,6 +30,7 @@ from ingester.maven import default_cache_dir, fetch_artifact, fetch_classpath, f
 
 DEBEZIUM_VERSION = "3.5.0.Final"
 DEBEZIUM_MARIADB = f"io.debezium:debezium-connector-mariadb:{DEBEZIUM_VERSION}:plugin"
+DEBEZIUM_JDBC_SINK = f"io.debezium:debezium-connector-jdbc:{DEBEZIUM_VERSION}:plugin"
 _HEAP = "512m"
 # The worker's and its connectors' lines (INFO and above) to its log file, through its stdout.
 _LOG4J = """status = warn

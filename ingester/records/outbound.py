@@ -30,6 +30,9 @@ class BinlogNames:
         name = self._names.get(number)
         if name is not None:
             return name
+        return self._guess(number)
+
+    def _guess(self, number: int) -> str:
         # not seen (e.g. after a restart, before the file's ROTATE): the pattern of the latest file seen
         for known, other in sorted(self._names.items(), reverse=True):
             stem, _, digits = other.rpartition(".")

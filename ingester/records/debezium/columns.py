@@ -197,8 +197,13 @@ def _micros_of_day(clock: str) -> int:
     return ((int(h) * 60 + int(m)) * 60 + int(s)) * 1_000_000 + int((frac + "000000")[:6])
 
 
+_EPOCH_DT = dt.datetime(1970, 1, 1)
+_MICROSECOND = dt.timedelta(microseconds=1)
+
+
 def _datetime_micros(text: str) -> int:
-    return _days(text) * 86_400_000_000 + _micros_of_day(text[11:])
+    """'YYYY-MM-DD hh:mm:ss[.f]' (1 to 6 fraction digits) read as UTC -> microseconds since the epoch."""
+    return (dt.datetime.fromisoformat(text) - _EPOCH_DT) // _MICROSECOND
 
 
 def _nullable(col: Column, fallback: Any, convert: Convert) -> Convert:

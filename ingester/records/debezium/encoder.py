@@ -79,6 +79,12 @@ class DebeziumJson:
         self._held: list[Record] = []
         self._codecs: dict[int, tuple[TableMap, TableCodec]] = {}
         self.transaction_topic = topic_name(options.prefix, "transaction")
+        self._last_file: tuple[int, str] = (-1, "")
+
+    def _file(self, number: int) -> str:
+        if self._last_file[0] != number:
+            self._last_file = (number, self.file_name(number))
+        return self._last_file[1]
 
     # -- Outbound
 
@@ -134,7 +140,7 @@ class DebeziumJson:
             "ts_ms": ts_ms, "snapshot": "true" if snapshot else "false", "db": tm.database, "sequence": None,
             "ts_us": ts_ms * 1000, "ts_ns": ts_ms * 1_000_000, "table": tm.table,
             "server_id": 0 if snapshot else ev.server_id, "gtid": (item.gtid or None) if not snapshot else None,
-            "file": self.file_name(item.seq.file_number), "pos": item.seq.position + 1 if snapshot else ev.position,
+            "file": self._file(item.seq.file_number), "pos": item.seq.position + 1 if snapshot else ev.position,
             "row": 0, "thread": None, "query": None}
         kind = "r" if snapshot else _OPS[ev.kind]
         table_name = f"{tm.database}.{tm.table}"
