@@ -4,6 +4,8 @@ sides, and a watcher of its committed checkpoints."""
 from __future__ import annotations
 
 import collections
+import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -13,7 +15,7 @@ import orjson
 
 from ingester.cli.main import main
 from ingester.codec import events as E
-from ingester.daemon.kafka_io import offsets_topic
+from ingester.daemon.kafka_io import offsets_topic, read_checkpoint
 from ingester.records.format import read_index
 from ingester.sources.binlog_file import read_binlog_file
 
@@ -25,6 +27,27 @@ def run_daemon(server, kafka, prefix: str, *extra: str) -> None:
     """`binlake run --exit-at-end` in this process (server id 4545): the source's binlog so far, published."""
     assert main(["run", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix", prefix,
                  "--server-id", "4545", "--exit-at-end", *extra]) == 0
+
+
+def start_daemon(server, kafka, prefix: str, server_id: int, log, env: dict[str, str] | None = None,
+                 *extra: str) -> subprocess.Popen:
+    """`binlake run` as a process of its own (stderr to ``log``), the working tree importable."""
+    return subprocess.Popen([*BINLAKE, "run", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix",
+                             prefix, "--server-id", str(server_id), *extra],
+                            env={**os.environ, "PYTHONPATH": os.getcwd(), **(env or {})}, stderr=log)
+
+
+def caught_up(server, kafka, prefix: str, proc: subprocess.Popen, timeout: float = 60) -> None:
+    """Until the daemon's checkpoint is the server's current position (it streams); fails if it exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"the daemon exited with {proc.returncode}"
+        checkpoint = read_checkpoint(kafka.bootstrap, prefix, f"{prefix}.127.0.0.1:{server.port}")
+        pos = server.current_binlog_position()
+        if checkpoint and (checkpoint["file"], checkpoint["position"]) == (pos.file, pos.position):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the daemon did not catch up within {timeout:.0f} s")
 
 
 def rows_events_per_gtid(server, database: str) -> collections.Counter:

@@ -12,29 +12,10 @@ import time
 
 import pytest
 
-from ingester.daemon.kafka_io import read_checkpoint
-from tests.harness.daemon import BINLAKE, gtid_rows, rows_events_per_gtid
+from tests.harness.daemon import BINLAKE, caught_up, gtid_rows, rows_events_per_gtid, start_daemon
 
 pytestmark = pytest.mark.integration
 ENV = {**os.environ, "PYTHONPATH": os.getcwd()}
-
-
-def _start(server, kafka, prefix: str, server_id: int, log) -> subprocess.Popen:
-    return subprocess.Popen([*BINLAKE, "run", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix",
-                             prefix, "--server-id", str(server_id)], env=ENV, stderr=log)
-
-
-def _caught_up(server, kafka, prefix: str, proc: subprocess.Popen, timeout: float = 60) -> None:
-    """Until the daemon's checkpoint is the server's current position (it streams); fails if it exits."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"the daemon exited with {proc.returncode}"
-        checkpoint = read_checkpoint(kafka.bootstrap, prefix, f"{prefix}.127.0.0.1:{server.port}")
-        pos = server.current_binlog_position()
-        if checkpoint and (checkpoint["file"], checkpoint["position"]) == (pos.file, pos.position):
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"the daemon did not catch up within {timeout:.0f} s")
 
 
 def _registered(server, server_id: int) -> str | None:
@@ -48,18 +29,18 @@ def test_restart_at_once_after_sigterm_and_kill_on_a_quiet_server(make_mariadb, 
     server.execute("CREATE TABLE quiet.t (id INT PRIMARY KEY, v INT)")
     prefix, server_id = "quietrestarts", 5151
     log = open(tmp_path / "run.log", "wb")
-    proc = _start(server, kafka, prefix, server_id, log)
+    proc = start_daemon(server, kafka, prefix, server_id, log)
     stale = 0
     try:
         for i in range(40):
             server.execute(f"INSERT INTO quiet.t VALUES ({i}, {i})")  # before the stop: the server is quiet after
-            _caught_up(server, kafka, prefix, proc)
+            caught_up(server, kafka, prefix, proc)
             proc.send_signal(signal.SIGTERM if i % 2 == 0 else signal.SIGKILL)
             assert proc.wait(timeout=30) in (0, -signal.SIGKILL)
             stale += _registered(server, server_id) is not None  # the stopped daemon's, still listed
-            proc = _start(server, kafka, prefix, server_id, log)  # at once
+            proc = start_daemon(server, kafka, prefix, server_id, log)  # at once
         server.execute("INSERT INTO quiet.t VALUES (1000, 0)")
-        _caught_up(server, kafka, prefix, proc)
+        caught_up(server, kafka, prefix, proc)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
@@ -80,10 +61,10 @@ def test_a_second_live_daemon_with_the_same_server_id_is_refused(make_mariadb, k
     server.execute("CREATE DATABASE two CHARACTER SET utf8mb4")
     server.execute("CREATE TABLE two.t (id INT PRIMARY KEY)")
     first_log = open(tmp_path / "first.log", "wb")
-    first = _start(server, kafka, "livefirst", 5252, first_log)
+    first = start_daemon(server, kafka, "livefirst", 5252, first_log)
     try:
         server.execute("INSERT INTO two.t VALUES (1)")
-        _caught_up(server, kafka, "livefirst", first)
+        caught_up(server, kafka, "livefirst", first)
         started = time.monotonic()
         second = subprocess.run([*BINLAKE, "run", "--source", server.url, "--kafka", kafka.bootstrap,
                                  "--topic-prefix", "livesecond", "--server-id", "5252"], env=ENV, capture_output=True,
@@ -96,7 +77,7 @@ def test_a_second_live_daemon_with_the_same_server_id_is_refused(make_mariadb, k
         assert waited >= 15  # it waited for the first to stop (a rolling restart's overlap), then gave up
         # The first never noticed; the doctor names it too.
         server.execute("INSERT INTO two.t VALUES (2)")
-        _caught_up(server, kafka, "livefirst", first)
+        caught_up(server, kafka, "livefirst", first)
         doctor = subprocess.run([*BINLAKE, "doctor", "--source", server.url, "--server-id", "5252"], env=ENV,
                                 capture_output=True, text=True, timeout=60)
         assert doctor.returncode == 1 and "FAIL server_id: 5252 is in use by a running binlake daemon" in doctor.stdout

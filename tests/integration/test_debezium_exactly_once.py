@@ -1,0 +1,110 @@
+"""`kafka.format: debezium-json` stays exactly once: a snapshot (op r), then a steady workload while the daemon is
+killed -9 and restarted at once, several times. Every row change of the server's binlog is one change event in
+Kafka (by its source coordinates), every snapshot row one op r, and the events replayed give the server's
+SELECT."""
+
+from __future__ import annotations
+
+import collections
+import random
+import signal
+import threading
+import time
+
+import pytest
+from harness import debezium as dbz
+from harness.daemon import caught_up, start_daemon
+
+from ingester.codec import events as E
+from ingester.sources.binlog_file import read_binlog_file
+
+pytestmark = pytest.mark.integration
+
+
+def _writer(server, stop: threading.Event, done: list[int]) -> None:
+    rng = random.Random(7)
+    conn = server.connect("once")
+    conn.autocommit(True)
+    with conn.cursor() as cur:
+        n = 0
+        while not stop.is_set():
+            key = rng.randrange(1, 400)
+            choice = rng.random()
+            if choice < 0.5:
+                cur.execute("INSERT INTO t VALUES (%s, %s, 'w') ON DUPLICATE KEY UPDATE v = v + 1", (key, n))
+            elif choice < 0.8:
+                cur.execute("UPDATE t SET v = v + 1, s = CONCAT(s, 'u') WHERE id = %s", (key,))
+            elif choice < 0.9:
+                cur.execute("DELETE FROM t WHERE id = %s", (key,))
+            else:  # a transaction over several rows
+                cur.execute("BEGIN")
+                cur.executemany("INSERT INTO t VALUES (%s, %s, 'b') ON DUPLICATE KEY UPDATE v = -v",
+                                [(rng.randrange(1, 400), n) for _ in range(5)])
+                cur.execute("COMMIT")
+            n += 1
+            time.sleep(0.002)
+    conn.close()
+    done.append(n)
+
+
+def test_change_events_exactly_once_across_kill_9(make_mariadb, kafka, tmp_path) -> None:
+    server = make_mariadb()
+    server.execute("CREATE DATABASE once CHARACTER SET utf8mb4")
+    server.execute("CREATE TABLE once.t (id INT PRIMARY KEY, v INT, s VARCHAR(200))")
+    server.execute("INSERT INTO once.t VALUES " + ", ".join(f"({i}, {i}, 'snap')" for i in range(1, 201)))
+    snapshot_rows = {row[0]: row for row in server.execute("SELECT id, v, s FROM once.t")}
+    prefix, env = "dbzonce", {"BINLAKE_KAFKA_FORMAT": "debezium-json", "BINLAKE_FILTERS_INCLUDE": "once.*",
+                              "BINLAKE_SNAPSHOT": "initial", "BINLAKE_SNAPSHOT_CHUNK_ROWS": "50"}
+    log = open(tmp_path / "run.log", "wb")
+    proc = start_daemon(server, kafka, prefix, 6161, log, env)
+    caught_up(server, kafka, prefix, proc)  # the snapshot done: streaming from here
+    start = server.current_binlog_position()
+    stop, done = threading.Event(), []
+    writer = threading.Thread(target=_writer, args=(server, stop, done))
+    writer.start()
+    try:
+        for delay in (1.5, 0.7, 2.2, 1.1):
+            time.sleep(delay)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+            proc = start_daemon(server, kafka, prefix, 6161, log, env)  # at once
+        time.sleep(1)
+        stop.set()
+        writer.join()
+        caught_up(server, kafka, prefix, proc)
+    finally:
+        stop.set()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        log.close()
+    assert done and done[0] > 200, done
+
+    events = [dbz.decoded(m) for m in dbz.messages(kafka, prefix)[f"{prefix}.once.t"]]
+    changes = [(key["payload"]["id"], value["payload"]) for key, value in events if value is not None]
+    reads = collections.Counter(p["after"]["id"] for _, p in changes if p["op"] == "r")
+    assert reads == collections.Counter(list(snapshot_rows)), "each snapshot row once"
+    assert all((p["after"]["id"], p["after"]["v"], p["after"]["s"]) == snapshot_rows[p["after"]["id"]]
+               and p["source"]["snapshot"] == "true" for _, p in changes if p["op"] == "r")
+    # every row change the server wrote after the snapshot's start, once, by its coordinates
+    server.flush_logs()
+    expected = collections.Counter()
+    for path in server.binlog_files():
+        if path.name < start.file:
+            continue
+        for ev in read_binlog_file(path):
+            if isinstance(ev, E.RowsEvent) and ev.database == "once" and (path.name, ev.position) >= tuple(start):
+                for row, change in enumerate(ev.rows):
+                    before, after = change.get("before"), change.get("after")
+                    moved = before is not None and after is not None and before["id"] != after["id"]
+                    expected[(path.name, ev.position, row)] += 2 if moved else 1
+    streamed = collections.Counter((p["source"]["file"], p["source"]["pos"], p["source"]["row"])
+                                   for _, p in changes if p["op"] != "r")
+    assert streamed == expected
+    state: dict[int, tuple] = {}  # the events replayed, in order
+    for key, payload in changes:
+        if payload["op"] == "d":
+            state.pop(key, None)
+        else:
+            after = payload["after"]
+            state[after["id"]] = (after["id"], after["v"], after["s"])
+    assert state == {row[0]: row for row in server.execute("SELECT id, v, s FROM once.t")}
