@@ -13,6 +13,7 @@ from ingester.devstack import MariaDBServer
 from ingester.devstack.connect import DEBEZIUM_JDBC_SINK, DEBEZIUM_MARIADB, KafkaConnect
 from ingester.devstack.kafka import KafkaBroker
 from ingester.devstack.objectstore import ObjectStore
+from ingester.devstack.registry import SchemaRegistry
 from ingester.devstack.spark_cluster import SparkCluster
 from tests.harness.lake_shapes import ClusterS3Shape, LocalShape
 from tests.harness.servers import MySQL84Server, docker_engine_available
@@ -63,6 +64,13 @@ def kafka_connect(kafka) -> Iterator[KafkaConnect]:
 
 
 @pytest.fixture(scope="session")
+def schema_registry() -> Iterator[SchemaRegistry]:
+    """A schema registry (Apicurio Registry, Confluent-compatible API): for the Avro formats."""
+    with SchemaRegistry() as registry:
+        yield registry
+
+
+@pytest.fixture(scope="session")
 def mysql84() -> Iterator[MySQL84Server]:
     """MySQL 8.4 with GTIDs, in a container: there is no Debian package for it."""
     if not docker_engine_available():
@@ -109,7 +117,8 @@ def spark():
 
 # Fixtures that start a real server (or Spark): a test using one belongs to the integration lane.
 SERVER_FIXTURES = frozenset(("mariadb", "make_mariadb", "kafka", "make_kafka", "mysql84", "object_store",
-                             "spark_cluster", "lake_shape", "spark", "kafka_connect"))
+                             "spark_cluster", "lake_shape", "spark", "kafka_connect",
+                             "schema_registry"))
 
 
 def pytest_collection_modifyitems(config, items) -> None:

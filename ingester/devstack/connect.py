@@ -11,7 +11,6 @@ through the worker's REST API on 127.0.0.1. Offsets go to a file in the worker's
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import shutil
 import subprocess
@@ -19,13 +18,11 @@ import sys
 import tarfile
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any, Self
 
 from ingester.devstack.kafka import KAFKA_VERSION, LOG4J_SLF4J_BINDING
-from ingester.devstack.process import ServerProcess, die_with_parent, free_tcp_port
+from ingester.devstack.process import ServerProcess, die_with_parent, free_tcp_port, http_json
 from ingester.maven import default_cache_dir, fetch_artifact, fetch_classpath, find_java
 
 DEBEZIUM_VERSION = "3.5.0.Final"
@@ -184,13 +181,4 @@ class KafkaConnect(ServerProcess):
             return None
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.url + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json", "Accept": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                text = response.read()
-        except urllib.error.HTTPError as exc:
-            raise RuntimeError(f"Kafka Connect {method} {path}: {exc.code} {exc.read().decode(errors='replace')}") \
-                from None
-        return json.loads(text) if text else None
+        return http_json(method, self.url + path, body)

@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 _PR_SET_PDEATHSIG = 1
 LOG_TAIL_LINES = 20
@@ -168,3 +171,18 @@ class ServerProcess(ManagedServer):
         except (OSError, ValueError):
             return None
         return pid if os.fsencode(self._marker) in cmdline else None
+
+
+def http_json(method: str, url: str, body: dict[str, Any] | None = None,
+              content_type: str = "application/json") -> Any:
+    """One request to a server's JSON API: its answer decoded (None when empty); an HTTP error is a
+    RuntimeError naming the method, URL, status and the server's message."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method,
+                                     headers={"Content-Type": content_type, "Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            text = response.read()
+    except urllib.error.HTTPError as exc:
+        raise RuntimeError(f"{method} {url}: {exc.code} {exc.read().decode(errors='replace')}") from None
+    return json.loads(text) if text else None
