@@ -16,13 +16,12 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Self
 
 from ingester.devstack.kafka import KAFKA_VERSION, LOG4J_SLF4J_BINDING
-from ingester.devstack.process import ServerProcess, die_with_parent, free_tcp_port, http_json
+from ingester.devstack.process import ServerProcess, die_with_parent, http_json
 from ingester.maven import default_cache_dir, fetch_artifact, fetch_classpath, find_java
 
 DEBEZIUM_VERSION = "3.5.0.Final"
@@ -76,11 +75,7 @@ class KafkaConnect(ServerProcess):
                  port: int | None = None, *, start_timeout: float = 120.0) -> None:
         self.bootstrap = bootstrap
         self.plugins = plugins
-        self._temporary = datadir is None
-        self._datadir = Path(datadir if datadir is not None else tempfile.mkdtemp(prefix="binlake-connect-")).absolute()
-        self._port = port if port is not None else free_tcp_port()
-        self._start_timeout = start_timeout
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._place(datadir, "binlake-connect-", port, start_timeout)
 
     @property
     def url(self) -> str:

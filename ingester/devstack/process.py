@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -115,6 +116,18 @@ class ServerProcess(ManagedServer):
 
     what = "server"  # its name in messages
     _proc: subprocess.Popen[bytes] | None = None
+    _port: int
+    _start_timeout: float
+
+    def _place(self, datadir: str | os.PathLike[str] | None, prefix: str, port: int | None,
+               start_timeout: float) -> None:
+        """Its datadir (a temporary one named ``prefix...`` when None), its port (a free one when None) and how
+        long a start may take: what the servers of one process set up alike."""
+        self._temporary = datadir is None
+        self._datadir = Path(datadir if datadir is not None else tempfile.mkdtemp(prefix=prefix)).absolute()
+        self._port = port if port is not None else free_tcp_port()
+        self._start_timeout = start_timeout
+        self._proc = None
 
     @property
     def _pid_file(self) -> Path:

@@ -9,12 +9,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Self
 
 from ingester.devstack.connect import plugin_dir
-from ingester.devstack.process import ServerProcess, die_with_parent, free_tcp_port, http_json
+from ingester.devstack.process import ServerProcess, die_with_parent, http_json
 from ingester.maven import find_java
 
 APICURIO_REGISTRY = "io.apicurio:apicurio-registry-app:3.0.9:all"
@@ -29,12 +28,7 @@ class SchemaRegistry(ServerProcess):
 
     def __init__(self, datadir: str | os.PathLike[str] | None = None, port: int | None = None, *,
                  start_timeout: float = 90.0) -> None:
-        self._temporary = datadir is None
-        self._datadir = Path(datadir if datadir is not None
-                             else tempfile.mkdtemp(prefix="binlake-registry-")).absolute()
-        self._port = port if port is not None else free_tcp_port()
-        self._start_timeout = start_timeout
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._place(datadir, "binlake-registry-", port, start_timeout)
 
     @property
     def url(self) -> str:

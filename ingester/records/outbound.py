@@ -34,10 +34,11 @@ class BinlogNames:
 
     def _guess(self, number: int) -> str:
         # not seen (e.g. after a restart, before the file's ROTATE): the pattern of the latest file seen
-        for known, other in sorted(self._names.items(), reverse=True):
-            stem, _, digits = other.rpartition(".")
-            return f"{stem}.{int(digits) + number - known:0{len(digits)}d}"
-        return f"binlog.{number:06d}"
+        if not self._names:
+            return f"binlog.{number:06d}"
+        known = max(self._names)
+        stem, _, digits = self._names[known].rpartition(".")
+        return f"{stem}.{int(digits) + number - known:0{len(digits)}d}"
 
 
 class Message(NamedTuple):

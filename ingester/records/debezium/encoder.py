@@ -62,7 +62,7 @@ class _Transaction:
     id: str
     ts_ms: int
     total: int = 0
-    per_table: dict[str, int] | None = None
+    per_table: dict[str, int] = field(default_factory=dict)
 
 
 class DebeziumJson:
@@ -107,11 +107,11 @@ class DebeziumJson:
                 continue  # table topics hold rows events and their table maps only
             snapshot = isinstance(ev, E.SnapshotRowsEvent)
             if self.options.transactions and not snapshot:
-                tx_id = item.gtid or f"file={self.file_name(item.seq.file_number)},pos={item.seq.position}"
+                tx_id = item.gtid or f"file={self._file(item.seq.file_number)},pos={item.seq.position}"
                 if tx is None or tx.id != tx_id:
                     if tx is not None:
                         yield self._end(tx)
-                    tx = _Transaction(tx_id, item.commit_ts // 1000, per_table={})
+                    tx = _Transaction(tx_id, item.commit_ts // 1000)
                     yield self._begin(tx)
             yield from self._rows(item, ev, snapshot, None if snapshot else tx)
         if tx is not None:
@@ -158,7 +158,6 @@ class DebeziumJson:
                after: dict[str, Any] | None, tx: _Transaction | None, table_name: str, now: int) -> Iterator[Message]:
         block = None
         if tx is not None:
-            assert tx.per_table is not None
             tx.total += 1
             tx.per_table[table_name] = tx.per_table.get(table_name, 0) + 1
             block = {"id": tx.id, "total_order": tx.total, "data_collection_order": tx.per_table[table_name]}
@@ -178,9 +177,8 @@ class DebeziumJson:
                                      "ts_ms": tx.ts_ms})
 
     def _end(self, tx: _Transaction) -> Message:
-        per_table = tx.per_table or {}
         return self._tx_message(tx, {"status": "END", "id": tx.id, "event_count": tx.total, "data_collections": [
-            {"data_collection": name, "event_count": n} for name, n in per_table.items()], "ts_ms": tx.ts_ms})
+            {"data_collection": name, "event_count": n} for name, n in tx.per_table.items()], "ts_ms": tx.ts_ms})
 
     def _tx_message(self, tx: _Transaction, payload: dict[str, Any]) -> Message:
         return Message(self.transaction_topic, self.layout.encode(_TX_KEY, {"id": tx.id}),
