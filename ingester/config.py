@@ -145,6 +145,10 @@ class LandConfig:
     # the topics have KAFKA_SOURCE_PARTITIONS partitions or more when the job starts; max_offsets_per_trigger
     # takes Spark's
     kafka_source: Literal["auto", "binlake", "spark"] = "auto"
+    # what the topics hold (docs/DEBEZIUM.md, "Landing Debezium topics"): binlake's records, or Debezium's
+    # change events in Kafka Connect's JSON converter layout with schemas (binlake's debezium-json or a real
+    # Debezium MySQL/MariaDB connector's); repeats of an at-least-once producer are dropped by source position
+    source_format: Literal["binlake", "debezium-json"] = "binlake"
     master: str = "local[2]"  # Spark master for `binlake land`; spark-submit sets its own
     shuffle_partitions: int = 2
     # a table's micro-batch of at most this many row changes has its mirror rows reduced and, when they

@@ -8,6 +8,7 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections import namedtuple
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .decode import RECORD_ARROW, RECORD_DDL, decode_partition
+from .decode import RECORD_ARROW, RECORD_DDL
 
 log = logging.getLogger("binlake.land")
 
@@ -128,10 +129,11 @@ class DriverBatch(BatchRows):
 
 
 class SparkBatch(BatchRows):
-    def __init__(self, spark: SparkSession, batch: DataFrame) -> None:
-        """One job decodes (and caches) the batch; the driver gets everything but the row data."""
+    def __init__(self, spark: SparkSession, batch: DataFrame, decode: Callable[..., Any]) -> None:
+        """One job decodes (and caches) the batch (``decode``: the source format's mapInArrow function); the
+        driver gets everything but the row data."""
         self.spark = spark
-        self.decoded = batch.mapInArrow(decode_partition, RECORD_DDL).persist()
+        self.decoded = batch.mapInArrow(decode, RECORD_DDL).persist()
         self.rows = self.decoded.filter("kind = 'row'")
 
     def info(self) -> list[Any]:

@@ -50,6 +50,7 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("raw", pa.binary(), "binary"),
     ("headers", pa.binary(), "binary"),
     ("verify", pa.string(), "string"),  # a verify row's chunk (JSON: streaming_job/verify.py)
+    ("mark", pa.binary(), "binary"),  # Debezium's change events: the newest position of the row's (debezium_decode.py)
 ]
 ROWS, ERROR, RAW, HEADERS = 9, 13, 14, 15  # indexes of those fields in a record row
 RECORD_ARROW = pa.schema([(n, t) for n, t, _ in RECORD_FIELDS])
@@ -208,6 +209,13 @@ class _Group:
         return sink.getvalue().to_pybytes()
 
 
+def withheld(topic: str, partition: int, offset: int) -> pa.RecordBatch:
+    """The one row of a task that stopped shipping its batch to the driver (decode_partition's ``ship``)."""
+    out = _Out()
+    out.rows = [("withheld", topic, partition, offset, *[None] * (len(RECORD_FIELDS) - 4))]
+    return out.batch()
+
+
 class _Out:
     """Record rows of one output batch."""
 
@@ -217,7 +225,7 @@ class _Out:
     def special(self, kind: str, topic: str, partition: int, offset: int, error: str | None,
                 raw: bytes, headers: dict[str, bytes]) -> None:
         self.rows.append((kind, topic, partition, offset, None, None, None, None, f"{topic}[{partition}]@{offset}",
-                          None, None, None, None, error, raw, pickle.dumps(headers, _PICKLE), None))
+                          None, None, None, None, error, raw, pickle.dumps(headers, _PICKLE), None, None))
 
     def batch(self) -> pa.RecordBatch:
         columns = list(zip(*self.rows, strict=True)) if self.rows else [() for _ in RECORD_FIELDS]
@@ -272,10 +280,10 @@ def decode_record(out: _Out, topic: str, partition: int, offset: int, headers: d
             g.add(item, ev, seq, position)
         rows: list[tuple[Any, ...]] = [
             ("row", topic, partition, offset, g.db, g.tbl, g.shape.schema, g.first_seq, g.first_position, len(g.op),
-             max(g.commit_ts), g.partial, g.ipc(), None, None, None, None) for g in groups.values()]
+             max(g.commit_ts), g.partial, g.ipc(), None, None, None, None, None) for g in groups.values()]
         rows += [("verify", topic, partition, offset, g.db, g.tbl, g.shape.schema, g.first_seq, g.first_position,
                   len(g.op), max(g.commit_ts, default=0), False, g.ipc(), None, None, None,
-                  orjson.dumps(chunk).decode())
+                  orjson.dumps(chunk).decode(), None)
                  for chunk, g in verified]
     except Exception as exc:  # any failure quarantines or stops with the record's position
         out.special("error", topic, partition, offset, f"{type(exc).__name__}: {exc}", value, headers)
@@ -342,8 +350,7 @@ def decode_partition(batches: Iterable[pa.RecordBatch], ship: int | None = None)
             if ship is not None:
                 shipped += sum(r[ROWS] or 0 for r in out.rows[before:])
                 if shipped > ship:
-                    out.rows = [("withheld", topic, partition, offset, *[None] * (len(RECORD_FIELDS) - 4))]
-                    yield out.batch()
+                    yield withheld(topic, partition, offset)
                     return
         yield out.batch()
     out = _Out()
@@ -433,8 +440,11 @@ def typed_batches(columns: list[tuple[str, str]], batches: Iterable[pa.RecordBat
                 "topic", "partition", "offset", "data")), strict=True):
             for part in pa.ipc.open_stream(data):
                 n = len(part)
+                # a row of Debezium's change events carries each one's offset (debezium_decode.py)
+                offsets = (part.column("kafka_offset") if "kafka_offset" in part.schema.names
+                           else pa.array([offset] * n, pa.int64()))
                 arrays = [*part.columns[:6], pa.array([topic] * n, pa.string()),
-                          pa.array([partition] * n, pa.int32()), pa.array([offset] * n, pa.int64()),
+                          pa.array([partition] * n, pa.int32()), offsets,
                           _conform(part.column("before"), fields), _conform(part.column("after"), fields)]
                 pending.append(pa.RecordBatch.from_arrays(arrays, schema=schema))
                 size += n

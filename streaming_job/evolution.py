@@ -58,11 +58,13 @@ class SchemaGroup:
 class SchemaEvolution:
     """The tables' lake columns as this job knows them, and the schema topic's statements read so far."""
 
-    def __init__(self, spark: SparkSession, delta: DeltaTables, kafka: KafkaReader, topic_prefix: str) -> None:
+    def __init__(self, spark: SparkSession, delta: DeltaTables, kafka: KafkaReader, schema_topic: str | None) -> None:
+        """``schema_topic``: binlake's topic of DDL statements (``<prefix>._schema``); None where the source has
+        none (Debezium's change events)."""
         self.spark = spark
         self.delta = delta
         self.kafka = kafka
-        self.topic_prefix = topic_prefix
+        self.schema_topic = schema_topic
         self._columns: dict[tuple[str, str], list[tuple[str, str]]] = {}
         # per table of the batch: column -> first sequence with it, and the columns older images lack (ADD COLUMN)
         self._appear: dict[tuple[str, str], tuple[dict[str, bytes], set[str]]] = {}
@@ -129,7 +131,12 @@ class SchemaEvolution:
         if not wanted:
             return []
         types = dict(columns)
-        out = []
+        out: list[D.Default] = []
+        if self.schema_topic is None:
+            log.warning("`%s`.`%s`: the mirror's columns %s stay null in rows written before they were added: the "
+                        "change events carry no ADD COLUMN statement to take their defaults from", db, table,
+                        ", ".join(f"`{n}`" for n in wanted))
+            return out
         with self._statements:  # tables landing side by side: one reads the topic, none sees it half read
             self._read_statements()
             for name in wanted:
@@ -146,7 +153,8 @@ class SchemaEvolution:
 
     def _read_statements(self) -> None:
         """The schema topic's statements since the last read (committed ones), for their ADD COLUMNs."""
-        topic = f"{self.topic_prefix}._schema"
+        topic = self.schema_topic
+        assert topic is not None
         try:
             records = self.kafka.read(topic, {"0": self._schema_next}, "latest").select(
                 "offset", "headers", "value").collect()
@@ -163,7 +171,9 @@ class SchemaEvolution:
     def _ddl_before(self, db: str, table: str, group: SchemaGroup) -> str:
         """The last statement on the schema topic before ``group``'s first row that names the table: for
         the error message only, so the topic is read just then."""
-        topic = f"{self.topic_prefix}._schema"
+        topic = self.schema_topic
+        if topic is None:
+            return "the change events carry no DDL statements"
         mentions = re.compile(r"(?<![\w$])`?" + re.escape(table) + r"`?(?![\w$])", re.IGNORECASE)
         found = None
         try:

@@ -31,6 +31,7 @@ from .lake_lease import LakeLease
 from .lake_paths import is_local
 from .object_store import ObjectStoreSettings, on_object_store, probe
 from .sink import Lander
+from .source_formats import source_format
 from .spark_logs import driver_java_options, jvm_stderr
 from .worker import DAEMON_MODULE
 from .writer import DeltaCommit, write_mirror_file
@@ -212,11 +213,6 @@ def _started(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     yield from batches
 
 
-def topic_pattern(prefix: str) -> str:
-    """The prefix's table topics: everything but its _schema, _schema_history and _offsets topics."""
-    return rf"{re.escape(prefix)}\.(?!_schema$|_schema_history$|_offsets$).+"
-
-
 def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
     """Run the query until it stops (available-now: once everything committed so far has landed)."""
     store = settings.store if on_object_store(settings.lake) else None
@@ -240,9 +236,11 @@ def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
 
 def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, lease: LakeLease | None) -> int:
     land = settings.land
+    source_kind = source_format(land.source_format, spark, settings.lake, settings.bootstrap)
+    source_kind.check(land.min_partitions)
     lander = Lander(spark, settings.lake, settings.checkpoint, land.quarantine, settings.bootstrap,
                     settings.topic_prefix, driver_rows=land.driver_rows, min_tasks=land.min_partitions or 0,
-                    keys=land.keys, files=files, lease=lease)
+                    keys=land.keys, files=files, lease=lease, source=source_kind)
     listener = LandMetrics(lander)
     # The JVM's Delta path is warmed for a URI lake's running job (its first batch then lands in steady time);
     # a one-shot run would only pay it twice: on a cluster, 13 s of scratch-table work against ~3 s more in
@@ -251,7 +249,8 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
     spark.streams.addListener(listener)
     if settings.metrics_port is not None:
         start_http_server(settings.metrics_port, settings.metrics_host, registry=listener.registry)
-    source = stream_source(settings.bootstrap, topic_pattern(settings.topic_prefix), settings.land.min_partitions,
+    source = stream_source(settings.bootstrap, source_kind.topic_pattern(settings.topic_prefix),
+                           settings.land.min_partitions,
                            settings.land.max_offsets_per_trigger, settings.land.kafka_source)
     log.info("Kafka source: %s", type(source).__name__)
     reader = source.reader(spark)

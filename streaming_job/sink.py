@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 
 from .batch_rows import BatchRows, DriverBatch, SparkBatch, TableRows
 from .compaction import ChangeLogCompaction
-from .decode import ERROR, HEADERS, RAW, RECORD_DDL, decode_partition, reassemble, typed_batches, typed_ddl
+from .decode import ERROR, HEADERS, RAW, RECORD_DDL, reassemble, typed_batches, typed_ddl
 from .delta_tables import DeltaTables, stats_columns
 from .driver_threads import DriverThreads
 from .errors import LandError
@@ -43,6 +43,7 @@ from .lake_paths import join, scheme
 from .mirror_driver import DriverMirror
 from .mirror_spark import SparkMirror
 from .mirrors import Mirrors
+from .source_formats import BinlakeRecords, SourceFormat
 from .table_landing import DriverLanding, SparkLanding, TableBatch
 from .verify import Verifier
 from .writer import PARTITION_COLUMN, Commit, land_partition
@@ -80,6 +81,7 @@ class Lander:
     # tables is decoded in as many tasks as cores instead (or the minPartitions asked for, min_tasks)
     min_tasks: int = 0
     keys: dict[str, list[str]] = field(default_factory=dict)  # land.keys: "<db>.<table>" -> its mirror's key
+    source: SourceFormat = field(default_factory=BinlakeRecords)  # what the topics hold (land.source_format)
     # The lake's files as the driver and the executors write them (local disk, or S3: lake_files.py); None:
     # a lake only Spark's own filesystems reach (e.g. abfss://), landed by Spark's writer
     files: LakeFiles | None = None
@@ -113,7 +115,8 @@ class Lander:
         self.delta = DeltaTables(self.spark, self.app_id, self.files)
         self.threads = DriverThreads(self.spark, remote=self.files is not None and not self.files.local)
         self.kafka = KafkaReader(self.spark, self.bootstrap)
-        self.evolution = SchemaEvolution(self.spark, self.delta, self.kafka, self.topic_prefix)
+        self.evolution = SchemaEvolution(self.spark, self.delta, self.kafka,
+                                         f"{self.topic_prefix}._schema" if self.source.schema_topic else None)
         self.compaction = ChangeLogCompaction(self.compact_files, self.small_file_bytes, self.driver_merge_bytes,
                                               self.files)
         self.driver_mirror = DriverMirror(self.delta, self.threads, self.driver_merge_bytes, self.compact_files,
@@ -172,6 +175,7 @@ class Lander:
                 self._undecodable(errors, batch_id)
             log.debug("batch %d: decoded in %.1fs%s", batch_id, time.monotonic() - start, rows.where)
             stats = self._land(rows, meta, batch_id)
+            self.source.landed(meta)
             if verified or any(r.kind == "verify" for r in info):  # binlake verify: after the batch has landed
                 results = self.verifier.check(rows.verify_rows(verified), partial(self._changed_after, rows),
                                               batch_id)
@@ -187,12 +191,12 @@ class Lander:
         and one that has more stops early and says so (``withheld``). Else (the batch is larger, or the
         lake remote) it is decoded again the cached way, in Spark."""
         if self.driver_rows > 0 and self.files is not None:
-            table = batch.mapInArrow(partial(decode_partition, ship=self.driver_rows // max(1, tasks)),
+            table = batch.mapInArrow(self.source.decoder(ship=self.driver_rows // max(1, tasks)),
                                      RECORD_DDL).toArrow()
             if not pc.any(pc.equal(table.column("kind"), "withheld")).as_py():
                 return DriverBatch(self.spark, table)
             log.debug("more than %d row changes in the batch: decoded again, cached in Spark", self.driver_rows)
-        return SparkBatch(self.spark, batch)
+        return SparkBatch(self.spark, batch, self.source.decoder())
 
     @staticmethod
     def _changed_after(rows: BatchRows, db: str, table: str, columns: list[tuple[str, str]],

@@ -308,7 +308,7 @@ def kafka_end_offsets(bootstrap: str, prefix: str) -> dict[str, dict[str, int]]:
     landing job has read all of once its query's offsets equal them)."""
     from kafka import KafkaConsumer, TopicPartition
 
-    from streaming_job.job import topic_pattern
+    from streaming_job.source_formats import topic_pattern
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
     try:

@@ -25,6 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-partitions", type=int, metavar="N", help="Kafka source minPartitions")
     p.add_argument("--kafka-source", choices=("auto", "binlake", "spark"),
                    help="the stream's Kafka source (default auto: binlake's for many topic partitions)")
+    p.add_argument("--source-format", choices=("binlake", "debezium-json"),
+                   help="what the topics hold: binlake's records (default) or Debezium's change events")
     p.add_argument("--max-offsets-per-trigger", type=int, metavar="N", help="bound each micro-batch")
     p.add_argument("--driver-rows", type=int, metavar="N",
                    help="a table's batch of at most N row changes is reduced for its mirror by the driver")
@@ -61,7 +63,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def land_overrides(args: argparse.Namespace) -> dict[str, Any]:
     out = overrides(args)
     names = ("lake", "checkpoint", "trigger", "quarantine", "min_partitions", "max_offsets_per_trigger", "master",
-             "driver_rows", "kafka_source", "s3_endpoint", "s3_path_style")
+             "driver_rows", "kafka_source", "source_format", "s3_endpoint", "s3_path_style")
     land = {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
     if land:
         out["land"] = land

@@ -143,9 +143,9 @@ def collect(cfg: Config) -> Status:
 
 
 def _land(cfg: Config, status: Status) -> None:
-    from streaming_job.job import topic_pattern
+    from streaming_job.source_formats import topic_pattern
 
-    ends = _end_offsets(cfg, topic_pattern(cfg.kafka.topic_prefix))
+    ends = _end_offsets(cfg, topic_pattern(cfg.kafka.topic_prefix, cfg.land.source_format))
     landed = None
     if cfg.land.checkpoint:
         land = status.land = LandStatus(cfg.land.checkpoint)

@@ -72,9 +72,10 @@ class KafkaConnect(ServerProcess):
     host = "127.0.0.1"
 
     def __init__(self, bootstrap: str, plugins: list[str], datadir: str | os.PathLike[str] | None = None,
-                 port: int | None = None, *, start_timeout: float = 120.0) -> None:
+                 port: int | None = None, *, start_timeout: float = 120.0, offset_flush_ms: int = 1000) -> None:
         self.bootstrap = bootstrap
         self.plugins = plugins
+        self.offset_flush_ms = offset_flush_ms  # how often source connectors' offsets are committed
         self._place(datadir, "binlake-connect-", port, start_timeout)
 
     @property
@@ -123,7 +124,7 @@ class KafkaConnect(ServerProcess):
             "key.converter=org.apache.kafka.connect.json.JsonConverter\n"
             "value.converter=org.apache.kafka.connect.json.JsonConverter\n"
             f"offset.storage.file.filename={self.offsets_file}\n"
-            "offset.flush.interval.ms=1000\n"
+            f"offset.flush.interval.ms={self.offset_flush_ms}\n"
             f"plugin.path={plugin_path}\n")
         self._log4j_config.write_text(_LOG4J)
         offset = self.log_file.stat().st_size if self.log_file.exists() else 0

@@ -82,3 +82,17 @@ def json_null_record() -> tuple[dict[str, bytes], bytes]:
     texts = [b"null", None, b"[null]", b'"null"']
     return snapshot_record([[[i, None if t is None else D._json(t)] for i, t in enumerate(texts, 1)]],
                            table=json_snapshot_table(), binary=())
+
+
+def debezium_messages(path, options) -> list:
+    """A corpus binlog's records through binlake's debezium-json encoder (``options``: DebeziumOptions): every
+    message, the held change events after the records' own (one Kafka transaction), ``ts_ms`` of 0."""
+    from ingester.records.debezium.encoder import DebeziumJson
+    from ingester.records.outbound import BinlogNames
+
+    _, out, _ = build_records(path)
+    names = BinlogNames()
+    names.saw(1, path.name if path.suffix[1:].isdigit() else "binlog.000001")
+    encoder = DebeziumJson(options, names, 900_000, clock=lambda: 0)
+    messages = [m for r in out if isinstance(r, Record) for m in encoder.messages(r)]
+    return messages + list(encoder.before_commit())

@@ -15,12 +15,12 @@ from ingester.codec import events as E
 from ingester.codec.table_map import Column
 from ingester.records.builder import Record
 from ingester.records.debezium.columns import Modes, column_codec, shortest_float32
-from ingester.records.debezium.encoder import DebeziumJson, DebeziumOptions, JsonLayout
+from ingester.records.debezium.encoder import DebeziumOptions, JsonLayout
 from ingester.records.debezium.envelope import topic_name
 from ingester.records.outbound import BinlakeOut, BinlogNames
 from ingester.sources.binlog_file import read_binlog_file
 from tests.corpus import CORPUS
-from tests.harness.records import CORPUS_FILES, build_records
+from tests.harness.records import CORPUS_FILES, debezium_messages
 
 
 def _column(code: int, meta: int = 0, **kw) -> Column:
@@ -103,12 +103,7 @@ def test_layout_topics_and_binlog_names() -> None:
 @pytest.mark.parametrize("name", CORPUS_FILES)
 def test_every_row_of_a_real_binlog_becomes_one_change_event_in_binlog_order(name) -> None:
     path = CORPUS / name
-    _, out, _ = build_records(path)
-    names = BinlogNames()
-    names.saw(1, path.name if path.suffix[1:].isdigit() else "binlog.000001")
-    encoder = DebeziumJson(DebeziumOptions("p", transactions=True), names, 900_000, clock=lambda: 0)
-    messages = [m for r in out if isinstance(r, Record) for m in encoder.messages(r)]
-    messages += list(encoder.before_commit())
+    messages = debezium_messages(path, DebeziumOptions("p", transactions=True))
     assert all(m.topic == "p._schema" for m in messages if m.topic.startswith("p._"))
     expected = []  # (topic, op, pos, row) of every row, read from the file alone
     for ev in read_binlog_file(path):

@@ -290,15 +290,22 @@ def _string(col: Column, modes: Modes) -> ColumnCodec:
     return _text_or_bytes(col, modes)
 
 
+def _label(value: str | int) -> str:
+    """An ENUM/SET value: its label(s), or without labels (no metadata, no schema history) its index or mask as
+    text, the field being a string."""
+    return value if isinstance(value, str) else str(value)
+
+
 @_builds(T.ENUM)
 def _enum(col: Column, modes: Modes) -> ColumnCodec:
-    return ColumnCodec(_schema("string", "io.debezium.data.Enum", {"allowed": ",".join(col.enum_values or ())}), None)
+    return ColumnCodec(_schema("string", "io.debezium.data.Enum", {"allowed": ",".join(col.enum_values or ())}),
+                       _label)
 
 
 @_builds(T.SET)
 def _set(col: Column, modes: Modes) -> ColumnCodec:
     return ColumnCodec(_schema("string", "io.debezium.data.EnumSet", {"allowed": ",".join(col.set_values or ())}),
-                       None)
+                       _label)
 
 
 @_builds(T.JSON)

@@ -1,0 +1,280 @@
+"""Debezium change events (Kafka Connect's JSON converter layout, with schemas) -> the decode step's record rows
+(decode.py), on the executors: the same rows binlake's records become, so everything after decoding (schemas,
+change logs, mirrors) is the same for both.
+
+Debezium is at least once: after a crash it publishes again what it had published since its last committed
+offset. Each change event says where it comes from (source.file, pos, row), and one topic partition holds its
+events in binlog order, so an event is a repeat when its position is before the newest one already seen in that
+partition. ``marks`` holds that position per topic partition, from the lake (what earlier batches landed) and
+then from the events this task reads. A key change is a delete and a create at the same position: the delete
+ranks first. Several events can share one position (the rows events of a MySQL compressed transaction all carry
+the TRANSACTION_PAYLOAD's position, Debezium's too): at the newest position, a mark also holds a digest of each
+event's images, and an event there is a repeat when its digest is among them. Snapshot reads (op r) all carry
+the snapshot's position: they are never taken for repeats (a read lands as the row's state; a snapshot Debezium
+repeats lands its reads again).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import orjson
+import pyarrow as pa
+
+from ingester.records.format import Sequence, file_number
+
+from .debezium_types import UnknownField, lake_column
+from .decode import CHANGE_HEAD, ROWS, _Out, withheld
+from .lake_types import arrow_type
+from .worker import keep_spark_archive_listings
+
+_OPS = {"c": "insert", "u": "update", "d": "delete", "r": "read"}
+_PAYLOAD = b',"payload":'
+_MARK_ROW = 4  # bytes of the row index in a position
+POSITION = 16 + _MARK_ROW + 1  # a mark's position: sequence, row index, rank; then its digests
+DIGEST = 8
+_FLUSH_ROWS = 65_536  # a task's change events held as columns before they go out as record rows
+# (topic, partition) -> its mark: the newest position landed (position()), then the digests (digest()) of the events
+# landed at it; a mark of a position alone (read from the lake, its events gone from Kafka) knows no digests
+Marks = dict[tuple[str, int], bytes]
+
+
+def position(seq: bytes, row: int, op: str) -> bytes:
+    """A change event's position as bytes that sort like it: sequence, row, then a delete before a create."""
+    return seq + row.to_bytes(_MARK_ROW, "big") + (b"\x00" if op == "delete" else b"\x01")
+
+
+def digest(before: Any, after: Any) -> bytes:
+    """A change event's images, hashed: what tells events at one position apart (a repeat has the same)."""
+    return hashlib.blake2b(orjson.dumps([before, after], option=orjson.OPT_SORT_KEYS), digest_size=DIGEST).digest()
+
+
+def merged(old: bytes | None, new: bytes) -> bytes:
+    """Two marks of one topic partition as one: the newer position's, or at the same position every digest."""
+    if old is None or new[:POSITION] > old[:POSITION]:
+        return new
+    if new[:POSITION] < old[:POSITION]:
+        return old
+    known = {old[i:i + DIGEST] for i in range(POSITION, len(old), DIGEST)}
+    return old + b"".join(d for d in _digests(new) if d not in known)
+
+
+def message_digest(value: bytes) -> bytes:
+    """The digest of a change event message (its value)."""
+    try:
+        event = orjson.loads(_split(value, "value")[1])
+    except orjson.JSONDecodeError as exc:
+        raise DebeziumError(f"not JSON: {exc}") from None
+    return digest(event.get("before"), event.get("after"))
+
+
+def _digests(mark: bytes) -> list[bytes]:
+    return [mark[i:i + DIGEST] for i in range(POSITION, len(mark), DIGEST)]
+
+
+class DebeziumError(ValueError):
+    """A message that is not a change event this job can land."""
+
+
+class _Shape:
+    """One table schema as its value and key schemas give it."""
+
+    __slots__ = ("converters", "fields", "image_type", "names", "schema")
+
+    def __init__(self, value_schema: dict[str, Any], key_schema: dict[str, Any] | None) -> None:
+        by_name = {f["field"]: f for f in value_schema.get("fields", ())}
+        image = by_name.get("after") or by_name.get("before")
+        if image is None or image.get("type") != "struct":
+            raise DebeziumError("the value schema has no before/after struct: not a Debezium change event")
+        self.names: list[str] = []
+        columns, self.converters = [], []
+        for field in image["fields"]:
+            try:
+                dtype, convert = lake_column(field)
+            except UnknownField as exc:
+                raise DebeziumError(f"{exc}") from None
+            self.names.append(field["field"])
+            columns.append((field["field"], dtype))
+            self.converters.append(convert)
+        pk = [f["field"] for f in (key_schema or {}).get("fields", ())]
+        self.schema = orjson.dumps({"columns": columns, "pk": pk}).decode()
+        self.fields = [pa.field(n, arrow_type(t)) for n, t in columns]
+        self.image_type = pa.struct(self.fields)
+
+
+class _Group:
+    """The change events of one topic partition and table schema in a task's batch, as columns."""
+
+    def __init__(self, db: str, tbl: str, shape: _Shape) -> None:
+        self.db, self.tbl, self.shape = db, tbl, shape
+        self.head: list[list[Any]] = [[] for _ in range(len(CHANGE_HEAD) + 1)]  # + kafka_offset
+        self.before: list[list[Any]] = [[] for _ in shape.names]
+        self.after: list[list[Any]] = [[] for _ in shape.names]
+        self.before_valid: list[bool] = []
+        self.after_valid: list[bool] = []
+        self.mark = b""
+        self.first_offset = -1
+
+    def add(self, offset: int, head: tuple[Any, ...], before: dict[str, Any] | None,
+            after: dict[str, Any] | None) -> None:
+        if self.first_offset < 0:
+            self.first_offset = offset
+        for column, value in zip(self.head, (*head, offset), strict=True):
+            column.append(value)
+        for image, columns, valid in ((before, self.before, self.before_valid), (after, self.after, self.after_valid)):
+            valid.append(image is not None)
+            for name, convert, column in zip(self.shape.names, self.shape.converters, columns, strict=True):
+                value = None if image is None else image.get(name)
+                column.append(value if value is None or convert is None else convert(value))
+
+    def row(self, topic: str, partition: int) -> tuple[Any, ...]:
+        op, seq, positions, _, commit_ts, _, _ = self.head
+        first = min(range(len(seq)), key=seq.__getitem__)
+        return ("row", topic, partition, self.first_offset, self.db, self.tbl, self.shape.schema, seq[first],
+                positions[first], len(op), max(commit_ts), False, self._ipc(), None, None, None, None,
+                self.mark or None)
+
+    def _ipc(self) -> bytes:
+        shape = self.shape
+        head = [pa.array(v, t) for v, (_, t) in zip(self.head, [*CHANGE_HEAD, ("kafka_offset", pa.int64())],
+                                                     strict=True)]
+        images = [pa.StructArray.from_arrays([_array(v, f) for v, f in zip(columns, shape.fields, strict=True)],
+                                             fields=shape.fields, mask=pa.array([not ok for ok in valid], pa.bool_()))
+                  for columns, valid in ((self.before, self.before_valid), (self.after, self.after_valid))]
+        schema = pa.schema([*CHANGE_HEAD, ("kafka_offset", pa.int64()), ("before", shape.image_type),
+                            ("after", shape.image_type)])
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, schema) as writer:
+            writer.write_batch(pa.RecordBatch.from_arrays([*head, *images], schema=schema))
+        return sink.getvalue().to_pybytes()
+
+
+def _array(values: list[Any], field: pa.Field) -> pa.Array:
+    try:
+        return pa.array(values, field.type)
+    except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
+        raise DebeziumError(f"column `{field.name}`: a value that is not its schema's {field.type}: {exc}") from None
+
+
+class DebeziumReader:
+    """One task's change events, in offset order per topic partition."""
+
+    def __init__(self, marks: Marks) -> None:
+        self.marks = dict(marks)
+        self.shapes: dict[tuple[bytes, bytes], _Shape] = {}
+        self.groups: dict[tuple[str, int, int], _Group] = {}
+        self.repeats = 0
+        self.pending = 0  # change events in the groups
+
+    def feed(self, out: _Out, topic: str, partition: int, offset: int, key: bytes | None,
+             value: bytes | None) -> None:
+        if value is None:
+            return  # a tombstone: for log compaction, no change of its own
+        try:
+            self._event(topic, partition, offset, key, value)
+        except (DebeziumError, KeyError, TypeError, ValueError, OverflowError) as exc:
+            out.special("error", topic, partition, offset, f"{type(exc).__name__}: {exc}", value,
+                        {} if key is None else {"key": key})
+
+    def _event(self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes) -> None:
+        value_head, payload = _split(value, "value")
+        key_head = _split(key, "key")[0] if key is not None else b""
+        shape = self.shapes.get((value_head, key_head))
+        if shape is None:
+            value_schema = orjson.loads(value_head[len(b'{"schema":'):])
+            key_schema = orjson.loads(key_head[len(b'{"schema":'):]) if key_head else None
+            if len(self.shapes) > 10_000:
+                self.shapes.clear()
+            shape = self.shapes[(value_head, key_head)] = _Shape(value_schema, key_schema)
+        event = orjson.loads(payload)
+        op = _OPS.get(event.get("op"))
+        if op is None:
+            raise DebeziumError(f"op {event.get('op')!r} is not a row change (c, u, d, r)")
+        source = event["source"]
+        seq = Sequence(file_number(source["file"]), source["pos"]).encode()
+        row = source.get("row") or 0
+        before, after = event.get("before"), event.get("after")
+        if op != "read" and self._repeat((topic, partition), position(seq, row, op), before, after):
+            self.repeats += 1
+            return
+        ts_us = source.get("ts_us")
+        commit_ts = ts_us if ts_us is not None else source["ts_ms"] * 1000
+        group = self.groups.get((topic, partition, id(shape)))
+        if group is None:
+            group = self.groups[(topic, partition, id(shape))] = _Group(source["db"], source["table"], shape)
+        self.pending += 1
+        group.add(offset, (op, seq, str(Sequence.decode(seq)), source.get("gtid") or "", commit_ts, row),
+                  before, after)
+
+    def _repeat(self, key: tuple[str, int], at: bytes, before: Any, after: Any) -> bool:
+        """Whether an event at position ``at`` was seen before in the topic partition ``key`` (else it is
+        recorded)."""
+        mark = self.marks.get(key)
+        if mark is not None and at < mark[:POSITION]:
+            return True
+        if mark is not None and at == mark[:POSITION]:
+            if len(mark) == POSITION:  # its events' digests are not known: taken for the events landed there
+                return True
+            found = digest(before, after)
+            if found in _digests(mark):
+                return True
+            self.marks[key] = mark + found
+            return False
+        self.marks[key] = at + digest(before, after)
+        return False
+
+    def finish(self, out: _Out) -> None:
+        for (topic, partition, _), group in self.groups.items():
+            group.mark = self.marks.get((topic, partition), b"")
+            try:
+                out.rows.append(group.row(topic, partition))
+            except DebeziumError as exc:
+                out.special("error", topic, partition, group.first_offset, f"{group.db}.{group.tbl}: {exc}", b"", {})
+        self.groups.clear()
+        self.pending = 0
+
+
+def _split(message: bytes, what: str) -> tuple[bytes, bytes]:
+    """Kafka Connect's JSON converter's ``{"schema":S,"payload":P}`` -> (``{"schema":S``, ``P``). The schema is
+    what says each column's type: messages without one (schemas.enable=false) cannot be landed."""
+    if not message.startswith(b'{"schema":'):
+        raise DebeziumError(f"the {what} has no schema: Debezium's topics land with the JSON converter's "
+                            "schemas.enable=true (binlake's debezium.schemas_enable)")
+    # the payload follows the schema; no JSON string holds an unescaped '"', so the first match is the key
+    at = message.find(_PAYLOAD)
+    if at < 0 or not message.endswith(b"}"):
+        raise DebeziumError(f"the {what} is not the JSON converter's schema and payload")
+    return message[:at], message[at + len(_PAYLOAD):-1]
+
+
+def decode_debezium_partition(batches: Iterable[pa.RecordBatch], marks: Marks,
+                              ship: int | None = None) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function over the Kafka source's columns (key, value, topic, partition, offset): the change
+    events as decode.RECORD_ARROW rows, a row per topic partition and table schema (``ship``: as
+    decode.decode_partition's)."""
+    keep_spark_archive_listings()
+    shipped = 0
+    for out in _outputs(batches, DebeziumReader(marks)):
+        shipped += sum(r[ROWS] or 0 for r in out.rows)
+        if ship is not None and shipped > ship:
+            first = out.rows[0]
+            yield withheld(first[1], first[2], first[3])
+            return
+        yield out.batch()
+
+
+def _outputs(batches: Iterable[pa.RecordBatch], reader: DebeziumReader) -> Iterator[_Out]:
+    for batch in batches:
+        out = _Out()
+        cols = batch.to_pydict()
+        for topic, partition, offset, key, value in zip(cols["topic"], cols["partition"], cols["offset"],
+                                                        cols["key"], cols["value"], strict=True):
+            reader.feed(out, topic, partition, offset, key, value)
+        if reader.pending >= _FLUSH_ROWS:  # memory stays bounded: the groups so far go out
+            reader.finish(out)
+        yield out
+    out = _Out()
+    reader.finish(out)
+    yield out

@@ -1,0 +1,134 @@
+"""`binlake land --source-format debezium-json` on a real Debezium MariaDB connector's topics: Kafka Connect is
+killed -9 and restarted mid-stream, so Kafka holds repeats of the change events published after its last
+committed offset; the lake lands each change once (by its source position) and the mirrors equal the server's
+SELECT, read by Spark and by delta-rs. The land job runs twice (mid-stream and at the end, many micro-batches
+each), so positions landed are found again both from the lake and from the batches before."""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import random
+import signal
+import threading
+import time
+
+import pytest
+from harness import debezium as dbz
+from harness.delta_rs import delta_rs_table
+from harness.land import mirror_rows, plain_rows, run_land
+
+from ingester.devstack.connect import DEBEZIUM_MARIADB, KafkaConnect
+
+pytestmark = pytest.mark.integration
+
+_TABLE = ("CREATE TABLE {} (id INT PRIMARY KEY, v INT NOT NULL, s VARCHAR(200), d DECIMAL(12,3), "
+          "at DATETIME(3), ts TIMESTAMP(6) NULL, f DOUBLE, b VARBINARY(16))")
+
+
+def _writer(server, stop: threading.Event) -> None:
+    rng = random.Random(11)
+    conn = server.connect("dbzland")
+    conn.autocommit(True)
+    with conn.cursor() as cur:
+        n = 0
+        while not stop.is_set():
+            table = rng.choice(("a", "b"))
+            key = rng.randrange(1, 300)
+            choice = rng.random()
+            if choice < 0.45:
+                cur.execute(f"INSERT INTO {table} VALUES (%s, %s, %s, %s, NOW(3), NOW(6), %s, %s) "
+                            "ON DUPLICATE KEY UPDATE v = v + 1, s = CONCAT(LEFT(s, 150), 'é')",
+                            (key, n, f"w{n}", rng.randrange(-10**9, 10**9) / 1000, rng.random(), bytes([n % 256])))
+            elif choice < 0.75:
+                cur.execute(f"UPDATE {table} SET v = v - 1, d = d * -1, f = NULL WHERE id = %s", (key,))
+            elif choice < 0.85:  # a changed key: Debezium's delete and create at one position
+                cur.execute(f"UPDATE IGNORE {table} SET id = id + 300 WHERE id = %s", (key,))
+            elif choice < 0.95:
+                cur.execute(f"DELETE FROM {table} WHERE id = %s OR id = %s", (key, key + 300))
+            else:  # several rows in one transaction
+                cur.execute("BEGIN")
+                cur.executemany(f"INSERT INTO {table} (id, v) VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = -v",
+                                [(rng.randrange(1, 300), n) for _ in range(6)])
+                cur.execute("COMMIT")
+            n += 1
+            time.sleep(0.002)
+    conn.close()
+
+
+def _positions(kafka, prefix: str) -> tuple[collections.Counter, int]:
+    """Per table, the change events in Kafka by source position (file, pos, row, op), and their number."""
+    seen: collections.Counter = collections.Counter()
+    total = 0
+    for topic, items in dbz.messages(kafka, prefix).items():
+        if topic.count(".") != 2:
+            continue
+        for message in items:
+            _, value = dbz.decoded(message)
+            if value is None or value["payload"]["op"] == "r":
+                continue
+            source = value["payload"]["source"]
+            seen[(source["table"], source["file"], source["pos"], source["row"], value["payload"]["op"])] += 1
+            total += 1
+    return seen, total
+
+
+def test_debezium_topics_land_once_across_a_connector_killed_9(make_mariadb, kafka, spark, tmp_path) -> None:
+    server = make_mariadb()
+    server.execute("CREATE DATABASE dbzland CHARACTER SET utf8mb4")
+    for table in ("a", "b"):
+        server.execute(_TABLE.format(f"dbzland.{table}"))
+        server.execute(f"INSERT INTO dbzland.{table} (id, v, s) VALUES " + ", ".join(
+            f"({i}, {i}, 'snap')" for i in range(1, 101)))
+    prefix, lake = "dbzland", tmp_path / "lake"
+    # offsets committed every 4 s: a kill -9 between two commits leaves up to 4 s of events to be published again
+    worker = KafkaConnect(kafka.bootstrap, [DEBEZIUM_MARIADB], datadir=tmp_path / "connect", offset_flush_ms=4000)
+    stop = threading.Event()
+    writer = threading.Thread(target=_writer, args=(server, stop))
+    try:
+        worker.start()
+        dbz.start_connector(worker, server, kafka, prefix, "dbzland", **{"tombstones.on.delete": "true"})
+        writer.start()
+        time.sleep(7)
+        assert worker._proc is not None
+        worker._proc.send_signal(signal.SIGKILL)
+        worker._proc.wait()
+        worker.start()
+        dbz.start_connector(worker, server, kafka, prefix, "dbzland", **{"tombstones.on.delete": "true"})
+        time.sleep(3)
+        assert run_land(kafka, prefix, lake, "--source-format", "debezium-json",
+                        "--max-offsets-per-trigger", "700") == 0
+        time.sleep(3)
+        stop.set()
+        writer.join()
+        server.execute("CREATE TABLE dbzland.done (id INT PRIMARY KEY)")
+        server.execute("INSERT INTO dbzland.done VALUES (1)")
+        dbz.wait_for(kafka, prefix, "dbzland.done", 1, worker)
+    finally:
+        stop.set()
+        if writer.is_alive():
+            writer.join()
+        worker.close()
+
+    seen, total = _positions(kafka, prefix)
+    assert total > len(seen), "the kill -9 left no repeated change events in Kafka: nothing was tested"
+    assert run_land(kafka, prefix, lake, "--source-format", "debezium-json", "--max-offsets-per-trigger",
+                    "900") == 0
+
+    conn = server.connect("dbzland")
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION time_zone = '+00:00'")  # TIMESTAMP as the lake's UTC instants
+    for table in ("a", "b"):
+        want = plain_rows(conn, table, "id")
+        got, _ = mirror_rows(spark, lake, "dbzland", table)
+        assert got == want, table
+        by_delta_rs = delta_rs_table(lake / "dbzland" / table).to_pylist()  # TIMESTAMP: UTC instants, naive here
+        assert {(r["id"],): {k: v.replace(tzinfo=None) if isinstance(v, dt.datetime) else v for k, v in r.items()
+                             if not k.startswith("_binlake")} for r in by_delta_rs} == want, table
+        changes = (spark.read.format("delta").load(str(lake / "dbzland" / f"{table}__changes"))
+                   .where("op <> 'read'").select("position", "row_index", "op").collect())
+        landed = collections.Counter((r.position, r.row_index, r.op) for r in changes)
+        assert max(landed.values()) == 1, [k for k, n in landed.items() if n > 1][:5]
+        # every change event Debezium published for the table, once (a changed key: a delete and an insert)
+        in_kafka = sum(1 for k in seen if k[0] == table)
+        assert len(changes) == in_kafka, (table, len(changes), in_kafka)
