@@ -91,10 +91,8 @@ class RowsRenderer:
         plan = None if native is None or partial or pre_ga else rows_plan(tm, kind, before, after, self.modes)
         if plan is None:
             return python
-        render = native.render  # type: ignore[union-attr]
-
         def decode(b: bytes, p: int, end: int) -> Any:
-            rows = render(plan, b, p, end)
+            rows = native.render(plan, b, p, end)  # type: ignore[union-attr]
             if rows is None:
                 return python(b, p, end)
             return RenderedRows(rows)
