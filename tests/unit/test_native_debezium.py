@@ -190,6 +190,7 @@ def test_key_changes_tombstones_and_transactions_as_python_composes_them(tmp_pat
     assert records is not None
     for options in _OPTIONS:
         assert _same(records, DebeziumOptions("p", **options), monkeypatch) == (1, None)  # type: ignore[arg-type]
+    assert _same(records, DebeziumOptions("p%d%s", transactions=True), monkeypatch) == (1, None)  # bytes % escapes
     messages, _ = _encode(records, DebeziumOptions("p", tombstones=True), monkeypatch, NATIVE)
     ops = [orjson.loads(m.value)["payload"]["op"] if m.value else None for m in messages if m.topic == "p.db.t"]
     assert ops == ["u", "d", None, "c", "u"]  # the key changed in the second row: a delete, its tombstone, a create

@@ -101,6 +101,7 @@ class _Table:
     value_head: bytes  # '{"schema":<the Envelope schema>,"payload":' with schemas, else nothing
     key_head: bytes  # the same with the Key schema
     tail: bytes  # '}' closing the frame with schemas, else nothing
+    source: bytes  # the source block of a binlog event, to fill in with its ts, server id, gtid, file and pos
 
 
 class DebeziumJson:
@@ -119,11 +120,17 @@ class DebeziumJson:
         self._native = rows_renderer(options.modes)  # C's structs (None: Python's)
         self.transaction_topic = topic_name(options.prefix, "transaction")
         self._last_file: tuple[int, str] = (-1, "")
+        self._last_file_json = b'""'
 
     def _file(self, number: int) -> str:
         if self._last_file[0] != number:
             self._last_file = (number, self.file_name(number))
+            self._last_file_json = orjson.dumps(self._last_file[1])
         return self._last_file[1]
+
+    def _file_json(self, number: int) -> bytes:
+        self._file(number)
+        return self._last_file_json
 
     # -- Outbound
 
@@ -184,10 +191,16 @@ class DebeziumJson:
             return cached[1]
         codec = table_codec(tm, self.options.prefix, self.options.modes)
         schemas = self.options.schemas
+        text = [orjson.dumps(x).replace(b"%", b"%%") for x in (VERSION, self.options.prefix, tm.database, tm.table)]
+        source = b"".join((  # as _rows' source dict, for the bytes % (ts_ms, ts_us, ts_ns, server_id, gtid, file, pos)
+            b'{"version":', text[0], b',"connector":', b'"mariadb"' if tm.is_mariadb else b'"mysql"', b',"name":',
+            text[1], b',"ts_ms":%d,"snapshot":"false","db":', text[2],
+            b',"sequence":null,"ts_us":%d,"ts_ns":%d,"table":', text[3],
+            b',"server_id":%d,"gtid":%b,"file":%b,"pos":%d,"row":'))
         table = _Table(codec, f"{tm.database}.{tm.table}",
                        b'{"schema":' + codec.value_schema + b',"payload":' if schemas else b"",
                        b'{"schema":' + codec.key_schema + b',"payload":' if schemas and codec.key_schema else b"",
-                       b"}" if schemas else b"")
+                       b"}" if schemas else b"", source)
         if len(self._tables) >= 4096:
             self._tables.clear()
         self._tables[id(tm)] = (tm, table)
@@ -240,11 +253,8 @@ class DebeziumJson:
         table = self._table(tm)
         now = self.clock()
         ts_ms = timestamp * 1000
-        source = orjson.dumps({
-            "version": VERSION, "connector": "mariadb" if tm.is_mariadb else "mysql", "name": self.options.prefix,
-            "ts_ms": ts_ms, "snapshot": "false", "db": tm.database, "sequence": None, "ts_us": ts_ms * 1000,
-            "ts_ns": ts_ms * 1_000_000, "table": tm.table, "server_id": server_id, "gtid": gtid or None,
-            "file": self._file(file_number), "pos": position})[:-1] + b',"row":'
+        source = table.source % (ts_ms, ts_ms * 1000, ts_ms * 1_000_000, server_id,
+                                 orjson.dumps(gtid) if gtid else b"null", self._file_json(file_number), position)
         end = b',"ts_ms":%d,"ts_us":%d,"ts_ns":%d}' % (now // 1_000_000, now // 1000, now) + table.tail
         kind = _CODE_OPS[code]
         for index, (before, after, key_before, key_after) in enumerate(rows):
