@@ -54,6 +54,29 @@ static inline int decimal_groups(int precision, int scale, int bytes[16], int di
 
 static const uint32_t POW10_9[10] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000};
 
+/* The digits of a packed DECIMAL(precision, scale) (precision <= 65) at p (decimal_size bytes), most
+ * significant first, into digits[0:precision] as ASCII, and its sign (values.decimal_code); 1 when a digit
+ * group is corrupt (the codec raises there). */
+static inline int decimal_digits(const uint8_t *p, int precision, int scale, char digits[80], int *negative) {
+    uint8_t d[32];
+    int size = decimal_size(precision, scale), nd = 0, at = 0;
+    int groups[16], gdigits[16], ng = decimal_groups(precision, scale, groups, gdigits);
+    *negative = !(p[0] & 0x80);
+    for (int i = 0; i < size; i++) d[i] = *negative ? (uint8_t)~p[i] : p[i];
+    d[0] ^= 0x80;
+    for (int g = 0; g < ng; g++) {
+        uint32_t v = (uint32_t)be_uint(d + at, groups[g]);
+        at += groups[g];
+        if (v >= POW10_9[gdigits[g]]) return 1;
+        for (int k = gdigits[g] - 1; k >= 0; k--) {
+            digits[nd + k] = (char)('0' + v % 10);
+            v /= 10;
+        }
+        nd += gdigits[g];
+    }
+    return 0;
+}
+
 /* TIME2 (3 bytes of offset int part, then nfrac = 0-3 bytes of fraction, stored reversed when negative) as
  * the signed packed value hms << 24 | microseconds (values.time2). */
 static inline int64_t time2_packed(const uint8_t *p, int nfrac) {

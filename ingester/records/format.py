@@ -208,6 +208,38 @@ def record_events(headers: Mapping[str, bytes], value: bytes, source: str = "<re
         raise BinlogError(f"record has {len(value) - p} bytes after the events its index lists", p, source)
 
 
+def record_decoder(value: bytes, source: str, columnar: bool | RowsCompiler) -> BinlogDecoder | None:
+    """The decoder ``record_events`` reads a record with (one per FORMAT_DESCRIPTION and ``columnar``), for
+    readers that walk a record's events themselves (the native Debezium renderer); None for a record without a
+    format description, or one this reader does not know (``record_events`` says what is wrong)."""
+    if len(value) < 9 or value[:3] != MAGIC or value[3] != VERSION:
+        return None
+    (n,) = _LEN.unpack_from(value, 5)
+    if not n or 9 + n > len(value):
+        return None
+    try:
+        return _decoder(value[9 : 9 + n], source, columnar)
+    except BinlogError:
+        return None
+
+
+def entry_table_map(dec: BinlogDecoder, value: bytes, offset: int, position: int, source: str) -> TableMap:
+    """The table map of the record entry at ``offset`` (which has one) as ``record_events`` reads it with
+    ``dec``: decoded, with its schema entry's names if it has one; ``position`` is the entry's binlog position.
+    Raises the codec's BinlogError as ``record_events`` would."""
+    flags = value[offset]
+    (m,) = _LEN.unpack_from(value, offset + 1)
+    p = offset + 5
+    tm_event = dec.decode(value[p : p + m], position, in_payload=bool(flags & _FLAG_IN_PAYLOAD))
+    p += m
+    if not flags & FLAG_SCHEMA:
+        return tm_event.table_map  # type: ignore[attr-defined, no-any-return]
+    (s,) = _LEN.unpack_from(value, p)
+    tm = _with_schema(tm_event, value[p + 4 : p + 4 + s], p, source)
+    dec.table_maps[tm.table_id] = tm
+    return tm
+
+
 def chunk_index(headers: Mapping[str, bytes]) -> tuple[int, int] | None:
     """(index, count) of a record's chunk, None for a whole record. For readers that split one
     partition's offsets between workers (Spark's minPartitions) and must carry chunks across a split."""

@@ -132,9 +132,10 @@ def binlog_event(code: int, body: bytes, pos: int, crc: bool) -> bytes:
     return raw + zlib.crc32(raw).to_bytes(4, "little") if crc else raw
 
 
-def synthetic_binlog(data: Any) -> bytes:
+def synthetic_binlog(data: Any, keys: bool = False) -> bytes:
     """A binlog file of random tables (every column type, random metadata) and rows (random values, NULLs,
-    column bitmaps; sometimes a damaged byte), drawn with hypothesis's ``st.data()``."""
+    column bitmaps; sometimes a damaged byte), drawn with hypothesis's ``st.data()``. With ``keys``, the table
+    map may also have a primary key, column visibility and geometry types (what Debezium's encoder reads)."""
     mariadb = data.draw(st.booleans())
     fde = format_description(MARIADB_FDE if mariadb else MYSQL_FDE)
     crc = fde[-5] == 1
@@ -160,6 +161,16 @@ def synthetic_binlog(data: Any) -> bytes:
             one = _packed(3) + b"".join(_packed(len(x)) + x for x in (b"x", "ü".encode(), b'q"'))
             labels = one * len(group)
             optional += bytes([kind]) + _packed(len(labels)) + labels
+    if keys and data.draw(st.booleans()):  # SIMPLE_PRIMARY_KEY (a column twice, now and then), GEOMETRY_TYPE
+        key = b"".join(_packed(i) for i in data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=3)))
+        optional += b"\x08" + _packed(len(key)) + key
+        geometries = sum(1 for c in cols if c[0] == 255)
+        if geometries:
+            kinds = b"".join(_packed(data.draw(st.sampled_from([0, 1, 2]))) for _ in range(geometries))
+            optional += b"\x07" + _packed(len(kinds)) + kinds
+    if keys and data.draw(st.integers(0, 4)) == 0:  # COLUMN_VISIBILITY: a bit per column, most significant first
+        visible = data.draw(st.integers(0, (1 << n) - 1)).to_bytes((n + 7) // 8, "big")
+        optional += b"\x0c" + _packed(len(visible)) + visible
     metadata = b"".join(c[1] for c in cols)
     table_map = (b"\x2a\0\0\0\0\0\x01\0" + b"\x02db\0" + b"\x05t\"\xc3\xa9x\0" + _packed(n) + bytes(c[0] for c in cols)
                  + _packed(len(metadata)) + metadata + b"\xff" * ((n + 7) // 8) + optional)

@@ -9,7 +9,9 @@ import pytest
 
 
 @pytest.mark.parametrize(("extension", "python"), [("ingester.codec._columns", "streaming_job.arrow_rows"),
-                                                   ("ingester.dump._native", "ingester.dump.native")])
+                                                   ("ingester.dump._native", "ingester.dump.native"),
+                                                   ("ingester.records.debezium._native",
+                                                    "ingester.records.debezium.native")])
 def test_python_opcodes_equal_the_c_enum(extension: str, python: str) -> None:
     c = importlib.import_module(extension)  # built by scripts/bootstrap (CI) or setup.py build_ext
     py = importlib.import_module(python)

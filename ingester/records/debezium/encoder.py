@@ -7,13 +7,19 @@ that is what gives each event its place in its transaction (``transaction.total_
 transaction topic say BEGIN before a transaction's events and END after them. Everything goes out in the
 same Kafka transaction as the checkpoint, so the change events are exactly once like binlake's records.
 Topics of binlake's own (schema history, statements) keep binlake's format.
+
+The rows events of the held records are decoded straight to each row's Value and Key structs as JSON
+(native.py: ``_native.c``), and each message is put together from byte pieces: the table's pre-encoded
+schemas, the event's source block, the row's structs. Events C leaves to Python (and every event without the
+extension or with ``BINLAKE_PURE_PYTHON=1``) take the reference path: the codec's row dicts, columns.py's
+converters and orjson, to the same bytes.
 """
 
 from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,8 +32,11 @@ from ..open_records import Record
 from ..outbound import BinlakeOut, Message
 from .columns import Modes
 from .envelope import TRANSACTION_KEY_SCHEMA, TRANSACTION_VALUE_SCHEMA, TableCodec, table_codec, topic_name
+from .native import RenderedEvent, RenderedRows, rows_renderer
 
 _OPS = {"write": "c", "update": "u", "delete": "d"}
+_OP_FIELDS = {op: b',"op":"%s"' % op.encode() for op in ("c", "u", "d")}
+_CODE_OPS = {23: "c", 30: "c", 24: "u", 31: "u", 25: "d", 32: "d"}  # rows event type codes C renders
 VERSION = "3.5.0.Final"  # the Debezium release whose layout this follows (source.version)
 
 
@@ -38,6 +47,14 @@ class DebeziumOptions:
     schemas: bool = True  # the JSON converter's schemas.enable
     tombstones: bool = True  # tombstones.on.delete
     transactions: bool = False  # provide.transaction.metadata
+
+
+def _order(item: RenderedEvent | RecordEvent) -> tuple[int, int, int]:
+    """Where an event of a record is in the binlog (its sequence's fields, as Sequence orders them)."""
+    if type(item) is tuple:
+        return item[:3]
+    seq = item.seq  # type: ignore[union-attr]
+    return seq.file_number, seq.position, seq.sub
 
 
 class JsonLayout:
@@ -63,6 +80,28 @@ class _Transaction:
     ts_ms: int
     total: int = 0
     per_table: dict[str, int] = field(default_factory=dict)
+    id_json: bytes = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.id_json = orjson.dumps(self.id)
+
+    def count(self, table_name: str) -> tuple[int, int]:
+        """One more event of the table: its total_order and data_collection_order."""
+        self.total += 1
+        n = self.per_table[table_name] = self.per_table.get(table_name, 0) + 1
+        return self.total, n
+
+
+@dataclass(frozen=True)
+class _Table:
+    """A table map's Debezium shape, and the JSON converter's frame around a message's payload of it."""
+
+    codec: TableCodec
+    name: str  # db.table, as the transaction topic counts events
+    value_head: bytes  # '{"schema":<the Envelope schema>,"payload":' with schemas, else nothing
+    key_head: bytes  # the same with the Key schema
+    tail: bytes  # '}' closing the frame with schemas, else nothing
+    source: bytes  # the source block of a binlog event, to fill in with its ts, server id, gtid, file and pos
 
 
 class DebeziumJson:
@@ -77,14 +116,21 @@ class DebeziumJson:
         self.layout = JsonLayout(options.schemas)
         self._own = BinlakeOut(options.prefix, max_record_bytes)
         self._held: list[Record] = []
-        self._codecs: dict[int, tuple[TableMap, TableCodec]] = {}
+        self._tables: dict[int, tuple[TableMap, _Table]] = {}
+        self._native = rows_renderer(options.modes)  # C's structs (None: Python's)
         self.transaction_topic = topic_name(options.prefix, "transaction")
         self._last_file: tuple[int, str] = (-1, "")
+        self._last_file_json = b'""'
 
     def _file(self, number: int) -> str:
         if self._last_file[0] != number:
             self._last_file = (number, self.file_name(number))
+            self._last_file_json = orjson.dumps(self._last_file[1])
         return self._last_file[1]
+
+    def _file_json(self, number: int) -> bytes:
+        self._file(number)
+        return self._last_file_json
 
     # -- Outbound
 
@@ -99,38 +145,70 @@ class DebeziumJson:
 
     def before_commit(self) -> Iterator[Message]:
         held, self._held = self._held, []
-        streams = [record_events(dict(r.headers), r.value, f"record {r.topic} at {r.seq}") for r in held]
+        streams: list[Iterable[RenderedEvent | RecordEvent]] = []
+        for r in held:
+            headers, where = dict(r.headers), f"record {r.topic} at {r.seq}"
+            walked = self._native.walk(headers, r.value, where) if self._native else None
+            streams.append(walked if walked is not None else
+                           record_events(headers, r.value, where, self._native or False))
         tx: _Transaction | None = None
-        for item in heapq.merge(*streams, key=lambda e: e.seq):
-            ev = item.event
-            if not isinstance(ev, E.RowsEvent):
-                continue  # table topics hold rows events and their table maps only
-            snapshot = isinstance(ev, E.SnapshotRowsEvent)
+        for item in heapq.merge(*streams, key=_order):
+            if type(item) is tuple:  # a rows event C rendered
+                rendered: RenderedEvent | None = item
+                file_number, position, _, gtid, commit_ts = item[:5]
+                snapshot = False
+            else:
+                assert isinstance(item, RecordEvent)
+                ev = item.event
+                if not isinstance(ev, E.RowsEvent):
+                    continue  # table topics hold rows events and their table maps only
+                snapshot = isinstance(ev, E.SnapshotRowsEvent)
+                seq, gtid, commit_ts = item.seq, item.gtid, item.commit_ts
+                file_number, position = seq.file_number, seq.position
+                rendered = None
+                if type(ev.rows) is RenderedRows:  # the codec's rows compiler rendered this one
+                    rendered = (file_number, position, seq.sub, gtid, commit_ts, ev.timestamp, ev.server_id,
+                                ev.type_code, ev.table_map, ev.rows.rows)
             if self.options.transactions and not snapshot:
-                tx_id = item.gtid or f"file={self._file(item.seq.file_number)},pos={item.seq.position}"
+                tx_id = gtid or f"file={self._file(file_number)},pos={position}"
                 if tx is None or tx.id != tx_id:
                     if tx is not None:
                         yield self._end(tx)
-                    tx = _Transaction(tx_id, item.commit_ts // 1000)
+                    tx = _Transaction(tx_id, commit_ts // 1000)
                     yield self._begin(tx)
-            yield from self._rows(item, ev, snapshot, None if snapshot else tx)
+            if rendered is not None:
+                yield from self._rendered(rendered, tx)
+            else:
+                yield from self._rows(item, ev, snapshot, None if snapshot else tx)  # type: ignore[arg-type]
         if tx is not None:
             yield self._end(tx)
 
     # -- change events
 
-    def _codec(self, tm: TableMap) -> TableCodec:
-        cached = self._codecs.get(id(tm))
+    def _table(self, tm: TableMap) -> _Table:
+        cached = self._tables.get(id(tm))
         if cached is not None and cached[0] is tm:
             return cached[1]
         codec = table_codec(tm, self.options.prefix, self.options.modes)
-        if len(self._codecs) >= 4096:
-            self._codecs.clear()
-        self._codecs[id(tm)] = (tm, codec)
-        return codec
+        schemas = self.options.schemas
+        text = [orjson.dumps(x).replace(b"%", b"%%") for x in (VERSION, self.options.prefix, tm.database, tm.table)]
+        source = b"".join((  # as _rows' source dict, for the bytes % (ts_ms, ts_us, ts_ns, server_id, gtid, file, pos)
+            b'{"version":', text[0], b',"connector":', b'"mariadb"' if tm.is_mariadb else b'"mysql"', b',"name":',
+            text[1], b',"ts_ms":%d,"snapshot":"false","db":', text[2],
+            b',"sequence":null,"ts_us":%d,"ts_ns":%d,"table":', text[3],
+            b',"server_id":%d,"gtid":%b,"file":%b,"pos":%d,"row":'))
+        table = _Table(codec, f"{tm.database}.{tm.table}",
+                       b'{"schema":' + codec.value_schema + b',"payload":' if schemas else b"",
+                       b'{"schema":' + codec.key_schema + b',"payload":' if schemas and codec.key_schema else b"",
+                       b"}" if schemas else b"", source)
+        if len(self._tables) >= 4096:
+            self._tables.clear()
+        self._tables[id(tm)] = (tm, table)
+        return table
 
     def _rows(self, item: RecordEvent, ev: E.RowsEvent, snapshot: bool, tx: _Transaction | None) -> Iterator[Message]:
-        codec = self._codec(ev.table_map)
+        table = self._table(ev.table_map)
+        codec = table.codec
         tm = codec.table_map
         encode_key = codec.key_schema is not None
         now = self.clock()
@@ -143,7 +221,7 @@ class DebeziumJson:
             "file": self._file(item.seq.file_number), "pos": item.seq.position + 1 if snapshot else ev.position,
             "row": 0, "thread": None, "query": None}
         kind = "r" if snapshot else _OPS[ev.kind]
-        table_name = f"{tm.database}.{tm.table}"
+        table_name = table.name
         for index, change in enumerate(ev.rows):
             before = codec.row(change["before"]) if "before" in change else None
             after = codec.row(change["after"]) if "after" in change else None
@@ -158,9 +236,8 @@ class DebeziumJson:
                after: dict[str, Any] | None, tx: _Transaction | None, table_name: str, now: int) -> Iterator[Message]:
         block = None
         if tx is not None:
-            tx.total += 1
-            tx.per_table[table_name] = tx.per_table.get(table_name, 0) + 1
-            block = {"id": tx.id, "total_order": tx.total, "data_collection_order": tx.per_table[table_name]}
+            total, n = tx.count(table_name)
+            block = {"id": tx.id, "total_order": total, "data_collection_order": n}
         key = None
         if codec.key_schema is not None:
             key = self.layout.encode(codec.key_schema, codec.key(after if after is not None else before))  # type: ignore[arg-type]
@@ -169,6 +246,39 @@ class DebeziumJson:
         yield Message(codec.topic, key, self.layout.encode(codec.value_schema, payload), [])
         if op == "d" and self.options.tombstones:
             yield Message(codec.topic, key, None, [])
+
+    def _rendered(self, event: RenderedEvent, tx: _Transaction | None) -> Iterator[Message]:
+        """``_rows`` of the structs C rendered: the same messages, put together from bytes."""
+        file_number, position, _, gtid, _, timestamp, server_id, code, tm, rows = event
+        table = self._table(tm)
+        now = self.clock()
+        ts_ms = timestamp * 1000
+        source = table.source % (ts_ms, ts_ms * 1000, ts_ms * 1_000_000, server_id,
+                                 orjson.dumps(gtid) if gtid else b"null", self._file_json(file_number), position)
+        end = b',"ts_ms":%d,"ts_us":%d,"ts_ns":%d}' % (now // 1_000_000, now // 1000, now) + table.tail
+        kind = _CODE_OPS[code]
+        for index, (before, after, key_before, key_after) in enumerate(rows):
+            row = b"%d" % index
+            if kind == "u" and key_before != key_after:  # a changed key: a delete, then a create (as _rows)
+                yield from self._compose(table, before, None, source, row, "d", key_before, tx, end)
+                yield from self._compose(table, None, after, source, row, "c", key_after, tx, end)
+            else:
+                yield from self._compose(table, before, after, source, row, kind,
+                                         key_after if after is not None else key_before, tx, end)
+
+    def _compose(self, table: _Table, before: bytes | None, after: bytes | None, source: bytes, row: bytes, op: str,
+                 key_struct: bytes | None, tx: _Transaction | None, end: bytes) -> Iterator[Message]:
+        block = b"null"
+        if tx is not None:
+            total, n = tx.count(table.name)
+            block = b'{"id":%b,"total_order":%d,"data_collection_order":%d}' % (tx.id_json, total, n)
+        key = None if key_struct is None else b"".join((table.key_head, key_struct, table.tail))
+        value = b"".join((table.value_head, b'{"before":', before or b"null", b',"after":', after or b"null",
+                          b',"source":', source, row, b',"thread":null,"query":null},"transaction":', block,
+                          _OP_FIELDS[op], end))
+        yield Message(table.codec.topic, key, value, [])
+        if op == "d" and self.options.tombstones:
+            yield Message(table.codec.topic, key, None, [])
 
     # -- the transaction topic
 
