@@ -18,8 +18,8 @@ enum {
     OP_TIME2,            /* a: fsp; b: connect (milliseconds of a day, else signed microseconds); c: nullable */
     OP_BOOL,             /* a: bytes (BIT(1)) */
     OP_BITS,             /* a: bytes -> base64 of them little-endian */
-    OP_ENUM,             /* a: bytes; labels: JSON strings, "" first (beyond them: the number) */
-    OP_SET,              /* a: bytes; b: labelled (else the number); labels: escaped text without quotes */
+    OP_ENUM,             /* a: bytes; labels: JSON strings, "" first (beyond them: the number as a string) */
+    OP_SET,              /* a: bytes; b: labelled (else the mask as a string); labels: escaped text without quotes */
     OP_TEXT,             /* a: length bytes 1-4; b: ASCII only (else valid UTF-8 only) */
     OP_BINARY,           /* a: length bytes 1-4; b: zero-pad to (BINARY(n)); c: BINARY_BASE64 / _URL_SAFE / _HEX */
     OP_GEOMETRY,         /* a: length bytes 1-4; b: a POINT column */
@@ -386,8 +386,10 @@ static int put_value(Out *o, const Col *c, const uint8_t *b, Py_ssize_t *pp, Py_
             PyObject *label = PyTuple_GET_ITEM(c->labels, (Py_ssize_t)v);
             if (reserve(o, PyBytes_GET_SIZE(label)) < 0) return -1;
             put(o, PyBytes_AS_STRING(label), PyBytes_GET_SIZE(label));
-        } else {
+        } else { /* the field is a string: the number as text */
+            o->buf[o->len++] = '"';
             put_u64(o, v);
+            o->buf[o->len++] = '"';
         }
         break;
     }
@@ -395,8 +397,10 @@ static int put_value(Out *o, const Col *c, const uint8_t *b, Py_ssize_t *pp, Py_
         if (left < c->a) return 1;
         uint64_t mask = le_uint(b + p, c->a);
         p += c->a;
-        if (!c->b) {
+        if (!c->b) { /* without labels: the mask as text */
+            o->buf[o->len++] = '"';
             put_u64(o, mask);
+            o->buf[o->len++] = '"';
             break;
         }
         o->buf[o->len++] = '"';

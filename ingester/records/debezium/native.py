@@ -264,8 +264,8 @@ def column_op(col: Column, modes: Modes, mariadb: bool) -> ColumnOp | None:
 
 
 def _labelled(col: Column) -> ColumnOp | None:
-    """ENUM: its label (the number beyond the labels, or without them); SET: its labels joined, or the mask
-    without labels."""
+    """ENUM: its label (the number as text beyond the labels, or without them); SET: its labels joined, or the
+    mask as text without labels."""
     size = col.meta & 0xFF
     if not 1 <= size <= 8:
         return None
