@@ -89,16 +89,16 @@ def test_debezium_topics_land_once_across_a_connector_killed_9(make_mariadb, kaf
         worker.start()
         dbz.start_connector(worker, server, kafka, prefix, "dbzland", **{"tombstones.on.delete": "true"})
         writer.start()
-        time.sleep(7)
+        time.sleep(5.5)
         assert worker._proc is not None
         worker._proc.send_signal(signal.SIGKILL)
         worker._proc.wait()
         worker.start()
         dbz.start_connector(worker, server, kafka, prefix, "dbzland", **{"tombstones.on.delete": "true"})
-        time.sleep(3)
+        time.sleep(2)
         assert run_land(kafka, prefix, lake, "--source-format", "debezium-json",
                         "--max-offsets-per-trigger", "700") == 0
-        time.sleep(3)
+        time.sleep(2)
         stop.set()
         writer.join()
         server.execute("CREATE TABLE dbzland.done (id INT PRIMARY KEY)")
