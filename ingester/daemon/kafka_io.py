@@ -10,6 +10,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..codec.errors import BinlogError
 from ..records.builder import Checkpoint, Record
 from ..records.outbound import BinlakeOut, Message, Outbound
 from .producers import Producer, PythonProducer, RdkafkaProducer
@@ -234,6 +235,13 @@ class Publisher:
             self._send_message(message)
 
     def _send_message(self, message: Message) -> None:
+        size = len(message.value or b"")
+        if size > self.max_record_bytes:
+            # binlake's records come in chunks of at most that; one change event per message (Debezium's formats)
+            # cannot be split: stop, naming it. Nothing of the open Kafka transaction is committed, and a restart
+            # stops here again until the limit is raised
+            raise BinlogError(f"{size:,} bytes, over kafka.max_record_bytes ({self.max_record_bytes:,}): raise it "
+                              "(and the topics' max.message.bytes) to publish it", None, self.out.describe(message))
         self.ensure_topic(message.topic)
         self._begin()
         self._unflushed += len(message.value or b"")

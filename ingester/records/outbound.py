@@ -58,6 +58,9 @@ class Outbound(Protocol):
     def discard(self) -> None:
         """The open Kafka transaction was aborted: forget what was held back."""
 
+    def describe(self, message: Message) -> str:
+        """Where one of its messages comes from, for an error that names it."""
+
 
 class BinlakeOut:
     """binlake's record format: one message per record; a record larger than ``max_record_bytes`` goes as
@@ -82,3 +85,6 @@ class BinlakeOut:
 
     def discard(self) -> None:
         pass
+
+    def describe(self, message: Message) -> str:
+        return f"a record of {message.topic}"

@@ -17,6 +17,7 @@ from harness.daemon import caught_up, start_daemon
 from harness.land import mirror_rows, plain_rows, run_land
 
 from ingester.codec import events as E
+from ingester.daemon.kafka_io import read_checkpoint
 from ingester.sources.binlog_file import read_binlog_file
 
 pytestmark = pytest.mark.integration
@@ -118,3 +119,27 @@ def test_change_events_exactly_once_across_kill_9(make_mariadb, kafka, spark, tm
     landed = spark.read.format("delta").load(str(lake / "once" / "t__changes")).groupBy("op").count().collect()
     ops = {"c": "insert", "u": "update", "d": "delete", "r": "read"}
     assert {r["op"]: r["count"] for r in landed} == collections.Counter(ops[p["op"]] for _, p in changes)
+
+
+def test_a_change_event_over_the_message_limit_stops_the_daemon_naming_it(make_mariadb, kafka, tmp_path) -> None:
+    """A row of 1.5 MB is one change event that cannot be split: the daemon stops with one line naming the table
+    and the row's binlog position; its Kafka transaction is aborted, so no checkpoint claims the row."""
+    server = make_mariadb()
+    server.execute("CREATE DATABASE big CHARACTER SET utf8mb4")
+    server.execute("CREATE TABLE big.t (id INT PRIMARY KEY, b LONGBLOB)")
+    server.execute("INSERT INTO big.t VALUES (1, 'small')")
+    start = server.current_binlog_position()
+    server.execute("INSERT INTO big.t VALUES (2, REPEAT('x', 1500000))")
+    prefix, env = "dbzbig", {"BINLAKE_KAFKA_FORMAT": "debezium-json", "BINLAKE_FILTERS_INCLUDE": "big.*"}
+    with open(tmp_path / "run.log", "wb") as log:
+        proc = start_daemon(server, kafka, prefix, 6262, log, env, "--exit-at-end")
+        assert proc.wait(timeout=60) != 0
+    lines = (tmp_path / "run.log").read_text().splitlines()
+    errors = [line for line in lines if line.startswith("binlake: error:")]
+    want = (f"binlake: error: the change event of `big`.`t` at binlog {start.file}:")
+    assert len(errors) == 1 and errors[0].startswith(want), lines[-5:]
+    assert "over kafka.max_record_bytes (900,000)" in errors[0], errors
+    ids = [dbz.decoded(m)[0]["payload"]["id"] for m in dbz.messages(kafka, prefix).get(f"{prefix}.big.t", [])]
+    assert 2 not in ids
+    checkpoint = read_checkpoint(kafka.bootstrap, prefix, f"{prefix}.127.0.0.1:{server.port}")
+    assert checkpoint is None or (checkpoint["file"], checkpoint["position"]) <= (start.file, start.position)

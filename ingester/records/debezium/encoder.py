@@ -143,6 +143,16 @@ class DebeziumJson:
     def discard(self) -> None:
         self._held.clear()
 
+    def describe(self, message: Message) -> str:
+        """A change event's table and source position (read back from the message)."""
+        try:
+            value = orjson.loads(message.value or b"null")
+            source = (value.get("payload", value) if self.options.schemas else value)["source"]
+            return (f"the change event of `{source['db']}`.`{source['table']}` at binlog {source['file']}:"
+                    f"{source['pos']} row {source['row']}")
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+            return f"a message of {message.topic}"
+
     def before_commit(self) -> Iterator[Message]:
         held, self._held = self._held, []
         streams: list[Iterable[RenderedEvent | RecordEvent]] = []
