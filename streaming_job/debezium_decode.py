@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from ingester.records.format import Sequence, file_number
 
-from .debezium_types import UnknownField, lake_column
+from .debezium_types import UnknownField, default_sql, lake_column
 from .decode import CHANGE_HEAD, ROWS, _Out, withheld
 from .lake_types import arrow_type
 from .worker import keep_spark_archive_listings
@@ -90,16 +90,23 @@ class _Shape:
             raise DebeziumError("the value schema has no before/after struct: not a Debezium change event")
         self.names: list[str] = []
         columns, self.converters = [], []
+        defaults = {}  # the columns' defaults (Debezium's schemas carry them; binlake's have none)
         for field in image["fields"]:
             try:
                 dtype, convert = lake_column(field)
-            except UnknownField as exc:
-                raise DebeziumError(f"{exc}") from None
+                default = field.get("default")
+                if default is not None:
+                    defaults[field["field"]] = default_sql(default if convert is None else convert(default), dtype)
+            except (UnknownField, ValueError, TypeError) as exc:
+                raise DebeziumError(f"field `{field.get('field')}`: {exc}") from None
             self.names.append(field["field"])
             columns.append((field["field"], dtype))
             self.converters.append(convert)
         pk = [f["field"] for f in (key_schema or {}).get("fields", ())]
-        self.schema = orjson.dumps({"columns": columns, "pk": pk}).decode()
+        meta: dict[str, Any] = {"columns": columns, "pk": pk}
+        if defaults:
+            meta["defaults"] = defaults
+        self.schema = orjson.dumps(meta).decode()
         self.fields = [pa.field(n, arrow_type(t)) for n, t in columns]
         self.image_type = pa.struct(self.fields)
 

@@ -111,3 +111,32 @@ def lake_column(field: dict[str, Any]) -> tuple[str, Convert | None]:
         return _PLAIN[kind]
     raise UnknownField(f"field `{field.get('field')}` of Connect type {kind}"
                        + (f" ({name})" if name else "") + " has no lake type")
+
+
+_SQL_INTS = ("tinyint", "smallint", "int", "bigint")
+
+
+def default_sql(value: Any, dtype: str) -> str | None:
+    """A column's default as its Connect schema gives it (the payload's JSON value), converted like its values
+    (``lake_column``), as a Spark SQL expression of lake type ``dtype``; None: NULL. What the mirror gives rows
+    written before the column was added (streaming_job/defaults.py)."""
+    if value is None:
+        return None
+    if dtype in _SQL_INTS or dtype == "boolean":
+        return f"CAST({int(value)} AS {dtype})"
+    if dtype in ("float", "double"):
+        return f"CAST('{float(value)!r}' AS {dtype})"
+    if dtype.startswith("decimal("):
+        return f"CAST('{format(value, 'f')}' AS {dtype})"
+    if dtype == "date":
+        return f"DATE_FROM_UNIX_DATE({int(value)})"
+    if dtype == "timestamp_ntz":
+        return f"CAST(TIMESTAMP_MICROS({int(value)}) AS TIMESTAMP_NTZ)"
+    if dtype == "timestamp":
+        return f"TIMESTAMP_MICROS({int(value)})"
+    if dtype == "binary":
+        return f"X'{bytes(value).hex()}'"
+    if dtype == "string":
+        text = str(value)
+        return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    raise UnknownField(f"a default of lake type {dtype}")

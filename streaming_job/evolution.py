@@ -68,6 +68,8 @@ class SchemaEvolution:
         self._columns: dict[tuple[str, str], list[tuple[str, str]]] = {}
         # per table of the batch: column -> first sequence with it, and the columns older images lack (ADD COLUMN)
         self._appear: dict[tuple[str, str], tuple[dict[str, bytes], set[str]]] = {}
+        # per table of the batch: its columns' defaults as the change events' schemas give them (no schema topic)
+        self._schema_defaults: dict[tuple[str, str], dict[str, str]] = {}
         self._added = D.AddedColumns()  # ADD COLUMN statements read so far
         self._schema_next = 0  # the schema topic's next offset to read
         self._statements = threading.Lock()  # the schema topic's reading
@@ -119,6 +121,7 @@ class SchemaEvolution:
                                 f"{g.first_position} (file:position:index), {self._ddl_before(db, table, g)}; "
                                 "not a safe widening, so the query stops: land the table anew from that point "
                                 "under a new lake path")
+        self._schema_defaults[(db, table)] = {n: sql for g in schemas for n, sql in g.meta.get("defaults", {}).items()}
         # Columns that the batch's older images lack: added (or dropped and added again) in the batch
         self._appear[(db, table)] = (first, {n for n, seq in first.items() if seq > schemas[0].first_seq})
         return columns
@@ -132,10 +135,14 @@ class SchemaEvolution:
             return []
         types = dict(columns)
         out: list[D.Default] = []
-        if self.schema_topic is None:
-            log.warning("`%s`.`%s`: the mirror's columns %s stay null in rows written before they were added: the "
-                        "change events carry no ADD COLUMN statement to take their defaults from", db, table,
-                        ", ".join(f"`{n}`" for n in wanted))
+        if self.schema_topic is None:  # the defaults of the change events' schemas, where they give them
+            given = self._schema_defaults.get((db, table), {})
+            out = [D.Default(n, first[n], given[n], "the column's default in the change events' schema")
+                   for n in wanted if n in given and n in first]
+            missing = [n for n in wanted if n not in given]
+            if missing:
+                log.info("`%s`.`%s`: the mirror's columns %s stay null in rows written before they were added: the "
+                         "change events' schema gives them no default", db, table, ", ".join(f"`{n}`" for n in missing))
             return out
         with self._statements:  # tables landing side by side: one reads the topic, none sees it half read
             self._read_statements()

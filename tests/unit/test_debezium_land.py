@@ -228,3 +228,30 @@ def test_binlakes_debezium_json_of_a_real_binlog_lands_every_row_change_once(nam
         if m.value is not None:
             newest[m.topic] = max(newest.get(m.topic, 0), orjson.loads(m.value)["payload"]["source"]["ts_ms"] * 1000)
     assert {r["topic"]: r["newest"] for r in decoded} == newest
+
+
+@pytest.mark.parametrize(("field", "default", "sql"), [
+    ({"type": "int32"}, 7, "CAST(7 AS int)"),
+    ({"type": "string"}, "n'o\\", "'n\\'o\\\\'"),
+    ({"type": "int32", "name": "io.debezium.time.Date"}, 19782, "DATE_FROM_UNIX_DATE(19782)"),
+    ({"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal",
+      "parameters": {"scale": "2", "connect.decimal.precision": "10"}}, _b64(bytes([0xFF, 0x7F])),
+     "CAST('-1.29' AS decimal(10,2))"),
+    ({"type": "string", "name": "io.debezium.time.ZonedTimestamp"}, "1970-01-01T00:00:01Z",
+     "TIMESTAMP_MICROS(1000000)"),
+    ({"type": "bytes"}, _b64(b"\x01\xff"), "X'01ff'"),
+    ({"type": "double"}, 0.1, "CAST('0.1' AS double)"),
+])
+def test_a_columns_default_in_the_schema_is_the_mirrors_default_for_older_rows(field, default, sql) -> None:
+    value_schema = {**_VALUE_SCHEMA, "fields": [
+        {**_VALUE_SCHEMA["fields"][1], "fields": [*_VALUE_SCHEMA["fields"][1]["fields"],
+                                                  {**field, "optional": True, "field": "x", "default": default}]},
+        *_VALUE_SCHEMA["fields"][2:]]}
+    value = orjson.dumps({"schema": value_schema, "payload": {
+        "before": None, "after": {"id": 1, "s": None, "x": None}, "op": "c",
+        "source": {"db": "shop", "table": "t", "file": "b.000001", "pos": 4, "row": 0, "ts_ms": 0}}})
+    reader = DebeziumReader({})
+    out = _Out()
+    reader.feed(out, "srv.shop.t", 0, 0, None, value)
+    reader.finish(out)
+    assert orjson.loads(out.rows[0][6])["defaults"] == {"x": sql}
