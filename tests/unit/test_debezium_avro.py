@@ -5,15 +5,12 @@ same row. The registry over HTTP and the daemon: tests/integration/test_debezium
 
 from __future__ import annotations
 
-import base64
-import io
 import json
-import struct
 from typing import Any
 
 import orjson
 import pytest
-from fastavro import parse_schema, schemaless_reader
+from fastavro import parse_schema
 
 from ingester.codec.constants import ColumnType as T
 from ingester.codec.errors import BinlogError
@@ -25,6 +22,7 @@ from ingester.records.debezium.encoder import DebeziumOptions
 from ingester.records.debezium.envelope import TRANSACTION_VALUE_SCHEMA, table_codec
 from ingester.records.debezium.layouts import AvroLayout
 from tests.corpus import CORPUS
+from tests.harness import avro
 from tests.harness.records import CORPUS_FILES, debezium_messages
 
 
@@ -42,13 +40,7 @@ class Registry:
         return self.ids.setdefault(schema, len(self.ids) + 1)
 
     def decode(self, message: bytes) -> Any:
-        """Confluent's wire format read back: magic byte 0, the schema id, fastavro's reading of the rest."""
-        assert message[0] == 0
-        (schema_id,) = struct.unpack(">I", message[1:5])
-        text = next(t for t, i in self.ids.items() if i == schema_id)
-        # read logical types as their underlying values, as JsonConverter writes them
-        plain = json.loads(text.replace('"logicalType":', '"_logicalType":'))
-        return schemaless_reader(io.BytesIO(message[5:]), parse_schema(plain))
+        return avro.read(message, lambda schema_id: next(t for t, i in self.ids.items() if i == schema_id))
 
 
 def _col(index: int, name: str, code: int, meta: int = 0, nullable: bool = True, **kw: Any) -> Column:
@@ -220,29 +212,6 @@ def test_confluent_wire_format_and_a_schema_registered_once_per_subject() -> Non
     assert list(registry.subjects) == ["p.db.t-key"] and len(registry.subjects["p.db.t-key"]) == 1
 
 
-def _avro_name(name: str) -> str:
-    """Avro's names: a letter or _, then letters, digits or _; Debezium's avro adjustment puts _ for the others."""
-    return "".join(c if c.isascii() and (c.isalpha() or c == "_" or (i and c.isdigit())) else "_"
-                   for i, c in enumerate(name))
-
-
-def _same(avro: Any, connect_json: Any) -> bool:
-    """fastavro's reading equals JsonConverter's payload: bytes are base64 there, FLOAT a float32 either way,
-    field names adjusted for Avro."""
-    if isinstance(avro, bytes):
-        return isinstance(connect_json, str) and base64.b64decode(connect_json) == avro
-    if isinstance(avro, dict):
-        renamed = {_avro_name(k): v for k, v in connect_json.items()} if isinstance(connect_json, dict) else None
-        return renamed is not None and avro.keys() == renamed.keys() and \
-            all(_same(v, renamed[k]) for k, v in avro.items())
-    if isinstance(avro, list):
-        return isinstance(connect_json, list) and len(avro) == len(connect_json) and \
-            all(_same(a, b) for a, b in zip(avro, connect_json, strict=True))
-    if isinstance(avro, float) and isinstance(connect_json, float | int) and avro != connect_json:
-        return struct.pack("<f", avro) == struct.pack("<f", connect_json)
-    return avro == connect_json and type(avro) is type(connect_json)
-
-
 @pytest.mark.parametrize("name", CORPUS_FILES)
 @pytest.mark.parametrize("modes", [Modes(), Modes("string", "connect", "precise", "hex")])
 def test_every_message_of_a_real_binlog_reads_back_as_the_json_formats_payload(name, modes) -> None:
@@ -253,10 +222,10 @@ def test_every_message_of_a_real_binlog_reads_back_as_the_json_formats_payload(n
                                               r"\(NOT NULL\): a partial row image\? .* binlog_row_image=FULL$"):
             debezium_messages(CORPUS / name, options, registry)
         return
-    avro = debezium_messages(CORPUS / name, options, registry)
+    binary = debezium_messages(CORPUS / name, options, registry)
     plain = debezium_messages(CORPUS / name, options)
-    assert len(avro) == len(plain)
-    for ours, reference in zip(avro, plain, strict=True):
+    assert len(binary) == len(plain)
+    for ours, reference in zip(binary, plain, strict=True):
         assert ours.topic == reference.topic
         if ours.topic.startswith("p._"):  # binlake's own topics keep binlake's format
             assert ours == reference
@@ -265,7 +234,7 @@ def test_every_message_of_a_real_binlog_reads_back_as_the_json_formats_payload(n
             if want is None:  # a tombstone; a table without a key
                 assert got is None
             else:
-                assert _same(registry.decode(got), orjson.loads(want)), (got, want)  # type: ignore[arg-type]
+                assert avro.same(registry.decode(got), orjson.loads(want)), (got, want)  # type: ignore[arg-type]
     for subject, versions in registry.subjects.items():
         assert subject.endswith(("-key", "-value")) and len(versions) == 1
 
