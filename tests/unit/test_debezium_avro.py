@@ -1,11 +1,13 @@
 """``kafka.format: debezium-avro`` without servers: Connect schemas as Avro (expected schemas written by hand from
 the rules of Confluent's AvroData.fromConnectSchema, each parsed by fastavro), Confluent's wire format, and
 every message decoded by fastavro's reader (not ours) to the same values as the debezium-json payload of the
-same row. The registry over HTTP and the daemon: tests/integration/test_debezium_avro.py."""
+same row. The registry over HTTP and the daemon: tests/integration/test_avro_registry.py."""
 
 from __future__ import annotations
 
+import base64
 import json
+import socket
 from typing import Any
 
 import orjson
@@ -260,3 +262,36 @@ def test_registry_settings(tmp_path) -> None:
     shown = json.dumps(cfg.redacted())
     assert "env-secret" not in shown and "inline" not in shown and "env-secret" not in repr(cfg)
     assert cfg.redacted()["debezium"]["schema_registry_password"] == "***"
+
+
+def test_registry_client_refusals_are_one_line_and_outages_are_retried(monkeypatch) -> None:
+    from ingester.daemon.registry_client import RegistryClient, RegistryUnavailable, SchemaRefused
+    from ingester.daemon.runner import _kafka_failure
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    down = RegistryClient(f"http://u:secret@127.0.0.1:{closed}")
+    with pytest.raises(RegistryUnavailable, match=rf"^schema registry http://u:\*\*\*@127.0.0.1:{closed}: ") as exc:
+        down.schema_id("t-value", "{}")
+    assert _kafka_failure(exc.value)  # retried from the last checkpoint, like Kafka
+    answers = iter([(409, {"error_code": 409, "message": "Schema being registered is incompatible"}),
+                    (200, {"compatibilityLevel": "FULL"}), (200, {"id": 7}), (401, {"message": "no"})])
+    client = RegistryClient("https://registry:8081/", "user", "pw")
+    calls: list[tuple[str, str]] = []
+
+    def answer(method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        calls.append((method, path))
+        return next(answers)
+
+    monkeypatch.setattr(client, "_call", answer)
+    with pytest.raises(SchemaRefused, match=r"^schema of subject p.db.t-value refused by the registry at "
+                                            r"https://registry:8081: incompatible with its earlier versions "
+                                            r"\(compatibility FULL\)$"):
+        client.schema_id("p.db.t-value", "{}")
+    assert calls == [("POST", "/subjects/p.db.t-value/versions"), ("GET", "/config/p.db.t-value?defaultToGlobal=true")]
+    assert client.schema_id("p.db.t-value", "{}") == 7 == client.schema_id("p.db.t-value", "{}")  # cached
+    assert len(calls) == 3
+    with pytest.raises(SchemaRefused, match=r"HTTP 401: the credentials .* were refused$"):
+        client.schema_id("p.db.t-key", "{}")
+    assert client._headers["Authorization"] == "Basic " + base64.b64encode(b"user:pw").decode()
