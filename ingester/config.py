@@ -2,7 +2,8 @@
 
 Secrets (the source password) come from the URL, ``BINLAKE_SOURCE_PASSWORD`` or a file named by
 ``password_file`` (Kafka's SASL password: ``kafka.sasl_password``, ``BINLAKE_KAFKA_SASL_PASSWORD`` or
-``kafka.sasl_password_file``); ``Config.redacted()`` is what may be logged.
+``kafka.sasl_password_file``; the schema registry's: ``debezium.schema_registry_password``, its variable or
+``debezium.schema_registry_password_file``); ``Config.redacted()`` is what may be logged.
 """
 
 from __future__ import annotations
@@ -68,8 +69,8 @@ class KafkaConfig:
     max_record_bytes: int = 900_000
     compression: Literal["zstd", "gzip", "lz4", "snappy"] | None = "zstd"  # zstd: the zstandard package we have
     # what the topics carry: binlake's records (docs/FORMAT.md), or Debezium's change events in Kafka Connect's
-    # JSON layout (docs/DEBEZIUM.md; options in the debezium section)
-    format: Literal["binlake", "debezium-json"] = "binlake"
+    # JSON layout or as Confluent's Avro converter writes them (docs/DEBEZIUM.md; options in the debezium section)
+    format: Literal["binlake", "debezium-json", "debezium-avro"] = "binlake"
     # Security of every Kafka client (daemon, consume): PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: SaslMechanism | None = None
@@ -176,6 +177,23 @@ class DebeziumConfig:
     time_precision_mode: TimeMode = "adaptive_time_microseconds"
     bigint_unsigned_handling_mode: BigintMode = "long"
     binary_handling_mode: BinaryMode = "bytes"
+    # debezium-avro: the schema registry's Confluent-compatible API (e.g. Apicurio's .../apis/ccompat/v7), HTTP
+    # basic authentication (the password: BINLAKE_DEBEZIUM_SCHEMA_REGISTRY_PASSWORD or the file) and the CA
+    # of an https registry (default: the system's)
+    schema_registry_url: str | None = None
+    schema_registry_username: str | None = None
+    schema_registry_password: str | None = field(default=None, repr=False)
+    schema_registry_password_file: str | None = None
+    schema_registry_ca: str | None = None
+
+    def registry_credentials(self) -> tuple[str | None, str | None]:
+        """(username, password) of the schema registry (password from the setting or its file)."""
+        password = self.schema_registry_password
+        if password is None and self.schema_registry_password_file:
+            password = Path(self.schema_registry_password_file).read_text().strip()
+        if password is not None and not self.schema_registry_username:
+            raise ConfigError("debezium.schema_registry_password needs debezium.schema_registry_username")
+        return self.schema_registry_username, password
 
 
 @dataclass
@@ -251,6 +269,10 @@ class Config:
         d["source"]["url"] = redact(self.source.url)
         if d["kafka"]["sasl_password"] is not None:
             d["kafka"]["sasl_password"] = "***"
+        if d["debezium"]["schema_registry_url"] is not None:
+            d["debezium"]["schema_registry_url"] = redact(d["debezium"]["schema_registry_url"])
+        if d["debezium"]["schema_registry_password"] is not None:
+            d["debezium"]["schema_registry_password"] = "***"
         if d["filters"]["mask_key"] is not None:
             d["filters"]["mask_key"] = "***"
         return d
@@ -374,10 +396,18 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
         config.kafka.client_options()  # a missing SASL setting fails here, with its name
         config.filters.column_rules()  # a bad rule fails here, with its name
         config.source_candidates()  # a malformed source.hosts entry fails here, with its name
+        if config.kafka.format == "debezium-avro":
+            config.debezium.registry_credentials()  # a password without a user, an unreadable file
     except ConfigError:
         raise
     except (ValueError, OSError) as exc:
         raise ConfigError(str(exc)) from None
+    registry = config.debezium.schema_registry_url
+    if config.kafka.format == "debezium-avro" and not registry:
+        raise ConfigError("debezium.schema_registry_url: kafka.format debezium-avro needs a schema registry "
+                          "(its Confluent-compatible API, http(s)://HOST:PORT[/path])")
+    if registry and urlsplit(registry).scheme not in ("http", "https"):
+        raise ConfigError(f"debezium.schema_registry_url: {redact(registry)!r} is not an http(s) URL")
     if config.snapshot_chunk_rows < 1:
         raise ConfigError(f"snapshot_chunk_rows: must be at least 1, got {config.snapshot_chunk_rows}")
     if config.land.trigger != "available-now" and not _INTERVAL.fullmatch(config.land.trigger.strip()):

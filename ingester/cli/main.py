@@ -9,6 +9,7 @@ import sys
 
 from ..codec.errors import BinlogError
 from ..config import ConfigError
+from ..daemon.registry_client import SchemaRefused
 from ..sources.errors import ReplicationError
 
 COMMANDS = ("dump", "demo", "run", "snapshot", "consume", "land", "devstack", "doctor", "status", "verify")
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
     try:
         return args.run(args)
-    except (BinlogError, ReplicationError, ConfigError) as exc:
+    except (BinlogError, ReplicationError, ConfigError, SchemaRefused) as exc:
         _flush_quietly()
         print(f"binlake: error: {exc}", file=sys.stderr)
         return 2

@@ -16,7 +16,7 @@ from ..codec import header as H
 from ..config import Config
 from ..records.builder import Checkpoint, Record, RecordBuilder
 from ..records.debezium.columns import Modes
-from ..records.debezium.encoder import DebeziumJson, DebeziumOptions
+from ..records.debezium.encoder import DebeziumAvro, DebeziumJson, DebeziumOptions
 from ..records.format import Sequence, file_number
 from ..records.outbound import BinlogNames, Outbound
 from ..schema.history import SchemaHistory
@@ -26,6 +26,7 @@ from ..sources.replication import BinlogStream, ReplicationError, SourceURL
 from .kafka_io import ClientErrors, Publisher, read_checkpoint
 from .metrics import Metrics
 from .producers import RdkafkaProducer
+from .registry_client import RegistryClient
 from .resnapshot import Resnapshotter
 from .schema_io import history_topic
 from .server_id import ServerIdClaim
@@ -64,6 +65,10 @@ class Runner:
         options = DebeziumOptions(cfg.kafka.topic_prefix, Modes(
             dbz.decimal_handling_mode, dbz.time_precision_mode, dbz.bigint_unsigned_handling_mode,
             dbz.binary_handling_mode), dbz.schemas_enable, dbz.tombstones_on_delete, dbz.provide_transaction_metadata)
+        if cfg.kafka.format == "debezium-avro":
+            assert dbz.schema_registry_url is not None  # load_config insists
+            registry = RegistryClient(dbz.schema_registry_url, *dbz.registry_credentials(), dbz.schema_registry_ca)
+            return DebeziumAvro(options, registry, self.binlog_names, cfg.kafka.max_record_bytes)
         return DebeziumJson(options, self.binlog_names, cfg.kafka.max_record_bytes)
 
     def request_stop(self, signum: int = 0, frame: FrameType | None = None) -> None:

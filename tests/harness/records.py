@@ -84,15 +84,17 @@ def json_null_record() -> tuple[dict[str, bytes], bytes]:
                            table=json_snapshot_table(), binary=())
 
 
-def debezium_messages(path, options) -> list:
-    """A corpus binlog's records through binlake's debezium-json encoder (``options``: DebeziumOptions): every
-    message, the held change events after the records' own (one Kafka transaction), ``ts_ms`` of 0."""
-    from ingester.records.debezium.encoder import DebeziumJson
+def debezium_messages(path, options, registry=None) -> list:
+    """A corpus binlog's records through binlake's debezium-json encoder (``options``: DebeziumOptions), or
+    debezium-avro's with ``registry`` (its SchemaIds): every message, the held change events after the
+    records' own (one Kafka transaction), ``ts_ms`` of 0."""
+    from ingester.records.debezium.encoder import DebeziumAvro, DebeziumJson
     from ingester.records.outbound import BinlogNames
 
     _, out, _ = build_records(path)
     names = BinlogNames()
     names.saw(1, path.name if path.suffix[1:].isdigit() else "binlog.000001")
-    encoder = DebeziumJson(options, names, 900_000, clock=lambda: 0)
+    encoder = (DebeziumJson(options, names, 900_000, clock=lambda: 0) if registry is None else
+               DebeziumAvro(options, registry, names, 900_000, clock=lambda: 0))
     messages = [m for r in out if isinstance(r, Record) for m in encoder.messages(r)]
     return messages + list(encoder.before_commit())

@@ -15,8 +15,9 @@ from ingester.codec import events as E
 from ingester.codec.table_map import Column
 from ingester.records.builder import Record
 from ingester.records.debezium.columns import Modes, column_codec, shortest_float32
-from ingester.records.debezium.encoder import DebeziumOptions, JsonLayout
+from ingester.records.debezium.encoder import DebeziumOptions
 from ingester.records.debezium.envelope import topic_name
+from ingester.records.debezium.layouts import JsonLayout
 from ingester.records.outbound import BinlakeOut, BinlogNames
 from ingester.sources.binlog_file import read_binlog_file
 from tests.corpus import CORPUS
@@ -90,9 +91,9 @@ def test_unsigned_bigint_and_binary_modes() -> None:
 
 
 def test_layout_topics_and_binlog_names() -> None:
-    assert JsonLayout(True).encode(b'{"type":"string","optional":false}', "x") == \
+    assert JsonLayout(True).encode("t", "value", b'{"type":"string","optional":false}', "x") == \
         b'{"schema":{"type":"string","optional":false},"payload":"x"}'
-    assert JsonLayout(False).encode(b"{}", {"a": None}) == b'{"a":null}'
+    assert JsonLayout(False).encode("t", "key", b"{}", {"a": None}) == b'{"a":null}'
     assert topic_name("p", "my db", "t\u00e9") == "p.my_db.t_"
     names = BinlogNames()
     assert names(3) == "binlog.000003"

@@ -53,7 +53,8 @@ def test_setting_names_come_from_the_config_dataclasses() -> None:
         changed = {value: dataclasses.asdict(load_config(None, environ={name: value}))
                    for value in ("7", "true", "mysql://u@h:1", "initial", "always", "skip-table", "SSL", "false",
                                  "a.b.c=mask", "db2:3306", "{d.t: [a]}", "PLAIN", "gtid", "gzip", "json",
-                                 "binlake", "required", "5s", "precise", "string", "connect", "hex", "debezium-json")
+                                 "binlake", "required", "5s", "precise", "string", "connect", "hex", "debezium-json",
+                                 "http://registry:8081")
                    if _loads(name, value)}
         assert any(d != default for d in changed.values()), name
 

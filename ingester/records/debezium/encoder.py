@@ -1,5 +1,6 @@
-"""``kafka.format: debezium-json``: binlake's records become Debezium change events, one per row, in Kafka
-Connect's JSON converter layout (docs/DEBEZIUM.md).
+"""``kafka.format: debezium-json`` and ``debezium-avro``: binlake's records become Debezium change events, one
+per row, serialized as Kafka Connect's JSON converter or Confluent's Avro converter would (layouts.py;
+docs/DEBEZIUM.md).
 
 The records of one Kafka transaction are held until its commit (a checkpoint is only ever taken between
 binlog transactions, so they hold whole transactions), then their events are merged back into binlog order:
@@ -9,10 +10,10 @@ same Kafka transaction as the checkpoint, so the change events are exactly once 
 Topics of binlake's own (schema history, statements) keep binlake's format.
 
 The rows events of the held records are decoded straight to each row's Value and Key structs as JSON
-(native.py: ``_native.c``), and each message is put together from byte pieces: the table's pre-encoded
-schemas, the event's source block, the row's structs. Events C leaves to Python (and every event without the
-extension or with ``BINLAKE_PURE_PYTHON=1``) take the reference path: the codec's row dicts, columns.py's
-converters and orjson, to the same bytes.
+(native.py: ``_native.c``), and each payload is put together from byte pieces: the event's source block,
+the row's structs; the layout frames it (JSON) or encodes it (Avro). Events C leaves to Python (and every
+event without the extension or with ``BINLAKE_PURE_PYTHON=1``) take the reference path: the codec's row
+dicts, columns.py's converters and orjson, to the same payloads.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ..open_records import Record
 from ..outbound import BinlakeOut, Message
 from .columns import Modes
 from .envelope import TRANSACTION_KEY_SCHEMA, TRANSACTION_VALUE_SCHEMA, TableCodec, table_codec, topic_name
+from .layouts import AvroLayout, JsonLayout, Layout, SchemaIds
 from .native import RenderedEvent, RenderedRows, rows_renderer
 
 _OPS = {"write": "c", "update": "u", "delete": "d"}
@@ -55,19 +57,6 @@ def _order(item: RenderedEvent | RecordEvent) -> tuple[int, int, int]:
         return item[:3]
     seq = item.seq  # type: ignore[union-attr]
     return seq.file_number, seq.position, seq.sub
-
-
-class JsonLayout:
-    """Kafka Connect's JsonConverter: ``{"schema":...,"payload":...}`` or, without schemas, the payload."""
-
-    def __init__(self, schemas: bool) -> None:
-        self.schemas = schemas
-
-    def encode(self, schema: bytes, payload: Any) -> bytes:
-        body = orjson.dumps(payload)
-        if not self.schemas:
-            return body
-        return b'{"schema":' + schema + b',"payload":' + body + b"}"
 
 
 _TX_KEY = orjson.dumps(TRANSACTION_KEY_SCHEMA)
@@ -94,26 +83,24 @@ class _Transaction:
 
 @dataclass(frozen=True)
 class _Table:
-    """A table map's Debezium shape, and the JSON converter's frame around a message's payload of it."""
+    """A table map's Debezium shape, and the source block of its events."""
 
     codec: TableCodec
     name: str  # db.table, as the transaction topic counts events
-    value_head: bytes  # '{"schema":<the Envelope schema>,"payload":' with schemas, else nothing
-    key_head: bytes  # the same with the Key schema
-    tail: bytes  # '}' closing the frame with schemas, else nothing
     source: bytes  # the source block of a binlog event, to fill in with its ts, server id, gtid, file and pos
 
 
-class DebeziumJson:
-    """The Outbound strategy of ``kafka.format: debezium-json``. ``file_name`` maps a sequence's binlog
-    file number to the file's name (source.file)."""
+class DebeziumOut:
+    """The Outbound strategy of the Debezium formats: change events, serialized by ``layout`` (the Kafka
+    Connect converter: layouts.py). ``file_name`` maps a sequence's binlog file number to the file's name
+    (source.file)."""
 
-    def __init__(self, options: DebeziumOptions, file_name: Callable[[int], str], max_record_bytes: int,
-                 clock: Callable[[], int] = time.time_ns) -> None:
+    def __init__(self, options: DebeziumOptions, layout: Layout, file_name: Callable[[int], str],
+                 max_record_bytes: int, clock: Callable[[], int] = time.time_ns) -> None:
         self.options = options
         self.file_name = file_name
         self.clock = clock
-        self.layout = JsonLayout(options.schemas)
+        self.layout = layout
         self._own = BinlakeOut(options.prefix, max_record_bytes)
         self._held: list[Record] = []
         self._tables: dict[int, tuple[TableMap, _Table]] = {}
@@ -200,17 +187,13 @@ class DebeziumJson:
         if cached is not None and cached[0] is tm:
             return cached[1]
         codec = table_codec(tm, self.options.prefix, self.options.modes)
-        schemas = self.options.schemas
         text = [orjson.dumps(x).replace(b"%", b"%%") for x in (VERSION, self.options.prefix, tm.database, tm.table)]
         source = b"".join((  # as _rows' source dict, for the bytes % (ts_ms, ts_us, ts_ns, server_id, gtid, file, pos)
             b'{"version":', text[0], b',"connector":', b'"mariadb"' if tm.is_mariadb else b'"mysql"', b',"name":',
             text[1], b',"ts_ms":%d,"snapshot":"false","db":', text[2],
             b',"sequence":null,"ts_us":%d,"ts_ns":%d,"table":', text[3],
             b',"server_id":%d,"gtid":%b,"file":%b,"pos":%d,"row":'))
-        table = _Table(codec, f"{tm.database}.{tm.table}",
-                       b'{"schema":' + codec.value_schema + b',"payload":' if schemas else b"",
-                       b'{"schema":' + codec.key_schema + b',"payload":' if schemas and codec.key_schema else b"",
-                       b"}" if schemas else b"", source)
+        table = _Table(codec, f"{tm.database}.{tm.table}", source)
         if len(self._tables) >= 4096:
             self._tables.clear()
         self._tables[id(tm)] = (tm, table)
@@ -250,10 +233,11 @@ class DebeziumJson:
             block = {"id": tx.id, "total_order": total, "data_collection_order": n}
         key = None
         if codec.key_schema is not None:
-            key = self.layout.encode(codec.key_schema, codec.key(after if after is not None else before))  # type: ignore[arg-type]
+            key = self.layout.encode(codec.topic, "key", codec.key_schema,
+                                     codec.key(after if after is not None else before))  # type: ignore[arg-type]
         payload = {"before": before, "after": after, "source": {**source, "row": index}, "transaction": block,
                    "op": op, "ts_ms": now // 1_000_000, "ts_us": now // 1000, "ts_ns": now}
-        yield Message(codec.topic, key, self.layout.encode(codec.value_schema, payload), [])
+        yield Message(codec.topic, key, self.layout.encode(codec.topic, "value", codec.value_schema, payload), [])
         if op == "d" and self.options.tombstones:
             yield Message(codec.topic, key, None, [])
 
@@ -265,7 +249,7 @@ class DebeziumJson:
         ts_ms = timestamp * 1000
         source = table.source % (ts_ms, ts_ms * 1000, ts_ms * 1_000_000, server_id,
                                  orjson.dumps(gtid) if gtid else b"null", self._file_json(file_number), position)
-        end = b',"ts_ms":%d,"ts_us":%d,"ts_ns":%d}' % (now // 1_000_000, now // 1000, now) + table.tail
+        end = b',"ts_ms":%d,"ts_us":%d,"ts_ns":%d}' % (now // 1_000_000, now // 1000, now)
         kind = _CODE_OPS[code]
         for index, (before, after, key_before, key_after) in enumerate(rows):
             row = b"%d" % index
@@ -282,11 +266,13 @@ class DebeziumJson:
         if tx is not None:
             total, n = tx.count(table.name)
             block = b'{"id":%b,"total_order":%d,"data_collection_order":%d}' % (tx.id_json, total, n)
-        key = None if key_struct is None else b"".join((table.key_head, key_struct, table.tail))
-        value = b"".join((table.value_head, b'{"before":', before or b"null", b',"after":', after or b"null",
-                          b',"source":', source, row, b',"thread":null,"query":null},"transaction":', block,
-                          _OP_FIELDS[op], end))
-        yield Message(table.codec.topic, key, value, [])
+        codec = table.codec
+        key = None
+        if key_struct is not None:
+            key = self.layout.encode_json(codec.topic, "key", codec.key_schema, key_struct)  # type: ignore[arg-type]
+        value = b"".join((b'{"before":', before or b"null", b',"after":', after or b"null", b',"source":', source,
+                          row, b',"thread":null,"query":null},"transaction":', block, _OP_FIELDS[op], end))
+        yield Message(codec.topic, key, self.layout.encode_json(codec.topic, "value", codec.value_schema, value), [])
         if op == "d" and self.options.tombstones:
             yield Message(table.codec.topic, key, None, [])
 
@@ -301,5 +287,22 @@ class DebeziumJson:
             {"data_collection": name, "event_count": n} for name, n in tx.per_table.items()], "ts_ms": tx.ts_ms})
 
     def _tx_message(self, tx: _Transaction, payload: dict[str, Any]) -> Message:
-        return Message(self.transaction_topic, self.layout.encode(_TX_KEY, {"id": tx.id}),
-                       self.layout.encode(_TX_VALUE, payload), [])
+        topic = self.transaction_topic
+        return Message(topic, self.layout.encode(topic, "key", _TX_KEY, {"id": tx.id}),
+                       self.layout.encode(topic, "value", _TX_VALUE, payload), [])
+
+
+class DebeziumJson(DebeziumOut):
+    """``kafka.format: debezium-json``: Kafka Connect's JsonConverter."""
+
+    def __init__(self, options: DebeziumOptions, file_name: Callable[[int], str], max_record_bytes: int,
+                 clock: Callable[[], int] = time.time_ns) -> None:
+        super().__init__(options, JsonLayout(options.schemas), file_name, max_record_bytes, clock)
+
+
+class DebeziumAvro(DebeziumOut):
+    """``kafka.format: debezium-avro``: Confluent's AvroConverter, its schemas in a registry (``ids``)."""
+
+    def __init__(self, options: DebeziumOptions, ids: SchemaIds, file_name: Callable[[int], str],
+                 max_record_bytes: int, clock: Callable[[], int] = time.time_ns) -> None:
+        super().__init__(options, AvroLayout(ids), file_name, max_record_bytes, clock)

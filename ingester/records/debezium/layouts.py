@@ -1,0 +1,113 @@
+"""How a Debezium change event's key and value become bytes: the converter Kafka Connect would be configured
+with, as strategies of one interface.
+
+- ``JsonLayout``: Kafka Connect's JsonConverter, ``{"schema":...,"payload":...}`` or, without schemas, the
+  payload alone.
+- ``AvroLayout``: Confluent's AvroConverter: the Connect schema as Avro (avro_schema.py) registered in a schema
+  registry under ``<topic>-key`` / ``<topic>-value`` (TopicNameStrategy), each message in Confluent's wire
+  format: a zero byte, the schema's registry id (4 bytes, big-endian), the Avro binary encoding.
+
+A payload comes either as Python structures in JsonConverter's form (bytes as base64 text) or as its JSON
+text (what the native renderer writes). Pure: the registry is behind ``SchemaIds``, which the daemon
+implements with HTTP (daemon/registry_client.py).
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import orjson
+from fastavro import parse_schema, schemaless_writer
+
+from ...codec.errors import BinlogError
+from .avro_schema import Fixer, avro_schema, missing_value, payload_fixer
+
+Role = Literal["key", "value"]
+
+
+class Layout(Protocol):
+    def encode(self, topic: str, role: Role, schema: bytes, payload: Any) -> bytes:
+        """A message's key or value: ``payload`` (Python structures) of the Connect ``schema`` (JSON)."""
+
+    def encode_json(self, topic: str, role: Role, schema: bytes, payload: bytes) -> bytes:
+        """The same of a payload given as its JSON text."""
+
+
+class JsonLayout:
+    """Kafka Connect's JsonConverter (``schemas`` is its schemas.enable)."""
+
+    def __init__(self, schemas: bool) -> None:
+        self.schemas = schemas
+
+    def encode(self, topic: str, role: Role, schema: bytes, payload: Any) -> bytes:
+        return self.encode_json(topic, role, schema, orjson.dumps(payload))
+
+    def encode_json(self, topic: str, role: Role, schema: bytes, payload: bytes) -> bytes:
+        if not self.schemas:
+            return payload
+        return b'{"schema":' + schema + b',"payload":' + payload + b"}"
+
+
+class SchemaIds(Protocol):
+    def schema_id(self, subject: str, schema: str) -> int:
+        """The registry's id of an Avro schema (its JSON text) under ``subject``, registered as the subject's
+        next version when new; raises what the registry refuses (e.g. incompatible with earlier versions)."""
+
+
+def subject(topic: str, role: Role) -> str:
+    """Confluent's TopicNameStrategy."""
+    return f"{topic}-{role}"
+
+
+@dataclass(frozen=True)
+class _Writer:
+    header: bytes  # magic byte 0 and the schema id
+    schema: Any  # fastavro's parsed schema
+    fix: Fixer | None  # JsonConverter's payload -> the Avro schema's values
+
+
+class AvroLayout:
+    """Confluent's AvroConverter with a schema registry (``ids``): a schema is registered the first time a
+    message of its (topic, role) needs it."""
+
+    def __init__(self, ids: SchemaIds) -> None:
+        self.ids = ids
+        self._writers: dict[tuple[str, Role, bytes], _Writer] = {}
+
+    def encode(self, topic: str, role: Role, schema: bytes, payload: Any) -> bytes:
+        writer = self._writers.get((topic, role, schema))
+        if writer is None:
+            writer = self._writer(topic, role, schema)
+        out = io.BytesIO()
+        out.write(writer.header)
+        try:
+            schemaless_writer(out, writer.schema, payload if writer.fix is None else writer.fix(payload))
+        except (ValueError, TypeError) as exc:
+            raise self._misfit(topic, role, schema, payload, exc) from None
+        return out.getvalue()
+
+    @staticmethod
+    def _misfit(topic: str, role: Role, schema: bytes, payload: Any, exc: Exception) -> BinlogError:
+        """Why a payload does not fit its Avro schema, in one line."""
+        field = missing_value(orjson.loads(schema), payload)
+        if field is not None:
+            reason = (f"{field} is null but required (NOT NULL): a partial row image? debezium-avro, like "
+                      "Debezium, needs binlog_row_image=FULL")
+        else:
+            reason = f"does not fit its Avro schema: {exc}"
+        return BinlogError(reason, source=f"change event of {topic} ({role})")
+
+    def encode_json(self, topic: str, role: Role, schema: bytes, payload: bytes) -> bytes:
+        return self.encode(topic, role, schema, orjson.loads(payload))
+
+    def _writer(self, topic: str, role: Role, schema: bytes) -> _Writer:
+        connect = orjson.loads(schema)
+        avro = avro_schema(connect)
+        schema_id = self.ids.schema_id(subject(topic, role), orjson.dumps(avro).decode())
+        writer = _Writer(b"\0" + schema_id.to_bytes(4, "big"), parse_schema(avro), payload_fixer(connect))
+        if len(self._writers) >= 4096:
+            self._writers.clear()
+        self._writers[(topic, role, schema)] = writer
+        return writer
