@@ -78,6 +78,7 @@ class Publisher:
         self.prefix = prefix
         self.transactional_id = transactional_id
         self.max_record_bytes = max_record_bytes
+        self.max_message_bytes = max(max_record_bytes * 2, 1 << 20)  # the producer's largest request
         self.max_queued_bytes = max_queued_bytes
         self.out = out if out is not None else BinlakeOut(prefix, max_record_bytes)
         self._known: set[str] = set()
@@ -87,7 +88,7 @@ class Publisher:
         try:
             self.admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="binlake-admin", **options)
             self.producer: Producer = (producer or PythonProducer)(
-                bootstrap, transactional_id, compression, max(max_record_bytes * 2, 1 << 20), options)
+                bootstrap, transactional_id, compression, self.max_message_bytes, options)
         except Exception as exc:  # a producer whose init failed has closed itself (producers.py)
             if hasattr(self, "admin"):
                 _close_quietly(self.admin)
@@ -236,12 +237,13 @@ class Publisher:
 
     def _send_message(self, message: Message) -> None:
         size = len(message.value or b"")
-        if size > self.max_record_bytes:
-            # binlake's records come in chunks of at most that; one change event per message (Debezium's formats)
-            # cannot be split: stop, naming it. Nothing of the open Kafka transaction is committed, and a restart
-            # stops here again until the limit is raised
-            raise BinlogError(f"{size:,} bytes, over kafka.max_record_bytes ({self.max_record_bytes:,}): raise it "
-                              "(and the topics' max.message.bytes) to publish it", None, self.out.describe(message))
+        if size > self.max_message_bytes:
+            # binlake's records come in chunks of max_record_bytes; one change event per message (Debezium's
+            # formats) cannot be split: stop, naming it. Nothing of the open Kafka transaction is committed, and a
+            # restart stops here again until the limit is raised
+            raise BinlogError(f"{size:,} bytes, over the largest message the producer sends ({self.max_message_bytes:,}"
+                              " bytes: twice kafka.max_record_bytes): raise kafka.max_record_bytes (and the topics' "
+                              "max.message.bytes) to publish it", None, self.out.describe(message))
         self.ensure_topic(message.topic)
         self._begin()
         self._unflushed += len(message.value or b"")

@@ -122,14 +122,14 @@ def test_change_events_exactly_once_across_kill_9(make_mariadb, kafka, spark, tm
 
 
 def test_a_change_event_over_the_message_limit_stops_the_daemon_naming_it(make_mariadb, kafka, tmp_path) -> None:
-    """A row of 1.5 MB is one change event that cannot be split: the daemon stops with one line naming the table
+    """A row of 2.5 MB is one change event that cannot be split: the daemon stops with one line naming the table
     and the row's binlog position; its Kafka transaction is aborted, so no checkpoint claims the row."""
     server = make_mariadb()
     server.execute("CREATE DATABASE big CHARACTER SET utf8mb4")
     server.execute("CREATE TABLE big.t (id INT PRIMARY KEY, b LONGBLOB)")
     server.execute("INSERT INTO big.t VALUES (1, 'small')")
     start = server.current_binlog_position()
-    server.execute("INSERT INTO big.t VALUES (2, REPEAT('x', 1500000))")
+    server.execute("INSERT INTO big.t VALUES (2, REPEAT('x', 2500000))")
     prefix, env = "dbzbig", {"BINLAKE_KAFKA_FORMAT": "debezium-json", "BINLAKE_FILTERS_INCLUDE": "big.*"}
     with open(tmp_path / "run.log", "wb") as log:
         proc = start_daemon(server, kafka, prefix, 6262, log, env, "--exit-at-end")
@@ -138,7 +138,7 @@ def test_a_change_event_over_the_message_limit_stops_the_daemon_naming_it(make_m
     errors = [line for line in lines if line.startswith("binlake: error:")]
     want = (f"binlake: error: the change event of `big`.`t` at binlog {start.file}:")
     assert len(errors) == 1 and errors[0].startswith(want), lines[-5:]
-    assert "over kafka.max_record_bytes (900,000)" in errors[0], errors
+    assert "over the largest message the producer sends (1,800,000 bytes" in errors[0], errors
     ids = [dbz.decoded(m)[0]["payload"]["id"] for m in dbz.messages(kafka, prefix).get(f"{prefix}.big.t", [])]
     assert 2 not in ids
     checkpoint = read_checkpoint(kafka.bootstrap, prefix, f"{prefix}.127.0.0.1:{server.port}")
