@@ -160,6 +160,10 @@ class RdkafkaProducer:
         self._call(self._client.commit_transaction, 30)
 
     def abort(self) -> None:
+        # librdkafka aborts only once the delivery reports of what was sent are served: the queued and in-flight
+        # messages are purged (none of them commits), their reports polled, then the transaction aborted
+        self._client.purge()
+        self._client.flush(10)
         self._errors.clear()
         self._call(self._client.abort_transaction, 30)
 

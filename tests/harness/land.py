@@ -7,6 +7,7 @@ import collections
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -17,6 +18,15 @@ def run_land(kafka, prefix: str, lake: Path, *extra: str) -> int:
     """`binlake land --trigger available-now` in this process, its checkpoint in the lake's ``_checkpoint``."""
     return main(["land", "--kafka", kafka.bootstrap, "--topic-prefix", prefix, "--lake", str(lake),
                  "--checkpoint", str(lake / "_checkpoint"), "--trigger", "available-now", *extra])
+
+
+def run_land_process(kafka, prefix: str, lake: Path, *extra: str) -> int:
+    """run_land as a process of its own: no Spark session is left in this one (tests before ``test_demo``,
+    whose in-process demo would share it)."""
+    command = [sys.executable, "-m", "ingester.cli.main", "land", "--kafka", kafka.bootstrap, "--topic-prefix",
+               prefix, "--lake", str(lake), "--checkpoint", str(lake / "_checkpoint"), "--trigger", "available-now",
+               *extra]
+    return subprocess.run(command, env={**os.environ, "PYTHONPATH": os.getcwd()}, timeout=600).returncode
 
 
 def mirror_rows(spark, lake: Path, db: str, table: str) -> tuple[dict, dict]:
