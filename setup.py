@@ -3,7 +3,7 @@ text result rows); everything else is declared in pyproject.toml."""
 
 from setuptools import Extension, setup
 
-_HEADERS = ["ingester/_crc32.h", "ingester/_bytes.h", "ingester/_json.h"]
+_HEADERS = ["ingester/_crc32.h", "ingester/_bytes.h", "ingester/_json.h", "ingester/_module.h"]
 setup(ext_modules=[
     Extension(name, [source], depends=_HEADERS + headers, extra_compile_args=["-O2"])
     for name, source, headers in (

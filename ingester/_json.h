@@ -185,4 +185,20 @@ static inline int put_decimal(Out *o, const uint8_t *p, int precision, int scale
     return 0;
 }
 
+/* A SET's value: the labels of the mask's bits (JSON-escaped bytes without quotes), joined by commas, quoted. */
+static inline int put_set_labels(Out *o, uint64_t mask, PyObject *labels) {
+    o->buf[o->len++] = '"';
+    int first = 1;
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(labels) && j < 64; j++) {
+        if (!(mask >> j & 1)) continue;
+        PyObject *label = PyTuple_GET_ITEM(labels, j);
+        if (reserve(o, PyBytes_GET_SIZE(label) + 2) < 0) return -1;
+        if (!first) o->buf[o->len++] = ',';
+        put(o, PyBytes_AS_STRING(label), PyBytes_GET_SIZE(label));
+        first = 0;
+    }
+    o->buf[o->len++] = '"';
+    return 0;
+}
+
 #endif

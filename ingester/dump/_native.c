@@ -22,6 +22,7 @@
 #include "../_bytes.h"
 #include "../_crc32.h"
 #include "../_json.h"
+#include "../_module.h"
 
 /* ------------------------------------------------------------------ row plans */
 
@@ -331,17 +332,7 @@ static int put_image(Out *o, const Image *im, const uint8_t *b, Py_ssize_t *pp, 
             if (left < c->a) return 1;
             uint64_t mask = le_uint(b + p, c->a);
             p += c->a;
-            o->buf[o->len++] = '"';
-            int first = 1;
-            for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(c->labels) && j < 64; j++) {
-                if (!(mask >> j & 1)) continue;
-                PyObject *label = PyTuple_GET_ITEM(c->labels, j);
-                if (reserve(o, PyBytes_GET_SIZE(label) + 2) < 0) return -1;
-                if (!first) o->buf[o->len++] = ',';
-                put(o, PyBytes_AS_STRING(label), PyBytes_GET_SIZE(label));
-                first = 0;
-            }
-            o->buf[o->len++] = '"';
+            if (put_set_labels(o, mask, c->labels) < 0) return -1;
             break;
         }
         case OP_TEXT:
@@ -646,25 +637,12 @@ PyMODINIT_FUNC PyInit__native(void) {
     S_jsonl_plans = PyUnicode_InternFromString("jsonl_plans");
     if (!S_json_cache || !S_table_id || !S_jsonl_plans) return NULL;
     PyObject *m = PyModule_Create(&module_def);
-    if (!m) return NULL;
     /* the ops by name: ingester/dump/native.py's copies are checked against them (tests/unit) */
-    static const struct { const char *name; int value; } ops[] = {
+    static const NamedInt ops[] = {
         {"OP_INT", OP_INT}, {"OP_FLOAT", OP_FLOAT}, {"OP_DOUBLE", OP_DOUBLE}, {"OP_YEAR", OP_YEAR},
         {"OP_DECIMAL", OP_DECIMAL}, {"OP_DATE", OP_DATE}, {"OP_DATETIME2", OP_DATETIME2},
         {"OP_TIMESTAMP2", OP_TIMESTAMP2}, {"OP_TIME2", OP_TIME2}, {"OP_BIT", OP_BIT}, {"OP_ENUM", OP_ENUM},
         {"OP_SET", OP_SET}, {"OP_TEXT", OP_TEXT}, {"OP_BINARY", OP_BINARY}, {"OP_NULL", OP_NULL},
     };
-    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
-        if (PyModule_AddIntConstant(m, ops[i].name, ops[i].value) < 0) {
-            Py_DECREF(m);
-            return NULL;
-        }
-    }
-    Py_INCREF(&RowsPlanType);
-    if (PyModule_AddObject(m, "RowsPlan", (PyObject *)&RowsPlanType) < 0) {
-        Py_DECREF(&RowsPlanType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
+    return module_with(m, ops, sizeof ops / sizeof ops[0], "RowsPlan", &RowsPlanType);
 }

@@ -22,6 +22,7 @@
 #include "../../_bytes.h"
 #include "../../_crc32.h"
 #include "../../_json.h"
+#include "../../_module.h"
 #include "_values.h"
 
 /* ------------------------------------------------------------------ plans */
@@ -504,9 +505,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     S_table_id = PyUnicode_InternFromString("table_id");
     if (!S_table_id) return NULL;
     PyObject *m = PyModule_Create(&module_def);
-    if (!m) return NULL;
     /* the ops and modes by name: records/debezium/native.py's copies are checked against them (tests/unit) */
-    static const struct { const char *name; int value; } names[] = {
+    static const NamedInt names[] = {
         {"OP_INT", OP_INT}, {"OP_UNSIGNED_DECIMAL", OP_UNSIGNED_DECIMAL}, {"OP_FLOAT", OP_FLOAT},
         {"OP_DOUBLE", OP_DOUBLE}, {"OP_YEAR", OP_YEAR}, {"OP_DECIMAL", OP_DECIMAL}, {"OP_DATE", OP_DATE},
         {"OP_DATETIME2", OP_DATETIME2}, {"OP_TIMESTAMP2", OP_TIMESTAMP2}, {"OP_TIME2", OP_TIME2},
@@ -516,17 +516,5 @@ PyMODINIT_FUNC PyInit__native(void) {
         {"DECIMAL_DOUBLE", DECIMAL_DOUBLE}, {"BINARY_BASE64", BINARY_BASE64},
         {"BINARY_URL_SAFE", BINARY_URL_SAFE}, {"BINARY_HEX", BINARY_HEX},
     };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        if (PyModule_AddIntConstant(m, names[i].name, names[i].value) < 0) {
-            Py_DECREF(m);
-            return NULL;
-        }
-    }
-    Py_INCREF(&RowsPlanType);
-    if (PyModule_AddObject(m, "RowsPlan", (PyObject *)&RowsPlanType) < 0) {
-        Py_DECREF(&RowsPlanType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
+    return module_with(m, names, sizeof names / sizeof names[0], "RowsPlan", &RowsPlanType);
 }

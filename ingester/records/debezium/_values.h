@@ -403,17 +403,7 @@ static int put_value(Out *o, const Col *c, const uint8_t *b, Py_ssize_t *pp, Py_
             o->buf[o->len++] = '"';
             break;
         }
-        o->buf[o->len++] = '"';
-        int first = 1;
-        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(c->labels) && j < 64; j++) {
-            if (!(mask >> j & 1)) continue;
-            PyObject *label = PyTuple_GET_ITEM(c->labels, j);
-            if (reserve(o, PyBytes_GET_SIZE(label) + 2) < 0) return -1;
-            if (!first) o->buf[o->len++] = ',';
-            put(o, PyBytes_AS_STRING(label), PyBytes_GET_SIZE(label));
-            first = 0;
-        }
-        o->buf[o->len++] = '"';
+        if (put_set_labels(o, mask, c->labels) < 0) return -1;
         break;
     }
     case OP_TEXT:
