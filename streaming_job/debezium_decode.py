@@ -170,6 +170,8 @@ class DebeziumReader:
 
     def __init__(self, marks: Marks) -> None:
         self.marks = dict(marks)
+        # the events recorded at a partition's newest position whose digests are not computed yet (_mark)
+        self._undigested: dict[tuple[str, int], list[tuple[Any, Any]]] = {}
         self.shapes: dict[tuple[bytes, bytes], _Shape] = {}
         self.groups: dict[tuple[str, int, int], _Group] = {}
         self.repeats = 0
@@ -217,24 +219,33 @@ class DebeziumReader:
 
     def _repeat(self, key: tuple[str, int], at: bytes, before: Any, after: Any) -> bool:
         """Whether an event at position ``at`` was seen before in the topic partition ``key`` (else it is
-        recorded)."""
+        recorded). Digests are only computed when an event meets the newest position, or the mark goes out."""
         mark = self.marks.get(key)
         if mark is not None and at < mark[:POSITION]:
             return True
         if mark is not None and at == mark[:POSITION]:
-            if len(mark) == POSITION:  # its events' digests are not known: taken for the events landed there
-                return True
+            if len(mark) == POSITION and key not in self._undigested:
+                return True  # its events' digests are not known: taken for the events landed there
+            mark = self._mark(key)
             found = digest(before, after)
             if found in _digests(mark):
                 return True
             self.marks[key] = mark + found
             return False
-        self.marks[key] = at + digest(before, after)
+        self.marks[key] = at
+        self._undigested[key] = [(before, after)]
         return False
+
+    def _mark(self, key: tuple[str, int]) -> bytes:
+        """The topic partition's mark with the digests of every event landed at its position."""
+        images = self._undigested.pop(key, None)
+        if images:
+            self.marks[key] += b"".join(digest(before, after) for before, after in images)
+        return self.marks[key]
 
     def finish(self, out: _Out) -> None:
         for (topic, partition, _), group in self.groups.items():
-            group.mark = self.marks.get((topic, partition), b"")
+            group.mark = self._mark((topic, partition)) if (topic, partition) in self.marks else b""
             try:
                 out.rows.append(group.row(topic, partition))
             except DebeziumError as exc:
