@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..codec.errors import BinlogError
@@ -94,7 +94,9 @@ class Publisher:
                 _close_quietly(self.admin)
             raise KafkaError(f"kafka {bootstrap}: {exc}") from None
         self._known.update(self.admin.list_topics())
-        self.ensure_topic(offsets_topic(prefix), compacted=True)
+        # a checkpoint topic this publisher created holds no checkpoint yet: nothing to read back (the server_id
+        # claim and the transactional id keep other daemons of this source away)
+        self.new_checkpoints = bool(self.ensure_topics([offsets_topic(prefix)], compacted=True))
         self._open = False
         self._unflushed = 0
         self._cond = threading.Condition()
@@ -157,17 +159,30 @@ class Publisher:
             self.admin.close()
 
     def ensure_topic(self, topic: str, compacted: bool = False) -> None:
-        if topic in self._known:
-            return
+        if topic not in self._known:
+            self.ensure_topics([topic], compacted)
+
+    def ensure_topics(self, topics: Iterable[str], compacted: bool = False) -> set[str]:
+        """The topics that do not exist yet created in one request (a round trip to the controller each: the
+        tables of a first commit would otherwise wait for one another); returns those it created."""
+        new = sorted({t for t in topics if t not in self._known})
+        if not new:
+            return set()
         from kafka.admin import NewTopic
-        from kafka.errors import TopicAlreadyExistsError
+        from kafka.errors import TopicAlreadyExistsError, for_code
 
         configs = {"cleanup.policy": "compact"} if compacted else {}
-        try:
-            self.admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1, topic_configs=configs)])
-        except TopicAlreadyExistsError:
-            pass
-        self._known.add(topic)
+        result = self.admin.create_topics([NewTopic(t, num_partitions=1, replication_factor=1, topic_configs=configs)
+                                           for t in new], raise_errors=False)
+        created = set(new)
+        for answer in result.get("topics", ()):
+            if answer["error_code"]:
+                created.discard(answer["name"])
+                error = for_code(answer["error_code"])
+                if error is not TopicAlreadyExistsError:
+                    raise error(f"creating topic {answer['name']}: {answer.get('error_message') or error.__name__}")
+        self._known.update(new)
+        return created
 
     def _put(self, op: str, arg: Any, size: int) -> None:
         with self._cond:
@@ -232,29 +247,33 @@ class Publisher:
 
     def _send_now(self, record: Record) -> None:
         """Publish what a record becomes in the output format (``self.out``)."""
-        for message in self.out.messages(record):
-            self._send_message(message)
+        self._send_messages(self.out.messages(record))
 
-    def _send_message(self, message: Message) -> None:
-        size = len(message.value or b"")
-        if size > self.max_message_bytes:
-            # binlake's records come in chunks of max_record_bytes; one change event per message (Debezium's
-            # formats) cannot be split: stop, naming it. Nothing of the open Kafka transaction is committed, and a
-            # restart stops here again until the limit is raised
-            raise BinlogError(f"{size:,} bytes, over the largest message the producer sends ({self.max_message_bytes:,}"
-                              " bytes: twice kafka.max_record_bytes): raise kafka.max_record_bytes (and the topics' "
-                              "max.message.bytes) to publish it", None, self.out.describe(message))
-        self.ensure_topic(message.topic)
-        self._begin()
-        self._unflushed += len(message.value or b"")
-        if self._unflushed > _FLUSH_BYTES:
-            self._drain()
-        self.producer.send(message.topic, message.key, message.value, message.headers)
+    def _send_messages(self, messages: Iterable[Message]) -> None:
+        """Send messages in the open Kafka transaction (one per change event in Debezium's formats: kept lean)."""
+        known, limit, send = self._known, self.max_message_bytes, self.producer.send
+        for message in messages:
+            size = 0 if message.value is None else len(message.value)
+            if size > limit:
+                # binlake's records come in chunks of max_record_bytes; one change event per message (Debezium's
+                # formats) cannot be split: stop, naming it. Nothing of the open Kafka transaction is committed, and
+                # a restart stops here again until the limit is raised
+                raise BinlogError(f"{size:,} bytes, over the largest message the producer sends ({limit:,} bytes: "
+                                  "twice kafka.max_record_bytes): raise kafka.max_record_bytes (and the topics' "
+                                  "max.message.bytes) to publish it", None, self.out.describe(message))
+            if message.topic not in known:
+                self.ensure_topic(message.topic)
+            if not self._open:
+                self._begin()
+            self._unflushed += size
+            if self._unflushed > _FLUSH_BYTES:
+                self._drain()
+            send(*message)
 
     def _commit_now(self, checkpoint: Checkpoint, done: Callable[[], None] | None) -> None:
         """Write the checkpoint and commit everything sent since the last commit, atomically."""
-        for message in self.out.before_commit():
-            self._send_message(message)
+        self.ensure_topics(self.out.topics())
+        self._send_messages(self.out.before_commit())
         self._begin()
         fields = {"file": checkpoint.file, "position": checkpoint.position, "gtid_set": checkpoint.gtid_set,
                   "seq": str(checkpoint.seq)}

@@ -10,7 +10,7 @@ message of a transaction visible with its checkpoint, or none.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 _TRANSACTION_TIMEOUT_MS = 900_000  # a huge binlog transaction is one Kafka transaction: the broker maximum
@@ -23,7 +23,8 @@ class ProducerError(Exception):
 class Producer(Protocol):
     def begin(self) -> None: ...
 
-    def send(self, topic: str, key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]]) -> None: ...
+    def send(self, topic: str, key: bytes | None, value: bytes | None,
+             headers: Sequence[tuple[str, bytes]]) -> None: ...
 
     def flush(self, timeout: float) -> None:
         """Until every message sent is acknowledged; raises ProducerError for one that failed."""
@@ -63,8 +64,8 @@ class PythonProducer:
     def begin(self) -> None:
         self._producer.begin_transaction()
 
-    def send(self, topic: str, key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]]) -> None:
-        self._futures.append(self._producer.send(topic, key=key, value=value, headers=headers))
+    def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes]]) -> None:
+        self._futures.append(self._producer.send(topic, key=key, value=value, headers=list(headers)))
 
     def flush(self, timeout: float) -> None:
         self._producer.flush(timeout=timeout)
@@ -110,9 +111,15 @@ class RdkafkaProducer:
             "message.max.bytes": max_request_size, "client.id": f"binlake-{transactional_id}",
             "retry.backoff.ms": 10, "request.timeout.ms": 10_000, "message.timeout.ms": 30_000,
             "transaction.timeout.ms": _TRANSACTION_TIMEOUT_MS, "reconnect.backoff.max.ms": 1000,
+            # librdkafka connects to the brokers the bootstrap server names only after its sparse-connect interval
+            # (half this backoff): 50 ms of every start with the default 100 ms
+            "reconnect.backoff.ms": 10,
             # its log lines go where kafka-python's do (cli/logs.py: a file, not the terminal)
             "error_cb": self._client_error, "logger": logging.getLogger("kafka.librdkafka")})
         self._sent = 0
+        # init_transactions before any broker is up finds no coordinator and waits for librdkafka's 500 ms
+        # coordinator timer: the cluster's metadata first (a broker connection), which takes a few milliseconds
+        self._call(self._client.list_topics, None, 15)
         self._call(self._client.init_transactions, 15)  # fences any older instance with the same id
 
     def _client_error(self, error: Any) -> None:
@@ -135,7 +142,7 @@ class RdkafkaProducer:
     def begin(self) -> None:
         self._call(self._client.begin_transaction)
 
-    def send(self, topic: str, key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]]) -> None:
+    def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes]]) -> None:
         extra: Any = headers or None  # confluent-kafka's stubs want list[tuple[str, str | bytes | None]]
         while True:
             try:

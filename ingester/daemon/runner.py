@@ -26,7 +26,6 @@ from ..sources.replication import BinlogStream, ReplicationError, SourceURL
 from .kafka_io import ClientErrors, Publisher, read_checkpoint
 from .metrics import Metrics
 from .producers import RdkafkaProducer
-from .registry_client import RegistryClient
 from .resnapshot import Resnapshotter
 from .schema_io import history_topic
 from .server_id import ServerIdClaim
@@ -66,6 +65,8 @@ class Runner:
             dbz.decimal_handling_mode, dbz.time_precision_mode, dbz.bigint_unsigned_handling_mode,
             dbz.binary_handling_mode), dbz.schemas_enable, dbz.tombstones_on_delete, dbz.provide_transaction_metadata)
         if cfg.kafka.format == "debezium-avro":
+            from .registry_client import RegistryClient  # HTTP: imported only by those who use it
+
             assert dbz.schema_registry_url is not None  # load_config insists
             registry = RegistryClient(dbz.schema_registry_url, *dbz.registry_credentials(), dbz.schema_registry_ca)
             return DebeziumAvro(options, registry, self.binlog_names, cfg.kafka.max_record_bytes)
@@ -110,8 +111,9 @@ class Runner:
                                               max_record_bytes=cfg.kafka.max_record_bytes,
                                               security=cfg.kafka.client_options(), out=self._outbound(),
                                               producer=None if cfg.kafka.format == "binlake" else RdkafkaProducer)
-                        self.committed = read_checkpoint(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id,
-                                                         cfg.kafka.client_options(), exists=True)
+                        self.committed = None if publisher.new_checkpoints else read_checkpoint(
+                            cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id, cfg.kafka.client_options(),
+                            exists=True)
                         if self.schema_history:
                             publisher.ensure_topic(history_topic(cfg.kafka.topic_prefix), compacted=True)
                         self.metrics.kafka_connected = True

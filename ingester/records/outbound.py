@@ -8,7 +8,7 @@ Kafka messages of the chosen format, inside the Kafka transaction that commits t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple, Protocol
 
 from .open_records import Record
@@ -45,7 +45,7 @@ class Message(NamedTuple):
     topic: str  # the whole Kafka topic name
     key: bytes | None
     value: bytes | None  # None: a tombstone
-    headers: list[tuple[str, bytes]]
+    headers: Sequence[tuple[str, bytes]]
 
 
 class Outbound(Protocol):
@@ -54,6 +54,9 @@ class Outbound(Protocol):
 
     def before_commit(self) -> Iterable[Message]:
         """What it held back, published just before the checkpoint commits with it."""
+
+    def topics(self) -> Iterable[str]:
+        """The topics of what it holds back (created ahead of ``before_commit``, in one request)."""
 
     def discard(self) -> None:
         """The open Kafka transaction was aborted: forget what was held back."""
@@ -81,6 +84,9 @@ class BinlakeOut:
                           [*record.headers, ("binlake.chunk", f"{i}/{n}".encode())])
 
     def before_commit(self) -> tuple[()]:
+        return ()
+
+    def topics(self) -> tuple[()]:
         return ()
 
     def discard(self) -> None:

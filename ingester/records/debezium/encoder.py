@@ -88,6 +88,9 @@ class _Table:
     codec: TableCodec
     name: str  # db.table, as the transaction topic counts events
     source: bytes  # the source block of a binlog event, to fill in with its ts, server id, gtid, file and pos
+    # the native composer's pieces (_envelope.h): (topic, value head, source a, b, c), then the key's head (None:
+    # no key) and tail and the value's tail; None when the layout does not frame JSON as it is (Avro)
+    pieces: tuple[tuple[str, bytes, bytes, bytes, bytes], tuple[bytes | None, bytes, bytes]] | None
 
 
 class DebeziumOut:
@@ -105,6 +108,7 @@ class DebeziumOut:
         self._held: list[Record] = []
         self._tables: dict[int, tuple[TableMap, _Table]] = {}
         self._native = rows_renderer(options.modes)  # C's structs (None: Python's)
+        self._framed = layout.json_frame(b"{}") is not None  # C composes whole messages (the JSON layout)
         self.transaction_topic = topic_name(options.prefix, "transaction")
         self._last_file: tuple[int, str] = (-1, "")
         self._last_file_json = b'""'
@@ -130,6 +134,12 @@ class DebeziumOut:
     def discard(self) -> None:
         self._held.clear()
 
+    def topics(self) -> set[str]:
+        topics = {topic_name(self.options.prefix, r.topic) for r in self._held}
+        if self.options.transactions and self._held:
+            topics.add(self.transaction_topic)
+        return topics
+
     def describe(self, message: Message) -> str:
         """A change event's table and source position (read back from the message)."""
         try:
@@ -142,43 +152,70 @@ class DebeziumOut:
 
     def before_commit(self) -> Iterator[Message]:
         held, self._held = self._held, []
+        now = self.clock()  # the processing time of every event of this Kafka transaction
         streams: list[Iterable[RenderedEvent | RecordEvent]] = []
         for r in held:
             headers, where = dict(r.headers), f"record {r.topic} at {r.seq}"
             walked = self._native.walk(headers, r.value, where) if self._native else None
             streams.append(walked if walked is not None else
                            record_events(headers, r.value, where, self._native or False))
+        if not self.options.transactions:  # no order across tables to give: record by record (a table's in order)
+            for stream in streams:
+                if type(stream) is list and self._native and self._framed:  # C walked it and composes its events
+                    yield from self._native.envelopes(stream, self._shape, now, self.options.tombstones)
+                    continue
+                for item in stream:
+                    event = self._unpack(item)
+                    if event is not None:
+                        yield from self._messages(item, event, None, now)
+            return
         tx: _Transaction | None = None
         for item in heapq.merge(*streams, key=_order):
-            if type(item) is tuple:  # a rows event C rendered
-                rendered: RenderedEvent | None = item
-                file_number, position, _, gtid, commit_ts = item[:5]
-                snapshot = False
-            else:
-                assert isinstance(item, RecordEvent)
-                ev = item.event
-                if not isinstance(ev, E.RowsEvent):
-                    continue  # table topics hold rows events and their table maps only
-                snapshot = isinstance(ev, E.SnapshotRowsEvent)
-                seq, gtid, commit_ts = item.seq, item.gtid, item.commit_ts
-                file_number, position = seq.file_number, seq.position
-                rendered = None
-                if type(ev.rows) is RenderedRows:  # the codec's rows compiler rendered this one
-                    rendered = (file_number, position, seq.sub, gtid, commit_ts, ev.timestamp, ev.server_id,
-                                ev.type_code, ev.table_map, ev.rows.rows)
-            if self.options.transactions and not snapshot:
+            event = self._unpack(item)
+            if event is None:
+                continue
+            file_number, position, gtid, commit_ts, snapshot, _ = event
+            if not snapshot:
                 tx_id = gtid or f"file={self._file(file_number)},pos={position}"
                 if tx is None or tx.id != tx_id:
                     if tx is not None:
                         yield self._end(tx)
                     tx = _Transaction(tx_id, commit_ts // 1000)
                     yield self._begin(tx)
-            if rendered is not None:
-                yield from self._rendered(rendered, tx)
-            else:
-                yield from self._rows(item, ev, snapshot, None if snapshot else tx)  # type: ignore[arg-type]
+            yield from self._messages(item, event, None if snapshot else tx, now)
         if tx is not None:
             yield self._end(tx)
+
+    @staticmethod
+    def _unpack(item: RenderedEvent | RecordEvent) -> tuple[int, int, str, int, bool, RenderedEvent | None] | None:
+        """A record's event as (file number, position, GTID, commit time, snapshot, C's rendering or None); None
+        for what is not a rows event (table topics hold rows events and their table maps only)."""
+        if type(item) is tuple:  # a rows event C rendered
+            return item[0], item[1], item[3], item[4], False, item  # type: ignore[return-value]
+        assert isinstance(item, RecordEvent)
+        ev = item.event
+        if not isinstance(ev, E.RowsEvent):
+            return None
+        seq = item.seq
+        rendered = None
+        if type(ev.rows) is RenderedRows:  # the codec's rows compiler rendered this one
+            rendered = (seq.file_number, seq.position, seq.sub, item.gtid, item.commit_ts, ev.timestamp,
+                        ev.server_id, ev.type_code, ev.table_map, ev.rows.rows)
+        return (seq.file_number, seq.position, item.gtid, item.commit_ts, isinstance(ev, E.SnapshotRowsEvent),
+                rendered)
+
+    def _messages(self, item: RenderedEvent | RecordEvent, event: tuple[int, int, str, int, bool, RenderedEvent | None],
+                  tx: _Transaction | None, now: int) -> Iterator[Message]:
+        rendered = event[5]
+        if rendered is not None:
+            return self._rendered(rendered, tx, now)
+        return self._rows(item, item.event, event[4], tx, now)  # type: ignore[union-attr, arg-type]
+
+    def _shape(self, tm: TableMap, file_number: int) -> tuple[Any, ...]:
+        """The pieces of a table's change events in one binlog file, for the native composer (_envelope.h)."""
+        pieces = self._table(tm).pieces
+        assert pieces is not None  # self._framed
+        return (*pieces[0], self._file_json(file_number), *pieces[1])
 
     # -- change events
 
@@ -187,24 +224,32 @@ class DebeziumOut:
         if cached is not None and cached[0] is tm:
             return cached[1]
         codec = table_codec(tm, self.options.prefix, self.options.modes)
-        text = [orjson.dumps(x).replace(b"%", b"%%") for x in (VERSION, self.options.prefix, tm.database, tm.table)]
-        source = b"".join((  # as _rows' source dict, for the bytes % (ts_ms, ts_us, ts_ns, server_id, gtid, file, pos)
-            b'{"version":', text[0], b',"connector":', b'"mariadb"' if tm.is_mariadb else b'"mysql"', b',"name":',
-            text[1], b',"ts_ms":%d,"snapshot":"false","db":', text[2],
-            b',"sequence":null,"ts_us":%d,"ts_ns":%d,"table":', text[3],
-            b',"server_id":%d,"gtid":%b,"file":%b,"pos":%d,"row":'))
-        table = _Table(codec, f"{tm.database}.{tm.table}", source)
+        text = [orjson.dumps(x) for x in (VERSION, self.options.prefix, tm.database, tm.table)]
+        # as _rows' source dict: a, ts_ms, b, ts_us, "ts_ns", c, server_id, then gtid, file, pos and row
+        a = b"".join((b'{"version":', text[0], b',"connector":', b'"mariadb"' if tm.is_mariadb else b'"mysql"',
+                      b',"name":', text[1], b',"ts_ms":'))
+        b = b"".join((b',"snapshot":"false","db":', text[2], b',"sequence":null,"ts_us":'))
+        c = b"".join((b',"table":', text[3], b',"server_id":'))
+        a_, b_, c_ = (x.replace(b"%", b"%%") for x in (a, b, c))  # for the bytes % (ts_ms, ts_us, ts_ns, server_id,
+        source = a_ + b"%d" + b_ + b'%d,"ts_ns":%d' + c_ + b'%d,"gtid":%b,"file":%b,"pos":%d,"row":'  # gtid, file, pos)
+        value_frame = self.layout.json_frame(codec.value_schema)
+        pieces = None
+        if value_frame is not None:
+            key_frame = self.layout.json_frame(codec.key_schema) if codec.key_schema is not None else None
+            pieces = ((codec.topic, value_frame[0], a, b, c),
+                      (None, b"", value_frame[1]) if key_frame is None else (*key_frame, value_frame[1]))
+        table = _Table(codec, f"{tm.database}.{tm.table}", source, pieces)
         if len(self._tables) >= 4096:
             self._tables.clear()
         self._tables[id(tm)] = (tm, table)
         return table
 
-    def _rows(self, item: RecordEvent, ev: E.RowsEvent, snapshot: bool, tx: _Transaction | None) -> Iterator[Message]:
+    def _rows(self, item: RecordEvent, ev: E.RowsEvent, snapshot: bool, tx: _Transaction | None,
+              now: int) -> Iterator[Message]:
         table = self._table(ev.table_map)
         codec = table.codec
         tm = codec.table_map
         encode_key = codec.key_schema is not None
-        now = self.clock()
         ts_ms = ev.timestamp * 1000 if not snapshot else item.commit_ts // 1000
         source = {
             "version": VERSION, "connector": "mariadb" if tm.is_mariadb else "mysql", "name": self.options.prefix,
@@ -237,15 +282,15 @@ class DebeziumOut:
                                      codec.key(after if after is not None else before))  # type: ignore[arg-type]
         payload = {"before": before, "after": after, "source": {**source, "row": index}, "transaction": block,
                    "op": op, "ts_ms": now // 1_000_000, "ts_us": now // 1000, "ts_ns": now}
-        yield Message(codec.topic, key, self.layout.encode(codec.topic, "value", codec.value_schema, payload), [])
+        yield Message(codec.topic, key, self.layout.encode(codec.topic, "value", codec.value_schema, payload), ())
         if op == "d" and self.options.tombstones:
-            yield Message(codec.topic, key, None, [])
+            yield Message(codec.topic, key, None, ())
 
-    def _rendered(self, event: RenderedEvent, tx: _Transaction | None) -> Iterator[Message]:
-        """``_rows`` of the structs C rendered: the same messages, put together from bytes."""
+    def _rendered(self, event: RenderedEvent, tx: _Transaction | None, now: int) -> Iterator[Message]:
+        """``_rows`` of the structs C rendered: the same messages, put together from bytes (the reference of the
+        native composer, _envelope.h)."""
         file_number, position, _, gtid, _, timestamp, server_id, code, tm, rows = event
         table = self._table(tm)
-        now = self.clock()
         ts_ms = timestamp * 1000
         source = table.source % (ts_ms, ts_ms * 1000, ts_ms * 1_000_000, server_id,
                                  orjson.dumps(gtid) if gtid else b"null", self._file_json(file_number), position)
@@ -272,9 +317,9 @@ class DebeziumOut:
             key = self.layout.encode_json(codec.topic, "key", codec.key_schema, key_struct)  # type: ignore[arg-type]
         value = b"".join((b'{"before":', before or b"null", b',"after":', after or b"null", b',"source":', source,
                           row, b',"thread":null,"query":null},"transaction":', block, _OP_FIELDS[op], end))
-        yield Message(codec.topic, key, self.layout.encode_json(codec.topic, "value", codec.value_schema, value), [])
+        yield Message(codec.topic, key, self.layout.encode_json(codec.topic, "value", codec.value_schema, value), ())
         if op == "d" and self.options.tombstones:
-            yield Message(table.codec.topic, key, None, [])
+            yield Message(table.codec.topic, key, None, ())
 
     # -- the transaction topic
 
@@ -289,7 +334,7 @@ class DebeziumOut:
     def _tx_message(self, tx: _Transaction, payload: dict[str, Any]) -> Message:
         topic = self.transaction_topic
         return Message(topic, self.layout.encode(topic, "key", _TX_KEY, {"id": tx.id}),
-                       self.layout.encode(topic, "value", _TX_VALUE, payload), [])
+                       self.layout.encode(topic, "value", _TX_VALUE, payload), ())
 
 
 class DebeziumJson(DebeziumOut):

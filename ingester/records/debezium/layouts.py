@@ -34,6 +34,10 @@ class Layout(Protocol):
     def encode_json(self, topic: str, role: Role, schema: bytes, payload: bytes) -> bytes:
         """The same of a payload given as its JSON text."""
 
+    def json_frame(self, schema: bytes) -> tuple[bytes, bytes] | None:
+        """What goes before and after a payload's JSON text to make ``encode_json``'s bytes, when that is all it
+        does (the native composer puts messages together with it); None when the layout re-encodes the JSON."""
+
 
 class JsonLayout:
     """Kafka Connect's JsonConverter (``schemas`` is its schemas.enable)."""
@@ -48,6 +52,9 @@ class JsonLayout:
         if not self.schemas:
             return payload
         return b'{"schema":' + schema + b',"payload":' + payload + b"}"
+
+    def json_frame(self, schema: bytes) -> tuple[bytes, bytes]:
+        return (b'{"schema":' + schema + b',"payload":', b"}") if self.schemas else (b"", b"")
 
 
 class SchemaIds(Protocol):
@@ -101,6 +108,9 @@ class AvroLayout:
 
     def encode_json(self, topic: str, role: Role, schema: bytes, payload: bytes) -> bytes:
         return self.encode(topic, role, schema, orjson.loads(payload))
+
+    def json_frame(self, schema: bytes) -> None:
+        return None
 
     def _writer(self, topic: str, role: Role, schema: bytes) -> _Writer:
         connect = orjson.loads(schema)

@@ -16,7 +16,7 @@ missing extension) leaves every event to Python.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -29,6 +29,7 @@ from ...codec.rows import RowsDecoder, compile_rows
 from ...codec.table_map import Column, TableMap
 from ...extensions import load as load_extension
 from ..format import entry_table_map, record_decoder
+from ..outbound import Message
 from .columns import Modes
 
 native = load_extension("ingester.records.debezium._native")
@@ -130,6 +131,12 @@ class RowsRenderer:
             else:
                 (tm, plans), key = got
                 plans[key] = self._plan(tm, key)
+
+    def envelopes(self, walked: list[RenderedEvent], shape_of: Callable[[TableMap, int], tuple[Any, ...]], now: int,
+                  tombstones: bool) -> list[Message]:
+        """The change events of ``walk``'s rows events as messages (_envelope.h; the JSON layout, no transaction
+        metadata): ``shape_of(table map, file number)`` gives a table's pieces, ``now`` is their ts_ns."""
+        return native.envelopes(walked, shape_of, now, tombstones, Message)  # type: ignore[union-attr, no-any-return]
 
     def _plan(self, tm: TableMap, key: bytes) -> Any:
         """The plan of rows events of type ``key[0]`` with column bitmaps ``key[1:]`` on ``tm`` (None: Python's),
