@@ -53,11 +53,14 @@ class Side:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--workloads", default="bulk,oltp")
+    parser.add_argument("--dataset", choices=("decode", "growth"), default="decode",
+                        help="decode: the bulk and OLTP workloads (debezium.md); growth: ten times the OLTP "
+                             "transactions, 300 tables, one 200,000-row transaction (debezium-growth.md)")
+    parser.add_argument("--workloads", help="a comma-separated subset of the dataset's workloads")
     parser.add_argument("--no-write", action="store_true", help="print the results instead of writing them")
     args = parser.parse_args()
-    dataset = load_or_generate()
-    names = args.workloads.split(",")
+    dataset = load_or_generate(kind=args.dataset)
+    names = args.workloads.split(",") if args.workloads else list(dataset.workloads)
     results = {name: {side: Side() for side in SIDES} for name in names}
     with KafkaBroker() as broker, KafkaConnect(broker.bootstrap, [DEBEZIUM_MARIADB]) as connect, \
             tempfile.TemporaryDirectory(prefix="bl-", dir=BENCH_DIR / "data") as root:
@@ -74,12 +77,13 @@ def main() -> int:
                                     201 + run * 2)
                     print(f"run {run}/{args.repeat} {name} ({rows:,} row changes): " + ", ".join(
                         f"{side} {results[name][side].total[-1]:.2f}s" for side in SIDES), file=sys.stderr)
-    text = render(dataset, results, args.repeat, version)
+    text = render(dataset, results, args.repeat, version, args.dataset)
     if args.no_write:
         print(text)
     else:
-        RESULTS.write_text(text)
-        print(f"wrote {RESULTS}", file=sys.stderr)
+        out = RESULTS if args.dataset == "decode" else RESULTS.with_name("debezium-growth.md")
+        out.write_text(text)
+        print(f"wrote {out}", file=sys.stderr)
     return 0
 
 
@@ -173,10 +177,17 @@ def _committed_messages(broker: KafkaBroker, prefix: str) -> int:
         consumer.close()
 
 
-def render(dataset: Dataset, results: dict[str, dict[str, Side]], repeat: int, mariadb: str) -> str:
+_GROWTH = ("How cost grows with the work: oltp10 is the OLTP workload's single-row transactions ten times over "
+           "(450,000), tables 45,000 single-row transactions over 300 tables (a topic each), bigtx one transaction "
+           "of 200,000 inserted rows.")
+
+
+def render(dataset: Dataset, results: dict[str, dict[str, Side]], repeat: int, mariadb: str,
+           kind: str = "decode") -> str:
     lines = [
-        "# binlake's Debezium format against Debezium",
+        "# binlake's Debezium format against Debezium" + (": growth" if kind == "growth" else ""),
         "",
+        *([_GROWTH, ""] if kind == "growth" else []),
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, commit {_git_revision()}, {_cpu_model()}, {os.cpu_count()} CPUs,"
         f" Python {platform.python_version()}, MariaDB {mariadb}; median of {repeat} run(s). `bench/run_debezium.py`.",
         "",

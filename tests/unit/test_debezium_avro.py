@@ -295,3 +295,28 @@ def test_registry_client_refusals_are_one_line_and_outages_are_retried(monkeypat
     with pytest.raises(SchemaRefused, match=r"HTTP 401: the credentials .* were refused$"):
         client.schema_id("p.db.t-key", "{}")
     assert client._headers["Authorization"] == "Basic " + base64.b64encode(b"user:pw").decode()
+
+
+@pytest.mark.parametrize("avro", [False, True])
+def test_an_event_named_in_an_error_is_read_back_from_its_message(avro) -> None:
+    """describe() names the table and binlog position of a change event, in either layout; a message it cannot
+    read is named by its topic."""
+    from ingester.records.builder import Record
+    from ingester.records.debezium.encoder import DebeziumAvro, DebeziumJson
+    from ingester.records.outbound import Message
+    from tests.harness.records import build_records
+
+    options = DebeziumOptions("p", tombstones=False)
+    registry = Registry()
+    encoder = DebeziumAvro(options, registry, lambda n: "mariadb-bin.000001", 900_000) if avro else \
+        DebeziumJson(options, lambda n: "mariadb-bin.000001", 900_000)
+    _, out, _ = build_records(CORPUS / CORPUS_FILES[3])  # MariaDB
+    for record in out:
+        if isinstance(record, Record):
+            list(encoder.messages(record))
+    event = next(m for m in encoder.before_commit() if m.value is not None)
+    source = (registry.decode(event.value) if avro else orjson.loads(event.value)["payload"])["source"]
+    assert encoder.describe(event) == (f"the change event of `{source['db']}`.`{source['table']}` at binlog "
+                                       f"mariadb-bin.000001:{source['pos']} row {source['row']}")
+    assert encoder.describe(Message(event.topic, None, b"\x00\x00\x00\x00\x63garbage", ())) == \
+        f"a message of {event.topic}"

@@ -143,11 +143,10 @@ class DebeziumOut:
     def describe(self, message: Message) -> str:
         """A change event's table and source position (read back from the message)."""
         try:
-            value = orjson.loads(message.value or b"null")
-            source = (value.get("payload", value) if self.options.schemas else value)["source"]
+            source = self.layout.payload(message.value or b"")["source"]
             return (f"the change event of `{source['db']}`.`{source['table']}` at binlog {source['file']}:"
                     f"{source['pos']} row {source['row']}")
-        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, EOFError):  # orjson's and fastavro's errors too
             return f"a message of {message.topic}"
 
     def before_commit(self) -> Iterator[Message]:

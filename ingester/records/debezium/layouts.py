@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import orjson
-from fastavro import parse_schema, schemaless_writer
+from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
 from ...codec.errors import BinlogError
 from .avro_schema import Fixer, avro_schema, missing_value, payload_fixer
@@ -38,6 +38,10 @@ class Layout(Protocol):
         """What goes before and after a payload's JSON text to make ``encode_json``'s bytes, when that is all it
         does (the native composer puts messages together with it); None when the layout re-encodes the JSON."""
 
+    def payload(self, data: bytes) -> Any:
+        """The payload of one of its messages (Python structures), read back for an error that names the event;
+        raises ValueError for bytes it did not write."""
+
 
 class JsonLayout:
     """Kafka Connect's JsonConverter (``schemas`` is its schemas.enable)."""
@@ -55,6 +59,10 @@ class JsonLayout:
 
     def json_frame(self, schema: bytes) -> tuple[bytes, bytes]:
         return (b'{"schema":' + schema + b',"payload":', b"}") if self.schemas else (b"", b"")
+
+    def payload(self, data: bytes) -> Any:
+        value = orjson.loads(data)
+        return value["payload"] if self.schemas and isinstance(value, dict) else value
 
 
 class SchemaIds(Protocol):
@@ -82,6 +90,7 @@ class AvroLayout:
     def __init__(self, ids: SchemaIds) -> None:
         self.ids = ids
         self._writers: dict[tuple[str, Role, bytes], _Writer] = {}
+        self._by_id: dict[int, _Writer] = {}  # the writers by schema id, to read a message back (payload)
 
     def encode(self, topic: str, role: Role, schema: bytes, payload: Any) -> bytes:
         writer = self._writers.get((topic, role, schema))
@@ -112,6 +121,12 @@ class AvroLayout:
     def json_frame(self, schema: bytes) -> None:
         return None
 
+    def payload(self, data: bytes) -> Any:
+        writer = self._by_id.get(int.from_bytes(data[1:5], "big")) if data[:1] == b"\0" else None
+        if writer is None:
+            raise ValueError("not a message of this layout")
+        return schemaless_reader(io.BytesIO(data[5:]), writer.schema, None)
+
     def _writer(self, topic: str, role: Role, schema: bytes) -> _Writer:
         connect = orjson.loads(schema)
         avro = avro_schema(connect)
@@ -119,5 +134,7 @@ class AvroLayout:
         writer = _Writer(b"\0" + schema_id.to_bytes(4, "big"), parse_schema(avro), payload_fixer(connect))
         if len(self._writers) >= 4096:
             self._writers.clear()
+            self._by_id.clear()
         self._writers[(topic, role, schema)] = writer
+        self._by_id[schema_id] = writer
         return writer
