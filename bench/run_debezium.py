@@ -45,6 +45,7 @@ SIDES = ("Debezium 3.5.0.Final", "binlake debezium-json", "binlake (own format)"
 class Side:
     total: list[float] = field(default_factory=list)  # seconds, start to the last row change committed
     steady: list[float] = field(default_factory=list)  # seconds of streaming
+    hwm: list[int] = field(default_factory=list)  # binlake's peak resident memory, KiB (VmHWM)
 
     def rate(self, rows: int, which: str) -> float:
         return rows / statistics.median(self.total if which == "total" else self.steady)
@@ -143,7 +144,8 @@ def measure_binlake(broker: KafkaBroker, server: MariaDBServer, dataset: Dataset
     os.environ.update(BINLAKE_KAFKA_FORMAT=kafka_format, BINLAKE_DEBEZIUM_TOMBSTONES_ON_DELETE="false",
                       BINLAKE_FILTERS_INCLUDE=f"bench_{name}.*")
     try:
-        seconds, stats, _, _, _ = run_daemon(server, broker, prefix, server_id, dataset.workloads[name].files[0])
+        seconds, stats, _, hwm, _ = run_daemon(server, broker, prefix, server_id, dataset.workloads[name].files[0],
+                                               sample_rss=True)
     finally:
         os.environ.clear()
         os.environ.update(saved)
@@ -153,6 +155,7 @@ def measure_binlake(broker: KafkaBroker, server: MariaDBServer, dataset: Dataset
         _check(published == rows, f"binlake published {published} change events for {rows} row changes of {name}")
     side.total.append(seconds)
     side.steady.append(stats.get("streaming_ms", 0) / 1000)
+    side.hwm.append(hwm)
 
 
 def _committed_messages(broker: KafkaBroker, prefix: str) -> int:
@@ -194,11 +197,12 @@ def render(dataset: Dataset, results: dict[str, dict[str, Side]], repeat: int, m
         "The same binlog file into the same Kafka broker, one message per row change on each side "
         "(tombstones.on.delete=false). Total: start to the last row change in Kafka (binlake: to its last "
         "transaction committed); steady: rows over streaming time (binlake: its streaming_ms; Debezium: its first "
-        "change event to its last).",
+        "change event to its last). Peak RSS: binlake's process (VmHWM, largest of the runs); Debezium runs in a "
+        "Kafka Connect worker's JVM, not measured apart.",
         "",
         "| workload | row changes | reader | total s | rows/s total | rows/s steady | total vs Debezium | "
-        "steady vs Debezium |",
-        "|---|---:|---|---:|---:|---:|---:|---:|",
+        "steady vs Debezium | peak RSS MiB |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, sides in results.items():
         rows = dataset.workloads[name].row_changes
@@ -207,7 +211,8 @@ def render(dataset: Dataset, results: dict[str, dict[str, Side]], repeat: int, m
             total, steady = side.rate(rows, "total"), side.rate(rows, "steady")
             lines.append(
                 f"| {name} | {rows:,} | {label} | {statistics.median(side.total):.2f} | {total:,.0f} | {steady:,.0f} "
-                f"| {total / base.rate(rows, 'total'):.2f}x | {steady / base.rate(rows, 'steady'):.2f}x |")
+                f"| {total / base.rate(rows, 'total'):.2f}x | {steady / base.rate(rows, 'steady'):.2f}x "
+                f"| {f'{max(side.hwm) / 1024:.0f}' if side.hwm else 'the Connect worker'} |")
     return "\n".join(lines) + "\n"
 
 
