@@ -11,7 +11,8 @@ first byte to its last row change, on a copy of the datadir that holds it:
   total = from the start request to the last change event in Kafka (the topics' end offsets, polled every
   50 ms), steady = the rows over the time from its first change event to its last.
   Both with tombstones.on.delete=false, so each side publishes exactly one message per row change: what is
-  counted. binlake's own format (one record per many events) is timed beside them.
+  counted. binlake's debezium-avro (its schemas in an Apicurio registry, started by the benchmark) and binlake's
+  own format (one record per many events) are timed beside them.
 
 Needs `pip install -r bench/requirements.txt` (or `bench/run --debezium ...`).
 """
@@ -36,9 +37,11 @@ from workloads import Dataset, load_or_generate
 from ingester.devstack.connect import DEBEZIUM_MARIADB, KafkaConnect
 from ingester.devstack.kafka import KafkaBroker
 from ingester.devstack.mariadb import MariaDBServer
+from ingester.devstack.registry import SchemaRegistry
 
 RESULTS = BENCH_DIR / "results" / "debezium.md"
-SIDES = ("Debezium 3.5.0.Final", "binlake debezium-json", "binlake (own format)")
+SIDES = ("Debezium 3.5.0.Final", "binlake debezium-json", "binlake debezium-avro", "binlake (own format)")
+FORMATS = {SIDES[1]: "debezium-json", SIDES[2]: "debezium-avro", SIDES[3]: "binlake"}
 
 
 @dataclass
@@ -64,7 +67,7 @@ def main() -> int:
     names = args.workloads.split(",") if args.workloads else list(dataset.workloads)
     results = {name: {side: Side() for side in SIDES} for name in names}
     with KafkaBroker() as broker, KafkaConnect(broker.bootstrap, [DEBEZIUM_MARIADB]) as connect, \
-            tempfile.TemporaryDirectory(prefix="bl-", dir=BENCH_DIR / "data") as root:
+            SchemaRegistry() as registry, tempfile.TemporaryDirectory(prefix="bl-", dir=BENCH_DIR / "data") as root:
         for name in names:
             with workload_server(dataset, name, Path(root)) as server:
                 version = server.execute("SELECT VERSION()")[0][0]
@@ -72,10 +75,9 @@ def main() -> int:
                     tag = f"{name}{run}p{os.getpid()}"
                     rows = dataset.workloads[name].row_changes
                     measure_debezium(connect, broker, server, dataset, name, f"dz{tag}", results[name][SIDES[0]])
-                    measure_binlake(broker, server, dataset, name, f"bj{tag}", results[name][SIDES[1]], "debezium-json",
-                                    200 + run * 2)
-                    measure_binlake(broker, server, dataset, name, f"bb{tag}", results[name][SIDES[2]], "binlake",
-                                    201 + run * 2)
+                    for i, side in enumerate(SIDES[1:]):
+                        measure_binlake(broker, server, dataset, name, f"b{i}{tag}", results[name][side], FORMATS[side],
+                                        200 + run * 4 + i, registry.url)
                     print(f"run {run}/{args.repeat} {name} ({rows:,} row changes): " + ", ".join(
                         f"{side} {results[name][side].total[-1]:.2f}s" for side in SIDES), file=sys.stderr)
     text = render(dataset, results, args.repeat, version, args.dataset)
@@ -139,10 +141,10 @@ def measure_debezium(connect: KafkaConnect, broker: KafkaBroker, server: MariaDB
 
 
 def measure_binlake(broker: KafkaBroker, server: MariaDBServer, dataset: Dataset, name: str, prefix: str,
-                    side: Side, kafka_format: str, server_id: int) -> None:
+                    side: Side, kafka_format: str, server_id: int, registry: str) -> None:
     saved = dict(os.environ)
     os.environ.update(BINLAKE_KAFKA_FORMAT=kafka_format, BINLAKE_DEBEZIUM_TOMBSTONES_ON_DELETE="false",
-                      BINLAKE_FILTERS_INCLUDE=f"bench_{name}.*")
+                      BINLAKE_FILTERS_INCLUDE=f"bench_{name}.*", BINLAKE_DEBEZIUM_SCHEMA_REGISTRY_URL=registry)
     try:
         seconds, stats, _, hwm, _ = run_daemon(server, broker, prefix, server_id, dataset.workloads[name].files[0],
                                                sample_rss=True)
@@ -150,7 +152,7 @@ def measure_binlake(broker: KafkaBroker, server: MariaDBServer, dataset: Dataset
         os.environ.clear()
         os.environ.update(saved)
     rows = dataset.workloads[name].row_changes
-    if kafka_format == "debezium-json":
+    if kafka_format != "binlake":
         published = _committed_messages(broker, prefix)
         _check(published == rows, f"binlake published {published} change events for {rows} row changes of {name}")
     side.total.append(seconds)

@@ -436,6 +436,31 @@ def compile_rows(tm: TableMap, kind: str, before: tuple[int, ...], after: tuple[
     fn = tm._decoders.get(key)
     if fn is not None:
         return fn
+    g, images = _generate(tm, kind, before, after, partial, pre_ga, columnar)
+    source = "\n".join(g.lines)
+    name = f"<rows {tm.database}.{tm.table}>".replace("\0", "\\0")  # compile() refuses NUL in names
+    exec(compile(source, name, "exec"), g.ns)
+    fn = g.ns["decode_rows"]
+    if columnar:
+        fn = _as_images(fn, kind, [tuple(c.name for c in cols) for _, cols in images])
+    if partial:
+        fn = (_with_json_diffs_columnar if columnar else _with_json_diffs)(fn)
+    tm._decoders[key] = fn
+    return fn
+
+
+def check_rows(tm: TableMap, kind: str, before: tuple[int, ...], after: tuple[int, ...]) -> None:
+    """Raise what ``compile_rows`` raises for metadata it refuses, without compiling a decoder (for readers with
+    decoders of their own that must refuse the same tables)."""
+    key = ("checked", kind, before, after)
+    if key not in tm._decoders and (kind, before, after, False, False, False) not in tm._decoders:
+        _generate(tm, kind, before, after, False, False, False)
+        tm._decoders[key] = None
+
+
+def _generate(tm: TableMap, kind: str, before: tuple[int, ...], after: tuple[int, ...], partial: bool, pre_ga: bool,
+              columnar: bool) -> tuple[_Gen, list[tuple[str, list[Column]]]]:
+    """compile_rows' source code (g.lines) and its images (key, columns)."""
     notice_unknown_charsets(tm)
     g = _Gen(tm)
     g.ns["packed"] = _packed
@@ -458,16 +483,7 @@ def compile_rows(tm: TableMap, kind: str, before: tuple[int, ...], after: tuple[
         g.emit(2, f"append({{{dicts}}})")
     g.emit(1, "if p != end:", "    raise BinlogError(f'row data ends at {p}, the event at {end}', p)",
            "return out")
-    source = "\n".join(g.lines)
-    name = f"<rows {tm.database}.{tm.table}>".replace("\0", "\\0")  # compile() refuses NUL in names
-    exec(compile(source, name, "exec"), g.ns)
-    fn = g.ns["decode_rows"]
-    if columnar:
-        fn = _as_images(fn, kind, [tuple(c.name for c in cols) for _, cols in images])
-    if partial:
-        fn = (_with_json_diffs_columnar if columnar else _with_json_diffs)(fn)
-    tm._decoders[key] = fn
-    return fn
+    return g, images
 
 
 def compile_value(tm: TableMap, col: Column) -> Callable[[bytes], Any]:

@@ -100,6 +100,9 @@ class Publisher:
         self._open = False
         self._unflushed = 0
         self._cond = threading.Condition()
+        # the topics of records queued (as records name them) since their Kafka topics were last made sure of: all
+        # of them are created in one request when one is needed (a new table each round trip would add up)
+        self._record_topics: dict[str, None] = {}
         self._work: deque[tuple[str, Any, int]] = deque()
         self._queued = 0
         self._busy = False
@@ -113,7 +116,7 @@ class Publisher:
 
     def send(self, record: Record) -> None:
         """Queue a record for the open Kafka transaction."""
-        self._put("send", record, len(record.value))
+        self._put("send", record, len(record.value), record.topic)
 
     def commit(self, checkpoint: Checkpoint, done: Callable[[], None] | None = None) -> None:
         """Queue the checkpoint and the commit of everything sent before it; ``done`` runs once committed."""
@@ -182,14 +185,17 @@ class Publisher:
                 if error is not TopicAlreadyExistsError:
                     raise error(f"creating topic {answer['name']}: {answer.get('error_message') or error.__name__}")
         self._known.update(new)
+        self.producer.prepare(new)
         return created
 
-    def _put(self, op: str, arg: Any, size: int) -> None:
+    def _put(self, op: str, arg: Any, size: int, topic: str | None = None) -> None:
         with self._cond:
             while self._queued > self.max_queued_bytes and self._error is None:
                 self._cond.wait()
             self._raise_failure()
             self._work.append((op, arg, size))
+            if topic is not None and topic not in self._record_topics:
+                self._record_topics[topic] = None
             self._queued += size
             self._commits += op == "commit"
             self._cond.notify_all()
@@ -240,6 +246,12 @@ class Publisher:
                     self._queued = max(0, self._queued - size)
                     self._cond.notify_all()
 
+    def _ensure_queued_topics(self) -> None:
+        """The Kafka topics of the records queued so far made sure of, in one request."""
+        with self._cond:
+            topics, self._record_topics = self._record_topics, {}
+        self.ensure_topics(self.out.topics(topics))
+
     def _begin(self) -> None:
         if not self._open:
             self.producer.begin()
@@ -262,6 +274,7 @@ class Publisher:
                                   "twice kafka.max_record_bytes): raise kafka.max_record_bytes (and the topics' "
                                   "max.message.bytes) to publish it", None, self.out.describe(message))
             if message.topic not in known:
+                self._ensure_queued_topics()
                 self.ensure_topic(message.topic)
             if not self._open:
                 self._begin()
@@ -272,7 +285,7 @@ class Publisher:
 
     def _commit_now(self, checkpoint: Checkpoint, done: Callable[[], None] | None) -> None:
         """Write the checkpoint and commit everything sent since the last commit, atomically."""
-        self.ensure_topics(self.out.topics())
+        self._ensure_queued_topics()
         self._send_messages(self.out.before_commit())
         self._begin()
         fields = {"file": checkpoint.file, "position": checkpoint.position, "gtid_set": checkpoint.gtid_set,

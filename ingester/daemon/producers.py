@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 _TRANSACTION_TIMEOUT_MS = 900_000  # a huge binlog transaction is one Kafka transaction: the broker maximum
+_RETRY_BACKOFF_MS = 10
 
 
 class ProducerError(Exception):
@@ -28,6 +29,9 @@ class Producer(Protocol):
 
     def flush(self, timeout: float) -> None:
         """Until every message sent is acknowledged; raises ProducerError for one that failed."""
+
+    def prepare(self, topics: Sequence[str]) -> None:
+        """Topics just created that messages will go to: the client learns their partitions together."""
 
     def commit(self) -> None: ...
 
@@ -49,7 +53,7 @@ class PythonProducer:
             # A transaction's first send right after the previous commit is answered "concurrent
             # transactions" until the broker has written the commit markers, then retried after this
             # backoff: kafka-python's default (100 ms) would put 100 ms into every commit.
-            retry_backoff_ms=10,
+            retry_backoff_ms=_RETRY_BACKOFF_MS,
             # Fail fast when the broker is gone, so the daemon backs off instead of hanging.
             max_block_ms=15_000, request_timeout_ms=10_000, delivery_timeout_ms=30_000,
             transaction_timeout_ms=_TRANSACTION_TIMEOUT_MS)
@@ -63,6 +67,21 @@ class PythonProducer:
 
     def begin(self) -> None:
         self._producer.begin_transaction()
+
+    def prepare(self, topics: Sequence[str]) -> None:
+        # kafka-python (3.0.12) learns a new topic's partitions when the first message to it is sent, waiting for a
+        # metadata refresh each time, and its metadata refreshes at most every 100 ms (ClusterMetadata is made
+        # without the producer's retry_backoff_ms): 100 ms per topic, 30 s for a first commit of 300 tables. Its
+        # sender is told of all of them at once and the refreshes follow our backoff (both where the client has
+        # them: without, it is only slower).
+        metadata, sender = getattr(self._producer, "_metadata", None), getattr(self._producer, "_sender", None)
+        config = getattr(metadata, "config", None)
+        if isinstance(config, dict) and "retry_backoff_ms" in config:
+            config["retry_backoff_ms"] = _RETRY_BACKOFF_MS
+        add_topic = getattr(sender, "add_topic", None)
+        if add_topic is not None:
+            for topic in topics:
+                add_topic(topic)
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes]]) -> None:
         self._futures.append(self._producer.send(topic, key=key, value=value, headers=list(headers)))
@@ -141,6 +160,9 @@ class RdkafkaProducer:
 
     def begin(self) -> None:
         self._call(self._client.begin_transaction)
+
+    def prepare(self, topics: Sequence[str]) -> None:
+        pass  # librdkafka asks for the metadata of the new topics of its queued messages together
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes]]) -> None:
         extra: Any = headers or None  # confluent-kafka's stubs want list[tuple[str, str | bytes | None]]

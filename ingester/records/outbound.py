@@ -55,8 +55,9 @@ class Outbound(Protocol):
     def before_commit(self) -> Iterable[Message]:
         """What it held back, published just before the checkpoint commits with it."""
 
-    def topics(self) -> Iterable[str]:
-        """The topics of what it holds back (created ahead of ``before_commit``, in one request)."""
+    def topics(self, record_topics: Iterable[str]) -> Iterable[str]:
+        """The Kafka topics of the messages of records of these topics (``Record.topic``; the publisher creates them
+        ahead, in one request)."""
 
     def discard(self) -> None:
         """The open Kafka transaction was aborted: forget what was held back."""
@@ -86,8 +87,8 @@ class BinlakeOut:
     def before_commit(self) -> tuple[()]:
         return ()
 
-    def topics(self) -> tuple[()]:
-        return ()
+    def topics(self, record_topics: Iterable[str]) -> set[str]:
+        return {f"{self.prefix}.{t}" for t in record_topics}
 
     def discard(self) -> None:
         pass

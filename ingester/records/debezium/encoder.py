@@ -134,11 +134,13 @@ class DebeziumOut:
     def discard(self) -> None:
         self._held.clear()
 
-    def topics(self) -> set[str]:
-        topics = {topic_name(self.options.prefix, r.topic) for r in self._held}
-        if self.options.transactions and self._held:
+    def topics(self, record_topics: Iterable[str]) -> set[str]:
+        record_topics = list(record_topics)
+        own = [t for t in record_topics if t.startswith("_")]
+        topics = {topic_name(self.options.prefix, t) for t in record_topics if not t.startswith("_")}
+        if self.options.transactions and topics:
             topics.add(self.transaction_topic)
-        return topics
+        return topics | self._own.topics(own)
 
     def describe(self, message: Message) -> str:
         """A change event's table and source position (read back from the message)."""

@@ -25,7 +25,7 @@ from ...codec.charsets import charset_for, keeps_bytes
 from ...codec.constants import ColumnType as T
 from ...codec.decoder import CHECKSUM_CRC32
 from ...codec.errors import BinlogError
-from ...codec.rows import RowsDecoder, compile_rows
+from ...codec.rows import RowsDecoder, check_rows, compile_rows
 from ...codec.table_map import Column, TableMap
 from ...extensions import load as load_extension
 from ..format import entry_table_map, record_decoder
@@ -150,7 +150,7 @@ class RowsRenderer:
         before = tuple(i for i in range(width) if present >> i & 1) if kind != "write" else ()
         after = tuple(i for i in range(width) if present_after >> i & 1) if kind != "delete" else ()
         try:
-            compile_rows(tm, kind, before, after)
+            check_rows(tm, kind, before, after)
         except BinlogError:  # metadata the codec refuses: its error, from Python's read of the record
             return None
         return rows_plan(tm, kind, before, after, self.modes)
