@@ -19,6 +19,7 @@ from ..records.debezium.columns import Modes
 from ..records.debezium.encoder import DebeziumAvro, DebeziumJson, DebeziumOptions
 from ..records.format import Sequence, file_number
 from ..records.outbound import BinlogNames, Outbound
+from ..registry_client import RegistryClient
 from ..schema.history import SchemaHistory
 from ..sources.errors import SourceUnreachable
 from ..sources.position import current_position
@@ -26,7 +27,6 @@ from ..sources.replication import BinlogStream, ReplicationError, SourceURL
 from .kafka_io import ClientErrors, Publisher, read_checkpoint
 from .metrics import Metrics
 from .producers import RdkafkaProducer
-from .registry_client import RegistryClient
 from .resnapshot import Resnapshotter
 from .schema_io import history_topic
 from .server_id import ServerIdClaim
