@@ -147,9 +147,10 @@ class LandConfig:
     # takes Spark's
     kafka_source: Literal["auto", "binlake", "spark"] = "auto"
     # what the topics hold (docs/DEBEZIUM.md, "Landing Debezium topics"): binlake's records, or Debezium's
-    # change events in Kafka Connect's JSON converter layout with schemas (binlake's debezium-json or a real
-    # Debezium MySQL/MariaDB connector's); repeats of an at-least-once producer are dropped by source position
-    source_format: Literal["binlake", "debezium-json"] = "binlake"
+    # change events in Kafka Connect's JSON converter layout with schemas, or in Avro with a schema registry
+    # (debezium.schema_registry_*) (binlake's debezium formats or a real Debezium MySQL/MariaDB connector's);
+    # repeats of an at-least-once producer are dropped by source position
+    source_format: Literal["binlake", "debezium-json", "debezium-avro"] = "binlake"
     master: str = "local[2]"  # Spark master for `binlake land`; spark-submit sets its own
     shuffle_partitions: int = 2
     # a table's micro-batch of at most this many row changes has its mirror rows reduced and, when they
@@ -177,9 +178,9 @@ class DebeziumConfig:
     time_precision_mode: TimeMode = "adaptive_time_microseconds"
     bigint_unsigned_handling_mode: BigintMode = "long"
     binary_handling_mode: BinaryMode = "bytes"
-    # debezium-avro: the schema registry's Confluent-compatible API (e.g. Apicurio's .../apis/ccompat/v7), HTTP
-    # basic authentication (the password: BINLAKE_DEBEZIUM_SCHEMA_REGISTRY_PASSWORD or the file) and the CA
-    # of an https registry (default: the system's)
+    # debezium-avro (kafka.format, land.source_format): the schema registry's Confluent-compatible API (e.g.
+    # Apicurio's .../apis/ccompat/v7), HTTP basic authentication (the password:
+    # BINLAKE_DEBEZIUM_SCHEMA_REGISTRY_PASSWORD or the file) and the CA of an https registry (default: the system's)
     schema_registry_url: str | None = None
     schema_registry_username: str | None = None
     schema_registry_password: str | None = field(default=None, repr=False)
@@ -396,16 +397,17 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
         config.kafka.client_options()  # a missing SASL setting fails here, with its name
         config.filters.column_rules()  # a bad rule fails here, with its name
         config.source_candidates()  # a malformed source.hosts entry fails here, with its name
-        if config.kafka.format == "debezium-avro":
+        if "debezium-avro" in (config.kafka.format, config.land.source_format):
             config.debezium.registry_credentials()  # a password without a user, an unreadable file
     except ConfigError:
         raise
     except (ValueError, OSError) as exc:
         raise ConfigError(str(exc)) from None
     registry = config.debezium.schema_registry_url
-    if config.kafka.format == "debezium-avro" and not registry:
-        raise ConfigError("debezium.schema_registry_url: kafka.format debezium-avro needs a schema registry "
-                          "(its Confluent-compatible API, http(s)://HOST:PORT[/path])")
+    for setting, value in (("kafka.format", config.kafka.format), ("land.source_format", config.land.source_format)):
+        if value == "debezium-avro" and not registry:
+            raise ConfigError(f"debezium.schema_registry_url: {setting} debezium-avro needs a schema registry "
+                              "(its Confluent-compatible API, http(s)://HOST:PORT[/path])")
     if registry and urlsplit(registry).scheme not in ("http", "https"):
         raise ConfigError(f"debezium.schema_registry_url: {redact(registry)!r} is not an http(s) URL")
     if config.snapshot_chunk_rows < 1:

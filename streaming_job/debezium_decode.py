@@ -1,6 +1,7 @@
-"""Debezium change events (Kafka Connect's JSON converter layout, with schemas) -> the decode step's record rows
-(decode.py), on the executors: the same rows binlake's records become, so everything after decoding (schemas,
-change logs, mirrors) is the same for both.
+"""Debezium change events -> the decode step's record rows (decode.py), on the executors: the same rows binlake's
+records become, so everything after decoding (schemas, change logs, mirrors) is the same for both. How the
+events are written is an ``EventCodec``: Kafka Connect's JSON converter with schemas (``JsonEvents``, here) or
+Avro with a schema registry (debezium_avro.py), both giving the Connect schemas and JsonConverter's payload.
 
 Debezium is at least once: after a crash it publishes again what it had published since its last committed
 offset. Each change event says where it comes from (source.file, pos, row), and one topic partition holds its
@@ -17,8 +18,8 @@ repeats lands its reads again).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Hashable, Iterable, Iterator
+from typing import Any, Protocol
 
 import orjson
 import pyarrow as pa
@@ -61,21 +62,47 @@ def merged(old: bytes | None, new: bytes) -> bytes:
     return old + b"".join(d for d in _digests(new) if d not in known)
 
 
-def message_digest(value: bytes) -> bytes:
-    """The digest of a change event message (its value)."""
-    try:
-        event = orjson.loads(_split(value, "value")[1])
-    except orjson.JSONDecodeError as exc:
-        raise DebeziumError(f"not JSON: {exc}") from None
-    return digest(event.get("before"), event.get("after"))
-
-
 def _digests(mark: bytes) -> list[bytes]:
     return [mark[i:i + DIGEST] for i in range(POSITION, len(mark), DIGEST)]
 
 
 class DebeziumError(ValueError):
     """A message that is not a change event this job can land."""
+
+
+class EventCodec(Protocol):
+    """How a change event's key and value are written (the converter Kafka Connect was configured with): what
+    the reader needs of them, as JsonConverter gives it. Picklable: it goes to the executors."""
+
+    def decode(self, key: bytes | None, value: bytes) -> tuple[Hashable, Any]:
+        """(what names the key's and value's schemas, the value's payload: JsonConverter's, bytes as base64)."""
+
+    def schemas(self, shape_id: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """The value's and key's Connect schemas (JsonConverter's layout) of a ``decode`` answer's first part."""
+
+    def digest(self, value: bytes) -> bytes:
+        """The digest (``digest``) of a change event message's images."""
+
+
+class JsonEvents:
+    """Kafka Connect's JsonConverter with schemas: ``{"schema":S,"payload":P}``."""
+
+    def decode(self, key: bytes | None, value: bytes) -> tuple[Hashable, Any]:
+        value_head, payload = _split(value, "value")
+        key_head = _split(key, "key")[0] if key is not None else b""
+        return (value_head, key_head), orjson.loads(payload)
+
+    def schemas(self, shape_id: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        value_head, key_head = shape_id
+        return (orjson.loads(value_head[len(b'{"schema":'):]),
+                orjson.loads(key_head[len(b'{"schema":'):]) if key_head else None)
+
+    def digest(self, value: bytes) -> bytes:
+        try:
+            event = orjson.loads(_split(value, "value")[1])
+        except orjson.JSONDecodeError as exc:
+            raise DebeziumError(f"not JSON: {exc}") from None
+        return digest(event.get("before"), event.get("after"))
 
 
 class _Shape:
@@ -168,11 +195,12 @@ def _array(values: list[Any], field: pa.Field) -> pa.Array:
 class DebeziumReader:
     """One task's change events, in offset order per topic partition."""
 
-    def __init__(self, marks: Marks) -> None:
+    def __init__(self, marks: Marks, codec: EventCodec | None = None) -> None:
+        self.codec = codec or JsonEvents()
         self.marks = dict(marks)
         # the events recorded at a partition's newest position whose digests are not computed yet (_mark)
         self._undigested: dict[tuple[str, int], list[tuple[Any, Any]]] = {}
-        self.shapes: dict[tuple[bytes, bytes], _Shape] = {}
+        self.shapes: dict[Hashable, _Shape] = {}
         self.groups: dict[tuple[str, int, int], _Group] = {}
         self.repeats = 0
         self.pending = 0  # change events in the groups
@@ -188,16 +216,12 @@ class DebeziumReader:
                         {} if key is None else {"key": key})
 
     def _event(self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes) -> None:
-        value_head, payload = _split(value, "value")
-        key_head = _split(key, "key")[0] if key is not None else b""
-        shape = self.shapes.get((value_head, key_head))
+        shape_id, event = self.codec.decode(key, value)
+        shape = self.shapes.get(shape_id)
         if shape is None:
-            value_schema = orjson.loads(value_head[len(b'{"schema":'):])
-            key_schema = orjson.loads(key_head[len(b'{"schema":'):]) if key_head else None
             if len(self.shapes) > 10_000:
                 self.shapes.clear()
-            shape = self.shapes[(value_head, key_head)] = _Shape(value_schema, key_schema)
-        event = orjson.loads(payload)
+            shape = self.shapes[shape_id] = _Shape(*self.codec.schemas(shape_id))
         op = _OPS.get(event.get("op"))
         if op is None:
             raise DebeziumError(f"op {event.get('op')!r} is not a row change (c, u, d, r)")
@@ -267,14 +291,14 @@ def _split(message: bytes, what: str) -> tuple[bytes, bytes]:
     return message[:at], message[at + len(_PAYLOAD):-1]
 
 
-def decode_debezium_partition(batches: Iterable[pa.RecordBatch], marks: Marks,
-                              ship: int | None = None) -> Iterator[pa.RecordBatch]:
+def decode_debezium_partition(batches: Iterable[pa.RecordBatch], marks: Marks, ship: int | None = None,
+                              codec: EventCodec | None = None) -> Iterator[pa.RecordBatch]:
     """mapInArrow function over the Kafka source's columns (key, value, topic, partition, offset): the change
-    events as decode.RECORD_ARROW rows, a row per topic partition and table schema (``ship``: as
-    decode.decode_partition's)."""
+    events (written as ``codec`` says: JsonConverter's by default) as decode.RECORD_ARROW rows, a row per topic
+    partition and table schema (``ship``: as decode.decode_partition's)."""
     keep_spark_archive_listings()
     shipped = 0
-    for out in _outputs(batches, DebeziumReader(marks)):
+    for out in _outputs(batches, DebeziumReader(marks, codec)):
         shipped += sum(r[ROWS] or 0 for r in out.rows)
         if ship is not None and shipped > ship:
             first = out.rows[0]

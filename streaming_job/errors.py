@@ -2,6 +2,22 @@
 
 from __future__ import annotations
 
+import re
+
+_REGISTRY_ERROR = re.compile(r"\b(?:RegistryUnavailable|SchemaRefused): (.+)")
+
 
 class LandError(RuntimeError):
-    """Stops the query: an undecodable record (without --quarantine) or an unsafe schema change."""
+    """Stops the query: an undecodable record (without --quarantine), an unsafe schema change, a schema
+    registry that does not answer."""
+
+
+def registry_error(text: str) -> LandError | None:
+    """The schema registry of --source-format debezium-avro down, failing or refusing the credentials, in the
+    driver or a decode task (whose failure Spark reports as a traceback in its own message): the registry
+    client's line. The micro-batch is not committed (Spark's checkpoint): the next run lands it."""
+    found = _REGISTRY_ERROR.search(text)
+    if found is None:
+        return None
+    return LandError(f"{found.group(1).strip()}; the micro-batch is not committed: run again once the registry "
+                     "answers")

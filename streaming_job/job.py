@@ -23,6 +23,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
 from ingester.config import LandConfig
+from ingester.registry_client import RegistryClient
 
 from .errors import LandError
 from .kafka_source import stream_source
@@ -53,6 +54,7 @@ class LandSettings:
     metrics_host: str = "127.0.0.1"
     store: ObjectStoreSettings = field(default_factory=ObjectStoreSettings)  # a lake on S3: land.s3_*
     jvm_log: str | None = None  # the driver JVM's log file (None: Spark's console, e.g. --verbose)
+    registry: RegistryClient | None = None  # --source-format debezium-avro: the topics' schema registry
 
     def __post_init__(self) -> None:
         if not self.land.lake or not self.land.checkpoint:
@@ -236,7 +238,7 @@ def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
 
 def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, lease: LakeLease | None) -> int:
     land = settings.land
-    source_kind = source_format(land.source_format, spark, settings.lake, settings.bootstrap)
+    source_kind = source_format(land.source_format, spark, settings.lake, settings.bootstrap, settings.registry)
     source_kind.check(land.min_partitions)
     lander = Lander(spark, settings.lake, settings.checkpoint, land.quarantine, settings.bootstrap,
                     settings.topic_prefix, driver_rows=land.driver_rows, min_tasks=land.min_partitions or 0,

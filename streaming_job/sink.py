@@ -33,7 +33,7 @@ from .compaction import ChangeLogCompaction
 from .decode import ERROR, HEADERS, RAW, RECORD_DDL, reassemble, typed_batches, typed_ddl
 from .delta_tables import DeltaTables, stats_columns
 from .driver_threads import DriverThreads
-from .errors import LandError
+from .errors import LandError, registry_error
 from .evolution import SchemaEvolution, SchemaGroup
 from .kafka_read import KafkaReader
 from .keys import MirrorKeys
@@ -142,6 +142,11 @@ class Lander:
             self.process(batch, batch_id)
         except LandError as exc:
             self.error = exc
+            raise
+        except Exception as exc:
+            self.error = registry_error(str(exc))  # a decode task's registry failure, said as the registry's line
+            if self.error is not None:
+                raise self.error from None
             raise
 
     def process(self, batch: DataFrame, batch_id: int) -> None:

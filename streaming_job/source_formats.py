@@ -7,6 +7,9 @@ whether a schema topic of DDL statements exists beside them.
   ``kafka.format: debezium-json`` or a real Debezium MySQL/MariaDB connector's), at least once: the repeats are
   dropped by their source position (debezium_decode.py). The newest position landed per topic partition is
   read from the change logs when the job starts and then kept by the driver as batches land.
+- ``DebeziumAvroEvents``: the same change events in Avro with a schema registry (binlake's
+  ``kafka.format: debezium-avro`` or Debezium's with Confluent's AvroConverter): one decoder difference
+  (debezium_avro.py), the registry client going to the executors with the decoder.
 """
 
 from __future__ import annotations
@@ -21,7 +24,10 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from .debezium_decode import DebeziumError, Marks, decode_debezium_partition, merged, message_digest
+from ingester.registry_client import RegistryClient
+
+from .debezium_avro import AvroEvents
+from .debezium_decode import DebeziumError, EventCodec, JsonEvents, Marks, decode_debezium_partition, merged
 from .decode import decode_partition
 from .errors import LandError
 from .kafka_read import KafkaReader
@@ -76,10 +82,11 @@ class DebeziumJsonEvents(SourceFormat):
     name = "debezium-json"
     schema_topic = False
 
-    def __init__(self, spark: SparkSession, lake: str, kafka: KafkaReader) -> None:
+    def __init__(self, spark: SparkSession, lake: str, kafka: KafkaReader, codec: EventCodec | None = None) -> None:
         self.spark = spark
         self.lake = lake
         self.kafka = kafka
+        self.codec = codec or JsonEvents()
         self.marks: Marks | None = None
 
     @staticmethod
@@ -92,14 +99,14 @@ class DebeziumJsonEvents(SourceFormat):
         if min_partitions:
             raise LandError("land.min_partitions splits a topic partition between tasks, and repeats of Debezium's "
                             "change events are found in one partition's order: leave it unset with "
-                            "--source-format debezium-json")
+                            f"--source-format {self.name}")
 
     def decoder(self, ship: int | None = None) -> Decoder:
         if self.marks is None:
-            self.marks = read_marks(self.spark, self.lake, self.kafka)
+            self.marks = read_marks(self.spark, self.lake, self.kafka, self.codec)
             log.info("Debezium change events: the newest landed position of %d topic partitions read from the lake",
                      len(self.marks))
-        return partial(decode_debezium_partition, marks=dict(self.marks), ship=ship)
+        return partial(decode_debezium_partition, marks=dict(self.marks), ship=ship, codec=self.codec)
 
     def landed(self, info: list[Any]) -> None:
         assert self.marks is not None
@@ -109,14 +116,27 @@ class DebeziumJsonEvents(SourceFormat):
                 self.marks[key] = merged(self.marks.get(key), bytes(r.mark))
 
 
+class DebeziumAvroEvents(DebeziumJsonEvents):
+    name = "debezium-avro"
+
+    def __init__(self, spark: SparkSession, lake: str, kafka: KafkaReader, registry: RegistryClient) -> None:
+        super().__init__(spark, lake, kafka, AvroEvents(registry))
+
+
 def topic_pattern(prefix: str, name: str = "binlake") -> str:
     """The regex of the tables' topics of ``prefix`` in the source format ``name`` (land.source_format)."""
-    return (DebeziumJsonEvents if name == "debezium-json" else BinlakeRecords).topic_pattern(prefix)
+    return (BinlakeRecords if name == "binlake" else DebeziumJsonEvents).topic_pattern(prefix)
 
 
-def source_format(name: str, spark: SparkSession, lake: str, bootstrap: str) -> SourceFormat:
+def source_format(name: str, spark: SparkSession, lake: str, bootstrap: str,
+                  registry: RegistryClient | None = None) -> SourceFormat:
     if name == "debezium-json":
         return DebeziumJsonEvents(spark, lake, KafkaReader(spark, bootstrap))
+    if name == "debezium-avro":
+        if registry is None:
+            raise LandError("--source-format debezium-avro needs the schema registry of the topics: "
+                            "debezium.schema_registry_url (--schema-registry-url)")
+        return DebeziumAvroEvents(spark, lake, KafkaReader(spark, bootstrap), registry)
     return BinlakeRecords()
 
 
@@ -130,7 +150,7 @@ _MARKS_SQL = """SELECT kafka_topic, kafka_partition, at, collect_list(kafka_offs
 WHERE at = top GROUP BY kafka_topic, kafka_partition, at"""
 
 
-def read_marks(spark: SparkSession, lake: str, kafka: KafkaReader) -> Marks:
+def read_marks(spark: SparkSession, lake: str, kafka: KafkaReader, codec: EventCodec) -> Marks:
     """The marks (debezium_decode.Marks) of every change log of the lake: the newest position landed per topic
     partition, and the digests of the events landed there, read again from Kafka (without them, as when
     retention removed the events, any event at that position is taken for a repeat)."""
@@ -141,7 +161,7 @@ def read_marks(spark: SparkSession, lake: str, kafka: KafkaReader) -> Marks:
     marks: Marks = {}
     for r in spark.sql(sql).collect():
         at, offsets = bytes(r.at), sorted(r.offsets)
-        digests = _digests_at(kafka, r.kafka_topic, r.kafka_partition, offsets)
+        digests = _digests_at(kafka, codec, r.kafka_topic, r.kafka_partition, offsets)
         if digests is None:
             log.warning("%s[%d]: the change events landed at its newest position are gone from Kafka: events at that "
                         "position are taken for repeats", r.kafka_topic, r.kafka_partition)
@@ -149,7 +169,8 @@ def read_marks(spark: SparkSession, lake: str, kafka: KafkaReader) -> Marks:
     return marks
 
 
-def _digests_at(kafka: KafkaReader, topic: str, partition: int, offsets: list[int]) -> list[bytes] | None:
+def _digests_at(kafka: KafkaReader, codec: EventCodec, topic: str, partition: int,
+                offsets: list[int]) -> list[bytes] | None:
     """The digests of the change events at ``offsets`` (None unless every one of them is read again)."""
     try:
         found = {offset: value for offset, _, value in kafka.fetch(topic, partition, offsets[0], offsets[-1] + 1)}
@@ -161,7 +182,7 @@ def _digests_at(kafka: KafkaReader, topic: str, partition: int, offsets: list[in
         if offset not in found:
             return None
         try:
-            digests.append(message_digest(found[offset]))
+            digests.append(codec.digest(found[offset]))
         except DebeziumError:
             return None
     return digests

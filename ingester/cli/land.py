@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from ..config import Config, load_config
+from ..registry_client import RegistryClient
 from .logs import setup_logging
 from .run import overrides
 
@@ -25,8 +26,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-partitions", type=int, metavar="N", help="Kafka source minPartitions")
     p.add_argument("--kafka-source", choices=("auto", "binlake", "spark"),
                    help="the stream's Kafka source (default auto: binlake's for many topic partitions)")
-    p.add_argument("--source-format", choices=("binlake", "debezium-json"),
-                   help="what the topics hold: binlake's records (default) or Debezium's change events")
+    p.add_argument("--source-format", choices=("binlake", "debezium-json", "debezium-avro"),
+                   help="what the topics hold: binlake's records (default) or Debezium's change events, in Kafka "
+                        "Connect's JSON (with schemas) or in Avro with a schema registry (docs/DEBEZIUM.md)")
+    p.add_argument("--schema-registry-url", metavar="URL",
+                   help="debezium-avro: the registry's Confluent-compatible API (debezium.schema_registry_url; "
+                        "credentials: debezium.schema_registry_username/password_file)")
     p.add_argument("--max-offsets-per-trigger", type=int, metavar="N", help="bound each micro-batch")
     p.add_argument("--driver-rows", type=int, metavar="N",
                    help="a table's batch of at most N row changes is reduced for its mirror by the driver")
@@ -67,14 +72,21 @@ def land_overrides(args: argparse.Namespace) -> dict[str, Any]:
     land = {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
     if land:
         out["land"] = land
+    if getattr(args, "schema_registry_url", None) is not None:
+        out.setdefault("debezium", {})["schema_registry_url"] = args.schema_registry_url
     return out
 
 
 def settings(cfg: Config, master: str | None) -> Any:
     from streaming_job.job import LandSettings
 
+    dbz = cfg.debezium
+    registry = None
+    if cfg.land.source_format == "debezium-avro" and dbz.schema_registry_url:
+        registry = RegistryClient(dbz.schema_registry_url, *dbz.registry_credentials(), dbz.schema_registry_ca)
     return LandSettings(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, cfg.land, master=master,
-                        store=store_settings(cfg), metrics_port=cfg.metrics_port, metrics_host=cfg.metrics_host)
+                        store=store_settings(cfg), metrics_port=cfg.metrics_port, metrics_host=cfg.metrics_host,
+                        registry=registry)
 
 
 def run(args: argparse.Namespace, master_from_config: bool = True) -> int:

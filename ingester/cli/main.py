@@ -9,7 +9,7 @@ import sys
 
 from ..codec.errors import BinlogError
 from ..config import ConfigError
-from ..daemon.registry_client import SchemaRefused
+from ..registry_client import SchemaRefused
 from ..sources.errors import ReplicationError
 
 COMMANDS = ("dump", "demo", "run", "snapshot", "consume", "land", "devstack", "doctor", "status", "verify")

@@ -19,6 +19,7 @@ from ..records.debezium.columns import Modes
 from ..records.debezium.encoder import DebeziumAvro, DebeziumJson, DebeziumOptions
 from ..records.format import Sequence, file_number
 from ..records.outbound import BinlogNames, Outbound
+from ..registry_client import RegistryClient
 from ..schema.history import SchemaHistory
 from ..sources.errors import SourceUnreachable
 from ..sources.position import current_position

@@ -8,6 +8,44 @@ from typing import Any
 
 import orjson
 
+# a table of the Debezium landing tests' workloads (random_change)
+CHANGES_TABLE = ("CREATE TABLE {} (id INT PRIMARY KEY, v INT NOT NULL, s VARCHAR(200), d DECIMAL(12,3), "
+                 "at DATETIME(3), ts TIMESTAMP(6) NULL, f DOUBLE, b VARBINARY(16))")
+
+
+def create_changes_tables(server, db: str, rows: int, text: str) -> None:
+    """Database ``db`` with the CHANGES_TABLE tables ``a`` and ``b``, each of ``rows`` rows (s: ``text``)."""
+    server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
+    for table in ("a", "b"):
+        server.execute(CHANGES_TABLE.format(f"{db}.{table}"))
+        server.execute(f"INSERT INTO {db}.{table} (id, v, s) VALUES " + ", ".join(
+            f"({i}, {i}, '{text}')" for i in range(1, rows + 1)))
+
+
+def random_change(cur, rng, n: int, keys: int, also: str = "") -> None:
+    """The ``n``-th statement of a workload on the CHANGES_TABLE tables ``a`` and ``b``: an insert or an update
+    of one of ``keys`` keys, an update (``also``: more of its SET), a changed key (a delete and a create at one
+    position), a delete, or several rows in one transaction."""
+    table = rng.choice(("a", "b"))
+    key = rng.randrange(1, keys)
+    choice = rng.random()
+    if choice < 0.45:
+        cur.execute(f"INSERT INTO {table} (id, v, s, d, at, ts, f, b) "
+                    "VALUES (%s, %s, %s, %s, NOW(3), NOW(6), %s, %s) "
+                    "ON DUPLICATE KEY UPDATE v = v + 1, s = CONCAT(LEFT(s, 150), 'é')",
+                    (key, n, f"w{n}", rng.randrange(-10**9, 10**9) / 1000, rng.random(), bytes([n % 256])))
+    elif choice < 0.75:
+        cur.execute(f"UPDATE {table} SET v = v - 1, d = d * -1, f = NULL{also} WHERE id = %s", (key,))
+    elif choice < 0.85:
+        cur.execute(f"UPDATE IGNORE {table} SET id = id + 300 WHERE id = %s", (key,))
+    elif choice < 0.95:
+        cur.execute(f"DELETE FROM {table} WHERE id = %s OR id = %s", (key, key + 300))
+    else:
+        cur.execute("BEGIN")
+        cur.executemany(f"INSERT INTO {table} (id, v) VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = -v",
+                        [(rng.randrange(1, keys), n) for _ in range(6)])
+        cur.execute("COMMIT")
+
 
 def start_connector(kafka_connect, server, kafka, name: str, db: str, **options: str) -> None:
     """Debezium's MariaDB connector named ``name`` (its topic prefix too) on database ``db``, streaming once this

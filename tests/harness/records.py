@@ -4,6 +4,7 @@ tables."""
 from __future__ import annotations
 
 import orjson
+import pyarrow as pa
 
 from ingester.codec import BinlogDecoder
 from ingester.codec import events as E
@@ -98,3 +99,18 @@ def debezium_messages(path, options, registry=None) -> list:
                DebeziumAvro(options, registry, names, 900_000, clock=lambda: 0))
     messages = [m for r in out if isinstance(r, Record) for m in encoder.messages(r)]
     return messages + list(encoder.before_commit())
+
+
+def source_batch(messages: list) -> pa.RecordBatch:
+    """Messages (topic, key, value) as the Kafka source's columns for a decode function: partition 0, each
+    topic's offsets from 0 in order."""
+    offsets: dict[str, int] = {}
+    batch: dict[str, list] = {"topic": [], "partition": [], "offset": [], "key": [], "value": []}
+    for m in messages:
+        batch["topic"].append(m.topic)
+        batch["partition"].append(0)
+        batch["offset"].append(offsets.setdefault(m.topic, 0))
+        offsets[m.topic] += 1
+        batch["key"].append(m.key)
+        batch["value"].append(m.value)
+    return pa.RecordBatch.from_pydict(batch)

@@ -23,10 +23,6 @@ from ingester.devstack.connect import DEBEZIUM_MARIADB, KafkaConnect
 
 pytestmark = pytest.mark.integration
 
-_TABLE = ("CREATE TABLE {} (id INT PRIMARY KEY, v INT NOT NULL, s VARCHAR(200), d DECIMAL(12,3), "
-          "at DATETIME(3), ts TIMESTAMP(6) NULL, f DOUBLE, b VARBINARY(16))")
-
-
 def _writer(server, stop: threading.Event) -> None:
     rng = random.Random(11)
     conn = server.connect("dbzland")
@@ -34,25 +30,7 @@ def _writer(server, stop: threading.Event) -> None:
     with conn.cursor() as cur:
         n = 0
         while not stop.is_set():
-            table = rng.choice(("a", "b"))
-            key = rng.randrange(1, 300)
-            choice = rng.random()
-            if choice < 0.45:
-                cur.execute(f"INSERT INTO {table} (id, v, s, d, at, ts, f, b) "
-                            "VALUES (%s, %s, %s, %s, NOW(3), NOW(6), %s, %s) "
-                            "ON DUPLICATE KEY UPDATE v = v + 1, s = CONCAT(LEFT(s, 150), 'é')",
-                            (key, n, f"w{n}", rng.randrange(-10**9, 10**9) / 1000, rng.random(), bytes([n % 256])))
-            elif choice < 0.75:
-                cur.execute(f"UPDATE {table} SET v = v - 1, d = d * -1, f = NULL WHERE id = %s", (key,))
-            elif choice < 0.85:  # a changed key: Debezium's delete and create at one position
-                cur.execute(f"UPDATE IGNORE {table} SET id = id + 300 WHERE id = %s", (key,))
-            elif choice < 0.95:
-                cur.execute(f"DELETE FROM {table} WHERE id = %s OR id = %s", (key, key + 300))
-            else:  # several rows in one transaction
-                cur.execute("BEGIN")
-                cur.executemany(f"INSERT INTO {table} (id, v) VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = -v",
-                                [(rng.randrange(1, 300), n) for _ in range(6)])
-                cur.execute("COMMIT")
+            dbz.random_change(cur, rng, n, 300)
             n += 1
             time.sleep(0.002)
     conn.close()
@@ -77,11 +55,7 @@ def _positions(kafka, prefix: str) -> tuple[collections.Counter, int]:
 
 def test_debezium_topics_land_once_across_a_connector_killed_9(make_mariadb, kafka, spark, tmp_path) -> None:
     server = make_mariadb()
-    server.execute("CREATE DATABASE dbzland CHARACTER SET utf8mb4")
-    for table in ("a", "b"):
-        server.execute(_TABLE.format(f"dbzland.{table}"))
-        server.execute(f"INSERT INTO dbzland.{table} (id, v, s) VALUES " + ", ".join(
-            f"({i}, {i}, 'snap')" for i in range(1, 101)))
+    dbz.create_changes_tables(server, "dbzland", 100, "snap")
     prefix, lake = "dbzland", tmp_path / "lake"
     # offsets committed every 4 s: a kill -9 between two commits leaves up to 4 s of events to be published again
     worker = KafkaConnect(kafka.bootstrap, [DEBEZIUM_MARIADB], datadir=tmp_path / "connect", offset_flush_ms=4000)

@@ -265,8 +265,8 @@ def test_registry_settings(tmp_path) -> None:
 
 
 def test_registry_client_refusals_are_one_line_and_outages_are_retried(monkeypatch) -> None:
-    from ingester.daemon.registry_client import RegistryClient, RegistryUnavailable, SchemaRefused
     from ingester.daemon.runner import _kafka_failure
+    from ingester.registry_client import RegistryClient, RegistryUnavailable, SchemaRefused
 
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))

@@ -28,7 +28,7 @@ from streaming_job.debezium_types import UnknownField, lake_column
 from streaming_job.decode import _Out
 from streaming_job.source_formats import topic_pattern
 from tests.corpus import CORPUS
-from tests.harness.records import CORPUS_FILES, debezium_messages
+from tests.harness.records import CORPUS_FILES, debezium_messages, source_batch
 
 
 def _b64(raw: bytes) -> str:
@@ -207,17 +207,8 @@ def test_binlakes_debezium_json_of_a_real_binlog_lands_every_row_change_once(nam
     messages = debezium_messages(path, DebeziumOptions("p"))
     tables = [m for m in messages if not m.topic.startswith("p._")]
     rows = sum(len(ev.rows) for ev in read_binlog_file(path) if isinstance(ev, E.RowsEvent))
-    offsets: dict[str, int] = {}
-    batch = {"topic": [], "partition": [], "offset": [], "key": [], "value": []}
-    for m in tables * 2:  # everything published twice: the second time is all repeats
-        batch["topic"].append(m.topic)
-        batch["partition"].append(0)
-        batch["offset"].append(offsets.setdefault(m.topic, 0))
-        offsets[m.topic] += 1
-        batch["key"].append(m.key)
-        batch["value"].append(m.value)
-    decoded = [r for b in decode_debezium_partition([pa.RecordBatch.from_pydict(batch)], {})
-               for r in b.to_pylist()]
+    # everything published twice: the second time is all repeats
+    decoded = [r for b in decode_debezium_partition([source_batch(tables * 2)], {}) for r in b.to_pylist()]
     assert [r["error"] for r in decoded if r["kind"] != "row"] == []
     events = [orjson.loads(m.value)["payload"] for m in tables if m.value is not None]
     inserted = sum(len(ev.rows) for ev in read_binlog_file(path) if isinstance(ev, E.RowsEvent) and ev.kind == "write")

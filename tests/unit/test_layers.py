@@ -18,7 +18,8 @@ LAYERS = [
     ["ingester.devstack"],
     ["ingester.cli"],
 ]
-LEAVES = {"ingester.redact", "ingester.column_rules", "ingester.maven", "ingester.extensions", "ingester"}
+LEAVES = {"ingester.redact", "ingester.registry_client", "ingester.column_rules", "ingester.maven",
+          "ingester.extensions", "ingester"}
 # the spark-submit entry point runs the CLI's `land` (deploy/, Dockerfile.spark): a top-level script
 TOP_LEVEL_SCRIPTS = {"streaming_job.main"}
 

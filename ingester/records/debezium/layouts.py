@@ -9,7 +9,7 @@ with, as strategies of one interface.
 
 A payload comes either as Python structures in JsonConverter's form (bytes as base64 text) or as its JSON
 text (what the native renderer writes). Pure: the registry is behind ``SchemaIds``, which the daemon
-implements with HTTP (daemon/registry_client.py).
+implements with HTTP (ingester/registry_client.py).
 """
 
 from __future__ import annotations

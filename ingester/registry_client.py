@@ -1,5 +1,7 @@
-"""The schema registry behind ``kafka.format: debezium-avro`` (the ``SchemaIds`` of records/debezium/layouts.py):
-Confluent's REST API (Confluent Schema Registry, Apicurio's ``/apis/ccompat/v7``, Karapace, Redpanda).
+"""The schema registry of the Avro formats, over Confluent's REST API (Confluent Schema Registry, Apicurio's
+``/apis/ccompat/v7``, Karapace, Redpanda): the daemon's ``kafka.format: debezium-avro`` registers schemas (the
+``SchemaIds`` of records/debezium/layouts.py), ``binlake land --source-format debezium-avro`` reads them by id
+(streaming_job/debezium_avro.py, in Spark's executors: a client pickles without its TLS context).
 
 A schema is registered with ``POST /subjects/{subject}/versions``, which answers the id of the schema, new or
 already registered (the same schema again is no new version); ids are cached per (subject, schema). What the
@@ -7,6 +9,9 @@ registry refuses (a schema incompatible with the subject's versions under its co
 cannot parse, refused credentials) is ``SchemaRefused``: one line naming the registry and the subject, and the
 daemon stops before anything of that Kafka transaction commits. A registry that cannot be reached or fails
 (5xx) is ``RegistryUnavailable``: retried from the last checkpoint like a Kafka failure.
+
+A schema is read with ``GET /schemas/ids/{id}``; an id the registry does not know is ``UnknownSchema`` (the
+message is undecodable), refused credentials ``SchemaRefused``.
 """
 
 from __future__ import annotations
@@ -17,9 +22,9 @@ import ssl
 import urllib.error
 import urllib.request
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit
 
-from ..redact import redact
+from .redact import redact
 
 _CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
@@ -32,21 +37,45 @@ class RegistryUnavailable(ConnectionError):
     """The registry could not be reached or failed: retried like Kafka."""
 
 
+class UnknownSchema(LookupError):
+    """The registry has no schema of that id."""
+
+
 class RegistryClient:
-    """``SchemaIds`` over HTTP(S); ``username``/``password``: HTTP basic authentication; ``ca_file``: the CA
-    that signed an https registry's certificate (default: the system's)."""
+    """``SchemaIds`` over HTTP(S); ``username``/``password``: HTTP basic authentication (else the URL's
+    ``user:password@``); ``ca_file``: the CA that signed an https registry's certificate (default: the
+    system's)."""
 
     def __init__(self, url: str, username: str | None = None, password: str | None = None,
                  ca_file: str | None = None, timeout: float = 10.0) -> None:
-        self.url = url.rstrip("/")
-        self.shown = redact(self.url)
+        self.shown = redact(url.rstrip("/"))
+        parts = urlsplit(url.rstrip("/"))
+        if parts.username is not None:  # user:password@ in the URL: basic authentication, unless set apart
+            if username is None:
+                username, password = unquote(parts.username), unquote(parts.password or "")
+            parts = parts._replace(netloc=parts.netloc.rpartition("@")[2])
+        self.url = parts.geturl()
         self.timeout = timeout
         self._headers = {"Content-Type": _CONTENT_TYPE, "Accept": _CONTENT_TYPE}
         if username is not None:
             token = base64.b64encode(f"{username}:{password or ''}".encode()).decode()
             self._headers["Authorization"] = f"Basic {token}"
-        self._context = ssl.create_default_context(cafile=ca_file) if self.url.startswith("https:") else None
+        self.ca_file = ca_file
+        self._context: ssl.SSLContext | None = None  # made at the first https call (it does not pickle)
         self._ids: dict[tuple[str, str], int] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_context": None}
+
+    def schema(self, schema_id: int) -> str:
+        """The schema text of a registry id (ids are never reused: the caller may keep it)."""
+        status, body = self._call("GET", f"/schemas/ids/{schema_id}")
+        if status == 200 and isinstance(body, dict) and isinstance(body.get("schema"), str):
+            return str(body["schema"])
+        if status == 404:
+            raise UnknownSchema(f"schema id {schema_id} is not in the registry at {self.shown}")
+        raise SchemaRefused(f"schema id {schema_id} refused by the registry at {self.shown}: "
+                            f"{self._reason(status, body, '')}")
 
     def schema_id(self, subject: str, schema: str) -> int:
         cached = self._ids.get((subject, schema))
@@ -86,6 +115,8 @@ class RegistryClient:
         registry failed (5xx)."""
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.url + path, data=data, method=method, headers=self._headers)
+        if self._context is None and self.url.startswith("https:"):
+            self._context = ssl.create_default_context(cafile=self.ca_file)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout, context=self._context) as response:
                 status, raw = response.status, response.read()
