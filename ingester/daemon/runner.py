@@ -19,7 +19,6 @@ from ..records.debezium.columns import Modes
 from ..records.debezium.encoder import DebeziumAvro, DebeziumJson, DebeziumOptions
 from ..records.format import Sequence, file_number
 from ..records.outbound import BinlogNames, Outbound
-from ..registry_client import RegistryClient
 from ..schema.history import SchemaHistory
 from ..sources.errors import SourceUnreachable
 from ..sources.position import current_position
@@ -66,7 +65,7 @@ class Runner:
             dbz.decimal_handling_mode, dbz.time_precision_mode, dbz.bigint_unsigned_handling_mode,
             dbz.binary_handling_mode), dbz.schemas_enable, dbz.tombstones_on_delete, dbz.provide_transaction_metadata)
         if cfg.kafka.format == "debezium-avro":
-            from .registry_client import RegistryClient  # HTTP: imported only by those who use it
+            from ..registry_client import RegistryClient  # HTTP: imported only by those who use it
 
             assert dbz.schema_registry_url is not None  # load_config insists
             registry = RegistryClient(dbz.schema_registry_url, *dbz.registry_credentials(), dbz.schema_registry_ca)
