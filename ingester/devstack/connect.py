@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
@@ -55,37 +56,41 @@ def plugin_dir(coordinate: str, cache_dir: Path | None = None) -> Path:
     """A connector plugin's tarball from Maven Central (group:artifact:version:classifier), unpacked once
     into <cache_dir>/plugins/<artifact>-<version>: a directory for the worker's plugin.path."""
     tarball = fetch_artifact(coordinate, cache_dir, extension="tar.gz")
+
+    def unpack(target: Path) -> None:
+        with tarfile.open(tarball) as archive:
+            archive.extractall(target, filter="data")
+
+    return _made_once(coordinate, cache_dir, unpack)
+
+
+def jar_plugin_dir(coordinate: str, cache_dir: Path | None = None) -> Path:
+    """A plugin that is a jar (group:artifact:version), with its runtime dependencies but Kafka's own (a plugin
+    uses the worker's), linked once into <cache_dir>/plugins/<artifact>-<version>."""
+    artifact = coordinate.split(":")[1]
+
+    def link(target: Path) -> None:
+        kafka = {_artifact_of(jar) for jar in connect_classpath() if jar.name.endswith(f"-{KAFKA_VERSION}.jar")}
+        (target / artifact).mkdir(parents=True)
+        for jar in fetch_classpath([coordinate], cache_dir):
+            if _artifact_of(jar) not in kafka:
+                (target / artifact / jar.name).symlink_to(jar)
+
+    return _made_once(coordinate, cache_dir, link)
+
+
+def _made_once(coordinate: str, cache_dir: Path | None, make: Callable[[Path], None]) -> Path:
+    """<cache_dir>/plugins/<artifact>-<version>, made by ``make`` unless a complete one is there."""
     _, artifact, version = coordinate.split(":")[:3]
     root = (cache_dir or default_cache_dir()).absolute() / "plugins"
     target = root / f"{artifact}-{version}"
     root.mkdir(parents=True, exist_ok=True)
     with open(root / f"{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (target / ".unpacked").exists():  # the marker comes last: a half-unpacked plugin is redone
+        if not (target / ".unpacked").exists():  # the marker comes last: a half-made plugin is redone
             shutil.rmtree(target, ignore_errors=True)
-            with tarfile.open(tarball) as archive:
-                archive.extractall(target, filter="data")
+            make(target)
             (target / ".unpacked").touch()
-    return target
-
-
-def jar_plugin_dir(coordinate: str, cache_dir: Path | None = None) -> Path:
-    """A plugin that is a jar (group:artifact:version), with its runtime dependencies but Kafka's own (a plugin
-    uses the worker's), linked once into <cache_dir>/plugins/<artifact>-<version>."""
-    _, artifact, version = coordinate.split(":")
-    root = (cache_dir or default_cache_dir()).absolute() / "plugins"
-    target = root / f"{artifact}-{version}"
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / f"{target.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (target / ".linked").exists():  # the marker comes last: a half-made plugin is redone
-            shutil.rmtree(target, ignore_errors=True)
-            kafka = {_artifact_of(jar) for jar in connect_classpath() if jar.name.endswith(f"-{KAFKA_VERSION}.jar")}
-            (target / artifact).mkdir(parents=True)
-            for jar in fetch_classpath([coordinate], cache_dir):
-                if _artifact_of(jar) not in kafka:
-                    (target / artifact / jar.name).symlink_to(jar)
-            (target / ".linked").touch()
     return target
 
 
