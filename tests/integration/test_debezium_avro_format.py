@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from harness import avro, zoo
 from harness import debezium as dbz
+from harness.daemon import run_daemon
 
 pytestmark = pytest.mark.integration
 
@@ -83,3 +84,93 @@ def test_the_type_zoo_as_debezium_registers_it(make_mariadb, kafka, kafka_connec
             for field in expected:
                 assert got[field] == expected[field], f"{where}: {field}"
             assert got == expected, where
+
+
+# NOT NULL columns with a DEFAULT: binlake's schemas carry it as Debezium's do (with schema.history), so that a
+# column added NOT NULL with a DEFAULT is a compatible next version under BACKWARD; but for those listed
+DEFAULTS = [("n", "INT NOT NULL DEFAULT 7"), ("neg", "SMALLINT NOT NULL DEFAULT -3"),
+            ("bu", "BIGINT UNSIGNED NOT NULL DEFAULT 5"), ("s", "VARCHAR(10) NOT NULL DEFAULT 'x y'"),
+            ("tx", "TEXT NOT NULL DEFAULT 'long'"), ("d", "DECIMAL(6,2) NOT NULL DEFAULT 1.5"),
+            ("dt", "DATE NOT NULL DEFAULT '2024-02-29'"),
+            ("dtm", "DATETIME(3) NOT NULL DEFAULT '2001-02-03 04:05:06.789'"),
+            ("dt6", "DATETIME(6) NOT NULL DEFAULT '2001-02-03 04:05:06.000007'"),
+            ("e", "ENUM('a','b') NOT NULL DEFAULT 'b'"), ("st", "SET('x','y','z') NOT NULL DEFAULT 'z,x'"),
+            ("b", "BIT(3) NOT NULL DEFAULT b'101'"), ("b1", "BIT(1) NOT NULL DEFAULT b'1'"),
+            ("bo", "BOOLEAN NOT NULL DEFAULT TRUE"), ("tm", "TIME NOT NULL DEFAULT '01:02:03'"),
+            ("f", "FLOAT NOT NULL DEFAULT 1.25"), ("y", "YEAR NOT NULL DEFAULT 2020"),
+            ("ts", "TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP"),
+            ("ts2", "TIMESTAMP NOT NULL DEFAULT '2020-01-01 00:00:00'"),
+            ("bin", "VARBINARY(4) NOT NULL DEFAULT x'00ff'")]
+# Debezium gives CURRENT_TIMESTAMP as the epoch and a TIMESTAMP literal as UTC (binlake cannot know the DDL
+# session's time zone), a binary column's default as the text of SHOW CREATE TABLE's escapes: binlake gives none
+NO_DEFAULT = {"ts", "ts2", "bin"}
+
+
+def _without_default(schema: dict[str, Any], columns: set[str]) -> dict[str, Any]:
+    """Debezium's value schema with no default on ``columns`` (the Value record is defined in ``before``)."""
+    value = schema["fields"][0]["type"][1]
+    for field in value["fields"]:
+        if field["name"] in columns:
+            field.pop("default", None)
+            kind = field["type"]
+            if isinstance(kind, dict):
+                kind.pop("connect.default", None)
+                field["type"] = kind if len(kind) > 1 else kind["type"]
+    return schema
+
+
+def test_column_defaults_as_debezium_registers_them(make_mariadb, kafka, kafka_connect, schema_registry,
+                                                    monkeypatch) -> None:
+    """Defaults of columns captured at the start (information_schema), read back from the history topic by each
+    later run, and of the columns an ALTER adds or sets or drops the default of (the DDL's)."""
+    server = make_mariadb(binlog_row_metadata="FULL")
+    server.execute("CREATE DATABASE dz")
+    conn = server.connect("dz")
+    conn.autocommit(True)
+    conn.cursor().execute(f"CREATE TABLE t (id INT PRIMARY KEY, {', '.join(f'{c} {t}' for c, t in DEFAULTS)})")
+    theirs, ours = "dadflt", "badflt"
+    for name, value in {"BINLAKE_KAFKA_FORMAT": "debezium-avro", "BINLAKE_FILTERS_INCLUDE": "dz.*",
+                        "BINLAKE_SCHEMA_HISTORY": "always",
+                        "BINLAKE_DEBEZIUM_SCHEMA_REGISTRY_URL": schema_registry.url}.items():
+        monkeypatch.setenv(name, value)
+    run_daemon(server, kafka, ours)
+    dbz.start_connector(kafka_connect, server, kafka, theirs, "dz", **dbz.avro_converters(schema_registry))
+    try:
+        conn.cursor().execute("INSERT INTO t (id) VALUES (1)")
+        conn.cursor().execute("INSERT INTO t VALUES (2, -7, 3, 18446744073709551615, 's', 't', -9999.99, '1970-01-01',"
+                              " '1970-01-01 00:00:00', '2038-01-19 03:14:07.999999', 'a', '', b'0', b'0', FALSE,"
+                              " '-838:59:59', -3.5, 1901, '2030-01-01 00:00:00', '2030-01-01 00:00:01', x'')")
+        run_daemon(server, kafka, ours)
+        dbz.wait_for(kafka, theirs, "dz.t", 2, kafka_connect)
+        for prefix in (ours, theirs):
+            schema_registry.request("PUT", f"/config/{prefix}.dz.t-value", {"compatibility": "BACKWARD"})
+        conn.cursor().execute("ALTER TABLE t ADD COLUMN added INT NOT NULL DEFAULT 42, "
+                              "ADD COLUMN label VARCHAR(5) NOT NULL DEFAULT 'new' AFTER n, "
+                              "ALTER COLUMN neg SET DEFAULT 8, ALTER s DROP DEFAULT")
+        conn.cursor().execute("INSERT INTO t (id, s, added) VALUES (3, 'v', 43)")
+        run_daemon(server, kafka, ours)
+        dbz.wait_for(kafka, theirs, "dz.t", 3, kafka_connect)
+        published, real = dbz.messages(kafka, ours), dbz.messages(kafka, theirs)
+    finally:
+        kafka_connect.delete(theirs)
+
+    @functools.cache
+    def schema_text(schema_id: int) -> str:
+        return schema_registry.request("GET", f"/schemas/ids/{schema_id}")["schema"]
+
+    for role in ("key", "value"):
+        subject = f"dz.t-{role}"
+        mine, debezium = [schema_registry.request("GET", f"/subjects/{p}.{subject}/versions") for p in (ours, theirs)]
+        assert mine == debezium == ([1] if role == "key" else [1, 2]), subject
+        for version in mine:
+            got, expected = [json.loads(schema_registry.request("GET", f"/subjects/{p}.{subject}/versions/{version}")
+                                        ["schema"]) for p in (ours, theirs)]
+            if role == "value":
+                expected = _without_default(expected, NO_DEFAULT)
+            assert dbz.renamed(got, ours, theirs) == expected, f"{subject} version {version}"
+    mine, debezium = published[f"{ours}.dz.t"], real[f"{theirs}.dz.t"]
+    assert len(mine) == len(debezium) == 3
+    for i, ((key, value), (their_key, their_value)) in enumerate(zip(mine, debezium, strict=True)):
+        assert avro.read(key, schema_text) == avro.read(their_key, schema_text), f"event {i}"
+        got, expected = (_comparable(avro.read(v, schema_text)) for v in (value, their_value))
+        assert dbz.renamed(got, ours, theirs) == expected, f"event {i}"
