@@ -1,9 +1,11 @@
 """`kafka.format: debezium-avro` against a real Debezium: the type zoo's binlog through Debezium's MariaDB connector
-3.5.0.Final with an Avro converter (Apicurio's, whose AvroData is Confluent's) into the harness's registry, and
-through binlake into the same registry: per table the registered key and value schemas (field names, types,
-logical types, connect.name/version/parameters/default, optionality, order), and every change event read back
-with the schema of its id, compared field by field; the transaction topics too. The one intended difference is
-test_debezium_format.py's: ENUM/SET members outside the Basic Multilingual Plane (docs/DEBEZIUM.md)."""
+3.5.0.Final with an Avro converter (Apicurio's, whose AvroData is derived from Confluent's) into the harness's
+registry, and through binlake into the same registry: per table the registered key and value schemas (field
+names, types, logical types, connect.name/version/parameters/default, optionality, order), and every change
+event read back with the schema of its id, compared field by field; the transaction topics too. The one intended
+difference is test_debezium_format.py's: ENUM/SET members outside the Basic Multilingual Plane
+(docs/DEBEZIUM.md). Then the column defaults binlake's schemas carry with the schema history, as Debezium's do
+(but those listed), and the next version a column added NOT NULL with a DEFAULT registers under BACKWARD."""
 
 from __future__ import annotations
 
