@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import orjson
 
 from ingester.codec.events import QueryEvent
+from ingester.schema.column_defaults import Uncomputable, literal
 from ingester.schema.ddl import AddColumn, AlterTable, ChangeColumn, ColumnDef, RenameColumn, UnparsedDDL, parse_ddl
 
 from .lake_types import date_days, datetime_micros, time_micros, widens
@@ -32,10 +33,6 @@ _NOW = frozenset(("CURRENT_TIMESTAMP", "NOW", "LOCALTIME", "LOCALTIMESTAMP"))
 _INTS = frozenset(("tinyint", "smallint", "int", "bigint"))
 _OFFSET = re.compile(r"([+-])(\d{1,2}):(\d\d)$")
 PROPERTY = "binlake.pendingDefaults"  # mirror table property: defaults being given to existing rows
-
-
-class Uncomputable(ValueError):
-    """A default only the server can evaluate."""
 
 
 @dataclass(frozen=True)
@@ -80,34 +77,7 @@ def lake_default(column: ColumnDef, dtype: str, micros: int, time_zone: str | No
     head = toks[0][1].upper() if toks[0][0] == "word" else ""
     if head in _NOW and (len(toks) == 1 or toks[1] == ("op", "(")):
         return _now(column, dtype, micros, time_zone)
-    return _typed(column, dtype, _literal(toks), time_zone)
-
-
-def _literal(toks: list[tuple[str, str]]) -> str | int | bytes:
-    """A literal DEFAULT's value: text (strings, numbers as written), int (bits, TRUE/FALSE) or bytes (x'..')."""
-    if len(toks) >= 3 and toks[0] == ("op", "(") and toks[-1] == ("op", ")"):
-        return _literal(toks[1:-1])
-    kinds = [k for k, _ in toks]
-    text = "".join(t for _, t in toks)
-    if kinds == ["str"]:
-        return toks[0][1]
-    if kinds == ["word", "str"]:
-        intro, value = toks[0][1].upper(), toks[1][1]
-        if intro == "B":
-            return int(value or "0", 2)
-        if intro == "X":
-            return bytes.fromhex(value)
-        if intro.startswith("_") or intro in ("N", "DATE", "TIME", "TIMESTAMP"):
-            return value
-    if kinds == ["word"] and text.upper() in ("TRUE", "FALSE"):
-        return int(text.upper() == "TRUE")
-    if kinds == ["word"] and text[:2].lower() in ("0x", "0b"):
-        return int(text[2:], 16 if text[1] in "xX" else 2)
-    try:
-        Decimal(text)
-        return text
-    except InvalidOperation:
-        raise Uncomputable(f"the expression {' '.join(t for _, t in toks)}") from None
+    return _typed(column, dtype, literal(toks), time_zone)
 
 
 def _quote(text: str) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ingester.devstack import MariaDBServer
-from ingester.devstack.connect import DEBEZIUM_JDBC_SINK, DEBEZIUM_MARIADB, KafkaConnect
+from ingester.devstack.connect import APICURIO_CONVERTER, DEBEZIUM_JDBC_SINK, DEBEZIUM_MARIADB, KafkaConnect
 from ingester.devstack.kafka import KafkaBroker
 from ingester.devstack.objectstore import ObjectStore
 from ingester.devstack.registry import SchemaRegistry
@@ -58,8 +58,8 @@ def make_kafka() -> Iterator[Callable[..., KafkaBroker]]:
 @pytest.fixture(scope="session")
 def kafka_connect(kafka) -> Iterator[KafkaConnect]:
     """A Kafka Connect worker (standalone) on the shared broker, with Debezium's MariaDB connector and JDBC sink:
-    an outside producer and an outside consumer of Debezium change events."""
-    with KafkaConnect(kafka.bootstrap, [DEBEZIUM_MARIADB, DEBEZIUM_JDBC_SINK]) as worker:
+    an outside producer and an outside consumer of Debezium change events, and Apicurio's Avro converter."""
+    with KafkaConnect(kafka.bootstrap, [DEBEZIUM_MARIADB, DEBEZIUM_JDBC_SINK, APICURIO_CONVERTER]) as worker:
         yield worker
 
 

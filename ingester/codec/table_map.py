@@ -48,6 +48,7 @@ class Column:
     geometry_type: int | None = None
     visible: bool = True
     vector_dimensions: int | None = None
+    default: str | int | None = None  # a NOT NULL column's literal DEFAULT, from the schema history's entry
 
     @property
     def max_length(self) -> int:

@@ -4,19 +4,22 @@ consumers of the devstack's broker, e.g. Debezium's connectors.
 Kafka's own Connect runtime comes from Maven Central (`org.apache.kafka:connect-runtime` and the JSON
 converter, with their dependencies, resolved by mvn into the binlake cache like the broker's jars);
 connector plugins are Maven Central tarballs (e.g. `io.debezium:debezium-connector-mariadb:...:plugin`),
-unpacked once into the cache and put on the worker's plugin.path. Connectors are created and inspected
-through the worker's REST API on 127.0.0.1. Offsets go to a file in the worker's datadir.
+unpacked once into the cache and put on the worker's plugin.path; a plugin that is a plain jar (e.g. a
+converter, `group:artifact:version`) is its jar and its dependencies but Kafka's own. Connectors are created
+and inspected through the worker's REST API on 127.0.0.1. Offsets go to a file in the worker's datadir.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
@@ -27,6 +30,10 @@ from ingester.maven import default_cache_dir, fetch_artifact, fetch_classpath, f
 DEBEZIUM_VERSION = "3.5.0.Final"
 DEBEZIUM_MARIADB = f"io.debezium:debezium-connector-mariadb:{DEBEZIUM_VERSION}:plugin"
 DEBEZIUM_JDBC_SINK = f"io.debezium:debezium-connector-jdbc:{DEBEZIUM_VERSION}:plugin"
+# Apicurio's Kafka Connect converters (Avro, JSON Schema): a jar plugin, its dependencies resolved by mvn. The
+# 3.x converters do not resolve from Maven Central (3.0.9's parent pom and Java SDK are missing there); 2.6's
+# speaks the registry's v2 API, which Apicurio Registry 3 still serves.
+APICURIO_CONVERTER = "io.apicurio:apicurio-registry-utils-converter:2.6.13.Final"
 _HEAP = "512m"
 # The worker's and its connectors' lines (INFO and above) to its log file, through its stdout.
 _LOG4J = """status = warn
@@ -49,23 +56,53 @@ def plugin_dir(coordinate: str, cache_dir: Path | None = None) -> Path:
     """A connector plugin's tarball from Maven Central (group:artifact:version:classifier), unpacked once
     into <cache_dir>/plugins/<artifact>-<version>: a directory for the worker's plugin.path."""
     tarball = fetch_artifact(coordinate, cache_dir, extension="tar.gz")
+
+    def unpack(target: Path) -> None:
+        with tarfile.open(tarball) as archive:
+            archive.extractall(target, filter="data")
+
+    return _made_once(coordinate, cache_dir, unpack)
+
+
+def jar_plugin_dir(coordinate: str, cache_dir: Path | None = None) -> Path:
+    """A plugin that is a jar (group:artifact:version), with its runtime dependencies but Kafka's own (a plugin
+    uses the worker's), linked once into <cache_dir>/plugins/<artifact>-<version>."""
+    artifact = coordinate.split(":")[1]
+
+    def link(target: Path) -> None:
+        kafka = {_artifact_of(jar) for jar in connect_classpath() if jar.name.endswith(f"-{KAFKA_VERSION}.jar")}
+        (target / artifact).mkdir(parents=True)
+        for jar in fetch_classpath([coordinate], cache_dir):
+            if _artifact_of(jar) not in kafka:
+                (target / artifact / jar.name).symlink_to(jar)
+
+    return _made_once(coordinate, cache_dir, link)
+
+
+def _made_once(coordinate: str, cache_dir: Path | None, make: Callable[[Path], None]) -> Path:
+    """<cache_dir>/plugins/<artifact>-<version>, made by ``make`` unless a complete one is there."""
     _, artifact, version = coordinate.split(":")[:3]
     root = (cache_dir or default_cache_dir()).absolute() / "plugins"
     target = root / f"{artifact}-{version}"
     root.mkdir(parents=True, exist_ok=True)
     with open(root / f"{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (target / ".unpacked").exists():  # the marker comes last: a half-unpacked plugin is redone
+        if not (target / ".unpacked").exists():  # the marker comes last: a half-made plugin is redone
             shutil.rmtree(target, ignore_errors=True)
-            with tarfile.open(tarball) as archive:
-                archive.extractall(target, filter="data")
+            make(target)
             (target / ".unpacked").touch()
     return target
 
 
+def _artifact_of(jar: Path) -> str:
+    """A resolved jar's artifact id: its name without the version (kafka-clients-4.3.1.jar: kafka-clients)."""
+    return re.sub(r"-\d[^-]*(-[^-]+)?\.jar$", "", jar.name)
+
+
 class KafkaConnect(ServerProcess):
     """A standalone Connect worker on 127.0.0.1 for the broker at ``bootstrap``, with the plugins of
-    ``plugins`` (Maven coordinates of plugin tarballs), in a temporary or a given datadir."""
+    ``plugins`` (Maven coordinates of plugin tarballs, group:artifact:version:classifier, or of jar plugins,
+    group:artifact:version), in a temporary or a given datadir."""
 
     what = "Kafka Connect"
 
@@ -116,7 +153,7 @@ class KafkaConnect(ServerProcess):
         self._refuse_second()
         java = find_java()
         classpath = os.pathsep.join(str(jar) for jar in connect_classpath())
-        plugin_path = ",".join(str(plugin_dir(p)) for p in self.plugins)
+        plugin_path = ",".join(str(plugin_dir(p) if p.count(":") == 3 else jar_plugin_dir(p)) for p in self.plugins)
         self._datadir.mkdir(parents=True, exist_ok=True)
         self._config.write_text(
             f"bootstrap.servers={self.bootstrap}\n"

@@ -36,6 +36,11 @@ class SchemaRegistry(ServerProcess):
         return f"http://{self.host}:{self._port}/apis/ccompat/v7"
 
     @property
+    def core_url(self) -> str:
+        """Apicurio's own API (version 2, which Apicurio's 2.x serializers and converters speak)."""
+        return f"http://{self.host}:{self._port}/apis/registry/v2"
+
+    @property
     def log_file(self) -> Path:
         return self._datadir / "registry.log"
 

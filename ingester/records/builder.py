@@ -266,7 +266,8 @@ class RecordBuilder:
             tm = ev.table_map
             topic = f"{tm.database}.{tm.table}" if self.accept(tm.database, tm.table) else None
             entry = b""
-            if topic is not None and self.schema is not None and not tm.has_names:
+            if topic is not None and self.schema is not None and (
+                    not tm.has_names or self.schema.has_defaults((tm.database, tm.table))):
                 attachment = self.schema.attachment(tm, f"{self.file}:{ev.position}")
                 topic, entry = (None, b"") if attachment is None else (topic, attachment)
             attached: bytes | Masked = entry

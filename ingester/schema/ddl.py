@@ -48,8 +48,8 @@ class ColumnDef:
     enum_values: list[str] | None = None
     set_values: list[str] | None = None
     charset: str | None = None  # string columns: utf8mb4, latin1, ..., binary; None: not a string, or unknown
-    # What the server fills existing rows with when the column is added (the land job's mirrors need it);
-    # not part of the history entries, nor of equality.
+    # What the server fills existing rows with when the column is added (the land job's mirrors need it; the
+    # history's entries keep the DEFAULT for the Debezium formats' schemas); not part of equality.
     args: str = field(default="", compare=False)  # the type's arguments: "10,2", "3"
     default: list[tuple[str, str]] | None = field(default=None, compare=False)  # DEFAULT's tokens
     not_null: bool = False  # NOT NULL, or part of the primary key (which of the table's UNIQUE indexes is its key)
@@ -59,8 +59,12 @@ class ColumnDef:
     unique: bool = field(default=False, compare=False)  # declared UNIQUE: the statement adds an index of it
 
     def to_json(self) -> dict[str, object]:
-        return {"name": self.name, "type": self.type, "unsigned": self.unsigned, "enum_values": self.enum_values,
-                "set_values": self.set_values, "charset": self.charset, "not_null": self.not_null}
+        out: dict[str, object] = {
+            "name": self.name, "type": self.type, "unsigned": self.unsigned, "enum_values": self.enum_values,
+            "set_values": self.set_values, "charset": self.charset, "not_null": self.not_null}
+        if self.default is not None:
+            out["default"] = self.default
+        return out
 
 
 @dataclass
@@ -140,7 +144,7 @@ class TableSchema:
 
     def copy(self) -> TableSchema:
         return TableSchema([ColumnDef(c.name, c.type, c.unsigned, c.enum_values, c.set_values, c.charset, c.args,
-                                      not_null=c.not_null) for c in self.columns], list(self.primary_key),
+                                      c.default, not_null=c.not_null) for c in self.columns], list(self.primary_key),
                            self.charset, [Index(i.name, list(i.columns), i.unique, i.hash, i.fulltext, i.generated)
                                           for i in self.indexes])
 
@@ -197,6 +201,12 @@ class RenameColumn:
 
 
 @dataclass
+class ColumnDefault:  # ALTER [COLUMN] c SET DEFAULT x | DROP DEFAULT
+    name: str
+    default: list[tuple[str, str]] | None  # None: dropped
+
+
+@dataclass
 class TableCharset:  # [DEFAULT] CHARACTER SET / COLLATE: the default of columns added later
     charset: str | None  # None: the database's default
 
@@ -234,8 +244,8 @@ class RenameIndex:
     new: str
 
 
-AlterSpec = (AddColumn | DropColumn | ChangeColumn | RenameColumn | AddPrimaryKey | DropPrimaryKey | TableCharset
-             | ConvertCharset | AddIndex | DropIndex | RenameIndex)
+AlterSpec = (AddColumn | DropColumn | ChangeColumn | RenameColumn | ColumnDefault | AddPrimaryKey | DropPrimaryKey
+             | TableCharset | ConvertCharset | AddIndex | DropIndex | RenameIndex)
 
 
 @dataclass
@@ -793,7 +803,7 @@ class _Parser:
         return None
 
     _HARMLESS = frozenset((
-        "ALTER", "ALGORITHM", "LOCK", "FORCE", "ENGINE", "ORDER", "DISCARD", "IMPORT", "ENABLE", "DISABLE",
+        "ALGORITHM", "LOCK", "FORCE", "ENGINE", "ORDER", "DISCARD", "IMPORT", "ENABLE", "DISABLE",
         "DEFAULT", "CHARACTER", "CHARSET", "COLLATE", "COMMENT", "AUTO_INCREMENT", "ROW_FORMAT", "KEY_BLOCK_SIZE",
         "PARTITION", "REMOVE", "COALESCE", "REORGANIZE", "EXCHANGE", "ANALYZE", "CHECK", "OPTIMIZE", "REBUILD",
         "REPAIR", "TRUNCATE", "STATS_AUTO_RECALC", "STATS_PERSISTENT", "STATS_SAMPLE_PAGES", "AVG_ROW_LENGTH",
@@ -871,6 +881,19 @@ class _Parser:
                 return
             self.accept("TO") or self.accept("AS")
             op.rename_to = self.table_name()
+            return
+        if self.accept("ALTER"):
+            if self.peek() in ("INDEX", "KEY", "CHECK", "CONSTRAINT"):  # visibility, enforcement: no column changes
+                self.skip_item()
+                return
+            self.accept("COLUMN")
+            name = self.ident()
+            if self.accept("SET", "DEFAULT"):
+                op.specs.append(ColumnDefault(name, self.default_value()))
+            elif self.accept("DROP", "DEFAULT"):
+                op.specs.append(ColumnDefault(name, None))
+            else:  # SET VISIBLE / INVISIBLE
+                self.skip_item()
             return
         if self.accept("CONVERT", "TO"):  # CHARACTER SET x [COLLATE y]: every text column and the default
             given, charset = self.charset_options(in_item=True)

@@ -22,6 +22,7 @@ from ..codec import BinlogError
 from ..codec.charsets import COLLATION_CHARSET, MAX_CHAR_BYTES, charset_of, collation_id_of
 from ..codec.constants import ColumnType as T
 from ..codec.table_map import GEOMETRY_TYPES, STRING_TYPES, TableMap
+from .column_defaults import column_default, default_tokens
 from .ddl import (
     TEXT_TYPES,
     AddColumn,
@@ -31,6 +32,7 @@ from .ddl import (
     AlterTable,
     ChangeColumn,
     ColumnDef,
+    ColumnDefault,
     ConvertCharset,
     CreateTable,
     CreateTableLike,
@@ -86,6 +88,7 @@ class SchemaHistory:
         self.databases: dict[str, str | None] = {}  # database -> its default charset (for CREATE TABLE)
         self.server_charset: str | None = None  # the server's default (of the last statement applied)
         self._attachments: dict[Name, bytes] = {}
+        self._defaults: dict[Name, bool] = {}  # whether the table's attachment has column defaults
 
     # -- persistence
 
@@ -126,7 +129,9 @@ class SchemaHistory:
             self.skipped.pop(name, None)
             if "columns" in value:
                 columns = [ColumnDef(c["name"], c["type"], c["unsigned"], c["enum_values"], c["set_values"],
-                                     c.get("charset"), not_null=c.get("not_null", False)) for c in value["columns"]]
+                                     c.get("charset"), not_null=c.get("not_null", False),
+                                     default=[(k, t) for k, t in c["default"]] if c.get("default") else None)
+                           for c in value["columns"]]
                 self.tables[name] = TableSchema(columns, value["primary_key"], value.get("charset"),
                                                 [Index.from_json(i) for i in value.get("indexes", ())])
                 if any(c.type in TEXT_TYPES and c.charset is None for c in columns):
@@ -145,6 +150,7 @@ class SchemaHistory:
                         "older binlake): their values are published as bytes until the table's next CREATE",
                         len(unknown), ", ".join(f"{d}.{t}" for d, t in unknown[:5]))
         self._attachments.clear()
+        self._defaults.clear()
 
     # -- following the binlog
 
@@ -183,6 +189,7 @@ class SchemaHistory:
             changed = tables
         for name in changed:
             self._attachments.pop(name, None)
+            self._defaults.pop(name, None)
         return list(dict.fromkeys(changed))
 
     def _database_charset(self, database: str) -> str | None:
@@ -260,6 +267,16 @@ class SchemaHistory:
 
     # -- what records carry
 
+    def has_defaults(self, name: Name) -> bool:
+        """Whether the table's schema entry gives column defaults (``column_default``): a record of a TABLE_MAP
+        with names of its own carries the entry too then, for the Debezium formats' schemas."""
+        found = self._defaults.get(name)
+        if found is None:
+            schema = self.tables.get(name)
+            found = self._defaults[name] = schema is not None and any(
+                column_default(c) is not None for c in schema.columns)
+        return found
+
     def attachment(self, tm: TableMap, where: str) -> bytes | None:
         """The schema entry of a record for this TABLE_MAP (None: the table is skipped). Checks that the
         history's columns fit the map, so a stale schema stops the daemon instead of mislabelling values."""
@@ -286,15 +303,22 @@ class SchemaHistory:
             nullable = frozenset(c.name.lower() for c, col in zip(schema.columns, tm.columns, strict=False)
                                  if col.nullable)
             cached = self._attachments[name] = orjson.dumps({
-                "columns": [{"name": c.name, "unsigned": c.unsigned, "enum_values": c.enum_values,
-                             "set_values": c.set_values, "charset": c.charset,
-                             "geometry_type": _geometry_type(c.type)} for c in schema.columns] +
+                "columns": [_entry_column(c) for c in schema.columns] +
                            [{"name": f"DB_ROW_HASH_{i}", "unsigned": True, "enum_values": None, "set_values": None,
                              "charset": None, "geometry_type": None} for i in range(1, hidden + 1)],
                 "primary_key": [index[k.lower()] for k in schema.primary_key if k.lower() in index],
                 "key": [index[k.lower()] for k in schema.key(nullable, tm.is_mariadb)],
             })
         return cached
+
+
+def _entry_column(c: ColumnDef) -> dict[str, Any]:
+    column = {"name": c.name, "unsigned": c.unsigned, "enum_values": c.enum_values, "set_values": c.set_values,
+              "charset": c.charset, "geometry_type": _geometry_type(c.type)}
+    default = column_default(c)
+    if default is not None:
+        column["default"] = default
+    return column
 
 
 _TEXT_BYTES = {"tinytext": 255, "text": 65535, "mediumtext": (1 << 24) - 1, "longtext": (1 << 32) - 1}
@@ -368,6 +392,11 @@ def _alter(schema: TableSchema, spec: AlterSpec, table: Name, database_charset: 
             raise missing(spec.old)
         cols[at].name = spec.new
         _rename_in_keys(schema, spec.old, spec.new)
+    elif isinstance(spec, ColumnDefault):
+        at = schema.index(spec.name)
+        if at < 0:
+            raise missing(spec.name)
+        cols[at].default = spec.default
     elif isinstance(spec, AddPrimaryKey):
         schema.primary_key = list(spec.columns)
         return True
@@ -507,18 +536,22 @@ def capture(cur: Any, accept: Callable[[str, str], bool]) -> dict[Name, TableSch
     """The accepted base tables' columns, charsets, nullability, primary keys and indexes, from
     information_schema (two queries)."""
     cur.execute("SELECT c.TABLE_SCHEMA, c.TABLE_NAME, c.COLUMN_NAME, c.COLUMN_TYPE, c.CHARACTER_SET_NAME,"
-                " t.TABLE_COLLATION, c.IS_NULLABLE, c.COLUMN_KEY FROM information_schema.COLUMNS c"
+                " t.TABLE_COLLATION, c.IS_NULLABLE, c.COLUMN_KEY, c.COLUMN_DEFAULT, c.EXTRA, @@version"
+                " FROM information_schema.COLUMNS c"
                 " JOIN information_schema.TABLES t USING (TABLE_SCHEMA, TABLE_NAME) WHERE t.TABLE_TYPE = 'BASE TABLE'"
                 f" AND c.TABLE_SCHEMA NOT IN {_SYSTEM} ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME, c.ORDINAL_POSITION")
     tables: dict[Name, TableSchema] = {}
     pri: dict[Name, list[str]] = {}
-    for db, table, column, column_type, charset, table_collation, nullable, key in cur.fetchall():
+    for db, table, column, column_type, charset, table_collation, nullable, key, default, extra, version \
+            in cur.fetchall():
         name = (_text(db), _text(table))
         if accept(*name):
             schema = tables.setdefault(name, TableSchema([], charset=charset_of(_text(table_collation))
                                                          if table_collation else None))
             col = column_from_type(_text(column), _text(column_type), _text(charset) if charset else None)
             col.not_null = _text(nullable) == "NO"
+            if default is not None:
+                col.default = default_tokens(col, _text(default), _text(extra), "mariadb" in _text(version).lower())
             schema.columns.append(col)
             if _text(key) == "PRI":
                 pri.setdefault(name, []).append(col.name)
@@ -595,6 +628,8 @@ def enrich(tm: TableMap, attachment: bytes) -> TableMap:
             kw["collation"] = collation_id_of(c["charset"], tm.is_mariadb)
         if col.type == T.GEOMETRY and col.geometry_type is None:
             kw["geometry_type"] = c.get("geometry_type")
+        if c.get("default") is not None:
+            kw["default"] = c["default"]
         out.append(replace(col, **kw))
     # The entry's key: the primary key, or the UNIQUE index the server uses in its place, as FULL metadata
     # reports it (entries of an older binlake have the primary key only).

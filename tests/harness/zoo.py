@@ -42,6 +42,7 @@ TABLES: dict[str, list[tuple[str, str]]] = {
 BINARY = {"vb", "bn", "vbn", "tb", "bb", "mb", "lb", "bc", "g", "p", "pg"}
 FLOAT32 = {"f"}
 BITS = {"b1", "b17", "b64"}
+ENUMS = {c for columns in TABLES.values() for c, t in columns if t.startswith(("ENUM", "SET"))}
 INTS = {"ti", "tiu", "si", "siu", "mi", "miu", "i", "iu", "bi", "biu", "yr", "bo"}
 
 

@@ -11,32 +11,19 @@ from typing import Any
 import pytest
 from harness import debezium as dbz
 from harness import zoo
-from harness.daemon import run_daemon
 
 pytestmark = pytest.mark.integration
 
-# Debezium's DDL parser reads characters outside the Basic Multilingual Plane in ENUM/SET definitions as '?'
-# (its allowed list, and its values of them); binlake gives the server's characters.
-NON_BMP = "\N{GRINNING FACE}"
 _F32 = struct.Struct("<f")
-
-
-ENUMS = {c for columns in zoo.TABLES.values() for c, t in columns if t.startswith(("ENUM", "SET"))}
-# (Debezium's connector options, binlake's BINLAKE_DEBEZIUM_* settings): the defaults with transaction metadata,
-# and every other value handling with neither schemas, tombstones nor transaction metadata
-SETTINGS = {
-    "defaults": {"provide.transaction.metadata": "true"},
-    "modes": {"decimal.handling.mode": "string", "time.precision.mode": "connect",
-              "bigint.unsigned.handling.mode": "precise", "binary.handling.mode": "hex",
-              "tombstones.on.delete": "false",
-              "key.converter": "org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable": "false",
+# the JSON converter without schemas, as binlake's schemas_enable: false
+NO_SCHEMAS = {"key.converter": "org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable": "false",
               "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-              "value.converter.schemas.enable": "false"},
-}
+              "value.converter.schemas.enable": "false"}
+SETTINGS = {"defaults": dbz.SETTINGS["defaults"], "modes": dbz.SETTINGS["modes"] | NO_SCHEMAS}
 
 
 def _binlake_settings(options: dict[str, str]) -> dict[str, str]:
-    env = {f"BINLAKE_DEBEZIUM_{k.replace('.', '_').upper()}": v for k, v in options.items() if "converter" not in k}
+    env = dbz.binlake_settings(options)
     if options.get("value.converter.schemas.enable") == "false":
         env["BINLAKE_DEBEZIUM_SCHEMAS_ENABLE"] = "false"
     return env
@@ -45,30 +32,16 @@ def _binlake_settings(options: dict[str, str]) -> dict[str, str]:
 def _debezium_view(event: dict[str, Any]) -> dict[str, Any]:
     """binlake's change event as Debezium shows it where a difference is intended: ENUM/SET text with NON_BMP
     (the values, and the allowed list in the schema)."""
-    def plain(text: Any) -> Any:
-        return text.replace(NON_BMP, "?") if isinstance(text, str) else text
-
     payload = dict(event["payload"])
     for image in ("before", "after"):
         if payload[image] is not None:
-            payload[image] = {k: plain(v) if k in ENUMS else v for k, v in payload[image].items()}
+            payload[image] = {k: dbz.as_debezium_reads(v) if k in zoo.ENUMS else v for k, v in payload[image].items()}
     schema = event.get("schema")
     for row in schema["fields"][:2] if schema else ():
         for f in row["fields"]:
-            if f["field"] in ENUMS:
-                f["parameters"]["allowed"] = plain(f["parameters"]["allowed"])
+            if f["field"] in zoo.ENUMS:
+                f["parameters"]["allowed"] = dbz.as_debezium_reads(f["parameters"]["allowed"])
     return {**event, "payload": payload}
-
-
-def _renamed(value: Any, ours: str, theirs: str) -> Any:
-    """Schema names and the source's name carry the topic prefix: ours -> theirs."""
-    if isinstance(value, str):
-        return theirs + value[len(ours):] if value == ours or value.startswith(ours + ".") else value
-    if isinstance(value, dict):
-        return {k: _renamed(v, ours, theirs) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_renamed(v, ours, theirs) for v in value]
-    return value
 
 
 def _comparable(event: dict[str, Any], schemas: bool) -> dict[str, Any]:
@@ -92,29 +65,10 @@ def test_the_type_zoo_as_debezium_publishes_it(make_mariadb, kafka, kafka_connec
     """With NO_LOG (MariaDB's default) binlake's names, charsets and ENUM members come from its schema history."""
     options = SETTINGS[settings]
     schemas = options.get("value.converter.schemas.enable") != "false"
-    server = make_mariadb(binlog_row_metadata=metadata)
-    server.execute("CREATE DATABASE zoo CHARACTER SET utf8mb4")
-    conn = server.connect("zoo")
-    conn.autocommit(True)
-    zoo.create(conn, rows=False)
-    # Debezium 3.5.0 stops on MariaDB's compressed columns (a NullPointerException reading their TABLE_MAP):
-    # binlake decodes them (test_type_zoo), the comparison needs plain ones.
-    conn.cursor().execute("ALTER TABLE strs MODIFY vcc VARCHAR(500), MODIFY bc BLOB")
     theirs, ours = f"dzoo{settings}{metadata}", f"bzoo{settings}{metadata}"
-    for name, value in {"BINLAKE_KAFKA_FORMAT": "debezium-json", "BINLAKE_FILTERS_INCLUDE": "zoo.*",
-                        **_binlake_settings(options)}.items():
-        monkeypatch.setenv(name, value)
-    run_daemon(server, kafka, ours)  # without FULL metadata, binlake's schema history starts here
-    dbz.start_connector(kafka_connect, server, kafka, theirs, "zoo", **options)
-    try:
-        zoo.write(conn)
-        run_daemon(server, kafka, ours)
-        published = dbz.messages(kafka, ours)
-        last = "transaction" if f"{ours}.transaction" in published else "zoo.strs"
-        dbz.wait_for(kafka, theirs, last, len(published[f"{ours}.{last}"]), kafka_connect)
-        real = dbz.messages(kafka, theirs)
-    finally:
-        kafka_connect.delete(theirs)
+    published, real = dbz.zoo_through_both(make_mariadb, kafka, kafka_connect, monkeypatch, ours, theirs,
+                                           {"BINLAKE_KAFKA_FORMAT": "debezium-json", **_binlake_settings(options)},
+                                           options, metadata)
 
     assert (f"{ours}.transaction" in published) == (f"{theirs}.transaction" in real)
     for table in zoo.TABLES:
@@ -123,12 +77,12 @@ def test_the_type_zoo_as_debezium_publishes_it(make_mariadb, kafka, kafka_connec
         for i, (a, b) in enumerate(zip(mine, debezium, strict=True)):
             (key, value), (their_key, their_value) = dbz.decoded(a), dbz.decoded(b)
             where = f"{table} event {i}"
-            assert _renamed(key, ours, theirs) == their_key, where
+            assert dbz.renamed(key, ours, theirs) == their_key, where
             if their_value is None:
                 assert value is None, f"{where}: a tombstone"
                 continue
             expected = _comparable(their_value, schemas)
-            got = _debezium_view(_renamed(_comparable(value, schemas), ours, theirs))
+            got = _debezium_view(dbz.renamed(_comparable(value, schemas), ours, theirs))
             assert got["payload"]["source"] == expected["payload"]["source"], where
             for image in ("before", "after"):
                 assert got["payload"][image] == expected["payload"][image], f"{where}: {image}"

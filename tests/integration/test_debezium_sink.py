@@ -1,13 +1,16 @@
-"""A consumer nobody here wrote reads binlake's debezium-json topics: Debezium's JDBC sink connector (3.5.0.Final,
-in Kafka Connect) applies the type zoo's change events to a second database, and every table there equals the
-source's SELECT, but for what Debezium's change events cannot say (ZERO_DATES, listed)."""
+"""A consumer nobody here wrote reads binlake's debezium-json and debezium-avro topics: Debezium's JDBC sink
+connector (3.5.0.Final, in Kafka Connect; the Avro topics through Apicurio's Avro converter and the registry)
+applies the type zoo's change events to a second database, and every table there equals the source's SELECT, but
+for what Debezium's change events cannot say (ZERO_DATES, listed)."""
 
 from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Set as AbstractSet
 
 import pytest
+from harness import debezium as dbz
 from harness import zoo
 from harness.daemon import run_daemon
 
@@ -26,13 +29,17 @@ CLOCK_ROWS = ["(1, '2024-02-29', '23:59:59', '00:00:00.000001', '1000-01-01 00:0
               " '1999-12-31 23:59:59.999999', '2001-02-03 04:05:06', NULL)",
               "(3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"]
 TABLES = [t for t in zoo.TABLES if t != "times"] + ["clock"]
+# Through an Avro converter (AvroData's, Apicurio's as Confluent's) a bytes value is a ByteBuffer, which the sink
+# 3.5.0 binds as it is for a Bits field (a BIT(n > 1)), and MariaDB's driver refuses ("Type java.nio.HeapByteBuffer
+# not supported type"): the sink leaves those out of the Avro topics (field.exclude.list), they stay NULL.
+AVRO_UNBOUND = {("ints", "b17"), ("ints", "b64")}
 
 
 _F32 = struct.Struct("<f")
 
 
-def _sink(kafka_connect, server, name: str, topics: str, database: str) -> None:
-    kafka_connect.create(name, {
+def _sink(kafka_connect, server, name: str, topics: str, database: str, converters: dict[str, str]) -> None:
+    kafka_connect.create(name, {**converters,
         "connector.class": "io.debezium.connector.jdbc.JdbcSinkConnector", "tasks.max": "1",
         "topics.regex": topics, "connection.url": f"jdbc:mariadb://127.0.0.1:{server.port}/{database}",
         "connection.username": "root", "connection.password": "", "insert.mode": "upsert",
@@ -41,7 +48,10 @@ def _sink(kafka_connect, server, name: str, topics: str, database: str) -> None:
     kafka_connect.wait_running(name)
 
 
-def _state(conn, table: str, copy: bool = False):
+def _state(conn, table: str, copy: bool = False, unbound: AbstractSet[tuple[str, str]] = frozenset()):
+    if unbound and table == "ints":  # the columns the sink leaves out: NULL in its copy
+        state = zoo.server_state(conn, table)
+        return {pk: {c: None if (table, c) in unbound else v for c, v in row.items()} for pk, row in state.items()}
     if copy and table == "ints":  # BIT(n > 8) as VARBINARY: little-endian numbers
         state = zoo.server_state(conn, table)
         with conn.cursor() as cur:
@@ -58,7 +68,9 @@ def _state(conn, table: str, copy: bool = False):
         return {row[0]: dict(zip([c for c, _ in CLOCK], row[1:], strict=True)) for row in cur.fetchall()}
 
 
-def test_debeziums_jdbc_sink_applies_binlakes_change_events(make_mariadb, kafka, kafka_connect, monkeypatch) -> None:
+@pytest.mark.parametrize("kind", ["debezium-json", "debezium-avro"])
+def test_debeziums_jdbc_sink_applies_binlakes_change_events(make_mariadb, kafka, kafka_connect, monkeypatch, request,
+                                                            kind) -> None:
     server = make_mariadb(binlog_row_metadata="FULL")
     server.execute("CREATE DATABASE zoo CHARACTER SET utf8mb4")
     server.execute("CREATE DATABASE zoo_copy CHARACTER SET utf8mb4")
@@ -81,19 +93,25 @@ def test_debeziums_jdbc_sink_applies_binlakes_change_events(make_mariadb, kafka,
         cur.execute(f"INSERT INTO clock VALUES {', '.join(CLOCK_ROWS)}")
         cur.execute("UPDATE clock SET t6 = '23:59:59.999999', ts0 = '2030-01-01 00:00:00' WHERE id = 2")
         cur.execute("DELETE FROM clock WHERE id = 3")
-    prefix = "bsink"
-    for name, value in {"BINLAKE_KAFKA_FORMAT": "debezium-json", "BINLAKE_FILTERS_INCLUDE": "zoo.*",
+    prefix, converters, unbound = "bsink", {}, frozenset()
+    if kind == "debezium-avro":
+        registry = request.getfixturevalue("schema_registry")
+        prefix, unbound = "bsinkavro", AVRO_UNBOUND
+        converters = {**dbz.avro_converters(registry),
+                      "field.exclude.list": ",".join(f"{prefix}.zoo.{t}:{c}" for t, c in sorted(unbound))}
+        monkeypatch.setenv("BINLAKE_DEBEZIUM_SCHEMA_REGISTRY_URL", registry.url)
+    for name, value in {"BINLAKE_KAFKA_FORMAT": kind, "BINLAKE_FILTERS_INCLUDE": "zoo.*",
                         # BIGINT UNSIGNED's top half is negative in the default `long` mode: no sink stores it
                         "BINLAKE_DEBEZIUM_BIGINT_UNSIGNED_HANDLING_MODE": "precise"}.items():
         monkeypatch.setenv(name, value)
     run_daemon(server, kafka, prefix)
     copy = server.connect("zoo_copy")
     copy.autocommit(True)
-    _sink(kafka_connect, server, "sink", rf"{prefix}\.zoo\.(?!times$).*", "zoo_copy")
+    _sink(kafka_connect, server, "sink", rf"{prefix}\.zoo\.(?!times$).*", "zoo_copy", converters)
     try:
         deadline = time.monotonic() + 90
         while True:
-            expected = {t: _state(source, t) for t in TABLES}
+            expected = {t: _state(source, t, unbound=unbound) for t in TABLES}
             got = {t: _state(copy, t, copy=True) for t in TABLES}
             if all(sorted(got[t]) == sorted(expected[t]) for t in TABLES):
                 break

@@ -6,6 +6,7 @@ one the server's FULL TABLE_MAP names)."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import orjson
 import pytest
@@ -220,9 +221,10 @@ class _Cursor:
 
 
 def test_capture_reads_indexes_in_the_servers_order_the_key_first() -> None:
-    columns = [("d", "t", "a", "int(11)", None, "utf8mb4_general_ci", "NO", "PRI"),
-               ("d", "t", "b", "int(11)", None, "utf8mb4_general_ci", "NO", "PRI"),
-               ("d", "t", "c", "varchar(9)", "utf8mb4", "utf8mb4_general_ci", "YES", "")]
+    version = "11.8.3-MariaDB"
+    columns = [("d", "t", "a", "int(11)", None, "utf8mb4_general_ci", "NO", "PRI", None, "", version),
+               ("d", "t", "b", "int(11)", None, "utf8mb4_general_ci", "NO", "PRI", None, "", version),
+               ("d", "t", "c", "varchar(9)", "utf8mb4", "utf8mb4_general_ci", "YES", "", "NULL", "", version)]
     statistics = [("d", "t", "kc", 1, 1, "c", 3, "BTREE"), ("d", "t", "uc", 0, 1, "c", None, "BTREE"),
                   ("d", "t", "uab", 0, 2, "a", None, "BTREE"), ("d", "t", "uab", 0, 1, "b", None, "BTREE"),
                   ("d", "t", "h", 0, 1, "c", None, "HASH"), ("d", "t", "f", 1, 1, "c", None, "FULLTEXT"),
@@ -256,3 +258,46 @@ def test_index_ddl_is_followed_or_refused_never_half_understood(head: str, words
         h.apply("d", head + " ".join(words), "f:2")
     except SchemaError:
         assert h.tables[("d", "t")] == before
+
+
+def test_not_null_literal_defaults_go_into_entries_and_records() -> None:
+    """For the Debezium formats' schemas: a NOT NULL column's literal DEFAULT (not an expression, not bytes, not
+    a nullable column's), in the history's entries (read back by a restart), kept by later ALTERs."""
+    h = _history("CREATE TABLE t (id INT PRIMARY KEY, n INT NOT NULL DEFAULT -7, s VARCHAR(4) NOT NULL DEFAULT 'a''b',"
+                 " x VARCHAR(4) NULL DEFAULT 'x', ts TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP,"
+                 " b BIT(3) NOT NULL DEFAULT b'101', bin VARBINARY(2) NOT NULL DEFAULT x'00ff')")
+    tm = _map([T.LONG, T.LONG, T.VARCHAR, T.VARCHAR, T.TIMESTAMP2, T.BIT, T.VARCHAR], [False] * 7)
+    defaults = [c.get("default") for c in orjson.loads(h.attachment(tm, "f:2") or b"")["columns"]]
+    assert defaults == [None, "-7", "a'b", None, None, 5, None]
+    assert h.has_defaults(("d", "t")) and [c.default for c in enrich(tm, h.attachment(tm, "f:2") or b"").columns] == \
+        defaults
+    back = SchemaHistory(lambda db, t: True)
+    back.load([h.entry(("d", "t"), "1", "x")])
+    h.apply("d", "ALTER TABLE t ADD COLUMN m INT NOT NULL DEFAULT 1 FIRST", "f:3")
+    back.apply("d", "ALTER TABLE t ADD COLUMN m INT NOT NULL DEFAULT 1 FIRST", "f:3")
+    wider = _map([T.LONG] * 2 + [T.LONG, T.VARCHAR, T.VARCHAR, T.TIMESTAMP2, T.BIT, T.VARCHAR], [False] * 8)
+    for history in (h, back):
+        assert [c.get("default") for c in orjson.loads(history.attachment(wider, "f:4") or b"")["columns"]] == \
+            ["1", None, "-7", "a'b", None, None, 5, None]
+    assert not _history("CREATE TABLE t (id INT, x INT DEFAULT 3)").has_defaults(("d", "t"))
+    h.apply("d", "ALTER TABLE t ALTER COLUMN n SET DEFAULT 9, ALTER s DROP DEFAULT, ALTER INDEX i INVISIBLE", "f:5")
+    assert [c.get("default") for c in orjson.loads(h.attachment(wider, "f:6") or b"")["columns"]] == \
+        ["1", None, "9", None, None, None, 5, None]
+
+
+def test_capture_reads_defaults_as_each_server_writes_them() -> None:
+    def captured(version: str, *columns: tuple[str, str, str | None, str]) -> list[Any]:
+        rows = [("d", "t", name, kind, None, "utf8mb4_general_ci", "NO", "", default, extra, version)
+                for name, kind, default, extra in columns]
+        [(_, schema)] = capture(_Cursor(rows, []), lambda db, t: True).items()
+        return [c.default for c in schema.columns]
+
+    assert captured("11.8.3-MariaDB", ("a", "int(11)", "7", ""), ("b", "varchar(4)", "'n''o'", ""),
+                    ("c", "timestamp", "current_timestamp()", ""), ("d", "int(11)", None, ""),
+                    ("e", "int(11)", "NULL", "")) == [
+        [("word", "7")], [("str", "n'o")], [("word", "current_timestamp"), ("op", "("), ("op", ")")], None,
+        [("word", "NULL")]]
+    assert captured("8.4.3", ("a", "int", "7", ""), ("b", "varchar(4)", "n'o", ""),
+                    ("c", "timestamp", "CURRENT_TIMESTAMP", "DEFAULT_GENERATED"), ("d", "bit(3)", "b'101'", ""),
+                    ("e", "int", None, "")) == [
+        [("str", "7")], [("str", "n'o")], [("word", "CURRENT_TIMESTAMP")], [("word", "b"), ("str", "101")], None]

@@ -320,3 +320,54 @@ def test_an_event_named_in_an_error_is_read_back_from_its_message(avro) -> None:
                                        f"mariadb-bin.000001:{source['pos']} row {source['row']}")
     assert encoder.describe(Message(event.topic, None, b"\x00\x00\x00\x00\x63garbage", ())) == \
         f"a message of {event.topic}"
+
+
+# NOT NULL columns with a literal DEFAULT (the schema history's): the field's default as Debezium 3.5.0 registers
+# it through an Avro converter (seen in test_debezium_avro_format.py); none where binlake gives none
+DEFAULTS = [
+    (_col(1, "c", T.LONG, default="7"), {"type": "int", "connect.default": 7}, 7),
+    (_col(1, "c", T.TINY, default=1), {"type": "int", "connect.default": 1, "connect.type": "int16"}, 1),
+    (_col(1, "c", T.NEWDECIMAL, (6 << 8) | 2, default="1.5"),
+     {"type": "bytes", "scale": 2, "precision": 6, "connect.version": 1,
+      "connect.parameters": {"scale": "2", "connect.decimal.precision": "6"}, "connect.default": "\x00\x96",
+      "connect.name": DECIMAL, "logicalType": "decimal"}, "\x00\x96"),
+    (_col(1, "c", T.DATE, default="2024-02-29"), _named("int", "io.debezium.time.Date", **{
+        "connect.version": 1, "connect.default": 19782}), 19782),
+    (_col(1, "c", T.DATETIME2, 3, default="2001-02-03 04:05:06.789"), _named("long", "io.debezium.time.Timestamp", **{
+        "connect.version": 1, "connect.default": 981173106789}), 981173106789),
+    (_col(1, "c", T.TIME2, 0, default="01:02:03"), _named("long", "io.debezium.time.MicroTime", **{
+        "connect.version": 1, "connect.default": 3723000000}), 3723000000),
+    (_col(1, "c", T.BIT, 3, default=5), {"type": "bytes", "connect.version": 1, "connect.parameters": {"length": "3"},
+                                          "connect.default": "\x05", "connect.name": "io.debezium.data.Bits"}, "\x05"),
+    (_col(1, "c", T.FLOAT, default="1.25"), {"type": "float", "connect.default": 1.25}, 1.25),
+    (_col(1, "c", T.ENUM, enum_values=["a", "b"], default="b"), _named("string", "io.debezium.data.Enum", **{
+        "connect.version": 1, "connect.parameters": {"allowed": "a,b"}, "connect.default": "b"}), "b"),
+    (_col(1, "c", T.SET, set_values=["x", "y", "z"], default="z,x"), _named("string", "io.debezium.data.EnumSet", **{
+        "connect.version": 1, "connect.parameters": {"allowed": "x,y,z"}, "connect.default": "x,z"}), "x,z"),
+    (_col(1, "c", T.VARCHAR, 40, collation=45, default="n'o"), {"type": "string", "connect.default": "n'o"}, "n'o"),
+    # none: a TIMESTAMP literal (of the DDL session's time zone), bytes, what is not the type's
+    (_col(1, "c", T.TIMESTAMP2, 0, default="2020-01-01 00:00:00"), _named("string", "io.debezium.time.ZonedTimestamp"),
+     None),
+    (_col(1, "c", T.BLOB, 2, collation=63, default="ab"), "bytes", None),
+    (_col(1, "c", T.ENUM, enum_values=["a"], default="z"), _named("string", "io.debezium.data.Enum", **{
+        "connect.version": 1, "connect.parameters": {"allowed": "a"}}), None),
+    (_col(1, "c", T.DATE, default="2024-2-9"), _named("int", "io.debezium.time.Date"), None),
+    (_col(1, "c", T.LONG, default="x"), "int", None),
+]
+
+
+@pytest.mark.parametrize(("column", "expected", "default"), DEFAULTS)
+def test_a_not_null_columns_default_is_its_fields_default(column, expected, default) -> None:
+    column.nullable = False
+    fields = _value_fields(_table(_col(0, "id", T.LONG, nullable=False), column), Modes())
+    assert fields["c"] == {"name": "c", "type": expected, **({"default": default} if default is not None else {})}
+    column.nullable = True  # a nullable column's field has none (Connect gives a null field its default)
+    assert _value_fields(_table(_col(0, "id", T.LONG, nullable=False), column), Modes())["c"]["default"] is None
+
+
+def test_a_default_is_written_after_optional_as_jsonconverter_does() -> None:
+    tm = _table(_col(0, "id", T.LONG, nullable=False), _col(1, "d", T.DATE, nullable=False, default="1970-01-02"))
+    value = orjson.loads(table_codec(tm, "p", Modes()).value_schema)
+    assert list(value["fields"][0]["fields"][1].items()) == [
+        ("type", "int32"), ("optional", False), ("default", 1), ("name", "io.debezium.time.Date"), ("version", 1),
+        ("field", "d")]

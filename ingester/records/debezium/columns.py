@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 import orjson
@@ -362,3 +364,55 @@ def _vector(col: Column, modes: Modes) -> ColumnCodec:
 @_builds(T.NULL)
 def _null(col: Column, modes: Modes) -> ColumnCodec:
     return _plain("string")
+
+
+# -- a NOT NULL column's DEFAULT (the schema history's literal) as its field's Connect default
+
+_INTEGERS = frozenset((T.TINY, T.SHORT, T.INT24, T.LONG, T.LONGLONG, T.YEAR, T.BIT))
+_DATE = re.compile(r"\d{4}-\d\d-\d\d")
+_TIME = re.compile(r"-?\d{1,3}:\d\d:\d\d(\.\d{1,6})?")
+_DATETIME = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{1,6})?")
+_TEXT_FORMS: dict[int, re.Pattern[str]] = {  # temporal literals in the server's own form, as the codec gives values
+    T.DATE: _DATE, T.NEWDATE: _DATE, T.TIME: _TIME, T.TIME2: _TIME, T.DATETIME: _DATETIME, T.DATETIME2: _DATETIME}
+_TEXTS = frozenset((T.VARCHAR, T.VAR_STRING, T.STRING, T.BLOB, T.TINY_BLOB, T.MEDIUM_BLOB, T.LONG_BLOB,
+                    T.VARCHAR_COMPRESSED, T.BLOB_COMPRESSED))
+
+
+def connect_default(col: Column, codec: ColumnCodec, is_mariadb: bool = True) -> Any:
+    """The field's Connect default (as its values are written) of a column's literal DEFAULT (``col.default``,
+    a NOT NULL column's), as Debezium gives it; None where binlake gives none: TIMESTAMP (a literal of the DDL
+    session's time zone, which the history does not know), binary columns, values that are not the type's."""
+    value = _codec_value(col, col.default, is_mariadb)
+    if value is None:
+        return None
+    return value if codec.convert is None else codec.convert(value)
+
+
+def _codec_value(col: Column, default: str | int | None, is_mariadb: bool) -> Any:
+    """A literal DEFAULT as the codec gives the column's values (int, float, the server's text, str)."""
+    if default is None:
+        return None
+    text = str(default)
+    try:
+        if col.type in _INTEGERS:
+            return int(Decimal(text).to_integral_value(ROUND_HALF_UP))
+        if col.type in (T.FLOAT, T.DOUBLE):
+            return float(text)
+        if col.type == T.NEWDECIMAL:
+            return format(Decimal(text).quantize(Decimal(1).scaleb(-(col.meta & 0xFF)), ROUND_HALF_UP), "f")
+    except (InvalidOperation, ValueError):
+        return None
+    form = _TEXT_FORMS.get(col.type)
+    if form is not None:
+        return text if form.fullmatch(text) else None
+    if col.type in _TEXTS:
+        return None if keeps_bytes(col.collation, is_mariadb) else text
+    if col.type == T.ENUM:
+        return text if col.enum_values is None or text in col.enum_values else None
+    if col.type == T.SET:
+        labels = col.set_values or []
+        members = [m for m in text.split(",") if m]
+        if any(m not in labels for m in members):
+            return None
+        return ",".join(label for label in labels if label in members)  # the server's order
+    return None

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from ...codec.table_map import TableMap
-from .columns import Modes, column_codec
+from .columns import Modes, column_codec, connect_default
 
 _SNAPSHOT_ENUM = {"type": "string", "optional": True, "name": "io.debezium.data.Enum", "version": 1,
                   "parameters": {"allowed": "true,first,first_in_data_collection,last_in_data_collection,last,false,"
@@ -86,7 +86,12 @@ def table_codec(tm: TableMap, prefix: str, modes: Modes) -> TableCodec:
     key_index = {i for i, _ in tm.primary_key or ()}
     fields = []
     for col, name, codec in columns:
-        fields.append({**codec.schema, "optional": col.nullable and col.index not in key_index, "field": name})
+        optional = col.nullable and col.index not in key_index
+        default = None if optional else connect_default(col, codec, tm.is_mariadb)
+        field = {**codec.schema, "optional": optional}
+        if default is not None:  # JsonConverter writes it after "optional"
+            field = {"type": field.pop("type"), "optional": optional, "default": default, **field}
+        fields.append({**field, "field": name})
     base = f"{prefix}.{tm.database}.{tm.table}"
     value_struct = {"type": "struct", "fields": fields, "optional": True, "name": f"{base}.Value"}
     envelope = {"type": "struct", "fields": [
