@@ -220,15 +220,18 @@ class _Cursor:
 
 
 def test_capture_reads_indexes_in_the_servers_order_the_key_first() -> None:
-    columns = [("d", "t", "a", "int(11)", None, "utf8mb4_general_ci", "NO", "PRI"),
-               ("d", "t", "b", "int(11)", None, "utf8mb4_general_ci", "NO", "PRI"),
-               ("d", "t", "c", "varchar(9)", "utf8mb4", "utf8mb4_general_ci", "YES", "")]
+    columns = [("d", "t", "a", "int(11)", None, "utf8mb4_general_ci", "NO", "PRI", "auto_increment", "", "tc"),
+               ("d", "t", "b", "int(11)", None, "utf8mb4_general_ci", "NO", "PRI", "", "", "tc"),
+               ("d", "t", "c", "varchar(9)", "utf8mb4", "utf8mb4_general_ci", "YES", "", "", "cc", "tc")]
     statistics = [("d", "t", "kc", 1, 1, "c", 3, "BTREE"), ("d", "t", "uc", 0, 1, "c", None, "BTREE"),
                   ("d", "t", "uab", 0, 2, "a", None, "BTREE"), ("d", "t", "uab", 0, 1, "b", None, "BTREE"),
                   ("d", "t", "h", 0, 1, "c", None, "HASH"), ("d", "t", "f", 1, 1, "c", None, "FULLTEXT"),
                   ("d", "x", "PRIMARY", 0, 1, "id", None, "BTREE")]
     [(name, schema)] = capture(_Cursor(columns, statistics), lambda db, t: t == "t").items()
     assert name == ("d", "t") and [c.not_null for c in schema.columns] == [True, True, False]
+    # what Debezium's schema change events describe too (records/debezium/schema_change.py)
+    assert [(c.args, c.auto_increment, c.comment) for c in schema.columns] == [
+        ("11", True, None), ("11", False, None), ("9", False, "cc")] and schema.comment == "tc"
     # the index whose columns information_schema marks PRI (the server's key) first, parts by SEQ_IN_INDEX
     assert [(i.name, i.columns, i.unique, i.hash, i.fulltext) for i in schema.indexes] == [
         ("uab", [("b", 0), ("a", 0)], True, False, False), ("kc", [("c", 3)], False, False, False),

@@ -112,9 +112,14 @@ def test_every_row_of_a_real_binlog_becomes_one_change_event_in_binlog_order(nam
             op = {"write": "c", "update": "u", "delete": "d"}[ev.kind]
             for row, _ in enumerate(ev.rows):
                 expected.append((topic_name("p", ev.database, ev.table), op, ev.position, row))
-    changes, counted, tombstones = [], collections.Counter(), 0
+    changes, counted, tombstones, statements = [], collections.Counter(), 0, []
     for m in messages:
         if m.topic.startswith("p._"):
+            continue
+        if m.topic == "p":  # the schema change topic: an event per DDL statement (test_schema_change.py)
+            key, value = orjson.loads(m.key)["payload"], orjson.loads(m.value)["payload"]
+            assert key == {"databaseName": value["databaseName"]} and value["ddl"]
+            statements.append(value["source"]["pos"])
             continue
         if m.value is None:
             tombstones += 1
@@ -134,6 +139,7 @@ def test_every_row_of_a_real_binlog_becomes_one_change_event_in_binlog_order(nam
         else:
             merged.append(change)
     assert merged == expected
+    assert statements == sorted(statements)
     assert counted["END"] == len(changes)
     assert tombstones == (sum(1 for c in changes if c[1] == "d") if changes else 0)
 

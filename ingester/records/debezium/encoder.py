@@ -28,18 +28,26 @@ import orjson
 
 from ...codec import events as E
 from ...codec.table_map import TableMap
-from ..format import RecordEvent, record_events
+from ...schema.ddl import Name
+from ...schema.history import HISTORY_TOPIC
+from ..format import RecordEvent, Sequence, record_decoder, record_events
 from ..open_records import Record
 from ..outbound import BinlakeOut, Message
 from .columns import Modes
 from .envelope import TRANSACTION_KEY_SCHEMA, TRANSACTION_VALUE_SCHEMA, TableCodec, table_codec, topic_name
 from .layouts import AvroLayout, JsonLayout, Layout, SchemaIds
 from .native import RenderedEvent, RenderedRows, rows_renderer
+from .schema_change import SchemaChange, key_schema, schema_changes, value_schema
 
 _OPS = {"write": "c", "update": "u", "delete": "d"}
 _OP_FIELDS = {op: b',"op":"%s"' % op.encode() for op in ("c", "u", "d")}
 _CODE_OPS = {23: "c", 30: "c", 24: "u", 31: "u", 25: "d", 32: "d"}  # rows event type codes C renders
 VERSION = "3.5.0.Final"  # the Debezium release whose layout this follows (source.version)
+SCHEMA_TOPIC = "_schema"  # binlake's statements (records/builder.py): DDL, for the schema change topic
+
+
+def _every_table(database: str, table: str) -> bool:
+    return True
 
 
 @dataclass(frozen=True)
@@ -49,9 +57,23 @@ class DebeziumOptions:
     schemas: bool = True  # the JSON converter's schemas.enable
     tombstones: bool = True  # tombstones.on.delete
     transactions: bool = False  # provide.transaction.metadata
+    schema_changes: bool = True  # include.schema.changes: the schema change topic <prefix>
+    accept: Callable[[str, str], bool] = _every_table  # the tables published (filters): their schema changes
 
 
-def _order(item: RenderedEvent | RecordEvent) -> tuple[int, int, int]:
+@dataclass(frozen=True, slots=True)
+class _Statement:
+    """A statement of binlake's schema topic, and the connector (mariadb, mysql) of its server."""
+
+    item: RecordEvent
+    connector: str
+
+    @property
+    def seq(self) -> Sequence:
+        return self.item.seq
+
+
+def _order(item: RenderedEvent | RecordEvent | _Statement) -> tuple[int, int, int]:
     """Where an event of a record is in the binlog (its sequence's fields, as Sequence orders them)."""
     if type(item) is tuple:
         return item[:3]
@@ -59,6 +81,7 @@ def _order(item: RenderedEvent | RecordEvent) -> tuple[int, int, int]:
     return seq.file_number, seq.position, seq.sub
 
 
+_SCHEMA_CHANGE_SCHEMAS = {c: (key_schema(c), value_schema(c)) for c in ("mariadb", "mysql")}
 _TX_KEY = orjson.dumps(TRANSACTION_KEY_SCHEMA)
 _TX_VALUE = orjson.dumps(TRANSACTION_VALUE_SCHEMA)
 
@@ -108,6 +131,8 @@ class DebeziumOut:
         self.transaction_topic = topic_name(options.prefix, "transaction")
         self._last_file: tuple[int, str] = (-1, "")
         self._last_file_json = b'""'
+        self.schema_topic = topic_name(options.prefix)
+        self._history: dict[str, dict[Name, dict[str, Any]]] = {}  # seq -> the history's entries of a statement
 
     def _file(self, number: int) -> str:
         if self._last_file[0] != number:
@@ -124,11 +149,18 @@ class DebeziumOut:
     def messages(self, record: Record) -> Iterator[Message]:
         if record.topic.startswith("_"):  # binlake's own topics
             yield from self._own.messages(record)
+            if self.options.schema_changes and record.topic == SCHEMA_TOPIC:
+                self._held.append(record)  # its DDL, for the schema change topic
+            elif self.options.schema_changes and record.topic == HISTORY_TOPIC:
+                entry = orjson.loads(record.value)
+                if "table" in entry:
+                    self._history.setdefault(entry["seq"], {})[(entry["database"], entry["table"])] = entry
         else:
             self._held.append(record)
 
     def discard(self) -> None:
         self._held.clear()
+        self._history.clear()
 
     def describe(self, message: Message) -> str:
         """A change event's table and source position (read back from the message)."""
@@ -142,14 +174,24 @@ class DebeziumOut:
 
     def before_commit(self) -> Iterator[Message]:
         held, self._held = self._held, []
-        streams: list[Iterable[RenderedEvent | RecordEvent]] = []
+        history, self._history = self._history, {}
+        streams: list[Iterable[RenderedEvent | RecordEvent | _Statement]] = []
         for r in held:
             headers, where = dict(r.headers), f"record {r.topic} at {r.seq}"
+            if r.topic == SCHEMA_TOPIC:
+                dec = record_decoder(r.value, where, False)
+                connector = "mariadb" if dec is not None and dec.is_mariadb else "mysql"
+                streams.append(_Statement(item, connector) for item in record_events(headers, r.value, where))
+                continue
             walked = self._native.walk(headers, r.value, where) if self._native else None
             streams.append(walked if walked is not None else
                            record_events(headers, r.value, where, self._native or False))
         tx: _Transaction | None = None
         for item in heapq.merge(*streams, key=_order):
+            if type(item) is _Statement:
+                if isinstance(item.item.event, E.QueryEvent):
+                    yield from self._schema_changes(item.item, item.item.event, item.connector, history)
+                continue
             if type(item) is tuple:  # a rows event C rendered
                 rendered: RenderedEvent | None = item
                 file_number, position, _, gtid, commit_ts = item[:5]
@@ -275,6 +317,34 @@ class DebeziumOut:
         yield Message(codec.topic, key, self.layout.encode_json(codec.topic, "value", codec.value_schema, value), [])
         if op == "d" and self.options.tombstones:
             yield Message(table.codec.topic, key, None, [])
+
+    # -- the schema change topic
+
+    def _schema_changes(self, item: RecordEvent, ev: E.QueryEvent, connector: str,
+                        history: dict[str, dict[Name, dict[str, Any]]]) -> Iterator[Message]:
+        """The schema change events of a statement, its tables described by the history's entries of it."""
+        changes = schema_changes(ev.query, ev.database, history.get(str(item.seq)), self.options.accept)
+        if not changes:
+            return
+        keys, values = _SCHEMA_CHANGE_SCHEMAS[connector]
+        ts_ms = ev.timestamp * 1000
+        now = self.clock() // 1_000_000
+        for change in changes:
+            yield self._schema_change(change, connector, item, ev, ts_ms, now, keys, values)
+
+    def _schema_change(self, change: SchemaChange, connector: str, item: RecordEvent, ev: E.QueryEvent, ts_ms: int,
+                       now: int, keys: bytes, values: bytes) -> Message:
+        source = {
+            "version": VERSION, "connector": connector, "name": self.options.prefix, "ts_ms": ts_ms,
+            "snapshot": "false", "db": change.database, "sequence": None, "ts_us": ts_ms * 1000,
+            "ts_ns": ts_ms * 1_000_000, "table": change.table, "server_id": ev.server_id,
+            "gtid": item.gtid or None, "file": self._file(item.seq.file_number), "pos": ev.position, "row": 0,
+            "thread": None, "query": None}
+        payload = {"source": source, "ts_ms": now, "databaseName": change.database, "schemaName": None,
+                   "ddl": change.ddl, "tableChanges": change.changes}
+        topic = self.schema_topic
+        return Message(topic, self.layout.encode(topic, "key", keys, {"databaseName": change.database}),
+                       self.layout.encode(topic, "value", values, payload), [])
 
     # -- the transaction topic
 
