@@ -32,9 +32,9 @@ def start_connector(kafka_connect, server, kafka, name: str, db: str, **options:
         time.sleep(0.2)
 
 
-def messages(kafka, prefix: str) -> dict[str, list[tuple[bytes | None, bytes | None]]]:
+def messages(kafka, prefix: str, headers: bool = False) -> dict[str, list[Any]]:
     """Every committed message of the prefix's topics (``<prefix>.`` and the prefix itself), per topic in
-    order: (key, value) bytes."""
+    order: (key, value) bytes, with ``headers`` (key, value, headers)."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap, isolation_level="read_committed",
@@ -47,10 +47,10 @@ def messages(kafka, prefix: str) -> dict[str, list[tuple[bytes | None, bytes | N
         consumer.assign(parts)
         consumer.seek_to_beginning(*parts)
         end = consumer.end_offsets(parts)
-        out: dict[str, list[tuple[bytes | None, bytes | None]]] = {t: [] for t in topics}
+        out: dict[str, list[Any]] = {t: [] for t in topics}
         while any(consumer.position(tp) < end[tp] for tp in parts):
             for tp, batch in consumer.poll(timeout_ms=1000).items():
-                out[tp.topic] += [(m.key, m.value) for m in batch]
+                out[tp.topic] += [(m.key, m.value, m.headers) if headers else (m.key, m.value) for m in batch]
         return out
     finally:
         consumer.close()

@@ -43,6 +43,9 @@ _OPS = {"write": "c", "update": "u", "delete": "d"}
 _OP_FIELDS = {op: b',"op":"%s"' % op.encode() for op in ("c", "u", "d")}
 _CODE_OPS = {23: "c", 30: "c", 24: "u", 31: "u", 25: "d", 32: "d"}  # rows event type codes C renders
 VERSION = "3.5.0.Final"  # the Debezium release whose layout this follows (source.version)
+# Headers of the delete and the create a changed primary key becomes (and of the delete's tombstone): the other
+# key, its struct's fields as Kafka Connect's SimpleHeaderConverter writes them (compact JSON)
+NEW_KEY, OLD_KEY = "__debezium.newkey", "__debezium.oldkey"
 SCHEMA_TOPIC = "_schema"  # binlake's statements (records/builder.py): DDL, for the schema change topic
 
 
@@ -262,13 +265,17 @@ class DebeziumOut:
             after = codec.row(change["after"]) if "after" in change else None
             if kind == "u" and encode_key and codec.key(before) != codec.key(after):  # type: ignore[arg-type]
                 # a changed key: a delete of the old key (and its tombstone), then a create of the new one
-                yield from self._event(codec, source, index, "d", before, None, tx, table_name, now)
-                yield from self._event(codec, source, index, "c", None, after, tx, table_name, now)
+                old, new = orjson.dumps(codec.key(before)), orjson.dumps(codec.key(after))  # type: ignore[arg-type]
+                yield from self._event(codec, source, index, "d", before, None, tx, table_name, now,
+                                       [(NEW_KEY, new)])
+                yield from self._event(codec, source, index, "c", None, after, tx, table_name, now,
+                                       [(OLD_KEY, old)])
                 continue
             yield from self._event(codec, source, index, kind, before, after, tx, table_name, now)
 
     def _event(self, codec: TableCodec, source: dict[str, Any], index: int, op: str, before: dict[str, Any] | None,
-               after: dict[str, Any] | None, tx: _Transaction | None, table_name: str, now: int) -> Iterator[Message]:
+               after: dict[str, Any] | None, tx: _Transaction | None, table_name: str, now: int,
+               headers: list[tuple[str, bytes]] | None = None) -> Iterator[Message]:
         block = None
         if tx is not None:
             total, n = tx.count(table_name)
@@ -279,9 +286,10 @@ class DebeziumOut:
                                      codec.key(after if after is not None else before))  # type: ignore[arg-type]
         payload = {"before": before, "after": after, "source": {**source, "row": index}, "transaction": block,
                    "op": op, "ts_ms": now // 1_000_000, "ts_us": now // 1000, "ts_ns": now}
-        yield Message(codec.topic, key, self.layout.encode(codec.topic, "value", codec.value_schema, payload), [])
+        yield Message(codec.topic, key, self.layout.encode(codec.topic, "value", codec.value_schema, payload),
+                      headers or [])
         if op == "d" and self.options.tombstones:
-            yield Message(codec.topic, key, None, [])
+            yield Message(codec.topic, key, None, headers or [])
 
     def _rendered(self, event: RenderedEvent, tx: _Transaction | None) -> Iterator[Message]:
         """``_rows`` of the structs C rendered: the same messages, put together from bytes."""
@@ -296,14 +304,18 @@ class DebeziumOut:
         for index, (before, after, key_before, key_after) in enumerate(rows):
             row = b"%d" % index
             if kind == "u" and key_before != key_after:  # a changed key: a delete, then a create (as _rows)
-                yield from self._compose(table, before, None, source, row, "d", key_before, tx, end)
-                yield from self._compose(table, None, after, source, row, "c", key_after, tx, end)
+                assert key_before is not None and key_after is not None
+                yield from self._compose(table, before, None, source, row, "d", key_before, tx, end,
+                                         [(NEW_KEY, key_after)])
+                yield from self._compose(table, None, after, source, row, "c", key_after, tx, end,
+                                         [(OLD_KEY, key_before)])
             else:
                 yield from self._compose(table, before, after, source, row, kind,
                                          key_after if after is not None else key_before, tx, end)
 
     def _compose(self, table: _Table, before: bytes | None, after: bytes | None, source: bytes, row: bytes, op: str,
-                 key_struct: bytes | None, tx: _Transaction | None, end: bytes) -> Iterator[Message]:
+                 key_struct: bytes | None, tx: _Transaction | None, end: bytes,
+                 headers: list[tuple[str, bytes]] | None = None) -> Iterator[Message]:
         block = b"null"
         if tx is not None:
             total, n = tx.count(table.name)
@@ -314,9 +326,10 @@ class DebeziumOut:
             key = self.layout.encode_json(codec.topic, "key", codec.key_schema, key_struct)  # type: ignore[arg-type]
         value = b"".join((b'{"before":', before or b"null", b',"after":', after or b"null", b',"source":', source,
                           row, b',"thread":null,"query":null},"transaction":', block, _OP_FIELDS[op], end))
-        yield Message(codec.topic, key, self.layout.encode_json(codec.topic, "value", codec.value_schema, value), [])
+        yield Message(codec.topic, key, self.layout.encode_json(codec.topic, "value", codec.value_schema, value),
+                      headers or [])
         if op == "d" and self.options.tombstones:
-            yield Message(table.codec.topic, key, None, [])
+            yield Message(table.codec.topic, key, None, headers or [])
 
     # -- the schema change topic
 
