@@ -53,6 +53,19 @@ def _every_table(database: str, table: str) -> bool:
     return True
 
 
+def snapshot_marker(marks: tuple[bool, bool, bool, bool], index: int, last: int) -> str:
+    """Debezium's ``source.snapshot`` of a snapshot's row ``index`` (of rows 0..``last`` of an event whose
+    ``marks`` say whether its first row is its table's first, its last row the table's last, and whether the
+    table is the snapshot's first, its last): the snapshot's last row is ``last``, its first ``first``, a
+    table's last and first ``last_in_data_collection``/``first_in_data_collection``, every other ``true``."""
+    first_row, last_row = marks[0] and index == 0, marks[1] and index == last
+    if last_row and marks[3]:
+        return "last"
+    if first_row and marks[2]:
+        return "first"
+    return "last_in_data_collection" if last_row else "first_in_data_collection" if first_row else "true"
+
+
 @dataclass(frozen=True)
 class DebeziumOptions:
     prefix: str  # topic.prefix: topics <prefix>.<db>.<table>, the transaction topic <prefix>.transaction
@@ -260,7 +273,11 @@ class DebeziumOut:
             "row": 0, "thread": None, "query": None}
         kind = "r" if snapshot else _OPS[ev.kind]
         table_name = table.name
+        marks = ev.marks if snapshot else None  # type: ignore[attr-defined]
+        last = len(ev.rows) - 1
         for index, change in enumerate(ev.rows):
+            if marks is not None:
+                source["snapshot"] = snapshot_marker(marks, index, last)
             before = codec.row(change["before"]) if "before" in change else None
             after = codec.row(change["after"]) if "after" in change else None
             if kind == "u" and encode_key and codec.key(before) != codec.key(after):  # type: ignore[arg-type]
