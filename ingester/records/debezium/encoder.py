@@ -7,7 +7,9 @@ binlog transactions, so they hold whole transactions), then their events are mer
 that is what gives each event its place in its transaction (``transaction.total_order``) and lets the
 transaction topic say BEGIN before a transaction's events and END after them. Everything goes out in the
 same Kafka transaction as the checkpoint, so the change events are exactly once like binlake's records.
-Topics of binlake's own (schema history, statements) keep binlake's format.
+Topics of binlake's own (schema history, statements) keep binlake's format; the statements are also held, for
+the schema change topic ``<prefix>`` (schema_change.py): an event per DDL statement in binlog order, its tables
+described by the schema history's entries of the statement.
 
 The rows events of the held records are decoded straight to each row's Value and Key structs as JSON
 (native.py: ``_native.c``), and each payload is put together from byte pieces: the event's source block,
@@ -30,6 +32,7 @@ from ...codec import events as E
 from ...codec.table_map import TableMap
 from ...schema.ddl import Name
 from ...schema.history import HISTORY_TOPIC
+from ..builder import SCHEMA_TOPIC
 from ..format import RecordEvent, Sequence, record_decoder, record_events
 from ..open_records import Record
 from ..outbound import BinlakeOut, Message
@@ -46,7 +49,6 @@ VERSION = "3.5.0.Final"  # the Debezium release whose layout this follows (sourc
 # Headers of the delete and the create a changed primary key becomes (and of the delete's tombstone): the other
 # key, its struct's fields as Kafka Connect's SimpleHeaderConverter writes them (compact JSON)
 NEW_KEY, OLD_KEY = "__debezium.newkey", "__debezium.oldkey"
-SCHEMA_TOPIC = "_schema"  # binlake's statements (records/builder.py): DDL, for the schema change topic
 
 
 def _every_table(database: str, table: str) -> bool:
