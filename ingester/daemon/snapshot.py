@@ -507,6 +507,7 @@ class Snapshotter:
         after = _load_key(state["last_pk"])
         first_row = after is None
         held: list[list[Any]] | None = None  # a one-pass read: the chunk before, until the next says it is not last
+        size = 0
         limit = min(self.cfg.snapshot_chunk_rows, 256)  # grows while chunks stay small: rows may be large
         # No usable key: one pass, in one Kafka transaction (it cannot resume inside).
         cur = conn.cursor(unbuffered_cursor())
@@ -523,7 +524,7 @@ class Snapshotter:
                 else:
                     raw = result.fetch(limit)
                     if held is not None:  # the chunk before: the table's last when nothing follows
-                        self._publish(reader, held, (first_row, not raw, *place))
+                        size = self._publish(reader, held, (first_row, not raw, *place))
                         first_row, held = False, None
                     last = False
                 if not raw:
@@ -533,7 +534,7 @@ class Snapshotter:
                     size = self._publish(reader, wire, (first_row, last, *place))
                     first_row = False
                 else:
-                    held, size = wire, len(orjson.dumps(wire))
+                    held = wire  # published with the next fetch (the chunk size adapts to the one before)
                 state["rows"] += len(wire)
                 self.runner.metrics.snapshot_rows.inc(len(wire))
                 self.runner.metrics.last_progress = time.monotonic()  # /healthz: a long snapshot is progress
