@@ -174,6 +174,7 @@ class DebeziumConfig:
     schemas_enable: bool = True  # the JSON converter's schemas.enable: {"schema":..., "payload":...}
     tombstones_on_delete: bool = True  # a null value after each delete, for log compaction
     provide_transaction_metadata: bool = False  # <prefix>.transaction topic and each event's transaction block
+    include_schema_changes: bool = True  # the schema change topic <prefix>: an event per DDL statement
     decimal_handling_mode: DecimalMode = "precise"
     time_precision_mode: TimeMode = "adaptive_time_microseconds"
     bigint_unsigned_handling_mode: BigintMode = "long"

@@ -237,6 +237,9 @@ class SnapshotRowsEvent(WriteRowsEvent):
     information_schema and its values have exactly the binlog decoder's representation."""
 
     kind: ClassVar[str] = "read"
+    # where its rows are in the snapshot (binlake run's snapshot; None: not said): whether its first row is
+    # its table's first, its last row the table's last, and whether the table is the snapshot's first, last
+    marks: tuple[bool, bool, bool, bool] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = RowsEvent.to_dict(self)

@@ -63,7 +63,8 @@ class Runner:
         dbz = cfg.debezium
         options = DebeziumOptions(cfg.kafka.topic_prefix, Modes(
             dbz.decimal_handling_mode, dbz.time_precision_mode, dbz.bigint_unsigned_handling_mode,
-            dbz.binary_handling_mode), dbz.schemas_enable, dbz.tombstones_on_delete, dbz.provide_transaction_metadata)
+            dbz.binary_handling_mode), dbz.schemas_enable, dbz.tombstones_on_delete, dbz.provide_transaction_metadata,
+            dbz.include_schema_changes, cfg.filters.accepts)
         if cfg.kafka.format == "debezium-avro":
             from ..registry_client import RegistryClient  # HTTP: imported only by those who use it
 

@@ -339,12 +339,22 @@ class Progress:
 
 
 def read_records(reader: TableReader, wire: list[list[Any]], ts: int, max_record_bytes: int,
-                 next_seq: Callable[[], Sequence]) -> tuple[list[Record], int]:
+                 next_seq: Callable[[], Sequence],
+                 marks: tuple[bool, bool, bool, bool] | None = None) -> tuple[list[Record], int]:
     """Rows read by SELECT as ``read`` records of at most about ``max_record_bytes`` each (one sequence
-    each, from ``next_seq``), and their encoded size: shared by the snapshot and the re-snapshot."""
+    each, from ``next_seq``), and their encoded size: shared by the snapshot and the re-snapshot. ``marks``:
+    whether the first row is the table's first, the last its last, the table the snapshot's first, its last
+    (the first and last records carry them: records/snapshot.py ``marked_descriptor``)."""
     encoded = orjson.dumps(wire)
     groups = [rows for rows in _split(wire, encoded, max_record_bytes) if rows != b"[]"]
-    return [_record(reader, reader.descriptor, rows, ts, next_seq, verify=False) for rows in groups], len(encoded)
+    records = []
+    for k, rows in enumerate(groups):
+        descriptor = reader.descriptor
+        if marks is not None:
+            descriptor = S.marked_descriptor(descriptor, marks[0] and k == 0, marks[1] and k == len(groups) - 1,
+                                             marks[2], marks[3])
+        records.append(_record(reader, descriptor, rows, ts, next_seq, verify=False))
+    return records, len(encoded)
 
 
 def verify_records(reader: TableReader, chunk: dict[str, Any], roles: dict[str, list[list[Any]]], ts: int,
@@ -462,6 +472,7 @@ class Snapshotter:
         assert state is not None
         assert state is not None
         names = {f"{db}.{t}": (db, t) for db, t in state["names"]}
+        names_order = [f"{db}.{t}" for db, t in state["names"]] or [""]
         progress = Progress(state["estimate"], state["rows"])
         metrics = self.runner.metrics
         metrics.snapshot_rows_estimated.set(state["estimate"])
@@ -473,7 +484,7 @@ class Snapshotter:
                 reader = table_reader(conn, db, table, collations, mariadb, self.cfg.filters.column_rules())
                 if not reader.table_map.columns:  # dropped since the snapshot began
                     log.warning("snapshot: table %s no longer exists; skipped", name)
-                elif not self._table(conn, reader, progress):
+                elif not self._table(conn, reader, progress, (name == names_order[0], len(state["pending"]) == 1)):
                     return False
                 state["pending"].pop(0)
                 state["last_pk"] = None
@@ -488,11 +499,15 @@ class Snapshotter:
                  len(state["names"]), state["file"], state["position"])
         return True
 
-    def _table(self, conn: Any, reader: TableReader, progress: Progress) -> bool:
-        """Publish the rest of one table; False when a stop was requested (progress committed)."""
+    def _table(self, conn: Any, reader: TableReader, progress: Progress, place: tuple[bool, bool]) -> bool:
+        """Publish the rest of one table; False when a stop was requested (progress committed). ``place``:
+        whether the table is the snapshot's first, its last (Debezium's markers of its rows)."""
         state = self.state
         assert state is not None
         after = _load_key(state["last_pk"])
+        first_row = after is None
+        held: list[list[Any]] | None = None  # a one-pass read: the chunk before, until the next says it is not last
+        size = 0
         limit = min(self.cfg.snapshot_chunk_rows, 256)  # grows while chunks stay small: rows may be large
         # No usable key: one pass, in one Kafka transaction (it cannot resume inside).
         cur = conn.cursor(unbuffered_cursor())
@@ -501,21 +516,31 @@ class Snapshotter:
                 cur.execute(*reader.query(0, None))
                 result = reader.result(cur)
             while True:
-                if reader.key:
-                    cur.execute(*reader.query(limit, after))
+                if reader.key:  # a row more than the chunk: whether the chunk is the table's last
+                    cur.execute(*reader.query(limit + 1, after))
                     raw = reader.result(cur).fetch()
+                    last = len(raw) <= limit
+                    raw = raw[:limit]
                 else:
                     raw = result.fetch(limit)
+                    if held is not None:  # the chunk before: the table's last when nothing follows
+                        size = self._publish(reader, held, (first_row, not raw, *place))
+                        first_row, held = False, None
+                    last = False
                 if not raw:
                     break
                 wire = reader.convert(raw)
-                size = self._publish(reader, wire)
+                if reader.key:
+                    size = self._publish(reader, wire, (first_row, last, *place))
+                    first_row = False
+                else:
+                    held = wire  # published with the next fetch (the chunk size adapts to the one before)
                 state["rows"] += len(wire)
                 self.runner.metrics.snapshot_rows.inc(len(wire))
                 self.runner.metrics.last_progress = time.monotonic()  # /healthz: a long snapshot is progress
                 self.runner.stats["snapshot_rows"] = self.runner.stats.get("snapshot_rows", 0) + len(wire)
                 progress.update(state["rows"], reader.name)
-                if len(raw) < limit:
+                if reader.key and last:
                     break  # the table's last chunk: committed with the table's end
                 if size > _TARGET_CHUNK_BYTES and limit > 1:
                     limit = max(1, limit * _TARGET_CHUNK_BYTES // size)
@@ -533,11 +558,12 @@ class Snapshotter:
             cur.close()
         return True
 
-    def _publish(self, reader: TableReader, wire: list[list[Any]]) -> int:
+    def _publish(self, reader: TableReader, wire: list[list[Any]], marks: tuple[bool, bool, bool, bool]) -> int:
         """Send rows as records of at most about ``max_record_bytes``; returns their encoded size."""
         state = self.state
         assert state is not None
-        records, size = read_records(reader, wire, state["ts"], self.cfg.kafka.max_record_bytes, self._next_seq)
+        records, size = read_records(reader, wire, state["ts"], self.cfg.kafka.max_record_bytes, self._next_seq,
+                                     marks)
         for record in records:
             self.runner.send(self.publisher, record)
         return size

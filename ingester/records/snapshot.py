@@ -54,6 +54,14 @@ def decode_descriptor(data: bytes) -> tuple[TableMap, list[int], list[str]]:
     return tm, d["binary"], tm.column_names
 
 
+def marked_descriptor(descriptor: bytes, first_row: bool, last_row: bool, first_table: bool,
+                      last_table: bool) -> bytes:
+    """A table descriptor that also says where its entry's rows are in the snapshot (``"marks"``: whether the
+    first row is the table's first, the last row its last, the table the snapshot's first, its last), for
+    Debezium's ``source.snapshot`` markers."""
+    return orjson.dumps({**orjson.loads(descriptor), "marks": [first_row, last_row, first_table, last_table]})
+
+
 def verify_descriptor(descriptor: bytes, chunk: dict[str, Any]) -> bytes:
     """A table descriptor that also says which verify chunk its entry's rows are (``"verify"``: run, chunk,
     part and parts, key range, excluded keys: docs/FORMAT.md, "Verify rows")."""
@@ -89,13 +97,17 @@ class SnapshotDecoder:
         self.columnar = columnar
         self.table: tuple[TableMap, list[int], list[str]] | None = None
         self.verify: dict[str, Any] | None = None  # the current descriptor's verify chunk, if it has one
+        self.marks: tuple[bool, bool, bool, bool] | None = None  # the current descriptor's, if it has them
 
     def event(self, descriptor: bytes, rows: bytes, position: int, commit_ts: int, offset: int,
               flags: int = FLAG_SNAPSHOT) -> SnapshotRowsEvent:
         if descriptor:
             try:
                 self.table = decode_descriptor(descriptor)
-                self.verify = orjson.loads(descriptor).get("verify") if flags & FLAG_VERIFY else None
+                whole = orjson.loads(descriptor)
+                self.verify = whole.get("verify") if flags & FLAG_VERIFY else None
+                marks = whole.get("marks")
+                self.marks = (bool(marks[0]), bool(marks[1]), bool(marks[2]), bool(marks[3])) if marks else None
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
                 raise BinlogError(f"bad snapshot table descriptor: {exc}", offset, self.source) from None
         if self.table is None:
@@ -130,4 +142,5 @@ class SnapshotDecoder:
             if not isinstance(self.verify, dict):
                 raise BinlogError("verify rows without their chunk in the descriptor", offset, self.source)
             return VerifyRowsEvent(**fields, verify=self.verify)  # type: ignore[arg-type]
-        return SnapshotRowsEvent(**fields)  # type: ignore[arg-type]
+        # marks belong to the entry whose descriptor has them
+        return SnapshotRowsEvent(**fields, marks=self.marks if descriptor else None)  # type: ignore[arg-type]

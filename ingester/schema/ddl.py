@@ -57,6 +57,9 @@ class ColumnDef:
     # A text type declared without a character set: it takes the table's default (the parser's, until resolved).
     default_charset: bool = field(default=False, compare=False)
     unique: bool = field(default=False, compare=False)  # declared UNIQUE: the statement adds an index of it
+    # What Debezium's schema change events describe too (records/debezium/schema_change.py); not of equality.
+    auto_increment: bool = field(default=False, compare=False)
+    comment: str | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -64,6 +67,10 @@ class ColumnDef:
             "set_values": self.set_values, "charset": self.charset, "not_null": self.not_null}
         if self.default is not None:
             out["default"] = self.default
+        # described when declared (entries of columns without them stay as older binlakes wrote them)
+        for key, value in (("args", self.args), ("auto_increment", self.auto_increment), ("comment", self.comment)):
+            if value:
+                out[key] = value
         return out
 
 
@@ -136,6 +143,7 @@ class TableSchema:
     primary_key: list[str] = field(default_factory=list)
     charset: str | None = None  # the table's default character set (None: not known)
     indexes: list[Index] = field(default_factory=list)  # in the server's order (``history.settle``)
+    comment: str | None = field(default=None, compare=False)  # COMMENT (Debezium's schema change events say it)
 
     def index(self, name: str) -> int:
         """Position of a column (names are case-insensitive); -1 when absent."""
@@ -144,9 +152,10 @@ class TableSchema:
 
     def copy(self) -> TableSchema:
         return TableSchema([ColumnDef(c.name, c.type, c.unsigned, c.enum_values, c.set_values, c.charset, c.args,
-                                      c.default, not_null=c.not_null) for c in self.columns], list(self.primary_key),
+                                      c.default, c.not_null, auto_increment=c.auto_increment, comment=c.comment)
+                            for c in self.columns], list(self.primary_key),
                            self.charset, [Index(i.name, list(i.columns), i.unique, i.hash, i.fulltext, i.generated)
-                                          for i in self.indexes])
+                                          for i in self.indexes], self.comment)
 
     def key(self, nullable: frozenset[str] = frozenset(), mariadb: bool = True) -> list[str]:
         """The columns that identify a row: the primary key, or without one the UNIQUE index the server uses
@@ -212,6 +221,11 @@ class TableCharset:  # [DEFAULT] CHARACTER SET / COLLATE: the default of columns
 
 
 @dataclass
+class TableComment:  # COMMENT [=] 'text'
+    comment: str
+
+
+@dataclass
 class ConvertCharset:  # CONVERT TO CHARACTER SET: every text column, and the table's default
     charset: str | None  # None: the database's default
 
@@ -245,7 +259,7 @@ class RenameIndex:
 
 
 AlterSpec = (AddColumn | DropColumn | ChangeColumn | RenameColumn | ColumnDefault | AddPrimaryKey | DropPrimaryKey
-             | TableCharset | ConvertCharset | AddIndex | DropIndex | RenameIndex)
+             | TableCharset | ConvertCharset | AddIndex | DropIndex | RenameIndex | TableComment)
 
 
 @dataclass
@@ -313,6 +327,15 @@ def tokens(sql: str) -> list[tuple[str, str]]:
     return out
 
 
+def default_text(toks: list[tuple[str, str]] | None) -> str | None:
+    """A DEFAULT's text as written, a string literal unquoted (``'x'`` -> ``x``); None without one, or NULL."""
+    if not toks or (len(toks) == 1 and toks[0] == ("word", "NULL")) or [t.upper() for _, t in toks] == ["NULL"]:
+        return None
+    if len(toks) == 1 and toks[0][0] == "str":
+        return toks[0][1]
+    return "".join(text for _, text in toks)
+
+
 def _unquote(text: str) -> str:
     q, body, out, i = text[0], text[1:-1], [], 0
     while i < len(body):
@@ -345,6 +368,7 @@ class _Parser:
         self.db = default_db
         self.sql = sql
         self.names: list[Name] = []  # tables named so far, for error reports
+        self.comment: str | None = None  # the table options' COMMENT, read by charset_options
 
     # -- token helpers
 
@@ -516,6 +540,7 @@ class _Parser:
         # columns we cannot see.
         given, charset = self.charset_options(in_item=False)
         schema.charset = charset if given else None
+        schema.comment = self.comment
         return CreateTable(name, schema, if_not_exists)
 
     def create_index(self, kind: str, replace: bool) -> Operation:
@@ -538,7 +563,9 @@ class _Parser:
     def charset_options(self, in_item: bool) -> tuple[bool, str | None]:
         """Skip table or database options (to the end, or with ``in_item`` to the "," that ends an ALTER
         TABLE clause) and read their charset: ``[DEFAULT] CHARACTER SET|CHARSET [=] x``, ``COLLATE [=] y``.
-        Whether one was given, and which (None: DEFAULT, the database's or the server's)."""
+        Whether one was given, and which (None: DEFAULT, the database's or the server's). A COMMENT is kept
+        in ``self.comment``."""
+        self.comment = None
         charset: str | None = None
         collated: str | None = None
         given = collate_given = False
@@ -554,6 +581,11 @@ class _Parser:
                 given, charset = True, self.charset_name()
             elif word == "COLLATE":
                 collate_given, collated = True, self.charset_name()
+            elif word == "COMMENT":
+                self.accept("=")
+                if self.i < len(self.toks) and self.toks[self.i][0] == "str":
+                    self.comment = self.toks[self.i][1]
+                    self.i += 1
         return given or collate_given, charset if given else collated
 
     def charset_name(self) -> str | None:
@@ -670,6 +702,7 @@ class _Parser:
         charset: str | None = None  # declared
         if type_word == "serial":  # BIGINT UNSIGNED NOT NULL AUTO_INCREMENT UNIQUE
             column.type, column.unsigned, column.not_null, column.unique = "bigint", True, True, True
+            column.auto_increment = True
         else:  # DOUBLE PRECISION, CHARACTER VARYING, NATIONAL CHAR [VARYING], NCHAR VARCHAR, LONG VARCHAR, CHAR BYTE
             words = [type_word]
             while (words[-1] in ("double", "character", "national", "long", "char", "nchar") and self.peek() in (
@@ -730,7 +763,12 @@ class _Parser:
                 self.accept("KEY")
                 column.unique = True
             elif word == "SERIAL" and self.accept("DEFAULT", "VALUE"):  # NOT NULL AUTO_INCREMENT UNIQUE
-                column.not_null = column.unique = True
+                column.not_null = column.unique = column.auto_increment = True
+            elif word == "AUTO_INCREMENT":
+                column.auto_increment = True
+            elif word == "COMMENT" and self.i < len(self.toks) and self.toks[self.i][0] == "str":
+                column.comment = self.toks[self.i][1]
+                self.i += 1
             elif word == "NULL":
                 column.not_null = False
             elif word == "KEY":  # KEY alone in a column definition is PRIMARY KEY
@@ -905,6 +943,8 @@ class _Parser:
             given, charset = self.charset_options(in_item=True)  # ENGINE=x DEFAULT CHARSET=y: options in a row
             if given:
                 op.specs.append(TableCharset(charset))
+            if self.comment is not None:
+                op.specs.append(TableComment(self.comment))
             return
         self.fail("ALTER TABLE clause this parser does not know")
 

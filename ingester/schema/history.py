@@ -49,6 +49,7 @@ from .ddl import (
     RenameIndex,
     RenameTables,
     TableCharset,
+    TableComment,
     TableSchema,
     UnparsedDDL,
     parse_ddl,
@@ -108,6 +109,8 @@ class SchemaHistory:
             value["primary_key"] = schema.primary_key
             value["charset"] = schema.charset
             value["indexes"] = [i.to_json() for i in schema.indexes]
+            if schema.comment:
+                value["comment"] = schema.comment
         elif name in self.skipped:
             value["skipped"] = self.skipped[name]
         else:
@@ -129,11 +132,13 @@ class SchemaHistory:
             self.skipped.pop(name, None)
             if "columns" in value:
                 columns = [ColumnDef(c["name"], c["type"], c["unsigned"], c["enum_values"], c["set_values"],
-                                     c.get("charset"), not_null=c.get("not_null", False),
-                                     default=[(k, t) for k, t in c["default"]] if c.get("default") else None)
-                           for c in value["columns"]]
+                                     c.get("charset"), c.get("args", ""),
+                                     [(k, t) for k, t in c["default"]] if c.get("default") else None,
+                                     c.get("not_null", False), auto_increment=c.get("auto_increment", False),
+                                     comment=c.get("comment")) for c in value["columns"]]
                 self.tables[name] = TableSchema(columns, value["primary_key"], value.get("charset"),
-                                                [Index.from_json(i) for i in value.get("indexes", ())])
+                                                [Index.from_json(i) for i in value.get("indexes", ())],
+                                                value.get("comment"))
                 if any(c.type in TEXT_TYPES and c.charset is None for c in columns):
                     unknown.append(name)
                 if "indexes" not in value:
@@ -404,6 +409,8 @@ def _alter(schema: TableSchema, spec: AlterSpec, table: Name, database_charset: 
         return _alter_index(schema, spec, table)
     elif isinstance(spec, TableCharset):
         schema.charset = spec.charset or database_charset
+    elif isinstance(spec, TableComment):
+        schema.comment = spec.comment or None
     elif isinstance(spec, ConvertCharset):
         schema.charset = spec.charset or database_charset
         for c in cols:
@@ -529,6 +536,9 @@ def column_from_type(name: str, column_type: str, charset: str | None = None) ->
             column.enum_values = labels
         else:
             column.set_values = labels
+    elif len(toks) > 2 and toks[1] == ("op", "("):  # int(11), decimal(10,2)
+        end = next((i for i, t in enumerate(toks) if t == ("op", ")")), len(toks))
+        column.args = "".join(text for _, text in toks[2:end])
     return column
 
 
@@ -536,22 +546,27 @@ def capture(cur: Any, accept: Callable[[str, str], bool]) -> dict[Name, TableSch
     """The accepted base tables' columns, charsets, nullability, primary keys and indexes, from
     information_schema (two queries)."""
     cur.execute("SELECT c.TABLE_SCHEMA, c.TABLE_NAME, c.COLUMN_NAME, c.COLUMN_TYPE, c.CHARACTER_SET_NAME,"
-                " t.TABLE_COLLATION, c.IS_NULLABLE, c.COLUMN_KEY, c.COLUMN_DEFAULT, c.EXTRA, @@version"
+                " t.TABLE_COLLATION, c.IS_NULLABLE, c.COLUMN_KEY, c.COLUMN_DEFAULT, c.EXTRA, c.COLUMN_COMMENT,"
+                " t.TABLE_COMMENT, @@version"
                 " FROM information_schema.COLUMNS c"
                 " JOIN information_schema.TABLES t USING (TABLE_SCHEMA, TABLE_NAME) WHERE t.TABLE_TYPE = 'BASE TABLE'"
                 f" AND c.TABLE_SCHEMA NOT IN {_SYSTEM} ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME, c.ORDINAL_POSITION")
     tables: dict[Name, TableSchema] = {}
     pri: dict[Name, list[str]] = {}
-    for db, table, column, column_type, charset, table_collation, nullable, key, default, extra, version \
-            in cur.fetchall():
+    for (db, table, column, column_type, charset, table_collation, nullable, key, default, extra, comment,
+         table_comment, version) in cur.fetchall():
         name = (_text(db), _text(table))
         if accept(*name):
             schema = tables.setdefault(name, TableSchema([], charset=charset_of(_text(table_collation))
-                                                         if table_collation else None))
+                                                         if table_collation else None,
+                                                         comment=_text(table_comment) or None if table_comment
+                                                         else None))
             col = column_from_type(_text(column), _text(column_type), _text(charset) if charset else None)
             col.not_null = _text(nullable) == "NO"
             if default is not None:
                 col.default = default_tokens(col, _text(default), _text(extra), "mariadb" in _text(version).lower())
+            col.auto_increment = "auto_increment" in _text(extra or "").lower()
+            col.comment = _text(comment) or None if comment else None
             schema.columns.append(col)
             if _text(key) == "PRI":
                 pri.setdefault(name, []).append(col.name)

@@ -84,7 +84,8 @@ def renamed(value: Any, ours: str, theirs: str) -> Any:
 
 
 def zoo_through_both(make_mariadb, kafka, kafka_connect, monkeypatch, ours: str, theirs: str, env: dict[str, str],
-                     options: dict[str, str], metadata: str = "FULL") -> tuple[Messages, Messages]:
+                     options: dict[str, str], metadata: str = "FULL",
+                     headers: bool = False) -> tuple[Messages, Messages]:
     """The type zoo's binlog published by binlake (prefix ``ours``, its environment ``env``) and by Debezium's
     MariaDB connector (prefix ``theirs``, its ``options``) on a server of its own: every message of each prefix.
     Debezium 3.5.0 stops on MariaDB's compressed columns (a NullPointerException reading their TABLE_MAP): binlake
@@ -105,10 +106,10 @@ def zoo_through_both(make_mariadb, kafka, kafka_connect, monkeypatch, ours: str,
     try:
         zoo.write(conn)
         run_daemon(server, kafka, ours)
-        published = messages(kafka, ours)
+        published = messages(kafka, ours, headers)
         last = "transaction" if f"{ours}.transaction" in published else "zoo.strs"
         wait_for(kafka, theirs, last, len(published[f"{ours}.{last}"]), kafka_connect)
-        return published, messages(kafka, theirs)
+        return published, messages(kafka, theirs, headers)
     finally:
         kafka_connect.delete(theirs)
 
@@ -146,9 +147,9 @@ def avro_converters(registry) -> dict[str, str]:
         | {f"{role}.converter.apicurio.registry.{k}": v for role in ("key", "value") for k, v in options.items()}
 
 
-def messages(kafka, prefix: str) -> Messages:
+def messages(kafka, prefix: str, headers: bool = False) -> dict[str, list[Any]]:
     """Every committed message of the prefix's topics (``<prefix>.`` and the prefix itself), per topic in
-    order: (key, value) bytes."""
+    order: (key, value) bytes, with ``headers`` (key, value, headers)."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap, isolation_level="read_committed",
@@ -161,10 +162,10 @@ def messages(kafka, prefix: str) -> Messages:
         consumer.assign(parts)
         consumer.seek_to_beginning(*parts)
         end = consumer.end_offsets(parts)
-        out: dict[str, list[tuple[bytes | None, bytes | None]]] = {t: [] for t in topics}
+        out: dict[str, list[Any]] = {t: [] for t in topics}
         while any(consumer.position(tp) < end[tp] for tp in parts):
             for tp, batch in consumer.poll(timeout_ms=1000).items():
-                out[tp.topic] += [(m.key, m.value) for m in batch]
+                out[tp.topic] += [(m.key, m.value, m.headers) if headers else (m.key, m.value) for m in batch]
         return out
     finally:
         consumer.close()

@@ -222,15 +222,20 @@ class _Cursor:
 
 def test_capture_reads_indexes_in_the_servers_order_the_key_first() -> None:
     version = "11.8.3-MariaDB"
-    columns = [("d", "t", "a", "int(11)", None, "utf8mb4_general_ci", "NO", "PRI", None, "", version),
-               ("d", "t", "b", "int(11)", None, "utf8mb4_general_ci", "NO", "PRI", None, "", version),
-               ("d", "t", "c", "varchar(9)", "utf8mb4", "utf8mb4_general_ci", "YES", "", "NULL", "", version)]
+    columns = [("d", "t", "a", "int(11)", None, "utf8mb4_general_ci", "NO", "PRI", None, "auto_increment", "", "tc",
+                version),
+               ("d", "t", "b", "int(11)", None, "utf8mb4_general_ci", "NO", "PRI", None, "", "", "tc", version),
+               ("d", "t", "c", "varchar(9)", "utf8mb4", "utf8mb4_general_ci", "YES", "", "NULL", "", "cc", "tc",
+                version)]
     statistics = [("d", "t", "kc", 1, 1, "c", 3, "BTREE"), ("d", "t", "uc", 0, 1, "c", None, "BTREE"),
                   ("d", "t", "uab", 0, 2, "a", None, "BTREE"), ("d", "t", "uab", 0, 1, "b", None, "BTREE"),
                   ("d", "t", "h", 0, 1, "c", None, "HASH"), ("d", "t", "f", 1, 1, "c", None, "FULLTEXT"),
                   ("d", "x", "PRIMARY", 0, 1, "id", None, "BTREE")]
     [(name, schema)] = capture(_Cursor(columns, statistics), lambda db, t: t == "t").items()
     assert name == ("d", "t") and [c.not_null for c in schema.columns] == [True, True, False]
+    # what Debezium's schema change events describe too (records/debezium/schema_change.py)
+    assert [(c.args, c.auto_increment, c.comment) for c in schema.columns] == [
+        ("11", True, None), ("11", False, None), ("9", False, "cc")] and schema.comment == "tc"
     # the index whose columns information_schema marks PRI (the server's key) first, parts by SEQ_IN_INDEX
     assert [(i.name, i.columns, i.unique, i.hash, i.fulltext) for i in schema.indexes] == [
         ("uab", [("b", 0), ("a", 0)], True, False, False), ("kc", [("c", 3)], False, False, False),
@@ -287,7 +292,7 @@ def test_not_null_literal_defaults_go_into_entries_and_records() -> None:
 
 def test_capture_reads_defaults_as_each_server_writes_them() -> None:
     def captured(version: str, *columns: tuple[str, str, str | None, str]) -> list[Any]:
-        rows = [("d", "t", name, kind, None, "utf8mb4_general_ci", "NO", "", default, extra, version)
+        rows = [("d", "t", name, kind, None, "utf8mb4_general_ci", "NO", "", default, extra, "", "", version)
                 for name, kind, default, extra in columns]
         [(_, schema)] = capture(_Cursor(rows, []), lambda db, t: True).items()
         return [c.default for c in schema.columns]

@@ -15,7 +15,7 @@ from ingester.codec import events as E
 from ingester.codec.table_map import Column
 from ingester.records.builder import Record
 from ingester.records.debezium.columns import Modes, column_codec, shortest_float32
-from ingester.records.debezium.encoder import DebeziumOptions
+from ingester.records.debezium.encoder import NEW_KEY, OLD_KEY, DebeziumOptions
 from ingester.records.debezium.envelope import topic_name
 from ingester.records.debezium.layouts import JsonLayout
 from ingester.records.outbound import BinlakeOut, BinlogNames
@@ -112,9 +112,14 @@ def test_every_row_of_a_real_binlog_becomes_one_change_event_in_binlog_order(nam
             op = {"write": "c", "update": "u", "delete": "d"}[ev.kind]
             for row, _ in enumerate(ev.rows):
                 expected.append((topic_name("p", ev.database, ev.table), op, ev.position, row))
-    changes, counted, tombstones = [], collections.Counter(), 0
+    changes, counted, tombstones, statements, keys = [], collections.Counter(), 0, [], []
     for m in messages:
         if m.topic.startswith("p._"):
+            continue
+        if m.topic == "p":  # the schema change topic: an event per DDL statement (test_schema_change.py)
+            key, value = orjson.loads(m.key)["payload"], orjson.loads(m.value)["payload"]
+            assert key == {"databaseName": value["databaseName"]} and value["ddl"]
+            statements.append(value["source"]["pos"])
             continue
         if m.value is None:
             tombstones += 1
@@ -126,14 +131,20 @@ def test_every_row_of_a_real_binlog_becomes_one_change_event_in_binlog_order(nam
         source = payload["source"]
         assert payload["transaction"]["id"]
         changes.append((m.topic, payload["op"], source["pos"], source["row"]))
+        keys.append((m.key and orjson.dumps(orjson.loads(m.key)["payload"]), dict(m.headers)))
     merged: list[tuple] = []  # an update that changes the key is a delete, then a create at the same place
-    for change in changes:
+    for i, change in enumerate(changes):
         if change[1] == "c" and merged and merged[-1][1] == "d" and merged[-1][::2] == change[::2] \
                 and merged[-1][3] == change[3]:
             merged[-1] = (change[0], "u", change[2], change[3])
+            # each names the other's key, as Debezium's headers do
+            assert keys[i - 1][1] == {NEW_KEY: keys[i][0]} and keys[i][1] == {OLD_KEY: keys[i - 1][0]}
         else:
             merged.append(change)
+            if change[1] != "d" or i + 1 == len(changes) or changes[i + 1][1:] != ("c", *change[2:]):
+                assert keys[i][1] == {}, change
     assert merged == expected
+    assert statements == sorted(statements)
     assert counted["END"] == len(changes)
     assert tombstones == (sum(1 for c in changes if c[1] == "d") if changes else 0)
 

@@ -205,7 +205,7 @@ def test_a_message_without_schema_or_change_is_an_error_row_naming_why() -> None
 def test_binlakes_debezium_json_of_a_real_binlog_lands_every_row_change_once(name) -> None:
     path = CORPUS / name
     messages = debezium_messages(path, DebeziumOptions("p"))
-    tables = [m for m in messages if not m.topic.startswith("p._")]
+    tables = [m for m in messages if not m.topic.startswith("p._") and m.topic != "p"]  # p: the schema changes
     rows = sum(len(ev.rows) for ev in read_binlog_file(path) if isinstance(ev, E.RowsEvent))
     # everything published twice: the second time is all repeats
     decoded = [r for b in decode_debezium_partition([source_batch(tables * 2)], {}) for r in b.to_pylist()]

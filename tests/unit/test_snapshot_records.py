@@ -15,6 +15,7 @@ from ingester.config import load_config
 from ingester.daemon import snapshot as D
 from ingester.dump.jsonl import event_json
 from ingester.records import snapshot as S
+from ingester.records.debezium.encoder import snapshot_marker
 from ingester.records.format import Sequence, read_index, record_events
 from tests.harness.records import json_null_record, json_snapshot_table, snapshot_record, snapshot_table
 
@@ -135,3 +136,21 @@ def test_verify_entries_decode_to_verify_rows_events_with_their_chunk() -> None:
     bare = S.snapshot_value(S.encode_descriptor(snapshot_table(), [2]), [orjson.dumps([[11, "a", None]])], verify=True)
     with pytest.raises(BinlogError, match="verify rows without their chunk"):
         list(record_events({"binlake.index": index[:len(index) // 2]}, bare))
+
+
+def test_snapshot_marks_give_debeziums_markers() -> None:
+    """A snapshot entry's marks (its rows' place: the table's first and last rows, the snapshot's first and last
+    tables) become Debezium's source.snapshot of each row; the entry after it in the record has none."""
+    descriptor = S.marked_descriptor(S.encode_descriptor(snapshot_table(), [2]), True, True, False, True)
+    value = S.snapshot_value(descriptor, [orjson.dumps([[11, "a", None], [12, "b", None]]),
+                                          orjson.dumps([[13, "c", None]])])
+    index = b"".join(S.index_entry(Sequence(3, 99, k).encode(), 1_700_000_000_000_000) for k in range(2))
+    first, second = (i.event for i in record_events({"binlake.index": index}, value))
+    assert first.marks == (True, True, False, True) and second.marks is None
+    assert [snapshot_marker(first.marks, i, 1) for i in range(2)] == ["first_in_data_collection", "last"]
+    # Debezium's order: the snapshot's last row, its first, a table's last, a table's first
+    assert [snapshot_marker((True, True, True, False), i, 2) for i in range(3)] == [
+        "first", "true", "last_in_data_collection"]
+    assert snapshot_marker((True, True, True, True), 0, 0) == "last"
+    assert snapshot_marker((True, True, False, False), 0, 0) == "last_in_data_collection"
+    assert snapshot_marker((False, False, True, True), 0, 0) == "true"

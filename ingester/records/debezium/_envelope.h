@@ -7,7 +7,8 @@
  *   events (encoder.py: _Shape), asked again whenever the table map or the binlog file changes; now_ns the
  *   processing time of every event; message the Message type (a tuple subclass: topic, key, value, headers).
  *   A delete is followed by a tombstone (value None) when tombstones is true; an update that changes the key is a
- *   delete (and its tombstone) then a create, as Debezium publishes it.
+ *   delete (and its tombstone) then a create, as Debezium publishes it, with the __debezium.newkey and oldkey
+ *   headers; other messages have no headers.
  */
 #ifndef BINLAKE_ENVELOPE_H
 #define BINLAKE_ENVELOPE_H
@@ -60,8 +61,10 @@ typedef struct {
 
 static Out envelope_scratch;
 
-/* Append one change event (op 'c', 'u' or 'd') as a message, and its tombstone after a delete when asked. */
-static int emit(const Event *e, char op, PyObject *before, PyObject *after, PyObject *key_struct, int tombstone) {
+/* Append one change event (op 'c', 'u' or 'd') as a message with these headers, and its tombstone (the same
+ * headers) after a delete when asked. */
+static int emit(const Event *e, char op, PyObject *before, PyObject *after, PyObject *key_struct, int tombstone,
+                PyObject *headers) {
     const Shape *s = e->shape;
     Out *o = &envelope_scratch;
     Py_ssize_t nb = before == Py_None ? 4 : PyBytes_GET_SIZE(before), na = after == Py_None ? 4 : PyBytes_GET_SIZE(after);
@@ -119,7 +122,7 @@ static int emit(const Event *e, char op, PyObject *before, PyObject *after, PyOb
         /* a Message: allocated as tuple.__new__ allocates an instance of a tuple subclass, then filled */
         PyObject *message = e->message->tp_alloc(e->message, 4);
         if (message) {
-            PyObject *items[4] = {s->topic, key, round ? Py_None : value, e->headers};
+            PyObject *items[4] = {s->topic, key, round ? Py_None : value, headers};
             for (int k = 0; k < 4; k++) PyTuple_SET_ITEM(message, k, Py_NewRef(items[k]));
         }
         if (!message || PyList_Append(e->out, message) < 0) {
@@ -155,7 +158,8 @@ static PyObject *envelopes(PyObject *module, PyObject *args) {
     Out gtid = {0};
     e.out = PyList_New(0);
     e.headers = PyTuple_New(0);
-    if (!e.out || !e.headers) goto fail;
+    PyObject *new_key = PyUnicode_FromString("__debezium.newkey"), *old_key = PyUnicode_FromString("__debezium.oldkey");
+    if (!e.out || !e.headers || !new_key || !old_key) goto fail;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(events); i++) {
         PyObject *ev = PyList_GET_ITEM(events, i);
         if (!PyTuple_Check(ev) || PyTuple_GET_SIZE(ev) != 10 || !PyList_Check(PyTuple_GET_ITEM(ev, 9))
@@ -218,16 +222,23 @@ static PyObject *envelopes(PyObject *module, PyObject *args) {
                 changed = PyObject_RichCompareBool(kb, ka, Py_NE);
                 if (changed < 0) goto fail;
             }
-            if (changed) { /* a changed key: a delete of the old key, then a create of the new one */
-                if (emit(&e, 'd', before, Py_None, kb, tombstones) < 0 || emit(&e, 'c', Py_None, after, ka, 0) < 0)
-                    goto fail;
-            } else if (emit(&e, kind, before, after, after != Py_None ? ka : kb, tombstones) < 0) {
+            if (changed) { /* a changed key: a delete of the old key naming the new one in a header, then a create
+                            * of the new one naming the old one (Debezium's __debezium.newkey / oldkey) */
+                PyObject *to_new = Py_BuildValue("((OO))", new_key, ka), *to_old = Py_BuildValue("((OO))", old_key, kb);
+                int failed = !to_new || !to_old || emit(&e, 'd', before, Py_None, kb, tombstones, to_new) < 0
+                             || emit(&e, 'c', Py_None, after, ka, 0, to_old) < 0;
+                Py_XDECREF(to_new);
+                Py_XDECREF(to_old);
+                if (failed) goto fail;
+            } else if (emit(&e, kind, before, after, after != Py_None ? ka : kb, tombstones, e.headers) < 0) {
                 goto fail;
             }
         }
     }
     Py_XDECREF(shape_tuple);
     Py_DECREF(e.headers);
+    Py_DECREF(new_key);
+    Py_DECREF(old_key);
     PyMem_Free(gtid.buf);
     if (envelope_scratch.cap > SCRATCH_KEPT) {
         PyMem_Free(envelope_scratch.buf);
@@ -238,6 +249,8 @@ fail:
     Py_XDECREF(shape_tuple);
     Py_XDECREF(e.out);
     Py_XDECREF(e.headers);
+    Py_XDECREF(new_key);
+    Py_XDECREF(old_key);
     PyMem_Free(gtid.buf);
     return NULL;
 }

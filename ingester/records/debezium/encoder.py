@@ -7,7 +7,9 @@ binlog transactions, so they hold whole transactions), then their events are mer
 that is what gives each event its place in its transaction (``transaction.total_order``) and lets the
 transaction topic say BEGIN before a transaction's events and END after them. Everything goes out in the
 same Kafka transaction as the checkpoint, so the change events are exactly once like binlake's records.
-Topics of binlake's own (schema history, statements) keep binlake's format.
+Topics of binlake's own (schema history, statements) keep binlake's format; the statements are also held, for
+the schema change topic ``<prefix>`` (schema_change.py): an event per DDL statement in binlog order, its tables
+described by the schema history's entries of the statement.
 
 The rows events of the held records are decoded straight to each row's Value and Key structs as JSON
 (native.py: ``_native.c``), and each payload is put together from byte pieces: the event's source block,
@@ -28,18 +30,42 @@ import orjson
 
 from ...codec import events as E
 from ...codec.table_map import TableMap
-from ..format import RecordEvent, record_events
+from ...schema.ddl import Name
+from ...schema.history import HISTORY_TOPIC
+from ..builder import SCHEMA_TOPIC
+from ..format import RecordEvent, Sequence, record_decoder, record_events
 from ..open_records import Record
 from ..outbound import BinlakeOut, Message
 from .columns import Modes
 from .envelope import TRANSACTION_KEY_SCHEMA, TRANSACTION_VALUE_SCHEMA, TableCodec, table_codec, topic_name
 from .layouts import AvroLayout, JsonLayout, Layout, SchemaIds
 from .native import RenderedEvent, RenderedRows, rows_renderer
+from .schema_change import SchemaChange, key_schema, schema_changes, value_schema
 
 _OPS = {"write": "c", "update": "u", "delete": "d"}
 _OP_FIELDS = {op: b',"op":"%s"' % op.encode() for op in ("c", "u", "d")}
 _CODE_OPS = {23: "c", 30: "c", 24: "u", 31: "u", 25: "d", 32: "d"}  # rows event type codes C renders
 VERSION = "3.5.0.Final"  # the Debezium release whose layout this follows (source.version)
+# Headers of the delete and the create a changed primary key becomes (and of the delete's tombstone): the other
+# key, its struct's fields as Kafka Connect's SimpleHeaderConverter writes them (compact JSON)
+NEW_KEY, OLD_KEY = "__debezium.newkey", "__debezium.oldkey"
+
+
+def _every_table(database: str, table: str) -> bool:
+    return True
+
+
+def snapshot_marker(marks: tuple[bool, bool, bool, bool], index: int, last: int) -> str:
+    """Debezium's ``source.snapshot`` of a snapshot's row ``index`` (of rows 0..``last`` of an event whose
+    ``marks`` say whether its first row is its table's first, its last row the table's last, and whether the
+    table is the snapshot's first, its last): the snapshot's last row is ``last``, its first ``first``, a
+    table's last and first ``last_in_data_collection``/``first_in_data_collection``, every other ``true``."""
+    first_row, last_row = marks[0] and index == 0, marks[1] and index == last
+    if last_row and marks[3]:
+        return "last"
+    if first_row and marks[2]:
+        return "first"
+    return "last_in_data_collection" if last_row else "first_in_data_collection" if first_row else "true"
 
 
 @dataclass(frozen=True)
@@ -49,9 +75,23 @@ class DebeziumOptions:
     schemas: bool = True  # the JSON converter's schemas.enable
     tombstones: bool = True  # tombstones.on.delete
     transactions: bool = False  # provide.transaction.metadata
+    schema_changes: bool = True  # include.schema.changes: the schema change topic <prefix>
+    accept: Callable[[str, str], bool] = _every_table  # the tables published (filters): their schema changes
 
 
-def _order(item: RenderedEvent | RecordEvent) -> tuple[int, int, int]:
+@dataclass(frozen=True, slots=True)
+class _Statement:
+    """A statement of binlake's schema topic, and the connector (mariadb, mysql) of its server."""
+
+    item: RecordEvent
+    connector: str
+
+    @property
+    def seq(self) -> Sequence:
+        return self.item.seq
+
+
+def _order(item: RenderedEvent | RecordEvent | _Statement) -> tuple[int, int, int]:
     """Where an event of a record is in the binlog (its sequence's fields, as Sequence orders them)."""
     if type(item) is tuple:
         return item[:3]
@@ -59,6 +99,7 @@ def _order(item: RenderedEvent | RecordEvent) -> tuple[int, int, int]:
     return seq.file_number, seq.position, seq.sub
 
 
+_SCHEMA_CHANGE_SCHEMAS = {c: (key_schema(c), value_schema(c)) for c in ("mariadb", "mysql")}
 _TX_KEY = orjson.dumps(TRANSACTION_KEY_SCHEMA)
 _TX_VALUE = orjson.dumps(TRANSACTION_VALUE_SCHEMA)
 
@@ -112,6 +153,8 @@ class DebeziumOut:
         self.transaction_topic = topic_name(options.prefix, "transaction")
         self._last_file: tuple[int, str] = (-1, "")
         self._last_file_json = b'""'
+        self.schema_topic = topic_name(options.prefix)
+        self._history: dict[str, dict[Name, dict[str, Any]]] = {}  # seq -> the history's entries of a statement
 
     def _file(self, number: int) -> str:
         if self._last_file[0] != number:
@@ -128,11 +171,18 @@ class DebeziumOut:
     def messages(self, record: Record) -> Iterator[Message]:
         if record.topic.startswith("_"):  # binlake's own topics
             yield from self._own.messages(record)
+            if self.options.schema_changes and record.topic == SCHEMA_TOPIC:
+                self._held.append(record)  # its DDL, for the schema change topic
+            elif self.options.schema_changes and record.topic == HISTORY_TOPIC:
+                entry = orjson.loads(record.value)
+                if "table" in entry:
+                    self._history.setdefault(entry["seq"], {})[(entry["database"], entry["table"])] = entry
         else:
             self._held.append(record)
 
     def discard(self) -> None:
         self._held.clear()
+        self._history.clear()
 
     def topics(self, record_topics: Iterable[str]) -> set[str]:
         record_topics = list(record_topics)
@@ -153,10 +203,16 @@ class DebeziumOut:
 
     def before_commit(self) -> Iterator[Message]:
         held, self._held = self._held, []
+        history, self._history = self._history, {}
         now = self.clock()  # the processing time of every event of this Kafka transaction
-        streams: list[Iterable[RenderedEvent | RecordEvent]] = []
+        streams: list[Iterable[RenderedEvent | RecordEvent | _Statement]] = []
         for r in held:
             headers, where = dict(r.headers), f"record {r.topic} at {r.seq}"
+            if r.topic == SCHEMA_TOPIC:
+                dec = record_decoder(r.value, where, False)
+                connector = "mariadb" if dec is not None and dec.is_mariadb else "mysql"
+                streams.append(_Statement(item, connector) for item in record_events(headers, r.value, where))
+                continue
             walked = self._native.walk(headers, r.value, where) if self._native else None
             streams.append(walked if walked is not None else
                            record_events(headers, r.value, where, self._native or False))
@@ -166,12 +222,18 @@ class DebeziumOut:
                     yield from self._native.envelopes(stream, self._shape, now, self.options.tombstones)
                     continue
                 for item in stream:
+                    if isinstance(item, _Statement):
+                        yield from self._statement(item, history, now)
+                        continue
                     event = self._unpack(item)
                     if event is not None:
                         yield from self._messages(item, event, None, now)
             return
         tx: _Transaction | None = None
         for item in heapq.merge(*streams, key=_order):
+            if isinstance(item, _Statement):
+                yield from self._statement(item, history, now)
+                continue
             event = self._unpack(item)
             if event is None:
                 continue
@@ -261,18 +323,26 @@ class DebeziumOut:
             "row": 0, "thread": None, "query": None}
         kind = "r" if snapshot else _OPS[ev.kind]
         table_name = table.name
+        marks = ev.marks if snapshot else None  # type: ignore[attr-defined]
+        last = len(ev.rows) - 1
         for index, change in enumerate(ev.rows):
+            if marks is not None:
+                source["snapshot"] = snapshot_marker(marks, index, last)
             before = codec.row(change["before"]) if "before" in change else None
             after = codec.row(change["after"]) if "after" in change else None
             if kind == "u" and encode_key and codec.key(before) != codec.key(after):  # type: ignore[arg-type]
                 # a changed key: a delete of the old key (and its tombstone), then a create of the new one
-                yield from self._event(codec, source, index, "d", before, None, tx, table_name, now)
-                yield from self._event(codec, source, index, "c", None, after, tx, table_name, now)
+                old, new = orjson.dumps(codec.key(before)), orjson.dumps(codec.key(after))  # type: ignore[arg-type]
+                yield from self._event(codec, source, index, "d", before, None, tx, table_name, now,
+                                       ((NEW_KEY, new),))
+                yield from self._event(codec, source, index, "c", None, after, tx, table_name, now,
+                                       ((OLD_KEY, old),))
                 continue
             yield from self._event(codec, source, index, kind, before, after, tx, table_name, now)
 
     def _event(self, codec: TableCodec, source: dict[str, Any], index: int, op: str, before: dict[str, Any] | None,
-               after: dict[str, Any] | None, tx: _Transaction | None, table_name: str, now: int) -> Iterator[Message]:
+               after: dict[str, Any] | None, tx: _Transaction | None, table_name: str, now: int,
+               headers: tuple[tuple[str, bytes], ...] = ()) -> Iterator[Message]:
         block = None
         if tx is not None:
             total, n = tx.count(table_name)
@@ -283,9 +353,9 @@ class DebeziumOut:
                                      codec.key(after if after is not None else before))  # type: ignore[arg-type]
         payload = {"before": before, "after": after, "source": {**source, "row": index}, "transaction": block,
                    "op": op, "ts_ms": now // 1_000_000, "ts_us": now // 1000, "ts_ns": now}
-        yield Message(codec.topic, key, self.layout.encode(codec.topic, "value", codec.value_schema, payload), ())
+        yield Message(codec.topic, key, self.layout.encode(codec.topic, "value", codec.value_schema, payload), headers)
         if op == "d" and self.options.tombstones:
-            yield Message(codec.topic, key, None, ())
+            yield Message(codec.topic, key, None, headers)
 
     def _rendered(self, event: RenderedEvent, tx: _Transaction | None, now: int) -> Iterator[Message]:
         """``_rows`` of the structs C rendered: the same messages, put together from bytes (the reference of the
@@ -300,14 +370,18 @@ class DebeziumOut:
         for index, (before, after, key_before, key_after) in enumerate(rows):
             row = b"%d" % index
             if kind == "u" and key_before != key_after:  # a changed key: a delete, then a create (as _rows)
-                yield from self._compose(table, before, None, source, row, "d", key_before, tx, end)
-                yield from self._compose(table, None, after, source, row, "c", key_after, tx, end)
+                assert key_before is not None and key_after is not None
+                yield from self._compose(table, before, None, source, row, "d", key_before, tx, end,
+                                         ((NEW_KEY, key_after),))
+                yield from self._compose(table, None, after, source, row, "c", key_after, tx, end,
+                                         ((OLD_KEY, key_before),))
             else:
                 yield from self._compose(table, before, after, source, row, kind,
                                          key_after if after is not None else key_before, tx, end)
 
     def _compose(self, table: _Table, before: bytes | None, after: bytes | None, source: bytes, row: bytes, op: str,
-                 key_struct: bytes | None, tx: _Transaction | None, end: bytes) -> Iterator[Message]:
+                 key_struct: bytes | None, tx: _Transaction | None, end: bytes,
+                 headers: tuple[tuple[str, bytes], ...] = ()) -> Iterator[Message]:
         block = b"null"
         if tx is not None:
             total, n = tx.count(table.name)
@@ -318,9 +392,43 @@ class DebeziumOut:
             key = self.layout.encode_json(codec.topic, "key", codec.key_schema, key_struct)  # type: ignore[arg-type]
         value = b"".join((b'{"before":', before or b"null", b',"after":', after or b"null", b',"source":', source,
                           row, b',"thread":null,"query":null},"transaction":', block, _OP_FIELDS[op], end))
-        yield Message(codec.topic, key, self.layout.encode_json(codec.topic, "value", codec.value_schema, value), ())
+        yield Message(codec.topic, key, self.layout.encode_json(codec.topic, "value", codec.value_schema, value),
+                      headers)
         if op == "d" and self.options.tombstones:
-            yield Message(table.codec.topic, key, None, ())
+            yield Message(table.codec.topic, key, None, headers)
+
+    # -- the schema change topic
+
+    def _statement(self, statement: _Statement, history: dict[str, dict[Name, dict[str, Any]]],
+                   now: int) -> Iterator[Message]:
+        if isinstance(statement.item.event, E.QueryEvent):
+            yield from self._schema_changes(statement.item, statement.item.event, statement.connector, history, now)
+
+    def _schema_changes(self, item: RecordEvent, ev: E.QueryEvent, connector: str,
+                        history: dict[str, dict[Name, dict[str, Any]]], now_ns: int) -> Iterator[Message]:
+        """The schema change events of a statement, its tables described by the history's entries of it."""
+        changes = schema_changes(ev.query, ev.database, history.get(str(item.seq)), self.options.accept)
+        if not changes:
+            return
+        keys, values = _SCHEMA_CHANGE_SCHEMAS[connector]
+        ts_ms = ev.timestamp * 1000
+        now = now_ns // 1_000_000
+        for change in changes:
+            yield self._schema_change(change, connector, item, ev, ts_ms, now, keys, values)
+
+    def _schema_change(self, change: SchemaChange, connector: str, item: RecordEvent, ev: E.QueryEvent, ts_ms: int,
+                       now: int, keys: bytes, values: bytes) -> Message:
+        source = {
+            "version": VERSION, "connector": connector, "name": self.options.prefix, "ts_ms": ts_ms,
+            "snapshot": "false", "db": change.database, "sequence": None, "ts_us": ts_ms * 1000,
+            "ts_ns": ts_ms * 1_000_000, "table": change.table, "server_id": ev.server_id,
+            "gtid": item.gtid or None, "file": self._file(item.seq.file_number), "pos": ev.position, "row": 0,
+            "thread": None, "query": None}
+        payload = {"source": source, "ts_ms": now, "databaseName": change.database, "schemaName": None,
+                   "ddl": change.ddl, "tableChanges": change.changes}
+        topic = self.schema_topic
+        return Message(topic, self.layout.encode(topic, "key", keys, {"databaseName": change.database}),
+                       self.layout.encode(topic, "value", values, payload), ())
 
     # -- the transaction topic
 
