@@ -165,7 +165,7 @@ class RdkafkaProducer:
         pass  # librdkafka asks for the metadata of the new topics of its queued messages together
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes]]) -> None:
-        extra: Any = headers or None  # confluent-kafka's stubs want list[tuple[str, str | bytes | None]]
+        extra: Any = list(headers) if headers else None  # confluent-kafka takes a list (or dict), not a tuple
         while True:
             try:
                 self._client.produce(topic, value, key, headers=extra, on_delivery=self._delivered)
