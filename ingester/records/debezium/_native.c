@@ -489,12 +489,14 @@ done:
 }
 
 #include "_envelope.h"
+#include "_avro.h"
 
 static PyMethodDef methods[] = {
     {"render", render, METH_VARARGS,
      "The Value and Key structs' JSON of each row of a rows event's data, or None (Python's turn)."},
     {"walk", walk, METH_VARARGS, "The rows events of a binlake record rendered, or None, or what is missing."},
     {"envelopes", envelopes, METH_VARARGS, "The change events of walk()'s rows events, as messages."},
+    {"avro", avro, METH_VARARGS, "A payload's JSON as Avro (Confluent's wire format, after a header), or None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -8,7 +8,9 @@ with, as strategies of one interface.
   format: a zero byte, the schema's registry id (4 bytes, big-endian), the Avro binary encoding.
 
 A payload comes either as Python structures in JsonConverter's form (bytes as base64 text) or as its JSON
-text (what the native renderer writes). Pure: the registry is behind ``SchemaIds``, which the daemon
+text (what the native renderer writes); Avro transcodes the JSON text in C (``_avro.h``, its schema's program
+compiled by avro_program.py) where the extension is built, the Python path (orjson, payload_fixer, fastavro)
+writing the same bytes for what C leaves to it. Pure: the registry is behind ``SchemaIds``, which the daemon
 implements with HTTP (ingester/registry_client.py).
 """
 
@@ -22,7 +24,11 @@ import orjson
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
 from ...codec.errors import BinlogError
+from ...extensions import load as load_extension
+from .avro_program import avro_program
 from .avro_schema import Fixer, avro_schema, missing_value, payload_fixer
+
+_native = load_extension("ingester.records.debezium._native")
 
 Role = Literal["key", "value"]
 
@@ -81,6 +87,7 @@ class _Writer:
     header: bytes  # magic byte 0 and the schema id
     schema: Any  # fastavro's parsed schema
     fix: Fixer | None  # JsonConverter's payload -> the Avro schema's values
+    program: bytes | None  # the native transcoder's (avro_program.py); None: Python's
 
 
 class AvroLayout:
@@ -116,6 +123,12 @@ class AvroLayout:
         return BinlogError(reason, source=f"change event of {topic} ({role})")
 
     def encode_json(self, topic: str, role: Role, schema: bytes, payload: bytes) -> bytes:
+        if _native is not None:
+            writer = self._writers.get((topic, role, schema)) or self._writer(topic, role, schema)
+            if writer.program is not None:
+                data = _native.avro(writer.program, payload, writer.header)
+                if data is not None:
+                    return data  # type: ignore[no-any-return]
         return self.encode(topic, role, schema, orjson.loads(payload))
 
     def json_frame(self, schema: bytes) -> None:
@@ -131,7 +144,8 @@ class AvroLayout:
         connect = orjson.loads(schema)
         avro = avro_schema(connect)
         schema_id = self.ids.schema_id(subject(topic, role), orjson.dumps(avro).decode())
-        writer = _Writer(b"\0" + schema_id.to_bytes(4, "big"), parse_schema(avro), payload_fixer(connect))
+        writer = _Writer(b"\0" + schema_id.to_bytes(4, "big"), parse_schema(avro), payload_fixer(connect),
+                         avro_program(connect))
         if len(self._writers) >= 4096:
             self._writers.clear()
             self._by_id.clear()
