@@ -46,3 +46,20 @@ def same(avro: Any, connect_json: Any) -> bool:
     if isinstance(avro, float) and isinstance(connect_json, float | int) and avro != connect_json:
         return _F32.pack(avro) == _F32.pack(connect_json)
     return avro == connect_json and type(avro) is type(connect_json)
+
+
+class Registry:
+    """SchemaIds in memory: an id per distinct schema text, the versions of each subject."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+        self.subjects: dict[str, list[str]] = {}
+
+    def schema_id(self, subject: str, schema: str) -> int:
+        versions = self.subjects.setdefault(subject, [])
+        if schema not in versions:
+            versions.append(schema)
+        return self.ids.setdefault(schema, len(self.ids) + 1)
+
+    def decode(self, message: bytes) -> Any:
+        return read(message, lambda schema_id: next(t for t, i in self.ids.items() if i == schema_id))

@@ -25,24 +25,8 @@ from ingester.records.debezium.envelope import TRANSACTION_VALUE_SCHEMA, table_c
 from ingester.records.debezium.layouts import AvroLayout
 from tests.corpus import CORPUS
 from tests.harness import avro
+from tests.harness.avro import Registry
 from tests.harness.records import CORPUS_FILES, debezium_messages
-
-
-class Registry:
-    """SchemaIds in memory: an id per distinct schema text, the versions of each subject."""
-
-    def __init__(self) -> None:
-        self.ids: dict[str, int] = {}
-        self.subjects: dict[str, list[str]] = {}
-
-    def schema_id(self, subject: str, schema: str) -> int:
-        versions = self.subjects.setdefault(subject, [])
-        if schema not in versions:
-            versions.append(schema)
-        return self.ids.setdefault(schema, len(self.ids) + 1)
-
-    def decode(self, message: bytes) -> Any:
-        return avro.read(message, lambda schema_id: next(t for t, i in self.ids.items() if i == schema_id))
 
 
 def _col(index: int, name: str, code: int, meta: int = 0, nullable: bool = True, **kw: Any) -> Column:

@@ -27,50 +27,61 @@ from ingester.records.debezium.avro_program import avro_program
 from ingester.records.debezium.encoder import DebeziumAvro, DebeziumOptions
 from ingester.records.debezium.layouts import AvroLayout
 from tests.corpus import CORPUS
-from tests.harness.binlogs import synthetic_binlog
-from tests.harness.records import CORPUS_FILES, build_records
-from tests.unit.test_debezium_avro import Registry
-from tests.unit.test_native_debezium import ALL_MODES, _records
+from tests.harness.avro import Registry
+from tests.harness.binlogs import name_row, table_binlog
+from tests.harness.records import (
+    ALL_MODES,
+    CORPUS_FILES,
+    binlog_records,
+    build_records,
+    encoded,
+    synthetic_records,
+    ticking_clock,
+)
 
 NATIVE = importlib.import_module("ingester.records.debezium._native")
 _SLOW = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
-_HEADER = b"\0\0\0\0\x07"
+_HEADER = b"\0\0\0\0\x01"  # the transcoder tests' magic byte and schema id
 
 
 class _Counting:
-    """The extension's transcoder, counting the payloads it transcoded and those it left to Python."""
+    """The extension, counting the payloads its transcoder took (``done``) and left to Python (``left``), the
+    records whose messages its composer put together (``composed``) and those it left to Python (``declined``)."""
 
-    def __init__(self, program: Any = None) -> None:
-        self.done = self.left = 0
-        self.program = program  # a program to use instead of the layout's (a mutation)
+    def __init__(self) -> None:
+        self.done = self.left = self.composed = self.declined = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(NATIVE, name)
 
     def avro(self, program: bytes, payload: bytes, header: bytes) -> bytes | None:
-        got = NATIVE.avro(self.program or program, payload, header)
+        got = NATIVE.avro(program, payload, header)
         self.done += got is not None
         self.left += got is None
         return got  # type: ignore[no-any-return]
 
+    def envelopes(self, *args: Any) -> Any:
+        got = NATIVE.envelopes(*args)
+        self.composed += got is not None
+        self.declined += got is None
+        return got
+
 
 @pytest.fixture(autouse=True)
 def _extension(monkeypatch: pytest.MonkeyPatch) -> None:
-    """C renders the rows' JSON in both paths (even under BINLAKE_PURE_PYTHON): only the transcoder differs."""
+    """C renders the rows' JSON in both paths (even under BINLAKE_PURE_PYTHON): only the transcoding differs."""
     monkeypatch.setattr(native_module, "native", NATIVE)
 
 
 def _encode(records: list[Any], options: DebeziumOptions, monkeypatch: pytest.MonkeyPatch,
-            transcoder: Any) -> tuple[list[Any], str | None]:
-    """The messages of the records through one debezium-avro encoder, and its error if any."""
-    clock = itertools.count(1_700_000_000_123_456_789, 1_000_003)
+            native: _Counting | None) -> tuple[list[Any], str | None]:
+    """The messages of the records through one debezium-avro encoder, and its error if any: with ``native``
+    (C's walk, composer and transcoder), else the reference path (C's walk, Python's envelopes and Avro)."""
     with monkeypatch.context() as m:
-        m.setattr(layouts, "_native", transcoder)
-        encoder = DebeziumAvro(options, Registry(), lambda n: f"mysql-bin.{n:06d}", 900_000,
-                               clock=lambda: next(clock))
-        messages = [msg for r in records if isinstance(r, Record) for msg in encoder.messages(r)]
-        try:
-            messages += list(encoder.before_commit())
-        except Exception as exc:  # compared, not judged: both paths must fail alike
-            return messages, f"{type(exc).__name__}: {exc}"
-    return messages, None
+        m.setattr(layouts, "_native", native)
+        m.setattr(native_module, "native", native or NATIVE)
+        return encoded(DebeziumAvro(options, Registry(), lambda n: f"mysql-bin.{n:06d}", 900_000,
+                                    clock=ticking_clock()), records)
 
 
 def _same(records: list[Any], options: DebeziumOptions, monkeypatch: pytest.MonkeyPatch,
@@ -93,34 +104,46 @@ def test_corpus_binlogs_give_the_same_messages_in_every_mode(name, monkeypatch) 
             assert error is not None and "is null but required" in error
             continue
         assert error is None
-        # every change event's key and value was C's (the transaction topic's messages are Python structures)
-        assert counting.left == 0 and (counting.done > 0 or not has_rows)
+        # every change event's key and value was C's (the transaction topic's messages are Python structures):
+        # composed by C without transaction metadata, else transcoded from Python's composition
+        assert counting.left == counting.declined == 0
+        assert (counting.done if transactions else counting.composed) > 0 or not has_rows
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=_SLOW)
 @given(st.data())
 def test_synthetic_tables_give_the_same_messages_and_errors(tmp_path, monkeypatch, data) -> None:
-    path = tmp_path / "synthetic-bin.000001"
-    path.write_bytes(synthetic_binlog(data, keys=True))
-    records = _records(path)
+    records = synthetic_records(tmp_path, data)
+    options = DebeziumOptions("p", data.draw(st.sampled_from(ALL_MODES)), transactions=data.draw(st.booleans()))
     if records is None:
         return
-    modes = data.draw(st.sampled_from(ALL_MODES))
-    counting, error = _same(records, DebeziumOptions("p", modes, transactions=data.draw(st.booleans())), monkeypatch)
-    assert counting.left == 0 or error is not None  # C transcoded every payload given as JSON, unless one failed
+    counting, error = _same(records, options, monkeypatch)
+    assert counting.left == counting.declined == 0 or error is not None  # C took every payload, unless one failed
 
 
-def test_a_mutated_program_is_noticed(monkeypatch) -> None:
-    """The comparisons can fail: the corpus's messages with a long written as an int differ or are refused."""
+def test_events_the_transcoder_refuses_are_pythons_which_raises_its_error(tmp_path, monkeypatch) -> None:
+    """A NULL in a NOT NULL key column (a damaged binlog): the composer leaves the record to Python, whose
+    transcoding leaves the key to the reference path, which names the field."""
+    path = tmp_path / "mysql-bin.000001"
+    path.write_bytes(table_binlog(name_row(1, b"a") + b"\x01\x01b", code=30, nullable=b"\x00"))
+    records = binlog_records(path)
+    assert records is not None
+    for transactions in (False, True):
+        counting, error = _same(records, DebeziumOptions("p", transactions=transactions), monkeypatch)
+        assert error is not None and "id is null but required" in error
+        assert counting.left and counting.declined == (not transactions)
+
+
+@pytest.mark.parametrize("transactions", [False, True])
+def test_a_mutated_program_is_noticed(monkeypatch, transactions) -> None:
+    """The comparisons can fail: the corpus's messages with a union's branches swapped in C differ."""
     _, out, _ = build_records(CORPUS / "zendesk-maxwell/binlog.000004")
-    options = DebeziumOptions("p")
+    options = DebeziumOptions("p", transactions=transactions)
     reference = _encode(out, options, monkeypatch, None)
-
-    class Mutated(_Counting):
-        def avro(self, program: bytes, payload: bytes, header: bytes) -> bytes | None:
-            return super().avro(program.replace(b"U\0\1", b"U\1\0"), payload, header)  # union branches swapped
-
-    assert _encode(out, options, monkeypatch, Mutated()) != reference
+    assert _encode(out, options, monkeypatch, _Counting()) == reference
+    with monkeypatch.context() as m:
+        m.setattr(layouts, "avro_program", lambda schema: avro_program(schema).replace(b"U\0\1", b"U\1\0"))
+        assert _encode(out, options, monkeypatch, _Counting()) != reference
 
 
 # ---------------------------------------------------------------- each type's edge values
@@ -162,7 +185,7 @@ def _python(payload: bytes) -> bytes | str:
 
 def _native(payload: bytes) -> bytes | None:
     assert _PROGRAM is not None
-    got = NATIVE.avro(_PROGRAM, payload, b"\0\0\0\0\x01")
+    got = NATIVE.avro(_PROGRAM, payload, _HEADER)
     return got  # type: ignore[no-any-return]
 
 
@@ -186,7 +209,7 @@ def test_edge_values_are_transcoded_as_python_writes_them(values) -> None:
     payload = orjson.dumps(_BASE | values)
     want = _python(payload)
     assert isinstance(want, bytes)
-    assert _native(payload) == b"\0\0\0\0\x01" + want[5:]
+    assert _native(payload) == _HEADER + want[5:]
 
 
 @pytest.mark.parametrize("text", [
@@ -244,11 +267,11 @@ def test_random_payloads_and_damage_give_pythons_bytes_or_none(values, where, da
     values = {k: base64.b64encode(v).decode() if isinstance(v, bytes) else v for k, v in values.items()}
     payload = orjson.dumps(_BASE | values)
     want = _python(payload)
-    assert _native(payload) == b"\0\0\0\0\x01" + want[5:]  # type: ignore[index]
+    assert _native(payload) == _HEADER + want[5:]  # type: ignore[index]
     at = where % (len(payload) + 1)
     damaged = payload[:at] + damage + payload[at + len(damage) % 2:]
     got, want = _native(damaged), _python(damaged)
-    assert got is None or (isinstance(want, bytes) and got == b"\0\0\0\0\x01" + want[5:])
+    assert got is None or (isinstance(want, bytes) and got == _HEADER + want[5:])
 
 
 def test_programs() -> None:

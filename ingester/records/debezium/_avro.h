@@ -1,7 +1,7 @@
 /* A change event's payload JSON (as binlake's JSON path writes it: objects with their schema's fields in order,
  * no whitespace) transcoded to Confluent's Avro wire format, byte-identical to the Python reference path
  * (layouts.py AvroLayout: orjson.loads, avro_schema.payload_fixer, fastavro's schemaless_writer). Included by
- * _native.c after _json.h.
+ * _native.c after _json.h; the native composer (_envelope.h) transcodes its messages with it.
  *
  * avro(program, json, header) -> bytes | None
  *   program: the payload's Connect schema compiled by avro_program.py (ops below); header: the magic byte and
@@ -400,11 +400,10 @@ static int av_value(Program *pr, Json *j, Out *o) {
 
 static Out avro_out; /* reused from call to call (the GIL is held throughout) */
 
-static PyObject *avro(PyObject *module, PyObject *args) {
-    const char *program, *json, *header;
-    Py_ssize_t program_len, json_len, header_len;
-    if (!PyArg_ParseTuple(args, "y#y#y#:avro", &program, &program_len, &json, &json_len, &header, &header_len))
-        return NULL;
+/* The message of a payload's JSON: the header, then its Avro; a new reference to None when the program does
+ * not transcode it exactly (Python's turn), NULL with an exception set. */
+static PyObject *transcode(const char *program, Py_ssize_t program_len, const char *json, Py_ssize_t json_len,
+                           const char *header, Py_ssize_t header_len) {
     Out *o = &avro_out;
     o->len = 0;
     if (reserve(o, header_len + json_len) < 0) return NULL;
@@ -412,14 +411,22 @@ static PyObject *avro(PyObject *module, PyObject *args) {
     Program pr = {(const uint8_t *)program, program_len, 0};
     Json j = {json, json + json_len};
     int r = av_value(&pr, &j, o);
-    if (r < 0) return NULL;
-    PyObject *result = r || pr.pc != pr.len || j.s != j.end ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize(o->buf, o->len);
-    if (o->cap > 1 << 22) { /* a huge message: give its buffer back */
+    PyObject *result = r < 0 ? NULL
+                       : r || pr.pc != pr.len || j.s != j.end ? Py_NewRef(Py_None)
+                                                              : PyBytes_FromStringAndSize(o->buf, o->len);
+    if (o->cap > SCRATCH_KEPT) { /* a huge message: give its memory back */
         PyMem_Free(o->buf);
-        o->buf = NULL;
-        o->cap = o->len = 0;
+        *o = (Out){0};
     }
     return result;
+}
+
+static PyObject *avro(PyObject *module, PyObject *args) {
+    const char *program, *json, *header;
+    Py_ssize_t program_len, json_len, header_len;
+    if (!PyArg_ParseTuple(args, "y#y#y#:avro", &program, &program_len, &json, &json_len, &header, &header_len))
+        return NULL;
+    return transcode(program, program_len, json, json_len, header, header_len);
 }
 
 #endif

@@ -488,8 +488,8 @@ done:
     return result;
 }
 
-#include "_envelope.h"
 #include "_avro.h"
+#include "_envelope.h"
 
 static PyMethodDef methods[] = {
     {"render", render, METH_VARARGS,

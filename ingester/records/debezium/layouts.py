@@ -44,6 +44,10 @@ class Layout(Protocol):
         """What goes before and after a payload's JSON text to make ``encode_json``'s bytes, when that is all it
         does (the native composer puts messages together with it); None when the layout re-encodes the JSON."""
 
+    def transcoder(self, topic: str, role: Role, schema: bytes) -> tuple[bytes, bytes] | None:
+        """The native transcoder's program and header of ``encode_json`` (the Avro of a payload's JSON text), for
+        the native composer (a schema is registered here); None when there is none."""
+
     def payload(self, data: bytes) -> Any:
         """The payload of one of its messages (Python structures), read back for an error that names the event;
         raises ValueError for bytes it did not write."""
@@ -65,6 +69,9 @@ class JsonLayout:
 
     def json_frame(self, schema: bytes) -> tuple[bytes, bytes]:
         return (b'{"schema":' + schema + b',"payload":', b"}") if self.schemas else (b"", b"")
+
+    def transcoder(self, topic: str, role: Role, schema: bytes) -> None:
+        return None
 
     def payload(self, data: bytes) -> Any:
         value = orjson.loads(data)
@@ -133,6 +140,12 @@ class AvroLayout:
 
     def json_frame(self, schema: bytes) -> None:
         return None
+
+    def transcoder(self, topic: str, role: Role, schema: bytes) -> tuple[bytes, bytes] | None:
+        if _native is None:
+            return None
+        writer = self._writers.get((topic, role, schema)) or self._writer(topic, role, schema)
+        return None if writer.program is None else (writer.program, writer.header)
 
     def payload(self, data: bytes) -> Any:
         writer = self._by_id.get(int.from_bytes(data[1:5], "big")) if data[:1] == b"\0" else None
