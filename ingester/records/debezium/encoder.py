@@ -348,9 +348,11 @@ class DebeziumOut:
             {"data_collection": name, "event_count": n} for name, n in tx.per_table.items()], "ts_ms": tx.ts_ms})
 
     def _tx_message(self, tx: _Transaction, payload: dict[str, Any]) -> Message:
+        """A transaction topic's message, its payloads' JSON encoded (strings, integers, nulls and lists: the
+        text orjson reads back as the same payload, which Avro transcodes in C)."""
         topic = self.transaction_topic
-        return Message(topic, self.layout.encode(topic, "key", _TX_KEY, {"id": tx.id}),
-                       self.layout.encode(topic, "value", _TX_VALUE, payload), ())
+        return Message(topic, self.layout.encode_json(topic, "key", _TX_KEY, b'{"id":%b}' % tx.id_json),
+                       self.layout.encode_json(topic, "value", _TX_VALUE, orjson.dumps(payload)), ())
 
 
 class DebeziumJson(DebeziumOut):
