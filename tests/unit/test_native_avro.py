@@ -281,4 +281,8 @@ def test_programs() -> None:
     assert NATIVE.avro(b"R\1\0", b"{}", b"") is None  # a program cut short
     assert NATIVE.avro(b"q", b"1", b"") is None  # an unknown op
     assert NATIVE.avro(b"A\5\0\0\0l", b"[1]", b"") is None  # an items program longer than what is left
+    deep = b"l"
+    for _ in range(70):
+        deep = b"A" + len(deep).to_bytes(4, "little") + deep
+    assert NATIVE.avro(deep, b"[" * 70 + b"]" * 70, b"") is None and NATIVE.avro(deep[5 * 10:], b"[]", b"") == b"\0"
     assert NATIVE.avro(b"l", b"-1", b"H") == b"H\x01" and NATIVE.avro(b"d", b"1", b"") == b"\0" * 6 + b"\xf0?"

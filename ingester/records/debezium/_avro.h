@@ -26,7 +26,10 @@ enum { AV_RECORD = 'R', AV_UNION = 'U', AV_ARRAY = 'A', AV_INT = 'i', AV_LONG = 
 typedef struct {
     const uint8_t *p;
     Py_ssize_t len, pc;
+    int depth; /* of nested values: at most AV_MAX_DEPTH (a Connect schema of a table nests a few) */
 } Program;
+
+enum { AV_MAX_DEPTH = 64 };
 
 typedef struct {
     const char *s, *end;
@@ -350,7 +353,18 @@ static int av_array(Program *pr, Json *j, Out *o) {
     return av_long(o, 0);
 }
 
+static int av_op(Program *pr, Json *j, Out *o);
+
 static int av_value(Program *pr, Json *j, Out *o) {
+    if (pr->depth >= AV_MAX_DEPTH) return 1;
+    pr->depth++;
+    int r = av_op(pr, j, o);
+    pr->depth--;
+    return r;
+}
+
+/* One op of the program at pr->pc and the JSON value at j. */
+static int av_op(Program *pr, Json *j, Out *o) {
     if (pr->pc >= pr->len) return 1;
     int op = pr->p[pr->pc++];
     int64_t i;
@@ -408,7 +422,7 @@ static PyObject *transcode(const char *program, Py_ssize_t program_len, const ch
     o->len = 0;
     if (reserve(o, header_len + json_len) < 0) return NULL;
     put(o, header, header_len);
-    Program pr = {(const uint8_t *)program, program_len, 0};
+    Program pr = {(const uint8_t *)program, program_len, 0, 0};
     Json j = {json, json + json_len};
     int r = av_value(&pr, &j, o);
     PyObject *result = r < 0 ? NULL
