@@ -11,6 +11,7 @@ setup(ext_modules=[
         ("ingester.records._router", "ingester/records/_router.c", []),
         ("ingester.codec._columns", "ingester/codec/_columns.c", []),
         ("ingester.records.debezium._native", "ingester/records/debezium/_native.c",
-         ["ingester/records/debezium/_values.h", "ingester/records/debezium/_envelope.h"]),
+         ["ingester/records/debezium/_values.h", "ingester/records/debezium/_envelope.h",
+          "ingester/records/debezium/_avro.h"]),
         ("ingester.sources._textrows", "ingester/sources/_textrows.c", []))
 ])

@@ -77,6 +77,25 @@ static inline int put_base64(Out *o, const uint8_t *p, Py_ssize_t n, Py_ssize_t 
     return put_base64_in(o, p, n, pad, 0);
 }
 
+/* The length of the multi-byte UTF-8 sequence at s (n bytes left), or 0 unless Python's strict decoder takes it
+ * (no overlongs, surrogates or > U+10FFFF). */
+static inline int utf8_sequence(const uint8_t *s, Py_ssize_t n) {
+    uint8_t c = s[0], lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
+    int len;
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c == 0xE0) { len = 3; lo = 0xA0; }
+    else if (c == 0xED) { len = 3; hi = 0x9F; }
+    else if (c >= 0xE1 && c <= 0xEF) len = 3;
+    else if (c == 0xF0) { len = 4; lo = 0x90; }
+    else if (c >= 0xF1 && c <= 0xF3) len = 4;
+    else if (c == 0xF4) { len = 4; hi = 0x8F; }
+    else return 0;
+    if (n < len || s[1] < lo || s[1] > hi) return 0;
+    for (int k = 2; k < len; k++)
+        if ((s[k] & 0xC0) != 0x80) return 0;
+    return len;
+}
+
 /* A JSON string of UTF-8 text, escaped as orjson does. Returns 1 (leave it to Python) unless the
  * bytes are valid UTF-8 by Python's strict decoder (no overlongs, surrogates or > U+10FFFF), or
  * with ascii_only, unless they are all ASCII (single-byte charsets agree with it there). */
@@ -110,19 +129,8 @@ static inline int put_utf8(Out *o, const uint8_t *s, Py_ssize_t n, int ascii_onl
             continue;
         }
         if (ascii_only) return 1;
-        int len;
-        uint8_t lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-        if (c >= 0xC2 && c <= 0xDF) len = 2;
-        else if (c == 0xE0) { len = 3; lo = 0xA0; }
-        else if (c == 0xED) { len = 3; hi = 0x9F; }
-        else if (c >= 0xE1 && c <= 0xEF) len = 3;
-        else if (c == 0xF0) { len = 4; lo = 0x90; }
-        else if (c >= 0xF1 && c <= 0xF3) len = 4;
-        else if (c == 0xF4) { len = 4; hi = 0x8F; }
-        else return 1;
-        if (n - i < len || s[i + 1] < lo || s[i + 1] > hi) return 1;
-        for (int k = 2; k < len; k++)
-            if ((s[i + k] & 0xC0) != 0x80) return 1;
+        int len = utf8_sequence(s + i, n - i);
+        if (!len) return 1;
         memcpy(q, s + i, len);
         q += len;
         i += len;

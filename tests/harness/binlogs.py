@@ -201,6 +201,28 @@ def synthetic_binlog(data: Any, keys: bool = False) -> bytes:
     return bytes(raw)
 
 
+def table_binlog(body_of_rows: bytes, code: int = 30, mariadb: bool = False, nullable: bytes = b"\x02") -> bytes:
+    """A binlog of db.t (id INT NOT NULL primary key, name VARCHAR(20) utf8mb4; ``nullable`` the table map's
+    NULL bitmap) and one rows event."""
+    fde = format_description(MARIADB_FDE if mariadb else MYSQL_FDE)
+    crc = fde[-5] == 1
+    optional = b"\x04\x08\x02id\x04name" + b"\x03\x01\x2d" + b"\x08\x01\x00"
+    table_map = (b"\x2a\0\0\0\0\0\x01\0" + b"\x02db\0" + b"\x01t\0" + b"\x02\x03\x0f" + b"\x02"
+                 + (80).to_bytes(2, "little") + nullable + optional)
+    bitmaps = b"\x03" * (2 if code in (24, 31) else 1)
+    rows = b"\x2a\0\0\0\0\0\x01\0" + (b"\x02\0" if code >= 30 else b"") + b"\x02" + bitmaps
+    raw = bytearray(b"\xfebin" + fde)
+    for c, body in ((19, table_map), (code, rows + body_of_rows), (16, bytes(8))):
+        raw += binlog_event(c, body, len(raw), crc)
+    return bytes(raw)
+
+
+def name_row(i: int, name: bytes | None) -> bytes:
+    """A row of table_binlog's table (a NULL name when None)."""
+    return (b"\x02" + struct.pack("<i", i) if name is None else
+            b"\x00" + struct.pack("<i", i) + bytes([len(name)]) + name)
+
+
 def verbose_counts(files, db: str) -> collections.Counter:
     """Row changes of database ``db`` in the files, as mariadb-binlog --verbose prints them: (verb, table) ->
     rows (verb: insert, update or delete)."""

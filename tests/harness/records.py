@@ -3,10 +3,15 @@ tables."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 import orjson
 import pyarrow as pa
 
-from ingester.codec import BinlogDecoder
+from ingester.codec import BinlogDecoder, BinlogError
 from ingester.codec import events as E
 from ingester.codec.constants import ColumnType as T
 from ingester.codec.table_map import Column, TableMap
@@ -14,8 +19,10 @@ from ingester.daemon import snapshot as D
 from ingester.dump.jsonl import event_json
 from ingester.records import snapshot as S
 from ingester.records.builder import Checkpoint, Record, RecordBuilder
+from ingester.records.debezium.columns import Modes
 from ingester.records.format import Sequence
 from ingester.sources.binlog_file import binlog_frames
+from tests.harness.binlogs import synthetic_binlog
 
 # real binlogs of many layouts (compressed transactions, GTID tags, MariaDB, checksums, JSON), from the corpus
 CORPUS_FILES = [
@@ -29,6 +36,11 @@ CORPUS_FILES = [
     "rust-mysql-common/json.binlog.000001",
     "apecloud-mysql-binlog-connector-rust/mysql-bin.000057",
 ]
+
+# every combination of Debezium's value-handling modes
+ALL_MODES = [Modes(*m) for m in itertools.product(("precise", "string", "double"),
+                                                   ("adaptive_time_microseconds", "connect"), ("long", "precise"),
+                                                   ("bytes", "base64", "base64-url-safe", "hex"))]
 
 
 def build_records(path, max_record_bytes=900_000):
@@ -50,6 +62,44 @@ def build_records(path, max_record_bytes=900_000):
             out.append(checkpoint)
     out.extend(builder.flush())
     return builder, out, expected
+
+
+def binlog_records(path: Path) -> list[Any] | None:
+    """The daemon's records of a binlog file (None if the builder itself refuses it: nothing to encode)."""
+    dec = BinlogDecoder(str(path))
+    builder = RecordBuilder(file="mysql-bin.000001", max_record_bytes=900_000)
+    out: list[Any] = []
+    try:
+        for pos, raw in binlog_frames(path, dec):
+            out.extend(builder.feed(dec, raw, pos))
+        out.extend(builder.flush())
+    except BinlogError:
+        return None
+    return out
+
+
+def synthetic_records(tmp_path: Path, data: Any) -> list[Any] | None:
+    """The daemon's records of a random binlog (binlogs.synthetic_binlog, with keys), or None (binlog_records)."""
+    path = tmp_path / "synthetic-bin.000001"
+    path.write_bytes(synthetic_binlog(data, keys=True))
+    return binlog_records(path)
+
+
+def ticking_clock() -> Callable[[], int]:
+    """A Debezium encoder's clock (ns) that moves on ~1 ms each time it is read."""
+    ticks = itertools.count(1_700_000_000_123_456_789, 1_000_003)
+    return lambda: next(ticks)
+
+
+def encoded(encoder: Any, records: list[Any]) -> tuple[list[Any], str | None]:
+    """The messages of the records through one Debezium encoder (one Kafka transaction), and its error if any
+    (compared, not judged: a native path and the reference must fail alike)."""
+    messages = [msg for r in records if isinstance(r, Record) for msg in encoder.messages(r)]
+    try:
+        messages += list(encoder.before_commit())
+    except Exception as exc:
+        return messages, f"{type(exc).__name__}: {exc}"
+    return messages, None
 
 
 def snapshot_table() -> TableMap:

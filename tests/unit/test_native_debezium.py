@@ -22,29 +22,32 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingester.codec import BinlogDecoder, BinlogError
 from ingester.codec.constants import ColumnType as T
 from ingester.codec.rows import compile_rows
 from ingester.codec.table_map import Column, TableMap
 from ingester.extensions import load as load_extension
-from ingester.records.builder import Record, RecordBuilder
+from ingester.records.builder import Record
 from ingester.records.debezium import native as native_module
 from ingester.records.debezium.columns import Modes
 from ingester.records.debezium.encoder import DebeziumJson, DebeziumOptions
 from ingester.records.debezium.envelope import table_codec
 from ingester.records.debezium.native import rows_plan
-from ingester.sources.binlog_file import binlog_frames
 from tests.corpus import CORPUS
-from tests.harness.binlogs import MARIADB_FDE, MYSQL_FDE, binlog_event, format_description, synthetic_binlog
-from tests.harness.records import CORPUS_FILES, build_records, snapshot_record
+from tests.harness.binlogs import name_row, table_binlog
+from tests.harness.records import (
+    ALL_MODES,
+    CORPUS_FILES,
+    binlog_records,
+    build_records,
+    encoded,
+    snapshot_record,
+    synthetic_records,
+    ticking_clock,
+)
 
 # Imported directly, so the comparisons run even under BINLAKE_PURE_PYTHON (and fail if it is not built).
 NATIVE = importlib.import_module("ingester.records.debezium._native")
 _SLOW = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
-ALL_MODES = [Modes(*m) for m in itertools.product(("precise", "string", "double"),
-                                                   ("adaptive_time_microseconds", "connect"), ("long", "precise"),
-                                                   ("bytes", "base64", "base64-url-safe", "hex"))]
-
 
 class _Counting:
     """The extension, counting the rows events it renders."""
@@ -73,16 +76,10 @@ class _Counting:
 def _encode(records: list[Any], options: DebeziumOptions, monkeypatch: pytest.MonkeyPatch,
             extension: Any) -> tuple[list[Any], str | None]:
     """The messages of the records through one encoder (one Kafka transaction), and its error if any."""
-    clock = itertools.count(1_700_000_000_123_456_789, 1_000_003)
     with monkeypatch.context() as m:
         m.setattr(native_module, "native", extension)
-        encoder = DebeziumJson(options, lambda n: f"mysql-bin.{n:06d}", 900_000, clock=lambda: next(clock))
-        messages = [msg for r in records if isinstance(r, Record) for msg in encoder.messages(r)]
-        try:
-            messages += list(encoder.before_commit())
-        except Exception as exc:  # compared, not judged: both paths must fail alike
-            return messages, f"{type(exc).__name__}: {exc}"
-    return messages, None
+        return encoded(DebeziumJson(options, lambda n: f"mysql-bin.{n:06d}", 900_000, clock=ticking_clock()),
+                       records)
 
 
 def _same(records: list[Any], options: DebeziumOptions, monkeypatch: pytest.MonkeyPatch) -> tuple[int, str | None]:
@@ -136,26 +133,10 @@ def test_snapshot_rows_stay_pythons_and_give_the_same_messages(monkeypatch) -> N
         assert _same([record], DebeziumOptions("p", **options), monkeypatch) == (0, None)  # type: ignore[arg-type]
 
 
-def _records(path: Path) -> list[Any] | None:
-    """The daemon's records of a binlog file (None if the builder itself refuses it: nothing to encode)."""
-    dec = BinlogDecoder(str(path))
-    builder = RecordBuilder(file="mysql-bin.000001", max_record_bytes=900_000)
-    out: list[Any] = []
-    try:
-        for pos, raw in binlog_frames(path, dec):
-            out.extend(builder.feed(dec, raw, pos))
-        out.extend(builder.flush())
-    except BinlogError:
-        return None
-    return out
-
-
 @settings(max_examples=300, deadline=None, suppress_health_check=_SLOW)
 @given(st.data())
 def test_synthetic_tables_give_the_same_messages_and_errors(tmp_path, monkeypatch, data) -> None:
-    path = tmp_path / "synthetic-bin.000001"
-    path.write_bytes(synthetic_binlog(data, keys=True))
-    records = _records(path)
+    records = synthetic_records(tmp_path, data)
     if records is None:
         return
     modes = data.draw(st.sampled_from(ALL_MODES))
@@ -166,34 +147,14 @@ def test_synthetic_tables_give_the_same_messages_and_errors(tmp_path, monkeypatc
 # ---------------------------------------------------------------- a rows event written by hand
 
 
-def _table_binlog(body_of_rows: bytes, code: int = 30, mariadb: bool = False) -> bytes:
-    """A binlog of db.t (id INT NOT NULL primary key, name VARCHAR(20) utf8mb4) and one rows event."""
-    fde = format_description(MARIADB_FDE if mariadb else MYSQL_FDE)
-    crc = fde[-5] == 1
-    optional = b"\x04\x08\x02id\x04name" + b"\x03\x01\x2d" + b"\x08\x01\x00"
-    table_map = (b"\x2a\0\0\0\0\0\x01\0" + b"\x02db\0" + b"\x01t\0" + b"\x02\x03\x0f" + b"\x02"
-                 + (80).to_bytes(2, "little") + b"\x02" + optional)
-    bitmaps = b"\x03" * (2 if code in (24, 31) else 1)
-    rows = b"\x2a\0\0\0\0\0\x01\0" + (b"\x02\0" if code >= 30 else b"") + b"\x02" + bitmaps
-    raw = bytearray(b"\xfebin" + fde)
-    for c, body in ((19, table_map), (code, rows + body_of_rows), (16, bytes(8))):
-        raw += binlog_event(c, body, len(raw), crc)
-    return bytes(raw)
-
-
-def _row(i: int, name: bytes | None) -> bytes:
-    return (b"\x02" + struct.pack("<i", i) if name is None else
-            b"\x00" + struct.pack("<i", i) + bytes([len(name)]) + name)
-
-
 @pytest.mark.parametrize("flavour", ["mysql", "mariadb"])
 def test_key_changes_tombstones_and_transactions_as_python_composes_them(tmp_path, monkeypatch, flavour) -> None:
     mariadb = flavour == "mariadb"
     path = tmp_path / "mysql-bin.000001"
-    updates = (_row(1, b"a") + _row(1, b"b") + _row(1, b"b") + _row(2, b"b") + _row(3, None)
-               + _row(3, "é\"\\\n".encode()))
-    path.write_bytes(_table_binlog(updates, 31 if not mariadb else 24, mariadb))
-    records = _records(path)
+    updates = (name_row(1, b"a") + name_row(1, b"b") + name_row(1, b"b") + name_row(2, b"b") + name_row(3, None)
+               + name_row(3, "é\"\\\n".encode()))
+    path.write_bytes(table_binlog(updates, 31 if not mariadb else 24, mariadb))
+    records = binlog_records(path)
     assert records is not None
     for options in _OPTIONS:
         assert _same(records, DebeziumOptions("p", **options), monkeypatch) == (1, None)  # type: ignore[arg-type]
@@ -207,16 +168,16 @@ def test_key_changes_tombstones_and_transactions_as_python_composes_them(tmp_pat
 def test_truncated_rows_give_pythons_error(tmp_path, monkeypatch, cut) -> None:
     """The rows data ends inside a value: C leaves the event to Python, which names it at its position."""
     path = tmp_path / "mysql-bin.000001"
-    path.write_bytes(_table_binlog((_row(1, b"abcdef") + _row(2, b"xyz"))[:-cut]))
-    records = _records(path)
+    path.write_bytes(table_binlog((name_row(1, b"abcdef") + name_row(2, b"xyz"))[:-cut]))
+    records = binlog_records(path)
     assert records is not None
     _, error = _same(records, DebeziumOptions("p"), monkeypatch)
     assert error is not None and error.startswith("BinlogError: record db.t at ") and " at byte " in error
 
 
 def test_a_damaged_checksum_gives_pythons_error(tmp_path, monkeypatch) -> None:
-    raw = bytearray(_table_binlog(_row(1, b"abc")))
-    records = _records(_write(tmp_path, bytes(raw)))
+    raw = bytearray(table_binlog(name_row(1, b"abc")))
+    records = binlog_records(_write(tmp_path, bytes(raw)))
     assert records is not None
     record = next(r for r in records if isinstance(r, Record) and r.topic == "db.t")
     value = bytearray(record.value)

@@ -1,6 +1,7 @@
 /* Debezium's change events put together in C: the envelope around the Value and Key structs walk() rendered,
  * byte-identical to the Python reference composition (records/debezium/encoder.py: _rendered and _compose, the
- * JSON layout) without transaction metadata. Included by _native.c after _json.h.
+ * JSON layout; the Avro layout's messages are those JSON payloads transcoded, _avro.h) without transaction
+ * metadata. Included by _native.c after _json.h and _avro.h.
  *
  * envelopes(events, shape_of, now_ns, tombstones, message) -> [message, ...]
  *   events: walk()'s list for one record; shape_of(table_map, file_number) gives the byte pieces of a table's
@@ -9,6 +10,10 @@
  *   A delete is followed by a tombstone (value None) when tombstones is true; an update that changes the key is a
  *   delete (and its tombstone) then a create, as Debezium publishes it, with the __debezium.newkey and oldkey
  *   headers; other messages have no headers.
+ *   The shape's last item is None (JSON: the pieces frame the payloads) or Avro's (key program or None, key
+ *   header, value program, value header): each key and value JSON (the pieces' heads and tails empty)
+ *   transcoded. Returns None (the record is Python's, which gives the same messages or raises) when shape_of
+ *   gives None or a payload is one the transcoder leaves to Python.
  */
 #ifndef BINLAKE_ENVELOPE_H
 #define BINLAKE_ENVELOPE_H
@@ -17,14 +22,37 @@ typedef struct {
     PyObject *topic, *key_head; /* key_head None: the table has no key */
     const char *piece[8];       /* value head, source a, b, c, file JSON, key head, key tail, value tail */
     Py_ssize_t len[8];
+    int avro;                   /* the payloads transcoded by programs (key, value) after headers */
+    const char *program[2], *header[2];
+    Py_ssize_t program_len[2], header_len[2];
 } Shape;
 
 enum { VALUE_HEAD, SOURCE_A, SOURCE_B, SOURCE_C, FILE_JSON, KEY_HEAD, KEY_TAIL, VALUE_TAIL, SHAPE_ITEMS };
 
-/* shape: (topic str, value head, source a, source b, source c, file JSON, key head or None, key tail, value tail) */
+/* Avro's (key program or None, key header, value program, value header). */
+static int shape_avro(Shape *s, PyObject *avro) {
+    s->avro = avro != Py_None;
+    if (!s->avro) return 0;
+    if (!PyTuple_Check(avro) || PyTuple_GET_SIZE(avro) != 4) goto bad;
+    for (int role = 0; role < 2; role++) {
+        PyObject *program = PyTuple_GET_ITEM(avro, 2 * role), *header = PyTuple_GET_ITEM(avro, 2 * role + 1);
+        if (!PyBytes_Check(header) || (!PyBytes_Check(program) && !(role == 0 && program == Py_None))) goto bad;
+        s->program[role] = program == Py_None ? NULL : PyBytes_AS_STRING(program);
+        s->program_len[role] = program == Py_None ? 0 : PyBytes_GET_SIZE(program);
+        s->header[role] = PyBytes_AS_STRING(header);
+        s->header_len[role] = PyBytes_GET_SIZE(header);
+    }
+    return 0;
+bad:
+    PyErr_SetString(PyExc_TypeError, "envelopes: Avro's are (key program or None, key header, program, header)");
+    return -1;
+}
+
+/* shape: (topic str, value head, source a, source b, source c, file JSON, key head or None, key tail, value tail,
+ * Avro's or None) */
 static int shape_from(Shape *s, PyObject *shape) {
-    if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) != SHAPE_ITEMS + 1 || !PyUnicode_Check(PyTuple_GET_ITEM(shape, 0))) {
-        PyErr_SetString(PyExc_TypeError, "envelopes: shape_of gives (topic, 8 byte pieces) tuples");
+    if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) != SHAPE_ITEMS + 2 || !PyUnicode_Check(PyTuple_GET_ITEM(shape, 0))) {
+        PyErr_SetString(PyExc_TypeError, "envelopes: shape_of gives (topic, 8 byte pieces, Avro's) tuples");
         return -1;
     }
     s->topic = PyTuple_GET_ITEM(shape, 0);
@@ -43,7 +71,7 @@ static int shape_from(Shape *s, PyObject *shape) {
         s->piece[i] = PyBytes_AS_STRING(item);
         s->len[i] = PyBytes_GET_SIZE(item);
     }
-    return 0;
+    return shape_avro(s, PyTuple_GET_ITEM(shape, SHAPE_ITEMS + 1));
 }
 
 #define PUT_PIECE(o, s, i) put((o), (s)->piece[i], (s)->len[i])
@@ -62,7 +90,8 @@ typedef struct {
 static Out envelope_scratch;
 
 /* Append one change event (op 'c', 'u' or 'd') as a message with these headers, and its tombstone (the same
- * headers) after a delete when asked. */
+ * headers) after a delete when asked; 1 (and nothing appended) when a payload is one the Avro transcoder leaves to
+ * Python, -1 on an error. */
 static int emit(const Event *e, char op, PyObject *before, PyObject *after, PyObject *key_struct, int tombstone,
                 PyObject *headers) {
     const Shape *s = e->shape;
@@ -102,9 +131,27 @@ static int emit(const Event *e, char op, PyObject *before, PyObject *after, PyOb
     o->buf[o->len++] = '"';
     put(o, e->end, e->end_len);
     PUT_PIECE(o, s, VALUE_TAIL);
-    PyObject *key = Py_None, *value = PyBytes_FromStringAndSize(o->buf, o->len);
+    PyObject *key = Py_None, *value;
+    if (s->avro)
+        value = transcode(s->program[1], s->program_len[1], o->buf, o->len, s->header[1], s->header_len[1]);
+    else
+        value = PyBytes_FromStringAndSize(o->buf, o->len);
     if (!value) return -1;
-    if (s->key_head != Py_None && key_struct != Py_None) {
+    if (value == Py_None) {
+        Py_DECREF(value);
+        return 1;
+    }
+    if (s->avro && s->key_head != Py_None && key_struct != Py_None) {
+        key = s->program[0] ? transcode(s->program[0], s->program_len[0], PyBytes_AS_STRING(key_struct),
+                                        PyBytes_GET_SIZE(key_struct), s->header[0], s->header_len[0])
+                            : Py_NewRef(Py_None);
+        if (key == Py_None || !key) {
+            int r = key ? 1 : -1;
+            Py_XDECREF(key);
+            Py_DECREF(value);
+            return r;
+        }
+    } else if (s->key_head != Py_None && key_struct != Py_None) {
         Py_ssize_t nk = PyBytes_GET_SIZE(key_struct);
         key = PyBytes_FromStringAndSize(NULL, s->len[KEY_HEAD] + nk + s->len[KEY_TAIL]);
         if (!key) {
@@ -172,6 +219,7 @@ static PyObject *envelopes(PyObject *module, PyObject *args) {
             if (PyErr_Occurred()) goto fail;
             Py_XDECREF(shape_tuple);
             shape_tuple = PyObject_CallFunctionObjArgs(shape_of, map, file, NULL);
+            if (shape_tuple == Py_None) goto python;
             if (!shape_tuple || shape_from(&shape, shape_tuple) < 0) goto fail;
             last_map = map;
             last_file = file;
@@ -222,17 +270,19 @@ static PyObject *envelopes(PyObject *module, PyObject *args) {
                 changed = PyObject_RichCompareBool(kb, ka, Py_NE);
                 if (changed < 0) goto fail;
             }
+            int r;
             if (changed) { /* a changed key: a delete of the old key naming the new one in a header, then a create
                             * of the new one naming the old one (Debezium's __debezium.newkey / oldkey) */
                 PyObject *to_new = Py_BuildValue("((OO))", new_key, ka), *to_old = Py_BuildValue("((OO))", old_key, kb);
-                int failed = !to_new || !to_old || emit(&e, 'd', before, Py_None, kb, tombstones, to_new) < 0
-                             || emit(&e, 'c', Py_None, after, ka, 0, to_old) < 0;
+                r = !to_new || !to_old ? -1 : emit(&e, 'd', before, Py_None, kb, tombstones, to_new);
+                if (!r) r = emit(&e, 'c', Py_None, after, ka, 0, to_old);
                 Py_XDECREF(to_new);
                 Py_XDECREF(to_old);
-                if (failed) goto fail;
-            } else if (emit(&e, kind, before, after, after != Py_None ? ka : kb, tombstones, e.headers) < 0) {
-                goto fail;
+            } else {
+                r = emit(&e, kind, before, after, after != Py_None ? ka : kb, tombstones, e.headers);
             }
+            if (r < 0) goto fail;
+            if (r) goto python;
         }
     }
     Py_XDECREF(shape_tuple);
@@ -245,6 +295,15 @@ static PyObject *envelopes(PyObject *module, PyObject *args) {
         envelope_scratch = (Out){0};
     }
     return e.out;
+python:
+    if (PyErr_Occurred()) goto fail;
+    Py_XDECREF(shape_tuple);
+    Py_DECREF(e.out);
+    Py_DECREF(e.headers);
+    Py_DECREF(new_key);
+    Py_DECREF(old_key);
+    PyMem_Free(gtid.buf);
+    return Py_NewRef(Py_None);
 fail:
     Py_XDECREF(shape_tuple);
     Py_XDECREF(e.out);

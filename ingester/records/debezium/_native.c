@@ -488,6 +488,7 @@ done:
     return result;
 }
 
+#include "_avro.h"
 #include "_envelope.h"
 
 static PyMethodDef methods[] = {
@@ -495,6 +496,7 @@ static PyMethodDef methods[] = {
      "The Value and Key structs' JSON of each row of a rows event's data, or None (Python's turn)."},
     {"walk", walk, METH_VARARGS, "The rows events of a binlake record rendered, or None, or what is missing."},
     {"envelopes", envelopes, METH_VARARGS, "The change events of walk()'s rows events, as messages."},
+    {"avro", avro, METH_VARARGS, "A payload's JSON as Avro (Confluent's wire format, after a header), or None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -13,9 +13,11 @@ described by the schema history's entries of the statement.
 
 The rows events of the held records are decoded straight to each row's Value and Key structs as JSON
 (native.py: ``_native.c``), and each payload is put together from byte pieces: the event's source block,
-the row's structs; the layout frames it (JSON) or encodes it (Avro). Events C leaves to Python (and every
-event without the extension or with ``BINLAKE_PURE_PYTHON=1``) take the reference path: the codec's row
-dicts, columns.py's converters and orjson, to the same payloads.
+the row's structs; the layout frames it (JSON) or encodes it (Avro: transcoded in C, _avro.h). Without
+transaction metadata C puts whole messages together (_envelope.h), in either layout. Events C leaves to
+Python (and every event without the extension or with ``BINLAKE_PURE_PYTHON=1``) take the reference path:
+the codec's row dicts, columns.py's converters and orjson (and for Avro payload_fixer and fastavro), to the
+same messages.
 """
 
 from __future__ import annotations
@@ -130,8 +132,9 @@ class _Table:
     name: str  # db.table, as the transaction topic counts events
     source: bytes  # the source block of a binlog event, to fill in with its ts, server id, gtid, file and pos
     # the native composer's pieces (_envelope.h): (topic, value head, source a, b, c), then the key's head (None:
-    # no key) and tail and the value's tail; None when the layout does not frame JSON as it is (Avro)
-    pieces: tuple[tuple[str, bytes, bytes, bytes, bytes], tuple[bytes | None, bytes, bytes]] | None
+    # no key) and tail, the value's tail and Avro's transcoder programs and headers (None: JSON, framed as it
+    # is); None when C does not compose them
+    pieces: tuple[tuple[str, bytes, bytes, bytes, bytes], tuple[Any, ...]] | None
 
 
 class DebeziumOut:
@@ -149,7 +152,6 @@ class DebeziumOut:
         self._held: list[Record] = []
         self._tables: dict[int, tuple[TableMap, _Table]] = {}
         self._native = rows_renderer(options.modes)  # C's structs (None: Python's)
-        self._framed = layout.json_frame(b"{}") is not None  # C composes whole messages (the JSON layout)
         self.transaction_topic = topic_name(options.prefix, "transaction")
         self._last_file: tuple[int, str] = (-1, "")
         self._last_file_json = b'""'
@@ -218,9 +220,11 @@ class DebeziumOut:
                            record_events(headers, r.value, where, self._native or False))
         if not self.options.transactions:  # no order across tables to give: record by record (a table's in order)
             for stream in streams:
-                if type(stream) is list and self._native and self._framed:  # C walked it and composes its events
-                    yield from self._native.envelopes(stream, self._shape, now, self.options.tombstones)
-                    continue
+                if type(stream) is list and self._native:  # C walked it and composes its events
+                    composed = self._native.envelopes(stream, self._shape, now, self.options.tombstones)
+                    if composed is not None:  # else an event C leaves to Python (Avro)
+                        yield from composed
+                        continue
                 for item in stream:
                     if isinstance(item, _Statement):
                         yield from self._statement(item, history, now)
@@ -274,11 +278,11 @@ class DebeziumOut:
             return self._rendered(rendered, tx, now)
         return self._rows(item, item.event, event[4], tx, now)  # type: ignore[union-attr, arg-type]
 
-    def _shape(self, tm: TableMap, file_number: int) -> tuple[Any, ...]:
-        """The pieces of a table's change events in one binlog file, for the native composer (_envelope.h)."""
+    def _shape(self, tm: TableMap, file_number: int) -> tuple[Any, ...] | None:
+        """The pieces of a table's change events in one binlog file, for the native composer (_envelope.h); None
+        when it does not compose them."""
         pieces = self._table(tm).pieces
-        assert pieces is not None  # self._framed
-        return (*pieces[0], self._file_json(file_number), *pieces[1])
+        return None if pieces is None else (*pieces[0], self._file_json(file_number), *pieces[1])
 
     # -- change events
 
@@ -295,17 +299,28 @@ class DebeziumOut:
         c = b"".join((b',"table":', text[3], b',"server_id":'))
         a_, b_, c_ = (x.replace(b"%", b"%%") for x in (a, b, c))  # for the bytes % (ts_ms, ts_us, ts_ns, server_id,
         source = a_ + b"%d" + b_ + b'%d,"ts_ns":%d' + c_ + b'%d,"gtid":%b,"file":%b,"pos":%d,"row":'  # gtid, file, pos)
-        value_frame = self.layout.json_frame(codec.value_schema)
-        pieces = None
-        if value_frame is not None:
-            key_frame = self.layout.json_frame(codec.key_schema) if codec.key_schema is not None else None
-            pieces = ((codec.topic, value_frame[0], a, b, c),
-                      (None, b"", value_frame[1]) if key_frame is None else (*key_frame, value_frame[1]))
-        table = _Table(codec, f"{tm.database}.{tm.table}", source, pieces)
+        table = _Table(codec, f"{tm.database}.{tm.table}", source, self._pieces(codec, a, b, c))
         if len(self._tables) >= 4096:
             self._tables.clear()
         self._tables[id(tm)] = (tm, table)
         return table
+
+    def _pieces(self, codec: TableCodec, a: bytes, b: bytes, c: bytes) -> tuple[Any, Any] | None:
+        """The native composer's pieces of a table's events (_Table.pieces); Avro's schemas registered (the key's
+        first, as its first event would)."""
+        if not self._native:
+            return None
+        value_frame = self.layout.json_frame(codec.value_schema)
+        if value_frame is not None:  # JSON
+            key_frame = self.layout.json_frame(codec.key_schema) if codec.key_schema is not None else None
+            return ((codec.topic, value_frame[0], a, b, c),
+                    (None, b"", value_frame[1], None) if key_frame is None else (*key_frame, value_frame[1], None))
+        key = None if codec.key_schema is None else self.layout.transcoder(codec.topic, "key", codec.key_schema)
+        value = self.layout.transcoder(codec.topic, "value", codec.value_schema)
+        if value is None or (key is None and codec.key_schema is not None):
+            return None
+        return ((codec.topic, b"", a, b, c),
+                (None if key is None else b"", b"", b"", (*(key or (None, b"")), *value)))
 
     def _rows(self, item: RecordEvent, ev: E.RowsEvent, snapshot: bool, tx: _Transaction | None,
               now: int) -> Iterator[Message]:
@@ -441,9 +456,11 @@ class DebeziumOut:
             {"data_collection": name, "event_count": n} for name, n in tx.per_table.items()], "ts_ms": tx.ts_ms})
 
     def _tx_message(self, tx: _Transaction, payload: dict[str, Any]) -> Message:
+        """A transaction topic's message, its payloads' JSON encoded (strings, integers, nulls and lists: the
+        text orjson reads back as the same payload, which Avro transcodes in C)."""
         topic = self.transaction_topic
-        return Message(topic, self.layout.encode(topic, "key", _TX_KEY, {"id": tx.id}),
-                       self.layout.encode(topic, "value", _TX_VALUE, payload), ())
+        return Message(topic, self.layout.encode_json(topic, "key", _TX_KEY, b'{"id":%b}' % tx.id_json),
+                       self.layout.encode_json(topic, "value", _TX_VALUE, orjson.dumps(payload)), ())
 
 
 class DebeziumJson(DebeziumOut):

@@ -8,7 +8,9 @@ with, as strategies of one interface.
   format: a zero byte, the schema's registry id (4 bytes, big-endian), the Avro binary encoding.
 
 A payload comes either as Python structures in JsonConverter's form (bytes as base64 text) or as its JSON
-text (what the native renderer writes). Pure: the registry is behind ``SchemaIds``, which the daemon
+text (what the native renderer writes); Avro transcodes the JSON text in C (``_avro.h``, its schema's program
+compiled by avro_program.py) where the extension is built, the Python path (orjson, payload_fixer, fastavro)
+writing the same bytes for what C leaves to it. Pure: the registry is behind ``SchemaIds``, which the daemon
 implements with HTTP (ingester/registry_client.py).
 """
 
@@ -22,7 +24,11 @@ import orjson
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
 from ...codec.errors import BinlogError
+from ...extensions import load as load_extension
+from .avro_program import avro_program
 from .avro_schema import Fixer, avro_schema, missing_value, payload_fixer
+
+_native = load_extension("ingester.records.debezium._native")
 
 Role = Literal["key", "value"]
 
@@ -37,6 +43,10 @@ class Layout(Protocol):
     def json_frame(self, schema: bytes) -> tuple[bytes, bytes] | None:
         """What goes before and after a payload's JSON text to make ``encode_json``'s bytes, when that is all it
         does (the native composer puts messages together with it); None when the layout re-encodes the JSON."""
+
+    def transcoder(self, topic: str, role: Role, schema: bytes) -> tuple[bytes, bytes] | None:
+        """The native transcoder's program and header of ``encode_json`` (the Avro of a payload's JSON text), for
+        the native composer (a schema is registered here); None when there is none."""
 
     def payload(self, data: bytes) -> Any:
         """The payload of one of its messages (Python structures), read back for an error that names the event;
@@ -60,6 +70,9 @@ class JsonLayout:
     def json_frame(self, schema: bytes) -> tuple[bytes, bytes]:
         return (b'{"schema":' + schema + b',"payload":', b"}") if self.schemas else (b"", b"")
 
+    def transcoder(self, topic: str, role: Role, schema: bytes) -> None:
+        return None
+
     def payload(self, data: bytes) -> Any:
         value = orjson.loads(data)
         return value["payload"] if self.schemas and isinstance(value, dict) else value
@@ -81,6 +94,7 @@ class _Writer:
     header: bytes  # magic byte 0 and the schema id
     schema: Any  # fastavro's parsed schema
     fix: Fixer | None  # JsonConverter's payload -> the Avro schema's values
+    program: bytes | None  # the native transcoder's (avro_program.py); None: Python's
 
 
 class AvroLayout:
@@ -116,10 +130,22 @@ class AvroLayout:
         return BinlogError(reason, source=f"change event of {topic} ({role})")
 
     def encode_json(self, topic: str, role: Role, schema: bytes, payload: bytes) -> bytes:
+        if _native is not None:
+            writer = self._writers.get((topic, role, schema)) or self._writer(topic, role, schema)
+            if writer.program is not None:
+                data = _native.avro(writer.program, payload, writer.header)
+                if data is not None:
+                    return data  # type: ignore[no-any-return]
         return self.encode(topic, role, schema, orjson.loads(payload))
 
     def json_frame(self, schema: bytes) -> None:
         return None
+
+    def transcoder(self, topic: str, role: Role, schema: bytes) -> tuple[bytes, bytes] | None:
+        if _native is None:
+            return None
+        writer = self._writers.get((topic, role, schema)) or self._writer(topic, role, schema)
+        return None if writer.program is None else (writer.program, writer.header)
 
     def payload(self, data: bytes) -> Any:
         writer = self._by_id.get(int.from_bytes(data[1:5], "big")) if data[:1] == b"\0" else None
@@ -131,7 +157,8 @@ class AvroLayout:
         connect = orjson.loads(schema)
         avro = avro_schema(connect)
         schema_id = self.ids.schema_id(subject(topic, role), orjson.dumps(avro).decode())
-        writer = _Writer(b"\0" + schema_id.to_bytes(4, "big"), parse_schema(avro), payload_fixer(connect))
+        writer = _Writer(b"\0" + schema_id.to_bytes(4, "big"), parse_schema(avro), payload_fixer(connect),
+                         avro_program(connect))
         if len(self._writers) >= 4096:
             self._writers.clear()
             self._by_id.clear()

@@ -132,10 +132,12 @@ class RowsRenderer:
                 (tm, plans), key = got
                 plans[key] = self._plan(tm, key)
 
-    def envelopes(self, walked: list[RenderedEvent], shape_of: Callable[[TableMap, int], tuple[Any, ...]], now: int,
-                  tombstones: bool) -> list[Message]:
-        """The change events of ``walk``'s rows events as messages (_envelope.h; the JSON layout, no transaction
-        metadata): ``shape_of(table map, file number)`` gives a table's pieces, ``now`` is their ts_ns."""
+    def envelopes(self, walked: list[RenderedEvent], shape_of: Callable[[TableMap, int], tuple[Any, ...] | None],
+                  now: int,
+                  tombstones: bool) -> list[Message] | None:
+        """The change events of ``walk``'s rows events as messages (_envelope.h; no transaction metadata):
+        ``shape_of(table map, file number)`` gives a table's pieces (None: Python composes them), ``now`` is their
+        ts_ns; None when an event is Python's (the Avro transcoder leaves it, _avro.h)."""
         return native.envelopes(walked, shape_of, now, tombstones, Message)  # type: ignore[union-attr, no-any-return]
 
     def _plan(self, tm: TableMap, key: bytes) -> Any:
