@@ -153,7 +153,11 @@ def measure_binlake(broker: KafkaBroker, server: MariaDBServer, dataset: Dataset
         os.environ.update(saved)
     rows = dataset.workloads[name].row_changes
     if kafka_format != "binlake":
-        published = _committed_messages(broker, prefix)
+        # a committed transaction's messages become visible to read_committed readers once the broker has written
+        # its commit markers into each partition, after the commit returned: a while for 300 partitions
+        deadline = time.monotonic() + 60
+        while (published := _committed_messages(broker, prefix)) < rows and time.monotonic() < deadline:
+            time.sleep(0.5)
         _check(published == rows, f"binlake published {published} change events for {rows} row changes of {name}")
     side.total.append(seconds)
     side.steady.append(stats.get("streaming_ms", 0) / 1000)
@@ -169,6 +173,11 @@ def _committed_messages(broker: KafkaBroker, prefix: str) -> int:
     try:
         topics = [t for t in consumer.topics() if t.startswith(prefix + ".") and t.count(".") == 2
                   and not t.split(".")[1].startswith("_") and not t.endswith(".transaction")]
+        deadline = time.monotonic() + 60
+        while any(consumer.partitions_for_topic(t) is None for t in topics):  # the client's metadata lags: wait
+            _check(time.monotonic() < deadline, f"no partitions known of some of {len(topics)} topics in 60 s")
+            consumer.topics()
+            time.sleep(0.1)
         parts = [TopicPartition(t, p) for t in topics for p in consumer.partitions_for_topic(t) or ()]
         consumer.assign(parts)
         consumer.seek_to_beginning(*parts)
