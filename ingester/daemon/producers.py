@@ -133,6 +133,9 @@ class RdkafkaProducer:
             # librdkafka connects to the brokers the bootstrap server names only after its sparse-connect interval
             # (half this backoff): 50 ms of every start with the default 100 ms
             "reconnect.backoff.ms": 10,
+            # a key's partition as Kafka's Java producer (Debezium's, and kafka-python's for binlake's format) picks
+            # it on topics of several partitions, not librdkafka's own CRC32 default
+            "partitioner": "murmur2_random",
             # its log lines go where kafka-python's do (cli/logs.py: a file, not the terminal)
             "error_cb": self._client_error, "logger": logging.getLogger("kafka.librdkafka")})
         self._sent = 0

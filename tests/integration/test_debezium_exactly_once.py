@@ -148,3 +148,43 @@ def test_a_change_event_over_the_message_limit_stops_the_daemon_naming_it(make_m
     assert 2 not in ids
     checkpoint = read_checkpoint(kafka.bootstrap, prefix, f"{prefix}.127.0.0.1:{server.port}")
     assert checkpoint is None or (checkpoint["file"], checkpoint["position"]) <= (start.file, start.position)
+
+
+def test_keys_go_to_the_partitions_javas_producer_picks(make_mariadb, kafka, monkeypatch) -> None:
+    """On a table topic of several partitions (created ahead by its user), each change event goes to the partition
+    Kafka's Java producer (Debezium's) gives its key: murmur2 of the key's bytes, made positive, modulo the
+    partitions; so a switch between Debezium and binlake keeps each key's events in one partition, in order."""
+    from harness.daemon import run_daemon
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.partitioner.default import murmur2
+
+    server = make_mariadb()
+    server.execute("CREATE DATABASE parts CHARACTER SET utf8mb4")
+    server.execute("CREATE TABLE parts.t (id INT PRIMARY KEY, v VARCHAR(20))")
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+    try:
+        admin.create_topics([NewTopic("parts.parts.t", num_partitions=5, replication_factor=1)])
+    finally:
+        admin.close()
+    server.execute("INSERT INTO parts.t VALUES " + ", ".join(f"({i}, 'v{i}')" for i in range(1, 201)))
+    server.execute("UPDATE parts.t SET v = 'w' WHERE id % 3 = 0")
+    for name, value in {"BINLAKE_KAFKA_FORMAT": "debezium-json", "BINLAKE_FILTERS_INCLUDE": "parts.*"}.items():
+        monkeypatch.setenv(name, value)
+    run_daemon(server, kafka, "parts")
+    consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap, isolation_level="read_committed",
+                             enable_auto_commit=False, group_id=None)
+    try:
+        parts = [TopicPartition("parts.parts.t", p) for p in range(5)]
+        consumer.assign(parts)
+        consumer.seek_to_beginning(*parts)
+        end = consumer.end_offsets(parts)
+        placed = []
+        while any(consumer.position(tp) < end[tp] for tp in parts):
+            for tp, batch in consumer.poll(timeout_ms=1000).items():
+                placed += [(tp.partition, m.key) for m in batch]
+    finally:
+        consumer.close()
+    assert len(placed) == 200 + 66
+    assert all(partition == (murmur2(key) & 0x7FFFFFFF) % 5 for partition, key in placed)
+    assert len({partition for partition, _ in placed}) == 5
