@@ -128,7 +128,7 @@ class RdkafkaProducer:
             **rdkafka_options(options), "bootstrap.servers": bootstrap, "transactional.id": transactional_id,
             "enable.idempotence": True, "acks": "all", "compression.type": compression or "none", "linger.ms": 5,
             "message.max.bytes": max_request_size, "client.id": f"binlake-{transactional_id}",
-            "retry.backoff.ms": 10, "request.timeout.ms": 10_000, "message.timeout.ms": 30_000,
+            "retry.backoff.ms": _RETRY_BACKOFF_MS, "request.timeout.ms": 10_000, "message.timeout.ms": 30_000,
             "transaction.timeout.ms": _TRANSACTION_TIMEOUT_MS, "reconnect.backoff.max.ms": 1000,
             # librdkafka connects to the brokers the bootstrap server names only after its sparse-connect interval
             # (half this backoff): 50 ms of every start with the default 100 ms
