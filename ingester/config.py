@@ -305,6 +305,8 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
     origin, args = get_origin(annotation), get_args(annotation)
     if origin is Union or str(origin) == "<class 'types.UnionType'>":  # X | None
         (inner,) = [a for a in args if a is not type(None)]
+        if get_origin(inner) is Literal and isinstance(value, str) and value.strip().lower() in ("none", "null"):
+            return None  # an optional choice switched off from the environment or a flag (kafka.compression=none)
         return _coerce(value, inner, where)
     if origin is Literal:
         allowed = {str(a).lower(): a for a in args}

@@ -9,7 +9,6 @@ import sys
 
 from ..codec.errors import BinlogError
 from ..config import ConfigError
-from ..registry_client import SchemaRefused
 from ..sources.errors import ReplicationError
 
 COMMANDS = ("dump", "demo", "run", "snapshot", "consume", "land", "devstack", "doctor", "status", "verify")
@@ -31,10 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
     try:
         return args.run(args)
-    except (BinlogError, ReplicationError, ConfigError, SchemaRefused) as exc:
-        _flush_quietly()
-        print(f"binlake: error: {exc}", file=sys.stderr)
-        return 2
+    except (BinlogError, ReplicationError, ConfigError) as exc:
+        return _error(exc)
     except BrokenPipeError:
         # The reader went away (e.g. `| head`): not an error; keep Python from complaining at exit.
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -46,6 +43,23 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        if not _refused(exc):
+            raise
+        return _error(exc)
+
+
+def _error(exc: Exception) -> int:
+    _flush_quietly()
+    print(f"binlake: error: {exc}", file=sys.stderr)
+    return 2
+
+
+def _refused(exc: Exception) -> bool:
+    """A schema registry's refusal (a setting or DDL to fix): its HTTP client is imported only by those who use
+    it (~10 ms of every start), so nothing else can have raised one."""
+    registry = sys.modules.get("ingester.registry_client")
+    return registry is not None and isinstance(exc, registry.SchemaRefused)
 
 
 def _flush_quietly() -> None:

@@ -13,11 +13,10 @@ from typing import Any
 from ..codec.errors import BinlogError
 from ..records.builder import Checkpoint, Record
 from ..records.outbound import BinlakeOut, Message, Outbound
-from .producers import Producer, PythonProducer, RdkafkaProducer
+from .producers import Producer, PythonProducer, RdkafkaProducer, TopicAdmin
 
 log = logging.getLogger("binlake.kafka")
 OFFSETS_TOPIC = "_offsets"
-_FLUSH_BYTES = 32 << 20  # at most this much unacknowledged data in memory
 _FLUSH_TIMEOUT = 30.0  # seconds, the producer's delivery timeout: a broker silent that long is down (retried)
 _READ_TIMEOUT = 60.0  # seconds to read a compacted topic (checkpoints, schema history) to its end
 
@@ -72,38 +71,41 @@ class Publisher:
                  producer: type[PythonProducer] | type[RdkafkaProducer] | None = None) -> None:
         """``security``: kafka-python's TLS/SASL options (``KafkaConfig.client_options()``); ``out``: what records
         become on Kafka (``kafka.format``; binlake's records by default); ``producer``: the client strategy
-        (producers.py; kafka-python by default)."""
-        from kafka.admin import KafkaAdminClient
-
+        (producers.py; kafka-python by default), with its topic administration."""
         self.prefix = prefix
         self.transactional_id = transactional_id
         self.max_record_bytes = max_record_bytes
         self.max_message_bytes = max(max_record_bytes * 2, 1 << 20)  # the producer's largest request
         self.max_queued_bytes = max_queued_bytes
         self.out = out if out is not None else BinlakeOut(prefix, max_record_bytes)
-        self._known: set[str] = set()
+        client = producer or PythonProducer
         # A broker that comes back is reconnected to within a second (kafka-python's backoff grows to 30 s,
         # all of it lag once the broker is back after an outage).
         options = {"reconnect_backoff_max_ms": 1000, **(security or {})}
         try:
-            self.admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="binlake-admin", **options)
-            self.producer: Producer = (producer or PythonProducer)(
-                bootstrap, transactional_id, compression, self.max_message_bytes, options)
+            # the producer first: librdkafka's transactional start-up goes on while the admin makes sure of topics
+            self.producer: Producer = client(bootstrap, transactional_id, compression, self.max_message_bytes,
+                                             options)
+            self.admin: TopicAdmin = client.admin(bootstrap, options, self.producer)
+            self._known = self.admin.names()
+            self._admin_lock = threading.Lock()
+            # no checkpoint topic, no checkpoint to read back: the publisher's thread creates it before anything else
+            # (beside the source's connection) and stops (the daemon retries, and reads it) should another instance
+            # of this source have created it meanwhile (the server_id claim and the transactional id keep them away)
+            self.new_checkpoints = offsets_topic(prefix) not in self._known
+            if not self.new_checkpoints:
+                self.producer.ready()  # older instances fenced before their last checkpoint is read
         except Exception as exc:  # a producer whose init failed has closed itself (producers.py)
-            if hasattr(self, "admin"):
-                _close_quietly(self.admin)
+            for made in ("producer", "admin"):
+                if hasattr(self, made):
+                    _close_quietly(getattr(self, made), **({"timeout": 0} if made == "producer" else {}))
             raise KafkaError(f"kafka {bootstrap}: {exc}") from None
-        self._known.update(self.admin.list_topics())
-        # a checkpoint topic this publisher created holds no checkpoint yet: nothing to read back (the server_id
-        # claim and the transactional id keep other daemons of this source away)
-        self.new_checkpoints = bool(self.ensure_topics([offsets_topic(prefix)], compacted=True))
         self._open = False
-        self._unflushed = 0
         self._cond = threading.Condition()
         # the topics of records queued (as records name them) since their Kafka topics were last made sure of: all
         # of them are created in one request when one is needed (a new table each round trip would add up)
         self._record_topics: dict[str, None] = {}
-        self._work: deque[tuple[str, Any, int]] = deque()
+        self._work: deque[tuple[str, Any, int]] = deque([("offsets", None, 0)] if self.new_checkpoints else [])
         self._queued = 0
         self._busy = False
         self._commits = 0  # queued or under way
@@ -142,7 +144,6 @@ class Publisher:
                 self._cond.wait()
             self._error = None
         self.out.discard()
-        self._unflushed = 0
         if self._open:
             self.producer.abort()
             self._open = False
@@ -168,25 +169,14 @@ class Publisher:
     def ensure_topics(self, topics: Iterable[str], compacted: bool = False) -> set[str]:
         """The topics that do not exist yet created in one request (a round trip to the controller each: the
         tables of a first commit would otherwise wait for one another); returns those it created."""
-        new = sorted({t for t in topics if t not in self._known})
-        if not new:
-            return set()
-        from kafka.admin import NewTopic
-        from kafka.errors import TopicAlreadyExistsError, for_code
-
-        configs = {"cleanup.policy": "compact"} if compacted else {}
-        result = self.admin.create_topics([NewTopic(t, num_partitions=1, replication_factor=1, topic_configs=configs)
-                                           for t in new], raise_errors=False)
-        created = set(new)
-        for answer in result.get("topics", ()):
-            if answer["error_code"]:
-                created.discard(answer["name"])
-                error = for_code(answer["error_code"])
-                if error is not TopicAlreadyExistsError:
-                    raise error(f"creating topic {answer['name']}: {answer.get('error_message') or error.__name__}")
-        self._known.update(new)
-        self.producer.prepare(new)
-        return created
+        with self._admin_lock:  # the daemon's thread and the publisher's (kafka-python's admin is not thread-safe)
+            new = sorted({t for t in topics if t not in self._known})
+            if not new:
+                return set()
+            created = self.admin.create(new, compacted)
+            self._known.update(new)
+            self.producer.prepare(new)
+            return created
 
     def _put(self, op: str, arg: Any, size: int, topic: str | None = None) -> None:
         with self._cond:
@@ -196,6 +186,8 @@ class Publisher:
             self._work.append((op, arg, size))
             if topic is not None and topic not in self._record_topics:
                 self._record_topics[topic] = None
+                # asked for now, waited for when the publisher's thread comes to the topic
+                self.admin.create_soon([t for t in self.out.topics([topic]) if t not in self._known], False)
             self._queued += size
             self._commits += op == "commit"
             self._cond.notify_all()
@@ -232,8 +224,10 @@ class Publisher:
             try:
                 if op == "send":
                     self._send_now(arg)
-                else:
+                elif op == "commit":
                     self._commit_now(*arg)
+                else:
+                    self._confirm_offsets()
             except BaseException as exc:  # handed to the daemon's thread, which aborts and retries
                 with self._cond:
                     self._error = exc
@@ -251,6 +245,15 @@ class Publisher:
         with self._cond:
             topics, self._record_topics = self._record_topics, {}
         self.ensure_topics(self.out.topics(topics))
+
+    def _confirm_offsets(self) -> None:
+        """The checkpoint topic the daemon found missing made (once, before the first commit): by this publisher,
+        or by another instance of the source, whose checkpoints the daemon then reads (a retry: KafkaError)."""
+        if not self.new_checkpoints or offsets_topic(self.prefix) in self._known:
+            return
+        if offsets_topic(self.prefix) not in self.ensure_topics([offsets_topic(self.prefix)], compacted=True):
+            raise KafkaError(f"topic {offsets_topic(self.prefix)} was created by another instance of this source "
+                             "meanwhile: starting again from its checkpoints")
 
     def _begin(self) -> None:
         if not self._open:
@@ -278,13 +281,11 @@ class Publisher:
                 self.ensure_topic(message.topic)
             if not self._open:
                 self._begin()
-            self._unflushed += size
-            if self._unflushed > _FLUSH_BYTES:
-                self._drain()
-            send(*message)
+            send(*message)  # the producer bounds what it holds unacknowledged (producers.py)
 
     def _commit_now(self, checkpoint: Checkpoint, done: Callable[[], None] | None) -> None:
         """Write the checkpoint and commit everything sent since the last commit, atomically."""
+        self._confirm_offsets()
         self._ensure_queued_topics()
         self._send_messages(self.out.before_commit())
         self._begin()
@@ -309,12 +310,8 @@ class Publisher:
             done()
 
     def _drain(self) -> None:
-        """Wait until everything sent so far is acknowledged (still inside the open transaction).
-
-        kafka-python has no bounded send buffer, so a huge binlog transaction would otherwise pile up
-        in memory and its oldest batches expire."""
+        """Wait until everything sent so far is acknowledged (still inside the open transaction)."""
         self.producer.flush(_FLUSH_TIMEOUT)
-        self._unflushed = 0
 
 
 def _close_quietly(client: Any, **options: Any) -> None:

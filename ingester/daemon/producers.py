@@ -10,18 +10,43 @@ message of a transaction visible with its checkpoint, or none.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 _TRANSACTION_TIMEOUT_MS = 900_000  # a huge binlog transaction is one Kafka transaction: the broker maximum
 _RETRY_BACKOFF_MS = 10
+_HELD_BYTES = 32 << 20  # at most this much sent and not yet acknowledged in the producer's memory
+_HELD_TIMEOUT = 30.0  # seconds, the delivery timeout: a broker silent that long is down (retried)
+_ADMIN_TIMEOUT = 15.0  # seconds for a metadata or CreateTopics answer
 
 
 class ProducerError(Exception):
     """A send or transaction step failed (retried by the daemon from its last checkpoint)."""
 
 
+class TopicAdmin(Protocol):
+    def __init__(self, bootstrap: str, options: Mapping[str, Any], producer: Any) -> None:
+        """``producer``: the producer strategy it serves (whose connection may answer for it)."""
+
+    def names(self) -> set[str]:
+        """The topics the cluster has."""
+
+    def create(self, topics: Sequence[str], compacted: bool) -> set[str]:
+        """Create the topics (one partition each) in one request; returns those created (the others existed).
+        Raises ProducerError naming the first topic the broker refused and its reason."""
+
+    def create_soon(self, topics: Sequence[str], compacted: bool) -> None:
+        """Ask for the topics now where the client can without waiting (``create`` then waits for the answer);
+        thread-safe."""
+
+    def close(self) -> None: ...
+
+
 class Producer(Protocol):
+    def ready(self) -> None:
+        """Until the producer has fenced older instances of its transactional id (raises why it could not)."""
+
     def begin(self) -> None: ...
 
     def send(self, topic: str, key: bytes | None, value: bytes | None,
@@ -40,12 +65,102 @@ class Producer(Protocol):
     def close(self, timeout: float | None = None) -> None: ...
 
 
+class PythonAdmin:
+    def __init__(self, bootstrap: str, options: Mapping[str, Any], producer: Any) -> None:
+        from kafka.admin import KafkaAdminClient
+
+        self._client = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="binlake-admin", **options)
+
+    def names(self) -> set[str]:
+        return set(self._client.list_topics())
+
+    def create(self, topics: Sequence[str], compacted: bool) -> set[str]:
+        from kafka.admin import NewTopic
+        from kafka.errors import TopicAlreadyExistsError, for_code
+
+        result = self._client.create_topics(
+            [NewTopic(t, num_partitions=1, replication_factor=1, topic_configs=_configs(compacted)) for t in topics],
+            raise_errors=False)
+        created = set(topics)
+        for answer in result.get("topics", ()):
+            if answer["error_code"]:
+                created.discard(answer["name"])
+                error = for_code(answer["error_code"])
+                if error is not TopicAlreadyExistsError:
+                    raise _refused(answer["name"], answer.get("error_message") or error.__name__)
+        return created
+
+    def create_soon(self, topics: Sequence[str], compacted: bool) -> None:
+        pass  # kafka-python's admin client waits for its answers (and is not thread-safe): create() asks
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class RdkafkaAdmin:
+    def __init__(self, bootstrap: str, options: Mapping[str, Any], producer: RdkafkaProducer) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        self._producer = producer
+
+        config: dict[str, Any] = {**rdkafka_options(options), "bootstrap.servers": bootstrap,
+                                  "client.id": "binlake-admin", "reconnect.backoff.ms": 10,
+                                  "logger": logging.getLogger("kafka.librdkafka")}
+        self._client = AdminClient(config)
+        self._lock = threading.Lock()
+        self._pending: dict[str, Any] = {}  # topic: the future of its CreateTopics answer
+
+    def names(self) -> set[str]:
+        from confluent_kafka import KafkaException
+
+        try:  # the producer's connection, already under way (the admin's own connects meanwhile)
+            return set(self._producer.metadata().topics)
+        except KafkaException as exc:
+            raise ProducerError(f"listing topics: {exc.args[0] if exc.args else exc}") from None
+
+    def create(self, topics: Sequence[str], compacted: bool) -> set[str]:
+        from confluent_kafka import KafkaError, KafkaException
+
+        self.create_soon(topics, compacted)
+        created = set()
+        for topic in topics:
+            with self._lock:
+                future = self._pending.pop(topic)
+            try:
+                future.result()
+                created.add(topic)
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                if not isinstance(error, KafkaError):
+                    raise _refused(topic, str(exc)) from None
+                if error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise _refused(topic, error.str()) from None
+        return created
+
+    def create_soon(self, topics: Sequence[str], compacted: bool) -> None:
+        from confluent_kafka.admin import NewTopic
+
+        with self._lock:
+            new = [t for t in topics if t not in self._pending]
+            if new:
+                self._pending.update(self._client.create_topics(
+                    [NewTopic(t, num_partitions=1, replication_factor=1, config=_configs(compacted)) for t in new],
+                    request_timeout=_ADMIN_TIMEOUT, operation_timeout=_ADMIN_TIMEOUT))
+
+    def close(self) -> None:
+        pass  # librdkafka's client goes with its last reference
+
+
 class PythonProducer:
+    admin: type[TopicAdmin] = PythonAdmin
+
     def __init__(self, bootstrap: str, transactional_id: str, compression: str | None, max_request_size: int,
                  options: Mapping[str, Any]) -> None:
         from kafka import KafkaProducer
 
         self._futures: list[Any] = []
+        self._held = 0  # bytes sent since the last flush: kafka-python has no bounded send buffer, so a huge binlog
+        # transaction would otherwise pile up in memory and its oldest batches expire
         self._producer = KafkaProducer(
             **options, bootstrap_servers=bootstrap, transactional_id=transactional_id, enable_idempotence=True,
             acks="all", compression_type=compression, max_request_size=max_request_size, linger_ms=5,
@@ -64,6 +179,9 @@ class PythonProducer:
             # from the daemon's next producer (fencing it mid-transaction)
             self.close(0)
             raise
+
+    def ready(self) -> None:
+        pass  # kafka-python's init_transactions ran in the constructor
 
     def begin(self) -> None:
         self._producer.begin_transaction()
@@ -85,8 +203,12 @@ class PythonProducer:
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes]]) -> None:
         self._futures.append(self._producer.send(topic, key=key, value=value, headers=list(headers)))
+        self._held += len(value or b"")
+        if self._held > _HELD_BYTES:
+            self.flush(_HELD_TIMEOUT)
 
     def flush(self, timeout: float) -> None:
+        self._held = 0
         self._producer.flush(timeout=timeout)
         for future in self._futures:
             future.get(timeout=0)
@@ -97,6 +219,7 @@ class PythonProducer:
 
     def abort(self) -> None:
         self._futures.clear()
+        self._held = 0
         self._producer.abort_transaction()
 
     def close(self, timeout: float | None = None) -> None:
@@ -119,6 +242,7 @@ def rdkafka_options(options: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class RdkafkaProducer:
+    admin: type[TopicAdmin] = RdkafkaAdmin
     def __init__(self, bootstrap: str, transactional_id: str, compression: str | None, max_request_size: int,
                  options: Mapping[str, Any]) -> None:
         from confluent_kafka import Producer as Client
@@ -133,16 +257,43 @@ class RdkafkaProducer:
             # librdkafka connects to the brokers the bootstrap server names only after its sparse-connect interval
             # (half this backoff): 50 ms of every start with the default 100 ms
             "reconnect.backoff.ms": 10,
+            # its queue bounded as kafka-python's sends are (a full queue: send serves deliveries until there is room),
+            # without stopping the pipeline for a flush
+            "queue.buffering.max.kbytes": _HELD_BYTES >> 10,
             # a key's partition as Kafka's Java producer (Debezium's, and kafka-python's for binlake's format) picks
             # it on topics of several partitions, not librdkafka's own CRC32 default
             "partitioner": "murmur2_random",
             # its log lines go where kafka-python's do (cli/logs.py: a file, not the terminal)
-            "error_cb": self._client_error, "logger": logging.getLogger("kafka.librdkafka")})
+            "error_cb": self._client_error, "logger": logging.getLogger("kafka.librdkafka"),
+            # a report of the failed deliveries only (a Python callback for each message: ~0.4 us of each)
+            "on_delivery": self._delivered, "delivery.report.only.error": True})
         self._sent = 0
-        # init_transactions before any broker is up finds no coordinator and waits for librdkafka's 500 ms
-        # coordinator timer: the cluster's metadata first (a broker connection), which takes a few milliseconds
-        self._call(self._client.list_topics, None, 15)
-        self._call(self._client.init_transactions, 15)  # fences any older instance with the same id
+        # The transactional start-up (two round trips or more) runs beside the daemon's own (the admin's topics, the
+        # source's connection): librdkafka waits without the GIL; the first transaction waits for it (ready)
+        self._failed: BaseException | None = None
+        self._starting: threading.Thread | None = threading.Thread(target=self._start, name="binlake-kafka-init",
+                                                                   daemon=True)
+        self._starting.start()
+
+    def _start(self) -> None:
+        try:
+            # init_transactions before any broker is up finds no coordinator and waits for librdkafka's 500 ms
+            # coordinator timer: the cluster's metadata first (a broker connection), which takes a few milliseconds
+            self._call(self._client.list_topics, None, _ADMIN_TIMEOUT)
+            self._call(self._client.init_transactions, _ADMIN_TIMEOUT)  # fences any older instance with the same id
+        except BaseException as exc:  # raised by ready()
+            self._failed = exc
+
+    def metadata(self) -> Any:
+        """The cluster's metadata (confluent-kafka's ClusterMetadata), through the producer's connection."""
+        return self._client.list_topics(None, _ADMIN_TIMEOUT)
+
+    def ready(self) -> None:
+        if self._starting is not None:
+            self._starting.join()
+            self._starting = None
+        if self._failed is not None:
+            raise self._failed
 
     def _client_error(self, error: Any) -> None:
         if error.fatal():
@@ -162,16 +313,19 @@ class RdkafkaProducer:
             raise ProducerError(str(exc.args[0] if exc.args else exc)) from None
 
     def begin(self) -> None:
+        self.ready()
         self._call(self._client.begin_transaction)
 
     def prepare(self, topics: Sequence[str]) -> None:
         pass  # librdkafka asks for the metadata of the new topics of its queued messages together
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes]]) -> None:
-        extra: Any = list(headers) if headers else None  # confluent-kafka takes a list (or dict), not a tuple
         while True:
             try:
-                self._client.produce(topic, value, key, headers=extra, on_delivery=self._delivered)
+                if headers:  # confluent-kafka takes a list (or dict), not a tuple
+                    self._client.produce(topic, value, key, headers=list(headers))
+                else:
+                    self._client.produce(topic, value, key)
                 break
             except BufferError:  # librdkafka's queue is full: serve deliveries until there is room
                 self._client.poll(0.05)
@@ -202,3 +356,11 @@ class RdkafkaProducer:
     def close(self, timeout: float | None = None) -> None:
         self._client.purge()
         self._client.flush(0 if timeout is None else timeout)
+
+
+def _configs(compacted: bool) -> dict[str, str]:
+    return {"cleanup.policy": "compact"} if compacted else {}
+
+
+def _refused(topic: str, reason: str) -> ProducerError:
+    return ProducerError(f"creating topic {topic}: {reason}")

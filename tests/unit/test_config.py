@@ -53,6 +53,9 @@ def test_enumerated_settings_are_checked_at_load_time_wherever_they_are_set(tmp_
     cfg = load_config(None, environ={"BINLAKE_SOURCE_RESUME": "GTID", "BINLAKE_KAFKA_SECURITY_PROTOCOL": "ssl",
                                      "BINLAKE_LOG_FORMAT": "Json"})
     assert (cfg.source.resume, cfg.kafka.security_protocol, cfg.log_format) == ("gtid", "SSL", "json")
+    # an optional choice is switched off by name from the environment (a YAML null elsewhere)
+    assert load_config(None, environ={"BINLAKE_KAFKA_COMPRESSION": "none"}).kafka.compression is None
+    assert load_config(None, {"kafka": {"compression": None}}, environ={}).kafka.compression is None
     # every command says it in one line (exit 2), not a traceback
     assert main(["run", "--config", str(f)]) == 2
     err = capsys.readouterr().err
