@@ -162,6 +162,11 @@ class Publisher:
             self.producer.close()
             self.admin.close()
 
+    def expect(self, record_topics: Iterable[str]) -> None:
+        """Records of these topics are coming (``Record.topic``): their Kafka topics are asked for now where the
+        client can (librdkafka's), and waited for only when the publisher's thread comes to them."""
+        self.admin.create_soon([t for t in self.out.topics(record_topics) if t not in self._known], False)
+
     def ensure_topic(self, topic: str, compacted: bool = False) -> None:
         if topic not in self._known:
             self.ensure_topics([topic], compacted)
@@ -186,8 +191,7 @@ class Publisher:
             self._work.append((op, arg, size))
             if topic is not None and topic not in self._record_topics:
                 self._record_topics[topic] = None
-                # asked for now, waited for when the publisher's thread comes to the topic
-                self.admin.create_soon([t for t in self.out.topics([topic]) if t not in self._known], False)
+                self.expect([topic])
             self._queued += size
             self._commits += op == "commit"
             self._cond.notify_all()

@@ -364,6 +364,7 @@ class Runner:
         stream.commit_wanted = commit_wanted
         stream.stopping = lambda: self.stop_requested
         feed = builder.feed
+        topics, expected = builder.topics, 0
         dec = None
         connecting = time.monotonic()
         try:
@@ -392,6 +393,9 @@ class Runner:
                     if closed:
                         for record in closed:
                             self.send(publisher, record)
+                    if len(topics) > expected:  # a table mapped the first time: its topic asked for now
+                        publisher.expect(list(topics)[expected:])
+                        expected = len(topics)
                 if builder.in_transaction:
                     if self.stop_requested and time.monotonic() - self.stop_requested_at > _STOP_GRACE:
                         # A huge transaction is still streaming: drop it rather than ignore the

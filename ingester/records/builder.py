@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -111,6 +111,11 @@ class RecordBuilder:
     @property
     def in_transaction(self) -> bool:
         return self.txn.phase is not Phase.IDLE
+
+    @property
+    def topics(self) -> Collection[str]:
+        """The topics of the tables mapped so far (in the order first mapped): their records are coming."""
+        return self._records.names.keys()
 
     @property
     def transactions(self) -> int:

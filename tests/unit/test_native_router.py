@@ -114,12 +114,19 @@ class Publisher:
     def __init__(self, busy: bool) -> None:
         self.busy = busy
         self.out: list[Any] = []
+        self.expected: list[str] = []  # topics announced ahead (Publisher.expect)
 
     @property
     def committing(self) -> bool:
         return self.busy
 
+    def expect(self, record_topics: list[str]) -> None:
+        self.expected.extend(record_topics)
+
     def send(self, record: Record) -> None:
+        # a table's topic is announced before its first record (its Kafka topic made meanwhile); binlake's own
+        # topics (_schema, _schema_history) are made at start-up
+        assert record.topic in self.expected or record.topic.startswith("_"), record.topic
         self.out.append(("record", record.topic, record.key, record.value, record.headers, record.seq))
 
     def commit(self, checkpoint: Checkpoint, done: Any = None) -> None:
