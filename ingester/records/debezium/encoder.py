@@ -40,7 +40,7 @@ from ..open_records import Record
 from ..outbound import BinlakeOut, Message
 from .columns import Modes
 from .envelope import TRANSACTION_KEY_SCHEMA, TRANSACTION_VALUE_SCHEMA, TableCodec, table_codec, topic_name
-from .layouts import AvroLayout, JsonLayout, Layout, SchemaIds
+from .layouts import AvroLayout, JsonLayout, Layout, Role, SchemaIds
 from .native import RenderedEvent, RenderedRows, rows_renderer
 from .schema_change import SchemaChange, key_schema, schema_changes, value_schema
 
@@ -151,6 +151,7 @@ class DebeziumOut:
         self._own = BinlakeOut(options.prefix, max_record_bytes)
         self._held: list[Record] = []
         self._tables: dict[int, tuple[TableMap, _Table]] = {}
+        self._codecs: dict[int, tuple[TableMap, TableCodec]] = {}  # tables whose schemas _new_schemas gave
         self._native = rows_renderer(options.modes)  # C's structs (None: Python's)
         self.transaction_topic = topic_name(options.prefix, "transaction")
         self._last_file: tuple[int, str] = (-1, "")
@@ -208,6 +209,7 @@ class DebeziumOut:
         history, self._history = self._history, {}
         now = self.clock()  # the processing time of every event of this Kafka transaction
         streams: list[Iterable[RenderedEvent | RecordEvent | _Statement]] = []
+        tables: list[tuple[str, Iterable[RenderedEvent | RecordEvent]]] = []
         for r in held:
             headers, where = dict(r.headers), f"record {r.topic} at {r.seq}"
             if r.topic == SCHEMA_TOPIC:
@@ -216,8 +218,10 @@ class DebeziumOut:
                 streams.append(_Statement(item, connector) for item in record_events(headers, r.value, where))
                 continue
             walked = self._native.walk(headers, r.value, where) if self._native else None
-            streams.append(walked if walked is not None else
-                           record_events(headers, r.value, where, self._native or False))
+            events = walked if walked is not None else record_events(headers, r.value, where, self._native or False)
+            streams.append(events)
+            tables.append((r.topic, events))
+        self.layout.prepare(self._new_schemas(tables))  # Avro: the registrations of new tables' schemas, side by side
         if not self.options.transactions:  # no order across tables to give: record by record (a table's in order)
             for stream in streams:
                 if type(stream) is list and self._native:  # C walked it and composes its events
@@ -278,6 +282,33 @@ class DebeziumOut:
             return self._rendered(rendered, tx, now)
         return self._rows(item, item.event, event[4], tx, now)  # type: ignore[union-attr, arg-type]
 
+    def _new_schemas(self, streams: list[tuple[str, Iterable[RenderedEvent | RecordEvent]]]) \
+            -> Iterator[tuple[str, Role, bytes]]:
+        """The key and value schemas of the tables first met in C's walks of a Kafka transaction's records (topic
+        and stream), in the order their events need them. A topic's walks after a record Python reads (whose
+        table maps are only known once read) are left out: its events ask in their order."""
+        python: set[str] = set()
+        seen: set[int] = set()
+        for topic, stream in streams:
+            if type(stream) is not list:
+                python.add(topic)
+                continue
+            if topic in python:
+                continue
+            for event in stream:
+                tm = event[8]
+                if id(tm) in seen:
+                    continue
+                seen.add(id(tm))
+                cached = self._tables.get(id(tm))
+                if cached is not None and cached[0] is tm:
+                    continue
+                codec = table_codec(tm, self.options.prefix, self.options.modes)
+                self._codecs[id(tm)] = (tm, codec)
+                if codec.key_schema is not None:
+                    yield codec.topic, "key", codec.key_schema
+                yield codec.topic, "value", codec.value_schema
+
     def _shape(self, tm: TableMap, file_number: int) -> tuple[Any, ...] | None:
         """The pieces of a table's change events in one binlog file, for the native composer (_envelope.h); None
         when it does not compose them."""
@@ -290,7 +321,9 @@ class DebeziumOut:
         cached = self._tables.get(id(tm))
         if cached is not None and cached[0] is tm:
             return cached[1]
-        codec = table_codec(tm, self.options.prefix, self.options.modes)
+        known = self._codecs.pop(id(tm), None)
+        codec = known[1] if known is not None and known[0] is tm else table_codec(tm, self.options.prefix,
+                                                                                  self.options.modes)
         text = [orjson.dumps(x) for x in (VERSION, self.options.prefix, tm.database, tm.table)]
         # as _rows' source dict: a, ts_ms, b, ts_us, "ts_ns", c, server_id, then gtid, file, pos and row
         a = b"".join((b'{"version":', text[0], b',"connector":', b'"mariadb"' if tm.is_mariadb else b'"mysql"',
@@ -302,6 +335,7 @@ class DebeziumOut:
         table = _Table(codec, f"{tm.database}.{tm.table}", source, self._pieces(codec, a, b, c))
         if len(self._tables) >= 4096:
             self._tables.clear()
+            self._codecs.clear()
         self._tables[id(tm)] = (tm, table)
         return table
 
