@@ -42,7 +42,7 @@ from .columns import Modes
 from .envelope import TRANSACTION_KEY_SCHEMA, TRANSACTION_VALUE_SCHEMA, TableCodec, table_codec, topic_name
 from .layouts import AvroLayout, JsonLayout, Layout, Role, SchemaIds
 from .native import RenderedEvent, RenderedRows, rows_renderer
-from .schema_change import SchemaChange, key_schema, schema_changes, value_schema
+from .schema_change import Where, change_payload, key_schema, schema_changes, value_schema
 
 _OPS = {"write": "c", "update": "u", "delete": "d"}
 _OP_FIELDS = {op: b',"op":"%s"' % op.encode() for op in ("c", "u", "d")}
@@ -460,24 +460,12 @@ class DebeziumOut:
         if not changes:
             return
         keys, values = _SCHEMA_CHANGE_SCHEMAS[connector]
-        ts_ms = ev.timestamp * 1000
-        now = now_ns // 1_000_000
-        for change in changes:
-            yield self._schema_change(change, connector, item, ev, ts_ms, now, keys, values)
-
-    def _schema_change(self, change: SchemaChange, connector: str, item: RecordEvent, ev: E.QueryEvent, ts_ms: int,
-                       now: int, keys: bytes, values: bytes) -> Message:
-        source = {
-            "version": VERSION, "connector": connector, "name": self.options.prefix, "ts_ms": ts_ms,
-            "snapshot": "false", "db": change.database, "sequence": None, "ts_us": ts_ms * 1000,
-            "ts_ns": ts_ms * 1_000_000, "table": change.table, "server_id": ev.server_id,
-            "gtid": item.gtid or None, "file": self._file(item.seq.file_number), "pos": ev.position, "row": 0,
-            "thread": None, "query": None}
-        payload = {"source": source, "ts_ms": now, "databaseName": change.database, "schemaName": None,
-                   "ddl": change.ddl, "tableChanges": change.changes}
+        where = Where(VERSION, connector, self.options.prefix, ev.timestamp * 1000, ev.server_id, item.gtid or None,
+                      self._file(item.seq.file_number), ev.position)
         topic = self.schema_topic
-        return Message(topic, self.layout.encode(topic, "key", keys, {"databaseName": change.database}),
-                       self.layout.encode(topic, "value", values, payload), ())
+        for change in changes:
+            yield Message(topic, self.layout.encode(topic, "key", keys, {"databaseName": change.database}),
+                          self.layout.encode(topic, "value", values, change_payload(change, where, now_ns)), ())
 
     # -- the transaction topic
 

@@ -135,6 +135,32 @@ class SchemaChange:
     changes: list[dict[str, Any]]  # tableChanges
 
 
+@dataclass(frozen=True)
+class Where:
+    """Where a schema change event comes from: its source block's fields but the database and tables."""
+
+    version: str  # source.version
+    connector: str  # mariadb, mysql
+    name: str  # the topic prefix
+    ts_ms: int  # the statement's time
+    server_id: int
+    gtid: str | None
+    file: str
+    pos: int
+    snapshot: str = "false"
+
+
+def change_payload(change: SchemaChange, where: Where, now_ns: int) -> dict[str, Any]:
+    """The value of a schema change event (``now_ns``: when it is published, its ts_ms)."""
+    source = {
+        "version": where.version, "connector": where.connector, "name": where.name, "ts_ms": where.ts_ms,
+        "snapshot": where.snapshot, "db": change.database, "sequence": None, "ts_us": where.ts_ms * 1000,
+        "ts_ns": where.ts_ms * 1_000_000, "table": change.table, "server_id": where.server_id, "gtid": where.gtid,
+        "file": where.file, "pos": where.pos, "row": 0, "thread": None, "query": None}
+    return {"source": source, "ts_ms": now_ns // 1_000_000, "databaseName": change.database, "schemaName": None,
+            "ddl": change.ddl, "tableChanges": change.changes}
+
+
 _DROP_PREFIX = re.compile(r"\s*DROP\s+(TEMPORARY\s+)?TABLES?\s+(IF\s+EXISTS\s+)?", re.I)
 _RENAME_PREFIX = re.compile(r"\s*RENAME\s+TABLES?\s+", re.I)
 _PAIRS = re.compile(r"((?:`[^`]*`|[^,`])+)")
