@@ -39,10 +39,20 @@ from ..format import RecordEvent, Sequence, record_decoder, record_events
 from ..open_records import Record
 from ..outbound import BinlakeOut, Message
 from .columns import Modes
-from .envelope import TRANSACTION_KEY_SCHEMA, TRANSACTION_VALUE_SCHEMA, TableCodec, table_codec, topic_name
+from .envelope import TableCodec, table_codec, topic_name
 from .layouts import AvroLayout, JsonLayout, Layout, Role, SchemaIds
 from .native import RenderedEvent, RenderedRows, rows_renderer
-from .schema_change import Where, change_payload, key_schema, schema_changes, value_schema
+from .schema_change import (
+    SNAPSHOT_TOPIC,
+    SchemaChange,
+    Where,
+    change_payload,
+    key_schema,
+    schema_changes,
+    snapshot_changes,
+    value_schema,
+)
+from .transaction_topic import Transaction
 
 _OPS = {"write": "c", "update": "u", "delete": "d"}
 _OP_FIELDS = {op: b',"op":"%s"' % op.encode() for op in ("c", "u", "d")}
@@ -93,7 +103,18 @@ class _Statement:
         return self.item.seq
 
 
-def _order(item: RenderedEvent | RecordEvent | _Statement) -> tuple[int, int, int]:
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    """The record of a snapshot's schema (schema_change.snapshot_changes)."""
+
+    record: Record
+
+    @property
+    def seq(self) -> Sequence:
+        return self.record.seq
+
+
+def _order(item: RenderedEvent | RecordEvent | _Statement | _Snapshot) -> tuple[int, int, int]:
     """Where an event of a record is in the binlog (its sequence's fields, as Sequence orders them)."""
     if type(item) is tuple:
         return item[:3]
@@ -102,28 +123,6 @@ def _order(item: RenderedEvent | RecordEvent | _Statement) -> tuple[int, int, in
 
 
 _SCHEMA_CHANGE_SCHEMAS = {c: (key_schema(c), value_schema(c)) for c in ("mariadb", "mysql")}
-_TX_KEY = orjson.dumps(TRANSACTION_KEY_SCHEMA)
-_TX_VALUE = orjson.dumps(TRANSACTION_VALUE_SCHEMA)
-
-
-@dataclass
-class _Transaction:
-    id: str
-    ts_ms: int
-    total: int = 0
-    per_table: dict[str, int] = field(default_factory=dict)
-    id_json: bytes = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.id_json = orjson.dumps(self.id)
-
-    def count(self, table_name: str) -> tuple[int, int]:
-        """One more event of the table: its total_order and data_collection_order."""
-        self.total += 1
-        n = self.per_table[table_name] = self.per_table.get(table_name, 0) + 1
-        return self.total, n
-
-
 @dataclass(frozen=True)
 class _Table:
     """A table map's Debezium shape, and the source block of its events."""
@@ -172,7 +171,10 @@ class DebeziumOut:
     # -- Outbound
 
     def messages(self, record: Record) -> Iterator[Message]:
-        if record.topic.startswith("_"):  # binlake's own topics
+        if record.topic == SNAPSHOT_TOPIC:  # the snapshot's schema: its schema change events (nothing as it is)
+            if self.options.schema_changes:
+                self._held.append(record)
+        elif record.topic.startswith("_"):  # binlake's own topics
             yield from self._own.messages(record)
             if self.options.schema_changes and record.topic == SCHEMA_TOPIC:
                 self._held.append(record)  # its DDL, for the schema change topic
@@ -189,7 +191,7 @@ class DebeziumOut:
 
     def topics(self, record_topics: Iterable[str]) -> set[str]:
         record_topics = list(record_topics)
-        own = [t for t in record_topics if t.startswith("_")]
+        own = [t for t in record_topics if t.startswith("_") and t != SNAPSHOT_TOPIC]
         topics = {topic_name(self.options.prefix, t) for t in record_topics if not t.startswith("_")}
         if self.options.transactions and topics:
             topics.add(self.transaction_topic)
@@ -208,10 +210,13 @@ class DebeziumOut:
         held, self._held = self._held, []
         history, self._history = self._history, {}
         now = self.clock()  # the processing time of every event of this Kafka transaction
-        streams: list[Iterable[RenderedEvent | RecordEvent | _Statement]] = []
+        streams: list[Iterable[RenderedEvent | RecordEvent | _Statement | _Snapshot]] = []
         tables: list[tuple[str, Iterable[RenderedEvent | RecordEvent]]] = []
         for r in held:
             headers, where = dict(r.headers), f"record {r.topic} at {r.seq}"
+            if r.topic == SNAPSHOT_TOPIC:
+                streams.append((_Snapshot(r),))  # a tuple: C composes lists
+                continue
             if r.topic == SCHEMA_TOPIC:
                 dec = record_decoder(r.value, where, False)
                 connector = "mariadb" if dec is not None and dec.is_mariadb else "mysql"
@@ -230,16 +235,16 @@ class DebeziumOut:
                         yield from composed
                         continue
                 for item in stream:
-                    if isinstance(item, _Statement):
+                    if isinstance(item, (_Statement, _Snapshot)):
                         yield from self._statement(item, history, now)
                         continue
                     event = self._unpack(item)
                     if event is not None:
                         yield from self._messages(item, event, None, now)
             return
-        tx: _Transaction | None = None
+        tx: Transaction | None = None
         for item in heapq.merge(*streams, key=_order):
-            if isinstance(item, _Statement):
+            if isinstance(item, (_Statement, _Snapshot)):
                 yield from self._statement(item, history, now)
                 continue
             event = self._unpack(item)
@@ -250,12 +255,12 @@ class DebeziumOut:
                 tx_id = gtid or f"file={self._file(file_number)},pos={position}"
                 if tx is None or tx.id != tx_id:
                     if tx is not None:
-                        yield self._end(tx)
-                    tx = _Transaction(tx_id, commit_ts // 1000)
-                    yield self._begin(tx)
+                        yield tx.end(self.layout, self.transaction_topic)
+                    tx = Transaction(tx_id, commit_ts // 1000)
+                    yield tx.begin(self.layout, self.transaction_topic)
             yield from self._messages(item, event, None if snapshot else tx, now)
         if tx is not None:
-            yield self._end(tx)
+            yield tx.end(self.layout, self.transaction_topic)
 
     @staticmethod
     def _unpack(item: RenderedEvent | RecordEvent) -> tuple[int, int, str, int, bool, RenderedEvent | None] | None:
@@ -276,7 +281,7 @@ class DebeziumOut:
                 rendered)
 
     def _messages(self, item: RenderedEvent | RecordEvent, event: tuple[int, int, str, int, bool, RenderedEvent | None],
-                  tx: _Transaction | None, now: int) -> Iterator[Message]:
+                  tx: Transaction | None, now: int) -> Iterator[Message]:
         rendered = event[5]
         if rendered is not None:
             return self._rendered(rendered, tx, now)
@@ -356,7 +361,7 @@ class DebeziumOut:
         return ((codec.topic, b"", a, b, c),
                 (None if key is None else b"", b"", b"", (*(key or (None, b"")), *value)))
 
-    def _rows(self, item: RecordEvent, ev: E.RowsEvent, snapshot: bool, tx: _Transaction | None,
+    def _rows(self, item: RecordEvent, ev: E.RowsEvent, snapshot: bool, tx: Transaction | None,
               now: int) -> Iterator[Message]:
         table = self._table(ev.table_map)
         codec = table.codec
@@ -390,7 +395,7 @@ class DebeziumOut:
             yield from self._event(codec, source, index, kind, before, after, tx, table_name, now)
 
     def _event(self, codec: TableCodec, source: dict[str, Any], index: int, op: str, before: dict[str, Any] | None,
-               after: dict[str, Any] | None, tx: _Transaction | None, table_name: str, now: int,
+               after: dict[str, Any] | None, tx: Transaction | None, table_name: str, now: int,
                headers: tuple[tuple[str, bytes], ...] = ()) -> Iterator[Message]:
         block = None
         if tx is not None:
@@ -406,7 +411,7 @@ class DebeziumOut:
         if op == "d" and self.options.tombstones:
             yield Message(codec.topic, key, None, headers)
 
-    def _rendered(self, event: RenderedEvent, tx: _Transaction | None, now: int) -> Iterator[Message]:
+    def _rendered(self, event: RenderedEvent, tx: Transaction | None, now: int) -> Iterator[Message]:
         """``_rows`` of the structs C rendered: the same messages, put together from bytes (the reference of the
         native composer, _envelope.h)."""
         file_number, position, _, gtid, _, timestamp, server_id, code, tm, rows = event
@@ -429,7 +434,7 @@ class DebeziumOut:
                                          key_after if after is not None else key_before, tx, end)
 
     def _compose(self, table: _Table, before: bytes | None, after: bytes | None, source: bytes, row: bytes, op: str,
-                 key_struct: bytes | None, tx: _Transaction | None, end: bytes,
+                 key_struct: bytes | None, tx: Transaction | None, end: bytes,
                  headers: tuple[tuple[str, bytes], ...] = ()) -> Iterator[Message]:
         block = b"null"
         if tx is not None:
@@ -448,9 +453,15 @@ class DebeziumOut:
 
     # -- the schema change topic
 
-    def _statement(self, statement: _Statement, history: dict[str, dict[Name, dict[str, Any]]],
+    def _statement(self, statement: _Statement | _Snapshot, history: dict[str, dict[Name, dict[str, Any]]],
                    now: int) -> Iterator[Message]:
-        if isinstance(statement.item.event, E.QueryEvent):
+        if isinstance(statement, _Snapshot):
+            described = orjson.loads(statement.record.value)
+            changes = snapshot_changes(described, history.get(described["history_seq"]), self.options.accept)
+            where = Where(VERSION, described["connector"], self.options.prefix, now // 1_000_000, 0, None,
+                          self._file(statement.seq.file_number), statement.seq.position + 1, "true")
+            yield from self._change_messages(changes, where, now)
+        elif isinstance(statement.item.event, E.QueryEvent):
             yield from self._schema_changes(statement.item, statement.item.event, statement.connector, history, now)
 
     def _schema_changes(self, item: RecordEvent, ev: E.QueryEvent, connector: str,
@@ -459,30 +470,16 @@ class DebeziumOut:
         changes = schema_changes(ev.query, ev.database, history.get(str(item.seq)), self.options.accept)
         if not changes:
             return
-        keys, values = _SCHEMA_CHANGE_SCHEMAS[connector]
         where = Where(VERSION, connector, self.options.prefix, ev.timestamp * 1000, ev.server_id, item.gtid or None,
                       self._file(item.seq.file_number), ev.position)
+        yield from self._change_messages(changes, where, now_ns)
+
+    def _change_messages(self, changes: list[SchemaChange], where: Where, now_ns: int) -> Iterator[Message]:
+        keys, values = _SCHEMA_CHANGE_SCHEMAS[where.connector]
         topic = self.schema_topic
         for change in changes:
             yield Message(topic, self.layout.encode(topic, "key", keys, {"databaseName": change.database}),
                           self.layout.encode(topic, "value", values, change_payload(change, where, now_ns)), ())
-
-    # -- the transaction topic
-
-    def _begin(self, tx: _Transaction) -> Message:
-        return self._tx_message(tx, {"status": "BEGIN", "id": tx.id, "event_count": None, "data_collections": None,
-                                     "ts_ms": tx.ts_ms})
-
-    def _end(self, tx: _Transaction) -> Message:
-        return self._tx_message(tx, {"status": "END", "id": tx.id, "event_count": tx.total, "data_collections": [
-            {"data_collection": name, "event_count": n} for name, n in tx.per_table.items()], "ts_ms": tx.ts_ms})
-
-    def _tx_message(self, tx: _Transaction, payload: dict[str, Any]) -> Message:
-        """A transaction topic's message, its payloads' JSON encoded (strings, integers, nulls and lists: the
-        text orjson reads back as the same payload, which Avro transcodes in C)."""
-        topic = self.transaction_topic
-        return Message(topic, self.layout.encode_json(topic, "key", _TX_KEY, b'{"id":%b}' % tx.id_json),
-                       self.layout.encode_json(topic, "value", _TX_VALUE, orjson.dumps(payload)), ())
 
 
 class DebeziumJson(DebeziumOut):

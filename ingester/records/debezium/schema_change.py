@@ -223,3 +223,30 @@ def _tables(changed: list[tuple[Name, str, str]], entries: dict[Name, dict[str, 
         tables = ",".join(sorted({n[1] for n, _, _ in changed if n[0] == name[0]}))
         out.append(SchemaChange(name[0], tables, ddl, changes))
     return out
+
+
+SNAPSHOT_TOPIC = "_snapshot_schema"  # the snapshot's schema (snapshot_changes), held for the Debezium formats only
+
+
+def snapshot_changes(described: dict[str, Any], entries: dict[Name, dict[str, Any]] | None,
+                     accept: Callable[[str, str], bool]) -> list[SchemaChange]:
+    """The schema change events Debezium's connector publishes at the start of a snapshot, in its order: the
+    server's character set; DROP TABLE IF EXISTS of every table; then database by database DROP DATABASE IF
+    EXISTS, CREATE DATABASE, USE and its tables' SHOW CREATE TABLE text. ``described``: what the snapshot read
+    (``charset``, ``collation``, ``databases`` [[name, charset, collation]], ``tables`` [[db, table, text]]);
+    ``entries``: the schema history's entries of the captured tables (None without schema history: CREATE
+    events without a table change, as the binlog's)."""
+    tables = [(db, t, text) for db, t, text in described["tables"] if accept(db, t)]
+    out = [SchemaChange("", None, f"SET character_set_server={described['charset']}, "
+                                  f"collation_server={described['collation']}", [])]
+    out += [SchemaChange(db, t, f"DROP TABLE IF EXISTS `{db}`.`{t}`",
+                         [{"type": "DROP", "id": table_id((db, t)), "table": None}]) for db, t, _ in tables]
+    for database, charset, collation in described["databases"]:
+        out += [SchemaChange(database, None, f"DROP DATABASE IF EXISTS `{database}`", []),
+                SchemaChange(database, None, f"CREATE DATABASE `{database}` CHARSET {charset} COLLATE {collation}",
+                             []),
+                SchemaChange(database, None, f"USE `{database}`", [])]
+        for db, t, text in tables:
+            if db == database:
+                out += _tables([((db, t), "CREATE", text)], entries, accept)
+    return out
