@@ -89,10 +89,11 @@ class RegistryClient:
         self._pool: ThreadPoolExecutor | None = None
         self._pending: dict[tuple[str, str], Future[int]] = {}
         self._tails: dict[str, Future[None]] = {}  # each subject's last registrations under way
+        self._down: RegistryUnavailable | None = None  # how prepare's registrations found the registry down
 
     def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items()
-                if k not in ("_context", "_local", "_lock", "_pool", "_pending", "_tails")} | {"_context": None}
+        unpicklable = ("_context", "_local", "_lock", "_pool", "_pending", "_tails", "_down")
+        return {k: v for k, v in self.__dict__.items() if k not in unpicklable} | {"_context": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -133,6 +134,7 @@ class RegistryClient:
         ``schema_id`` of the pair (and of the subject's later ones, which are not sent)."""
         chains: dict[str, list[str]] = {}
         with self._lock:
+            self._down = None  # tried again (a registry that was down may be back)
             for subject, schema in schemas:
                 key = (subject, schema)
                 if key not in self._ids and key not in self._pending:
@@ -155,7 +157,7 @@ class RegistryClient:
         """``prepare``'s registrations of one subject, in order."""
         if after is not None:
             wait_for([after])
-        failure: BaseException | None = None
+        failure: BaseException | None = self._down  # a registry down: the queued ones fail without a request
         for schema in chain:
             key = (subject, schema)
             future = self._pending[key]
@@ -164,6 +166,8 @@ class RegistryClient:
                     future.set_result(self._register(subject, schema))
                 except BaseException as exc:  # raised to the caller that needs the schema (schema_id)
                     failure = exc
+                    if isinstance(exc, RegistryUnavailable):
+                        self._down = exc
             if failure is not None:
                 future.set_exception(failure)
             with self._lock:
@@ -225,7 +229,9 @@ class RegistryClient:
                 connection.close()
                 self._local.connection = None
         except (OSError, ValueError, http.client.HTTPException) as exc:  # refused, reset, timed out, TLS failures
-            self._local.connection = None
+            broken, self._local.connection = getattr(self._local, "connection", None), None
+            if broken is not None:
+                broken.close()
             raise RegistryUnavailable(f"schema registry {self.shown}: {exc}") from None
         if status >= 500:
             raise RegistryUnavailable(f"schema registry {self.shown}: HTTP {status} {raw[:200]!r}")

@@ -318,6 +318,39 @@ def test_new_tables_schemas_are_prepared_once_in_the_order_their_events_need_the
     assert prepared or native.native is None
 
 
+def test_a_registry_found_down_fails_the_registrations_queued_behind_without_asking(monkeypatch) -> None:
+    """prepare's registrations: once one finds the registry down (a retried failure), those still queued fail with
+    it at once (600 new subjects would otherwise each wait for the registry's timeout); the next prepare asks
+    again."""
+    import threading
+    import time
+
+    from ingester.registry_client import _WORKERS, RegistryClient, RegistryUnavailable
+
+    client = RegistryClient("http://127.0.0.1:9")
+    calls: list[str] = []
+    lock = threading.Lock()
+
+    def down(subject: str, schema: str) -> int:
+        with lock:
+            calls.append(subject)
+        time.sleep(0.02)
+        raise RegistryUnavailable("schema registry http://127.0.0.1:9: down")
+
+    monkeypatch.setattr(client, "_register", down)
+    pairs = [(f"t{i}-value", "{}") for i in range(100)]
+    client.prepare(pairs)
+    with pytest.raises(RegistryUnavailable, match="down"):
+        client.schema_id(*pairs[0])  # the daemon stops here, and retries from its checkpoint
+    assert client._pool is not None
+    client._pool.shutdown(wait=True)
+    assert len(calls) <= _WORKERS  # those under way when the first failed, not all 100
+    monkeypatch.setattr(client, "_register", lambda subject, schema: 7)
+    client._pool = None
+    client.prepare(pairs[:3])
+    assert [client.schema_id(*pair) for pair in pairs[:3]] == [7, 7, 7]
+
+
 @pytest.mark.parametrize("avro", [False, True])
 def test_an_event_named_in_an_error_is_read_back_from_its_message(avro) -> None:
     """describe() names the table and binlog position of a change event, in either layout; a message it cannot
