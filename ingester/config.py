@@ -187,6 +187,9 @@ class DebeziumConfig:
     schema_registry_password: str | None = field(default=None, repr=False)
     schema_registry_password_file: str | None = None
     schema_registry_ca: str | None = None
+    # the Avro converter's auto.register.schemas: false looks each schema up under its subject (registered ahead by
+    # whoever manages the registry) instead of registering it
+    auto_register_schemas: bool = True
 
     def registry_credentials(self) -> tuple[str | None, str | None]:
         """(username, password) of the schema registry (password from the setting or its file)."""

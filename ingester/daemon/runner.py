@@ -66,10 +66,11 @@ class Runner:
             dbz.binary_handling_mode), dbz.schemas_enable, dbz.tombstones_on_delete, dbz.provide_transaction_metadata,
             dbz.include_schema_changes, cfg.filters.accepts)
         if cfg.kafka.format == "debezium-avro":
-            from ..registry_client import RegistryClient  # HTTP: imported only by those who use it
+            from ..registry_client import RegistryClient, SchemaLookup  # HTTP: imported only by those who use it
 
             assert dbz.schema_registry_url is not None  # load_config insists
-            registry = RegistryClient(dbz.schema_registry_url, *dbz.registry_credentials(), dbz.schema_registry_ca)
+            registry = (RegistryClient if dbz.auto_register_schemas else SchemaLookup)(
+                dbz.schema_registry_url, *dbz.registry_credentials(), dbz.schema_registry_ca)
             return DebeziumAvro(options, registry, self.binlog_names, cfg.kafka.max_record_bytes)
         return DebeziumJson(options, self.binlog_names, cfg.kafka.max_record_bytes)
 

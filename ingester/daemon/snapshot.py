@@ -462,6 +462,12 @@ class Snapshotter:
                               "estimate": sum(n for _, _, n in tables)}
                 log.info("snapshot of %d tables (about %s rows) at %s:%s (%s)", len(tables),
                          f"{self.state['estimate']:,}", file, position, gtid_set or "no GTIDs")
+                if self.cfg.kafka.format != "binlake" and self.cfg.debezium.include_schema_changes:
+                    from .snapshot_schema import snapshot_schema_record  # Debezium's schema change events
+
+                    self.runner.send(self.publisher, snapshot_schema_record(
+                        cur, [(db, t) for db, t, _ in tables], mariadb, self._seq(),
+                        str(Sequence(file_number(file), position))))
             else:
                 assert self.state is not None
                 log.info("resuming the snapshot of %s:%s at %s (%s rows done)", self.state["file"],

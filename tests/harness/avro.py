@@ -61,5 +61,8 @@ class Registry:
             versions.append(schema)
         return self.ids.setdefault(schema, len(self.ids) + 1)
 
+    def prepare(self, schemas: Any) -> None:
+        """Nothing ahead: each schema is registered when ``schema_id`` asks for it (as the order of first use)."""
+
     def decode(self, message: bytes) -> Any:
         return read(message, lambda schema_id: next(t for t, i in self.ids.items() if i == schema_id))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import orjson
 import pytest
 from harness import avro, zoo
 from harness import debezium as dbz
@@ -17,6 +18,7 @@ from harness.daemon import run_daemon
 
 from ingester.cli.main import main
 from ingester.daemon.kafka_io import read_checkpoint
+from ingester.records.debezium.avro_schema import avro_schema
 
 pytestmark = pytest.mark.integration
 
@@ -27,6 +29,11 @@ def _comparable(payload: dict[str, Any], prefix: str) -> dict[str, Any]:
     if "source" in out:
         out["source"] = {**out["source"], "name": "*"}
     return out
+
+
+def _avro_of(connect: dict[str, Any], json_prefix: str, prefix: str) -> str:
+    """The Avro schema (text) of a JSON event's Connect schema, under the Avro topics' prefix."""
+    return orjson.dumps(avro_schema(connect)).replace(f'"{json_prefix}.'.encode(), f'"{prefix}.'.encode()).decode()
 
 
 @pytest.mark.parametrize("transactions", [True, False])
@@ -114,3 +121,107 @@ def test_avro_events_are_the_json_formats_and_follow_ddl(make_mariadb, kafka, sc
     assert after is not None and before is not None and after["file"] == refused_at.file
     assert before["position"] <= after["position"] <= refused_at.position
     assert schema_registry.request("GET", f"/subjects/{subject}/versions") == [1, 2]
+
+
+def test_the_schemas_of_many_new_tables_are_registered_side_by_side_each_once(mariadb, kafka, schema_registry,
+                                                                            monkeypatch) -> None:
+    """50 tables first met in one Kafka transaction (their registrations side by side, registry_client.prepare)
+    and a table's next version in that same transaction: every subject holds the schemas of the JSON format's
+    events (as Avro), each once and in the order of the binlog, and every message names the id of its own."""
+    start = mariadb.current_binlog_position()
+    conn = mariadb.connect()
+    conn.autocommit(False)
+    cur = conn.cursor()
+    cur.execute("CREATE DATABASE many")
+    for i in range(50):  # schemas of 1 to 5 value columns, every fifth table without a primary key
+        columns = ", ".join(f"c{j} {('INT', 'VARCHAR(9)', 'DATE')[j % 3]}" for j in range(i % 5 + 1))
+        cur.execute(f"CREATE TABLE many.t{i:02} (id INT NOT NULL{'' if i % 5 == 4 else ' PRIMARY KEY'}, {columns})")
+    for i in range(50):  # one binlog transaction over the 50 tables
+        cur.execute(f"INSERT INTO many.t{i:02} (id, c0) VALUES (1, 7)")
+    conn.commit()
+    cur.execute("ALTER TABLE many.t00 ADD COLUMN note VARCHAR(20) NULL")
+    cur.execute("INSERT INTO many.t00 VALUES (2, 8, 'v2')")
+    conn.commit()
+    conn.close()
+    for name, value in {"BINLAKE_FILTERS_INCLUDE": "many.*", "BINLAKE_SOURCE_START_FILE": start.file,
+                        "BINLAKE_SOURCE_START_POSITION": str(start.position), "BINLAKE_KAFKA_BATCH_MS": "600000",
+                        "BINLAKE_DEBEZIUM_SCHEMA_REGISTRY_URL": schema_registry.url}.items():
+        monkeypatch.setenv(name, value)  # batch_ms: everything in the Kafka transaction of the end's commit
+    for prefix, kind in (("mjson", "debezium-json"), ("mavro", "debezium-avro")):
+        monkeypatch.setenv("BINLAKE_KAFKA_FORMAT", kind)
+        run_daemon(mariadb, kafka, prefix)
+
+    reference, published = dbz.messages(kafka, "mjson"), dbz.messages(kafka, "mavro")
+    for i in range(50):
+        topic = f"many.t{i:02}"
+        theirs, mine = reference[f"mjson.{topic}"], published[f"mavro.{topic}"]
+        assert len(mine) == len(theirs) == (2 if i == 0 else 1), topic
+        for role, index in (("key", 0), ("value", 1)):
+            subject = f"mavro.{topic}-{role}"
+            if role == "key" and i % 5 == 4:
+                assert subject not in schema_registry.subjects()
+                continue
+            # the Avro schemas of the JSON events' Connect schemas, in order, each once
+            wanted = list(dict.fromkeys(_avro_of(orjson.loads(message[index])["schema"], "mjson", "mavro")
+                                        for message in theirs))
+            versions = schema_registry.request("GET", f"/subjects/{subject}/versions")
+            assert versions == list(range(1, len(wanted) + 1)), subject
+            ids = {}
+            for version, schema in zip(versions, wanted, strict=True):
+                got = schema_registry.request("GET", f"/subjects/{subject}/versions/{version}")
+                assert orjson.loads(got["schema"]) == orjson.loads(schema), f"{subject} version {version}"
+                ids[schema] = got["id"]
+            for message, reference_message in zip(mine, theirs, strict=True):
+                schema = _avro_of(orjson.loads(reference_message[index])["schema"], "mjson", "mavro")
+                assert int.from_bytes(message[index][1:5], "big") == ids[schema], subject
+    assert schema_registry.request("GET", "/subjects/mavro.many.t00-value/versions") == [1, 2]
+
+
+def test_without_auto_registration_schemas_are_looked_up(mariadb, kafka, schema_registry, monkeypatch,
+                                                        capsys) -> None:
+    """``debezium.auto_register_schemas: false``: a subject the registry does not have, or a schema none of its
+    versions is, stops the daemon with one line naming them (nothing committed); schemas registered by hand are
+    the ids the messages name, and nothing is registered."""
+    conn = mariadb.connect()
+    conn.autocommit(True)
+    cur = conn.cursor()
+    cur.execute("CREATE DATABASE lk")
+    cur.execute("CREATE TABLE lk.t (id INT PRIMARY KEY, v INT)")
+    start = mariadb.current_binlog_position()
+    cur.execute("INSERT INTO lk.t VALUES (1, 10), (2, 20)")
+    for name, value in {"BINLAKE_FILTERS_INCLUDE": "lk.*", "BINLAKE_SOURCE_START_FILE": start.file,
+                        "BINLAKE_SOURCE_START_POSITION": str(start.position),
+                        "BINLAKE_DEBEZIUM_INCLUDE_SCHEMA_CHANGES": "false",  # the table's subjects alone
+                        "BINLAKE_DEBEZIUM_SCHEMA_REGISTRY_URL": schema_registry.url}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("BINLAKE_KAFKA_FORMAT", "debezium-json")
+    run_daemon(mariadb, kafka, "lkjson")  # the Connect schemas, to register by hand
+    monkeypatch.setenv("BINLAKE_KAFKA_FORMAT", "debezium-avro")
+    monkeypatch.setenv("BINLAKE_DEBEZIUM_AUTO_REGISTER_SCHEMAS", "false")
+
+    def refused(published: int) -> str:
+        capsys.readouterr()
+        assert main(["run", "--source", mariadb.url, "--kafka", kafka.bootstrap, "--topic-prefix", "lookup",
+                     "--server-id", "4545", "--exit-at-end"]) == 2
+        assert len(dbz.messages(kafka, "lookup").get("lookup.lk.t", ())) == published  # nothing of it committed
+        return capsys.readouterr().err
+
+    assert f"binlake: error: schema of subject lookup.lk.t-key not found in the registry at {schema_registry.url}: " \
+           "no such subject (debezium.auto_register_schemas is false: register it first)\n" in refused(0)
+    key, value = dbz.decoded(dbz.messages(kafka, "lkjson")["lkjson.lk.t"][0])
+    ids = {}
+    for role, connect in (("key", key["schema"]), ("value", value["schema"])):
+        ids[role] = schema_registry.register(f"lookup.lk.t-{role}", _avro_of(connect, "lkjson", "lookup"))
+    run_daemon(mariadb, kafka, "lookup")
+    published = dbz.messages(kafka, "lookup")["lookup.lk.t"]
+    assert [(int.from_bytes(k[1:5], "big"), int.from_bytes(v[1:5], "big")) for k, v in published] == \
+           [(ids["key"], ids["value"])] * 2
+    schema_text = functools.cache(lambda i: schema_registry.request("GET", f"/schemas/ids/{i}")["schema"])
+    assert [avro.read(v, schema_text)["after"] for _, v in published] == [{"id": 1, "v": 10}, {"id": 2, "v": 20}]
+
+    cur.execute("ALTER TABLE lk.t ADD COLUMN note VARCHAR(9) NULL")
+    cur.execute("INSERT INTO lk.t VALUES (3, 30, 'new')")
+    assert f"binlake: error: schema of subject lookup.lk.t-value not found in the registry at " \
+           f"{schema_registry.url}: none of the subject's versions is this schema " \
+           "(debezium.auto_register_schemas is false: register it first)\n" in refused(2)
+    assert schema_registry.request("GET", "/subjects/lookup.lk.t-value/versions") == [1]

@@ -31,7 +31,8 @@ def test_snapshot_markers_as_debezium_publishes_them(make_mariadb, kafka, kafka_
         for row in rows:
             conn.cursor().execute(f"INSERT INTO {name} VALUES ({', '.join(map(repr, row))})")
     for key, value in {"BINLAKE_KAFKA_FORMAT": "debezium-json", "BINLAKE_FILTERS_INCLUDE": "snap.*",
-                       "BINLAKE_SNAPSHOT": "initial", "BINLAKE_SNAPSHOT_CHUNK_ROWS": "2"}.items():
+                       "BINLAKE_SNAPSHOT": "initial", "BINLAKE_SNAPSHOT_CHUNK_ROWS": "2",
+                       "BINLAKE_SCHEMA_HISTORY": "always"}.items():  # the tables' structures (tableChanges)
         monkeypatch.setenv(key, value)
     ours, theirs = "bsnap", "dsnap"
     run_daemon(server, kafka, ours)
@@ -57,3 +58,22 @@ def test_snapshot_markers_as_debezium_publishes_them(make_mariadb, kafka, kafka_
                        "first_in_data_collection", "true", "last_in_data_collection",  # b (c: empty)
                        "last_in_data_collection",  # d: its only row
                        "first_in_data_collection", "true", "true", "last"]  # e
+
+    # the snapshot's schema change events, before its rows
+    def changes(messages: list) -> list[dict]:
+        out = []
+        for message in messages:
+            key, value = dbz.decoded(message)
+            payload = {k: v for k, v in value["payload"].items() if k != "ts_ms"}
+            payload["source"] = {k: v for k, v in payload["source"].items()
+                                 if k not in ("ts_ms", "ts_us", "ts_ns", "name")}
+            out.append({"key": key, "schema": value["schema"], **payload})
+        return out
+
+    got, want = changes(mine[ours]), changes(real[theirs])
+    assert [e["ddl"][:30] for e in got] == [e["ddl"][:30] for e in want]
+    assert len(got) == 1 + len(TABLES) + 3 + len(TABLES)  # SET; DROP TABLEs; DROP, CREATE, USE DATABASE; CREATEs
+    assert all(e["tableChanges"][0]["table"]["columns"] for e in got if e["ddl"].startswith("CREATE TABLE"))
+    for a, b in zip(got, want, strict=True):
+        assert a["source"] == b["source"], a["ddl"]
+        assert a == b, a["ddl"]

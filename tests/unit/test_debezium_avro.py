@@ -18,6 +18,7 @@ from ingester.codec.constants import ColumnType as T
 from ingester.codec.errors import BinlogError
 from ingester.codec.table_map import Column, TableMap
 from ingester.config import ConfigError, load_config
+from ingester.records.debezium import native
 from ingester.records.debezium.avro_schema import avro_schema
 from ingester.records.debezium.columns import Modes
 from ingester.records.debezium.encoder import DebeziumOptions
@@ -279,6 +280,75 @@ def test_registry_client_refusals_are_one_line_and_outages_are_retried(monkeypat
     with pytest.raises(SchemaRefused, match=r"HTTP 401: the credentials .* were refused$"):
         client.schema_id("p.db.t-key", "{}")
     assert client._headers["Authorization"] == "Basic " + base64.b64encode(b"user:pw").decode()
+
+
+class _Asked(Registry):
+    """The pairs ``prepare`` was given, and the order ``schema_id`` was asked for them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.prepared: list[tuple[str, str]] = []
+        self.asked: list[tuple[str, str]] = []
+
+    def prepare(self, schemas: Any) -> None:
+        self.prepared += schemas
+
+    def schema_id(self, subject: str, schema: str) -> int:
+        if (subject, schema) not in self.asked:
+            self.asked.append((subject, schema))
+        return super().schema_id(subject, schema)
+
+
+def test_new_tables_schemas_are_prepared_once_in_the_order_their_events_need_them() -> None:
+    """The schemas of the tables a Kafka transaction meets first are given to ``prepare`` (registered side by
+    side) once, each subject's in the order its events ask for them (the order of its versions)."""
+    prepared = 0
+    for name in CORPUS_FILES:
+        if "json.binlog" in name:  # partial row images: no Avro (above)
+            continue
+        for transactions in (False, True):
+            registry = _Asked()
+            debezium_messages(CORPUS / name, DebeziumOptions("p", transactions=transactions), registry)
+            assert len(set(registry.prepared)) == len(registry.prepared), name
+            assert set(registry.prepared) <= set(registry.asked), name
+            for subject in {s for s, _ in registry.prepared}:
+                asked = [pair for pair in registry.asked if pair[0] == subject and pair in registry.prepared]
+                assert [pair for pair in registry.prepared if pair[0] == subject] == asked, (name, subject)
+            prepared += len(registry.prepared)
+    assert prepared or native.native is None
+
+
+def test_a_registry_found_down_fails_the_registrations_queued_behind_without_asking(monkeypatch) -> None:
+    """prepare's registrations: once one finds the registry down (a retried failure), those still queued fail with
+    it at once (600 new subjects would otherwise each wait for the registry's timeout); the next prepare asks
+    again."""
+    import threading
+    import time
+
+    from ingester.registry_client import _WORKERS, RegistryClient, RegistryUnavailable
+
+    client = RegistryClient("http://127.0.0.1:9")
+    calls: list[str] = []
+    lock = threading.Lock()
+
+    def down(subject: str, schema: str) -> int:
+        with lock:
+            calls.append(subject)
+        time.sleep(0.02)
+        raise RegistryUnavailable("schema registry http://127.0.0.1:9: down")
+
+    monkeypatch.setattr(client, "_register", down)
+    pairs = [(f"t{i}-value", "{}") for i in range(100)]
+    client.prepare(pairs)
+    with pytest.raises(RegistryUnavailable, match="down"):
+        client.schema_id(*pairs[0])  # the daemon stops here, and retries from its checkpoint
+    assert client._pool is not None
+    client._pool.shutdown(wait=True)
+    assert len(calls) <= _WORKERS  # those under way when the first failed, not all 100
+    monkeypatch.setattr(client, "_register", lambda subject, schema: 7)
+    client._pool = None
+    client.prepare(pairs[:3])
+    assert [client.schema_id(*pair) for pair in pairs[:3]] == [7, 7, 7]
 
 
 @pytest.mark.parametrize("avro", [False, True])

@@ -46,6 +46,9 @@ class Registry:
     def schema_id(self, subject: str, schema: str) -> int:
         return self.ids.setdefault(schema, len(self.ids) + 100)
 
+    def prepare(self, schemas: Any) -> None:
+        """Each schema registered when asked for."""
+
     def schema(self, schema_id: int) -> str:
         self.asked.append(schema_id)
         for text, found in self.ids.items():

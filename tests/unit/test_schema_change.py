@@ -108,3 +108,35 @@ def test_include_schema_changes_off() -> None:
     path = CORPUS / "rust-mysql-common/json.binlog.000001"  # one CREATE TABLE
     assert any(m.topic == "p" for m in debezium_messages(path, DebeziumOptions("p")))
     assert not any(m.topic == "p" for m in debezium_messages(path, DebeziumOptions("p", schema_changes=False)))
+
+
+def test_the_snapshots_schema_is_published_as_debeziums_snapshot_events_and_nothing_else() -> None:
+    """A ``_snapshot_schema`` record (daemon/snapshot_schema.py) becomes the schema change events Debezium's
+    snapshot publishes (tests/integration/test_debezium_snapshot.py compares them with a real connector's): the
+    captured tables' only, at the snapshot's position, nothing of the record itself."""
+    from ingester.records.builder import Record
+    from ingester.records.debezium.encoder import DebeziumJson
+    from ingester.records.debezium.schema_change import SNAPSHOT_TOPIC
+    from ingester.records.format import Sequence
+
+    described = {"connector": "mariadb", "charset": "utf8mb4", "collation": "utf8mb4_general_ci",
+                 "databases": [["a", "latin1", "latin1_swedish_ci"]], "history_seq": "none",
+                 "tables": [["a", "t", "CREATE TABLE `t` (\n  `id` int(11) NOT NULL\n)"], ["a", "skip", "CREATE ..."]]}
+    seq = Sequence(3, 99, 0)  # the snapshot's position 100, less one
+    record = Record(SNAPSHOT_TOPIC, b"", orjson.dumps(described), [("binlake.seq", seq.encode())], seq)
+    encoder = DebeziumJson(DebeziumOptions("p", accept=lambda db, table: table != "skip"),
+                           lambda n: f"binlog.00000{n}", 900_000, clock=lambda: 5_000_000_000)
+    assert list(encoder.messages(record)) == [] and encoder.topics([SNAPSHOT_TOPIC]) == set()
+    events = [(orjson.loads(m.key)["payload"], orjson.loads(m.value)["payload"]) for m in encoder.before_commit()]
+    assert [(key["databaseName"], value["ddl"], value["source"]["table"], value["tableChanges"])
+            for key, value in events] == [
+        ("", "SET character_set_server=utf8mb4, collation_server=utf8mb4_general_ci", None, []),
+        ("a", "DROP TABLE IF EXISTS `a`.`t`", "t", [{"type": "DROP", "id": '"a"."t"', "table": None}]),
+        ("a", "DROP DATABASE IF EXISTS `a`", None, []),
+        ("a", "CREATE DATABASE `a` CHARSET latin1 COLLATE latin1_swedish_ci", None, []),
+        ("a", "USE `a`", None, []),
+        ("a", described["tables"][0][2], "t", [])]  # without schema history: no structure
+    assert {(v["source"]["snapshot"], v["source"]["file"], v["source"]["pos"], v["source"]["server_id"],
+             v["source"]["gtid"], v["source"]["ts_ms"], v["ts_ms"]) for _, v in events} == \
+        {("true", "binlog.000003", 100, 0, None, 5000, 5000)}
+    assert list(DebeziumJson(DebeziumOptions("p", schema_changes=False), str, 900_000).messages(record)) == []

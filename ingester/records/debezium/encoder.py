@@ -39,10 +39,20 @@ from ..format import RecordEvent, Sequence, record_decoder, record_events
 from ..open_records import Record
 from ..outbound import BinlakeOut, Message
 from .columns import Modes
-from .envelope import TRANSACTION_KEY_SCHEMA, TRANSACTION_VALUE_SCHEMA, TableCodec, table_codec, topic_name
-from .layouts import AvroLayout, JsonLayout, Layout, SchemaIds
+from .envelope import TableCodec, table_codec, topic_name
+from .layouts import AvroLayout, JsonLayout, Layout, Role, SchemaIds
 from .native import RenderedEvent, RenderedRows, rows_renderer
-from .schema_change import SchemaChange, key_schema, schema_changes, value_schema
+from .schema_change import (
+    SNAPSHOT_TOPIC,
+    SchemaChange,
+    Where,
+    change_payload,
+    key_schema,
+    schema_changes,
+    snapshot_changes,
+    value_schema,
+)
+from .transaction_topic import Transaction
 
 _OPS = {"write": "c", "update": "u", "delete": "d"}
 _OP_FIELDS = {op: b',"op":"%s"' % op.encode() for op in ("c", "u", "d")}
@@ -93,7 +103,18 @@ class _Statement:
         return self.item.seq
 
 
-def _order(item: RenderedEvent | RecordEvent | _Statement) -> tuple[int, int, int]:
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    """The record of a snapshot's schema (schema_change.snapshot_changes)."""
+
+    record: Record
+
+    @property
+    def seq(self) -> Sequence:
+        return self.record.seq
+
+
+def _order(item: RenderedEvent | RecordEvent | _Statement | _Snapshot) -> tuple[int, int, int]:
     """Where an event of a record is in the binlog (its sequence's fields, as Sequence orders them)."""
     if type(item) is tuple:
         return item[:3]
@@ -102,28 +123,6 @@ def _order(item: RenderedEvent | RecordEvent | _Statement) -> tuple[int, int, in
 
 
 _SCHEMA_CHANGE_SCHEMAS = {c: (key_schema(c), value_schema(c)) for c in ("mariadb", "mysql")}
-_TX_KEY = orjson.dumps(TRANSACTION_KEY_SCHEMA)
-_TX_VALUE = orjson.dumps(TRANSACTION_VALUE_SCHEMA)
-
-
-@dataclass
-class _Transaction:
-    id: str
-    ts_ms: int
-    total: int = 0
-    per_table: dict[str, int] = field(default_factory=dict)
-    id_json: bytes = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.id_json = orjson.dumps(self.id)
-
-    def count(self, table_name: str) -> tuple[int, int]:
-        """One more event of the table: its total_order and data_collection_order."""
-        self.total += 1
-        n = self.per_table[table_name] = self.per_table.get(table_name, 0) + 1
-        return self.total, n
-
-
 @dataclass(frozen=True)
 class _Table:
     """A table map's Debezium shape, and the source block of its events."""
@@ -151,6 +150,7 @@ class DebeziumOut:
         self._own = BinlakeOut(options.prefix, max_record_bytes)
         self._held: list[Record] = []
         self._tables: dict[int, tuple[TableMap, _Table]] = {}
+        self._codecs: dict[int, tuple[TableMap, TableCodec]] = {}  # tables whose schemas _new_schemas gave
         self._native = rows_renderer(options.modes)  # C's structs (None: Python's)
         self.transaction_topic = topic_name(options.prefix, "transaction")
         self._last_file: tuple[int, str] = (-1, "")
@@ -171,7 +171,10 @@ class DebeziumOut:
     # -- Outbound
 
     def messages(self, record: Record) -> Iterator[Message]:
-        if record.topic.startswith("_"):  # binlake's own topics
+        if record.topic == SNAPSHOT_TOPIC:  # the snapshot's schema: its schema change events (nothing as it is)
+            if self.options.schema_changes:
+                self._held.append(record)
+        elif record.topic.startswith("_"):  # binlake's own topics
             yield from self._own.messages(record)
             if self.options.schema_changes and record.topic == SCHEMA_TOPIC:
                 self._held.append(record)  # its DDL, for the schema change topic
@@ -188,7 +191,7 @@ class DebeziumOut:
 
     def topics(self, record_topics: Iterable[str]) -> set[str]:
         record_topics = list(record_topics)
-        own = [t for t in record_topics if t.startswith("_")]
+        own = [t for t in record_topics if t.startswith("_") and t != SNAPSHOT_TOPIC]
         topics = {topic_name(self.options.prefix, t) for t in record_topics if not t.startswith("_")}
         if self.options.transactions and topics:
             topics.add(self.transaction_topic)
@@ -207,17 +210,23 @@ class DebeziumOut:
         held, self._held = self._held, []
         history, self._history = self._history, {}
         now = self.clock()  # the processing time of every event of this Kafka transaction
-        streams: list[Iterable[RenderedEvent | RecordEvent | _Statement]] = []
+        streams: list[Iterable[RenderedEvent | RecordEvent | _Statement | _Snapshot]] = []
+        tables: list[tuple[str, Iterable[RenderedEvent | RecordEvent]]] = []
         for r in held:
             headers, where = dict(r.headers), f"record {r.topic} at {r.seq}"
+            if r.topic == SNAPSHOT_TOPIC:
+                streams.append((_Snapshot(r),))  # a tuple: C composes lists
+                continue
             if r.topic == SCHEMA_TOPIC:
                 dec = record_decoder(r.value, where, False)
                 connector = "mariadb" if dec is not None and dec.is_mariadb else "mysql"
                 streams.append(_Statement(item, connector) for item in record_events(headers, r.value, where))
                 continue
             walked = self._native.walk(headers, r.value, where) if self._native else None
-            streams.append(walked if walked is not None else
-                           record_events(headers, r.value, where, self._native or False))
+            events = walked if walked is not None else record_events(headers, r.value, where, self._native or False)
+            streams.append(events)
+            tables.append((r.topic, events))
+        self.layout.prepare(self._new_schemas(tables))  # Avro: the registrations of new tables' schemas, side by side
         if not self.options.transactions:  # no order across tables to give: record by record (a table's in order)
             for stream in streams:
                 if type(stream) is list and self._native:  # C walked it and composes its events
@@ -226,16 +235,16 @@ class DebeziumOut:
                         yield from composed
                         continue
                 for item in stream:
-                    if isinstance(item, _Statement):
+                    if isinstance(item, (_Statement, _Snapshot)):
                         yield from self._statement(item, history, now)
                         continue
                     event = self._unpack(item)
                     if event is not None:
                         yield from self._messages(item, event, None, now)
             return
-        tx: _Transaction | None = None
+        tx: Transaction | None = None
         for item in heapq.merge(*streams, key=_order):
-            if isinstance(item, _Statement):
+            if isinstance(item, (_Statement, _Snapshot)):
                 yield from self._statement(item, history, now)
                 continue
             event = self._unpack(item)
@@ -246,12 +255,12 @@ class DebeziumOut:
                 tx_id = gtid or f"file={self._file(file_number)},pos={position}"
                 if tx is None or tx.id != tx_id:
                     if tx is not None:
-                        yield self._end(tx)
-                    tx = _Transaction(tx_id, commit_ts // 1000)
-                    yield self._begin(tx)
+                        yield tx.end(self.layout, self.transaction_topic)
+                    tx = Transaction(tx_id, commit_ts // 1000)
+                    yield tx.begin(self.layout, self.transaction_topic)
             yield from self._messages(item, event, None if snapshot else tx, now)
         if tx is not None:
-            yield self._end(tx)
+            yield tx.end(self.layout, self.transaction_topic)
 
     @staticmethod
     def _unpack(item: RenderedEvent | RecordEvent) -> tuple[int, int, str, int, bool, RenderedEvent | None] | None:
@@ -272,11 +281,38 @@ class DebeziumOut:
                 rendered)
 
     def _messages(self, item: RenderedEvent | RecordEvent, event: tuple[int, int, str, int, bool, RenderedEvent | None],
-                  tx: _Transaction | None, now: int) -> Iterator[Message]:
+                  tx: Transaction | None, now: int) -> Iterator[Message]:
         rendered = event[5]
         if rendered is not None:
             return self._rendered(rendered, tx, now)
         return self._rows(item, item.event, event[4], tx, now)  # type: ignore[union-attr, arg-type]
+
+    def _new_schemas(self, streams: list[tuple[str, Iterable[RenderedEvent | RecordEvent]]]) \
+            -> Iterator[tuple[str, Role, bytes]]:
+        """The key and value schemas of the tables first met in C's walks of a Kafka transaction's records (topic
+        and stream), in the order their events need them. A topic's walks after a record Python reads (whose
+        table maps are only known once read) are left out: its events ask in their order."""
+        python: set[str] = set()
+        seen: set[int] = set()
+        for topic, stream in streams:
+            if type(stream) is not list:
+                python.add(topic)
+                continue
+            if topic in python:
+                continue
+            for event in stream:
+                tm = event[8]
+                if id(tm) in seen:
+                    continue
+                seen.add(id(tm))
+                cached = self._tables.get(id(tm))
+                if cached is not None and cached[0] is tm:
+                    continue
+                codec = table_codec(tm, self.options.prefix, self.options.modes)
+                self._codecs[id(tm)] = (tm, codec)
+                if codec.key_schema is not None:
+                    yield codec.topic, "key", codec.key_schema
+                yield codec.topic, "value", codec.value_schema
 
     def _shape(self, tm: TableMap, file_number: int) -> tuple[Any, ...] | None:
         """The pieces of a table's change events in one binlog file, for the native composer (_envelope.h); None
@@ -290,7 +326,9 @@ class DebeziumOut:
         cached = self._tables.get(id(tm))
         if cached is not None and cached[0] is tm:
             return cached[1]
-        codec = table_codec(tm, self.options.prefix, self.options.modes)
+        known = self._codecs.pop(id(tm), None)
+        codec = known[1] if known is not None and known[0] is tm else table_codec(tm, self.options.prefix,
+                                                                                  self.options.modes)
         text = [orjson.dumps(x) for x in (VERSION, self.options.prefix, tm.database, tm.table)]
         # as _rows' source dict: a, ts_ms, b, ts_us, "ts_ns", c, server_id, then gtid, file, pos and row
         a = b"".join((b'{"version":', text[0], b',"connector":', b'"mariadb"' if tm.is_mariadb else b'"mysql"',
@@ -302,6 +340,7 @@ class DebeziumOut:
         table = _Table(codec, f"{tm.database}.{tm.table}", source, self._pieces(codec, a, b, c))
         if len(self._tables) >= 4096:
             self._tables.clear()
+            self._codecs.clear()
         self._tables[id(tm)] = (tm, table)
         return table
 
@@ -322,7 +361,7 @@ class DebeziumOut:
         return ((codec.topic, b"", a, b, c),
                 (None if key is None else b"", b"", b"", (*(key or (None, b"")), *value)))
 
-    def _rows(self, item: RecordEvent, ev: E.RowsEvent, snapshot: bool, tx: _Transaction | None,
+    def _rows(self, item: RecordEvent, ev: E.RowsEvent, snapshot: bool, tx: Transaction | None,
               now: int) -> Iterator[Message]:
         table = self._table(ev.table_map)
         codec = table.codec
@@ -356,7 +395,7 @@ class DebeziumOut:
             yield from self._event(codec, source, index, kind, before, after, tx, table_name, now)
 
     def _event(self, codec: TableCodec, source: dict[str, Any], index: int, op: str, before: dict[str, Any] | None,
-               after: dict[str, Any] | None, tx: _Transaction | None, table_name: str, now: int,
+               after: dict[str, Any] | None, tx: Transaction | None, table_name: str, now: int,
                headers: tuple[tuple[str, bytes], ...] = ()) -> Iterator[Message]:
         block = None
         if tx is not None:
@@ -372,7 +411,7 @@ class DebeziumOut:
         if op == "d" and self.options.tombstones:
             yield Message(codec.topic, key, None, headers)
 
-    def _rendered(self, event: RenderedEvent, tx: _Transaction | None, now: int) -> Iterator[Message]:
+    def _rendered(self, event: RenderedEvent, tx: Transaction | None, now: int) -> Iterator[Message]:
         """``_rows`` of the structs C rendered: the same messages, put together from bytes (the reference of the
         native composer, _envelope.h)."""
         file_number, position, _, gtid, _, timestamp, server_id, code, tm, rows = event
@@ -395,7 +434,7 @@ class DebeziumOut:
                                          key_after if after is not None else key_before, tx, end)
 
     def _compose(self, table: _Table, before: bytes | None, after: bytes | None, source: bytes, row: bytes, op: str,
-                 key_struct: bytes | None, tx: _Transaction | None, end: bytes,
+                 key_struct: bytes | None, tx: Transaction | None, end: bytes,
                  headers: tuple[tuple[str, bytes], ...] = ()) -> Iterator[Message]:
         block = b"null"
         if tx is not None:
@@ -414,9 +453,15 @@ class DebeziumOut:
 
     # -- the schema change topic
 
-    def _statement(self, statement: _Statement, history: dict[str, dict[Name, dict[str, Any]]],
+    def _statement(self, statement: _Statement | _Snapshot, history: dict[str, dict[Name, dict[str, Any]]],
                    now: int) -> Iterator[Message]:
-        if isinstance(statement.item.event, E.QueryEvent):
+        if isinstance(statement, _Snapshot):
+            described = orjson.loads(statement.record.value)
+            changes = snapshot_changes(described, history.get(described["history_seq"]), self.options.accept)
+            where = Where(VERSION, described["connector"], self.options.prefix, now // 1_000_000, 0, None,
+                          self._file(statement.seq.file_number), statement.seq.position + 1, "true")
+            yield from self._change_messages(changes, where, now)
+        elif isinstance(statement.item.event, E.QueryEvent):
             yield from self._schema_changes(statement.item, statement.item.event, statement.connector, history, now)
 
     def _schema_changes(self, item: RecordEvent, ev: E.QueryEvent, connector: str,
@@ -425,42 +470,16 @@ class DebeziumOut:
         changes = schema_changes(ev.query, ev.database, history.get(str(item.seq)), self.options.accept)
         if not changes:
             return
-        keys, values = _SCHEMA_CHANGE_SCHEMAS[connector]
-        ts_ms = ev.timestamp * 1000
-        now = now_ns // 1_000_000
-        for change in changes:
-            yield self._schema_change(change, connector, item, ev, ts_ms, now, keys, values)
+        where = Where(VERSION, connector, self.options.prefix, ev.timestamp * 1000, ev.server_id, item.gtid or None,
+                      self._file(item.seq.file_number), ev.position)
+        yield from self._change_messages(changes, where, now_ns)
 
-    def _schema_change(self, change: SchemaChange, connector: str, item: RecordEvent, ev: E.QueryEvent, ts_ms: int,
-                       now: int, keys: bytes, values: bytes) -> Message:
-        source = {
-            "version": VERSION, "connector": connector, "name": self.options.prefix, "ts_ms": ts_ms,
-            "snapshot": "false", "db": change.database, "sequence": None, "ts_us": ts_ms * 1000,
-            "ts_ns": ts_ms * 1_000_000, "table": change.table, "server_id": ev.server_id,
-            "gtid": item.gtid or None, "file": self._file(item.seq.file_number), "pos": ev.position, "row": 0,
-            "thread": None, "query": None}
-        payload = {"source": source, "ts_ms": now, "databaseName": change.database, "schemaName": None,
-                   "ddl": change.ddl, "tableChanges": change.changes}
+    def _change_messages(self, changes: list[SchemaChange], where: Where, now_ns: int) -> Iterator[Message]:
+        keys, values = _SCHEMA_CHANGE_SCHEMAS[where.connector]
         topic = self.schema_topic
-        return Message(topic, self.layout.encode(topic, "key", keys, {"databaseName": change.database}),
-                       self.layout.encode(topic, "value", values, payload), ())
-
-    # -- the transaction topic
-
-    def _begin(self, tx: _Transaction) -> Message:
-        return self._tx_message(tx, {"status": "BEGIN", "id": tx.id, "event_count": None, "data_collections": None,
-                                     "ts_ms": tx.ts_ms})
-
-    def _end(self, tx: _Transaction) -> Message:
-        return self._tx_message(tx, {"status": "END", "id": tx.id, "event_count": tx.total, "data_collections": [
-            {"data_collection": name, "event_count": n} for name, n in tx.per_table.items()], "ts_ms": tx.ts_ms})
-
-    def _tx_message(self, tx: _Transaction, payload: dict[str, Any]) -> Message:
-        """A transaction topic's message, its payloads' JSON encoded (strings, integers, nulls and lists: the
-        text orjson reads back as the same payload, which Avro transcodes in C)."""
-        topic = self.transaction_topic
-        return Message(topic, self.layout.encode_json(topic, "key", _TX_KEY, b'{"id":%b}' % tx.id_json),
-                       self.layout.encode_json(topic, "value", _TX_VALUE, orjson.dumps(payload)), ())
+        for change in changes:
+            yield Message(topic, self.layout.encode(topic, "key", keys, {"databaseName": change.database}),
+                          self.layout.encode(topic, "value", values, change_payload(change, where, now_ns)), ())
 
 
 class DebeziumJson(DebeziumOut):

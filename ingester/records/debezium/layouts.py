@@ -17,6 +17,7 @@ implements with HTTP (ingester/registry_client.py).
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -52,6 +53,10 @@ class Layout(Protocol):
         """The payload of one of its messages (Python structures), read back for an error that names the event;
         raises ValueError for bytes it did not write."""
 
+    def prepare(self, schemas: Iterable[tuple[str, Role, bytes]]) -> None:
+        """Start making ready what messages of these (topic, role, Connect schema) need, in the order given (the
+        order messages will need them; Avro: their registrations, side by side); the layout may ignore them."""
+
 
 class JsonLayout:
     """Kafka Connect's JsonConverter (``schemas`` is its schemas.enable)."""
@@ -77,11 +82,18 @@ class JsonLayout:
         value = orjson.loads(data)
         return value["payload"] if self.schemas and isinstance(value, dict) else value
 
+    def prepare(self, schemas: Iterable[tuple[str, Role, bytes]]) -> None:
+        return None  # nothing to make ready (the schemas are not even read)
+
 
 class SchemaIds(Protocol):
     def schema_id(self, subject: str, schema: str) -> int:
         """The registry's id of an Avro schema (its JSON text) under ``subject``, registered as the subject's
         next version when new; raises what the registry refuses (e.g. incompatible with earlier versions)."""
+
+    def prepare(self, schemas: Iterable[tuple[str, str]]) -> None:
+        """Start registering these (subject, schema) pairs ahead of ``schema_id``, each subject's in the order
+        given; ``schema_id`` of one gives its id once registered (or raises what its registration raised)."""
 
 
 def subject(topic: str, role: Role) -> str:
@@ -104,6 +116,7 @@ class AvroLayout:
     def __init__(self, ids: SchemaIds) -> None:
         self.ids = ids
         self._writers: dict[tuple[str, Role, bytes], _Writer] = {}
+        self._prepared: dict[tuple[str, Role, bytes], tuple[Any, Any, str]] = {}  # prepare's Connect and Avro schemas
         self._by_id: dict[int, _Writer] = {}  # the writers by schema id, to read a message back (payload)
 
     def encode(self, topic: str, role: Role, schema: bytes, payload: Any) -> bytes:
@@ -153,15 +166,33 @@ class AvroLayout:
             raise ValueError("not a message of this layout")
         return schemaless_reader(io.BytesIO(data[5:]), writer.schema, None)
 
-    def _writer(self, topic: str, role: Role, schema: bytes) -> _Writer:
+    def prepare(self, schemas: Iterable[tuple[str, Role, bytes]]) -> None:
+        """The schemas' registrations started side by side (``SchemaIds.prepare``)."""
+        wanted = []
+        for key in schemas:
+            if key not in self._writers and key not in self._prepared:
+                self._prepared[key] = self._avro(key[2])
+                wanted.append((subject(key[0], key[1]), self._prepared[key][2]))
+        if wanted:
+            self.ids.prepare(wanted)
+
+    @staticmethod
+    def _avro(schema: bytes) -> tuple[Any, Any, str]:
+        """A Connect schema (JSON), its Avro schema and the Avro schema's text."""
         connect = orjson.loads(schema)
         avro = avro_schema(connect)
-        schema_id = self.ids.schema_id(subject(topic, role), orjson.dumps(avro).decode())
+        return connect, avro, orjson.dumps(avro).decode()
+
+    def _writer(self, topic: str, role: Role, schema: bytes) -> _Writer:
+        prepared = self._prepared.pop((topic, role, schema), None)
+        connect, avro, text = prepared if prepared is not None else self._avro(schema)
+        schema_id = self.ids.schema_id(subject(topic, role), text)
         writer = _Writer(b"\0" + schema_id.to_bytes(4, "big"), parse_schema(avro), payload_fixer(connect),
                          avro_program(connect))
         if len(self._writers) >= 4096:
             self._writers.clear()
             self._by_id.clear()
+            self._prepared.clear()
         self._writers[(topic, role, schema)] = writer
         self._by_id[schema_id] = writer
         return writer

@@ -135,6 +135,32 @@ class SchemaChange:
     changes: list[dict[str, Any]]  # tableChanges
 
 
+@dataclass(frozen=True)
+class Where:
+    """Where a schema change event comes from: its source block's fields but the database and tables."""
+
+    version: str  # source.version
+    connector: str  # mariadb, mysql
+    name: str  # the topic prefix
+    ts_ms: int  # the statement's time
+    server_id: int
+    gtid: str | None
+    file: str
+    pos: int
+    snapshot: str = "false"
+
+
+def change_payload(change: SchemaChange, where: Where, now_ns: int) -> dict[str, Any]:
+    """The value of a schema change event (``now_ns``: when it is published, its ts_ms)."""
+    source = {
+        "version": where.version, "connector": where.connector, "name": where.name, "ts_ms": where.ts_ms,
+        "snapshot": where.snapshot, "db": change.database, "sequence": None, "ts_us": where.ts_ms * 1000,
+        "ts_ns": where.ts_ms * 1_000_000, "table": change.table, "server_id": where.server_id, "gtid": where.gtid,
+        "file": where.file, "pos": where.pos, "row": 0, "thread": None, "query": None}
+    return {"source": source, "ts_ms": now_ns // 1_000_000, "databaseName": change.database, "schemaName": None,
+            "ddl": change.ddl, "tableChanges": change.changes}
+
+
 _DROP_PREFIX = re.compile(r"\s*DROP\s+(TEMPORARY\s+)?TABLES?\s+(IF\s+EXISTS\s+)?", re.I)
 _RENAME_PREFIX = re.compile(r"\s*RENAME\s+TABLES?\s+", re.I)
 _PAIRS = re.compile(r"((?:`[^`]*`|[^,`])+)")
@@ -196,4 +222,31 @@ def _tables(changed: list[tuple[Name, str, str]], entries: dict[Name, dict[str, 
                 changes = [{"type": kind, "id": table_id(name), "table": table_struct(entry)}]
         tables = ",".join(sorted({n[1] for n, _, _ in changed if n[0] == name[0]}))
         out.append(SchemaChange(name[0], tables, ddl, changes))
+    return out
+
+
+SNAPSHOT_TOPIC = "_snapshot_schema"  # the snapshot's schema (snapshot_changes), held for the Debezium formats only
+
+
+def snapshot_changes(described: dict[str, Any], entries: dict[Name, dict[str, Any]] | None,
+                     accept: Callable[[str, str], bool]) -> list[SchemaChange]:
+    """The schema change events Debezium's connector publishes at the start of a snapshot, in its order: the
+    server's character set; DROP TABLE IF EXISTS of every table; then database by database DROP DATABASE IF
+    EXISTS, CREATE DATABASE, USE and its tables' SHOW CREATE TABLE text. ``described``: what the snapshot read
+    (``charset``, ``collation``, ``databases`` [[name, charset, collation]], ``tables`` [[db, table, text]]);
+    ``entries``: the schema history's entries of the captured tables (None without schema history: CREATE
+    events without a table change, as the binlog's)."""
+    tables = [(db, t, text) for db, t, text in described["tables"] if accept(db, t)]
+    out = [SchemaChange("", None, f"SET character_set_server={described['charset']}, "
+                                  f"collation_server={described['collation']}", [])]
+    out += [SchemaChange(db, t, f"DROP TABLE IF EXISTS `{db}`.`{t}`",
+                         [{"type": "DROP", "id": table_id((db, t)), "table": None}]) for db, t, _ in tables]
+    for database, charset, collation in described["databases"]:
+        out += [SchemaChange(database, None, f"DROP DATABASE IF EXISTS `{database}`", []),
+                SchemaChange(database, None, f"CREATE DATABASE `{database}` CHARSET {charset} COLLATE {collation}",
+                             []),
+                SchemaChange(database, None, f"USE `{database}`", [])]
+        for db, t, text in tables:
+            if db == database:
+                out += _tables([((db, t), "CREATE", text)], entries, accept)
     return out
