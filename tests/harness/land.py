@@ -45,18 +45,35 @@ def plain_rows(conn, table: str, key: str) -> dict:
                 for r in cur.fetchall()}
 
 
-def change_log_rows(spark, lake: Path, db: str, table: str) -> list:
+def lake_frame(spark, lake: Path, db: str, table: str, lake_format: str = "delta"):
+    """A lake table as Spark reads it: Delta's by its path, Iceberg's through the lake's catalog ``binlake``
+    (Iceberg's JDBC catalog over the SQLite database pyiceberg wrote)."""
+    if lake_format == "iceberg":
+        from streaming_job.iceberg_catalog import IcebergCatalog
+
+        conf = IcebergCatalog(str(lake)).spark_conf()
+        if any(spark.conf.get(k, None) != v for k, v in conf.items()):  # another lake's catalog: load it anew
+            for k, v in conf.items():
+                spark.conf.set(k, v)
+            spark._jsparkSession.sessionState().catalogManager().reset()
+        spark.sql(f"REFRESH TABLE binlake.`{db}`.`{table}`")
+        return spark.table(f"binlake.`{db}`.`{table}`")
+    return spark.read.format("delta").load(str(lake / db / table))
+
+
+def change_log_rows(spark, lake: Path, db: str, table: str, lake_format: str = "delta") -> list:
     """A table's change log as Spark reads it (its columns but the images)."""
-    return spark.read.format("delta").load(str(lake / db / f"{table}__changes")).select(
+    return lake_frame(spark, lake, db, f"{table}__changes", lake_format).select(
         "op", "seq", "row_index", "gtid", "commit_ts", "commit_date", "ingest_ts").collect()
 
 
-def assert_change_log(spark, lake: Path, db: str, counts: collections.Counter, tables: list[str]) -> dict:
+def assert_change_log(spark, lake: Path, db: str, counts: collections.Counter, tables: list[str],
+                      lake_format: str = "delta") -> dict:
     """Every change log holds exactly the row changes mariadb-binlog --verbose saw, each once. Returns the
     rows read (``change_log_rows``) by table."""
     read = {}
     for table in tables:
-        rows = read[table] = change_log_rows(spark, lake, db, table)
+        rows = read[table] = change_log_rows(spark, lake, db, table, lake_format)
         got = collections.Counter(r.op for r in rows)
         want = {op: counts[(verb, table)] for op, verb in (("insert", "insert"), ("update", "update"),
                                                              ("delete", "delete")) if counts[(verb, table)]}

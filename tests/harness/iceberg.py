@@ -1,0 +1,27 @@
+"""The lake's Iceberg tables as pyiceberg reads them (a reader other than Spark): through the lake's catalog."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def catalog(lake: Path) -> Any:
+    from streaming_job.iceberg_catalog import IcebergCatalog
+
+    return IcebergCatalog(str(lake)).open()
+
+
+def pyiceberg_table(lake: Path, db: str, table: str) -> Any:
+    """A table of an Iceberg lake as pyiceberg reads it, as an Arrow table (None: no such table)."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        return catalog(lake).load_table((db, table)).scan().to_arrow()
+    except NoSuchTableError:
+        return None
+
+
+def snapshot_count(lake: Path, db: str, table: str) -> int:
+    """The table's snapshots (each commit adds one or two)."""
+    return len(catalog(lake).load_table((db, table)).snapshots())
