@@ -20,6 +20,7 @@ from tests.harness.delta_rs import (
 )
 from tests.harness.iceberg import pyiceberg_table
 from tests.harness.land import assert_change_log, lake_frame, plain_rows
+from tests.harness.workloads import mixed_workload, mixed_workload_tables
 
 # What each zoo column lands as (docs/LAND.md), written down independently of streaming_job/lake_types.py.
 LAKE_TYPES = {
@@ -41,6 +42,18 @@ TIMES = {"t0", "t1", "t3", "t6"}
 DATETIMES = {"dt0", "dt2", "dt6"}
 TIMESTAMPS = {"ts0", "ts3", "ts6"}
 ZERO = ("0000-", "-00-", "-00 ")
+
+
+def zoo_written(server, db: str):
+    """The type zoo's and the mixed workload's tables created and written in a new database ``db``; the
+    connection. (Run under BINLAKE_KAFKA_MAX_RECORD_BYTES=20000, the big rows go as chunks.)"""
+    server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
+    conn = server.connect(db)
+    zoo.create(conn, rows=False)
+    mixed_workload_tables(conn)
+    zoo.write(conn)
+    mixed_workload(conn, tables=False)
+    return conn
 
 
 def _server_expr(col: str, sqltype: str) -> str:
