@@ -122,13 +122,13 @@ class Lander:
         self.driver_mirror = DriverMirror(self.delta, self.threads, self.driver_merge_bytes, self.compact_files,
                                           self.small_file_bytes)
         self.mirror_keys = MirrorKeys(self.keys, self.spark, self.path, self.delta.log)
-        self.format = self._format()
-        self.mirror_keys.stored = self.format.stored_key
         self.mirrors = Mirrors(self.spark, self.lake, self.delta, self.evolution, self.mirror_keys, self.driver_mirror,
                                SparkMirror(self.spark, self.delta, self.evolution))
         self.on_driver = DriverLanding(self.delta, self.threads, self.compaction, self.mirrors)
         self.in_spark = SparkLanding(self.delta, self.mirrors)
         self.verifier = Verifier(self.spark, self.lake, self.delta)
+        self.format = self._format()
+        self.mirror_keys.stored = self.format.stored_key
 
     def _format(self) -> LakeFormat:
         if self.lake_format == "iceberg":
