@@ -17,11 +17,12 @@ MAVEN_COORDINATES = [
     f"io.delta:delta-spark_{SCALA_VERSION}:{DELTA_VERSION}",
 ]
 # `land.format: iceberg`: Iceberg's Spark runtime (Spark reads the tables pyiceberg writes: iceberg_catalog.py)
-# and the JDBC driver of the catalog's default database, SQLite; pyproject's `iceberg` extra pins pyiceberg
+# and the JDBC drivers of the catalog's databases (SQLite, MariaDB/MySQL); pyproject's `iceberg` extra pins pyiceberg
 ICEBERG_VERSION = "1.10.0"
 ICEBERG_COORDINATES = [
     f"org.apache.iceberg:iceberg-spark-runtime-{SPARK_VERSION.rsplit('.', 1)[0]}_{SCALA_VERSION}:{ICEBERG_VERSION}",
     "org.xerial:sqlite-jdbc:3.49.1.0",
+    "org.mariadb.jdbc:mariadb-java-client:3.5.3",  # a catalog on MariaDB or MySQL (land.iceberg_catalog)
 ]
 HADOOP_VERSION = "3.4.1"  # pyspark 4.0.0's Hadoop client
 # Hadoop's s3a for lakes on S3 (s3a://): hadoop-aws of pyspark's Hadoop and the AWS SDK bundle it names
@@ -36,7 +37,7 @@ def spark_jars(cache_dir: Path | None = None) -> list[Path]:
 
 
 def iceberg_jars(cache_dir: Path | None = None) -> list[Path]:
-    """Iceberg's Spark runtime and the SQLite JDBC driver (sessions that read Iceberg tables)."""
+    """Iceberg's Spark runtime and the catalog databases' JDBC drivers (sessions that read Iceberg tables)."""
     return _unshipped(ICEBERG_COORDINATES, cache_dir)
 
 
