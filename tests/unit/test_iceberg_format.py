@@ -101,3 +101,19 @@ def test_quarantined_records_land_once_per_batch(tmp_path) -> None:
     assert rows.drop_columns(["ingest_ts"]).to_pylist() == [
         {"topic": "p.db.t", "partition": 0, "offset": 5, "error": "bad record", "value": b"\x00",
          "headers": [("h", b"v")], "batch_id": 3}]
+
+
+def test_old_snapshots_are_expired_as_the_job_commits_and_its_last_batch_stays_known(tmp_path, monkeypatch) -> None:
+    import streaming_job.iceberg_format as F
+
+    monkeypatch.setattr(F, "_EXPIRE_EVERY", 3)
+    monkeypatch.setattr(F, "SNAPSHOT_RETENTION", datetime.timedelta(0))
+    fmt = _format(tmp_path)
+    table = fmt._ready("db", "t", pa.schema([("id", pa.int64())]), [], dict)
+    counts = []
+    for batch in range(6):
+        fmt._commit("db", "t", table, lambda tx, b=batch: tx.append(pa.table({"id": [b]}),
+                                                                    snapshot_properties=fmt._batch(b)))
+        counts.append(len(table.snapshots()))
+    assert counts == [1, 2, 1, 2, 3, 1]  # every third commit leaves only the current snapshot
+    assert landed_batch(table, "app-1") == 5 and len(table.scan().to_arrow()) == 6
