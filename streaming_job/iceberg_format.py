@@ -28,7 +28,9 @@ import pyarrow.compute as pc
 from .batch_rows import TableRows
 from .decode import typed_batches
 from .errors import LandError
+from .evolution import SchemaEvolution
 from .iceberg_catalog import IcebergCatalog, batch_properties, first_line, landed_batch
+from .iceberg_defaults import default_values, fill_older, with_columns
 from .iceberg_tables import (
     change_log_properties,
     change_log_schema,
@@ -65,10 +67,14 @@ _EXPIRE_EVERY = 100
 class IcebergFormat(LakeFormat):
     name = "iceberg"
 
-    def __init__(self, where: IcebergCatalog, app_id: str, keys: MirrorKeys) -> None:
+    def __init__(self, where: IcebergCatalog, app_id: str, keys: MirrorKeys, evolution: SchemaEvolution | None = None,
+                 spark: Any = None) -> None:
+        """``evolution`` and ``spark``: the defaults of added columns (none without them)."""
         self.where = where
         self.app_id = app_id
         self.keys = keys
+        self.evolution = evolution
+        self.spark = spark
         self._catalog: SqlCatalog | None = None
         self._opening = threading.Lock()
         self._tables: dict[tuple[str, str], Table] = {}
@@ -130,8 +136,15 @@ class IcebergFormat(LakeFormat):
         found = [mirror_candidates(b, pk, schema) for b in typed]
         latest = last_per_key(pa.concat_tables(found) if found else schema.empty_table(), pk)
         self.keys.check_nulls(latest, db, table, pk)
+        existing = self.table(db, table)
+        known = dict(recorded_columns(dict(existing.metadata.properties)) or []) if existing is not None else {}
+        fills = self._fills(db, table, columns, [n for n, _ in columns if existing is not None and n not in known])
+        values = default_values(self.spark, fills, dict(columns))
+        latest = fill_older(latest, fills, values, SEQ)  # images older than an ADD COLUMN
         mirror = self._ready(db, table, mirror_schema(columns), columns,
-                             lambda: mirror_properties(columns, key_property(pk), pk))
+                             lambda: mirror_properties(columns, key_property(pk), pk),
+                             rows=lambda rows, names: fill_older(with_columns(rows, names, mirror_schema(columns)),
+                                                                 fills, values, SEQ) if values else None)
         if self._has(mirror, changes.batch_id):
             return
         upserts = latest.filter(pc.invert(latest.column(DELETED))).select([*(n for n, _ in columns), SEQ, COMMIT_TS])
@@ -144,6 +157,17 @@ class IcebergFormat(LakeFormat):
                 tx.append(upserts, snapshot_properties=properties)
 
         self._commit(db, table, mirror, apply)
+
+    def _fills(self, db: str, table: str, columns: list[tuple[str, str]], added: list[str]) -> list[Any]:
+        """The defaults the mirror needs (evolution.SchemaEvolution.defaults), renames left out."""
+        if self.evolution is None or self.spark is None:
+            return []
+        fills = self.evolution.defaults(db, table, columns, added)
+        renamed = [d.column for d in fills if d.source]
+        if renamed:
+            log.warning("`%s`.`%s`: renamed columns %s of the Iceberg mirror stay null in older rows", db, table,
+                        ", ".join(renamed))
+        return [d for d in fills if not d.source]
 
     @staticmethod
     def _may_hold(mirror: Table, keys: pa.Table, pk: list[str]) -> bool:
@@ -170,19 +194,27 @@ class IcebergFormat(LakeFormat):
         return landed is not None and landed >= batch_id
 
     def _ready(self, namespace: str, name: str, schema: pa.Schema, columns: list[tuple[str, str]],
-               properties: Any, partition: str | None = None, location: str | None = None) -> Table:
+               properties: Any, partition: str | None = None, location: str | None = None, rows: Any = None) -> Table:
         """The table, created where it does not exist, and given the batch's columns where it lacks some
-        (added columns, Iceberg's type promotions: int to long, float to double, a wider decimal)."""
+        (added columns, Iceberg's type promotions: int to long, float to double, a wider decimal). ``rows(table
+        rows, column names)``: the table's rows as they are to be with the added columns (their defaults), or
+        None where they stay as they are; rewritten in the same commit as the columns' addition."""
         found = self.table(namespace, name)
         if found is None:
             return self._create(namespace, name, schema, properties(), partition, location)
         if columns and self._columns.get((namespace, name)) != columns:
             if recorded_columns(dict(found.metadata.properties)) != columns:
                 try:
+                    before = found.scan().to_arrow() if rows is not None and found.current_snapshot() else None
+                    names = [f.name for f in found.schema().fields]
+                    names += [n for n in schema.names if n not in names]
+                    rewritten = rows(before, names) if before is not None else None
                     with found.transaction() as tx:
                         with tx.update_schema() as update:
                             update.union_by_name(schema)
                         tx.set_properties(columns_property(columns))
+                        if rewritten is not None:
+                            tx.overwrite(rewritten)
                 except Exception as exc:
                     raise LandError(f"the Iceberg table {namespace}.{name} cannot take the batch's columns "
                                     f"(Iceberg's promotions: int to long, float to double, a wider decimal): "

@@ -1,5 +1,6 @@
-"""Schema changes with --format iceberg: an added column and Iceberg's promotions (int to long, float to
-double) evolve the change log and the mirror (pyiceberg's union_by_name); a widening Iceberg (format
+"""Schema changes with --format iceberg: an added column (its default given to the mirror's older rows) and
+Iceberg's promotions (int to long, float to double) evolve the change log and the mirror (pyiceberg's
+union_by_name); a widening Iceberg (format
 version 2) has no promotion for, DATE to DATETIME, stops the query with one line naming the table."""
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def test_added_columns_and_promotions_evolve_iceberg_tables_and_others_stop(make
     run_daemon(server, kafka, prefix)
     assert run_land(kafka, prefix, lake, "--format", "iceberg") == 0
     with conn.cursor() as cur:
-        cur.execute("ALTER TABLE t ADD COLUMN c VARCHAR(10), MODIFY n BIGINT, MODIFY f DOUBLE")
+        cur.execute("ALTER TABLE t ADD COLUMN c VARCHAR(10) DEFAULT 'dflt', MODIFY n BIGINT, MODIFY f DOUBLE")
         cur.execute("INSERT INTO t VALUES (3, 9000000000, 2.5, '1000-01-01', 'new')")
         cur.execute("UPDATE t SET c = 'old', n = n * 2 WHERE id = 1")
     run_daemon(server, kafka, prefix)
@@ -37,6 +38,7 @@ def test_added_columns_and_promotions_evolve_iceberg_tables_and_others_stop(make
                      "_binlake_commit_ts": "timestamp", "c": "string"}
     rows = {(r["id"],): {c: r[c] for c in ("id", "n", "f", "d", "c")} for r in df.collect()}
     assert rows == plain_rows(conn, "t", "id") and len(rows) == 3
+    assert rows[(2,)]["c"] == "dflt"  # a row written before the ADD COLUMN: its default, as on the server
     read = pyiceberg_table(lake, db, "t").select(["id", "n", "f", "d", "c"]).to_pylist()
     assert {(r["id"],): r for r in read} == rows
     changes = lake_frame(spark, lake, db, "t__changes", "iceberg")

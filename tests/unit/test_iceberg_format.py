@@ -117,3 +117,16 @@ def test_old_snapshots_are_expired_as_the_job_commits_and_its_last_batch_stays_k
         counts.append(len(table.snapshots()))
     assert counts == [1, 2, 1, 2, 3, 1]  # every third commit leaves only the current snapshot
     assert landed_batch(table, "app-1") == 5 and len(table.scan().to_arrow()) == 6
+
+
+def test_rows_older_than_an_add_column_get_its_default_where_null() -> None:
+    from streaming_job.defaults import Default
+    from streaming_job.iceberg_defaults import fill_older, with_columns
+
+    rows = pa.table({"id": [1, 2, 3], "_binlake_seq": [b"\x01", b"\x05", b"\x09"]})
+    schema = pa.schema([("id", pa.int32()), ("_binlake_seq", pa.binary()), ("c", pa.string())])
+    widened = with_columns(rows, ["id", "_binlake_seq", "c"], schema)
+    widened = widened.set_column(2, "c", pa.array([None, "kept", None], pa.string()))
+    filled = fill_older(widened, [Default("c", b"\x06", "'dflt'", "ALTER TABLE t ADD c ...")],
+                        {"c": pa.scalar("dflt")}, "_binlake_seq")
+    assert filled.column("c").to_pylist() == ["dflt", "kept", None]  # row 3 is newer than the statement
