@@ -186,7 +186,7 @@ def land_in_one_application(bootstrap: str, prefix: str, lakes: list[str], optio
     import argparse as ap
 
     from ingester.cli.run import setup_logging
-    from ingester.config import LandConfig
+    from ingester.config import Config, LandConfig
     from streaming_job.job import LandSettings, build_session, run
     from streaming_job.object_store import ObjectStoreSettings
 
@@ -198,7 +198,7 @@ def land_in_one_application(bootstrap: str, prefix: str, lakes: list[str], optio
     parsed.add_argument("--s3-path-style", action="store_true")
     parsed.add_argument("--format", default="delta")
     extra = parsed.parse_args(options)
-    setup_logging("text")
+    setup_logging(Config(), "land")  # binlake's lines (the batches' progress) on stderr
     store = ObjectStoreSettings(extra.s3_endpoint, extra.s3_path_style)
     spark = build_session(extra.master, 2, store=store if extra.s3_endpoint else None)
     for n, lake in enumerate(lakes):
@@ -274,7 +274,7 @@ def measure_latency(rate: float, duration: float, shape: Shape, land_log: Path |
         f"(achieved {achieved:,.0f}/s, {len(commits):,} transactions); `binlake run` and `binlake land --trigger 1s`"
         f" ({shape.name}, {lake_format})"
         " running alongside on the same 2 CPUs, measured once two warm-up rows have landed (mirror created, first"
-        " MERGE done). Latency: Delta commit of the first mirror version holding the row"
+        " MERGE done). Latency: the commit of the first mirror version (Delta) or snapshot (Iceberg) holding the row"
         " minus the time the INSERT returned.",
         "",
         "| p50 | p90 | p99 | max |",
