@@ -45,6 +45,9 @@ def plain_rows(conn, table: str, key: str) -> dict:
                 for r in cur.fetchall()}
 
 
+_ICEBERG_CATALOG: dict = {}  # session -> the settings of the Iceberg catalog lake_frame last loaded in it
+
+
 def lake_frame(spark, lake: Path, db: str, table: str, lake_format: str = "delta", catalog: str | None = None):
     """A lake table as Spark reads it: Delta's by its path, Iceberg's through the lake's catalog ``binlake``
     (Iceberg's JDBC catalog over the database pyiceberg wrote: ``catalog``, by default SQLite in the lake)."""
@@ -52,10 +55,11 @@ def lake_frame(spark, lake: Path, db: str, table: str, lake_format: str = "delta
         from streaming_job.iceberg_catalog import IcebergCatalog
 
         conf = IcebergCatalog(str(lake), catalog).spark_conf()
-        if any(spark.conf.get(k, None) != v for k, v in conf.items()):  # another lake's catalog: load it anew
-            for k, v in conf.items():
+        if _ICEBERG_CATALOG.get(spark) != conf:  # the session's catalog `binlake` is another lake's: load it anew
+            for k, v in conf.items():  # (a land job run in this process may have set these already)
                 spark.conf.set(k, v)
             spark._jsparkSession.sessionState().catalogManager().reset()
+            _ICEBERG_CATALOG[spark] = conf
         spark.sql(f"REFRESH TABLE binlake.`{db}`.`{table}`")
         return spark.table(f"binlake.`{db}`.`{table}`")
     return spark.read.format("delta").load(str(lake / db / table))
