@@ -18,13 +18,16 @@ fresh process's whole run including Spark's start.
 With --latency, first the commit-to-mirror latency at a steady rate of single-row transactions
 (default 2,000/s for 20 s) with `--trigger 1s`.
 
+With --format iceberg, the same into Iceberg tables (`binlake land --format iceberg`: pyiceberg's commits,
+the SQLite catalog in the lake; docs/LAND.md, "Iceberg"), local shape only; the checks read them with pyiceberg.
+
 With --shape cluster-s3, the production shape (issue 21): the jobs run on a Spark standalone cluster (a
 master and a worker of 2 cores, separate JVMs started for the run) and land into a bucket of an
 S3-compatible store (S3Proxy, started for the run) through s3a; the lakes are read back from the store's
 directory. On this machine the store, the cluster, Kafka and MariaDB share the same CPUs.
 
     .venv/bin/python bench/run_land.py [--shape local|cluster-s3] [--min-partitions N]
-        [--max-offsets-per-trigger N] [--latency]
+        [--max-offsets-per-trigger N] [--latency] [--format delta|iceberg]
 """
 
 from __future__ import annotations
@@ -111,6 +114,7 @@ def main() -> int:
     parser.add_argument("--latency", action="store_true", help="also measure commit-to-mirror latency")
     parser.add_argument("--rate", type=float, default=2000, help="latency: target transactions/s")
     parser.add_argument("--duration", type=float, default=20, help="latency: seconds of load")
+    parser.add_argument("--format", choices=("delta", "iceberg"), default="delta", help="the lake's table format")
     parser.add_argument("--shape", choices=("local", "cluster-s3"), default="local",
                         help="local[2] and local disk, or a standalone cluster and an S3-compatible bucket")
     args = parser.parse_args()
@@ -121,7 +125,8 @@ def main() -> int:
 
 
 def measure(args: argparse.Namespace, shape: Shape) -> int:
-    latency = measure_latency(args.rate, args.duration, shape, args.land_log) if args.latency else ""
+    latency = measure_latency(args.rate, args.duration, shape, args.land_log, lake_format=args.format) \
+        if args.latency else ""
     dataset = load_or_generate()
     workload = dataset.workloads["bulk"]
     with KafkaBroker() as broker, tempfile.TemporaryDirectory(prefix="bl-land-", dir=BENCH_DIR / "data") as root:
@@ -131,7 +136,7 @@ def measure(args: argparse.Namespace, shape: Shape) -> int:
             run_daemon(server, broker, prefix, 301, workload.files[0])
             _check(published_rows(broker.bootstrap, prefix) == workload.row_changes, "daemon published too few")
             mirror_rows = server.execute("SELECT COUNT(*) FROM bench_bulk.orders")[0][0]
-        options = ["--min-partitions", str(args.min_partitions)]
+        options = ["--min-partitions", str(args.min_partitions), "--format", args.format]
         if args.max_offsets_per_trigger:
             options += ["--max-offsets-per-trigger", str(args.max_offsets_per_trigger)]
         load_before = os.getloadavg()
@@ -155,7 +160,7 @@ def measure(args: argparse.Namespace, shape: Shape) -> int:
         fresh = _batches(proc.stderr)
         for path, batches in (*zip(lakes[WARM_UP_PASSES:], passes, strict=True), (lake, fresh)):
             landed = int(sum(b[2] for b in batches))
-            changes, mirror = _count(shape.files(path))
+            changes, mirror = _count(shape.files(path), args.format)
             _check(landed == workload.row_changes == changes, f"{path.name}: landed {landed}, change log {changes}, "
                    f"workload {workload.row_changes}")
             _check(mirror == mirror_rows, f"{path.name}: mirror has {mirror} rows, the server {mirror_rows}")
@@ -181,7 +186,7 @@ def land_in_one_application(bootstrap: str, prefix: str, lakes: list[str], optio
     import argparse as ap
 
     from ingester.cli.run import setup_logging
-    from ingester.config import LandConfig
+    from ingester.config import Config, LandConfig
     from streaming_job.job import LandSettings, build_session, run
     from streaming_job.object_store import ObjectStoreSettings
 
@@ -191,15 +196,17 @@ def land_in_one_application(bootstrap: str, prefix: str, lakes: list[str], optio
     parsed.add_argument("--master", default="local[2]")
     parsed.add_argument("--s3-endpoint")
     parsed.add_argument("--s3-path-style", action="store_true")
+    parsed.add_argument("--format", default="delta")
     extra = parsed.parse_args(options)
-    setup_logging("text")
+    setup_logging(Config(), "land")  # binlake's lines (the batches' progress) on stderr
     store = ObjectStoreSettings(extra.s3_endpoint, extra.s3_path_style)
     spark = build_session(extra.master, 2, store=store if extra.s3_endpoint else None)
     for n, lake in enumerate(lakes):
         if n:
             print(PASS_MARK, file=sys.stderr, flush=True)
         land = LandConfig(lake=lake, checkpoint=f"{lake}/_checkpoint", trigger="available-now",
-                          min_partitions=extra.min_partitions, max_offsets_per_trigger=extra.max_offsets_per_trigger)
+                          min_partitions=extra.min_partitions, max_offsets_per_trigger=extra.max_offsets_per_trigger,
+                          format=extra.format)
         run(LandSettings(bootstrap, prefix, land, master=extra.master, store=store), spark)
     spark.stop()
 
@@ -209,7 +216,7 @@ def _batches(log: str) -> list[tuple[float, ...]]:
 
 
 def measure_latency(rate: float, duration: float, shape: Shape, land_log: Path | None = None,
-                    writers: int = 3) -> str:
+                    writers: int = 3, lake_format: str = "delta") -> str:
     """Single-row transactions at ``rate``/s for ``duration`` s through `binlake run` and `binlake land
     --trigger 1s`, once two warm-up rows have landed (steady state: the first micro-batches of a process pay
     the JVM's warm-up once); a row's latency is the commit time of the first mirror version holding it
@@ -229,7 +236,8 @@ def measure_latency(rate: float, duration: float, shape: Shape, land_log: Path |
                              stdout=subprocess.DEVNULL, stderr=open(logs / "run.log", "wb"), cwd=BENCH_DIR.parent),
             subprocess.Popen([sys.executable, "-m", "ingester.cli.main", "land", "--kafka", broker.bootstrap,
                               "--topic-prefix", prefix, "--lake", shape.lake(lake), "--checkpoint",
-                              f"{shape.lake(lake)}/_cp", "--trigger", "1s", *shape.land_args],
+                              f"{shape.lake(lake)}/_cp", "--trigger", "1s", "--format", lake_format,
+                              *shape.land_args],
                              stdout=subprocess.DEVNULL, stderr=open(logs / "land.log", "wb"), cwd=BENCH_DIR.parent),
         ]
         try:
@@ -250,7 +258,8 @@ def measure_latency(rate: float, duration: float, shape: Shape, land_log: Path |
                     proc.wait()
             if land_log:
                 land_log.with_suffix(".latency.log").write_bytes((logs / "land.log").read_bytes())
-        landed = _first_versions(shape.files(lake) / "bench_lat" / "t")
+        landed = (_first_snapshots(lake) if lake_format == "iceberg"
+                  else _first_versions(shape.files(lake) / "bench_lat" / "t"))
     latencies = sorted(landed[i] - t for i, t in commits.items())
     _check(len(latencies) == len(commits), "rows missing from the mirror")
 
@@ -263,9 +272,9 @@ def measure_latency(rate: float, duration: float, shape: Shape, land_log: Path |
         "",
         f"Single-row autocommit INSERTs from {writers} threads, target {rate:,.0f}/s for {duration:.0f} s "
         f"(achieved {achieved:,.0f}/s, {len(commits):,} transactions); `binlake run` and `binlake land --trigger 1s`"
-        f" ({shape.name})"
+        f" ({shape.name}, {lake_format})"
         " running alongside on the same 2 CPUs, measured once two warm-up rows have landed (mirror created, first"
-        " MERGE done). Latency: Delta commit of the first mirror version holding the row"
+        " MERGE done). Latency: the commit of the first mirror version (Delta) or snapshot (Iceberg) holding the row"
         " minus the time the INSERT returned.",
         "",
         "| p50 | p90 | p99 | max |",
@@ -306,9 +315,29 @@ def _first_versions(path: Path) -> dict[int, float]:
         spark.stop()
 
 
-def _count(lake: Path) -> tuple[int, int]:
-    """Rows of the change log and of the mirror, read back with a fresh Spark session."""
+def _first_snapshots(lake: Path) -> dict[int, float]:
+    """Row id -> commit time (s) of the first Iceberg mirror snapshot that holds it (pyiceberg's time travel)."""
+    from streaming_job.iceberg_catalog import IcebergCatalog
+
+    table = IcebergCatalog(str(lake)).open().load_table(("bench_lat", "t"))
+    first: dict[int, float] = {}
+    for snapshot in sorted(table.snapshots(), key=lambda s: s.timestamp_ms):
+        for i in table.scan(snapshot_id=snapshot.snapshot_id, selected_fields=("id",)).to_arrow().column("id"):
+            first.setdefault(i.as_py(), snapshot.timestamp_ms / 1000)
+    return first
+
+
+def _count(lake: Path, lake_format: str = "delta") -> tuple[int, int]:
+    """Rows of the change log and of the mirror, read back with a fresh Spark session (pyiceberg: Iceberg's)."""
     from streaming_job.job import build_session
+
+    if lake_format == "iceberg":
+        from streaming_job.iceberg_catalog import IcebergCatalog
+
+        catalog = IcebergCatalog(str(lake)).open()
+        changes, mirror = (len(catalog.load_table(("bench_bulk", t)).scan().to_arrow())
+                           for t in ("orders__changes", "orders"))
+        return changes, mirror
 
     spark = build_session("local[2]", 2, "binlake-land-bench-check")
     try:
@@ -347,7 +376,8 @@ def _report(rows: int, passes: list[list[tuple[float, ...]]], fresh: list[tuple[
         + ("Spark local[2], local disk, " if shape.name == "local" else "a Spark standalone cluster (a master and a "
            "worker of 2 cores: executors in JVMs of their own), the lake in an S3Proxy bucket through s3a, all "
            "on the same 2 CPUs as Kafka and MariaDB, ")
-        + f"minPartitions {args.min_partitions}, maxOffsetsPerTrigger {args.max_offsets_per_trigger or 'none'}.",
+        + f"minPartitions {args.min_partitions}, maxOffsetsPerTrigger {args.max_offsets_per_trigger or 'none'}, "
+        f"lake format {args.format}.",
         f"Load average before/after (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in load_before)} / "
         f"{', '.join(f'{x:.1f}' for x in load_after)} (other jobs share the 2 CPUs).",
         "",

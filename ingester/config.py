@@ -151,6 +151,11 @@ class LandConfig:
     # (debezium.schema_registry_*) (binlake's debezium formats or a real Debezium MySQL/MariaDB connector's);
     # repeats of an at-least-once producer are dropped by source position
     source_format: Literal["binlake", "debezium-json", "debezium-avro"] = "binlake"
+    # the lake's table format (docs/LAND.md): Delta Lake, or Apache Iceberg (pyiceberg's writes, in a SQL catalog)
+    format: Literal["delta", "iceberg"] = "delta"
+    # format iceberg: the catalog's database, a SQLAlchemy URL (sqlite:///..., mysql+pymysql://user@host/db);
+    # None: SQLite at <lake>/_iceberg_catalog.db. Spark reads it as Iceberg's JDBC catalog `binlake`
+    iceberg_catalog: str | None = None
     master: str = "local[2]"  # Spark master for `binlake land`; spark-submit sets its own
     shuffle_partitions: int = 2
     # a table's micro-batch of at most this many row changes has its mirror rows reduced and, when they
@@ -278,6 +283,8 @@ class Config:
             d["debezium"]["schema_registry_url"] = redact(d["debezium"]["schema_registry_url"])
         if d["debezium"]["schema_registry_password"] is not None:
             d["debezium"]["schema_registry_password"] = "***"
+        if d["land"]["iceberg_catalog"] is not None:
+            d["land"]["iceberg_catalog"] = redact(d["land"]["iceberg_catalog"])
         if d["filters"]["mask_key"] is not None:
             d["filters"]["mask_key"] = "***"
         return d

@@ -70,13 +70,16 @@ class LandSettings:
 
 
 def build_session(master: str | None, shuffle_partitions: int, app_name: str = "binlake-land",
-                  store: ObjectStoreSettings | None = None, jvm_log: str | None = None) -> SparkSession:
+                  store: ObjectStoreSettings | None = None, jvm_log: str | None = None,
+                  iceberg: dict[str, str] | None = None) -> SparkSession:
     """A session with Delta Lake and the Kafka source from locally cached jars (no network once warm);
-    with ``store``, Hadoop's s3a for a lake on it."""
-    from .versions import s3a_jars, spark_jars
+    with ``store``, Hadoop's s3a for a lake on it; with ``iceberg``, Iceberg's Spark runtime and these
+    settings (iceberg_catalog.IcebergCatalog.spark_conf: the lake's catalog)."""
+    from .versions import iceberg_jars, s3a_jars, spark_jars
 
+    jars = [*spark_jars(), *(iceberg_jars() if iceberg is not None else [])]
     builder = (SparkSession.builder.appName(app_name)
-               .config("spark.jars", ",".join(str(p) for p in spark_jars()))
+               .config("spark.jars", ",".join(str(p) for p in jars))
                .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
                .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
                .config("spark.sql.session.timeZone", "UTC")
@@ -105,6 +108,8 @@ def build_session(master: str | None, shuffle_partitions: int, app_name: str = "
                    .config("spark.executor.extraClassPath", classpath))
         for key, value in store.hadoop_conf().items():
             builder = builder.config(key, value)
+    for key, value in (iceberg or {}).items():
+        builder = builder.config(key, value)
     if jvm_log is not None:  # Spark's own lines to a file, not the terminal (spark_logs.py)
         builder = builder.config("spark.driver.extraJavaOptions", driver_java_options(jvm_log))
     if master:  # executors' Python workers must import the codec: this interpreter's path, unless set
@@ -218,8 +223,13 @@ def _started(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
     """Run the query until it stops (available-now: once everything committed so far has landed)."""
     store = settings.store if on_object_store(settings.lake) else None
+    iceberg = None
+    if settings.land.format == "iceberg":  # Spark reads the lake's Iceberg catalog (the job writes it with pyiceberg)
+        from .iceberg_catalog import IcebergCatalog
+
+        iceberg = IcebergCatalog(settings.lake, settings.land.iceberg_catalog).spark_conf()
     spark = spark or build_session(settings.master, settings.land.shuffle_partitions, store=store,
-                                   jvm_log=settings.jvm_log)
+                                   jvm_log=settings.jvm_log, iceberg=iceberg)
     if store is not None:
         probe(spark, settings.lake)
     master = spark.sparkContext.master or ""
@@ -242,7 +252,8 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
     source_kind.check(land.min_partitions)
     lander = Lander(spark, settings.lake, settings.checkpoint, land.quarantine, settings.bootstrap,
                     settings.topic_prefix, driver_rows=land.driver_rows, min_tasks=land.min_partitions or 0,
-                    keys=land.keys, files=files, lease=lease, source=source_kind)
+                    keys=land.keys, files=files, lease=lease, source=source_kind, lake_format=land.format,
+                    iceberg_catalog=land.iceberg_catalog)
     listener = LandMetrics(lander)
     # The JVM's Delta path is warmed for a URI lake's running job (its first batch then lands in steady time);
     # a one-shot run would only pay it twice: on a cluster, 13 s of scratch-table work against ~3 s more in

@@ -75,6 +75,8 @@ class MirrorKeys:
     path: Callable[[str, str], str]  # (db, table) -> the mirror's path
     table_log: Callable[[str], TableLog | None]  # a local table's log, as the driver reads it
     _known: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # []: no mirror
+    # the lake format's own reading of a mirror's key (lake_format.LakeFormat.stored_key); None: Delta's here
+    stored: Callable[[str, str], tuple[bool, list[str] | None] | None] | None = None
 
     def configured_for(self, db: str, table: str) -> list[str] | None:
         return self.configured.get(f"{db}.{table}")
@@ -96,7 +98,8 @@ class MirrorKeys:
         known = self._known.get((db, table))
         if known is None:
             path = self.path(db, table)
-            exists, known = read_key(self.spark, path, self.table_log(path))
+            found = self.stored(db, table) if self.stored is not None else None
+            exists, known = found if found is not None else read_key(self.spark, path, self.table_log(path))
             if not exists:
                 known = []
             elif known is None and key:  # a mirror from before keys were recorded: kept by this key, it must be

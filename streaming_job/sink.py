@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import pickle
 import time
 from dataclasses import dataclass, field
 from functools import partial
@@ -26,32 +25,30 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
-from .batch_rows import BatchRows, DriverBatch, SparkBatch, TableRows
+from .batch_rows import BatchRows, DriverBatch, SparkBatch
 from .compaction import ChangeLogCompaction
-from .decode import ERROR, HEADERS, RAW, RECORD_DDL, reassemble, typed_batches, typed_ddl
-from .delta_tables import DeltaTables, stats_columns
+from .decode import ERROR, HEADERS, RAW, RECORD_DDL, reassemble, typed_batches
+from .delta_format import DeltaFormat
+from .delta_tables import DeltaTables
 from .driver_threads import DriverThreads
 from .errors import LandError, registry_error
 from .evolution import SchemaEvolution, SchemaGroup
 from .kafka_read import KafkaReader
 from .keys import MirrorKeys
 from .lake_files import LakeFiles
+from .lake_format import QUARANTINE_TABLE, LakeFormat, TableChanges, Undecodable
 from .lake_lease import LakeLease
 from .lake_paths import join, scheme
 from .mirror_driver import DriverMirror
 from .mirror_spark import SparkMirror
 from .mirrors import Mirrors
 from .source_formats import BinlakeRecords, SourceFormat
-from .table_landing import DriverLanding, SparkLanding, TableBatch
+from .table_landing import DriverLanding, SparkLanding
 from .verify import Verifier
-from .writer import PARTITION_COLUMN, Commit, land_partition
 
 log = logging.getLogger("binlake.land")
 _INLINE_ROWS = 1_000  # a table's row changes in a batch landed by the batch's own thread (Lander._land)
-QUARANTINE_TABLE = "_quarantine"
-_CHANGE_LOG_STATS = ["commit_ts", "kafka_offset"]  # Delta refuses statistics columns of BINARY type (seq)
 
 
 @dataclass
@@ -92,6 +89,8 @@ class Lander:
     # small_file_bytes, the driver's commit rewrites them together with the batch (mirror_driver.MirrorFiles.small)
     compact_files: int = 32
     small_file_bytes: int = 8 << 20
+    lake_format: str = "delta"  # land.format: "delta" or "iceberg" (lake_format.py)
+    iceberg_catalog: str | None = None  # land.iceberg_catalog (iceberg_catalog.py)
     # Its parts, each a job of its own
     delta: DeltaTables = field(init=False)
     threads: DriverThreads = field(init=False)
@@ -104,6 +103,7 @@ class Lander:
     in_spark: SparkLanding = field(init=False)
     mirror_keys: MirrorKeys = field(init=False)
     verifier: Verifier = field(init=False)
+    format: LakeFormat = field(init=False)
 
     def __post_init__(self) -> None:
         if not self.app_id:  # stable per checkpoint: the query's identity for Delta's idempotent writes
@@ -127,6 +127,18 @@ class Lander:
         self.on_driver = DriverLanding(self.delta, self.threads, self.compaction, self.mirrors)
         self.in_spark = SparkLanding(self.delta, self.mirrors)
         self.verifier = Verifier(self.spark, self.lake, self.delta)
+        self.format = self._format()
+        self.mirror_keys.stored = self.format.stored_key
+
+    def _format(self) -> LakeFormat:
+        if self.lake_format == "iceberg":
+            from .iceberg_catalog import IcebergCatalog
+            from .iceberg_format import IcebergFormat
+
+            return IcebergFormat(IcebergCatalog(self.lake, self.iceberg_catalog), self.app_id, self.mirror_keys,
+                                 self.evolution, self.spark)
+        return DeltaFormat(self.spark, self.lake, self.delta, self.evolution, self.files, self.driver_rows,
+                           self.on_driver, self.in_spark)
 
     def path(self, db: str, table: str) -> str:
         return join(self.lake, db, table)
@@ -134,6 +146,7 @@ class Lander:
     def close(self) -> None:
         """The driver's threads end (job.run, when the query stops)."""
         self.threads.close()
+        self.format.close()
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         try:
@@ -219,18 +232,14 @@ class Lander:
                             if ok]
         return changed
 
-    def _undecodable(self, errors: list[tuple[str, int, int, str, bytes, bytes]], batch_id: int) -> None:
+    def _undecodable(self, errors: list[Undecodable], batch_id: int) -> None:
         topic, partition, offset, message, _, _ = min(errors)
         if not self.quarantine:
             raise LandError(f"undecodable record at {topic}[{partition}]@{offset}: {message} "
                             f"({len(errors)} in this batch; --quarantine lands them in {QUARANTINE_TABLE})")
         log.warning("quarantined %d undecodable records, first %s[%s]@%s: %s", len(errors), topic, partition,
                     offset, message)
-        df = self.spark.createDataFrame(
-            [(t, p, o, m, raw, {k: v for k, v in pickle.loads(h).items()}) for t, p, o, m, raw, h in errors],
-            "topic string, partition int, offset bigint, error string, value binary, headers map<string,binary>",
-        ).withColumn("batch_id", F.lit(batch_id)).withColumn("ingest_ts", F.current_timestamp())
-        self.delta.append(df, join(self.lake, QUARANTINE_TABLE), batch_id)
+        self.format.quarantine(errors, batch_id)
 
     def _land(self, rows: BatchRows, meta: list[Any], batch_id: int) -> BatchStats:
         stats = BatchStats()
@@ -274,51 +283,13 @@ class Lander:
                   ingest: int) -> None:
         db, table = name
         t = time.monotonic()
-        path = self.path(db, table + "__changes")
-        lake = self.evolution.lake_columns(db, table, path)
+        lake = self.format.lake_columns(db, table)
         columns = self.evolution.evolve(db, table, lake, schemas)
         # The mirror's key: the table's (or land.keys'), the same as the mirror's own (keys.py)
         pk = self.mirror_keys.key(db, table, [(g.meta, g.first_position) for g in schemas])
         log.debug("%s.%s: schema %.1fs", db, table, time.monotonic() - t)
         subset = rows.table(db, table)
         t = time.monotonic()
-        self._land_table(subset, path, db, table, lake, columns, pk, schemas, batch_id, ingest)
+        self.format.land(subset, TableChanges(db, table, lake, columns, pk, schemas, batch_id, ingest))
         log.debug("%s.%s: landed in %.1fs", db, table, time.monotonic() - t)
         self.evolution.landed(db, table, columns)
-
-    def _land_table(self, rows: TableRows, path: str, db: str, table: str, lake: list[tuple[str, str]],
-                    columns: list[tuple[str, str]], pk: list[str], schemas: list[SchemaGroup], batch_id: int,
-                    ingest_micros: int) -> None:
-        """The change log at ``path`` brought to the batch's schema and its transaction opened; then one
-        pass over the table's row changes (writer.land_partition) writes the change-log files, committed
-        at once, and leaves the mirror's candidates: by the driver where the batch is small and the driver
-        commits (table_landing.DriverLanding), else by Spark (SparkLanding). On object stores Spark's own
-        writer lands the change log first (slower), idempotent by txnVersion."""
-        t = time.monotonic()
-        ddl = f"{typed_ddl(columns)}, {PARTITION_COLUMN} date, ingest_ts timestamp"
-        if lake:
-            self.evolution.add_columns(path, lake, columns, nested=True)
-        elif self.files is None:  # a new change log: its schema, partitioning and statistics columns, no rows yet
-            empty = self.spark.createDataFrame([], ddl)
-            self.delta.append(empty, path, -1, partition_by=PARTITION_COLUMN, stats=_CHANGE_LOG_STATS,
-                              idempotent=False)
-        txn: Commit | None = None
-        if self.files is not None:
-            txn = commit = self.delta.transaction(path)
-            if not lake:  # a new change log, created by the commit of its first files
-                commit.create(ddl, [PARTITION_COLUMN], stats_columns(_CHANGE_LOG_STATS))
-            write = not self.delta.done(commit, path, batch_id)  # else a replay: the change log has this batch
-            log.debug("%s.%s: change log schema and transaction %.1fs", db, table, time.monotonic() - t)
-        else:  # a lake only Spark reaches: Spark's own writer (slower), idempotent by txnVersion
-            write = False
-            t = time.monotonic()
-            changes = (rows.frame().mapInArrow(partial(typed_batches, columns), typed_ddl(columns))
-                       .withColumn(PARTITION_COLUMN, F.to_date("commit_ts"))
-                       .withColumn("ingest_ts", F.timestamp_micros(F.lit(ingest_micros))))
-            self.delta.append(changes, path, batch_id, partition_by=PARTITION_COLUMN)
-            log.debug("%s.%s: change log (Spark writer) %.1fs", db, table, time.monotonic() - t)
-        if not (write or pk):
-            return
-        land = land_partition(columns, pk, path if write else None, ingest_micros, self.files)
-        landing = self.on_driver if txn is not None and sum(g.n for g in schemas) <= self.driver_rows else self.in_spark
-        landing.land(rows, TableBatch(db, table, path, columns, pk, schemas, batch_id, txn, write, land))

@@ -16,6 +16,14 @@ MAVEN_COORDINATES = [
     f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_VERSION}:{SPARK_VERSION}",
     f"io.delta:delta-spark_{SCALA_VERSION}:{DELTA_VERSION}",
 ]
+# `land.format: iceberg`: Iceberg's Spark runtime (Spark reads the tables pyiceberg writes: iceberg_catalog.py)
+# and the JDBC drivers of the catalog's databases (SQLite, MariaDB/MySQL); pyproject's `iceberg` extra pins pyiceberg
+ICEBERG_VERSION = "1.10.0"
+ICEBERG_COORDINATES = [
+    f"org.apache.iceberg:iceberg-spark-runtime-{SPARK_VERSION.rsplit('.', 1)[0]}_{SCALA_VERSION}:{ICEBERG_VERSION}",
+    "org.xerial:sqlite-jdbc:3.49.1.0",
+    "org.mariadb.jdbc:mariadb-java-client:3.5.3",  # a catalog on MariaDB or MySQL (land.iceberg_catalog)
+]
 HADOOP_VERSION = "3.4.1"  # pyspark 4.0.0's Hadoop client
 # Hadoop's s3a for lakes on S3 (s3a://): hadoop-aws of pyspark's Hadoop and the AWS SDK bundle it names
 S3A_COORDINATES = [f"org.apache.hadoop:hadoop-aws:{HADOOP_VERSION}"]
@@ -26,6 +34,11 @@ def spark_jars(cache_dir: Path | None = None) -> list[Path]:
     """The connector jars from Maven Central (cached; offline once warm), minus the libraries pyspark
     already ships: a second scala-library or hadoop client on the classpath breaks the driver."""
     return _unshipped(MAVEN_COORDINATES, cache_dir)
+
+
+def iceberg_jars(cache_dir: Path | None = None) -> list[Path]:
+    """Iceberg's Spark runtime and the catalog databases' JDBC drivers (sessions that read Iceberg tables)."""
+    return _unshipped(ICEBERG_COORDINATES, cache_dir)
 
 
 def s3a_jars(cache_dir: Path | None = None) -> list[Path]:
@@ -50,5 +63,5 @@ def _artifact(jar_name: str) -> str:
 
 
 if __name__ == "__main__":  # scripts/bootstrap warms the cache: `python -m streaming_job.versions`
-    for jar in spark_jars():
+    for jar in [*spark_jars(), *iceberg_jars()]:
         print(jar)

@@ -110,7 +110,7 @@ def spark():
     """One local[2] session for the in-process runs and for reading the lake (jars fetched once)."""
     from streaming_job.job import build_session
 
-    session = build_session("local[2]", 2, "binlake-land-tests")
+    session = build_session("local[2]", 2, "binlake-land-tests", iceberg={})  # Iceberg's runtime: its tests read
     yield session
     session.stop()
 

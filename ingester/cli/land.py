@@ -29,6 +29,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source-format", choices=("binlake", "debezium-json", "debezium-avro"),
                    help="what the topics hold: binlake's records (default) or Debezium's change events, in Kafka "
                         "Connect's JSON (with schemas) or in Avro with a schema registry (docs/DEBEZIUM.md)")
+    p.add_argument("--format", choices=("delta", "iceberg"),
+                   help="the lake's table format: Delta Lake (default) or Apache Iceberg (docs/LAND.md, \"Iceberg\")")
+    p.add_argument("--iceberg-catalog", metavar="URL",
+                   help="format iceberg: the catalog database as a SQLAlchemy URL (default: SQLite in the lake)")
     p.add_argument("--schema-registry-url", metavar="URL",
                    help="debezium-avro: the registry's Confluent-compatible API (debezium.schema_registry_url; "
                         "credentials: debezium.schema_registry_username/password_file)")
@@ -68,7 +72,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def land_overrides(args: argparse.Namespace) -> dict[str, Any]:
     out = overrides(args)
     names = ("lake", "checkpoint", "trigger", "quarantine", "min_partitions", "max_offsets_per_trigger", "master",
-             "driver_rows", "kafka_source", "source_format", "s3_endpoint", "s3_path_style")
+             "driver_rows", "kafka_source", "source_format", "s3_endpoint", "s3_path_style", "format",
+             "iceberg_catalog")
     land = {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
     if land:
         out["land"] = land

@@ -34,28 +34,38 @@ def plain_value(v: Any) -> Any:
 
 def assert_delta_rs_mirror(path: Path, spark_rows: dict, columns: list[str], key: list[str],
                            micros: set[str] | frozenset[str] = frozenset(), widened: bool = False) -> None:
-    """delta-rs reads the mirror at ``path`` as Spark did: ``spark_rows`` (key tuple -> {column: value}, the
-    ``micros`` columns as UTC microseconds). Arrow's values compare as Spark's do: timestamps (with a time
-    zone: as microseconds; timestamp_ntz: naive datetimes), decimals, dates, binary (bytes, Spark's bytearray)."""
+    """delta-rs reads the mirror at ``path`` as Spark did (assert_arrow_mirror)."""
+    assert_arrow_mirror(delta_rs_table(path, widened), f"{path} (delta-rs)", spark_rows, columns, key, micros)
+
+
+def assert_arrow_mirror(table: Any, where: str, spark_rows: dict, columns: list[str], key: list[str],
+                        micros: set[str] | frozenset[str] = frozenset()) -> None:
+    """A reader other than Spark read a mirror (an Arrow ``table``) as Spark did: ``spark_rows`` (key tuple ->
+    {column: value}, the ``micros`` columns as UTC microseconds). Arrow's values compare as Spark's do:
+    timestamps (with a time zone: as microseconds; timestamp_ntz: naive datetimes), decimals, dates, binary
+    (bytes, Spark's bytearray)."""
     import pyarrow as pa
 
-    table = delta_rs_table(path, widened)
     data = {c: (table.column(c).cast(pa.timestamp("us", "UTC")).cast(pa.int64()) if c in micros
                 else table.column(c)).to_pylist() for c in columns}
     rows = [dict(zip(columns, values, strict=True)) for values in zip(*data.values(), strict=True)]
     got = {tuple(r[k] for k in key): r for r in rows}
-    assert len(got) == len(rows), f"{path}: duplicate keys"
+    assert len(got) == len(rows), f"{where}: duplicate keys"
     want = {k: {c: plain_value(v[c]) for c in columns} for k, v in spark_rows.items()}
-    assert sorted(got) == sorted(want), path
+    assert sorted(got) == sorted(want), where
     for k, row in want.items():
-        assert got[k] == row, f"{path} {k}: delta-rs {got[k]!r}, Spark {row!r}"
+        assert got[k] == row, f"{where} {k}: {got[k]!r}, Spark {row!r}"
 
 
 def assert_delta_rs_change_log(path: Path, spark_rows: list, widened: bool = False) -> None:
     """delta-rs reads the change log at ``path`` (every column, the nested images too) with the row
     changes Spark read (``change_log_rows``)."""
-    table = delta_rs_table(path, widened)
+    assert_arrow_change_log(delta_rs_table(path, widened), str(path), spark_rows)
+
+
+def assert_arrow_change_log(table: Any, where: str, spark_rows: list) -> None:
+    """A change log read by a reader other than Spark (an Arrow ``table``) holds the row changes Spark read."""
     got = collections.Counter(zip(*(table.column(c).to_pylist() for c in ("op", "seq", "row_index", "gtid",
                                                                          "commit_date")), strict=True))
     want = collections.Counter((r.op, bytes(r.seq), r.row_index, r.gtid, r.commit_date) for r in spark_rows)
-    assert got == want, path
+    assert got == want, where

@@ -45,18 +45,40 @@ def plain_rows(conn, table: str, key: str) -> dict:
                 for r in cur.fetchall()}
 
 
-def change_log_rows(spark, lake: Path, db: str, table: str) -> list:
+_ICEBERG_CATALOG: dict = {}  # session -> the settings of the Iceberg catalog lake_frame last loaded in it
+
+
+def lake_frame(spark, lake: Path, db: str, table: str, lake_format: str = "delta", catalog: str | None = None):
+    """A lake table as Spark reads it: Delta's by its path, Iceberg's through the lake's catalog ``binlake``
+    (Iceberg's JDBC catalog over the database pyiceberg wrote: ``catalog``, by default SQLite in the lake)."""
+    if lake_format == "iceberg":
+        from streaming_job.iceberg_catalog import IcebergCatalog
+
+        conf = IcebergCatalog(str(lake), catalog).spark_conf()
+        if _ICEBERG_CATALOG.get(spark) != conf:  # the session's catalog `binlake` is another lake's: load it anew
+            for k, v in conf.items():  # (a land job run in this process may have set these already)
+                spark.conf.set(k, v)
+            spark._jsparkSession.sessionState().catalogManager().reset()
+            _ICEBERG_CATALOG[spark] = conf
+        spark.sql(f"REFRESH TABLE binlake.`{db}`.`{table}`")
+        return spark.table(f"binlake.`{db}`.`{table}`")
+    return spark.read.format("delta").load(str(lake / db / table))
+
+
+def change_log_rows(spark, lake: Path, db: str, table: str, lake_format: str = "delta",
+                    catalog: str | None = None) -> list:
     """A table's change log as Spark reads it (its columns but the images)."""
-    return spark.read.format("delta").load(str(lake / db / f"{table}__changes")).select(
+    return lake_frame(spark, lake, db, f"{table}__changes", lake_format, catalog).select(
         "op", "seq", "row_index", "gtid", "commit_ts", "commit_date", "ingest_ts").collect()
 
 
-def assert_change_log(spark, lake: Path, db: str, counts: collections.Counter, tables: list[str]) -> dict:
+def assert_change_log(spark, lake: Path, db: str, counts: collections.Counter, tables: list[str],
+                      lake_format: str = "delta", catalog: str | None = None) -> dict:
     """Every change log holds exactly the row changes mariadb-binlog --verbose saw, each once. Returns the
     rows read (``change_log_rows``) by table."""
     read = {}
     for table in tables:
-        rows = read[table] = change_log_rows(spark, lake, db, table)
+        rows = read[table] = change_log_rows(spark, lake, db, table, lake_format, catalog)
         got = collections.Counter(r.op for r in rows)
         want = {op: counts[(verb, table)] for op, verb in (("insert", "insert"), ("update", "update"),
                                                              ("delete", "delete")) if counts[(verb, table)]}

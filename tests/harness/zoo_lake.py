@@ -12,8 +12,15 @@ from typing import Any
 
 from tests.harness import zoo
 from tests.harness.binlogs import verbose_counts
-from tests.harness.delta_rs import assert_delta_rs_change_log, assert_delta_rs_mirror
-from tests.harness.land import assert_change_log, plain_rows
+from tests.harness.delta_rs import (
+    assert_arrow_change_log,
+    assert_arrow_mirror,
+    assert_delta_rs_change_log,
+    assert_delta_rs_mirror,
+)
+from tests.harness.iceberg import pyiceberg_table
+from tests.harness.land import assert_change_log, lake_frame, plain_rows
+from tests.harness.workloads import mixed_workload, mixed_workload_tables
 
 # What each zoo column lands as (docs/LAND.md), written down independently of streaming_job/lake_types.py.
 LAKE_TYPES = {
@@ -29,10 +36,24 @@ LAKE_TYPES = {
     "mb": "binary", "lb": "binary", "e": "string", "s": "string", "j": "string", "cu": "string", "gk": "string",
     "vcc": "string", "bc": "binary", "c255": "string", "g": "binary", "p": "binary", "pg": "binary",
 }
+# Iceberg has no 8- or 16-bit integers: those land as its int (docs/LAND.md, "Iceberg")
+ICEBERG_TYPES = {"tinyint": "int", "smallint": "int"}
 TIMES = {"t0", "t1", "t3", "t6"}
 DATETIMES = {"dt0", "dt2", "dt6"}
 TIMESTAMPS = {"ts0", "ts3", "ts6"}
 ZERO = ("0000-", "-00-", "-00 ")
+
+
+def zoo_written(server, db: str):
+    """The type zoo's and the mixed workload's tables created and written in a new database ``db``; the
+    connection. (Run under BINLAKE_KAFKA_MAX_RECORD_BYTES=20000, the big rows go as chunks.)"""
+    server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
+    conn = server.connect(db)
+    zoo.create(conn, rows=False)
+    mixed_workload_tables(conn)
+    zoo.write(conn)
+    mixed_workload(conn, tables=False)
+    return conn
 
 
 def _server_expr(col: str, sqltype: str) -> str:
@@ -88,11 +109,12 @@ def _lake(col: str, v: Any) -> Any:
     return v
 
 
-def _mirror(spark, lake: Path, db: str, table: str, cols: list[tuple[str, str]]) -> tuple[dict, dict]:
+def _mirror(spark, lake: Path, db: str, table: str, cols: list[tuple[str, str]],
+            lake_format: str) -> tuple[dict, dict]:
     """Rows by id (timestamps as UTC microseconds, computed by Spark) and column types of a mirror."""
     from pyspark.sql import functions as F
 
-    df = spark.read.format("delta").load(str(lake / db / table))
+    df = lake_frame(spark, lake, db, table, lake_format)
     types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
     exprs = [F.unix_micros(F.col(c)).alias(c) if c in TIMESTAMPS else F.col(c) for c, _ in cols]
     return {r["id"]: r.asDict() for r in df.select("id", *exprs).collect()}, types
@@ -104,15 +126,25 @@ def _compare_datetime(expected: Any, got: Any) -> bool:
     return datetime.datetime.fromisoformat(expected) == got
 
 
-def assert_zoo_landed(spark, lake: Path, server, conn, db: str) -> None:
-    """The type zoo's and the workload's mirrors equal the server's SELECT (read by Spark and by delta-rs),
-    and their change logs hold the row changes mariadb-binlog --verbose counts, each once."""
+def _other_reader_mirror(lake: Path, db: str, table: str, rows: dict, columns: list[str], key: list[str],
+                         lake_format: str, micros: set[str] | frozenset[str] = frozenset()) -> None:
+    """A reader other than Spark reads the mirror as Spark did: delta-rs (Polars', pandas' reader), or
+    pyiceberg."""
+    if lake_format == "iceberg":
+        assert_arrow_mirror(pyiceberg_table(lake, db, table), f"{db}.{table} (pyiceberg)", rows, columns, key, micros)
+    else:
+        assert_delta_rs_mirror(lake / db / table, rows, columns, key, micros)
+
+
+def assert_zoo_landed(spark, lake: Path, server, conn, db: str, lake_format: str = "delta") -> None:
+    """The type zoo's and the workload's mirrors equal the server's SELECT (read by Spark and by delta-rs or
+    pyiceberg), and their change logs hold the row changes mariadb-binlog --verbose counts, each once."""
+    lake_types = {c: ICEBERG_TYPES.get(t, t) if lake_format == "iceberg" else t for c, t in LAKE_TYPES.items()}
     for name, cols in zoo.TABLES.items():
-        got, types = _mirror(spark, lake, db, name, cols)
-        assert {c: types[c] for c, _ in cols} == {c: LAKE_TYPES[c] for c, _ in cols}, name
-        # delta-rs (Polars', pandas' reader) reads the mirror as Spark did
-        assert_delta_rs_mirror(lake / db / name, {(k,): v for k, v in got.items()}, ["id", *(c for c, _ in cols)],
-                               ["id"], TIMESTAMPS)
+        got, types = _mirror(spark, lake, db, name, cols, lake_format)
+        assert {c: types[c] for c, _ in cols} == {c: lake_types[c] for c, _ in cols}, name
+        _other_reader_mirror(lake, db, name, {(k,): v for k, v in got.items()}, ["id", *(c for c, _ in cols)],
+                             ["id"], lake_format, TIMESTAMPS)
         expected = _server_rows(conn, name, cols)
         assert sorted(got) == sorted(expected), name
         for pk, row in expected.items():
@@ -123,16 +155,20 @@ def assert_zoo_landed(spark, lake: Path, server, conn, db: str) -> None:
                 else:
                     assert have == want, f"{name}.{col} id={pk}: lake {have!r}, server {want!r}"
     for table, key in (("acct", "id"), ("ledger", "a,b")):
-        df = spark.read.format("delta").load(str(lake / db / table))
+        df = lake_frame(spark, lake, db, table, lake_format)
         mirror = {tuple(r[k] for k in key.split(",")): {c: r[c] for c in df.columns if not c.startswith("_binlake")}
                   for r in df.collect()}
         assert mirror == plain_rows(conn, table, key), table
-        assert_delta_rs_mirror(lake / db / table, mirror, [c for c in df.columns if not c.startswith("_binlake")],
-                               key.split(","))
-    assert not (lake / db / "nopk").exists()  # no primary key: change log only
+        _other_reader_mirror(lake, db, table, mirror, [c for c in df.columns if not c.startswith("_binlake")],
+                             key.split(","), lake_format)
+    # no primary key: change log only
+    assert not (lake / db / "nopk").exists() and (lake_format == "delta" or pyiceberg_table(lake, db, "nopk") is None)
 
     server.flush_logs()
     counts = verbose_counts(server.binlog_files()[:-1], db)
-    changes = assert_change_log(spark, lake, db, counts, [*zoo.TABLES, "acct", "ledger", "nopk"])
+    changes = assert_change_log(spark, lake, db, counts, [*zoo.TABLES, "acct", "ledger", "nopk"], lake_format)
     for table, rows in changes.items():
-        assert_delta_rs_change_log(lake / db / f"{table}__changes", rows)
+        if lake_format == "iceberg":
+            assert_arrow_change_log(pyiceberg_table(lake, db, f"{table}__changes"), f"{db}.{table}__changes", rows)
+        else:
+            assert_delta_rs_change_log(lake / db / f"{table}__changes", rows)

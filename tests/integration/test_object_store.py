@@ -24,8 +24,8 @@ from ingester.devstack.objectstore import REGION, ObjectStore
 from tests.harness import zoo
 from tests.harness.daemon import BINLAKE, run_daemon
 from tests.harness.land import committed_batches, kill_group, running_until
-from tests.harness.workloads import assert_kill_workload_landed, kill_workload, mixed_workload, mixed_workload_tables
-from tests.harness.zoo_lake import assert_zoo_landed
+from tests.harness.workloads import assert_kill_workload_landed, kill_workload
+from tests.harness.zoo_lake import assert_zoo_landed, zoo_written
 
 pytestmark = pytest.mark.integration
 
@@ -56,13 +56,8 @@ def test_the_type_zoo_lands_in_a_bucket_from_a_cluster(make_mariadb, kafka, obje
     master = ["--master", spark_cluster.master]
     server = make_mariadb()
     db = "s3zoo"
-    server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
-    conn = server.connect(db)
-    zoo.create(conn, rows=False)
-    mixed_workload_tables(conn)
     monkeypatch.setenv("BINLAKE_KAFKA_MAX_RECORD_BYTES", "20000")  # the big rows as chunks
-    zoo.write(conn)
-    mixed_workload(conn, tables=False)
+    conn = zoo_written(server, db)
     prefix, lake = db, f"s3a://lake/{db}"
     run_daemon(server, kafka, prefix)
     done = _land(kafka, object_store, prefix, lake, None, "--min-partitions", "8", *master)

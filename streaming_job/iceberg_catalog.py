@@ -1,0 +1,119 @@
+"""The Iceberg catalog of a lake (``land.format: iceberg``): pyiceberg's SQL catalog, whose tables
+(``iceberg_tables``, ``iceberg_namespace_properties``) are the layout of Iceberg's own JDBC catalog, so the
+catalog pyiceberg writes is the one Spark (and Trino, Flink...) read as a JDBC catalog named ``binlake``.
+Its database is SQLite in the lake (``<lake>/_iceberg_catalog.db``) unless ``land.iceberg_catalog`` gives
+one as a SQLAlchemy URL (``mysql+pymysql://user:password@host:3306/db``, ``postgresql+psycopg://...``).
+
+Table names (docs/LAND.md, "Iceberg"): the namespace ``<db>``, the change log ``<table>__changes`` and the
+mirror ``<table>`` at ``<lake>/<db>/<table>[__changes]`` (the Delta layout's paths); the quarantine
+``_binlake.quarantine`` at ``<lake>/_quarantine``. Each snapshot binlake commits carries the job's app id
+and the micro-batch's id in its summary (``binlake.app-id``, ``binlake.batch-id``): a replayed batch finds
+them and skips the table."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
+
+from ingester.redact import redact
+
+from .errors import LandError
+from .lake_paths import scheme
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.table import Table
+
+log = logging.getLogger("binlake.land")
+CATALOG_NAME = "binlake"  # Spark's name of it too: Iceberg's JDBC catalog keys its rows by its own name
+APP_ID, BATCH_ID = "binlake.app-id", "binlake.batch-id"  # in the summary of each snapshot binlake commits
+_ANCESTORS = 1_000  # snapshots looked through for the job's last one (its own commits are the newest)
+_JDBC = {"sqlite": "sqlite", "mysql": "mariadb", "mariadb": "mariadb", "postgresql": "postgresql"}
+
+
+@dataclass(frozen=True)
+class IcebergCatalog:
+    lake: str
+    uri: str | None = None  # land.iceberg_catalog (SQLAlchemy URL); None: SQLite in the lake
+
+    def __post_init__(self) -> None:
+        if scheme(self.lake):
+            raise LandError(f"land.format iceberg: the lake {self.lake} must be a local path (an object store's "
+                            "lake is Delta's for now)")
+
+    @property
+    def root(self) -> Path:
+        return Path(self.lake).absolute()
+
+    @property
+    def url(self) -> str:
+        return self.uri or f"sqlite:///{self.root / '_iceberg_catalog.db'}"
+
+    def location(self, *parts: str) -> str:
+        """A table's location: ``<lake>/<parts>`` as a file URI."""
+        return self.root.joinpath(*parts).as_uri()
+
+    def open(self) -> SqlCatalog:
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            return SqlCatalog(CATALOG_NAME, uri=self.url, warehouse=self.root.as_uri())
+        except Exception as exc:
+            raise LandError(f"cannot open the Iceberg catalog {redact(self.url)}: {first_line(exc)}") from None
+
+    def spark_conf(self) -> dict[str, str]:
+        """Spark settings that read the catalog as Iceberg's JDBC catalog ``binlake`` (versions.iceberg_jars
+        on the classpath): ``SELECT * FROM binlake.<db>.<table>``."""
+        prefix = f"spark.sql.catalog.{CATALOG_NAME}"
+        url, properties = jdbc_url(self.url)
+        conf = {prefix: "org.apache.iceberg.spark.SparkCatalog", f"{prefix}.type": "jdbc", f"{prefix}.uri": url,
+                f"{prefix}.jdbc.schema-version": "V1", f"{prefix}.warehouse": self.root.as_uri()}
+        conf.update({f"{prefix}.jdbc.{k}": v for k, v in properties.items()})
+        return conf
+
+
+def jdbc_url(url: str) -> tuple[str, dict[str, str]]:
+    """A SQLAlchemy URL as a JDBC URL and its connection properties (user, password)."""
+    parts = urlsplit(url)
+    kind = _JDBC.get(parts.scheme.split("+")[0])
+    if kind is None:
+        raise LandError(f"land.iceberg_catalog {redact(url)}: use a sqlite:///, mysql+pymysql:// or "
+                        "postgresql:// URL")
+    if kind == "sqlite":
+        return f"jdbc:sqlite:{url.split(':///', 1)[1]}", {}
+    host = parts.hostname or "localhost"
+    where = f"{host}:{parts.port}" if parts.port else host
+    properties = {k: unquote(v) for k, v in (("user", parts.username), ("password", parts.password)) if v}
+    return f"jdbc:{kind}://{where}{parts.path}", properties
+
+
+def landed_batch(table: Table, app_id: str) -> int | None:
+    """The last micro-batch of ``app_id`` the table has: the batch id of the newest snapshot it committed."""
+    snapshot = table.current_snapshot()
+    for _ in range(_ANCESTORS):
+        if snapshot is None:
+            return None
+        summary = snapshot.summary.additional_properties if snapshot.summary is not None else {}
+        if summary.get(APP_ID) == app_id:
+            return int(summary[BATCH_ID])
+        parent = snapshot.parent_snapshot_id
+        snapshot = table.snapshot_by_id(parent) if parent is not None else None
+    return None
+
+
+def batch_properties(app_id: str, batch_id: int) -> dict[str, str]:
+    """A snapshot's summary properties that record the batch."""
+    return {APP_ID: app_id, BATCH_ID: str(batch_id)}
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def properties_of(table: Any) -> dict[str, str]:
+    return dict(table.metadata.properties)

@@ -1,0 +1,250 @@
+"""Apache Iceberg as the lake's format (lake_format.LakeFormat), written by pyiceberg from the driver.
+
+Why pyiceberg and not Spark's Iceberg runtime (docs/LAND.md, "Iceberg"): the Delta side writes its Parquet
+files and commits with pyarrow from the driver, a MERGE costs seconds per micro-batch; pyiceberg writes
+the same Arrow tables (its Parquet writer is pyarrow's) and commits in milliseconds. It writes SQL
+catalogs (iceberg_catalog.py), not Iceberg's Hadoop catalog. A table's share of a batch:
+
+- the change log ``<db>.<table>__changes`` gets the typed row changes in one append snapshot;
+- the mirror ``<db>.<table>``, for a table with a key, the batch's last change per key (mirror.py): in one
+  transaction the rows of every key the batch touches are deleted (copy-on-write: files holding one are
+  rewritten without it; skipped where no data file's key range meets the batch's) and the surviving after
+  images appended.
+
+Exactly once: every snapshot carries (app id, batch id) in its summary; a table whose newest snapshot of
+this job has batch N already is skipped when batch N is replayed. The job is the tables' only writer."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .batch_rows import TableRows
+from .decode import typed_batches
+from .errors import LandError
+from .evolution import SchemaEvolution
+from .iceberg_catalog import IcebergCatalog, batch_properties, first_line, landed_batch
+from .iceberg_defaults import default_values, fill_older, with_columns
+from .iceberg_tables import (
+    change_log_properties,
+    change_log_schema,
+    change_rows,
+    columns_property,
+    key_filter,
+    key_range,
+    mirror_properties,
+    mirror_schema,
+    recorded_columns,
+)
+from .keys import MirrorKeys, key_property, recorded_key
+from .lake_format import QUARANTINE_TABLE, LakeFormat, TableChanges, Undecodable, quarantine_rows
+from .mirror import COMMIT_TS, DELETED, SEQ, candidate_schema, last_per_key, mirror_candidates
+from .table_landing import full_images
+from .writer import PARTITION_COLUMN
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.table import Table
+
+log = logging.getLogger("binlake.land")
+QUARANTINE = ("_binlake", "quarantine")
+_QUARANTINE_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
+                                ("error", pa.string()), ("value", pa.binary()),
+                                ("headers", pa.map_(pa.string(), pa.binary())), ("batch_id", pa.int64()),
+                                ("ingest_ts", pa.timestamp("us", tz="UTC"))])
+# Snapshots older than this are expired (from the tables' metadata) every _EXPIRE_EVERY commits of a table, so
+# that a long-running job's metadata, rewritten at each commit, does not grow without bound
+SNAPSHOT_RETENTION = datetime.timedelta(hours=1)
+_EXPIRE_EVERY = 100
+
+
+class IcebergFormat(LakeFormat):
+    name = "iceberg"
+
+    def __init__(self, where: IcebergCatalog, app_id: str, keys: MirrorKeys, evolution: SchemaEvolution | None = None,
+                 spark: Any = None) -> None:
+        """``evolution`` and ``spark``: the defaults of added columns (none without them)."""
+        self.where = where
+        self.app_id = app_id
+        self.keys = keys
+        self.evolution = evolution
+        self.spark = spark
+        self._catalog: SqlCatalog | None = None
+        self._opening = threading.Lock()
+        self._tables: dict[tuple[str, str], Table] = {}
+        self._columns: dict[tuple[str, str], list[tuple[str, str]]] = {}  # as the table has them (property)
+        self._commits: dict[tuple[str, str], int] = {}
+
+    @property
+    def catalog(self) -> SqlCatalog:
+        with self._opening:
+            if self._catalog is None:
+                self._catalog = self.where.open()
+            return self._catalog
+
+    def table(self, namespace: str, name: str) -> Table | None:
+        """A table as this job last committed it (loaded once per process: the job is its only writer)."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        found = self._tables.get((namespace, name))
+        if found is None:
+            try:
+                found = self._tables[(namespace, name)] = self.catalog.load_table((namespace, name))
+            except NoSuchTableError:
+                return None
+        return found
+
+    def lake_columns(self, db: str, table: str) -> list[tuple[str, str]]:
+        found = self.table(db, f"{table}__changes")
+        return (recorded_columns(dict(found.metadata.properties)) or []) if found is not None else []
+
+    def stored_key(self, db: str, table: str) -> tuple[bool, list[str] | None]:
+        found = self.table(db, table)
+        return (False, None) if found is None else (True, recorded_key(dict(found.metadata.properties)))
+
+    def land(self, rows: TableRows, changes: TableChanges) -> None:
+        db, table, columns, pk, batch_id = changes.db, changes.table, changes.columns, changes.pk, changes.batch_id
+        t = time.monotonic()
+        name = f"{table}__changes"
+        changes_table = self._ready(db, name, change_log_schema(columns), columns,
+                                    lambda: change_log_properties(columns), partition=PARTITION_COLUMN)
+        write = not self._has(changes_table, batch_id)
+        if not (write or pk):
+            return
+        typed = list(typed_batches(columns, rows.records(db, table).to_batches()))
+        log.debug("%s.%s: typed %.1fs", db, table, time.monotonic() - t)
+        if write:
+            t = time.monotonic()
+            self._commit(db, name, changes_table, lambda tx: tx.append(
+                change_rows(typed, columns, changes.ingest_micros), snapshot_properties=self._batch(batch_id)))
+            log.debug("%s.%s: change log %.1fs", db, table, time.monotonic() - t)
+        if pk:
+            t = time.monotonic()
+            self._mirror(db, table, columns, pk, changes, typed)
+            log.debug("%s.%s: mirror %.1fs", db, table, time.monotonic() - t)
+
+    def _mirror(self, db: str, table: str, columns: list[tuple[str, str]], pk: list[str], changes: TableChanges,
+                typed: list[pa.RecordBatch]) -> None:
+        full_images(db, table, changes.schemas)
+        schema = candidate_schema(columns)
+        found = [mirror_candidates(b, pk, schema) for b in typed]
+        latest = last_per_key(pa.concat_tables(found) if found else schema.empty_table(), pk)
+        self.keys.check_nulls(latest, db, table, pk)
+        existing = self.table(db, table)
+        known = dict(recorded_columns(dict(existing.metadata.properties)) or []) if existing is not None else {}
+        fills = self._fills(db, table, columns, [n for n, _ in columns if existing is not None and n not in known])
+        values = default_values(self.spark, fills, dict(columns))
+        latest = fill_older(latest, fills, values, SEQ)  # images older than an ADD COLUMN
+        mirror = self._ready(db, table, mirror_schema(columns), columns,
+                             lambda: mirror_properties(columns, key_property(pk), pk),
+                             rows=lambda rows, names: fill_older(with_columns(rows, names, mirror_schema(columns)),
+                                                                 fills, values, SEQ) if values else None)
+        if self._has(mirror, changes.batch_id):
+            return
+        upserts = latest.filter(pc.invert(latest.column(DELETED))).select([*(n for n, _ in columns), SEQ, COMMIT_TS])
+        properties = self._batch(changes.batch_id)
+
+        def apply(tx: Any) -> None:
+            if len(latest) and self._may_hold(mirror, latest, pk):
+                tx.delete(key_filter(latest, pk), snapshot_properties=properties)
+            if len(upserts):
+                tx.append(upserts, snapshot_properties=properties)
+
+        self._commit(db, table, mirror, apply)
+
+    def _fills(self, db: str, table: str, columns: list[tuple[str, str]], added: list[str]) -> list[Any]:
+        """The defaults the mirror needs (evolution.SchemaEvolution.defaults), renames left out."""
+        if self.evolution is None or self.spark is None:
+            return []
+        fills = self.evolution.defaults(db, table, columns, added)
+        renamed = [d.column for d in fills if d.source]
+        if renamed:
+            log.warning("`%s`.`%s`: renamed columns %s of the Iceberg mirror stay null in older rows", db, table,
+                        ", ".join(renamed))
+        return [d for d in fills if not d.source]
+
+    @staticmethod
+    def _may_hold(mirror: Table, keys: pa.Table, pk: list[str]) -> bool:
+        """Whether a data file of the mirror may hold one of the keys (by its key statistics): a batch of new
+        keys above the mirror's (AUTO_INCREMENT inserts) deletes nothing, and skips the delete's planning."""
+        if mirror.current_snapshot() is None:
+            return False
+        bounds = key_range(keys, pk[0])
+        return bounds is None or bool(mirror.scan(row_filter=bounds).plan_files())
+
+    def quarantine(self, errors: list[Undecodable], batch_id: int) -> None:
+        rows = [(*r, batch_id, int(time.time() * 1e6)) for r in quarantine_rows(errors)]
+        table = pa.Table.from_pylist([dict(zip(_QUARANTINE_SCHEMA.names, r, strict=True)) for r in rows],
+                                     schema=_QUARANTINE_SCHEMA)
+        found = self._ready(*QUARANTINE, table.schema, [], dict, location=QUARANTINE_TABLE)
+        if not self._has(found, batch_id):
+            self._commit(*QUARANTINE, found, lambda tx: tx.append(table, snapshot_properties=self._batch(batch_id)))
+
+    def _batch(self, batch_id: int) -> dict[str, str]:
+        return batch_properties(self.app_id, batch_id)
+
+    def _has(self, table: Table, batch_id: int) -> bool:
+        landed = landed_batch(table, self.app_id)
+        return landed is not None and landed >= batch_id
+
+    def _ready(self, namespace: str, name: str, schema: pa.Schema, columns: list[tuple[str, str]],
+               properties: Any, partition: str | None = None, location: str | None = None, rows: Any = None) -> Table:
+        """The table, created where it does not exist, and given the batch's columns where it lacks some
+        (added columns, Iceberg's type promotions: int to long, float to double, a wider decimal). ``rows(table
+        rows, column names)``: the table's rows as they are to be with the added columns (their defaults), or
+        None where they stay as they are; rewritten in the same commit as the columns' addition."""
+        found = self.table(namespace, name)
+        if found is None:
+            return self._create(namespace, name, schema, properties(), partition, location)
+        if columns and self._columns.get((namespace, name)) != columns:
+            if recorded_columns(dict(found.metadata.properties)) != columns:
+                try:
+                    before = found.scan().to_arrow() if rows is not None and found.current_snapshot() else None
+                    names = [f.name for f in found.schema().fields]
+                    names += [n for n in schema.names if n not in names]
+                    rewritten = rows(before, names) if before is not None else None
+                    with found.transaction() as tx:
+                        with tx.update_schema() as update:
+                            update.union_by_name(schema)
+                        tx.set_properties(columns_property(columns))
+                        if rewritten is not None:
+                            tx.overwrite(rewritten)
+                except Exception as exc:
+                    raise LandError(f"the Iceberg table {namespace}.{name} cannot take the batch's columns "
+                                    f"(Iceberg's promotions: int to long, float to double, a wider decimal): "
+                                    f"{first_line(exc)}") from None
+            self._columns[(namespace, name)] = columns
+        return found
+
+    def _create(self, namespace: str, name: str, schema: pa.Schema, properties: dict[str, str],
+                partition: str | None, location: str | None) -> Table:
+        catalog = self.catalog
+        catalog.create_namespace_if_not_exists(namespace)
+        where = self.where.location(location) if location else self.where.location(namespace, name)
+        with catalog.create_table_transaction((namespace, name), schema, location=where,
+                                              properties=properties) as tx:
+            if partition is not None:
+                with tx.update_spec() as spec:
+                    spec.add_identity(partition)
+        found = self._tables[(namespace, name)] = catalog.load_table((namespace, name))
+        log.info("created the Iceberg table %s.%s at %s", namespace, name, where)
+        return found
+
+    def _commit(self, namespace: str, name: str, table: Table, write: Any) -> None:
+        """``write(transaction)``'s snapshots committed together; every _EXPIRE_EVERY commits, the table's
+        snapshots older than SNAPSHOT_RETENTION expired."""
+        with table.transaction() as tx:
+            write(tx)
+        n = self._commits[(namespace, name)] = self._commits.get((namespace, name), 0) + 1
+        if n % _EXPIRE_EVERY == 0:
+            older = datetime.datetime.now(datetime.UTC) - SNAPSHOT_RETENTION
+            table.maintenance.expire_snapshots().older_than(older).commit()
+
+    def close(self) -> None:
+        self._tables.clear()

@@ -1,0 +1,75 @@
+"""The lake's table format, one strategy behind one interface (``land.format``): what a micro-batch asks of
+the tables it lands -- their columns, a table's share of the batch landed exactly once (its change log, and
+its mirror where the table has a key), the quarantine's rows, a mirror's recorded key. Delta Lake
+(delta_format.DeltaFormat: the driver's own Delta log commits, or the JVM's Delta) and Apache Iceberg
+(iceberg_format.IcebergFormat: pyiceberg's commits in a SQL catalog). Everything format-independent --
+decoding, the union schema, the mirror's candidates and key -- stays with sink.Lander."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+from .batch_rows import TableRows
+from .evolution import SchemaGroup
+
+QUARANTINE_TABLE = "_quarantine"
+# An undecodable record: topic, partition, offset, why, the record's value, its headers (pickled dict)
+Undecodable = tuple[str, int, int, str, bytes, bytes]
+
+
+@dataclass
+class TableChanges:
+    """One table's share of a micro-batch, its schema settled (evolution.SchemaEvolution.evolve)."""
+
+    db: str
+    table: str
+    lake: list[tuple[str, str]]  # the change log's columns before this batch (none: a new table)
+    columns: list[tuple[str, str]]  # the batch's union schema: the row images' columns
+    pk: list[str]  # the mirror's key (none: change log only)
+    schemas: list[SchemaGroup]
+    batch_id: int
+    ingest_micros: int  # the batch's ingest_ts
+
+    @property
+    def rows(self) -> int:
+        return sum(g.n for g in self.schemas)
+
+
+class LakeFormat(ABC):
+    """A lake's table format. Every write of batch N is idempotent by (the job's app id, N): a batch replayed
+    after a crash skips each table that already has it."""
+
+    name: str
+
+    @abstractmethod
+    def lake_columns(self, db: str, table: str) -> list[tuple[str, str]]:
+        """The table's columns in the lake (its change log's row images, Spark DDL types); none for a new one."""
+
+    @abstractmethod
+    def land(self, rows: TableRows, changes: TableChanges) -> None:
+        """The table's change log brought to the batch's schema and given its row changes, and its mirror
+        (a key: ``changes.pk``) their last state per key; each skipped where it has the batch already."""
+
+    @abstractmethod
+    def quarantine(self, errors: list[Undecodable], batch_id: int) -> None:
+        """Undecodable records landed in the lake's quarantine table (``--quarantine``)."""
+
+    def stored_key(self, db: str, table: str) -> tuple[bool, list[str] | None] | None:
+        """Whether the table's mirror exists, and the key it recorded; None: the format leaves it to
+        keys.MirrorKeys' own reading (Delta's)."""
+        return None
+
+    def close(self) -> None:  # noqa: B027 (most formats keep nothing open)
+        """The job ends."""
+
+
+def quarantine_rows(errors: list[Undecodable]) -> list[tuple[Any, ...]]:
+    """The quarantine table's rows of ``errors`` (its columns: QUARANTINE_DDL), without batch_id and ingest_ts."""
+    import pickle
+
+    return [(t, p, o, m, raw, dict(pickle.loads(h).items())) for t, p, o, m, raw, h in errors]
+
+
+QUARANTINE_DDL = "topic string, partition int, offset bigint, error string, value binary, headers map<string,binary>"

@@ -1,0 +1,55 @@
+"""Schema changes with --format iceberg: an added column (its default given to the mirror's older rows) and
+Iceberg's promotions (int to long, float to double) evolve the change log and the mirror (pyiceberg's
+union_by_name); a widening Iceberg (format
+version 2) has no promotion for, DATE to DATETIME, stops the query with one line naming the table."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.harness.daemon import run_daemon
+from tests.harness.iceberg import pyiceberg_table
+from tests.harness.land import lake_frame, plain_rows, run_land
+
+pytestmark = pytest.mark.integration
+
+
+def test_added_columns_and_promotions_evolve_iceberg_tables_and_others_stop(make_mariadb, kafka, spark, tmp_path,
+                                                                            capsys) -> None:
+    server = make_mariadb()
+    db = "iceddl"
+    server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
+    conn = server.connect(db)
+    prefix, lake = "iceddl", tmp_path / "lake"
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, n INT, f FLOAT, d DATE)")
+        cur.execute("INSERT INTO t VALUES (1, -5, 1.5, '2024-02-29'), (2, 7, NULL, NULL)")
+    run_daemon(server, kafka, prefix)
+    assert run_land(kafka, prefix, lake, "--format", "iceberg") == 0
+    with conn.cursor() as cur:
+        cur.execute("ALTER TABLE t ADD COLUMN c VARCHAR(10) DEFAULT 'dflt', MODIFY n BIGINT, MODIFY f DOUBLE")
+        cur.execute("INSERT INTO t VALUES (3, 9000000000, 2.5, '1000-01-01', 'new')")
+        cur.execute("UPDATE t SET c = 'old', n = n * 2 WHERE id = 1")
+    run_daemon(server, kafka, prefix)
+    assert run_land(kafka, prefix, lake, "--format", "iceberg") == 0
+    df = lake_frame(spark, lake, db, "t", "iceberg")
+    types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    assert types == {"id": "int", "n": "bigint", "f": "double", "d": "date", "_binlake_seq": "binary",
+                     "_binlake_commit_ts": "timestamp", "c": "string"}
+    rows = {(r["id"],): {c: r[c] for c in ("id", "n", "f", "d", "c")} for r in df.collect()}
+    assert rows == plain_rows(conn, "t", "id") and len(rows) == 3
+    assert rows[(2,)]["c"] == "dflt"  # a row written before the ADD COLUMN: its default, as on the server
+    read = pyiceberg_table(lake, db, "t").select(["id", "n", "f", "d", "c"]).to_pylist()
+    assert {(r["id"],): r for r in read} == rows
+    changes = lake_frame(spark, lake, db, "t__changes", "iceberg")
+    assert changes.schema["after"].dataType.simpleString() == "struct<id:int,n:bigint,f:double,d:date,c:string>"
+    assert changes.count() == 4
+
+    with conn.cursor() as cur:
+        cur.execute("ALTER TABLE t MODIFY d DATETIME")
+        cur.execute("INSERT INTO t VALUES (4, 1, 0.1, '2024-06-01 12:34:56', 'x')")
+    run_daemon(server, kafka, prefix)
+    capsys.readouterr()
+    assert run_land(kafka, prefix, lake, "--format", "iceberg") == 2
+    err = capsys.readouterr().err
+    assert f"binlake: error: the Iceberg table {db}.t__changes cannot take the batch's columns" in err, err
