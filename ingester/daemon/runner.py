@@ -109,7 +109,7 @@ class Runner:
                 try:
                     if publisher is None:  # (re)connect to Kafka; resume from what it has committed
                         publisher = Publisher(cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id,
-                                              compression=cfg.kafka.compression,
+                                              compression=cfg.kafka.producer_compression(),
                                               max_record_bytes=cfg.kafka.max_record_bytes,
                                               security=cfg.kafka.client_options(), out=self._outbound(),
                                               producer=None if cfg.kafka.format == "binlake" else RdkafkaProducer)

@@ -55,7 +55,12 @@ def test_enumerated_settings_are_checked_at_load_time_wherever_they_are_set(tmp_
     assert (cfg.source.resume, cfg.kafka.security_protocol, cfg.log_format) == ("gtid", "SSL", "json")
     # an optional choice is switched off by name from the environment (a YAML null elsewhere)
     assert load_config(None, environ={"BINLAKE_KAFKA_COMPRESSION": "none"}).kafka.compression is None
-    assert load_config(None, {"kafka": {"compression": None}}, environ={}).kafka.compression is None
+    assert load_config(None, {"kafka": {"compression": None}}, environ={}).kafka.producer_compression() is None
+    # auto: by the format
+    assert load_config(None, environ={}).kafka.producer_compression() == "zstd"
+    assert load_config(None, environ={"BINLAKE_KAFKA_FORMAT": "debezium-json"}).kafka.producer_compression() == "lz4"
+    assert load_config(None, environ={"BINLAKE_KAFKA_FORMAT": "debezium-json",
+                                      "BINLAKE_KAFKA_COMPRESSION": "zstd"}).kafka.producer_compression() == "zstd"
     # every command says it in one line (exit 2), not a traceback
     assert main(["run", "--config", str(f)]) == 2
     err = capsys.readouterr().err
