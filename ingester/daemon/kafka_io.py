@@ -17,7 +17,7 @@ from .producers import Producer, PythonProducer, RdkafkaProducer
 
 log = logging.getLogger("binlake.kafka")
 OFFSETS_TOPIC = "_offsets"
-_FLUSH_BYTES = 32 << 20  # at most this much unacknowledged data in memory
+_FLUSH_BYTES = 16 << 20  # at most this much unacknowledged data (keys and values) in memory
 _FLUSH_TIMEOUT = 30.0  # seconds, the producer's delivery timeout: a broker silent that long is down (retried)
 _READ_TIMEOUT = 60.0  # seconds to read a compacted topic (checkpoints, schema history) to its end
 
@@ -123,6 +123,11 @@ class Publisher:
         self._put("commit", (checkpoint, done), 0)
 
     @property
+    def across_tables(self) -> bool:
+        """The format orders events across tables (Outbound.across_tables): records are best closed together."""
+        return self.out.across_tables
+
+    @property
     def committing(self) -> bool:
         """A commit is queued or under way: the daemon lets the next batch grow meanwhile (group commit)."""
         return self._commits > 0
@@ -188,9 +193,22 @@ class Publisher:
         self.producer.prepare(new)
         return created
 
+    @property
+    def queue_limit(self) -> int:
+        """The bytes of records queued beyond which ``send`` waits: the format's own limit if it has a lower one (a
+        record becomes many times its size in messages, one at a time: a long queue of them is only memory)."""
+        return min(self.max_queued_bytes, self.out.max_queued_bytes or self.max_queued_bytes)
+
+    @property
+    def held_bytes(self) -> int:
+        """What the publisher holds: the records queued, those its format holds back, and the messages sent in the
+        open Kafka transaction not yet acknowledged."""
+        return self._queued + self.out.held_bytes + self._unflushed
+
     def _put(self, op: str, arg: Any, size: int, topic: str | None = None) -> None:
+        limit = self.queue_limit
         with self._cond:
-            while self._queued > self.max_queued_bytes and self._error is None:
+            while self._queued > limit and self._error is None:
                 self._cond.wait()
             self._raise_failure()
             self._work.append((op, arg, size))
@@ -278,7 +296,7 @@ class Publisher:
                 self.ensure_topic(message.topic)
             if not self._open:
                 self._begin()
-            self._unflushed += size
+            self._unflushed += size + len(message.key or b"")
             if self._unflushed > _FLUSH_BYTES:
                 self._drain()
             send(*message)

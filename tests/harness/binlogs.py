@@ -206,15 +206,21 @@ def table_binlog(body_of_rows: bytes, code: int = 30, mariadb: bool = False, nul
     NULL bitmap) and one rows event."""
     fde = format_description(MARIADB_FDE if mariadb else MYSQL_FDE)
     crc = fde[-5] == 1
-    optional = b"\x04\x08\x02id\x04name" + b"\x03\x01\x2d" + b"\x08\x01\x00"
-    table_map = (b"\x2a\0\0\0\0\0\x01\0" + b"\x02db\0" + b"\x01t\0" + b"\x02\x03\x0f" + b"\x02"
-                 + (80).to_bytes(2, "little") + nullable + optional)
+    table_map = name_table_map(0x2A, b"t", nullable)
     bitmaps = b"\x03" * (2 if code in (24, 31) else 1)
     rows = b"\x2a\0\0\0\0\0\x01\0" + (b"\x02\0" if code >= 30 else b"") + b"\x02" + bitmaps
     raw = bytearray(b"\xfebin" + fde)
     for c, body in ((19, table_map), (code, rows + body_of_rows), (16, bytes(8))):
         raw += binlog_event(c, body, len(raw), crc)
     return bytes(raw)
+
+
+def name_table_map(table_id: int, table: bytes, nullable: bytes = b"\x02") -> bytes:
+    """The TABLE_MAP body of db.<table> (id INT NOT NULL primary key, name VARCHAR(20) utf8mb4; ``nullable`` its
+    NULL bitmap), table_binlog's table."""
+    optional = b"\x04\x08\x02id\x04name" + b"\x03\x01\x2d" + b"\x08\x01\x00"
+    return (table_id.to_bytes(6, "little") + b"\x01\0" + b"\x02db\0" + bytes([len(table)]) + table + b"\0"
+            + b"\x02\x03\x0f" + b"\x02" + (80).to_bytes(2, "little") + nullable + optional)
 
 
 def name_row(i: int, name: bytes | None) -> bytes:

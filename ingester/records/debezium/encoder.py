@@ -2,11 +2,15 @@
 per row, serialized as Kafka Connect's JSON converter or Confluent's Avro converter would (layouts.py;
 docs/DEBEZIUM.md).
 
-The records of one Kafka transaction are held until its commit (a checkpoint is only ever taken between
-binlog transactions, so they hold whole transactions), then their events are merged back into binlog order:
-that is what gives each event its place in its transaction (``transaction.total_order``) and lets the
-transaction topic say BEGIN before a transaction's events and END after them. Everything goes out in the
-same Kafka transaction as the checkpoint, so the change events are exactly once like binlake's records.
+A record's change events are published as the record comes, in the open Kafka transaction: a table's records
+come in binlog order, and memory holds one record's events, however large the binlog transaction (the Kafka
+transaction stays open until its checkpoint commits with it). With transaction metadata the events are merged
+back into binlog order across tables: that is what gives each event its place in its transaction
+(``transaction.total_order``) and lets the transaction topic say BEGIN before a transaction's events and END
+after them; records are then held until a complete one (``Record.complete``: every event before its last is in
+the records so far), which the record builder closes together with the other open records (``together``), so
+a few records are held, never a whole transaction. Everything goes out in the same Kafka transaction as the
+checkpoint, so the change events are exactly once like binlake's records.
 Topics of binlake's own (schema history, statements) keep binlake's format; the statements are also held, for
 the schema change topic ``<prefix>`` (schema_change.py): an event per DDL statement in binlog order, its tables
 described by the schema history's entries of the statement.
@@ -39,10 +43,12 @@ from ..format import RecordEvent, Sequence, record_decoder, record_events
 from ..open_records import Record
 from ..outbound import BinlakeOut, Message
 from .columns import Modes
-from .envelope import TRANSACTION_KEY_SCHEMA, TRANSACTION_VALUE_SCHEMA, TableCodec, table_codec, topic_name
+from .envelope import TableCodec, table_codec, topic_name
 from .layouts import AvroLayout, JsonLayout, Layout, SchemaIds
 from .native import RenderedEvent, RenderedRows, rows_renderer
 from .schema_change import SchemaChange, key_schema, schema_changes, value_schema
+from .transaction_topic import Transaction as _Transaction
+from .transaction_topic import TransactionTopic
 
 _OPS = {"write": "c", "update": "u", "delete": "d"}
 _OP_FIELDS = {op: b',"op":"%s"' % op.encode() for op in ("c", "u", "d")}
@@ -101,28 +107,12 @@ def _order(item: RenderedEvent | RecordEvent | _Statement) -> tuple[int, int, in
     return seq.file_number, seq.position, seq.sub
 
 
+# records queued for the encoder (the publisher's queue): a change event is a few times its row's binlog bytes, and
+# the encoder is the slower side, so a few MiB of records keep it busy
+_QUEUED_BYTES = 8 << 20
+# rows events composed at once (each up to ~8 KiB of row images): their messages are in memory together
+_COMPOSED = 16
 _SCHEMA_CHANGE_SCHEMAS = {c: (key_schema(c), value_schema(c)) for c in ("mariadb", "mysql")}
-_TX_KEY = orjson.dumps(TRANSACTION_KEY_SCHEMA)
-_TX_VALUE = orjson.dumps(TRANSACTION_VALUE_SCHEMA)
-
-
-@dataclass
-class _Transaction:
-    id: str
-    ts_ms: int
-    total: int = 0
-    per_table: dict[str, int] = field(default_factory=dict)
-    id_json: bytes = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.id_json = orjson.dumps(self.id)
-
-    def count(self, table_name: str) -> tuple[int, int]:
-        """One more event of the table: its total_order and data_collection_order."""
-        self.total += 1
-        n = self.per_table[table_name] = self.per_table.get(table_name, 0) + 1
-        return self.total, n
-
 
 @dataclass(frozen=True)
 class _Table:
@@ -145,14 +135,21 @@ class DebeziumOut:
     def __init__(self, options: DebeziumOptions, layout: Layout, file_name: Callable[[int], str],
                  max_record_bytes: int, clock: Callable[[], int] = time.time_ns) -> None:
         self.options = options
+        self.across_tables = options.transactions  # the transaction topic's counts need binlog order
+        self.max_queued_bytes: int | None = _QUEUED_BYTES
         self.file_name = file_name
         self.clock = clock
         self.layout = layout
         self._own = BinlakeOut(options.prefix, max_record_bytes)
+        # with transaction metadata: the records whose events wait for the next complete one (binlog order)
         self._held: list[Record] = []
+        self._held_bytes = 0
+        self._tx: _Transaction | None = None  # the binlog transaction whose END is next (transaction metadata)
+        self._now: int | None = None  # the open Kafka transaction's processing time (ns): read at its first event
         self._tables: dict[int, tuple[TableMap, _Table]] = {}
         self._native = rows_renderer(options.modes)  # C's structs (None: Python's)
         self.transaction_topic = topic_name(options.prefix, "transaction")
+        self._tx_topic = TransactionTopic(layout, self.transaction_topic)
         self._last_file: tuple[int, str] = (-1, "")
         self._last_file_json = b'""'
         self.schema_topic = topic_name(options.prefix)
@@ -174,17 +171,39 @@ class DebeziumOut:
         if record.topic.startswith("_"):  # binlake's own topics
             yield from self._own.messages(record)
             if self.options.schema_changes and record.topic == SCHEMA_TOPIC:
-                self._held.append(record)  # its DDL, for the schema change topic
+                yield from self._events(record)  # its DDL, for the schema change topic
             elif self.options.schema_changes and record.topic == HISTORY_TOPIC:
                 entry = orjson.loads(record.value)
                 if "table" in entry:
                     self._history.setdefault(entry["seq"], {})[(entry["database"], entry["table"])] = entry
         else:
-            self._held.append(record)
+            yield from self._events(record)
+
+    def _events(self, record: Record) -> Iterator[Message]:
+        """A record's change events, published as it comes (its events are the next of its table), or with
+        transaction metadata once the records before a complete one can be put in binlog order."""
+        if not self.options.transactions:
+            yield from self._release([record])
+            return
+        self._held.append(record)
+        self._held_bytes += len(record.value)
+        if record.complete:
+            yield from self._release_held()
+
+    def _release_held(self) -> Iterator[Message]:
+        held, self._held, self._held_bytes = self._held, [], 0
+        yield from self._release(held)
+
+    @property
+    def held_bytes(self) -> int:
+        """The bytes of the records held back (transaction metadata: until a complete record comes)."""
+        return self._held_bytes
 
     def discard(self) -> None:
         self._held.clear()
+        self._held_bytes = 0
         self._history.clear()
+        self._tx = self._now = None
 
     def topics(self, record_topics: Iterable[str]) -> set[str]:
         record_topics = list(record_topics)
@@ -204,11 +223,20 @@ class DebeziumOut:
             return f"a message of {message.topic}"
 
     def before_commit(self) -> Iterator[Message]:
-        held, self._held = self._held, []
-        history, self._history = self._history, {}
-        now = self.clock()  # the processing time of every event of this Kafka transaction
+        yield from self._release_held()
+        if self._tx is not None:
+            yield self._tx_topic.end(self._tx)
+        self._history.clear()
+        self._tx = self._now = None
+
+    def _release(self, records: list[Record]) -> Iterator[Message]:
+        """The change events of records (and schema change events of statements): with transaction metadata in
+        binlog order across them, BEGIN and END around each binlog transaction's events."""
+        if self._now is None:
+            self._now = self.clock()  # the processing time of every event of this Kafka transaction
+        now, history = self._now, self._history
         streams: list[Iterable[RenderedEvent | RecordEvent | _Statement]] = []
-        for r in held:
+        for r in records:
             headers, where = dict(r.headers), f"record {r.topic} at {r.seq}"
             if r.topic == SCHEMA_TOPIC:
                 dec = record_decoder(r.value, where, False)
@@ -220,11 +248,10 @@ class DebeziumOut:
                            record_events(headers, r.value, where, self._native or False))
         if not self.options.transactions:  # no order across tables to give: record by record (a table's in order)
             for stream in streams:
-                if type(stream) is list and self._native:  # C walked it and composes its events
-                    composed = self._native.envelopes(stream, self._shape, now, self.options.tombstones)
-                    if composed is not None:  # else an event C leaves to Python (Avro)
-                        yield from composed
-                        continue
+                if type(stream) is list and self._native:  # C walked it and composes its events, a few at a time
+                    for i in range(0, len(stream), _COMPOSED):
+                        yield from self._composed(stream[i : i + _COMPOSED], now)
+                    continue
                 for item in stream:
                     if isinstance(item, _Statement):
                         yield from self._statement(item, history, now)
@@ -233,7 +260,6 @@ class DebeziumOut:
                     if event is not None:
                         yield from self._messages(item, event, None, now)
             return
-        tx: _Transaction | None = None
         for item in heapq.merge(*streams, key=_order):
             if isinstance(item, _Statement):
                 yield from self._statement(item, history, now)
@@ -242,16 +268,22 @@ class DebeziumOut:
             if event is None:
                 continue
             file_number, position, gtid, commit_ts, snapshot, _ = event
+            tx = self._tx
             if not snapshot:
                 tx_id = gtid or f"file={self._file(file_number)},pos={position}"
                 if tx is None or tx.id != tx_id:
                     if tx is not None:
-                        yield self._end(tx)
-                    tx = _Transaction(tx_id, commit_ts // 1000)
-                    yield self._begin(tx)
+                        yield self._tx_topic.end(tx)
+                    tx = self._tx = _Transaction(tx_id, commit_ts // 1000)
+                    yield self._tx_topic.begin(tx)
             yield from self._messages(item, event, None if snapshot else tx, now)
-        if tx is not None:
-            yield self._end(tx)
+
+    def _composed(self, walked: list[RenderedEvent], now: int) -> Iterable[Message]:
+        """The messages of rows events C walked: composed by C, or by Python where C leaves an event to it (Avro)."""
+        composed = self._native.envelopes(walked, self._shape, now, self.options.tombstones)  # type: ignore[union-attr]
+        if composed is not None:
+            return composed
+        return (m for item in walked for m in self._rendered(item, None, now))
 
     @staticmethod
     def _unpack(item: RenderedEvent | RecordEvent) -> tuple[int, int, str, int, bool, RenderedEvent | None] | None:
@@ -422,7 +454,7 @@ class DebeziumOut:
     def _schema_changes(self, item: RecordEvent, ev: E.QueryEvent, connector: str,
                         history: dict[str, dict[Name, dict[str, Any]]], now_ns: int) -> Iterator[Message]:
         """The schema change events of a statement, its tables described by the history's entries of it."""
-        changes = schema_changes(ev.query, ev.database, history.get(str(item.seq)), self.options.accept)
+        changes = schema_changes(ev.query, ev.database, history.pop(str(item.seq), None), self.options.accept)
         if not changes:
             return
         keys, values = _SCHEMA_CHANGE_SCHEMAS[connector]
@@ -444,24 +476,6 @@ class DebeziumOut:
         topic = self.schema_topic
         return Message(topic, self.layout.encode(topic, "key", keys, {"databaseName": change.database}),
                        self.layout.encode(topic, "value", values, payload), ())
-
-    # -- the transaction topic
-
-    def _begin(self, tx: _Transaction) -> Message:
-        return self._tx_message(tx, {"status": "BEGIN", "id": tx.id, "event_count": None, "data_collections": None,
-                                     "ts_ms": tx.ts_ms})
-
-    def _end(self, tx: _Transaction) -> Message:
-        return self._tx_message(tx, {"status": "END", "id": tx.id, "event_count": tx.total, "data_collections": [
-            {"data_collection": name, "event_count": n} for name, n in tx.per_table.items()], "ts_ms": tx.ts_ms})
-
-    def _tx_message(self, tx: _Transaction, payload: dict[str, Any]) -> Message:
-        """A transaction topic's message, its payloads' JSON encoded (strings, integers, nulls and lists: the
-        text orjson reads back as the same payload, which Avro transcodes in C)."""
-        topic = self.transaction_topic
-        return Message(topic, self.layout.encode_json(topic, "key", _TX_KEY, b'{"id":%b}' % tx.id_json),
-                       self.layout.encode_json(topic, "value", _TX_VALUE, orjson.dumps(payload)), ())
-
 
 class DebeziumJson(DebeziumOut):
     """``kafka.format: debezium-json``: Kafka Connect's JsonConverter."""
