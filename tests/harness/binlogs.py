@@ -223,6 +223,32 @@ def name_table_map(table_id: int, table: bytes, nullable: bytes = b"\x02") -> by
             + b"\x02\x03\x0f" + b"\x02" + (80).to_bytes(2, "little") + nullable + optional)
 
 
+def two_table_binlog(tmp_path: Path, events: int) -> Path:
+    """mysql-bin.000001 in ``tmp_path``, tables db.t and db.u of name_table_map. One transaction: a row of db.u,
+    ``events`` rows events of 20 rows of db.t (one more row of u halfway), then a small transaction of a row each:
+    ids from 0, names ``row <id>``."""
+    fde = format_description(MYSQL_FDE)
+    crc = fde[-5] == 1
+
+    def rows(table_id: int, first: int, count: int) -> bytes:
+        return (table_id.to_bytes(6, "little") + b"\x01\0\x02\0\x02\x03"
+                + b"".join(name_row(i, b"row %d" % i) for i in range(first, first + count)))
+
+    maps = [(19, name_table_map(42, b"t")), (19, name_table_map(43, b"u"))]
+    body: list[tuple[int, bytes]] = [*maps, (30, rows(43, 0, 1))]
+    for n in range(events):
+        body.append((30, rows(42, n * 20, 20)))
+        if n == events // 2:
+            body.append((30, rows(43, 1, 1)))
+    body += [(16, bytes(8)), *maps, (30, rows(43, 2, 1)), (30, rows(42, events * 20, 1)), (16, bytes(8))]
+    raw = bytearray(b"\xfebin" + fde)
+    for code, payload in body:
+        raw += binlog_event(code, payload, len(raw), crc)
+    path = tmp_path / "mysql-bin.000001"
+    path.write_bytes(bytes(raw))
+    return path
+
+
 def name_row(i: int, name: bytes | None) -> bytes:
     """A row of table_binlog's table (a NULL name when None)."""
     return (b"\x02" + struct.pack("<i", i) if name is None else

@@ -212,6 +212,59 @@ def test_a_huge_transaction_killed_mid_stream_is_published_once(make_mariadb, ka
     assert [(m["status"], m["event_count"]) for m in tx] == [("BEGIN", None), ("END", rows + 2)]
 
 
+def test_the_publisher_holds_a_few_records_of_a_huge_transaction(kafka, tmp_path) -> None:
+    """What the publisher holds (Publisher.held_bytes: records queued, records its format holds back, messages not
+    acknowledged) stays within its limits through a transaction of 40,000 rows whose change events are ~18 MB,
+    with transaction metadata; a read_committed reader then sees them all."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    from ingester.codec import BinlogDecoder
+    from ingester.daemon import kafka_io
+    from ingester.daemon.producers import RdkafkaProducer
+    from ingester.records.builder import RecordBuilder
+    from ingester.records.debezium.encoder import DebeziumJson, DebeziumOptions
+    from ingester.sources.binlog_file import binlog_frames
+    from tests.harness.binlogs import two_table_binlog
+
+    path, prefix, record_bytes = two_table_binlog(tmp_path, 2000), "dbzheld", 50_000
+    out = DebeziumJson(DebeziumOptions(prefix, schemas=False, transactions=True), lambda n: path.name, record_bytes)
+    publisher = kafka_io.Publisher(kafka.bootstrap, prefix, f"{prefix}.test", max_record_bytes=record_bytes,
+                                   max_queued_bytes=128 << 10, out=out, producer=RdkafkaProducer)
+    dec = BinlogDecoder(str(path))
+    builder = RecordBuilder(file=path.name, max_record_bytes=record_bytes, together=publisher.across_tables)
+    held, sent = [], 0
+    try:
+        for pos, raw in binlog_frames(path, dec):
+            for record in builder.feed(dec, raw, pos):
+                publisher.send(record)
+                sent += len(record.value)
+                held.append((publisher.held_bytes, out.held_bytes))
+        for record in builder.flush():
+            publisher.send(record)
+        checkpoint = builder.checkpoint()
+        assert checkpoint is not None
+        publisher.commit(checkpoint)
+        publisher.wait()
+    finally:
+        publisher.close()
+    assert sent > 4 * publisher.queue_limit
+    # queued: the limit and the record being sent; held back: two records (one of each table); unacknowledged: the
+    # flush threshold and a message
+    assert max(h for h, _ in held) <= publisher.queue_limit + 4 * record_bytes + kafka_io._FLUSH_BYTES + (64 << 10)
+    assert max(o for _, o in held) <= 2 * record_bytes
+    # committed: every change event of db.t, then the commit's marker (what read_committed readers see; the events
+    # themselves are read back in the test above, through the daemon)
+    part = TopicPartition(f"{prefix}.db.t", 0)
+    consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap, isolation_level="read_committed")
+    try:
+        deadline = time.monotonic() + 30
+        while (end := consumer.end_offsets([part])[part]) < 2000 * 20 + 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        consumer.close()
+    assert end == 2000 * 20 + 1 + 1
+
+
 def test_keys_go_to_the_partitions_javas_producer_picks(make_mariadb, kafka, monkeypatch) -> None:
     """On a table topic of several partitions (created ahead by its user), each change event goes to the partition
     Kafka's Java producer (Debezium's) gives its key: murmur2 of the key's bytes, made positive, modulo the

@@ -14,34 +14,9 @@ from ingester.codec import BinlogDecoder
 from ingester.records.builder import Record, RecordBuilder
 from ingester.records.debezium.encoder import DebeziumJson, DebeziumOptions
 from ingester.sources.binlog_file import binlog_frames
-from tests.harness.binlogs import MYSQL_FDE, binlog_event, format_description, name_row, name_table_map
+from tests.harness.binlogs import two_table_binlog
 
 _RECORD_BYTES = 4096
-
-
-def _rows(table_id: int, first: int, count: int) -> bytes:
-    return (table_id.to_bytes(6, "little") + b"\x01\0\x02\0\x02\x03"
-            + b"".join(name_row(i, b"row %d" % i) for i in range(first, first + count)))
-
-
-def _huge_transaction_binlog(tmp_path: Any, events: int) -> Any:
-    """Tables db.t and db.u of name_table_map. One transaction: a row of db.u, ``events`` rows events of 20 rows
-    of db.t (one more row of u halfway), then a small transaction of a row each."""
-    fde = format_description(MYSQL_FDE)
-    crc = fde[-5] == 1
-    maps = [(19, name_table_map(42, b"t")), (19, name_table_map(43, b"u"))]
-    body: list[tuple[int, bytes]] = [*maps, (30, _rows(43, 0, 1))]
-    for n in range(events):
-        body.append((30, _rows(42, n * 20, 20)))
-        if n == events // 2:
-            body.append((30, _rows(43, 1, 1)))
-    body += [(16, bytes(8)), *maps, (30, _rows(43, 2, 1)), (30, _rows(42, events * 20, 1)), (16, bytes(8))]
-    raw = bytearray(b"\xfebin" + fde)
-    for code, payload in body:
-        raw += binlog_event(code, payload, len(raw), crc)
-    path = tmp_path / "mysql-bin.000001"
-    path.write_bytes(bytes(raw))
-    return path
 
 
 def _stream(path: Any, encoder: DebeziumJson, together: bool) -> tuple[list[Any], list[int], list[Record]]:
@@ -82,7 +57,7 @@ def _at_commit(records: list[Record], transactions: bool) -> list[Any]:
 @pytest.mark.parametrize("transactions", [False, True], ids=["plain", "transaction-metadata"])
 def test_a_huge_transaction_is_published_as_it_comes(tmp_path, transactions) -> None:
     events = 400  # 8,000 rows: about 40 records of 4 KiB
-    path = _huge_transaction_binlog(tmp_path, events)
+    path = two_table_binlog(tmp_path, events)
     messages, held, records = _stream(path, _encoder(transactions), together=transactions)
     assert len(records) > 30
     # held back: nothing without transaction metadata; with it, no more than the open records closed together
@@ -104,7 +79,7 @@ def test_a_huge_transaction_is_published_as_it_comes(tmp_path, transactions) -> 
 def test_without_closing_together_a_small_open_record_holds_back_the_transaction(tmp_path) -> None:
     """Why the builder closes records together for transaction metadata: u's open record (its first event comes
     first) would hold back every record of t until the commit."""
-    path = _huge_transaction_binlog(tmp_path, 400)
+    path = two_table_binlog(tmp_path, 400)
     messages, held, records = _stream(path, _encoder(True), together=False)
     assert max(held) > 25 * _RECORD_BYTES
     assert messages == _at_commit(records, True)
