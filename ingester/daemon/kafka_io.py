@@ -125,6 +125,11 @@ class Publisher:
         self._put("commit", (checkpoint, done), 0)
 
     @property
+    def across_tables(self) -> bool:
+        """The format orders events across tables (Outbound.across_tables): records are best closed together."""
+        return self.out.across_tables
+
+    @property
     def committing(self) -> bool:
         """A commit is queued or under way: the daemon lets the next batch grow meanwhile (group commit)."""
         return self._commits > 0
@@ -183,9 +188,22 @@ class Publisher:
             self.producer.prepare(new)
             return created
 
+    @property
+    def queue_limit(self) -> int:
+        """The bytes of records queued beyond which ``send`` waits: the format's own limit if it has a lower one (a
+        record becomes many times its size in messages, one at a time: a long queue of them is only memory)."""
+        return min(self.max_queued_bytes, self.out.max_queued_bytes or self.max_queued_bytes)
+
+    @property
+    def held_bytes(self) -> int:
+        """What the publisher holds: the records queued and those its format holds back (the producer bounds the
+        messages sent and not yet acknowledged itself: producers.UNACKNOWLEDGED_BYTES)."""
+        return self._queued + self.out.held_bytes
+
     def _put(self, op: str, arg: Any, size: int, topic: str | None = None) -> None:
+        limit = self.queue_limit
         with self._cond:
-            while self._queued > self.max_queued_bytes and self._error is None:
+            while self._queued > limit and self._error is None:
                 self._cond.wait()
             self._raise_failure()
             self._work.append((op, arg, size))

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 _TRANSACTION_TIMEOUT_MS = 900_000  # a huge binlog transaction is one Kafka transaction: the broker maximum
 _RETRY_BACKOFF_MS = 10
-_HELD_BYTES = 32 << 20  # at most this much sent and not yet acknowledged in the producer's memory
+UNACKNOWLEDGED_BYTES = 16 << 20  # at most this much (keys and values) sent and not yet acknowledged in memory
 _HELD_TIMEOUT = 30.0  # seconds, the delivery timeout: a broker silent that long is down (retried)
 _ADMIN_TIMEOUT = 15.0  # seconds for a metadata or CreateTopics answer
 
@@ -203,8 +203,8 @@ class PythonProducer:
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes]]) -> None:
         self._futures.append(self._producer.send(topic, key=key, value=value, headers=list(headers)))
-        self._held += len(value or b"")
-        if self._held > _HELD_BYTES:
+        self._held += len(value or b"") + len(key or b"")
+        if self._held > UNACKNOWLEDGED_BYTES:
             self.flush(_HELD_TIMEOUT)
 
     def flush(self, timeout: float) -> None:
@@ -259,7 +259,7 @@ class RdkafkaProducer:
             "reconnect.backoff.ms": 10,
             # its queue bounded as kafka-python's sends are (a full queue: send serves deliveries until there is room),
             # without stopping the pipeline for a flush
-            "queue.buffering.max.kbytes": _HELD_BYTES >> 10,
+            "queue.buffering.max.kbytes": UNACKNOWLEDGED_BYTES >> 10,
             # a key's partition as Kafka's Java producer (Debezium's, and kafka-python's for binlake's format) picks
             # it on topics of several partitions, not librdkafka's own CRC32 default
             "partitioner": "murmur2_random",

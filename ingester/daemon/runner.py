@@ -305,7 +305,8 @@ class Runner:
                          "".join(f", verify run {v['run']} of {', '.join(v['tables'])}"
                                  for v in resnap.state.get("verify", [])))
         builder = RecordBuilder(accept=accept, max_record_bytes=cfg.kafka.max_record_bytes, schema=history,
-                                masks=cfg.filters.column_rules(), names=self.binlog_names)
+                                masks=cfg.filters.column_rules(), names=self.binlog_names,
+                                together=publisher.across_tables)
         took_over = self._take_over(builder)
         if self.committed:
             start_file, start_pos = self.committed["file"], self.committed["position"]

@@ -98,6 +98,7 @@ class RecordBuilder:
     file_offset: int = 0  # added to binlog file numbers: sequences keep growing after a failover
     txn: Transaction = field(default_factory=Transaction)  # the transaction in progress (txn.py)
     names: BinlogNames | None = None  # told every binlog file's name (source coordinates of output formats)
+    together: bool = False  # close all open records when one is full (OpenRecords.together)
     _routes: dict[int, _Route] = field(default_factory=dict)
     _table_maps: dict[bytes, _Known] = field(default_factory=dict)  # body -> id, topic, schema
     _begins: set[bytes] = field(default_factory=set)  # bodies of QUERY events decoded as BEGIN (for _router)
@@ -106,7 +107,7 @@ class RecordBuilder:
     _routable: tuple[dict[int, int] | None, bytes] = (None, b"")  # post-header lengths -> _router's flags
 
     def __post_init__(self) -> None:
-        self._records = OpenRecords(self.max_record_bytes, self.max_open_bytes)
+        self._records = OpenRecords(self.max_record_bytes, self.max_open_bytes, self.together)
 
     @property
     def in_transaction(self) -> bool:

@@ -18,16 +18,23 @@ class Record:
     value: bytes
     headers: list[tuple[str, bytes]]
     seq: Sequence
+    # every event fed before this record's last one is in it or in a record closed before it (the records of a
+    # flush: the last one); what a format ordering events across tables may publish up to
+    complete: bool = False
 
 
 class OpenRecords:
     """One RecordWriter per topic, their total size bounded (memory), and what every record carries."""
 
-    __slots__ = ("bytes", "fde", "file_number", "max_open_bytes", "max_record_bytes", "names", "open")
+    __slots__ = ("bytes", "fde", "file_number", "max_open_bytes", "max_record_bytes", "names", "open", "together")
 
-    def __init__(self, max_record_bytes: int, max_open_bytes: int) -> None:
+    def __init__(self, max_record_bytes: int, max_open_bytes: int, together: bool = False) -> None:
         self.max_record_bytes = max_record_bytes
         self.max_open_bytes = max_open_bytes  # all open records together: flushed beyond this
+        # close every open record when one is full (the last of them complete): a format that orders events across
+        # tables then holds no more than the open records (else a table's small open record would hold back the
+        # records of another filled meanwhile, a whole huge transaction's)
+        self.together = together
         self.open: dict[str, RecordWriter] = {}
         self.bytes = 0  # the open records' sizes together
         self.fde = b""  # the format description every record starts with
@@ -42,8 +49,11 @@ class OpenRecords:
         # An event that would take the record past its limit starts the next one: a record is larger than
         # the limit (and published in chunks) only when a single event is.
         if writer is not None and writer.size + 9 + len(raw) + len(table_map or b"") > self.max_record_bytes:
-            self.bytes -= writer.size
-            closed.append(self._close(topic))
+            if self.together or len(self.open) == 1:
+                closed += self.flush()
+            else:
+                self.bytes -= writer.size
+                closed.append(self._close(topic))
             writer = None
         if writer is None:
             writer = self.open[topic] = RecordWriter(self.fde)
@@ -59,6 +69,8 @@ class OpenRecords:
         """Close every open record."""
         records = [self._close(topic) for topic in list(self.open)]
         self.bytes = 0
+        if records:
+            records[-1].complete = True
         return records
 
     def _close(self, topic: str) -> Record:

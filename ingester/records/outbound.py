@@ -49,6 +49,17 @@ class Message(NamedTuple):
 
 
 class Outbound(Protocol):
+    # publishes events in binlog order across tables: it holds records until a complete one (Record.complete),
+    # which the record builder then closes together (RecordBuilder.together) to keep that short
+    across_tables: bool
+    # the bytes of records worth queuing for it (None: the publisher's limit): a format whose messages are many times
+    # its records' size is the slower side, and a long queue of records would only be memory
+    max_queued_bytes: int | None
+
+    @property
+    def held_bytes(self) -> int:
+        """The bytes of records it holds back (published later in the open Kafka transaction)."""
+
     def messages(self, record: Record) -> Iterable[Message]:
         """What a record becomes, published at once in the open Kafka transaction (possibly nothing yet)."""
 
@@ -69,6 +80,10 @@ class Outbound(Protocol):
 class BinlakeOut:
     """binlake's record format: one message per record; a record larger than ``max_record_bytes`` goes as
     consecutive chunks (header ``binlake.chunk: i/n``) of one partition."""
+
+    across_tables = False
+    max_queued_bytes: int | None = None
+    held_bytes = 0
 
     def __init__(self, prefix: str, max_record_bytes: int) -> None:
         self.prefix = prefix

@@ -206,15 +206,47 @@ def table_binlog(body_of_rows: bytes, code: int = 30, mariadb: bool = False, nul
     NULL bitmap) and one rows event."""
     fde = format_description(MARIADB_FDE if mariadb else MYSQL_FDE)
     crc = fde[-5] == 1
-    optional = b"\x04\x08\x02id\x04name" + b"\x03\x01\x2d" + b"\x08\x01\x00"
-    table_map = (b"\x2a\0\0\0\0\0\x01\0" + b"\x02db\0" + b"\x01t\0" + b"\x02\x03\x0f" + b"\x02"
-                 + (80).to_bytes(2, "little") + nullable + optional)
+    table_map = name_table_map(0x2A, b"t", nullable)
     bitmaps = b"\x03" * (2 if code in (24, 31) else 1)
     rows = b"\x2a\0\0\0\0\0\x01\0" + (b"\x02\0" if code >= 30 else b"") + b"\x02" + bitmaps
     raw = bytearray(b"\xfebin" + fde)
     for c, body in ((19, table_map), (code, rows + body_of_rows), (16, bytes(8))):
         raw += binlog_event(c, body, len(raw), crc)
     return bytes(raw)
+
+
+def name_table_map(table_id: int, table: bytes, nullable: bytes = b"\x02") -> bytes:
+    """The TABLE_MAP body of db.<table> (id INT NOT NULL primary key, name VARCHAR(20) utf8mb4; ``nullable`` its
+    NULL bitmap), table_binlog's table."""
+    optional = b"\x04\x08\x02id\x04name" + b"\x03\x01\x2d" + b"\x08\x01\x00"
+    return (table_id.to_bytes(6, "little") + b"\x01\0" + b"\x02db\0" + bytes([len(table)]) + table + b"\0"
+            + b"\x02\x03\x0f" + b"\x02" + (80).to_bytes(2, "little") + nullable + optional)
+
+
+def two_table_binlog(tmp_path: Path, events: int) -> Path:
+    """mysql-bin.000001 in ``tmp_path``, tables db.t and db.u of name_table_map. One transaction: a row of db.u,
+    ``events`` rows events of 20 rows of db.t (one more row of u halfway), then a small transaction of a row each:
+    ids from 0, names ``row <id>``."""
+    fde = format_description(MYSQL_FDE)
+    crc = fde[-5] == 1
+
+    def rows(table_id: int, first: int, count: int) -> bytes:
+        return (table_id.to_bytes(6, "little") + b"\x01\0\x02\0\x02\x03"
+                + b"".join(name_row(i, b"row %d" % i) for i in range(first, first + count)))
+
+    maps = [(19, name_table_map(42, b"t")), (19, name_table_map(43, b"u"))]
+    body: list[tuple[int, bytes]] = [*maps, (30, rows(43, 0, 1))]
+    for n in range(events):
+        body.append((30, rows(42, n * 20, 20)))
+        if n == events // 2:
+            body.append((30, rows(43, 1, 1)))
+    body += [(16, bytes(8)), *maps, (30, rows(43, 2, 1)), (30, rows(42, events * 20, 1)), (16, bytes(8))]
+    raw = bytearray(b"\xfebin" + fde)
+    for code, payload in body:
+        raw += binlog_event(code, payload, len(raw), crc)
+    path = tmp_path / "mysql-bin.000001"
+    path.write_bytes(bytes(raw))
+    return path
 
 
 def name_row(i: int, name: bytes | None) -> bytes:

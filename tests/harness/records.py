@@ -94,9 +94,12 @@ def ticking_clock() -> Callable[[], int]:
 def encoded(encoder: Any, records: list[Any]) -> tuple[list[Any], str | None]:
     """The messages of the records through one Debezium encoder (one Kafka transaction), and its error if any
     (compared, not judged: a native path and the reference must fail alike)."""
-    messages = [msg for r in records if isinstance(r, Record) for msg in encoder.messages(r)]
-    try:
-        messages += list(encoder.before_commit())
+    messages: list[Any] = []
+    try:  # the change events go out as the records come (or, with transaction metadata, at complete ones)
+        for r in records:
+            if isinstance(r, Record):
+                messages += encoder.messages(r)
+        messages += encoder.before_commit()
     except Exception as exc:
         return messages, f"{type(exc).__name__}: {exc}"
     return messages, None
@@ -137,8 +140,7 @@ def json_null_record() -> tuple[dict[str, bytes], bytes]:
 
 def debezium_messages(path, options, registry=None) -> list:
     """A corpus binlog's records through binlake's debezium-json encoder (``options``: DebeziumOptions), or
-    debezium-avro's with ``registry`` (its SchemaIds): every message, the held change events after the
-    records' own (one Kafka transaction), ``ts_ms`` of 0."""
+    debezium-avro's with ``registry`` (its SchemaIds): every message of one Kafka transaction, ``ts_ms`` of 0."""
     from ingester.records.debezium.encoder import DebeziumAvro, DebeziumJson
     from ingester.records.outbound import BinlogNames
 

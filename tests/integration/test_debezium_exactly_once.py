@@ -11,6 +11,7 @@ import signal
 import threading
 import time
 
+import orjson
 import pytest
 from harness import debezium as dbz
 from harness.daemon import caught_up, start_daemon
@@ -148,6 +149,119 @@ def test_a_change_event_over_the_message_limit_stops_the_daemon_naming_it(make_m
     assert 2 not in ids
     checkpoint = read_checkpoint(kafka.bootstrap, prefix, f"{prefix}.127.0.0.1:{server.port}")
     assert checkpoint is None or (checkpoint["file"], checkpoint["position"]) <= (start.file, start.position)
+
+
+def test_a_huge_transaction_killed_mid_stream_is_published_once(make_mariadb, kafka, tmp_path) -> None:
+    """A transaction's change events go to the broker as they come, in the open Kafka transaction (memory holds a
+    few records, not the transaction): a read_committed reader sees none of them before the commit, and after a
+    kill -9 in the middle of it and a restart each row change is one change event, the transaction topic's BEGIN
+    and END once (transaction metadata: records closed together, released at each complete one)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    rows = 60_000
+    server = make_mariadb()
+    server.execute("CREATE DATABASE huge CHARACTER SET utf8mb4")
+    for table in ("t", "u"):
+        server.execute(f"CREATE TABLE huge.{table} (id INT PRIMARY KEY, s VARCHAR(20))")
+    prefix = "dbzhuge"
+    env = {"BINLAKE_KAFKA_FORMAT": "debezium-json", "BINLAKE_FILTERS_INCLUDE": "huge.*",
+           "BINLAKE_KAFKA_MAX_RECORD_BYTES": "100000", "BINLAKE_DEBEZIUM_SCHEMAS_ENABLE": "false",
+           "BINLAKE_DEBEZIUM_PROVIDE_TRANSACTION_METADATA": "true"}
+    log = open(tmp_path / "run.log", "wb")
+    proc = start_daemon(server, kafka, prefix, 6363, log, env)
+    caught_up(server, kafka, prefix, proc)
+    with server.connect("huge") as conn, conn.cursor() as cur:
+        cur.execute("BEGIN")
+        cur.execute("INSERT INTO u VALUES (0, 'first')")
+        cur.execute(f"INSERT INTO t SELECT seq, CONCAT('row ', seq) FROM seq_1_to_{rows}")
+        cur.execute("INSERT INTO u VALUES (1, 'last')")
+        cur.execute("COMMIT")
+    part = TopicPartition(f"{prefix}.huge.t", 0)
+    seen = {}
+    try:
+        for isolation in ("read_uncommitted", "read_committed"):
+            seen[isolation] = KafkaConsumer(bootstrap_servers=kafka.bootstrap, isolation_level=isolation,
+                                            enable_auto_commit=False, group_id=None)
+        deadline = time.monotonic() + 60
+        while True:  # until change events are on the broker, not committed: then kill -9
+            assert time.monotonic() < deadline and proc.poll() is None, "no uncommitted change event seen"
+            try:
+                written = seen["read_uncommitted"].end_offsets([part])[part]
+            except Exception:  # the topic is not there yet
+                written = 0
+            if written:
+                visible = seen["read_committed"].end_offsets([part])[part]
+                break
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert visible == 0, "change events visible before their transaction's commit"
+        proc = start_daemon(server, kafka, prefix, 6363, log, env)
+        caught_up(server, kafka, prefix, proc)
+    finally:
+        for consumer in seen.values():
+            consumer.close()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        log.close()
+    published = dbz.messages(kafka, prefix)
+    ids = collections.Counter(orjson.loads(v)["after"]["id"] for _, v in published[f"{prefix}.huge.t"])
+    assert ids == collections.Counter(range(1, rows + 1))
+    assert [orjson.loads(v)["after"]["id"] for _, v in published[f"{prefix}.huge.u"]] == [0, 1]
+    tx = [orjson.loads(v) for _, v in published[f"{prefix}.transaction"]]
+    assert [(m["status"], m["event_count"]) for m in tx] == [("BEGIN", None), ("END", rows + 2)]
+
+
+def test_the_publisher_holds_a_few_records_of_a_huge_transaction(kafka, tmp_path) -> None:
+    """What the publisher holds (Publisher.held_bytes: records queued, records its format holds back; the producer
+    bounds the messages not acknowledged itself) stays within its limits through a transaction of 40,000 rows whose
+    change events are ~18 MB, with transaction metadata; a read_committed reader then sees them all."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    from ingester.codec import BinlogDecoder
+    from ingester.daemon import kafka_io
+    from ingester.daemon.producers import RdkafkaProducer
+    from ingester.records.builder import RecordBuilder
+    from ingester.records.debezium.encoder import DebeziumJson, DebeziumOptions
+    from ingester.sources.binlog_file import binlog_frames
+    from tests.harness.binlogs import two_table_binlog
+
+    path, prefix, record_bytes = two_table_binlog(tmp_path, 2000), "dbzheld", 50_000
+    out = DebeziumJson(DebeziumOptions(prefix, schemas=False, transactions=True), lambda n: path.name, record_bytes)
+    publisher = kafka_io.Publisher(kafka.bootstrap, prefix, f"{prefix}.test", max_record_bytes=record_bytes,
+                                   max_queued_bytes=128 << 10, out=out, producer=RdkafkaProducer)
+    dec = BinlogDecoder(str(path))
+    builder = RecordBuilder(file=path.name, max_record_bytes=record_bytes, together=publisher.across_tables)
+    held, sent = [], 0
+    try:
+        for pos, raw in binlog_frames(path, dec):
+            for record in builder.feed(dec, raw, pos):
+                publisher.send(record)
+                sent += len(record.value)
+                held.append((publisher.held_bytes, out.held_bytes))
+        for record in builder.flush():
+            publisher.send(record)
+        checkpoint = builder.checkpoint()
+        assert checkpoint is not None
+        publisher.commit(checkpoint)
+        publisher.wait()
+    finally:
+        publisher.close()
+    assert sent > 4 * publisher.queue_limit
+    # queued: the limit and the record being sent; held back: two records (one of each table)
+    assert max(h for h, _ in held) <= publisher.queue_limit + 4 * record_bytes
+    assert max(o for _, o in held) <= 2 * record_bytes
+    # committed: every change event of db.t, then the commit's marker (what read_committed readers see; the events
+    # themselves are read back in the test above, through the daemon)
+    part = TopicPartition(f"{prefix}.db.t", 0)
+    consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap, isolation_level="read_committed")
+    try:
+        deadline = time.monotonic() + 30
+        while (end := consumer.end_offsets([part])[part]) < 2000 * 20 + 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        consumer.close()
+    assert end == 2000 * 20 + 1 + 1
 
 
 def test_keys_go_to_the_partitions_javas_producer_picks(make_mariadb, kafka, monkeypatch) -> None:

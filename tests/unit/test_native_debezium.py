@@ -65,11 +65,11 @@ class _Counting:
         got = NATIVE.walk(*args)
         if type(got) is list:
             self.rendered += len(got)
-            self.walked += 1
+            self.walked += len(got)
         return got
 
     def envelopes(self, *args: Any) -> Any:
-        self.composed += 1
+        self.composed += len(args[0])
         return NATIVE.envelopes(*args)
 
 
@@ -91,7 +91,7 @@ def _same(records: list[Any], options: DebeziumOptions, monkeypatch: pytest.Monk
     assert len(ours[0]) == len(reference[0])
     for mine, theirs in zip(ours[0], reference[0], strict=True):
         assert mine == theirs
-    # without transaction metadata C puts together the messages of every record it walked (_envelope.h)
+    # without transaction metadata C puts together the messages of every rows event it walked (_envelope.h)
     assert counting.composed == (0 if options.transactions else counting.walked) or reference[1] is not None
     return counting.rendered, reference[1]
 

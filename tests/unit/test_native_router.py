@@ -111,6 +111,8 @@ class Publisher:
     """Records what the daemon publishes. Commits complete at once; ``busy`` says whether one is always
     in flight (the loop then commits only when idle and at the end) or never (at every transaction)."""
 
+    across_tables = False  # binlake's format
+
     def __init__(self, busy: bool) -> None:
         self.busy = busy
         self.out: list[Any] = []

@@ -2,11 +2,15 @@
 per row, serialized as Kafka Connect's JSON converter or Confluent's Avro converter would (layouts.py;
 docs/DEBEZIUM.md).
 
-The records of one Kafka transaction are held until its commit (a checkpoint is only ever taken between
-binlog transactions, so they hold whole transactions), then their events are merged back into binlog order:
-that is what gives each event its place in its transaction (``transaction.total_order``) and lets the
-transaction topic say BEGIN before a transaction's events and END after them. Everything goes out in the
-same Kafka transaction as the checkpoint, so the change events are exactly once like binlake's records.
+A record's change events are published as the record comes, in the open Kafka transaction: a table's records
+come in binlog order, and memory holds one record's events, however large the binlog transaction (the Kafka
+transaction stays open until its checkpoint commits with it). With transaction metadata the events are merged
+back into binlog order across tables: that is what gives each event its place in its transaction
+(``transaction.total_order``) and lets the transaction topic say BEGIN before a transaction's events and END
+after them; records are then held until a complete one (``Record.complete``: every event before its last is in
+the records so far), which the record builder closes together with the other open records (``together``), so
+a few records are held, never a whole transaction. Everything goes out in the same Kafka transaction as the
+checkpoint, so the change events are exactly once like binlake's records.
 Topics of binlake's own (schema history, statements) keep binlake's format; the statements are also held, for
 the schema change topic ``<prefix>`` (schema_change.py): an event per DDL statement in binlog order, its tables
 described by the schema history's entries of the statement.
@@ -35,29 +39,21 @@ from ...codec.table_map import TableMap
 from ...schema.ddl import Name
 from ...schema.history import HISTORY_TOPIC
 from ..builder import SCHEMA_TOPIC
-from ..format import RecordEvent, Sequence, record_decoder, record_events
+from ..format import RecordEvent, record_decoder, record_events
 from ..open_records import Record
 from ..outbound import BinlakeOut, Message
 from .columns import Modes
 from .envelope import TableCodec, table_codec, topic_name
 from .layouts import AvroLayout, JsonLayout, Layout, Role, SchemaIds
 from .native import RenderedEvent, RenderedRows, rows_renderer
-from .schema_change import (
-    SNAPSHOT_TOPIC,
-    SchemaChange,
-    Where,
-    change_payload,
-    key_schema,
-    schema_changes,
-    snapshot_changes,
-    value_schema,
-)
-from .transaction_topic import Transaction
+from .schema_change import SNAPSHOT_TOPIC
+from .schema_events import VERSION, SchemaEvents, Snapshot, Statement
+from .transaction_topic import Transaction as _Transaction
+from .transaction_topic import TransactionTopic
 
 _OPS = {"write": "c", "update": "u", "delete": "d"}
 _OP_FIELDS = {op: b',"op":"%s"' % op.encode() for op in ("c", "u", "d")}
 _CODE_OPS = {23: "c", 30: "c", 24: "u", 31: "u", 25: "d", 32: "d"}  # rows event type codes C renders
-VERSION = "3.5.0.Final"  # the Debezium release whose layout this follows (source.version)
 # Headers of the delete and the create a changed primary key becomes (and of the delete's tombstone): the other
 # key, its struct's fields as Kafka Connect's SimpleHeaderConverter writes them (compact JSON)
 NEW_KEY, OLD_KEY = "__debezium.newkey", "__debezium.oldkey"
@@ -91,30 +87,7 @@ class DebeziumOptions:
     accept: Callable[[str, str], bool] = _every_table  # the tables published (filters): their schema changes
 
 
-@dataclass(frozen=True, slots=True)
-class _Statement:
-    """A statement of binlake's schema topic, and the connector (mariadb, mysql) of its server."""
-
-    item: RecordEvent
-    connector: str
-
-    @property
-    def seq(self) -> Sequence:
-        return self.item.seq
-
-
-@dataclass(frozen=True, slots=True)
-class _Snapshot:
-    """The record of a snapshot's schema (schema_change.snapshot_changes)."""
-
-    record: Record
-
-    @property
-    def seq(self) -> Sequence:
-        return self.record.seq
-
-
-def _order(item: RenderedEvent | RecordEvent | _Statement | _Snapshot) -> tuple[int, int, int]:
+def _order(item: RenderedEvent | RecordEvent | Statement | Snapshot) -> tuple[int, int, int]:
     """Where an event of a record is in the binlog (its sequence's fields, as Sequence orders them)."""
     if type(item) is tuple:
         return item[:3]
@@ -122,7 +95,12 @@ def _order(item: RenderedEvent | RecordEvent | _Statement | _Snapshot) -> tuple[
     return seq.file_number, seq.position, seq.sub
 
 
-_SCHEMA_CHANGE_SCHEMAS = {c: (key_schema(c), value_schema(c)) for c in ("mariadb", "mysql")}
+# records queued for the encoder (the publisher's queue): a change event is a few times its row's binlog bytes, and
+# the encoder is the slower side, so a few MiB of records keep it busy
+_QUEUED_BYTES = 8 << 20
+# rows events composed at once (each up to ~8 KiB of row images): their messages are in memory together
+_COMPOSED = 16
+
 @dataclass(frozen=True)
 class _Table:
     """A table map's Debezium shape, and the source block of its events."""
@@ -144,18 +122,26 @@ class DebeziumOut:
     def __init__(self, options: DebeziumOptions, layout: Layout, file_name: Callable[[int], str],
                  max_record_bytes: int, clock: Callable[[], int] = time.time_ns) -> None:
         self.options = options
+        self.across_tables = options.transactions  # the transaction topic's counts need binlog order
+        self.max_queued_bytes: int | None = _QUEUED_BYTES
         self.file_name = file_name
         self.clock = clock
         self.layout = layout
         self._own = BinlakeOut(options.prefix, max_record_bytes)
+        # with transaction metadata: the records whose events wait for the next complete one (binlog order)
         self._held: list[Record] = []
+        self._held_bytes = 0
+        self._tx: _Transaction | None = None  # the binlog transaction whose END is next (transaction metadata)
+        self._now: int | None = None  # the open Kafka transaction's processing time (ns): read at its first event
         self._tables: dict[int, tuple[TableMap, _Table]] = {}
         self._codecs: dict[int, tuple[TableMap, TableCodec]] = {}  # tables whose schemas _new_schemas gave
         self._native = rows_renderer(options.modes)  # C's structs (None: Python's)
         self.transaction_topic = topic_name(options.prefix, "transaction")
+        self._tx_topic = TransactionTopic(layout, self.transaction_topic)
         self._last_file: tuple[int, str] = (-1, "")
         self._last_file_json = b'""'
         self.schema_topic = topic_name(options.prefix)
+        self._schema_events = SchemaEvents(layout, self.schema_topic, options.prefix, options.accept, self._file)
         self._history: dict[str, dict[Name, dict[str, Any]]] = {}  # seq -> the history's entries of a statement
 
     def _file(self, number: int) -> str:
@@ -173,21 +159,43 @@ class DebeziumOut:
     def messages(self, record: Record) -> Iterator[Message]:
         if record.topic == SNAPSHOT_TOPIC:  # the snapshot's schema: its schema change events (nothing as it is)
             if self.options.schema_changes:
-                self._held.append(record)
+                yield from self._events(record)
         elif record.topic.startswith("_"):  # binlake's own topics
             yield from self._own.messages(record)
             if self.options.schema_changes and record.topic == SCHEMA_TOPIC:
-                self._held.append(record)  # its DDL, for the schema change topic
+                yield from self._events(record)  # its DDL, for the schema change topic
             elif self.options.schema_changes and record.topic == HISTORY_TOPIC:
                 entry = orjson.loads(record.value)
                 if "table" in entry:
                     self._history.setdefault(entry["seq"], {})[(entry["database"], entry["table"])] = entry
         else:
-            self._held.append(record)
+            yield from self._events(record)
+
+    def _events(self, record: Record) -> Iterator[Message]:
+        """A record's change events, published as it comes (its events are the next of its table), or with
+        transaction metadata once the records before a complete one can be put in binlog order."""
+        if not self.options.transactions:
+            yield from self._release([record])
+            return
+        self._held.append(record)
+        self._held_bytes += len(record.value)
+        if record.complete:
+            yield from self._release_held()
+
+    def _release_held(self) -> Iterator[Message]:
+        held, self._held, self._held_bytes = self._held, [], 0
+        yield from self._release(held)
+
+    @property
+    def held_bytes(self) -> int:
+        """The bytes of the records held back (transaction metadata: until a complete record comes)."""
+        return self._held_bytes
 
     def discard(self) -> None:
         self._held.clear()
+        self._held_bytes = 0
         self._history.clear()
+        self._tx = self._now = None
 
     def topics(self, record_topics: Iterable[str]) -> set[str]:
         record_topics = list(record_topics)
@@ -207,20 +215,29 @@ class DebeziumOut:
             return f"a message of {message.topic}"
 
     def before_commit(self) -> Iterator[Message]:
-        held, self._held = self._held, []
-        history, self._history = self._history, {}
-        now = self.clock()  # the processing time of every event of this Kafka transaction
-        streams: list[Iterable[RenderedEvent | RecordEvent | _Statement | _Snapshot]] = []
+        yield from self._release_held()
+        if self._tx is not None:
+            yield self._tx_topic.end(self._tx)
+        self._history.clear()
+        self._tx = self._now = None
+
+    def _release(self, records: list[Record]) -> Iterator[Message]:
+        """The change events of records (and schema change events of statements): with transaction metadata in
+        binlog order across them, BEGIN and END around each binlog transaction's events."""
+        if self._now is None:
+            self._now = self.clock()  # the processing time of every event of this Kafka transaction
+        now, history = self._now, self._history
+        streams: list[Iterable[RenderedEvent | RecordEvent | Statement | Snapshot]] = []
         tables: list[tuple[str, Iterable[RenderedEvent | RecordEvent]]] = []
-        for r in held:
+        for r in records:
             headers, where = dict(r.headers), f"record {r.topic} at {r.seq}"
             if r.topic == SNAPSHOT_TOPIC:
-                streams.append((_Snapshot(r),))  # a tuple: C composes lists
+                streams.append((Snapshot(r),))  # a tuple: C composes lists
                 continue
             if r.topic == SCHEMA_TOPIC:
                 dec = record_decoder(r.value, where, False)
                 connector = "mariadb" if dec is not None and dec.is_mariadb else "mysql"
-                streams.append(_Statement(item, connector) for item in record_events(headers, r.value, where))
+                streams.append(Statement(item, connector) for item in record_events(headers, r.value, where))
                 continue
             walked = self._native.walk(headers, r.value, where) if self._native else None
             events = walked if walked is not None else record_events(headers, r.value, where, self._native or False)
@@ -229,38 +246,42 @@ class DebeziumOut:
         self.layout.prepare(self._new_schemas(tables))  # Avro: the registrations of new tables' schemas, side by side
         if not self.options.transactions:  # no order across tables to give: record by record (a table's in order)
             for stream in streams:
-                if type(stream) is list and self._native:  # C walked it and composes its events
-                    composed = self._native.envelopes(stream, self._shape, now, self.options.tombstones)
-                    if composed is not None:  # else an event C leaves to Python (Avro)
-                        yield from composed
-                        continue
+                if type(stream) is list and self._native:  # C walked it and composes its events, a few at a time
+                    for i in range(0, len(stream), _COMPOSED):
+                        yield from self._composed(stream[i : i + _COMPOSED], now)
+                    continue
                 for item in stream:
-                    if isinstance(item, (_Statement, _Snapshot)):
-                        yield from self._statement(item, history, now)
+                    if isinstance(item, (Statement, Snapshot)):
+                        yield from self._schema_events.of(item, history, now)
                         continue
                     event = self._unpack(item)
                     if event is not None:
                         yield from self._messages(item, event, None, now)
             return
-        tx: Transaction | None = None
         for item in heapq.merge(*streams, key=_order):
-            if isinstance(item, (_Statement, _Snapshot)):
-                yield from self._statement(item, history, now)
+            if isinstance(item, (Statement, Snapshot)):
+                yield from self._schema_events.of(item, history, now)
                 continue
             event = self._unpack(item)
             if event is None:
                 continue
             file_number, position, gtid, commit_ts, snapshot, _ = event
+            tx = self._tx
             if not snapshot:
                 tx_id = gtid or f"file={self._file(file_number)},pos={position}"
                 if tx is None or tx.id != tx_id:
                     if tx is not None:
-                        yield tx.end(self.layout, self.transaction_topic)
-                    tx = Transaction(tx_id, commit_ts // 1000)
-                    yield tx.begin(self.layout, self.transaction_topic)
+                        yield self._tx_topic.end(tx)
+                    tx = self._tx = _Transaction(tx_id, commit_ts // 1000)
+                    yield self._tx_topic.begin(tx)
             yield from self._messages(item, event, None if snapshot else tx, now)
-        if tx is not None:
-            yield tx.end(self.layout, self.transaction_topic)
+
+    def _composed(self, walked: list[RenderedEvent], now: int) -> Iterable[Message]:
+        """The messages of rows events C walked: composed by C, or by Python where C leaves an event to it (Avro)."""
+        composed = self._native.envelopes(walked, self._shape, now, self.options.tombstones)  # type: ignore[union-attr]
+        if composed is not None:
+            return composed
+        return (m for item in walked for m in self._rendered(item, None, now))
 
     @staticmethod
     def _unpack(item: RenderedEvent | RecordEvent) -> tuple[int, int, str, int, bool, RenderedEvent | None] | None:
@@ -281,11 +302,19 @@ class DebeziumOut:
                 rendered)
 
     def _messages(self, item: RenderedEvent | RecordEvent, event: tuple[int, int, str, int, bool, RenderedEvent | None],
-                  tx: Transaction | None, now: int) -> Iterator[Message]:
+                  tx: _Transaction | None, now: int) -> Iterator[Message]:
         rendered = event[5]
         if rendered is not None:
             return self._rendered(rendered, tx, now)
         return self._rows(item, item.event, event[4], tx, now)  # type: ignore[union-attr, arg-type]
+
+    def _shape(self, tm: TableMap, file_number: int) -> tuple[Any, ...] | None:
+        """The pieces of a table's change events in one binlog file, for the native composer (_envelope.h); None
+        when it does not compose them."""
+        pieces = self._table(tm).pieces
+        return None if pieces is None else (*pieces[0], self._file_json(file_number), *pieces[1])
+
+    # -- change events
 
     def _new_schemas(self, streams: list[tuple[str, Iterable[RenderedEvent | RecordEvent]]]) \
             -> Iterator[tuple[str, Role, bytes]]:
@@ -313,14 +342,6 @@ class DebeziumOut:
                 if codec.key_schema is not None:
                     yield codec.topic, "key", codec.key_schema
                 yield codec.topic, "value", codec.value_schema
-
-    def _shape(self, tm: TableMap, file_number: int) -> tuple[Any, ...] | None:
-        """The pieces of a table's change events in one binlog file, for the native composer (_envelope.h); None
-        when it does not compose them."""
-        pieces = self._table(tm).pieces
-        return None if pieces is None else (*pieces[0], self._file_json(file_number), *pieces[1])
-
-    # -- change events
 
     def _table(self, tm: TableMap) -> _Table:
         cached = self._tables.get(id(tm))
@@ -361,7 +382,7 @@ class DebeziumOut:
         return ((codec.topic, b"", a, b, c),
                 (None if key is None else b"", b"", b"", (*(key or (None, b"")), *value)))
 
-    def _rows(self, item: RecordEvent, ev: E.RowsEvent, snapshot: bool, tx: Transaction | None,
+    def _rows(self, item: RecordEvent, ev: E.RowsEvent, snapshot: bool, tx: _Transaction | None,
               now: int) -> Iterator[Message]:
         table = self._table(ev.table_map)
         codec = table.codec
@@ -395,7 +416,7 @@ class DebeziumOut:
             yield from self._event(codec, source, index, kind, before, after, tx, table_name, now)
 
     def _event(self, codec: TableCodec, source: dict[str, Any], index: int, op: str, before: dict[str, Any] | None,
-               after: dict[str, Any] | None, tx: Transaction | None, table_name: str, now: int,
+               after: dict[str, Any] | None, tx: _Transaction | None, table_name: str, now: int,
                headers: tuple[tuple[str, bytes], ...] = ()) -> Iterator[Message]:
         block = None
         if tx is not None:
@@ -411,7 +432,7 @@ class DebeziumOut:
         if op == "d" and self.options.tombstones:
             yield Message(codec.topic, key, None, headers)
 
-    def _rendered(self, event: RenderedEvent, tx: Transaction | None, now: int) -> Iterator[Message]:
+    def _rendered(self, event: RenderedEvent, tx: _Transaction | None, now: int) -> Iterator[Message]:
         """``_rows`` of the structs C rendered: the same messages, put together from bytes (the reference of the
         native composer, _envelope.h)."""
         file_number, position, _, gtid, _, timestamp, server_id, code, tm, rows = event
@@ -434,7 +455,7 @@ class DebeziumOut:
                                          key_after if after is not None else key_before, tx, end)
 
     def _compose(self, table: _Table, before: bytes | None, after: bytes | None, source: bytes, row: bytes, op: str,
-                 key_struct: bytes | None, tx: Transaction | None, end: bytes,
+                 key_struct: bytes | None, tx: _Transaction | None, end: bytes,
                  headers: tuple[tuple[str, bytes], ...] = ()) -> Iterator[Message]:
         block = b"null"
         if tx is not None:
@@ -453,33 +474,6 @@ class DebeziumOut:
 
     # -- the schema change topic
 
-    def _statement(self, statement: _Statement | _Snapshot, history: dict[str, dict[Name, dict[str, Any]]],
-                   now: int) -> Iterator[Message]:
-        if isinstance(statement, _Snapshot):
-            described = orjson.loads(statement.record.value)
-            changes = snapshot_changes(described, history.get(described["history_seq"]), self.options.accept)
-            where = Where(VERSION, described["connector"], self.options.prefix, now // 1_000_000, 0, None,
-                          self._file(statement.seq.file_number), statement.seq.position + 1, "true")
-            yield from self._change_messages(changes, where, now)
-        elif isinstance(statement.item.event, E.QueryEvent):
-            yield from self._schema_changes(statement.item, statement.item.event, statement.connector, history, now)
-
-    def _schema_changes(self, item: RecordEvent, ev: E.QueryEvent, connector: str,
-                        history: dict[str, dict[Name, dict[str, Any]]], now_ns: int) -> Iterator[Message]:
-        """The schema change events of a statement, its tables described by the history's entries of it."""
-        changes = schema_changes(ev.query, ev.database, history.get(str(item.seq)), self.options.accept)
-        if not changes:
-            return
-        where = Where(VERSION, connector, self.options.prefix, ev.timestamp * 1000, ev.server_id, item.gtid or None,
-                      self._file(item.seq.file_number), ev.position)
-        yield from self._change_messages(changes, where, now_ns)
-
-    def _change_messages(self, changes: list[SchemaChange], where: Where, now_ns: int) -> Iterator[Message]:
-        keys, values = _SCHEMA_CHANGE_SCHEMAS[where.connector]
-        topic = self.schema_topic
-        for change in changes:
-            yield Message(topic, self.layout.encode(topic, "key", keys, {"databaseName": change.database}),
-                          self.layout.encode(topic, "value", values, change_payload(change, where, now_ns)), ())
 
 
 class DebeziumJson(DebeziumOut):

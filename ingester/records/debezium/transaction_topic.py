@@ -1,6 +1,5 @@
-"""Debezium's transaction topic ``<prefix>.transaction`` (``provide.transaction.metadata``): a BEGIN before a
-transaction's change events and an END after them with its event counts, in total and per table, and each
-change event's place in its transaction (its ``transaction`` block)."""
+"""The transaction topic ``<prefix>.transaction`` (``provide_transaction_metadata``): a BEGIN before a binlog
+transaction's change events and an END after them with its event counts, as Debezium publishes them."""
 
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ _VALUE = orjson.dumps(TRANSACTION_VALUE_SCHEMA)
 
 @dataclass
 class Transaction:
-    """A binlog transaction's id (its GTID, or file and position) and commit time, and its events so far."""
+    """A binlog transaction's change events so far: their counts, in all and per table."""
 
     id: str
     ts_ms: int
@@ -36,18 +35,25 @@ class Transaction:
         n = self.per_table[table_name] = self.per_table.get(table_name, 0) + 1
         return self.total, n
 
-    def begin(self, layout: Layout, topic: str) -> Message:
-        return self._message(layout, topic, {"status": "BEGIN", "id": self.id, "event_count": None,
-                                             "data_collections": None, "ts_ms": self.ts_ms})
 
-    def end(self, layout: Layout, topic: str) -> Message:
-        return self._message(layout, topic, {"status": "END", "id": self.id, "event_count": self.total,
-                                             "data_collections": [{"data_collection": name, "event_count": n}
-                                                                  for name, n in self.per_table.items()],
-                                             "ts_ms": self.ts_ms})
+class TransactionTopic:
+    """The BEGIN and END messages of transactions, serialized by ``layout``."""
 
-    def _message(self, layout: Layout, topic: str, payload: dict[str, Any]) -> Message:
-        """A message of the topic, its payloads' JSON encoded (strings, integers, nulls and lists: the text orjson
-        reads back as the same payload, which Avro transcodes in C)."""
-        return Message(topic, layout.encode_json(topic, "key", _KEY, b'{"id":%b}' % self.id_json),
-                       layout.encode_json(topic, "value", _VALUE, orjson.dumps(payload)), ())
+    def __init__(self, layout: Layout, topic: str) -> None:
+        self.layout = layout
+        self.topic = topic
+
+    def begin(self, tx: Transaction) -> Message:
+        return self._message(tx, {"status": "BEGIN", "id": tx.id, "event_count": None, "data_collections": None,
+                                  "ts_ms": tx.ts_ms})
+
+    def end(self, tx: Transaction) -> Message:
+        return self._message(tx, {"status": "END", "id": tx.id, "event_count": tx.total, "data_collections": [
+            {"data_collection": name, "event_count": n} for name, n in tx.per_table.items()], "ts_ms": tx.ts_ms})
+
+    def _message(self, tx: Transaction, payload: dict[str, Any]) -> Message:
+        """A transaction topic's message, its payloads' JSON encoded (strings, integers, nulls and lists: the
+        text orjson reads back as the same payload, which Avro transcodes in C)."""
+        topic = self.topic
+        return Message(topic, self.layout.encode_json(topic, "key", _KEY, b'{"id":%b}' % tx.id_json),
+                       self.layout.encode_json(topic, "value", _VALUE, orjson.dumps(payload)), ())
