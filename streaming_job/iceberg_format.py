@@ -77,6 +77,7 @@ class IcebergFormat(LakeFormat):
         self.spark = spark
         self._catalog: SqlCatalog | None = None
         self._opening = threading.Lock()
+        self._namespaces = threading.Lock()  # pyiceberg checks, then inserts: two tables' threads would collide
         self._tables: dict[tuple[str, str], Table] = {}
         self._columns: dict[tuple[str, str], list[tuple[str, str]]] = {}  # as the table has them (property)
         self._commits: dict[tuple[str, str], int] = {}
@@ -225,7 +226,8 @@ class IcebergFormat(LakeFormat):
     def _create(self, namespace: str, name: str, schema: pa.Schema, properties: dict[str, str],
                 partition: str | None, location: str | None) -> Table:
         catalog = self.catalog
-        catalog.create_namespace_if_not_exists(namespace)
+        with self._namespaces:
+            catalog.create_namespace_if_not_exists(namespace)
         where = self.where.location(location) if location else self.where.location(namespace, name)
         with catalog.create_table_transaction((namespace, name), schema, location=where,
                                               properties=properties) as tx:
