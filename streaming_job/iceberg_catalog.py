@@ -31,13 +31,14 @@ from .lake_paths import join, scheme
 from .object_store import ObjectStoreSettings, on_object_store
 
 if TYPE_CHECKING:
-    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
 log = logging.getLogger("binlake.land")
 CATALOG_NAME = "binlake"  # Spark's name of it too: Iceberg's JDBC catalog keys its rows by its own name
 APP_ID, BATCH_ID = "binlake.app-id", "binlake.batch-id"  # in the summary of each snapshot binlake commits
 _ANCESTORS = 1_000  # snapshots looked through for the job's last one (its own commits are the newest)
+_SPARK_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
 _JDBC = {"sqlite": "sqlite", "mysql": "mariadb", "mariadb": "mariadb", "postgresql": "postgresql"}
 
 
@@ -78,23 +79,33 @@ class IcebergCatalog:
             return join(self.warehouse, *parts)
         return Path(self.lake).absolute().joinpath(*parts).as_uri()
 
-    def open(self) -> SqlCatalog:
+    @property
+    def rest(self) -> bool:
+        """An Iceberg REST catalog (land.iceberg_catalog http(s)://...), not a database."""
+        return scheme(self.url) in ("http", "https")
+
+    def open(self) -> Catalog:
+        from pyiceberg.catalog.rest import RestCatalog
         from pyiceberg.catalog.sql import SqlCatalog
 
         if self.uri is None:
             self._sqlite.parent.mkdir(parents=True, exist_ok=True)
         io = self.store.fileio_properties() if self.store is not None and scheme(self.lake) else {}
         try:
+            if self.rest:  # the tables' locations are the job's (the lake's paths), not the server's warehouse
+                return RestCatalog(CATALOG_NAME, uri=self.url, **io)
             return SqlCatalog(CATALOG_NAME, uri=self.url, warehouse=self.warehouse, **io)
         except Exception as exc:
             raise LandError(f"cannot open the Iceberg catalog {redact(self.url)}: {first_line(exc)}") from None
 
     def spark_conf(self) -> dict[str, str]:
-        """Spark settings that read the catalog as Iceberg's JDBC catalog ``binlake`` (versions.iceberg_jars
-        on the classpath): ``SELECT * FROM binlake.<db>.<table>``."""
+        """Spark settings that read the catalog as Iceberg's JDBC catalog ``binlake``, or its REST catalog
+        (versions.iceberg_jars on the classpath): ``SELECT * FROM binlake.<db>.<table>``."""
         prefix = f"spark.sql.catalog.{CATALOG_NAME}"
+        if self.rest:
+            return {prefix: _SPARK_CATALOG, f"{prefix}.type": "rest", f"{prefix}.uri": self.url}
         url, properties = jdbc_url(self.url)
-        conf = {prefix: "org.apache.iceberg.spark.SparkCatalog", f"{prefix}.type": "jdbc", f"{prefix}.uri": url,
+        conf = {prefix: _SPARK_CATALOG, f"{prefix}.type": "jdbc", f"{prefix}.uri": url,
                 f"{prefix}.jdbc.schema-version": "V1", f"{prefix}.warehouse": self.warehouse}
         conf.update({f"{prefix}.jdbc.{k}": v for k, v in properties.items()})
         return conf
@@ -106,7 +117,7 @@ def jdbc_url(url: str) -> tuple[str, dict[str, str]]:
     kind = _JDBC.get(parts.scheme.split("+")[0])
     if kind is None:
         raise LandError(f"land.iceberg_catalog {redact(url)}: use a sqlite:///, mysql+pymysql:// or "
-                        "postgresql:// URL")
+                        "postgresql:// URL, or a REST catalog's http(s)://")
     if kind == "sqlite":
         return f"jdbc:sqlite:{url.split(':///', 1)[1]}", {}
     host = parts.hostname or "localhost"

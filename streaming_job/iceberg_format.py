@@ -49,7 +49,7 @@ from .table_landing import full_images
 from .writer import PARTITION_COLUMN
 
 if TYPE_CHECKING:
-    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
 log = logging.getLogger("binlake.land")
@@ -75,7 +75,7 @@ class IcebergFormat(LakeFormat):
         self.keys = keys
         self.evolution = evolution
         self.spark = spark
-        self._catalog: SqlCatalog | None = None
+        self._catalog: Catalog | None = None
         self._opening = threading.Lock()
         self._namespaces = threading.Lock()  # pyiceberg checks, then inserts: two tables' threads would collide
         self._tables: dict[tuple[str, str], Table] = {}
@@ -83,7 +83,7 @@ class IcebergFormat(LakeFormat):
         self._commits: dict[tuple[str, str], int] = {}
 
     @property
-    def catalog(self) -> SqlCatalog:
+    def catalog(self) -> Catalog:
         with self._opening:
             if self._catalog is None:
                 self._catalog = self.where.open()

@@ -77,3 +77,15 @@ def test_tables_of_one_new_namespace_created_on_many_threads(tmp_path) -> None:
     assert len(made) == 128
     assert sorted(t for n in range(8) for _, t in lake.catalog.list_tables(f"db{n}")) == sorted(
         f"t{i}" for i in range(128))
+
+
+def test_a_rest_catalog_is_read_by_spark_as_icebergs_rest_catalog(tmp_path) -> None:
+    where = IcebergCatalog(str(tmp_path), "https://catalog.example/api")
+    assert where.rest and not IcebergCatalog(str(tmp_path)).rest
+    assert where.spark_conf() == {"spark.sql.catalog.binlake": "org.apache.iceberg.spark.SparkCatalog",
+                                  "spark.sql.catalog.binlake.type": "rest",
+                                  "spark.sql.catalog.binlake.uri": "https://catalog.example/api"}
+    # a lake and its checkpoint both on a store need no SQLite file with a REST catalog
+    assert IcebergCatalog("s3a://lake/x", "http://127.0.0.1:8181", None, "s3a://lake/x/_checkpoint").rest
+    with pytest.raises(LandError, match=r"^cannot open the Iceberg catalog http://127\.0\.0\.1:1: ConnectionError"):
+        IcebergCatalog(str(tmp_path), "http://127.0.0.1:1").open()  # nothing answers: one line naming it
