@@ -2,7 +2,8 @@
 (``iceberg_tables``, ``iceberg_namespace_properties``) are the layout of Iceberg's own JDBC catalog, so the
 catalog pyiceberg writes is the one Spark (and Trino, Flink...) read as a JDBC catalog named ``binlake``.
 Its database is SQLite in the lake (``<lake>/_iceberg_catalog.db``) unless ``land.iceberg_catalog`` gives
-one as a SQLAlchemy URL (``mysql+pymysql://user:password@host:3306/db``, ``postgresql+psycopg://...``).
+one as a SQLAlchemy URL (``mysql+pymysql://user:password@host:3306/db``, ``postgresql+psycopg://...``), or an
+Iceberg REST catalog's ``http(s)://`` URL (pyiceberg's RestCatalog; Spark's Iceberg REST catalog).
 
 A lake on S3 or an S3-compatible store (``s3a://bucket/path``): pyiceberg's FileIO (pyarrow's S3 filesystem)
 writes it with the store's settings and credentials (object_store.ObjectStoreSettings, land.s3_*, the same
