@@ -25,7 +25,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from ingester.config import LandConfig
 from ingester.registry_client import RegistryClient
 
-from .errors import LandError
+from .errors import LandError, python_error
 from .kafka_source import stream_source
 from .lake_files import LakeFiles
 from .lake_lease import LakeLease
@@ -281,8 +281,9 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
     except Exception as exc:
         if lander.error is not None:
             raise lander.error from None
-        raise _storage_error(str(exc), settings) or LandError(
-            f"streaming query failed: {str(exc).splitlines()[0]}") from exc
+        text = str(exc)
+        raise _storage_error(text, settings) or LandError(
+            f"streaming query failed: {python_error(text) or text.splitlines()[0]}") from exc
     finally:
         spark.streams.removeListener(listener)
         lander.close()
