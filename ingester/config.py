@@ -159,8 +159,10 @@ class LandConfig:
     source_format: Literal["binlake", "debezium-json", "debezium-avro"] = "binlake"
     # the lake's table format (docs/LAND.md): Delta Lake, or Apache Iceberg (pyiceberg's writes, in a SQL catalog)
     format: Literal["delta", "iceberg"] = "delta"
-    # format iceberg: the catalog's database, a SQLAlchemy URL (sqlite:///..., mysql+pymysql://user@host/db);
-    # None: SQLite at <lake>/_iceberg_catalog.db. Spark reads it as Iceberg's JDBC catalog `binlake`
+    # format iceberg: the catalog's database, a SQLAlchemy URL (sqlite:///..., mysql+pymysql://user@host/db), or a
+    # REST catalog (http(s)://...);
+    # None: SQLite at <lake>/_iceberg_catalog.db (a lake on S3: <checkpoint>/_iceberg_catalog.db, a local checkpoint).
+    # Spark reads it as Iceberg's JDBC catalog `binlake`
     iceberg_catalog: str | None = None
     master: str = "local[2]"  # Spark master for `binlake land`; spark-submit sets its own
     shuffle_partitions: int = 2

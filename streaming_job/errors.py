@@ -21,3 +21,14 @@ def registry_error(text: str) -> LandError | None:
         return None
     return LandError(f"{found.group(1).strip()}; the micro-batch is not committed: run again once the registry "
                      "answers")
+
+
+def python_error(text: str) -> str | None:
+    """The exception line of the first Python traceback in ``text``: Spark reports a failure of foreachBatch's
+    Python function as its traceback inside its own message, whose first line ends with "Traceback (most recent
+    call last):", which says nothing."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.rstrip().endswith("Traceback (most recent call last):"):
+            return next((f.strip() for f in lines[i + 1:] if f.strip() and not f[0].isspace()), None)
+    return None

@@ -2,7 +2,14 @@
 (``iceberg_tables``, ``iceberg_namespace_properties``) are the layout of Iceberg's own JDBC catalog, so the
 catalog pyiceberg writes is the one Spark (and Trino, Flink...) read as a JDBC catalog named ``binlake``.
 Its database is SQLite in the lake (``<lake>/_iceberg_catalog.db``) unless ``land.iceberg_catalog`` gives
-one as a SQLAlchemy URL (``mysql+pymysql://user:password@host:3306/db``, ``postgresql+psycopg://...``).
+one as a SQLAlchemy URL (``mysql+pymysql://user:password@host:3306/db``, ``postgresql+psycopg://...``), or an
+Iceberg REST catalog's ``http(s)://`` URL (pyiceberg's RestCatalog; Spark's Iceberg REST catalog).
+
+A lake on S3 or an S3-compatible store (``s3a://bucket/path``): pyiceberg's FileIO (pyarrow's S3 filesystem)
+writes it with the store's settings and credentials (object_store.ObjectStoreSettings, land.s3_*, the same
+as Delta's), Spark reads it through Hadoop's s3a (Iceberg's HadoopFileIO). A SQLite file needs a local
+disk: the default catalog is then ``<checkpoint>/_iceberg_catalog.db``, where the checkpoint is a local
+path; with the checkpoint on the store too, ``land.iceberg_catalog`` must name a database.
 
 Table names (docs/LAND.md, "Iceberg"): the namespace ``<db>``, the change log ``<table>__changes`` and the
 mirror ``<table>`` at ``<lake>/<db>/<table>[__changes]`` (the Delta layout's paths); the quarantine
@@ -21,57 +28,86 @@ from urllib.parse import unquote, urlsplit
 from ingester.redact import redact
 
 from .errors import LandError
-from .lake_paths import scheme
+from .lake_paths import join, scheme
+from .object_store import ObjectStoreSettings, on_object_store
 
 if TYPE_CHECKING:
-    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
 log = logging.getLogger("binlake.land")
 CATALOG_NAME = "binlake"  # Spark's name of it too: Iceberg's JDBC catalog keys its rows by its own name
 APP_ID, BATCH_ID = "binlake.app-id", "binlake.batch-id"  # in the summary of each snapshot binlake commits
 _ANCESTORS = 1_000  # snapshots looked through for the job's last one (its own commits are the newest)
+_SPARK_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
 _JDBC = {"sqlite": "sqlite", "mysql": "mariadb", "mariadb": "mariadb", "postgresql": "postgresql"}
 
 
 @dataclass(frozen=True)
 class IcebergCatalog:
     lake: str
-    uri: str | None = None  # land.iceberg_catalog (SQLAlchemy URL); None: SQLite in the lake
+    uri: str | None = None  # land.iceberg_catalog (SQLAlchemy URL); None: SQLite in the lake (or the checkpoint)
+    store: ObjectStoreSettings | None = None  # a lake on S3: where the store is and its credentials (land.s3_*)
+    checkpoint: str | None = None  # a lake on S3: the default SQLite catalog's directory, if a local path
 
     def __post_init__(self) -> None:
-        if scheme(self.lake):
-            raise LandError(f"land.format iceberg: the lake {self.lake} must be a local path (an object store's "
-                            "lake is Delta's for now)")
+        if scheme(self.lake) and not on_object_store(self.lake):
+            raise LandError(f"land.format iceberg: the lake {self.lake} must be a local path or on S3 (s3a://)")
+        if scheme(self.lake) and self.uri is None and (not self.checkpoint or scheme(self.checkpoint)):
+            raise LandError(f"land.format iceberg: the lake {self.lake} is on an object store and the checkpoint "
+                            f"{self.checkpoint or '(none)'} too: the Iceberg catalog's SQLite file needs a local "
+                            "path; give its database with land.iceberg_catalog (--iceberg-catalog, e.g. "
+                            "mysql+pymysql://user:password@host:3306/db) or a local checkpoint")
 
     @property
-    def root(self) -> Path:
-        return Path(self.lake).absolute()
+    def warehouse(self) -> str:
+        """The lake as the tables' locations name it: a file URI, or the s3a:// URI as given."""
+        return self.lake.rstrip("/") if scheme(self.lake) else Path(self.lake).absolute().as_uri()
+
+    @property
+    def _sqlite(self) -> Path:
+        """The default SQLite catalog: in a local lake, else in the (local) checkpoint."""
+        return Path(self.checkpoint if scheme(self.lake) and self.checkpoint else self.lake).absolute() / \
+            "_iceberg_catalog.db"
 
     @property
     def url(self) -> str:
-        return self.uri or f"sqlite:///{self.root / '_iceberg_catalog.db'}"
+        return self.uri or f"sqlite:///{self._sqlite}"
 
     def location(self, *parts: str) -> str:
-        """A table's location: ``<lake>/<parts>`` as a file URI."""
-        return self.root.joinpath(*parts).as_uri()
+        """A table's location: ``<lake>/<parts>`` as a URI."""
+        if scheme(self.lake):
+            return join(self.warehouse, *parts)
+        return Path(self.lake).absolute().joinpath(*parts).as_uri()
 
-    def open(self) -> SqlCatalog:
+    @property
+    def rest(self) -> bool:
+        """An Iceberg REST catalog (land.iceberg_catalog http(s)://...), not a database."""
+        return scheme(self.url) in ("http", "https")
+
+    def open(self) -> Catalog:
+        from pyiceberg.catalog.rest import RestCatalog
         from pyiceberg.catalog.sql import SqlCatalog
 
-        self.root.mkdir(parents=True, exist_ok=True)
+        if self.uri is None:
+            self._sqlite.parent.mkdir(parents=True, exist_ok=True)
+        io = self.store.fileio_properties() if self.store is not None and scheme(self.lake) else {}
         try:
-            return SqlCatalog(CATALOG_NAME, uri=self.url, warehouse=self.root.as_uri())
+            if self.rest:  # the tables' locations are the job's (the lake's paths), not the server's warehouse
+                return RestCatalog(CATALOG_NAME, uri=self.url, **io)
+            return SqlCatalog(CATALOG_NAME, uri=self.url, warehouse=self.warehouse, **io)
         except Exception as exc:
             raise LandError(f"cannot open the Iceberg catalog {redact(self.url)}: {first_line(exc)}") from None
 
     def spark_conf(self) -> dict[str, str]:
-        """Spark settings that read the catalog as Iceberg's JDBC catalog ``binlake`` (versions.iceberg_jars
-        on the classpath): ``SELECT * FROM binlake.<db>.<table>``."""
+        """Spark settings that read the catalog as Iceberg's JDBC catalog ``binlake``, or its REST catalog
+        (versions.iceberg_jars on the classpath): ``SELECT * FROM binlake.<db>.<table>``."""
         prefix = f"spark.sql.catalog.{CATALOG_NAME}"
+        if self.rest:
+            return {prefix: _SPARK_CATALOG, f"{prefix}.type": "rest", f"{prefix}.uri": self.url}
         url, properties = jdbc_url(self.url)
-        conf = {prefix: "org.apache.iceberg.spark.SparkCatalog", f"{prefix}.type": "jdbc", f"{prefix}.uri": url,
-                f"{prefix}.jdbc.schema-version": "V1", f"{prefix}.warehouse": self.root.as_uri()}
+        conf = {prefix: _SPARK_CATALOG, f"{prefix}.type": "jdbc", f"{prefix}.uri": url,
+                f"{prefix}.jdbc.schema-version": "V1", f"{prefix}.warehouse": self.warehouse}
         conf.update({f"{prefix}.jdbc.{k}": v for k, v in properties.items()})
         return conf
 
@@ -82,7 +118,7 @@ def jdbc_url(url: str) -> tuple[str, dict[str, str]]:
     kind = _JDBC.get(parts.scheme.split("+")[0])
     if kind is None:
         raise LandError(f"land.iceberg_catalog {redact(url)}: use a sqlite:///, mysql+pymysql:// or "
-                        "postgresql:// URL")
+                        "postgresql:// URL, or a REST catalog's http(s)://")
     if kind == "sqlite":
         return f"jdbc:sqlite:{url.split(':///', 1)[1]}", {}
     host = parts.hostname or "localhost"

@@ -49,7 +49,7 @@ from .table_landing import full_images
 from .writer import PARTITION_COLUMN
 
 if TYPE_CHECKING:
-    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
 log = logging.getLogger("binlake.land")
@@ -75,14 +75,15 @@ class IcebergFormat(LakeFormat):
         self.keys = keys
         self.evolution = evolution
         self.spark = spark
-        self._catalog: SqlCatalog | None = None
+        self._catalog: Catalog | None = None
         self._opening = threading.Lock()
+        self._namespaces = threading.Lock()  # pyiceberg checks, then inserts: two tables' threads would collide
         self._tables: dict[tuple[str, str], Table] = {}
         self._columns: dict[tuple[str, str], list[tuple[str, str]]] = {}  # as the table has them (property)
         self._commits: dict[tuple[str, str], int] = {}
 
     @property
-    def catalog(self) -> SqlCatalog:
+    def catalog(self) -> Catalog:
         with self._opening:
             if self._catalog is None:
                 self._catalog = self.where.open()
@@ -225,7 +226,8 @@ class IcebergFormat(LakeFormat):
     def _create(self, namespace: str, name: str, schema: pa.Schema, properties: dict[str, str],
                 partition: str | None, location: str | None) -> Table:
         catalog = self.catalog
-        catalog.create_namespace_if_not_exists(namespace)
+        with self._namespaces:
+            catalog.create_namespace_if_not_exists(namespace)
         where = self.where.location(location) if location else self.where.location(namespace, name)
         with catalog.create_table_transaction((namespace, name), schema, location=where,
                                               properties=properties) as tx:

@@ -25,7 +25,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from ingester.config import LandConfig
 from ingester.registry_client import RegistryClient
 
-from .errors import LandError
+from .errors import LandError, python_error
 from .kafka_source import stream_source
 from .lake_files import LakeFiles
 from .lake_lease import LakeLease
@@ -227,7 +227,7 @@ def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
     if settings.land.format == "iceberg":  # Spark reads the lake's Iceberg catalog (the job writes it with pyiceberg)
         from .iceberg_catalog import IcebergCatalog
 
-        iceberg = IcebergCatalog(settings.lake, settings.land.iceberg_catalog).spark_conf()
+        iceberg = IcebergCatalog(settings.lake, settings.land.iceberg_catalog, store, settings.checkpoint).spark_conf()
     spark = spark or build_session(settings.master, settings.land.shuffle_partitions, store=store,
                                    jvm_log=settings.jvm_log, iceberg=iceberg)
     if store is not None:
@@ -258,7 +258,7 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
     # The JVM's Delta path is warmed for a URI lake's running job (its first batch then lands in steady time);
     # a one-shot run would only pay it twice: on a cluster, 13 s of scratch-table work against ~3 s more in
     # its first batch (docs/LAND.md, "Start-up").
-    warm_up(spark, delta=not is_local(settings.lake) and land.trigger != "available-now")
+    warm_up(spark, delta=land.format == "delta" and not is_local(settings.lake) and land.trigger != "available-now")
     spark.streams.addListener(listener)
     if settings.metrics_port is not None:
         start_http_server(settings.metrics_port, settings.metrics_host, registry=listener.registry)
@@ -281,8 +281,9 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
     except Exception as exc:
         if lander.error is not None:
             raise lander.error from None
-        raise _storage_error(str(exc), settings) or LandError(
-            f"streaming query failed: {str(exc).splitlines()[0]}") from exc
+        text = str(exc)
+        raise _storage_error(text, settings) or LandError(
+            f"streaming query failed: {python_error(text) or text.splitlines()[0]}") from exc
     finally:
         spark.streams.removeListener(listener)
         lander.close()

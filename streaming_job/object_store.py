@@ -78,6 +78,23 @@ class ObjectStoreSettings:
             conf["spark.hadoop.fs.s3a.aws.credentials.provider"] = f"org.apache.hadoop.fs.s3a.{provider}"
         return conf
 
+    def fileio_properties(self) -> dict[str, str]:
+        """pyiceberg's FileIO properties for this store (an Iceberg lake on it: iceberg_catalog.py). The region
+        is always given (us-east-1 by default, as for delta-rs): without one pyiceberg asks AWS for the
+        bucket's."""
+        found = self.credentials()
+        properties = {"s3.region": self.region or "us-east-1",
+                      "s3.force-virtual-addressing": str(not self.path_style).lower(),
+                      "s3.connect-timeout": "10", "s3.request-timeout": "60"}
+        if self.endpoint:
+            properties["s3.endpoint"] = self.endpoint if "://" in self.endpoint else f"https://{self.endpoint}"
+        if found is not None:
+            properties["s3.access-key-id"] = found.access_key
+            properties["s3.secret-access-key"] = found.secret_key
+            if found.session_token:
+                properties["s3.session-token"] = found.session_token
+        return properties
+
 
 def on_object_store(path: str) -> bool:
     return scheme(path) in S3_SCHEMES

@@ -135,8 +135,9 @@ class Lander:
             from .iceberg_catalog import IcebergCatalog
             from .iceberg_format import IcebergFormat
 
-            return IcebergFormat(IcebergCatalog(self.lake, self.iceberg_catalog), self.app_id, self.mirror_keys,
-                                 self.evolution, self.spark)
+            store = self.files.store if self.files is not None else None
+            return IcebergFormat(IcebergCatalog(self.lake, self.iceberg_catalog, store, self.checkpoint), self.app_id,
+                                 self.mirror_keys, self.evolution, self.spark)
         return DeltaFormat(self.spark, self.lake, self.delta, self.evolution, self.files, self.driver_rows,
                            self.on_driver, self.in_spark)
 

@@ -11,6 +11,7 @@ import pytest
 
 from ingester.devstack import MariaDBServer
 from ingester.devstack.connect import APICURIO_CONVERTER, DEBEZIUM_JDBC_SINK, DEBEZIUM_MARIADB, KafkaConnect
+from ingester.devstack.iceberg_rest import IcebergRestCatalog
 from ingester.devstack.kafka import KafkaBroker
 from ingester.devstack.objectstore import ObjectStore
 from ingester.devstack.registry import SchemaRegistry
@@ -89,6 +90,14 @@ def object_store() -> Iterator[ObjectStore]:
 
 
 @pytest.fixture(scope="session")
+def iceberg_rest() -> Iterator[IcebergRestCatalog]:
+    """Apache Iceberg's REST catalog test server (Maven Central) for the session: `land.iceberg_catalog`
+    http://..."""
+    with IcebergRestCatalog() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
 def spark_cluster() -> Iterator[SparkCluster]:
     """A Spark standalone cluster for the session: a master and a worker, separate JVMs, whose executors
     are processes of their own (2 cores)."""
@@ -117,6 +126,7 @@ def spark():
 
 # Fixtures that start a real server (or Spark): a test using one belongs to the integration lane.
 SERVER_FIXTURES = frozenset(("mariadb", "make_mariadb", "kafka", "make_kafka", "mysql84", "object_store",
+                             "iceberg_rest",
                              "spark_cluster", "lake_shape", "spark", "kafka_connect",
                              "schema_registry"))
 

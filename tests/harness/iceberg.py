@@ -26,3 +26,35 @@ def pyiceberg_table(lake: Path, db: str, table: str, uri: str | None = None) -> 
 def snapshot_count(lake: Path, db: str, table: str) -> int:
     """The table's snapshots (each commit adds one or two)."""
     return len(catalog(lake).load_table((db, table)).snapshots())
+
+
+_SPARK_READ = """
+import json, sys
+from streaming_job.iceberg_catalog import IcebergCatalog
+from streaming_job.job import build_session
+from streaming_job.object_store import ObjectStoreSettings
+lake, checkpoint, endpoint, db, tables = json.loads(sys.argv[1])
+store = ObjectStoreSettings(endpoint, path_style=True)
+spark = build_session("local[1]", 1, "binlake-iceberg-read", store=store,
+                      iceberg=IcebergCatalog(lake, None, store, checkpoint).spark_conf())
+print(json.dumps({t: [[str(v) for v in r] for r in spark.table(f"binlake.`{db}`.`{t}`").select(*c).collect()]
+                  for t, c in tables.items()}))
+"""
+
+
+def spark_rows_in_store(store: Any, lake: str, checkpoint: Path, db: str,
+                        tables: dict[str, list[str]]) -> dict[str, list]:
+    """Tables of an Iceberg lake in a bucket of ``store`` (an ObjectStore), its SQLite catalog in the local
+    ``checkpoint``, as a Spark session of its own reads them through Hadoop's s3a (Iceberg's HadoopFileIO):
+    each table's rows of the columns ``tables`` names for it, every value as ``str()``."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **store.environment()}
+    done = subprocess.run([sys.executable, "-c", _SPARK_READ, json.dumps([lake, str(checkpoint), store.endpoint, db,
+                                                                          tables])],
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

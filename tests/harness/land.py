@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from ingester.cli.main import main
+from tests.harness.daemon import BINLAKE
 
 
 def run_land(kafka, prefix: str, lake: Path, *extra: str) -> int:
@@ -27,6 +28,20 @@ def run_land_process(kafka, prefix: str, lake: Path, *extra: str) -> int:
                prefix, "--lake", str(lake), "--checkpoint", str(lake / "_checkpoint"), "--trigger", "available-now",
                *extra]
     return subprocess.run(command, env={**os.environ, "PYTHONPATH": os.getcwd()}, timeout=600).returncode
+
+
+def land_in_store(kafka, store, prefix: str, lake: str, env: dict[str, str] | None = None,
+                  *extra: str) -> subprocess.CompletedProcess[str]:
+    """`binlake land --trigger available-now` as a process into ``lake`` (an s3a:// URI of ``store``, an
+    ObjectStore), its checkpoint beside the tables unless ``extra`` gives one; ``env``: its AWS variables
+    (default the store's)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    checkpoint = [] if "--checkpoint" in extra else ["--checkpoint", f"{lake}/_checkpoint"]
+    return subprocess.run([*BINLAKE, "land", "--kafka", kafka.bootstrap, "--topic-prefix", prefix, "--lake", lake,
+                           *checkpoint, "--trigger", "available-now", "--s3-endpoint", store.endpoint,
+                           "--s3-path-style", *extra],
+                          env={**base, **(env if env is not None else store.environment())},
+                          capture_output=True, text=True, timeout=600, check=False)
 
 
 def mirror_rows(spark, lake: Path, db: str, table: str) -> tuple[dict, dict]:
@@ -78,15 +93,21 @@ def assert_change_log(spark, lake: Path, db: str, counts: collections.Counter, t
     rows read (``change_log_rows``) by table."""
     read = {}
     for table in tables:
-        rows = read[table] = change_log_rows(spark, lake, db, table, lake_format, catalog)
-        got = collections.Counter(r.op for r in rows)
-        want = {op: counts[(verb, table)] for op, verb in (("insert", "insert"), ("update", "update"),
-                                                             ("delete", "delete")) if counts[(verb, table)]}
-        assert dict(got) == want, table
-        keys = [(bytes(r.seq), r.row_index) for r in rows]
-        assert len(set(keys)) == len(keys), f"{table}: duplicate changes"
-        assert all(r.commit_date == r.commit_ts.date() and r.gtid for r in rows), table
+        read[table] = change_log_rows(spark, lake, db, table, lake_format, catalog)
+        assert_change_rows(table, counts, read[table])
     return read
+
+
+def assert_change_rows(table: str, counts: collections.Counter, rows: list) -> None:
+    """A change log's rows (``op``, ``seq``, ``row_index``, ``gtid``, ``commit_ts``, ``commit_date`` attributes)
+    are the row changes mariadb-binlog --verbose counted for ``table``, each once."""
+    got = collections.Counter(r.op for r in rows)
+    want = {op: counts[(verb, table)] for op, verb in (("insert", "insert"), ("update", "update"),
+                                                         ("delete", "delete")) if counts[(verb, table)]}
+    assert dict(got) == want, table
+    keys = [(bytes(r.seq), r.row_index) for r in rows]
+    assert len(set(keys)) == len(keys), f"{table}: duplicate changes"
+    assert all(r.commit_date == r.commit_ts.date() and r.gtid for r in rows), table
 
 
 def committed_batches(checkpoint: Path) -> int:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import datetime
 import json
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from tests.harness import zoo
@@ -19,7 +21,7 @@ from tests.harness.delta_rs import (
     assert_delta_rs_mirror,
 )
 from tests.harness.iceberg import pyiceberg_table
-from tests.harness.land import assert_change_log, lake_frame, plain_rows
+from tests.harness.land import assert_change_log, assert_change_rows, lake_frame, plain_rows
 from tests.harness.workloads import mixed_workload, mixed_workload_tables
 
 # What each zoo column lands as (docs/LAND.md), written down independently of streaming_job/lake_types.py.
@@ -136,6 +138,45 @@ def _other_reader_mirror(lake: Path, db: str, table: str, rows: dict, columns: l
         assert_delta_rs_mirror(lake / db / table, rows, columns, key, micros)
 
 
+def _assert_zoo_mirror(conn, name: str, cols: list[tuple[str, str]], got: dict) -> None:
+    """A zoo mirror's rows by id (timestamps as UTC microseconds) equal the server's SELECT."""
+    expected = _server_rows(conn, name, cols)
+    assert sorted(got) == sorted(expected), name
+    for pk, row in expected.items():
+        for col, sqltype in cols:
+            want, have = _expected(col, sqltype, row[col]), _lake(col, got[pk][col])
+            if col in DATETIMES:
+                assert _compare_datetime(want, have), f"{name}.{col} id={pk}: {have!r} != {want!r}"
+            else:
+                assert have == want, f"{name}.{col} id={pk}: lake {have!r}, server {want!r}"
+
+
+def assert_zoo_read(read: Callable[[str], Any], server, conn, db: str) -> None:
+    """The zoo's and the workload's tables as a reader other than Spark reads them (``read(table name)``: an
+    Arrow table, None where there is none), e.g. pyiceberg from a bucket: every mirror equals the server's
+    SELECT, every change log holds the row changes mariadb-binlog --verbose counts, each once."""
+    import pyarrow as pa
+
+    for name, cols in zoo.TABLES.items():
+        table = read(name)
+        data = {c: (table.column(c).cast(pa.timestamp("us", "UTC")).cast(pa.int64()) if c in TIMESTAMPS
+                    else table.column(c)).to_pylist() for c in ["id", *(c for c, _ in cols)]}
+        rows = [dict(zip(data, values, strict=True)) for values in zip(*data.values(), strict=True)]
+        _assert_zoo_mirror(conn, name, cols, {r["id"]: r for r in rows})
+    for table, key in (("acct", "id"), ("ledger", "a,b")):
+        names = key.split(",")
+        got = {tuple(r[k] for k in names): {c: v for c, v in r.items() if not c.startswith("_binlake")}
+               for r in read(table).to_pylist()}
+        assert got == plain_rows(conn, table, key), table
+    assert read("nopk") is None  # no primary key: change log only
+    server.flush_logs()
+    counts = verbose_counts(server.binlog_files()[:-1], db)
+    for table in [*zoo.TABLES, "acct", "ledger", "nopk"]:
+        changes = read(f"{table}__changes")
+        assert_change_rows(table, counts, [SimpleNamespace(**r) for r in changes.select(
+            ["op", "seq", "row_index", "gtid", "commit_ts", "commit_date"]).to_pylist()])
+
+
 def assert_zoo_landed(spark, lake: Path, server, conn, db: str, lake_format: str = "delta") -> None:
     """The type zoo's and the workload's mirrors equal the server's SELECT (read by Spark and by delta-rs or
     pyiceberg), and their change logs hold the row changes mariadb-binlog --verbose counts, each once."""
@@ -145,15 +186,7 @@ def assert_zoo_landed(spark, lake: Path, server, conn, db: str, lake_format: str
         assert {c: types[c] for c, _ in cols} == {c: lake_types[c] for c, _ in cols}, name
         _other_reader_mirror(lake, db, name, {(k,): v for k, v in got.items()}, ["id", *(c for c, _ in cols)],
                              ["id"], lake_format, TIMESTAMPS)
-        expected = _server_rows(conn, name, cols)
-        assert sorted(got) == sorted(expected), name
-        for pk, row in expected.items():
-            for col, sqltype in cols:
-                want, have = _expected(col, sqltype, row[col]), _lake(col, got[pk][col])
-                if col in DATETIMES:
-                    assert _compare_datetime(want, have), f"{name}.{col} id={pk}: {have!r} != {want!r}"
-                else:
-                    assert have == want, f"{name}.{col} id={pk}: lake {have!r}, server {want!r}"
+        _assert_zoo_mirror(conn, name, cols, got)
     for table, key in (("acct", "id"), ("ledger", "a,b")):
         df = lake_frame(spark, lake, db, table, lake_format)
         mirror = {tuple(r[k] for k in key.split(",")): {c: r[c] for c in df.columns if not c.startswith("_binlake")}

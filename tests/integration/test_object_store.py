@@ -23,22 +23,11 @@ import pytest
 from ingester.devstack.objectstore import REGION, ObjectStore
 from tests.harness import zoo
 from tests.harness.daemon import BINLAKE, run_daemon
-from tests.harness.land import committed_batches, kill_group, running_until
+from tests.harness.land import committed_batches, kill_group, land_in_store, running_until
 from tests.harness.workloads import assert_kill_workload_landed, kill_workload
 from tests.harness.zoo_lake import assert_zoo_landed, zoo_written
 
 pytestmark = pytest.mark.integration
-
-
-def _land(kafka: Any, store: Any, prefix: str, lake: str, env: dict[str, str] | None = None,
-          *extra: str) -> subprocess.CompletedProcess[str]:
-    """`binlake land --trigger available-now` into ``lake`` (an s3a:// URI), its checkpoint beside the tables."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    return subprocess.run([*BINLAKE, "land", "--kafka", kafka.bootstrap, "--topic-prefix", prefix, "--lake", lake,
-                           "--checkpoint", f"{lake}/_checkpoint", "--trigger", "available-now",
-                           "--s3-endpoint", store.endpoint, "--s3-path-style", *extra],
-                          env={**base, **(env if env is not None else store.environment())},
-                          capture_output=True, text=True, timeout=600, check=False)
 
 
 def _delta_rs(store: Any, uri: str) -> Any:
@@ -60,7 +49,7 @@ def test_the_type_zoo_lands_in_a_bucket_from_a_cluster(make_mariadb, kafka, obje
     conn = zoo_written(server, db)
     prefix, lake = db, f"s3a://lake/{db}"
     run_daemon(server, kafka, prefix)
-    done = _land(kafka, object_store, prefix, lake, None, "--min-partitions", "8", *master)
+    done = land_in_store(kafka, object_store, prefix, lake, None, "--min-partitions", "8", *master)
     assert done.returncode == 0, done.stderr[-3000:]
     assert object_store.secret_key not in done.stderr + done.stdout  # Spark's settings hold it: never shown
     # The bucket's objects are files of the store's directory: Spark reads the lake there, delta-rs through
@@ -82,7 +71,7 @@ def test_the_type_zoo_lands_in_a_bucket_from_a_cluster(make_mariadb, kafka, obje
     with conn.cursor() as cur:
         cur.execute("UPDATE acct SET balance = balance + 1 WHERE id <= 3")
     run_daemon(server, kafka, prefix)
-    again = _land(kafka, object_store, prefix, lake, None, *master)
+    again = land_in_store(kafka, object_store, prefix, lake, None, *master)
     assert again.returncode == 0, again.stderr[-3000:]
     assert _delta_rs(object_store, f"{lake}/{db}/ledger__changes").version() == versions["ledger"]
     changes = _delta_rs(object_store, f"{lake}/{db}/acct__changes").to_pyarrow_table()
@@ -102,9 +91,9 @@ def test_a_lake_the_job_cannot_write_stops_it_with_one_line(kafka, object_store,
     if case == "read-only":  # a store that refuses every write: a bucket these credentials may only read
         with ObjectStore(tmp_path / "ro", read_only=True) as store:
             store.create_bucket("lake")
-            done = _land(kafka, store, "s3refused", lake, env)
+            done = land_in_store(kafka, store, "s3refused", lake, env)
     else:
-        done = _land(kafka, object_store, "s3refused", lake, env)
+        done = land_in_store(kafka, object_store, "s3refused", lake, env)
     errors = [line for line in done.stderr.splitlines() if line.startswith("binlake: error:")]
     assert done.returncode == 2 and len(errors) == 1, done.stderr[-3000:]
     assert errors[0].startswith(f"binlake: error: cannot write the lake {lake}: "), errors[0]

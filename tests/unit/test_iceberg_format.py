@@ -30,8 +30,8 @@ def test_spark_reads_the_catalog_pyiceberg_writes_as_icebergs_jdbc_catalog(tmp_p
     assert conf["spark.sql.catalog.binlake.type"] == "jdbc"
     with pytest.raises(LandError, match=r"^land.iceberg_catalog oracle://u:\*\*\*@h/x: use a sqlite"):
         jdbc_url("oracle://u:pw@h/x")
-    with pytest.raises(LandError, match=r"the lake s3a://b/lake must be a local path"):
-        IcebergCatalog("s3a://b/lake")
+    with pytest.raises(LandError, match=r"the lake abfss://b/lake must be a local path or on S3"):
+        IcebergCatalog("abfss://b/lake")
 
 
 @pytest.mark.parametrize(("pk", "types"), [(["id"], [pa.int64()]), (["a", "b"], [pa.string(), pa.int32()]),
