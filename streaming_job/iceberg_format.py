@@ -16,7 +16,6 @@ this job has batch N already is skipped when batch N is replayed. The job is the
 
 from __future__ import annotations
 
-import datetime
 import logging
 import threading
 import time
@@ -31,6 +30,7 @@ from .errors import LandError
 from .evolution import SchemaEvolution
 from .iceberg_catalog import IcebergCatalog, batch_properties, first_line, landed_batch
 from .iceberg_defaults import default_values, fill_older, with_columns
+from .iceberg_maintenance import IcebergMaintenance
 from .iceberg_tables import (
     change_log_properties,
     change_log_schema,
@@ -58,18 +58,15 @@ _QUARANTINE_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()
                                 ("error", pa.string()), ("value", pa.binary()),
                                 ("headers", pa.map_(pa.string(), pa.binary())), ("batch_id", pa.int64()),
                                 ("ingest_ts", pa.timestamp("us", tz="UTC"))])
-# Snapshots older than this are expired (from the tables' metadata) every _EXPIRE_EVERY commits of a table, so
-# that a long-running job's metadata, rewritten at each commit, does not grow without bound
-SNAPSHOT_RETENTION = datetime.timedelta(hours=1)
-_EXPIRE_EVERY = 100
 
 
 class IcebergFormat(LakeFormat):
     name = "iceberg"
 
     def __init__(self, where: IcebergCatalog, app_id: str, keys: MirrorKeys, evolution: SchemaEvolution | None = None,
-                 spark: Any = None) -> None:
-        """``evolution`` and ``spark``: the defaults of added columns (none without them)."""
+                 spark: Any = None, maintenance: IcebergMaintenance | None = None) -> None:
+        """``evolution`` and ``spark``: the defaults of added columns (none without them); ``maintenance``:
+        compaction and expiry after each commit (iceberg_maintenance.py's defaults without it)."""
         self.where = where
         self.app_id = app_id
         self.keys = keys
@@ -79,7 +76,7 @@ class IcebergFormat(LakeFormat):
         self._opening = threading.Lock()
         self._tables: dict[tuple[str, str], Table] = {}
         self._columns: dict[tuple[str, str], list[tuple[str, str]]] = {}  # as the table has them (property)
-        self._commits: dict[tuple[str, str], int] = {}
+        self.maintenance = maintenance or IcebergMaintenance()
 
     @property
     def catalog(self) -> SqlCatalog:
@@ -121,8 +118,9 @@ class IcebergFormat(LakeFormat):
         log.debug("%s.%s: typed %.1fs", db, table, time.monotonic() - t)
         if write:
             t = time.monotonic()
+            properties = self._batch(batch_id)
             self._commit(db, name, changes_table, lambda tx: tx.append(
-                change_rows(typed, columns, changes.ingest_micros), snapshot_properties=self._batch(batch_id)))
+                change_rows(typed, columns, changes.ingest_micros), snapshot_properties=properties), properties)
             log.debug("%s.%s: change log %.1fs", db, table, time.monotonic() - t)
         if pk:
             t = time.monotonic()
@@ -156,7 +154,7 @@ class IcebergFormat(LakeFormat):
             if len(upserts):
                 tx.append(upserts, snapshot_properties=properties)
 
-        self._commit(db, table, mirror, apply)
+        self._commit(db, table, mirror, apply, properties, pk)
 
     def _fills(self, db: str, table: str, columns: list[tuple[str, str]], added: list[str]) -> list[Any]:
         """The defaults the mirror needs (evolution.SchemaEvolution.defaults), renames left out."""
@@ -184,7 +182,8 @@ class IcebergFormat(LakeFormat):
                                      schema=_QUARANTINE_SCHEMA)
         found = self._ready(*QUARANTINE, table.schema, [], dict, location=QUARANTINE_TABLE)
         if not self._has(found, batch_id):
-            self._commit(*QUARANTINE, found, lambda tx: tx.append(table, snapshot_properties=self._batch(batch_id)))
+            properties = self._batch(batch_id)
+            self._commit(*QUARANTINE, found, lambda tx: tx.append(table, snapshot_properties=properties), properties)
 
     def _batch(self, batch_id: int) -> dict[str, str]:
         return batch_properties(self.app_id, batch_id)
@@ -236,15 +235,14 @@ class IcebergFormat(LakeFormat):
         log.info("created the Iceberg table %s.%s at %s", namespace, name, where)
         return found
 
-    def _commit(self, namespace: str, name: str, table: Table, write: Any) -> None:
-        """``write(transaction)``'s snapshots committed together; every _EXPIRE_EVERY commits, the table's
-        snapshots older than SNAPSHOT_RETENTION expired."""
+    def _commit(self, namespace: str, name: str, table: Table, write: Any, properties: dict[str, str],
+                key: list[str] | None = None) -> None:
+        """``write(transaction)``'s snapshots (summary ``properties``: the batch's) committed together; then the
+        table's small files compacted and its old snapshots expired where due (iceberg_maintenance.py). ``key``:
+        a mirror's."""
         with table.transaction() as tx:
             write(tx)
-        n = self._commits[(namespace, name)] = self._commits.get((namespace, name), 0) + 1
-        if n % _EXPIRE_EVERY == 0:
-            older = datetime.datetime.now(datetime.UTC) - SNAPSHOT_RETENTION
-            table.maintenance.expire_snapshots().older_than(older).commit()
+        self.maintenance.committed((namespace, name), table, properties, key or [])
 
     def close(self) -> None:
         self._tables.clear()

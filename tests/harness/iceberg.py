@@ -26,3 +26,12 @@ def pyiceberg_table(lake: Path, db: str, table: str, uri: str | None = None) -> 
 def snapshot_count(lake: Path, db: str, table: str) -> int:
     """The table's snapshots (each commit adds one or two)."""
     return len(catalog(lake).load_table((db, table)).snapshots())
+
+
+def local_format(lake: Path, app_id: str = "app-1") -> Any:
+    """An IcebergFormat on a SQLite catalog in ``lake``, without Spark (no defaults of added columns)."""
+    from streaming_job.iceberg_catalog import IcebergCatalog
+    from streaming_job.iceberg_format import IcebergFormat
+    from streaming_job.keys import MirrorKeys
+
+    return IcebergFormat(IcebergCatalog(str(lake)), app_id, MirrorKeys({}, None, lambda d, t: "", lambda p: None))
