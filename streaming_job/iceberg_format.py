@@ -11,6 +11,9 @@ catalogs (iceberg_catalog.py), not Iceberg's Hadoop catalog. A table's share of 
   rewritten without it; skipped where no data file's key range meets the batch's) and the surviving after
   images appended.
 
+After each commit the table's small files are compacted and its old snapshots expired where due
+(iceberg_maintenance.py); renamed columns are renamed in place (iceberg_renames.py).
+
 Exactly once: every snapshot carries (app id, batch id) in its summary; a table whose newest snapshot of
 this job has batch N already is skipped when batch N is replayed. The job is the tables' only writer."""
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -31,6 +35,7 @@ from .evolution import SchemaEvolution
 from .iceberg_catalog import IcebergCatalog, batch_properties, first_line, landed_batch
 from .iceberg_defaults import default_values, fill_older, with_columns
 from .iceberg_maintenance import IcebergMaintenance
+from .iceberg_renames import Renames, field_paths, in_place, renamed, renamed_images
 from .iceberg_tables import (
     change_log_properties,
     change_log_schema,
@@ -106,15 +111,20 @@ class IcebergFormat(LakeFormat):
         return (False, None) if found is None else (True, recorded_key(dict(found.metadata.properties)))
 
     def land(self, rows: TableRows, changes: TableChanges) -> None:
-        db, table, columns, pk, batch_id = changes.db, changes.table, changes.columns, changes.pk, changes.batch_id
+        db, table, union, pk, batch_id = changes.db, changes.table, changes.columns, changes.pk, changes.batch_id
         t = time.monotonic()
         name = f"{table}__changes"
+        moves = self._renames(changes)
+        columns = renamed(union, moves)
         changes_table = self._ready(db, name, change_log_schema(columns), columns,
-                                    lambda: change_log_properties(columns), partition=PARTITION_COLUMN)
+                                    lambda: change_log_properties(columns), partition=PARTITION_COLUMN,
+                                    renames=moves, nested=True)
         write = not self._has(changes_table, batch_id)
         if not (write or pk):
             return
-        typed = list(typed_batches(columns, rows.records(db, table).to_batches()))
+        typed = list(typed_batches(union, rows.records(db, table).to_batches()))
+        if moves:
+            typed = [renamed_images(b, moves, columns) for b in typed]
         log.debug("%s.%s: typed %.1fs", db, table, time.monotonic() - t)
         if write:
             t = time.monotonic()
@@ -124,25 +134,36 @@ class IcebergFormat(LakeFormat):
             log.debug("%s.%s: change log %.1fs", db, table, time.monotonic() - t)
         if pk:
             t = time.monotonic()
-            self._mirror(db, table, columns, pk, changes, typed)
+            self._mirror(db, table, columns, pk, changes, typed, moves)
             log.debug("%s.%s: mirror %.1fs", db, table, time.monotonic() - t)
 
+    def _renames(self, changes: TableChanges) -> Renames:
+        """The batch's renamed columns the tables take in place (iceberg_renames.py): looked for only where the
+        batch has a column the lake lacks."""
+        lake = dict(changes.lake)
+        if self.evolution is None or not lake or all(n in lake for n, _ in changes.columns):
+            return []
+        found = self.evolution.renames(changes.db, changes.table, changes.lake, changes.columns)
+        return in_place(found, changes.schemas) if found else []
+
     def _mirror(self, db: str, table: str, columns: list[tuple[str, str]], pk: list[str], changes: TableChanges,
-                typed: list[pa.RecordBatch]) -> None:
+                typed: list[pa.RecordBatch], moves: Renames) -> None:
         full_images(db, table, changes.schemas)
         schema = candidate_schema(columns)
         found = [mirror_candidates(b, pk, schema) for b in typed]
         latest = last_per_key(pa.concat_tables(found) if found else schema.empty_table(), pk)
         self.keys.check_nulls(latest, db, table, pk)
         existing = self.table(db, table)
-        known = dict(recorded_columns(dict(existing.metadata.properties)) or []) if existing is not None else {}
-        fills = self._fills(db, table, columns, [n for n, _ in columns if existing is not None and n not in known])
+        known = renamed(recorded_columns(dict(existing.metadata.properties)) or [], moves) if existing else []
+        fills = self._fills(db, table, columns, [n for n, _ in columns if existing is not None
+                                                 and n not in dict(known)])
         values = default_values(self.spark, fills, dict(columns))
         latest = fill_older(latest, fills, values, SEQ)  # images older than an ADD COLUMN
         mirror = self._ready(db, table, mirror_schema(columns), columns,
                              lambda: mirror_properties(columns, key_property(pk), pk),
                              rows=lambda rows, names: fill_older(with_columns(rows, names, mirror_schema(columns)),
-                                                                 fills, values, SEQ) if values else None)
+                                                                 fills, values, SEQ) if values else None,
+                             renames=moves)
         if self._has(mirror, changes.batch_id):
             return
         upserts = latest.filter(pc.invert(latest.column(DELETED))).select([*(n for n, _ in columns), SEQ, COMMIT_TS])
@@ -193,11 +214,13 @@ class IcebergFormat(LakeFormat):
         return landed is not None and landed >= batch_id
 
     def _ready(self, namespace: str, name: str, schema: pa.Schema, columns: list[tuple[str, str]],
-               properties: Any, partition: str | None = None, location: str | None = None, rows: Any = None) -> Table:
+               properties: Any, partition: str | None = None, location: str | None = None, rows: Any = None,
+               renames: Renames | None = None, nested: bool = False) -> Table:
         """The table, created where it does not exist, and given the batch's columns where it lacks some
         (added columns, Iceberg's type promotions: int to long, float to double, a wider decimal). ``rows(table
         rows, column names)``: the table's rows as they are to be with the added columns (their defaults), or
-        None where they stay as they are; rewritten in the same commit as the columns' addition."""
+        None where they stay as they are; rewritten in the same commit as the columns' addition. ``renames``:
+        columns renamed first (in the images' structs where ``nested``)."""
         found = self.table(namespace, name)
         if found is None:
             return self._create(namespace, name, schema, properties(), partition, location)
@@ -206,9 +229,19 @@ class IcebergFormat(LakeFormat):
                 try:
                     before = found.scan().to_arrow() if rows is not None and found.current_snapshot() else None
                     names = [f.name for f in found.schema().fields]
+                    if before is not None and renames:
+                        before = before.rename_columns(_moved(before.column_names, renames))
+                    names = _moved(names, renames or [])
                     names += [n for n in schema.names if n not in names]
                     rewritten = rows(before, names) if before is not None else None
                     with found.transaction() as tx:
+                        for move in renames or []:  # one at a time: a -> b, then b -> c
+                            present = partial(_present, tx)
+                            paths = field_paths([move], present, nested)
+                            if paths:
+                                with tx.update_schema() as update:
+                                    for path, new in paths:
+                                        update.rename_column(path, new)
                         with tx.update_schema() as update:
                             update.union_by_name(schema)
                         tx.set_properties(columns_property(columns))
@@ -240,9 +273,27 @@ class IcebergFormat(LakeFormat):
         """``write(transaction)``'s snapshots (summary ``properties``: the batch's) committed together; then the
         table's small files compacted and its old snapshots expired where due (iceberg_maintenance.py). ``key``:
         a mirror's."""
+        before = table.metadata.current_snapshot_id
         with table.transaction() as tx:
             write(tx)
-        self.maintenance.committed((namespace, name), table, properties, key or [])
+        if table.metadata.current_snapshot_id != before:  # a commit that wrote nothing needs no upkeep
+            self.maintenance.committed((namespace, name), table, properties, key or [])
 
     def close(self) -> None:
         self._tables.clear()
+
+
+def _present(tx: Any, path: tuple[str, ...]) -> bool:
+    """Whether the table (as ``tx`` has staged it) has the field at ``path``."""
+    try:
+        tx.table_metadata.schema().find_field(".".join(path))
+    except ValueError:
+        return False
+    return True
+
+
+def _moved(names: list[str], renames: Renames) -> list[str]:
+    """Column ``names`` after the renames."""
+    for old, new in renames:
+        names = [new if n == old else n for n in names]
+    return names

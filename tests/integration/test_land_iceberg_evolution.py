@@ -1,7 +1,8 @@
 """Schema changes with --format iceberg: an added column (its default given to the mirror's older rows) and
 Iceberg's promotions (int to long, float to double) evolve the change log and the mirror (pyiceberg's
-union_by_name); a widening Iceberg (format
-version 2) has no promotion for, DATE to DATETIME, stops the query with one line naming the table."""
+union_by_name); renamed columns are renamed in place (older rows keep their values under the new name); a
+widening Iceberg (format version 2) has no promotion for, DATE to DATETIME, stops the query with one line
+naming the table."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from tests.harness.land import lake_frame, plain_rows, run_land
 pytestmark = pytest.mark.integration
 
 
-def test_added_columns_and_promotions_evolve_iceberg_tables_and_others_stop(make_mariadb, kafka, spark, tmp_path,
+def test_added_renamed_and_promoted_columns_evolve_iceberg_tables_and_others_stop(make_mariadb, kafka, spark, tmp_path,
                                                                             capsys) -> None:
     server = make_mariadb()
     db = "iceddl"
@@ -44,6 +45,20 @@ def test_added_columns_and_promotions_evolve_iceberg_tables_and_others_stop(make
     changes = lake_frame(spark, lake, db, "t__changes", "iceberg")
     assert changes.schema["after"].dataType.simpleString() == "struct<id:int,n:bigint,f:double,d:date,c:string>"
     assert changes.count() == 4
+
+    # Renamed columns are renamed in place (Iceberg's field ids): older rows keep their values under the new name
+    with conn.cursor() as cur:
+        cur.execute("ALTER TABLE t RENAME COLUMN n TO m, CHANGE c c2 VARCHAR(20)")
+        cur.execute("INSERT INTO t VALUES (5, 1, 0.5, NULL, 'five')")
+        cur.execute("UPDATE t SET m = 3 WHERE id = 3")
+    run_daemon(server, kafka, prefix)
+    assert run_land(kafka, prefix, lake, "--format", "iceberg") == 0
+    read = pyiceberg_table(lake, db, "t")
+    assert read.column_names == ["id", "m", "f", "d", "_binlake_seq", "_binlake_commit_ts", "c2"]
+    rows = {(r["id"],): r for r in read.select(["id", "m", "f", "d", "c2"]).to_pylist()}
+    assert rows == plain_rows(conn, "t", "id") and rows[(2,)]["m"] == 7 and rows[(2,)]["c2"] == "dflt"
+    after = pyiceberg_table(lake, db, "t__changes").sort_by("seq").column("after").to_pylist()
+    assert list(after[0]) == ["id", "m", "f", "d", "c2"] and after[0]["m"] == -5 and after[-1]["m"] == 3
 
     with conn.cursor() as cur:
         cur.execute("ALTER TABLE t MODIFY d DATETIME")
