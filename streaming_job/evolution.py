@@ -158,6 +158,27 @@ class SchemaEvolution:
                     out.append(d)
         return out
 
+    def renames(self, db: str, table: str, lake: list[tuple[str, str]],
+                columns: list[tuple[str, str]]) -> list[D.Default]:
+        """The RENAME COLUMN and CHANGE statements that named a column of ``columns`` after another of them
+        (a format that renames columns in place: iceberg_format.py), in source order; not a swap of two
+        columns the ``lake`` has both of. Empty without a schema topic."""
+        if self.schema_topic is None:
+            return []
+        first, _ = self._appear.get((db, table), ({}, set()))
+        types, have = dict(columns), dict(lake)
+        out = []
+        with self._statements:
+            self._read_statements()
+            for name in types:
+                try:
+                    d = self._added.default(db, table, name, types, first.get(name))
+                except D.Uncomputable:
+                    continue  # a type change that is no widening: a new column (the Delta side's way)
+                if d is not None and d.source and d.source != name and not (name in have and d.source in have):
+                    out.append(d)
+        return sorted(out, key=lambda d: d.seq)
+
     def _read_statements(self) -> None:
         """The schema topic's statements since the last read (committed ones), for their ADD COLUMNs."""
         topic = self.schema_topic

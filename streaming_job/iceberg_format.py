@@ -11,15 +11,18 @@ catalogs (iceberg_catalog.py), not Iceberg's Hadoop catalog. A table's share of 
   rewritten without it; skipped where no data file's key range meets the batch's) and the surviving after
   images appended.
 
+After each commit the table's small files are compacted and its old snapshots expired where due
+(iceberg_maintenance.py); renamed columns are renamed in place (iceberg_renames.py).
+
 Exactly once: every snapshot carries (app id, batch id) in its summary; a table whose newest snapshot of
 this job has batch N already is skipped when batch N is replayed. The job is the tables' only writer."""
 
 from __future__ import annotations
 
-import datetime
 import logging
 import threading
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -31,6 +34,8 @@ from .errors import LandError
 from .evolution import SchemaEvolution
 from .iceberg_catalog import IcebergCatalog, batch_properties, first_line, landed_batch
 from .iceberg_defaults import default_values, fill_older, with_columns
+from .iceberg_maintenance import IcebergMaintenance
+from .iceberg_renames import Renames, field_paths, in_place, renamed, renamed_images
 from .iceberg_tables import (
     change_log_properties,
     change_log_schema,
@@ -58,18 +63,15 @@ _QUARANTINE_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()
                                 ("error", pa.string()), ("value", pa.binary()),
                                 ("headers", pa.map_(pa.string(), pa.binary())), ("batch_id", pa.int64()),
                                 ("ingest_ts", pa.timestamp("us", tz="UTC"))])
-# Snapshots older than this are expired (from the tables' metadata) every _EXPIRE_EVERY commits of a table, so
-# that a long-running job's metadata, rewritten at each commit, does not grow without bound
-SNAPSHOT_RETENTION = datetime.timedelta(hours=1)
-_EXPIRE_EVERY = 100
 
 
 class IcebergFormat(LakeFormat):
     name = "iceberg"
 
     def __init__(self, where: IcebergCatalog, app_id: str, keys: MirrorKeys, evolution: SchemaEvolution | None = None,
-                 spark: Any = None) -> None:
-        """``evolution`` and ``spark``: the defaults of added columns (none without them)."""
+                 spark: Any = None, maintenance: IcebergMaintenance | None = None) -> None:
+        """``evolution`` and ``spark``: the defaults of added columns (none without them); ``maintenance``:
+        compaction and expiry after each commit (iceberg_maintenance.py's defaults without it)."""
         self.where = where
         self.app_id = app_id
         self.keys = keys
@@ -80,7 +82,7 @@ class IcebergFormat(LakeFormat):
         self._namespaces = threading.Lock()  # pyiceberg checks, then inserts: two tables' threads would collide
         self._tables: dict[tuple[str, str], Table] = {}
         self._columns: dict[tuple[str, str], list[tuple[str, str]]] = {}  # as the table has them (property)
-        self._commits: dict[tuple[str, str], int] = {}
+        self.maintenance = maintenance or IcebergMaintenance()
 
     @property
     def catalog(self) -> Catalog:
@@ -110,42 +112,59 @@ class IcebergFormat(LakeFormat):
         return (False, None) if found is None else (True, recorded_key(dict(found.metadata.properties)))
 
     def land(self, rows: TableRows, changes: TableChanges) -> None:
-        db, table, columns, pk, batch_id = changes.db, changes.table, changes.columns, changes.pk, changes.batch_id
+        db, table, union, pk, batch_id = changes.db, changes.table, changes.columns, changes.pk, changes.batch_id
         t = time.monotonic()
         name = f"{table}__changes"
+        moves = self._renames(changes)
+        columns = renamed(union, moves)
         changes_table = self._ready(db, name, change_log_schema(columns), columns,
-                                    lambda: change_log_properties(columns), partition=PARTITION_COLUMN)
+                                    lambda: change_log_properties(columns), partition=PARTITION_COLUMN,
+                                    renames=moves, nested=True)
         write = not self._has(changes_table, batch_id)
         if not (write or pk):
             return
-        typed = list(typed_batches(columns, rows.records(db, table).to_batches()))
+        typed = list(typed_batches(union, rows.records(db, table).to_batches()))
+        if moves:
+            typed = [renamed_images(b, moves, columns) for b in typed]
         log.debug("%s.%s: typed %.1fs", db, table, time.monotonic() - t)
         if write:
             t = time.monotonic()
+            properties = self._batch(batch_id)
             self._commit(db, name, changes_table, lambda tx: tx.append(
-                change_rows(typed, columns, changes.ingest_micros), snapshot_properties=self._batch(batch_id)))
+                change_rows(typed, columns, changes.ingest_micros), snapshot_properties=properties), properties)
             log.debug("%s.%s: change log %.1fs", db, table, time.monotonic() - t)
         if pk:
             t = time.monotonic()
-            self._mirror(db, table, columns, pk, changes, typed)
+            self._mirror(db, table, columns, pk, changes, typed, moves)
             log.debug("%s.%s: mirror %.1fs", db, table, time.monotonic() - t)
 
+    def _renames(self, changes: TableChanges) -> Renames:
+        """The batch's renamed columns the tables take in place (iceberg_renames.py): looked for only where the
+        batch has a column the lake lacks."""
+        lake = dict(changes.lake)
+        if self.evolution is None or not lake or all(n in lake for n, _ in changes.columns):
+            return []
+        found = self.evolution.renames(changes.db, changes.table, changes.lake, changes.columns)
+        return in_place(found, changes.schemas) if found else []
+
     def _mirror(self, db: str, table: str, columns: list[tuple[str, str]], pk: list[str], changes: TableChanges,
-                typed: list[pa.RecordBatch]) -> None:
+                typed: list[pa.RecordBatch], moves: Renames) -> None:
         full_images(db, table, changes.schemas)
         schema = candidate_schema(columns)
         found = [mirror_candidates(b, pk, schema) for b in typed]
         latest = last_per_key(pa.concat_tables(found) if found else schema.empty_table(), pk)
         self.keys.check_nulls(latest, db, table, pk)
         existing = self.table(db, table)
-        known = dict(recorded_columns(dict(existing.metadata.properties)) or []) if existing is not None else {}
-        fills = self._fills(db, table, columns, [n for n, _ in columns if existing is not None and n not in known])
+        known = renamed(recorded_columns(dict(existing.metadata.properties)) or [], moves) if existing else []
+        fills = self._fills(db, table, columns, [n for n, _ in columns if existing is not None
+                                                 and n not in dict(known)])
         values = default_values(self.spark, fills, dict(columns))
         latest = fill_older(latest, fills, values, SEQ)  # images older than an ADD COLUMN
         mirror = self._ready(db, table, mirror_schema(columns), columns,
                              lambda: mirror_properties(columns, key_property(pk), pk),
                              rows=lambda rows, names: fill_older(with_columns(rows, names, mirror_schema(columns)),
-                                                                 fills, values, SEQ) if values else None)
+                                                                 fills, values, SEQ) if values else None,
+                             renames=moves)
         if self._has(mirror, changes.batch_id):
             return
         upserts = latest.filter(pc.invert(latest.column(DELETED))).select([*(n for n, _ in columns), SEQ, COMMIT_TS])
@@ -157,7 +176,7 @@ class IcebergFormat(LakeFormat):
             if len(upserts):
                 tx.append(upserts, snapshot_properties=properties)
 
-        self._commit(db, table, mirror, apply)
+        self._commit(db, table, mirror, apply, properties, pk)
 
     def _fills(self, db: str, table: str, columns: list[tuple[str, str]], added: list[str]) -> list[Any]:
         """The defaults the mirror needs (evolution.SchemaEvolution.defaults), renames left out."""
@@ -185,7 +204,8 @@ class IcebergFormat(LakeFormat):
                                      schema=_QUARANTINE_SCHEMA)
         found = self._ready(*QUARANTINE, table.schema, [], dict, location=QUARANTINE_TABLE)
         if not self._has(found, batch_id):
-            self._commit(*QUARANTINE, found, lambda tx: tx.append(table, snapshot_properties=self._batch(batch_id)))
+            properties = self._batch(batch_id)
+            self._commit(*QUARANTINE, found, lambda tx: tx.append(table, snapshot_properties=properties), properties)
 
     def _batch(self, batch_id: int) -> dict[str, str]:
         return batch_properties(self.app_id, batch_id)
@@ -195,11 +215,13 @@ class IcebergFormat(LakeFormat):
         return landed is not None and landed >= batch_id
 
     def _ready(self, namespace: str, name: str, schema: pa.Schema, columns: list[tuple[str, str]],
-               properties: Any, partition: str | None = None, location: str | None = None, rows: Any = None) -> Table:
+               properties: Any, partition: str | None = None, location: str | None = None, rows: Any = None,
+               renames: Renames | None = None, nested: bool = False) -> Table:
         """The table, created where it does not exist, and given the batch's columns where it lacks some
         (added columns, Iceberg's type promotions: int to long, float to double, a wider decimal). ``rows(table
         rows, column names)``: the table's rows as they are to be with the added columns (their defaults), or
-        None where they stay as they are; rewritten in the same commit as the columns' addition."""
+        None where they stay as they are; rewritten in the same commit as the columns' addition. ``renames``:
+        columns renamed first (in the images' structs where ``nested``)."""
         found = self.table(namespace, name)
         if found is None:
             return self._create(namespace, name, schema, properties(), partition, location)
@@ -208,9 +230,19 @@ class IcebergFormat(LakeFormat):
                 try:
                     before = found.scan().to_arrow() if rows is not None and found.current_snapshot() else None
                     names = [f.name for f in found.schema().fields]
+                    if before is not None and renames:
+                        before = before.rename_columns(_moved(before.column_names, renames))
+                    names = _moved(names, renames or [])
                     names += [n for n in schema.names if n not in names]
                     rewritten = rows(before, names) if before is not None else None
                     with found.transaction() as tx:
+                        for move in renames or []:  # one at a time: a -> b, then b -> c
+                            present = partial(_present, tx)
+                            paths = field_paths([move], present, nested)
+                            if paths:
+                                with tx.update_schema() as update:
+                                    for path, new in paths:
+                                        update.rename_column(path, new)
                         with tx.update_schema() as update:
                             update.union_by_name(schema)
                         tx.set_properties(columns_property(columns))
@@ -238,15 +270,32 @@ class IcebergFormat(LakeFormat):
         log.info("created the Iceberg table %s.%s at %s", namespace, name, where)
         return found
 
-    def _commit(self, namespace: str, name: str, table: Table, write: Any) -> None:
-        """``write(transaction)``'s snapshots committed together; every _EXPIRE_EVERY commits, the table's
-        snapshots older than SNAPSHOT_RETENTION expired."""
+    def _commit(self, namespace: str, name: str, table: Table, write: Any, properties: dict[str, str],
+                key: list[str] | None = None) -> None:
+        """``write(transaction)``'s snapshots (summary ``properties``: the batch's) committed together; then the
+        table's small files compacted and its old snapshots expired where due (iceberg_maintenance.py). ``key``:
+        a mirror's."""
+        before = table.metadata.current_snapshot_id
         with table.transaction() as tx:
             write(tx)
-        n = self._commits[(namespace, name)] = self._commits.get((namespace, name), 0) + 1
-        if n % _EXPIRE_EVERY == 0:
-            older = datetime.datetime.now(datetime.UTC) - SNAPSHOT_RETENTION
-            table.maintenance.expire_snapshots().older_than(older).commit()
+        if table.metadata.current_snapshot_id != before:  # a commit that wrote nothing needs no upkeep
+            self.maintenance.committed((namespace, name), table, properties, key or [])
 
     def close(self) -> None:
         self._tables.clear()
+
+
+def _present(tx: Any, path: tuple[str, ...]) -> bool:
+    """Whether the table (as ``tx`` has staged it) has the field at ``path``."""
+    try:
+        tx.table_metadata.schema().find_field(".".join(path))
+    except ValueError:
+        return False
+    return True
+
+
+def _moved(names: list[str], renames: Renames) -> list[str]:
+    """Column ``names`` after the renames."""
+    for old, new in renames:
+        names = [new if n == old else n for n in names]
+    return names

@@ -134,10 +134,12 @@ class Lander:
         if self.lake_format == "iceberg":
             from .iceberg_catalog import IcebergCatalog
             from .iceberg_format import IcebergFormat
+            from .iceberg_maintenance import IcebergMaintenance
 
             store = self.files.store if self.files is not None else None
             return IcebergFormat(IcebergCatalog(self.lake, self.iceberg_catalog, store, self.checkpoint), self.app_id,
-                                 self.mirror_keys, self.evolution, self.spark)
+                                 self.mirror_keys, self.evolution, self.spark,
+                                 IcebergMaintenance(self.compact_files, self.small_file_bytes, self.driver_merge_bytes))
         return DeltaFormat(self.spark, self.lake, self.delta, self.evolution, self.files, self.driver_rows,
                            self.on_driver, self.in_spark)
 

@@ -58,3 +58,12 @@ def spark_rows_in_store(store: Any, lake: str, checkpoint: Path, db: str,
                           env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def local_format(lake: Path, app_id: str = "app-1") -> Any:
+    """An IcebergFormat on a SQLite catalog in ``lake``, without Spark (no defaults of added columns)."""
+    from streaming_job.iceberg_catalog import IcebergCatalog
+    from streaming_job.iceberg_format import IcebergFormat
+    from streaming_job.keys import MirrorKeys
+
+    return IcebergFormat(IcebergCatalog(str(lake)), app_id, MirrorKeys({}, None, lambda d, t: "", lambda p: None))

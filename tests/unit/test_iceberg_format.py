@@ -13,12 +13,11 @@ from streaming_job.errors import LandError
 from streaming_job.iceberg_catalog import IcebergCatalog, batch_properties, jdbc_url, landed_batch
 from streaming_job.iceberg_format import IcebergFormat
 from streaming_job.iceberg_tables import change_log_schema, key_filter, mirror_schema
-from streaming_job.keys import MirrorKeys
+from tests.harness.iceberg import local_format
 
 
 def _format(tmp_path) -> IcebergFormat:
-    return IcebergFormat(IcebergCatalog(str(tmp_path / "lake")), "app-1", MirrorKeys({}, None, lambda d, t: "",
-                                                                                    lambda p: None))
+    return local_format(tmp_path / "lake")
 
 
 def test_spark_reads_the_catalog_pyiceberg_writes_as_icebergs_jdbc_catalog(tmp_path) -> None:
@@ -103,17 +102,17 @@ def test_quarantined_records_land_once_per_batch(tmp_path) -> None:
          "headers": [("h", b"v")], "batch_id": 3}]
 
 
-def test_old_snapshots_are_expired_as_the_job_commits_and_its_last_batch_stays_known(tmp_path, monkeypatch) -> None:
-    import streaming_job.iceberg_format as F
+def test_old_snapshots_are_expired_as_the_job_commits_and_its_last_batch_stays_known(tmp_path) -> None:
+    from streaming_job.iceberg_maintenance import IcebergMaintenance
 
-    monkeypatch.setattr(F, "_EXPIRE_EVERY", 3)
-    monkeypatch.setattr(F, "SNAPSHOT_RETENTION", datetime.timedelta(0))
     fmt = _format(tmp_path)
+    fmt.maintenance = IcebergMaintenance(retention=datetime.timedelta(0), expire_every=3)
     table = fmt._ready("db", "t", pa.schema([("id", pa.int64())]), [], dict)
     counts = []
     for batch in range(6):
-        fmt._commit("db", "t", table, lambda tx, b=batch: tx.append(pa.table({"id": [b]}),
-                                                                    snapshot_properties=fmt._batch(b)))
+        properties = fmt._batch(batch)
+        fmt._commit("db", "t", table, lambda tx, p=properties, b=batch: tx.append(pa.table({"id": [b]}),
+                                                                                  snapshot_properties=p), properties)
         counts.append(len(table.snapshots()))
     assert counts == [1, 2, 1, 2, 3, 1]  # every third commit leaves only the current snapshot
     assert landed_batch(table, "app-1") == 5 and len(table.scan().to_arrow()) == 6

@@ -1,0 +1,124 @@
+"""The job keeps its Iceberg tables bounded (iceberg_maintenance.py), on pyiceberg's SQL catalog in a SQLite
+file: small files compacted in replace snapshots that keep each table's last batch known (its batch's own snapshot
+expired), and the files of
+expired snapshots deleted while every live snapshot still reads."""
+
+from __future__ import annotations
+
+import datetime
+import random
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from streaming_job.iceberg_catalog import landed_batch
+from streaming_job.iceberg_maintenance import IcebergMaintenance
+from streaming_job.iceberg_tables import key_filter
+from tests.harness.iceberg import catalog, local_format
+
+_DAYS = [datetime.date(2026, 11, 25), datetime.date(2026, 11, 26)]
+
+
+def _log_batch(fmt: Any, table: Any, batch: int) -> list[dict[str, Any]]:
+    rows = [{"seq": batch * 10 + i, "commit_date": _DAYS[(batch + i) % 2], "v": f"b{batch}"} for i in range(3)]
+    properties = fmt._batch(batch)
+    fmt._commit("db", "t__changes", table, lambda tx: tx.append(pa.Table.from_pylist(rows, _LOG),
+                                                                snapshot_properties=properties), properties)
+    return rows
+
+
+def _mirror_batch(fmt: Any, table: Any, batch: int, expected: dict[int, str], rng: random.Random) -> None:
+    keys = sorted(set(rng.sample(range(60), 6)))
+    for k in keys[:2]:
+        expected.pop(k, None)  # deleted
+    upserts = pa.table({"id": pa.array(keys[2:], pa.int64()), "v": [f"b{batch}"] * len(keys[2:])})
+    expected.update({k: f"b{batch}" for k in keys[2:]})
+    properties = fmt._batch(batch)
+
+    def apply(tx: Any) -> None:  # as IcebergFormat._mirror: the batch's keys deleted, the upserts appended
+        if table.current_snapshot() is not None:
+            tx.delete(key_filter(pa.table({"id": pa.array(keys, pa.int64())}), ["id"]), snapshot_properties=properties)
+        tx.append(upserts, snapshot_properties=properties)
+
+    fmt._commit("db", "t", table, apply, properties, ["id"])
+
+
+_LOG = pa.schema([("seq", pa.int64()), ("commit_date", pa.date32()), ("v", pa.string())])
+_MIRROR = pa.schema([("id", pa.int64()), ("v", pa.string())])
+
+
+def test_small_files_are_compacted_in_replace_snapshots_that_keep_the_last_batch_known(tmp_path) -> None:
+    fmt = local_format(tmp_path)
+    # snapshots expired after each commit: a compaction's snapshot is then all that is left of a table
+    fmt.maintenance = IcebergMaintenance(compact_files=3, retention=datetime.timedelta(0), expire_every=1)
+    log = fmt._ready("db", "t__changes", _LOG, [], dict, partition="commit_date")
+    mirror = fmt._ready("db", "t", _MIRROR, [], dict)
+    landed: list[dict[str, Any]] = []
+    expected: dict[int, str] = {}
+    rng = random.Random(7)
+    replaced = set()
+    for batch in range(16):
+        landed += _log_batch(fmt, log, batch)
+        _mirror_batch(fmt, mirror, batch, expected, rng)
+        for table in (log, mirror):
+            files = table.scan().plan_files()
+            by_date: dict[Any, int] = {}
+            for f in files:
+                by_date[tuple(f.file.partition)] = by_date.get(tuple(f.file.partition), 0) + 1
+            assert max(by_date.values()) < 3, (batch, by_date)  # at most compact_files - 1 per partition
+            # the batch is known (a replayed batch is skipped) whatever snapshot is the current one
+            assert landed_batch(table, "app-1") == batch and fmt._has(table, batch) and not fmt._has(table, batch + 1)
+            current = table.current_snapshot()
+            replaced.add((current.summary.operation.value, len(table.snapshots())))
+    assert ("replace", 1) in replaced  # the batch known from the compaction's snapshot alone
+    reread = catalog(tmp_path)  # a reader of its own
+    rows = reread.load_table(("db", "t__changes")).scan().to_arrow().to_pylist()
+    assert sorted(rows, key=lambda r: r["seq"]) == sorted(landed, key=lambda r: r["seq"])
+    assert {r["id"]: r["v"] for r in reread.load_table(("db", "t")).scan().to_arrow().to_pylist()} == expected
+
+
+def _on_disk(table: Any) -> set[str]:
+    root = Path(table.location().removeprefix("file://"))
+    return {p.as_uri() for p in root.rglob("*") if p.suffix in (".parquet", ".avro")}
+
+
+def _named(table: Any, needed: bool) -> set[str]:
+    """The files the table's snapshots name: manifest lists, manifests, data files (``needed``: only those a
+    snapshot reads, not data files its manifests list as deleted)."""
+    from pyiceberg.manifest import ManifestEntryStatus
+
+    out: set[str] = set()
+    for s in table.snapshots():
+        out.add(s.manifest_list)
+        for m in s.manifests(table.io):
+            out.add(m.manifest_path)
+            out.update(e.data_file.file_path for e in m.fetch_manifest_entry(table.io, discard_deleted=False)
+                       if not needed or e.status != ManifestEntryStatus.DELETED)
+    return out
+
+
+def test_expired_snapshots_files_are_deleted_and_every_live_snapshot_still_reads(tmp_path) -> None:
+    fmt = local_format(tmp_path)
+    fmt.maintenance = IcebergMaintenance(compact_files=4, retention=datetime.timedelta(0), expire_every=7)
+    mirror = fmt._ready("db", "t", _MIRROR, [], dict)
+    expected: dict[int, str] = {}
+    rng = random.Random(3)
+    for batch in range(13):
+        _mirror_batch(fmt, mirror, batch, expected, rng)
+    inflight = Path(mirror.location().removeprefix("file://")) / "data" / "in-flight.parquet"
+    inflight.write_bytes(b"a file of a commit not made yet")  # named by no metadata: never deleted
+    before = _on_disk(mirror)
+    assert len(mirror.snapshots()) > 1 and before <= _named(mirror, needed=False) | {inflight.as_uri()}
+    _mirror_batch(fmt, mirror, 13, expected, rng)  # the 14th commit expires every snapshot but the current one
+    assert len(mirror.snapshots()) == 1
+    left = _on_disk(mirror)
+    assert _named(mirror, needed=True) <= left <= _named(mirror, needed=False) | {inflight.as_uri()}
+    assert len(left) < len(before) // 3, (len(left), len(before))
+    reread = catalog(tmp_path).load_table(("db", "t"))
+    assert {r["id"]: r["v"] for r in reread.scan().to_arrow().to_pylist()} == expected
+    assert landed_batch(reread, "app-1") == 13
+    for batch in range(14, 20):  # and goes on: 7 more commits, their snapshots expired in turn
+        _mirror_batch(fmt, mirror, batch, expected, rng)
+    assert _named(mirror, needed=True) <= _on_disk(mirror) <= _named(mirror, needed=False) | {inflight.as_uri()}
+    assert {r["id"]: r["v"] for r in mirror.scan().to_arrow().to_pylist()} == expected
