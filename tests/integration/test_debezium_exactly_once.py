@@ -157,6 +157,7 @@ def test_a_huge_transaction_killed_mid_stream_is_published_once(make_mariadb, ka
     kill -9 in the middle of it and a restart each row change is one change event, the transaction topic's BEGIN
     and END once (transaction metadata: records closed together, released at each complete one)."""
     from kafka import KafkaConsumer, TopicPartition
+    from kafka.admin import KafkaAdminClient, NewTopic
 
     rows = 60_000
     server = make_mariadb()
@@ -170,18 +171,26 @@ def test_a_huge_transaction_killed_mid_stream_is_published_once(make_mariadb, ka
     log = open(tmp_path / "run.log", "wb")
     proc = start_daemon(server, kafka, prefix, 6363, log, env)
     caught_up(server, kafka, prefix, proc)
-    with server.connect("huge") as conn, conn.cursor() as cur:
-        cur.execute("BEGIN")
-        cur.execute("INSERT INTO u VALUES (0, 'first')")
-        cur.execute(f"INSERT INTO t SELECT seq, CONCAT('row ', seq) FROM seq_1_to_{rows}")
-        cur.execute("INSERT INTO u VALUES (1, 'last')")
-        cur.execute("COMMIT")
+    # the table's topic made ahead (as a user may), so the readers below know it from the first message on: the
+    # daemon publishes the transaction in well under a second, which a reader still learning of a new topic misses
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+    try:
+        admin.create_topics([NewTopic(f"{prefix}.huge.t", num_partitions=1, replication_factor=1)])
+    finally:
+        admin.close()
     part = TopicPartition(f"{prefix}.huge.t", 0)
     seen = {}
     try:
-        for isolation in ("read_uncommitted", "read_committed"):
+        for isolation in ("read_uncommitted", "read_committed"):  # connected, and knowing the topic, before
             seen[isolation] = KafkaConsumer(bootstrap_servers=kafka.bootstrap, isolation_level=isolation,
                                             enable_auto_commit=False, group_id=None)
+            assert seen[isolation].end_offsets([part])[part] == 0
+        with server.connect("huge") as conn, conn.cursor() as cur:
+            cur.execute("BEGIN")
+            cur.execute("INSERT INTO u VALUES (0, 'first')")
+            cur.execute(f"INSERT INTO t SELECT seq, CONCAT('row ', seq) FROM seq_1_to_{rows}")
+            cur.execute("INSERT INTO u VALUES (1, 'last')")
+            cur.execute("COMMIT")
         deadline = time.monotonic() + 60
         while True:  # until change events are on the broker, not committed: then kill -9
             assert time.monotonic() < deadline and proc.poll() is None, "no uncommitted change event seen"
