@@ -64,7 +64,9 @@ def _server_value(column: str, value: Any) -> Any:
     return value
 
 
-def test_demo_lands_mirrors_equal_to_the_servers_select(tmp_path: Path, capsys) -> None:
+def test_demo_lands_mirrors_equal_to_the_servers_select(tmp_path: Path, capsys, spark) -> None:
+    """(``spark``: the tests' session is started first, with Iceberg's runtime on its JVM's classpath; the demo's
+    in-process land shares it, as the later tests do: a JVM the demo started would lack those jars.)"""
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
