@@ -80,18 +80,15 @@ def test_it_reads_the_committed_records_spark_reads(kafka, spark) -> None:
     consumer.close()
 
 
-def test_records_gone_from_kafka_stop_the_read_with_the_partition_named(kafka, spark) -> None:
+def test_records_gone_from_kafka_stop_the_read_with_the_partition_named(kafka) -> None:
     topic = f"srcgone{uuid.uuid4().hex[:6]}.t"
     _produce(kafka, [topic])
-    jvm = spark._jvm  # Kafka's own admin client (the JVM has it for Spark's Kafka source) deletes records
-    props = jvm.java.util.Properties()
-    props.put("bootstrap.servers", kafka.bootstrap)
-    admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)  # the records before offset 4 deleted
     try:
-        gone = jvm.java.util.HashMap()
-        gone.put(jvm.org.apache.kafka.common.TopicPartition(topic, 0),
-                 jvm.org.apache.kafka.clients.admin.RecordsToDelete.beforeOffset(4))
-        admin.deleteRecords(gone).all().get()
+        admin.delete_records({TopicPartition(topic, 0): 4})
     finally:
         admin.close()
     with pytest.raises(SourceError, match=rf"{topic}-0.* not in Kafka any more"):
