@@ -178,6 +178,19 @@ class LandConfig:
     s3_path_style: bool = False
     s3_region: str | None = None
     s3_credentials_file: str | None = None
+    # Compaction of small files by the batches' own commits (docs/LAND.md, "Small files", "Iceberg"): once a table
+    # (a change log: one commit date) holds compact_files data files under small_file_bytes, up to compact_bytes of
+    # them are rewritten together (Delta's change logs and mirrors, Iceberg's tables; a Delta mirror's rewrite is
+    # also bounded by the most of its files the driver reads for a batch)
+    compact_files: int = 32
+    small_file_bytes: int = 8 << 20
+    compact_bytes: int = 256 << 20
+    # format iceberg (docs/LAND.md, "Iceberg"): every iceberg_expire_every commits of a table its snapshots older
+    # than iceberg_snapshot_retention (a duration: 90s, 30m, 1h, 7d) are expired and their files deleted; each
+    # table keeps its iceberg_metadata_versions newest previous metadata files
+    iceberg_expire_every: int = 100
+    iceberg_snapshot_retention: str = "1h"
+    iceberg_metadata_versions: int = 20
 
 
 @dataclass
@@ -298,6 +311,41 @@ class Config:
         return d
 
 
+def duration_seconds(text: str) -> float:
+    """A duration setting (``90s``, ``30m``, ``1h``, ``7d``, ``500ms``; a bare number: seconds) in seconds; raises
+    ValueError for anything else."""
+    found = _DURATION.fullmatch(str(text).strip())
+    if found is None:
+        raise ValueError(text)
+    return float(found[1]) * _UNITS[found[2] or "s"]
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def _at_least(least: int) -> Any:
+    def check(value: Any) -> str | None:
+        return None if value >= least else f"must be at least {least}, got {value}"
+    return check
+
+
+def _duration(value: Any) -> str | None:
+    try:
+        duration_seconds(value)
+    except ValueError:
+        return f"{value!r} is not a duration (e.g. 90s, 30m, 1h, 7d)"
+    return None
+
+
+# Settings with a range or a form beyond their type, checked where they are set (the message names the place)
+_CHECKS: dict[tuple[str, str], Any] = {
+    ("LandConfig", "compact_files"): _at_least(2), ("LandConfig", "small_file_bytes"): _at_least(1),
+    ("LandConfig", "compact_bytes"): _at_least(1), ("LandConfig", "iceberg_expire_every"): _at_least(1),
+    ("LandConfig", "iceberg_snapshot_retention"): _duration, ("LandConfig", "iceberg_metadata_versions"): _at_least(1),
+}
+
+
 def _merge(obj: Any, values: dict[str, Any], where: str) -> None:
     names = {f.name: f for f in dataclasses.fields(obj)}
     hints = get_type_hints(type(obj))
@@ -311,7 +359,12 @@ def _merge(obj: Any, values: dict[str, Any], where: str) -> None:
                 raise ConfigError(f"{where}: {key} must be a mapping")
             _merge(current, value, f"{where}.{key}")
         else:
-            setattr(obj, key, _coerce(value, hints[key], f"{where}.{key}"))
+            value = _coerce(value, hints[key], f"{where}.{key}")
+            check = _CHECKS.get((type(obj).__name__, key))
+            problem = check(value) if check is not None and value is not None else None
+            if problem is not None:
+                raise ConfigError(f"{where}.{key}: {problem}")
+            setattr(obj, key, value)
 
 
 def _coerce(value: Any, annotation: Any, where: str) -> Any:

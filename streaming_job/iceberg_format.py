@@ -261,6 +261,7 @@ class IcebergFormat(LakeFormat):
         with self._namespaces:
             catalog.create_namespace_if_not_exists(namespace)
         where = self.where.location(location) if location else self.where.location(namespace, name)
+        properties = {**properties, **self.maintenance.table_properties()}
         with catalog.create_table_transaction((namespace, name), schema, location=where,
                                               properties=properties) as tx:
             if partition is not None:

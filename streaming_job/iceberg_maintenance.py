@@ -9,6 +9,9 @@ its snapshot producers.
   incremental readers skip. It carries the batch's (app id, batch id) summary properties of the commit it
   follows, so the job's newest snapshot always names its last batch (iceberg_catalog.landed_batch), however
   many snapshots are expired.
+Their settings are the configuration's (``IcebergMaintenance.of``: land.compact_files, land.small_file_bytes,
+land.compact_bytes, land.iceberg_expire_every, land.iceberg_snapshot_retention, land.iceberg_metadata_versions).
+
 - **Expiry**: every ``expire_every`` commits of a table, the snapshots older than ``retention`` (the current
   one never) leave the metadata, and the files no remaining snapshot references are deleted: their
   manifest lists, the manifests no longer listed, and the data files they had removed. Only files named
@@ -26,6 +29,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ingester.config import LandConfig, duration_seconds
+
 from .compaction import within
 
 if TYPE_CHECKING:
@@ -34,6 +39,7 @@ if TYPE_CHECKING:
     from pyiceberg.table.snapshots import Snapshot
 
 log = logging.getLogger("binlake.land")
+METADATA_VERSIONS = "write.metadata.previous-versions-max"
 _CHAIN = 50  # snapshots followed since the last look at a table's small files, beyond which it is read again
 
 
@@ -53,12 +59,29 @@ class IcebergMaintenance:
     budget: int = 256 << 20
     retention: datetime.timedelta = datetime.timedelta(hours=1)
     expire_every: int = 100
+    metadata_versions: int = 20  # previous metadata files a table keeps (write.metadata.previous-versions-max)
     _small: dict[tuple[str, str], SmallFiles] = field(default_factory=dict)
     _commits: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, land: LandConfig) -> IcebergMaintenance:
+        """The configuration's settings (land.compact_*, land.iceberg_*)."""
+        return cls(land.compact_files, land.small_file_bytes, land.compact_bytes,
+                   datetime.timedelta(seconds=duration_seconds(land.iceberg_snapshot_retention)),
+                   land.iceberg_expire_every, land.iceberg_metadata_versions)
+
+    def table_properties(self) -> dict[str, str]:
+        """The properties of a table that bound its metadata files (set at its creation, and on a table made
+        with other values at the job's first commit to it)."""
+        return {METADATA_VERSIONS: str(self.metadata_versions)}
 
     def committed(self, name: tuple[str, str], table: Table, properties: dict[str, str], key: list[str]) -> None:
         """The job committed to ``table`` (summary ``properties``): its small files compacted, its old
         snapshots expired where due. ``key``: a mirror's key (its rows' order in a compacted file)."""
+        wanted = self.table_properties()
+        if name not in self._commits and any(table.metadata.properties.get(k) != v for k, v in wanted.items()):
+            with table.transaction() as tx:  # a table made before the setting changed
+                tx.set_properties(wanted)
         self.compact(name, table, properties, key)
         n = self._commits[name] = self._commits.get(name, 0) + 1
         if n % self.expire_every == 0:

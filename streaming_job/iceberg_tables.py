@@ -65,12 +65,12 @@ def mirror_properties(columns: list[tuple[str, str]], key: dict[str, str], pk: l
     return {**metrics(pk), **columns_property(columns), **key, **_METADATA}
 
 
-# Each commit writes a new metadata file: keep the last 20, delete older ones (the table's history beyond them
-# is its snapshots', expired by the job: iceberg_format.IcebergFormat). Each append adds a manifest: merged
+# Each commit writes a new metadata file: keep the newest (land.iceberg_metadata_versions, 20: the property is
+# iceberg_maintenance.IcebergMaintenance.table_properties'), delete older ones (the table's history beyond them
+# is its snapshots', expired by the job: iceberg_maintenance.py). Each append adds a manifest: merged
 # once a snapshot would list 100 of them (Iceberg's default count), so that planning a read or the mirror's
 # delete does not read a manifest per micro-batch ever landed
-_METADATA = {"write.metadata.delete-after-commit.enabled": "true", "write.metadata.previous-versions-max": "20",
-             "commit.manifest-merge.enabled": "true"}
+_METADATA = {"write.metadata.delete-after-commit.enabled": "true", "commit.manifest-merge.enabled": "true"}
 
 
 def change_rows(typed: list[pa.RecordBatch], columns: list[tuple[str, str]], ingest_micros: int) -> pa.Table:

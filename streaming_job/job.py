@@ -26,6 +26,7 @@ from ingester.config import LandConfig
 from ingester.registry_client import RegistryClient
 
 from .errors import LandError, python_error
+from .iceberg_maintenance import IcebergMaintenance
 from .kafka_source import stream_source
 from .lake_files import LakeFiles
 from .lake_lease import LakeLease
@@ -253,7 +254,9 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
     lander = Lander(spark, settings.lake, settings.checkpoint, land.quarantine, settings.bootstrap,
                     settings.topic_prefix, driver_rows=land.driver_rows, min_tasks=land.min_partitions or 0,
                     keys=land.keys, files=files, lease=lease, source=source_kind, lake_format=land.format,
-                    iceberg_catalog=land.iceberg_catalog)
+                    iceberg_catalog=land.iceberg_catalog, compact_files=land.compact_files,
+                    small_file_bytes=land.small_file_bytes, compact_bytes=land.compact_bytes,
+                    iceberg_maintenance=IcebergMaintenance.of(land))
     listener = LandMetrics(lander)
     # The JVM's Delta path is warmed for a URI lake's running job (its first batch then lands in steady time);
     # a one-shot run would only pay it twice: on a cluster, 13 s of scratch-table work against ~3 s more in

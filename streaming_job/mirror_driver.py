@@ -39,15 +39,17 @@ _FILE_ROWS_PER_THREAD = 50_000  # ... and at least, where it writes several at o
 class DriverMirror(MirrorStrategy[pa.Table]):
     """``merge_bytes``: the most of a mirror's files the driver reads for a batch (more: Spark's MERGE). A
     batch under a steady trickle adds a small file to the mirror: once it has ``compact_files`` files under
-    ``small_file_bytes``, the driver's commit rewrites them together with the batch (MirrorFiles.small)."""
+    ``small_file_bytes``, the driver's commit rewrites them together with the batch (MirrorFiles.small), at most
+    ``compact_bytes`` of them (None: ``merge_bytes``; within what is left of ``merge_bytes`` in any case)."""
 
     def __init__(self, delta: DeltaTables, threads: DriverThreads, merge_bytes: int, compact_files: int,
-                 small_file_bytes: int) -> None:
+                 small_file_bytes: int, compact_bytes: int | None = None) -> None:
         self.delta = delta
         self.threads = threads
         self.merge_bytes = merge_bytes
         self.compact_files = compact_files
         self.small_file_bytes = small_file_bytes
+        self.compact_bytes = merge_bytes if compact_bytes is None else compact_bytes
         self.files: dict[tuple[str, str], MirrorFiles] = {}
         self.recent = RecentFiles(_RECENT_BYTES)
 
@@ -87,7 +89,7 @@ class DriverMirror(MirrorStrategy[pa.Table]):
         if touched is None or sum(files.sizes[f] for f in touched) > self.merge_bytes:
             return False
         compacted = files.small(self.small_file_bytes, self.compact_files, set(touched),
-                                self.merge_bytes - sum(files.sizes[f] for f in touched))
+                                min(self.compact_bytes, self.merge_bytes - sum(files.sizes[f] for f in touched)))
         names = [n for n, _ in [*columns, *META]]
         schema = pa.schema([candidates.schema.field(n) for n in names])
         kept, removes = [], []

@@ -34,6 +34,7 @@ from .delta_tables import DeltaTables
 from .driver_threads import DriverThreads
 from .errors import LandError, registry_error
 from .evolution import SchemaEvolution, SchemaGroup
+from .iceberg_maintenance import IcebergMaintenance
 from .kafka_read import KafkaReader
 from .keys import MirrorKeys
 from .lake_files import LakeFiles
@@ -83,12 +84,16 @@ class Lander:
     # a lake only Spark's own filesystems reach (e.g. abfss://), landed by Spark's writer
     files: LakeFiles | None = None
     lease: LakeLease | None = None  # the lake's lease (job.run): a batch stops the job once another took it
-    # These three are given to the parts that use them when the Lander is made (mirror_driver, compaction)
+    # These are given to the parts that use them when the Lander is made (mirror_driver, compaction)
     driver_merge_bytes: int = 256 << 20
-    # A batch under a steady trickle adds a small file to the mirror: once it has this many files under
-    # small_file_bytes, the driver's commit rewrites them together with the batch (mirror_driver.MirrorFiles.small)
+    # A batch under a steady trickle adds a small file to a table: once it has this many files under
+    # small_file_bytes, the driver's commit rewrites up to compact_bytes of them together with the batch
+    # (land.compact_*: mirror_driver.MirrorFiles.small, compaction.ChangeLogCompaction, iceberg_maintenance)
     compact_files: int = 32
     small_file_bytes: int = 8 << 20
+    compact_bytes: int = 256 << 20
+    # format iceberg: the tables' upkeep (land.iceberg_*; None: IcebergMaintenance's defaults with the three above)
+    iceberg_maintenance: IcebergMaintenance | None = None
     lake_format: str = "delta"  # land.format: "delta" or "iceberg" (lake_format.py)
     iceberg_catalog: str | None = None  # land.iceberg_catalog (iceberg_catalog.py)
     # Its parts, each a job of its own
@@ -117,10 +122,10 @@ class Lander:
         self.kafka = KafkaReader(self.spark, self.bootstrap)
         self.evolution = SchemaEvolution(self.spark, self.delta, self.kafka,
                                          f"{self.topic_prefix}._schema" if self.source.schema_topic else None)
-        self.compaction = ChangeLogCompaction(self.compact_files, self.small_file_bytes, self.driver_merge_bytes,
+        self.compaction = ChangeLogCompaction(self.compact_files, self.small_file_bytes, self.compact_bytes,
                                               self.files)
         self.driver_mirror = DriverMirror(self.delta, self.threads, self.driver_merge_bytes, self.compact_files,
-                                          self.small_file_bytes)
+                                          self.small_file_bytes, self.compact_bytes)
         self.mirror_keys = MirrorKeys(self.keys, self.spark, self.path, self.delta.log)
         self.mirrors = Mirrors(self.spark, self.lake, self.delta, self.evolution, self.mirror_keys, self.driver_mirror,
                                SparkMirror(self.spark, self.delta, self.evolution))
@@ -134,12 +139,12 @@ class Lander:
         if self.lake_format == "iceberg":
             from .iceberg_catalog import IcebergCatalog
             from .iceberg_format import IcebergFormat
-            from .iceberg_maintenance import IcebergMaintenance
 
             store = self.files.store if self.files is not None else None
+            upkeep = self.iceberg_maintenance or IcebergMaintenance(self.compact_files, self.small_file_bytes,
+                                                                    self.compact_bytes)
             return IcebergFormat(IcebergCatalog(self.lake, self.iceberg_catalog, store, self.checkpoint), self.app_id,
-                                 self.mirror_keys, self.evolution, self.spark,
-                                 IcebergMaintenance(self.compact_files, self.small_file_bytes, self.driver_merge_bytes))
+                                 self.mirror_keys, self.evolution, self.spark, upkeep)
         return DeltaFormat(self.spark, self.lake, self.delta, self.evolution, self.files, self.driver_rows,
                            self.on_driver, self.in_spark)
 

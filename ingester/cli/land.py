@@ -40,6 +40,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-offsets-per-trigger", type=int, metavar="N", help="bound each micro-batch")
     p.add_argument("--driver-rows", type=int, metavar="N",
                    help="a table's batch of at most N row changes is reduced for its mirror by the driver")
+    p.add_argument("--compact-files", type=int, metavar="N",
+                   help="compact a table's small files once it has N of them (default 32)")
+    p.add_argument("--small-file-bytes", type=int, metavar="BYTES", help="a small file's bound (default 8 MiB)")
+    p.add_argument("--compact-bytes", type=int, metavar="BYTES",
+                   help="the most bytes of small files one compaction rewrites (default 256 MiB)")
+    p.add_argument("--iceberg-snapshot-retention", metavar="DURATION",
+                   help="format iceberg: snapshots older than this are expired (default 1h)")
     p.add_argument("--master", metavar="URL", help="Spark master (default local[2])")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on 127.0.0.1")
     p.add_argument("--log-format", choices=("text", "json"))
@@ -74,7 +81,7 @@ def land_overrides(args: argparse.Namespace) -> dict[str, Any]:
     out = overrides(args)
     names = ("lake", "checkpoint", "trigger", "quarantine", "min_partitions", "max_offsets_per_trigger", "master",
              "driver_rows", "kafka_source", "source_format", "s3_endpoint", "s3_path_style", "format",
-             "iceberg_catalog")
+             "iceberg_catalog", "compact_files", "small_file_bytes", "compact_bytes", "iceberg_snapshot_retention")
     land = {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
     if land:
         out["land"] = land

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 
-from ingester.config import load_config
+from ingester.config import duration_seconds, load_config
 
 
 def test_precedence_and_types(tmp_path) -> None:
@@ -204,3 +206,40 @@ def test_the_libraries_log_lines_go_to_a_file_unless_verbose(tmp_path, capsys) -
     blocked.write_text("")
     assert setup_logging(load_config(None, {"log_dir": str(blocked / "logs")}, environ={}), "run") is None
     assert f"cannot write logs in {blocked / 'logs'}" in capsys.readouterr().err
+
+
+def test_compaction_and_retention_settings_are_checked_where_they_are_set(tmp_path, capsys) -> None:
+    """land.compact_* and land.iceberg_*: typed and bounded at load time, a bad value named in one line with where
+    it was set; they reach the Iceberg tables' upkeep and the Delta side's compaction."""
+    from ingester.cli.main import main
+    from ingester.config import ConfigError
+    from streaming_job.iceberg_maintenance import IcebergMaintenance
+
+    defaults = load_config(None, environ={}).land
+    assert (defaults.compact_files, defaults.small_file_bytes, defaults.compact_bytes) == (32, 8 << 20, 256 << 20)
+    f = tmp_path / "land.yaml"
+    f.write_text("land:\n  compact_files: 5\n  iceberg_snapshot_retention: 30m\n  iceberg_metadata_versions: 3\n")
+    land = load_config(f, {"land": {"compact_bytes": 1000}},
+                       environ={"BINLAKE_LAND_SMALL_FILE_BYTES": "4096", "BINLAKE_LAND_ICEBERG_EXPIRE_EVERY": "7"}).land
+    upkeep = IcebergMaintenance.of(land)
+    assert (upkeep.compact_files, upkeep.small_file_bytes, upkeep.budget, upkeep.expire_every) == (5, 4096, 1000, 7)
+    assert upkeep.retention == datetime.timedelta(minutes=30)
+    assert upkeep.table_properties() == {"write.metadata.previous-versions-max": "3"}
+    for value, seconds in (("90s", 90), ("1.5h", 5400), ("2d", 172800), ("250ms", 0.25), ("45", 45), ("0s", 0)):
+        assert duration_seconds(value) == seconds, value
+    with pytest.raises(ConfigError, match=rf"^{f}.land.compact_files: must be at least 2, got 1$"):
+        f.write_text("land:\n  compact_files: 1\n")
+        load_config(f, environ={})
+    with pytest.raises(ConfigError, match=r"^environment.land.iceberg_snapshot_retention: 'an hour' is not a duration"):
+        load_config(None, environ={"BINLAKE_LAND_ICEBERG_SNAPSHOT_RETENTION": "an hour"})
+    with pytest.raises(ConfigError, match=r"^command line.land.small_file_bytes: must be at least 1, got 0$"):
+        load_config(None, {"land": {"small_file_bytes": 0}}, environ={})
+    with pytest.raises(ConfigError, match=r"^environment.land.compact_bytes: cannot use '8MiB' as int$"):
+        load_config(None, environ={"BINLAKE_LAND_COMPACT_BYTES": "8MiB"})
+    # the flags, and one line from the command
+    assert main(["land", "--lake", str(tmp_path), "--checkpoint", str(tmp_path / "cp"), "--compact-files", "0"]) == 2
+    assert capsys.readouterr().err == "binlake: error: command line.land.compact_files: must be at least 2, got 0\n"
+    assert main(["land", "--lake", str(tmp_path), "--checkpoint", str(tmp_path / "cp"),
+                 "--iceberg-snapshot-retention", "soon"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("binlake: error: command line.land.iceberg_snapshot_retention: 'soon' is not a duration")

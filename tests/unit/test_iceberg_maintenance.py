@@ -122,3 +122,24 @@ def test_expired_snapshots_files_are_deleted_and_every_live_snapshot_still_reads
         _mirror_batch(fmt, mirror, batch, expected, rng)
     assert _named(mirror, needed=True) <= _on_disk(mirror) <= _named(mirror, needed=False) | {inflight.as_uri()}
     assert {r["id"]: r["v"] for r in mirror.scan().to_arrow().to_pylist()} == expected
+
+
+def test_the_metadata_versions_setting_bounds_new_and_existing_tables(tmp_path) -> None:
+    """land.iceberg_metadata_versions: a new table is made with it, a table made with another value takes it at
+    the job's first commit to it; the table then keeps that many previous metadata files."""
+    fmt = local_format(tmp_path)
+    made = fmt._ready("db", "t", _MIRROR, [], lambda: {"write.metadata.delete-after-commit.enabled": "true"})
+    assert made.metadata.properties["write.metadata.previous-versions-max"] == "20"  # the default
+    fmt = local_format(tmp_path)  # a job run again with the setting changed
+    fmt.maintenance = IcebergMaintenance(metadata_versions=2)
+    mirror = fmt._ready("db", "t", _MIRROR, [], dict)
+    expected: dict[int, str] = {}
+    rng = random.Random(5)
+    for batch in range(6):
+        _mirror_batch(fmt, mirror, batch, expected, rng)
+    reread = catalog(tmp_path).load_table(("db", "t"))
+    assert reread.metadata.properties["write.metadata.previous-versions-max"] == "2"
+    assert len(reread.metadata.metadata_log) == 2
+    metadata = Path(reread.location().removeprefix("file://")) / "metadata"
+    assert len(list(metadata.glob("*.metadata.json"))) == 3  # the current one and two previous
+    assert {r["id"]: r["v"] for r in reread.scan().to_arrow().to_pylist()} == expected
