@@ -191,6 +191,10 @@ class LandConfig:
     iceberg_expire_every: int = 100
     iceberg_snapshot_retention: str = "1h"
     iceberg_metadata_versions: int = 20
+    # format iceberg: files of a table no live metadata names (left by a crash) and older than iceberg_orphan_age are
+    # deleted when the job first loads the table and every iceberg_orphan_every commits of it (0: only then)
+    iceberg_orphan_age: str = "1h"
+    iceberg_orphan_every: int = 1000
 
 
 @dataclass
@@ -343,6 +347,7 @@ _CHECKS: dict[tuple[str, str], Any] = {
     ("LandConfig", "compact_files"): _at_least(2), ("LandConfig", "small_file_bytes"): _at_least(1),
     ("LandConfig", "compact_bytes"): _at_least(1), ("LandConfig", "iceberg_expire_every"): _at_least(1),
     ("LandConfig", "iceberg_snapshot_retention"): _duration, ("LandConfig", "iceberg_metadata_versions"): _at_least(1),
+    ("LandConfig", "iceberg_orphan_age"): _duration, ("LandConfig", "iceberg_orphan_every"): _at_least(0),
 }
 
 

@@ -12,7 +12,9 @@ catalogs (iceberg_catalog.py), not Iceberg's Hadoop catalog. A table's share of 
   images appended.
 
 After each commit the table's small files are compacted and its old snapshots expired where due
-(iceberg_maintenance.py); renamed columns are renamed in place (iceberg_renames.py).
+(iceberg_maintenance.py); files a crash left (named by no live metadata) are removed when the job first loads a
+table and every land.iceberg_orphan_every commits of it (iceberg_orphans.py); renamed columns are renamed in
+place (iceberg_renames.py).
 
 Exactly once: every snapshot carries (app id, batch id) in its summary; a table whose newest snapshot of
 this job has batch N already is skipped when batch N is replayed. The job is the tables' only writer."""
@@ -35,6 +37,7 @@ from .evolution import SchemaEvolution
 from .iceberg_catalog import IcebergCatalog, batch_properties, first_line, landed_batch
 from .iceberg_defaults import default_values, fill_older, with_columns
 from .iceberg_maintenance import IcebergMaintenance
+from .iceberg_orphans import OrphanFiles
 from .iceberg_renames import Renames, field_paths, in_place, renamed, renamed_images
 from .iceberg_tables import (
     change_log_properties,
@@ -48,6 +51,7 @@ from .iceberg_tables import (
     recorded_columns,
 )
 from .keys import MirrorKeys, key_property, recorded_key
+from .lake_files import LakeFiles
 from .lake_format import QUARANTINE_TABLE, LakeFormat, TableChanges, Undecodable, quarantine_rows
 from .mirror import COMMIT_TS, DELETED, SEQ, candidate_schema, last_per_key, mirror_candidates
 from .table_landing import full_images
@@ -81,8 +85,20 @@ class IcebergFormat(LakeFormat):
         self._opening = threading.Lock()
         self._namespaces = threading.Lock()  # pyiceberg checks, then inserts: two tables' threads would collide
         self._tables: dict[tuple[str, str], Table] = {}
+        self._loading: dict[tuple[str, str], threading.Lock] = {}
+        self._orphans: OrphanFiles | None = None
         self._columns: dict[tuple[str, str], list[tuple[str, str]]] = {}  # as the table has them (property)
         self.maintenance = maintenance or IcebergMaintenance()
+
+    @property
+    def orphans(self) -> OrphanFiles:
+        """The removal of the tables' orphan files (iceberg_orphans.py), with the maintenance's settings."""
+        with self._opening:
+            if self._orphans is None:
+                files = LakeFiles.of(self.where.lake, self.where.store) or LakeFiles.on_disk()
+                self._orphans = OrphanFiles(files, self.where.warehouse, self.maintenance.orphan_age,
+                                            self.maintenance.orphan_every)
+            return self._orphans
 
     @property
     def catalog(self) -> Catalog:
@@ -92,16 +108,30 @@ class IcebergFormat(LakeFormat):
             return self._catalog
 
     def table(self, namespace: str, name: str) -> Table | None:
-        """A table as this job last committed it (loaded once per process: the job is its only writer)."""
+        """A table as this job last committed it (loaded once per process: the job is its only writer), its
+        orphan files removed when it is first loaded (before this job commits to it)."""
         from pyiceberg.exceptions import NoSuchTableError
 
         found = self._tables.get((namespace, name))
         if found is None:
-            try:
-                found = self._tables[(namespace, name)] = self.catalog.load_table((namespace, name))
-            except NoSuchTableError:
-                return None
+            with self._opening:
+                first = self._loading.setdefault((namespace, name), threading.Lock())
+            with first:  # a table's first load and its orphans' removal once, before any commit to it
+                found = self._tables.get((namespace, name))
+                if found is None:
+                    try:
+                        found = self.catalog.load_table((namespace, name))
+                    except NoSuchTableError:
+                        return None
+                    self._remove_orphans(found)
+                    self._tables[(namespace, name)] = found
         return found
+
+    def _remove_orphans(self, table: Table) -> None:
+        try:
+            self.orphans.remove(table)
+        except Exception as exc:  # never a batch's failure: the files stay, looked at again later
+            log.warning("%s: orphan files not removed: %s", ".".join(table.name()), first_line(exc))
 
     def lake_columns(self, db: str, table: str) -> list[tuple[str, str]]:
         found = self.table(db, f"{table}__changes")
@@ -281,6 +311,8 @@ class IcebergFormat(LakeFormat):
             write(tx)
         if table.metadata.current_snapshot_id != before:  # a commit that wrote nothing needs no upkeep
             self.maintenance.committed((namespace, name), table, properties, key or [])
+            if self.orphans.due((namespace, name)):
+                self._remove_orphans(table)
 
     def close(self) -> None:
         self._tables.clear()

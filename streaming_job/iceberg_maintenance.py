@@ -60,6 +60,9 @@ class IcebergMaintenance:
     retention: datetime.timedelta = datetime.timedelta(hours=1)
     expire_every: int = 100
     metadata_versions: int = 20  # previous metadata files a table keeps (write.metadata.previous-versions-max)
+    # orphan files (iceberg_orphans.py): removed where older than orphan_age, every orphan_every commits of a table
+    orphan_age: datetime.timedelta = datetime.timedelta(hours=1)
+    orphan_every: int = 1_000
     _small: dict[tuple[str, str], SmallFiles] = field(default_factory=dict)
     _commits: dict[tuple[str, str], int] = field(default_factory=dict)
 
@@ -68,7 +71,8 @@ class IcebergMaintenance:
         """The configuration's settings (land.compact_*, land.iceberg_*)."""
         return cls(land.compact_files, land.small_file_bytes, land.compact_bytes,
                    datetime.timedelta(seconds=duration_seconds(land.iceberg_snapshot_retention)),
-                   land.iceberg_expire_every, land.iceberg_metadata_versions)
+                   land.iceberg_expire_every, land.iceberg_metadata_versions,
+                   datetime.timedelta(seconds=duration_seconds(land.iceberg_orphan_age)), land.iceberg_orphan_every)
 
     def table_properties(self) -> dict[str, str]:
         """The properties of a table that bound its metadata files (set at its creation, and on a table made
