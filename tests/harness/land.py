@@ -35,13 +35,19 @@ def land_in_store(kafka, store, prefix: str, lake: str, env: dict[str, str] | No
     """`binlake land --trigger available-now` as a process into ``lake`` (an s3a:// URI of ``store``, an
     ObjectStore), its checkpoint beside the tables unless ``extra`` gives one; ``env``: its AWS variables
     (default the store's)."""
+    cmd, environment = store_land_command(kafka, store, prefix, lake, env, *extra)
+    return subprocess.run([*cmd, "--trigger", "available-now"], env=environment, capture_output=True, text=True,
+                          timeout=600, check=False)
+
+
+def store_land_command(kafka, store, prefix: str, lake: str, env: dict[str, str] | None = None,
+                       *extra: str) -> tuple[list[str], dict[str, str]]:
+    """`binlake land`'s command line (no trigger) and environment for ``land_in_store``."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     checkpoint = [] if "--checkpoint" in extra else ["--checkpoint", f"{lake}/_checkpoint"]
-    return subprocess.run([*BINLAKE, "land", "--kafka", kafka.bootstrap, "--topic-prefix", prefix, "--lake", lake,
-                           *checkpoint, "--trigger", "available-now", "--s3-endpoint", store.endpoint,
-                           "--s3-path-style", *extra],
-                          env={**base, **(env if env is not None else store.environment())},
-                          capture_output=True, text=True, timeout=600, check=False)
+    return ([*BINLAKE, "land", "--kafka", kafka.bootstrap, "--topic-prefix", prefix, "--lake", lake, *checkpoint,
+             "--s3-endpoint", store.endpoint, "--s3-path-style", *extra],
+            {**base, **(env if env is not None else store.environment())})
 
 
 def mirror_rows(spark, lake: Path, db: str, table: str) -> tuple[dict, dict]:

@@ -1,11 +1,15 @@
 """binlake land --format iceberg into a bucket of an S3-compatible store (S3Proxy, a real S3 server on a local
 directory): pyiceberg writes the tables through the store's S3 API with the job's land.s3_* settings and
 credentials (those of Delta's object-store lakes), the default SQLite catalog in the local checkpoint.
-Proof: the type zoo's and the workload's mirrors, read back from the bucket by pyiceberg through the S3 API,
-equal the server's SELECT; every change once in the change logs (mariadb-binlog's counts); a lake the job
-cannot write, or a catalog it has nowhere to keep, stops it with one line naming what and where."""
+Proof: the driver killed with SIGKILL mid-stream, then run to the end: the type zoo's and the workload's mirrors,
+read back from the bucket by pyiceberg through the S3 API, equal the server's SELECT; every change once in the
+change logs (mariadb-binlog's counts); no file the crash left stays in the bucket; a lake the job cannot write,
+or a catalog it has nowhere to keep, stops it with one line naming what and where."""
 
 from __future__ import annotations
+
+import random
+from functools import partial
 
 import pytest
 
@@ -14,7 +18,8 @@ from streaming_job.iceberg_catalog import IcebergCatalog
 from streaming_job.object_store import ObjectStoreSettings
 from tests.harness.daemon import run_daemon
 from tests.harness.iceberg import spark_rows_in_store
-from tests.harness.land import land_in_store
+from tests.harness.iceberg_files import local_path, metadata_locations, named, on_disk
+from tests.harness.land import committed_batches, kill_group, land_in_store, running_until, store_land_command
 from tests.harness.zoo_lake import assert_zoo_read, zoo_written
 
 pytestmark = pytest.mark.integration
@@ -28,8 +33,21 @@ def test_the_type_zoo_lands_in_iceberg_tables_in_a_bucket(make_mariadb, kafka, o
     conn = zoo_written(server, db)
     run_daemon(server, kafka, db)
     lake, checkpoint = f"s3a://lake/{db}", tmp_path / "checkpoint"
-    done = land_in_store(kafka, object_store, db, lake, None, "--format", "iceberg", "--checkpoint", str(checkpoint))
+    # the driver killed with SIGKILL mid-stream (small batches), then run again to the end: the files the crash
+    # left in the bucket are removed (land.iceberg_orphan_age 0), every change lands once
+    cmd, env = store_land_command(kafka, object_store, db, lake, None, "--format", "iceberg", "--checkpoint",
+                                  str(checkpoint), "--max-offsets-per-trigger", "8")
+    kill_group(running_until(cmd, env, checkpoint, 1, random.Random(11).uniform(0.5, 2.0)))
+    killed_at = committed_batches(checkpoint)
+    done = land_in_store(kafka, object_store, db, lake, {**object_store.environment(),
+                                                         "BINLAKE_LAND_ICEBERG_ORPHAN_AGE": "0"},
+                         "--format", "iceberg", "--checkpoint", str(checkpoint), "--max-offsets-per-trigger", "8")
     assert done.returncode == 0, done.stderr[-3000:]
+    assert 1 <= killed_at < committed_batches(checkpoint)  # killed mid-stream
+    in_bucket = partial(local_path, bucket_root=object_store.data)
+    for (ns, name), current in metadata_locations(checkpoint / "_iceberg_catalog.db").items():
+        location = object_store.data / "lake" / db / ns / name
+        assert on_disk(location) - named(current, in_bucket) == set(), name  # no orphan files left
     assert object_store.secret_key not in done.stderr + done.stdout  # pyiceberg's and Spark's settings hold it
     assert (checkpoint / "_iceberg_catalog.db").exists()  # the default catalog: SQLite in the local checkpoint
     # Every table's files are the bucket's objects (nothing of the lake on local disk)
