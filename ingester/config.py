@@ -3,7 +3,9 @@
 Secrets (the source password) come from the URL, ``BINLAKE_SOURCE_PASSWORD`` or a file named by
 ``password_file`` (Kafka's SASL password: ``kafka.sasl_password``, ``BINLAKE_KAFKA_SASL_PASSWORD`` or
 ``kafka.sasl_password_file``; the schema registry's: ``debezium.schema_registry_password``, its variable or
-``debezium.schema_registry_password_file``); ``Config.redacted()`` is what may be logged.
+``debezium.schema_registry_password_file``; a REST Iceberg catalog's token or OAuth2 credential:
+``land.iceberg_catalog_token``/``_credential``, their variables or files); ``Config.redacted()`` is what may be
+logged.
 """
 
 from __future__ import annotations
@@ -164,6 +166,15 @@ class LandConfig:
     # None: SQLite at <lake>/_iceberg_catalog.db (a lake on S3: <checkpoint>/_iceberg_catalog.db, a local checkpoint).
     # Spark reads it as Iceberg's JDBC catalog `binlake`
     iceberg_catalog: str | None = None
+    # a REST catalog's authentication (docs/LAND.md, "Iceberg"): a bearer token, or an OAuth2 client credential
+    # (client_id:client_secret, exchanged at the catalog's token endpoint or iceberg_catalog_oauth2_uri for a token
+    # of iceberg_catalog_scope); secrets: BINLAKE_LAND_ICEBERG_CATALOG_TOKEN / _CREDENTIAL or the files, never logged
+    iceberg_catalog_token: str | None = field(default=None, repr=False)
+    iceberg_catalog_token_file: str | None = None
+    iceberg_catalog_credential: str | None = field(default=None, repr=False)
+    iceberg_catalog_credential_file: str | None = None
+    iceberg_catalog_scope: str | None = None
+    iceberg_catalog_oauth2_uri: str | None = None
     master: str = "local[2]"  # Spark master for `binlake land`; spark-submit sets its own
     shuffle_partitions: int = 2
     # a table's micro-batch of at most this many row changes has its mirror rows reduced and, when they
@@ -178,6 +189,22 @@ class LandConfig:
     s3_path_style: bool = False
     s3_region: str | None = None
     s3_credentials_file: str | None = None
+
+    def iceberg_catalog_auth(self) -> tuple[str | None, str | None]:
+        """(bearer token, OAuth2 client credential) of the REST catalog, from the settings or their files."""
+        token, credential = self.iceberg_catalog_token, self.iceberg_catalog_credential
+        if token is None and self.iceberg_catalog_token_file:
+            token = _secret_file("land.iceberg_catalog_token_file", self.iceberg_catalog_token_file)
+        if credential is None and self.iceberg_catalog_credential_file:
+            credential = _secret_file("land.iceberg_catalog_credential_file", self.iceberg_catalog_credential_file)
+        if token is not None and credential is not None:
+            raise ConfigError("land.iceberg_catalog_token and land.iceberg_catalog_credential: give one of them")
+        given = token is not None or credential is not None or self.iceberg_catalog_oauth2_uri
+        if given and urlsplit(self.iceberg_catalog or "").scheme not in ("http", "https"):
+            raise ConfigError("land.iceberg_catalog_token/credential: a REST catalog's authentication, and "
+                              f"land.iceberg_catalog is {redact(self.iceberg_catalog or 'none')!r}, not an http(s) URL")
+        return token, credential
+
     # Compaction of small files by the batches' own commits (docs/LAND.md, "Small files", "Iceberg"): once a table
     # (a change log: one commit date) holds compact_files data files under small_file_bytes, up to compact_bytes of
     # them are rewritten together (Delta's change logs and mirrors, Iceberg's tables; a Delta mirror's rewrite is
@@ -308,11 +335,22 @@ class Config:
             d["debezium"]["schema_registry_url"] = redact(d["debezium"]["schema_registry_url"])
         if d["debezium"]["schema_registry_password"] is not None:
             d["debezium"]["schema_registry_password"] = "***"
+        for secret in ("iceberg_catalog_token", "iceberg_catalog_credential"):
+            if d["land"][secret] is not None:
+                d["land"][secret] = "***"
         if d["land"]["iceberg_catalog"] is not None:
             d["land"]["iceberg_catalog"] = redact(d["land"]["iceberg_catalog"])
         if d["filters"]["mask_key"] is not None:
             d["filters"]["mask_key"] = "***"
         return d
+
+
+def _secret_file(setting: str, path: str) -> str:
+    """A secret's file, read (its whitespace stripped); a ConfigError naming the setting where it cannot be."""
+    try:
+        return Path(path).read_text().strip()
+    except OSError as exc:
+        raise ConfigError(f"{setting}: cannot read {path}: {exc.strerror or exc}") from None
 
 
 def duration_seconds(text: str) -> float:
@@ -480,6 +518,8 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
         config.kafka.client_options()  # a missing SASL setting fails here, with its name
         config.filters.column_rules()  # a bad rule fails here, with its name
         config.source_candidates()  # a malformed source.hosts entry fails here, with its name
+        if config.land.format == "iceberg":
+            config.land.iceberg_catalog_auth()  # both given, one without a REST catalog, an unreadable file
         if "debezium-avro" in (config.kafka.format, config.land.source_format):
             config.debezium.registry_credentials()  # a password without a user, an unreadable file
     except ConfigError:

@@ -28,6 +28,7 @@ from urllib.parse import unquote, urlsplit
 from ingester.redact import redact
 
 from .errors import LandError
+from .iceberg_auth import SPARK_REDACTION, RestAuth
 from .lake_paths import join, scheme
 from .object_store import ObjectStoreSettings, on_object_store
 
@@ -49,6 +50,7 @@ class IcebergCatalog:
     uri: str | None = None  # land.iceberg_catalog (SQLAlchemy URL); None: SQLite in the lake (or the checkpoint)
     store: ObjectStoreSettings | None = None  # a lake on S3: where the store is and its credentials (land.s3_*)
     checkpoint: str | None = None  # a lake on S3: the default SQLite catalog's directory, if a local path
+    auth: RestAuth | None = None  # a REST catalog's token or OAuth2 credential (iceberg_auth.py)
 
     def __post_init__(self) -> None:
         if scheme(self.lake) and not on_object_store(self.lake):
@@ -94,7 +96,7 @@ class IcebergCatalog:
         io = self.store.fileio_properties() if self.store is not None and scheme(self.lake) else {}
         try:
             if self.rest:  # the tables' locations are the job's (the lake's paths), not the server's warehouse
-                return RestCatalog(CATALOG_NAME, uri=self.url, **io)
+                return RestCatalog(CATALOG_NAME, uri=self.url, **io, **(self.auth.properties() if self.auth else {}))
             return SqlCatalog(CATALOG_NAME, uri=self.url, warehouse=self.warehouse, **io)
         except Exception as exc:
             raise LandError(f"cannot open the Iceberg catalog {redact(self.url)}: {first_line(exc)}") from None
@@ -104,7 +106,11 @@ class IcebergCatalog:
         (versions.iceberg_jars on the classpath): ``SELECT * FROM binlake.<db>.<table>``."""
         prefix = f"spark.sql.catalog.{CATALOG_NAME}"
         if self.rest:
-            return {prefix: _SPARK_CATALOG, f"{prefix}.type": "rest", f"{prefix}.uri": self.url}
+            conf = {prefix: _SPARK_CATALOG, f"{prefix}.type": "rest", f"{prefix}.uri": self.url}
+            if self.auth is not None:  # Spark's redaction of its settings covers the credential too
+                conf |= {f"{prefix}.{k}": v for k, v in self.auth.properties().items()}
+                conf["spark.redaction.regex"] = SPARK_REDACTION
+            return conf
         url, properties = jdbc_url(self.url)
         conf = {prefix: _SPARK_CATALOG, f"{prefix}.type": "jdbc", f"{prefix}.uri": url,
                 f"{prefix}.jdbc.schema-version": "V1", f"{prefix}.warehouse": self.warehouse}

@@ -26,6 +26,7 @@ from ingester.config import LandConfig
 from ingester.registry_client import RegistryClient
 
 from .errors import LandError, python_error
+from .iceberg_auth import RestAuth
 from .iceberg_maintenance import IcebergMaintenance
 from .kafka_source import stream_source
 from .lake_files import LakeFiles
@@ -228,7 +229,8 @@ def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
     if settings.land.format == "iceberg":  # Spark reads the lake's Iceberg catalog (the job writes it with pyiceberg)
         from .iceberg_catalog import IcebergCatalog
 
-        iceberg = IcebergCatalog(settings.lake, settings.land.iceberg_catalog, store, settings.checkpoint).spark_conf()
+        iceberg = IcebergCatalog(settings.lake, settings.land.iceberg_catalog, store, settings.checkpoint,
+                                 RestAuth.of(settings.land)).spark_conf()
     spark = spark or build_session(settings.master, settings.land.shuffle_partitions, store=store,
                                    jvm_log=settings.jvm_log, iceberg=iceberg)
     if store is not None:
@@ -256,7 +258,7 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
                     keys=land.keys, files=files, lease=lease, source=source_kind, lake_format=land.format,
                     iceberg_catalog=land.iceberg_catalog, compact_files=land.compact_files,
                     small_file_bytes=land.small_file_bytes, compact_bytes=land.compact_bytes,
-                    iceberg_maintenance=IcebergMaintenance.of(land))
+                    iceberg_maintenance=IcebergMaintenance.of(land), iceberg_auth=RestAuth.of(land))
     listener = LandMetrics(lander)
     # The JVM's Delta path is warmed for a URI lake's running job (its first batch then lands in steady time);
     # a one-shot run would only pay it twice: on a cluster, 13 s of scratch-table work against ~3 s more in

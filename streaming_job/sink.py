@@ -34,6 +34,7 @@ from .delta_tables import DeltaTables
 from .driver_threads import DriverThreads
 from .errors import LandError, registry_error
 from .evolution import SchemaEvolution, SchemaGroup
+from .iceberg_auth import RestAuth
 from .iceberg_maintenance import IcebergMaintenance
 from .kafka_read import KafkaReader
 from .keys import MirrorKeys
@@ -96,6 +97,7 @@ class Lander:
     iceberg_maintenance: IcebergMaintenance | None = None
     lake_format: str = "delta"  # land.format: "delta" or "iceberg" (lake_format.py)
     iceberg_catalog: str | None = None  # land.iceberg_catalog (iceberg_catalog.py)
+    iceberg_auth: RestAuth | None = None  # a REST catalog's token or credential (land.iceberg_catalog_token...)
     # Its parts, each a job of its own
     delta: DeltaTables = field(init=False)
     threads: DriverThreads = field(init=False)
@@ -143,7 +145,8 @@ class Lander:
             store = self.files.store if self.files is not None else None
             upkeep = self.iceberg_maintenance or IcebergMaintenance(self.compact_files, self.small_file_bytes,
                                                                     self.compact_bytes)
-            return IcebergFormat(IcebergCatalog(self.lake, self.iceberg_catalog, store, self.checkpoint), self.app_id,
+            where = IcebergCatalog(self.lake, self.iceberg_catalog, store, self.checkpoint, self.iceberg_auth)
+            return IcebergFormat(where, self.app_id,
                                  self.mirror_keys, self.evolution, self.spark, upkeep)
         return DeltaFormat(self.spark, self.lake, self.delta, self.evolution, self.files, self.driver_rows,
                            self.on_driver, self.in_spark)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from ingester.cli.main import main
 from tests.harness.daemon import BINLAKE
@@ -69,13 +70,16 @@ def plain_rows(conn, table: str, key: str) -> dict:
 _ICEBERG_CATALOG: dict = {}  # session -> the settings of the Iceberg catalog lake_frame last loaded in it
 
 
-def lake_frame(spark, lake: Path, db: str, table: str, lake_format: str = "delta", catalog: str | None = None):
+def lake_frame(spark, lake: Path, db: str, table: str, lake_format: str = "delta", catalog: str | None = None,
+               auth: Any = None):
     """A lake table as Spark reads it: Delta's by its path, Iceberg's through the lake's catalog ``binlake``
-    (Iceberg's JDBC catalog over the database pyiceberg wrote: ``catalog``, by default SQLite in the lake)."""
+    (Iceberg's JDBC catalog over the database pyiceberg wrote: ``catalog``, by default SQLite in the lake; a REST
+    catalog's with ``auth``, an iceberg_auth.RestAuth)."""
     if lake_format == "iceberg":
         from streaming_job.iceberg_catalog import IcebergCatalog
 
-        conf = IcebergCatalog(str(lake), catalog).spark_conf()
+        conf = {k: v for k, v in IcebergCatalog(str(lake), catalog, auth=auth).spark_conf().items()
+                if k.startswith("spark.sql.catalog.")}  # (not Spark's redaction: a setting of its start)
         if _ICEBERG_CATALOG.get(spark) != conf:  # the session's catalog `binlake` is another lake's: load it anew
             for k, v in conf.items():  # (a land job run in this process may have set these already)
                 spark.conf.set(k, v)

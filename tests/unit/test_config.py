@@ -243,3 +243,36 @@ def test_compaction_and_retention_settings_are_checked_where_they_are_set(tmp_pa
                  "--iceberg-snapshot-retention", "soon"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("binlake: error: command line.land.iceberg_snapshot_retention: 'soon' is not a duration")
+
+
+def test_a_rest_catalogs_token_or_credential_is_read_checked_and_never_shown(tmp_path) -> None:
+    """land.iceberg_catalog_token / _credential: from the environment or a file, one of them, only with a REST
+    catalog; redacted in the configuration line; pyiceberg's and Spark's properties, Spark's redaction covering
+    the credential."""
+    from ingester.config import ConfigError
+    from streaming_job.iceberg_auth import RestAuth
+    from streaming_job.iceberg_catalog import IcebergCatalog
+
+    rest = {"BINLAKE_LAND_ICEBERG_CATALOG": "https://cat.example/api", "BINLAKE_LAND_FORMAT": "iceberg"}
+    cfg = load_config(None, environ={**rest, "BINLAKE_LAND_ICEBERG_CATALOG_TOKEN": "tok-123"})
+    assert RestAuth.of(cfg.land) == RestAuth(token="tok-123")
+    assert "tok-123" not in str(cfg.redacted()) and "tok-123" not in repr(cfg) + repr(RestAuth.of(cfg.land))
+    (tmp_path / "cred").write_text("client:sec-456\n")
+    cfg = load_config(None, {"land": {"iceberg_catalog_credential_file": str(tmp_path / "cred"),
+                                      "iceberg_catalog_scope": "PRINCIPAL_ROLE:ALL"}}, environ=rest)
+    auth = RestAuth.of(cfg.land)
+    assert auth is not None and auth.properties() == {"credential": "client:sec-456", "scope": "PRINCIPAL_ROLE:ALL"}
+    conf = IcebergCatalog("/lake", "https://cat.example/api", auth=auth).spark_conf()
+    assert conf["spark.sql.catalog.binlake.credential"] == "client:sec-456"
+    assert "credential" in conf["spark.redaction.regex"] and "token" in conf["spark.redaction.regex"]
+    assert RestAuth.of(load_config(None, environ=rest).land) is None  # an open server
+    with pytest.raises(ConfigError, match=r"^land.iceberg_catalog_token and land.iceberg_catalog_credential: give one"):
+        load_config(None, environ={**rest, "BINLAKE_LAND_ICEBERG_CATALOG_TOKEN": "t",
+                                   "BINLAKE_LAND_ICEBERG_CATALOG_CREDENTIAL": "c:s"})
+    with pytest.raises(ConfigError, match=r"^land.iceberg_catalog_token/credential: a REST catalog's authentication, "
+                                          r"and land.iceberg_catalog is 'mysql\+pymysql://u:\*\*\*@h/db', not an"):
+        load_config(None, environ={"BINLAKE_LAND_ICEBERG_CATALOG": "mysql+pymysql://u:pw@h/db",
+                                   "BINLAKE_LAND_ICEBERG_CATALOG_TOKEN": "t", "BINLAKE_LAND_FORMAT": "iceberg"})
+    assert load_config(None, environ={"BINLAKE_LAND_ICEBERG_CATALOG_TOKEN_FILE": "/none"})  # read for iceberg only
+    with pytest.raises(ConfigError, match=r"^land.iceberg_catalog_token_file: cannot read .*/none: No such file"):
+        load_config(None, environ={**rest, "BINLAKE_LAND_ICEBERG_CATALOG_TOKEN_FILE": str(tmp_path / "none")})
