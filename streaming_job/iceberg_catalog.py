@@ -19,6 +19,7 @@ them and skips the table."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +94,8 @@ class IcebergCatalog:
 
         if self.uri is None:
             self._sqlite.parent.mkdir(parents=True, exist_ok=True)
+        if scheme(self.url) == "sqlite":
+            write_ahead_log(self.url.split(":///", 1)[1])
         io = self.store.fileio_properties() if self.store is not None and scheme(self.lake) else {}
         try:
             if self.rest:  # the tables' locations are the job's (the lake's paths), not the server's warehouse
@@ -116,6 +119,16 @@ class IcebergCatalog:
                 f"{prefix}.jdbc.schema-version": "V1", f"{prefix}.warehouse": self.warehouse}
         conf.update({f"{prefix}.jdbc.{k}": v for k, v in properties.items()})
         return conf
+
+
+def write_ahead_log(path: str) -> None:
+    """A SQLite catalog in write-ahead-log mode (a setting of the database file, kept once set): a reader's open
+    transaction (Iceberg's JDBC catalog in a Spark session of the job's own process keeps one) then no longer
+    blocks the job's commits, which in SQLite's default rollback-journal mode failed with `database is locked`."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(path, timeout=30)) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
 
 
 def jdbc_url(url: str) -> tuple[str, dict[str, str]]:
