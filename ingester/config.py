@@ -20,12 +20,8 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 from .column_rules import ColumnRules
+from .config_values import CHECKS, ConfigError, key_columns, secret_file
 from .redact import redact
-
-
-class ConfigError(ValueError):
-    """A setting that cannot be used: its message names the key, where it was set, and what is allowed."""
-
 
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 # Debezium's value-handling options (kafka.format debezium-json; records/debezium/columns.py)
@@ -194,9 +190,9 @@ class LandConfig:
         """(bearer token, OAuth2 client credential) of the REST catalog, from the settings or their files."""
         token, credential = self.iceberg_catalog_token, self.iceberg_catalog_credential
         if token is None and self.iceberg_catalog_token_file:
-            token = _secret_file("land.iceberg_catalog_token_file", self.iceberg_catalog_token_file)
+            token = secret_file("land.iceberg_catalog_token_file", self.iceberg_catalog_token_file)
         if credential is None and self.iceberg_catalog_credential_file:
-            credential = _secret_file("land.iceberg_catalog_credential_file", self.iceberg_catalog_credential_file)
+            credential = secret_file("land.iceberg_catalog_credential_file", self.iceberg_catalog_credential_file)
         if token is not None and credential is not None:
             raise ConfigError("land.iceberg_catalog_token and land.iceberg_catalog_credential: give one of them")
         given = token is not None or credential is not None or self.iceberg_catalog_oauth2_uri
@@ -345,50 +341,6 @@ class Config:
         return d
 
 
-def _secret_file(setting: str, path: str) -> str:
-    """A secret's file, read (its whitespace stripped); a ConfigError naming the setting where it cannot be."""
-    try:
-        return Path(path).read_text().strip()
-    except OSError as exc:
-        raise ConfigError(f"{setting}: cannot read {path}: {exc.strerror or exc}") from None
-
-
-def duration_seconds(text: str) -> float:
-    """A duration setting (``90s``, ``30m``, ``1h``, ``7d``, ``500ms``; a bare number: seconds) in seconds; raises
-    ValueError for anything else."""
-    found = _DURATION.fullmatch(str(text).strip())
-    if found is None:
-        raise ValueError(text)
-    return float(found[1]) * _UNITS[found[2] or "s"]
-
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def _at_least(least: int) -> Any:
-    def check(value: Any) -> str | None:
-        return None if value >= least else f"must be at least {least}, got {value}"
-    return check
-
-
-def _duration(value: Any) -> str | None:
-    try:
-        duration_seconds(value)
-    except ValueError:
-        return f"{value!r} is not a duration (e.g. 90s, 30m, 1h, 7d)"
-    return None
-
-
-# Settings with a range or a form beyond their type, checked where they are set (the message names the place)
-_CHECKS: dict[tuple[str, str], Any] = {
-    ("LandConfig", "compact_files"): _at_least(2), ("LandConfig", "small_file_bytes"): _at_least(1),
-    ("LandConfig", "compact_bytes"): _at_least(1), ("LandConfig", "iceberg_expire_every"): _at_least(1),
-    ("LandConfig", "iceberg_snapshot_retention"): _duration, ("LandConfig", "iceberg_metadata_versions"): _at_least(1),
-    ("LandConfig", "iceberg_orphan_age"): _duration, ("LandConfig", "iceberg_orphan_every"): _at_least(0),
-}
-
-
 def _merge(obj: Any, values: dict[str, Any], where: str) -> None:
     names = {f.name: f for f in dataclasses.fields(obj)}
     hints = get_type_hints(type(obj))
@@ -403,7 +355,7 @@ def _merge(obj: Any, values: dict[str, Any], where: str) -> None:
             _merge(current, value, f"{where}.{key}")
         else:
             value = _coerce(value, hints[key], f"{where}.{key}")
-            check = _CHECKS.get((type(obj).__name__, key))
+            check = CHECKS.get((type(obj).__name__, key))
             problem = check(value) if check is not None and value is not None else None
             if problem is not None:
                 raise ConfigError(f"{where}.{key}: {problem}")
@@ -432,7 +384,7 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
         import yaml  # (~8 ms: imported by those who use it)
 
         try:
-            return _key_columns(yaml.safe_load(value) if isinstance(value, str) else value, where)
+            return key_columns(yaml.safe_load(value) if isinstance(value, str) else value, where)
         except yaml.YAMLError as exc:
             raise ConfigError(f"{where}: not YAML ({str(exc).splitlines()[0]}): {value!r}") from None
     try:
@@ -463,23 +415,6 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
     except (TypeError, ValueError):
         raise ConfigError(f"{where}: cannot use {value!r} as {getattr(annotation, '__name__', annotation)}") from None
     raise ConfigError(f"{where}: no conversion to {annotation}")  # a setting of a type this function lacks
-
-
-def _key_columns(value: Any, where: str) -> dict[str, list[str]]:
-    """``land.keys``: "<db>.<table>" -> its key columns (a list, or one name)."""
-    if not isinstance(value, dict):
-        raise ConfigError(f"{where}: must map <db>.<table> to its key columns, got {value!r}")
-    out: dict[str, list[str]] = {}
-    for table, columns in value.items():
-        if not isinstance(table, str) or "." not in table.strip("."):
-            raise ConfigError(f"{where}: {table!r} is not <db>.<table>")
-        names = [columns] if isinstance(columns, str) else columns
-        if not isinstance(names, list) or not names or not all(isinstance(c, str) and c for c in names):
-            raise ConfigError(f"{where}: {table}: the key must be a column name or a list of them, got {columns!r}")
-        if len({c.lower() for c in names}) < len(names):
-            raise ConfigError(f"{where}: {table}: a column is named twice in {names}")
-        out[table] = list(names)
-    return out
 
 
 def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str, Any] | None = None,

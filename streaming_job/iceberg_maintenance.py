@@ -29,7 +29,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ingester.config import LandConfig, duration_seconds
+from ingester.config import LandConfig
+from ingester.config_values import duration_seconds
 
 from .compaction import within
 

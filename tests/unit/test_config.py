@@ -6,7 +6,8 @@ import datetime
 
 import pytest
 
-from ingester.config import duration_seconds, load_config
+from ingester.config import load_config
+from ingester.config_values import duration_seconds
 
 
 def test_precedence_and_types(tmp_path) -> None:
