@@ -47,10 +47,13 @@ from .iceberg_tables import (
     mirror_schema,
     recorded_columns,
 )
+from .iceberg_verify import IcebergMirror
 from .keys import MirrorKeys, key_property, recorded_key
 from .lake_format import QUARANTINE_TABLE, LakeFormat, TableChanges, Undecodable, quarantine_rows
 from .mirror import COMMIT_TS, DELETED, SEQ, candidate_schema, last_per_key, mirror_candidates
+from .mirror_read import MirrorRead
 from .table_landing import full_images
+from .verify_results import ICEBERG_VERIFY, VERIFY_TABLE, result_schema
 from .writer import PARTITION_COLUMN
 
 if TYPE_CHECKING:
@@ -202,10 +205,27 @@ class IcebergFormat(LakeFormat):
         rows = [(*r, batch_id, int(time.time() * 1e6)) for r in quarantine_rows(errors)]
         table = pa.Table.from_pylist([dict(zip(_QUARANTINE_SCHEMA.names, r, strict=True)) for r in rows],
                                      schema=_QUARANTINE_SCHEMA)
-        found = self._ready(*QUARANTINE, table.schema, [], dict, location=QUARANTINE_TABLE)
+        self._append_once(QUARANTINE, QUARANTINE_TABLE, table, batch_id)
+
+    def verify_mirror(self, db: str, table: str) -> MirrorRead | None:
+        """The mirror loaded from the catalog anew (not the job's own copy): a write behind the job's back is
+        what verify looks for."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        try:
+            return IcebergMirror(self.catalog.load_table((db, table)))
+        except NoSuchTableError:
+            return None
+
+    def record_verify(self, rows: list[dict[str, Any]], batch_id: int) -> None:
+        self._append_once(ICEBERG_VERIFY, VERIFY_TABLE, pa.Table.from_pylist(rows, schema=result_schema()), batch_id)
+
+    def _append_once(self, name: tuple[str, str], location: str, rows: pa.Table, batch_id: int) -> None:
+        """``rows`` appended to the job's own table ``name`` (created at ``<lake>/<location>``), once per batch."""
+        found = self._ready(*name, rows.schema, [], dict, location=location)
         if not self._has(found, batch_id):
             properties = self._batch(batch_id)
-            self._commit(*QUARANTINE, found, lambda tx: tx.append(table, snapshot_properties=properties), properties)
+            self._commit(*name, found, lambda tx: tx.append(rows, snapshot_properties=properties), properties)
 
     def _batch(self, batch_id: int) -> dict[str, str]:
         return batch_properties(self.app_id, batch_id)
