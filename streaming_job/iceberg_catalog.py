@@ -52,7 +52,7 @@ _JDBC = {"sqlite": "sqlite", "mysql": "mariadb", "mariadb": "mariadb", "postgres
 @dataclass(frozen=True)
 class IcebergCatalog:
     lake: str
-    uri: str | None = None  # land.iceberg_catalog (SQLAlchemy URL); None: SQLite in the lake (or the checkpoint)
+    uri: str | None = None  # land.iceberg_catalog (SQLAlchemy or REST URL); None: the default (class docstring)
     store: ObjectStoreSettings | None = None  # a lake on S3: where the store is and its credentials (land.s3_*)
     checkpoint: str | None = None  # a lake on S3: the default SQLite catalog's directory, if a local path
 
@@ -72,7 +72,7 @@ class IcebergCatalog:
 
     @property
     def _sqlite(self) -> Path:
-        """The default SQLite catalog: in a local lake, else in the (local) checkpoint."""
+        """The default SQLite catalog: an earlier local lake's, else in the (local) checkpoint of a lake on S3."""
         return Path(self.checkpoint if scheme(self.lake) and self.checkpoint else self.lake).absolute() / \
             "_iceberg_catalog.db"
 

@@ -88,7 +88,7 @@ class HadoopCatalog(MetastoreCatalog):
 
     def _dir(self, *parts: str) -> Path:
         for part in parts:
-            if not part or part in (".", "..") or "/" in part or "\\" in part or part.startswith("\0"):
+            if not part or part in (".", "..") or "/" in part or "\\" in part or "\0" in part:
                 raise ValueError(f"the Hadoop catalog cannot name a namespace or table {part!r}")
         return self.root.joinpath(*parts)
 
@@ -322,23 +322,25 @@ def _response(metadata: TableMetadata, location: str) -> CommitTableResponse:
     return CommitTableResponse.model_validate({"metadata": metadata, "metadata-location": location})
 
 
-def _write(path: Path, data: bytes) -> None:
-    """A new file (never one that exists) with ``data``, on disk when this returns."""
+def _write(path: Path, data: bytes, sync: bool = True) -> None:
+    """A new file (never one that exists) with ``data``, on disk when this returns (``sync``)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
 
 
 def _replace(path: Path, data: bytes) -> None:
-    """``path`` replaced atomically with a file of ``data``."""
+    """``path`` replaced atomically with a file of ``data`` (not synced: a hint lost to a power cut is one behind,
+    which loading passes by)."""
     temporary = path.parent / f".{uuid.uuid4()}-{path.name}.tmp"
     try:
-        _write(temporary, data)
+        _write(temporary, data, sync=False)
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
