@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import errno
 import gzip
+import logging
 import os
 import re
 import shutil
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
     from pyiceberg.typedef import Identifier, Properties
     from pyiceberg.view import View
 
+log = logging.getLogger("binlake.land")
 HINT = "version-hint.text"
 COMPRESSION = "write.metadata.compression-codec"  # none (default) or gzip, as Java reads it
 _NAMES = (".metadata.json", ".gz.metadata.json", ".metadata.json.gz")  # a version's file names, Java's order
@@ -200,36 +202,37 @@ class HadoopCatalog(MetastoreCatalog):
         final = metadata_dir / f"v{version}{suffix}"
         metadata_dir.mkdir(parents=True, exist_ok=True)
         self._publish(staged.metadata, final, identifier, version, created=current is None)
-        _replace(metadata_dir / HINT, str(version).encode())
+        try:  # committed: the hint is best effort (as Java's), loading finds the version without it
+            _replace(metadata_dir / HINT, str(version).encode())
+        except OSError as exc:
+            log.warning("committed %s but could not write its %s: %s", final, HINT, exc)
         return _response(staged.metadata, final.as_uri())
 
     def _publish(self, metadata: TableMetadata, final: Path, identifier: Identifier, version: int,
                  created: bool) -> None:
         """``final`` created with the metadata, only if no version ``version`` (nor a newer one) exists."""
         name = ".".join(identifier)
+        taken = (TableAlreadyExistsError(f"Table {name} already exists") if created else
+                 CommitFailedException(f"Version {version} of {name} exists already: another writer committed"))
         if self._listed(final.parent) >= version:  # another writer's (also a version deleted since as old)
-            raise (TableAlreadyExistsError(f"Table {name} already exists") if created else
-                   CommitFailedException(f"Version {version} of {name} exists already: another writer committed"))
+            raise taken
         data = metadata.model_dump_json(exclude_none=not Config().get_bool("legacy-current-snapshot-id")).encode()
         if final.name.endswith(".gz.metadata.json"):
             data = gzip.compress(data)
         temporary = final.parent / f".{uuid.uuid4()}{final.name}.tmp"
-        _write(temporary, data)
         try:
+            _write(temporary, data)
             try:
-                os.link(temporary, final)
+                os.link(temporary, final)  # the commit: fails where the name exists
             except FileExistsError:
-                if created:
-                    raise TableAlreadyExistsError(f"Table {name} already exists") from None
-                raise CommitFailedException(f"Version {version} of {name} exists already: another writer "
-                                            "committed") from None
+                raise taken from None
             except OSError as exc:  # a file system without hard links: an exclusive create instead
                 if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
                     raise
                 try:
                     _write(final, data)
                 except FileExistsError:
-                    raise CommitFailedException(f"Version {version} of {name} exists already") from None
+                    raise taken from None
             _sync_dir(final.parent)
         finally:
             temporary.unlink(missing_ok=True)
