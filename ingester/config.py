@@ -157,12 +157,13 @@ class LandConfig:
     # (debezium.schema_registry_*) (binlake's debezium formats or a real Debezium MySQL/MariaDB connector's);
     # repeats of an at-least-once producer are dropped by source position
     source_format: Literal["binlake", "debezium-json", "debezium-avro"] = "binlake"
-    # the lake's table format (docs/LAND.md): Delta Lake, or Apache Iceberg (pyiceberg's writes, in a SQL catalog)
+    # the lake's table format (docs/LAND.md): Delta Lake, or Apache Iceberg (pyiceberg's writes, iceberg_catalog.py)
     format: Literal["delta", "iceberg"] = "delta"
     # format iceberg: the catalog's database, a SQLAlchemy URL (sqlite:///..., mysql+pymysql://user@host/db), or a
     # REST catalog (http(s)://...);
-    # None: SQLite at <lake>/_iceberg_catalog.db (a lake on S3: <checkpoint>/_iceberg_catalog.db, a local checkpoint).
-    # Spark reads it as Iceberg's JDBC catalog `binlake`
+    # None: Iceberg's Hadoop catalog on a local lake's path (an earlier lake's <lake>/_iceberg_catalog.db is kept);
+    # a lake on S3: SQLite at <checkpoint>/_iceberg_catalog.db, a local checkpoint.
+    # Spark reads it as Iceberg's Hadoop, JDBC or REST catalog `binlake`
     iceberg_catalog: str | None = None
     master: str = "local[2]"  # Spark master for `binlake land`; spark-submit sets its own
     shuffle_partitions: int = 2

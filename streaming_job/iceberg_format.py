@@ -2,8 +2,9 @@
 
 Why pyiceberg and not Spark's Iceberg runtime (docs/LAND.md, "Iceberg"): the Delta side writes its Parquet
 files and commits with pyarrow from the driver, a MERGE costs seconds per micro-batch; pyiceberg writes
-the same Arrow tables (its Parquet writer is pyarrow's) and commits in milliseconds. It writes SQL
-catalogs (iceberg_catalog.py), not Iceberg's Hadoop catalog. A table's share of a batch:
+the same Arrow tables (its Parquet writer is pyarrow's) and commits in milliseconds, in the lake's catalog
+(iceberg_catalog.py: Iceberg's Hadoop catalog, iceberg_hadoop.py, or a SQL or REST one). A table's share of a
+batch:
 
 - the change log ``<db>.<table>__changes`` gets the typed row changes in one append snapshot;
 - the mirror ``<db>.<table>``, for a table with a key, the batch's last change per key (mirror.py): in one
@@ -280,14 +281,15 @@ class IcebergFormat(LakeFormat):
         catalog = self.catalog
         with self._namespaces:
             catalog.create_namespace_if_not_exists(namespace)
-        where = self.where.location(location) if location else self.where.location(namespace, name)
+        # the Hadoop catalog's tables are where their names say (the quarantine too: <lake>/_binlake/quarantine)
+        where = None if self.where.hadoop else self.where.location(*([location] if location else [namespace, name]))
         with catalog.create_table_transaction((namespace, name), schema, location=where,
                                               properties=properties) as tx:
             if partition is not None:
                 with tx.update_spec() as spec:
                     spec.add_identity(partition)
         found = self._tables[(namespace, name)] = catalog.load_table((namespace, name))
-        log.info("created the Iceberg table %s.%s at %s", namespace, name, where)
+        log.info("created the Iceberg table %s.%s at %s", namespace, name, found.location())
         return found
 
     def _commit(self, namespace: str, name: str, table: Table, write: Any, properties: dict[str, str],

@@ -54,7 +54,8 @@ def add_lake_arguments(p: argparse.ArgumentParser) -> None:
                    help="the lake's table format: Delta Lake (default) or Apache Iceberg (docs/LAND.md, \"Iceberg\")")
     p.add_argument("--iceberg-catalog", metavar="URL",
                    help="format iceberg: the catalog database as a SQLAlchemy URL, or a REST catalog's http(s):// "
-                        "URL (default: SQLite in the lake; a lake on S3: in the local checkpoint)")
+                        "URL (default: Iceberg's Hadoop catalog on a local lake's path, or an earlier lake's SQLite "
+                        "catalog in it; a lake on S3: SQLite in the local checkpoint)")
 
 
 def store_settings(cfg: Config) -> Any:
