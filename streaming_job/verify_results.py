@@ -1,7 +1,8 @@
 """The results of ``binlake verify``: their columns, and reading them back without Spark, for ``binlake verify
 --wait`` and ``binlake status``. On a Delta lake they are the Delta table ``<lake>/_verify`` (its log read by
 delta_log, its files by pyarrow: ``DeltaResults``); on an Iceberg lake the Iceberg table
-``_binlake.verify`` of the lake's catalog, at ``<lake>/_verify`` (read by pyiceberg: ``IcebergResults``).
+``_binlake.verify`` of the lake's catalog, at ``<lake>/_binlake/verify`` (a SQL or REST catalog: ``<lake>/_verify``;
+read by pyiceberg: ``IcebergResults``).
 The land job writes them through its lake format (lake_format.LakeFormat.record_verify)."""
 
 from __future__ import annotations

@@ -88,7 +88,25 @@ def verify_results(cfg: Config) -> Any:
         except LandError as exc:
             raise ReplicationError(str(exc)) from None
 
-    return {"delta": delta, "iceberg": iceberg}[cfg.land.format]()
+    return {"delta": delta, "iceberg": iceberg}[_results_format(cfg.land.format, lake)]()
+
+
+def _results_format(configured: str, lake: str) -> str:
+    """The format whose results a local lake holds: as configured, but an Iceberg lake read without
+    ``--format iceberg`` (no Delta results in it; an Iceberg catalog, results table, or Hadoop catalog's table
+    there) is read as one."""
+    from pathlib import Path
+
+    from streaming_job.lake_paths import scheme
+
+    root = Path(lake)
+    if configured != "delta" or scheme(lake) or (root / "_verify" / "_delta_log").exists():
+        return configured
+    marks = (root / "_iceberg_catalog.db", root / "_binlake" / "verify" / "metadata", root / "_verify" / "metadata")
+    if any(p.exists() for p in marks) or next(root.glob("*/*/metadata/version-hint.text"), None) is not None:
+        logging.getLogger("binlake").info("%s is an Iceberg lake: its verify results are read as Iceberg's", lake)
+        return "iceberg"
+    return configured
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

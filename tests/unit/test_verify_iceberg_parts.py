@@ -70,4 +70,26 @@ def test_results_are_recorded_once_per_batch_and_read_back_by_run(tmp_path) -> N
         ("r1", 0, True), ("r1", 1, False), ("r2", 2, True), ("r2", 3, True)]
     assert [r["chunk"] for r in results.read("r2")] == [2, 3]
     assert results.read("r1")[1]["checked_ts"] == _NOW + datetime.timedelta(seconds=1)
-    assert (lake / "_verify" / "metadata").is_dir()  # at <lake>/_verify, as a Delta lake's results
+    assert (lake / "_binlake" / "verify" / "metadata").is_dir()  # the Hadoop catalog: where its name says
+
+
+def test_results_format_found_from_the_lake(tmp_path):
+    """`binlake verify --wait` and `binlake status` without --format read an Iceberg lake's results as Iceberg's."""
+    from ingester.cli.land import _results_format
+
+    assert _results_format("delta", str(tmp_path)) == "delta"  # nothing in it yet: as configured
+    (tmp_path / "_binlake" / "verify" / "metadata").mkdir(parents=True)  # the Hadoop catalog's results table
+    assert _results_format("delta", str(tmp_path)) == "iceberg"
+    assert _results_format("iceberg", str(tmp_path)) == "iceberg"
+    (tmp_path / "_verify" / "_delta_log").mkdir(parents=True)  # Delta's results table: a Delta lake after all
+    assert _results_format("delta", str(tmp_path)) == "delta"
+    other = tmp_path / "sqlite"
+    other.mkdir()
+    (other / "_iceberg_catalog.db").write_bytes(b"")  # an earlier lake's SQLite catalog
+    assert _results_format("delta", str(other)) == "iceberg"
+    assert _results_format("delta", "s3a://bucket/lake") == "delta"  # a store is not looked into
+    hadoop = tmp_path / "hadoop"
+    (hadoop / "db" / "t" / "metadata").mkdir(parents=True)
+    assert _results_format("delta", str(hadoop)) == "delta"
+    (hadoop / "db" / "t" / "metadata" / "version-hint.text").write_text("1")  # a table, no results yet
+    assert _results_format("delta", str(hadoop)) == "iceberg"
