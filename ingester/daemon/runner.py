@@ -306,7 +306,7 @@ class Runner:
                                  for v in resnap.state.get("verify", [])))
         builder = RecordBuilder(accept=accept, max_record_bytes=cfg.kafka.max_record_bytes, schema=history,
                                 masks=cfg.filters.column_rules(), names=self.binlog_names,
-                                together=publisher.across_tables)
+                                together=publisher.across_tables, mapped=publisher.mapped)
         took_over = self._take_over(builder)
         if self.committed:
             start_file, start_pos = self.committed["file"], self.committed["position"]
@@ -366,7 +366,6 @@ class Runner:
         stream.commit_wanted = commit_wanted
         stream.stopping = lambda: self.stop_requested
         feed = builder.feed
-        topics, expected = builder.topics, 0
         dec = None
         connecting = time.monotonic()
         try:
@@ -395,9 +394,6 @@ class Runner:
                     if closed:
                         for record in closed:
                             self.send(publisher, record)
-                    if len(topics) > expected:  # a table mapped the first time: its topic asked for now
-                        publisher.expect(list(topics)[expected:])
-                        expected = len(topics)
                 if builder.in_transaction:
                     if self.stop_requested and time.monotonic() - self.stop_requested_at > _STOP_GRACE:
                         # A huge transaction is still streaming: drop it rather than ignore the

@@ -35,9 +35,10 @@ from typing import Any
 import orjson
 
 from ...codec import events as E
+from ...codec.errors import BinlogError
 from ...codec.table_map import TableMap
 from ...schema.ddl import Name
-from ...schema.history import HISTORY_TOPIC
+from ...schema.history import HISTORY_TOPIC, enrich
 from ..builder import SCHEMA_TOPIC
 from ..format import RecordEvent, record_decoder, record_events
 from ..open_records import Record
@@ -196,6 +197,21 @@ class DebeziumOut:
         self._held_bytes = 0
         self._history.clear()
         self._tx = self._now = None
+
+    def mapped(self, record_topic: str, table_map: TableMap, schema_entry: bytes) -> None:
+        """Avro: the table's key and value schemas registered now, beside other tables', so that its records find
+        their ids ready; a subject's versions are registered in the order their maps come: binlog order."""
+        if not self.layout.ahead:
+            return
+        try:
+            codec = table_codec(enrich(table_map, schema_entry) if schema_entry else table_map, self.options.prefix,
+                                self.options.modes)
+        except (BinlogError, ValueError, KeyError, TypeError, AttributeError):
+            return  # the table's first event meets it again, and stops the daemon saying why
+        schemas: list[tuple[str, Role, bytes]] = [(codec.topic, "value", codec.value_schema)]
+        if codec.key_schema is not None:  # the key's first, as the table's first event asks
+            schemas.insert(0, (codec.topic, "key", codec.key_schema))
+        self.layout.prepare(schemas)
 
     def topics(self, record_topics: Iterable[str]) -> set[str]:
         record_topics = list(record_topics)
@@ -471,10 +487,6 @@ class DebeziumOut:
                       headers)
         if op == "d" and self.options.tombstones:
             yield Message(table.codec.topic, key, None, headers)
-
-    # -- the schema change topic
-
-
 
 class DebeziumJson(DebeziumOut):
     """``kafka.format: debezium-json``: Kafka Connect's JsonConverter."""
