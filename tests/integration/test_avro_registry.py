@@ -200,3 +200,45 @@ def test_without_auto_registration_schemas_are_looked_up(mariadb, kafka, schema_
            f"{schema_registry.url}: none of the subject's versions is this schema " \
            "(debezium.auto_register_schemas is false: register it first)\n" in refused(2)
     assert schema_registry.request("GET", "/subjects/lookup.lk.t-value/versions") == [1]
+
+
+def test_subject_name_strategies(mariadb, kafka, schema_registry, monkeypatch) -> None:
+    """``debezium.key_subject_name_strategy: TopicRecordNameStrategy`` and ``value_subject_name_strategy:
+    RecordNameStrategy`` (Confluent's converter options): the subjects are named as Confluent's strategies name
+    them (``<topic>-<record's full name>``, the record's full name), a DDL's next version goes under the same
+    subject, and every message names the id of its own schema's version there."""
+    conn = mariadb.connect()
+    conn.autocommit(True)
+    cur = conn.cursor()
+    cur.execute("CREATE DATABASE strat")
+    cur.execute("CREATE TABLE strat.t (id INT PRIMARY KEY, v INT)")
+    start = mariadb.current_binlog_position()
+    cur.execute("INSERT INTO strat.t VALUES (1, 10), (2, 20)")
+    cur.execute("ALTER TABLE strat.t ADD COLUMN note VARCHAR(9) NULL")
+    cur.execute("INSERT INTO strat.t VALUES (3, 30, 'v2')")
+    for name, value in {"BINLAKE_FILTERS_INCLUDE": "strat.*", "BINLAKE_KAFKA_FORMAT": "debezium-avro",
+                        "BINLAKE_SOURCE_START_FILE": start.file, "BINLAKE_SOURCE_START_POSITION": str(start.position),
+                        "BINLAKE_DEBEZIUM_INCLUDE_SCHEMA_CHANGES": "false",
+                        "BINLAKE_DEBEZIUM_PROVIDE_TRANSACTION_METADATA": "true",
+                        "BINLAKE_DEBEZIUM_KEY_SUBJECT_NAME_STRATEGY": "TopicRecordNameStrategy",
+                        "BINLAKE_DEBEZIUM_VALUE_SUBJECT_NAME_STRATEGY": "RecordNameStrategy",
+                        "BINLAKE_DEBEZIUM_SCHEMA_REGISTRY_URL": schema_registry.url}.items():
+        monkeypatch.setenv(name, value)
+    run_daemon(mariadb, kafka, "sn")
+    # Debezium's record names: <prefix>.<db>.<table>.Key and .Envelope, the transaction topic's Debezium's own
+    wanted = {"sn.strat.t-sn.strat.t.Key": 1, "sn.strat.t.Envelope": 2,
+              "sn.transaction-io.debezium.connector.common.TransactionMetadataKey": 1,
+              "io.debezium.connector.common.TransactionMetadataValue": 1}
+    assert sorted(s for s in schema_registry.subjects() if "strat" in s or "Transaction" in s) == sorted(wanted)
+    ids = {}
+    for subject, count in wanted.items():
+        versions = schema_registry.request("GET", f"/subjects/{subject}/versions")
+        assert versions == list(range(1, count + 1)), subject
+        ids[subject] = [schema_registry.request("GET", f"/subjects/{subject}/versions/{v}")["id"] for v in versions]
+    published = dbz.messages(kafka, "sn")
+    named = [(int.from_bytes(k[1:5], "big"), int.from_bytes(v[1:5], "big")) for k, v in published["sn.strat.t"]]
+    key_id, (v1, v2) = ids["sn.strat.t-sn.strat.t.Key"][0], ids["sn.strat.t.Envelope"]
+    assert named == [(key_id, v1), (key_id, v1), (key_id, v2)]
+    schema_text = functools.cache(lambda i: schema_registry.request("GET", f"/schemas/ids/{i}")["schema"])
+    assert [avro.read(v, schema_text)["after"] for _, v in published["sn.strat.t"]] == [
+        {"id": 1, "v": 10}, {"id": 2, "v": 20}, {"id": 3, "v": 30, "note": "v2"}]

@@ -102,9 +102,19 @@ class SchemaIds(Protocol):
         given; ``schema_id`` of one gives its id once registered (or raises what its registration raised)."""
 
 
-def subject(topic: str, role: Role) -> str:
-    """Confluent's TopicNameStrategy."""
-    return f"{topic}-{role}"
+Strategy = Literal["TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy"]
+
+
+def subject(topic: str, role: Role, avro: Any = None, strategy: Strategy = "TopicNameStrategy") -> str:
+    """The subject of a message's schema (``avro``: the Avro schema, a record) by Confluent's subject name strategy:
+    TopicNameStrategy ``<topic>-key``/``-value``; RecordNameStrategy the record's full name;
+    TopicRecordNameStrategy ``<topic>-<full name>``."""
+    if strategy == "TopicNameStrategy":
+        return f"{topic}-{role}"
+    name = avro["name"]
+    if "." not in name and avro.get("namespace"):
+        name = f"{avro['namespace']}.{name}"
+    return name if strategy == "RecordNameStrategy" else f"{topic}-{name}"  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -121,8 +131,10 @@ class AvroLayout:
 
     ahead = True
 
-    def __init__(self, ids: SchemaIds) -> None:
+    def __init__(self, ids: SchemaIds, key_strategy: Strategy = "TopicNameStrategy",
+                 value_strategy: Strategy = "TopicNameStrategy") -> None:
         self.ids = ids
+        self._strategies: dict[Role, Strategy] = {"key": key_strategy, "value": value_strategy}
         self._lock = threading.Lock()  # prepare (the daemon's thread, as tables are mapped) beside the encoder's
         self._writers: dict[tuple[str, Role, bytes], _Writer] = {}
         self._prepared: dict[tuple[str, Role, bytes], tuple[Any, Any, str]] = {}  # prepare's Connect and Avro schemas
@@ -182,7 +194,8 @@ class AvroLayout:
             for key in schemas:
                 if key not in self._writers and key not in self._prepared:
                     self._prepared[key] = self._avro(key[2])
-                    wanted.append((subject(key[0], key[1]), self._prepared[key][2]))
+                    avro, text = self._prepared[key][1:]
+                    wanted.append((subject(key[0], key[1], avro, self._strategies[key[1]]), text))
             if wanted:
                 self.ids.prepare(wanted)
 
@@ -197,7 +210,7 @@ class AvroLayout:
         with self._lock:
             prepared = self._prepared.pop((topic, role, schema), None)
         connect, avro, text = prepared if prepared is not None else self._avro(schema)
-        schema_id = self.ids.schema_id(subject(topic, role), text)
+        schema_id = self.ids.schema_id(subject(topic, role, avro, self._strategies[role]), text)
         writer = _Writer(b"\0" + schema_id.to_bytes(4, "big"), parse_schema(avro), payload_fixer(connect),
                          avro_program(connect))
         with self._lock:
