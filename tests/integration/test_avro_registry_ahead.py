@@ -121,3 +121,42 @@ def test_a_refused_version_stops_the_daemon_and_no_later_version_is_registered(m
     fields = [[f["name"] for f in orjson.loads(schema_registry.request(
         "GET", f"/subjects/{subject}/versions/{v}")["schema"])["fields"][0]["type"][1]["fields"]] for v in (1, 2, 3)]
     assert fields == [["id", "v"], ["id", "v", "n"], ["id", "v", "note"]]
+
+
+def test_a_snapshots_schemas_come_before_the_streams(make_mariadb, kafka, schema_registry, monkeypatch) -> None:
+    """A snapshot's tables are registered ahead as the snapshot begins each (before the stream's maps, which the
+    daemon reads after it): with a DDL after the snapshot (the next run), every value subject holds the schemas of
+    the JSON format's events (the snapshot's reads, then the stream's) in that order, each once, each message
+    naming its own; the snapshot's rows read back as the server's."""
+    server = make_mariadb()
+    server.execute("CREATE DATABASE snap")
+    for i in range(12):
+        server.execute(f"CREATE TABLE snap.t{i:02} (id INT PRIMARY KEY, v VARCHAR(9) NOT NULL)")
+        server.execute(f"INSERT INTO snap.t{i:02} VALUES (1, 'a{i}'), (2, 'b{i}')")
+    for name, value in {"BINLAKE_FILTERS_INCLUDE": "snap.*", "BINLAKE_SNAPSHOT": "initial",
+                        "BINLAKE_DEBEZIUM_INCLUDE_SCHEMA_CHANGES": "false",
+                        "BINLAKE_DEBEZIUM_SCHEMA_REGISTRY_URL": schema_registry.url}.items():
+        monkeypatch.setenv(name, value)
+
+    def publish() -> None:
+        for prefix, kind in (("sjson", "debezium-json"), ("savro", "debezium-avro")):
+            monkeypatch.setenv("BINLAKE_KAFKA_FORMAT", kind)
+            run_daemon(server, kafka, prefix)
+
+    publish()
+    for i in range(12):
+        server.execute(f"ALTER TABLE snap.t{i:02} ADD COLUMN n INT NULL")
+        server.execute(f"INSERT INTO snap.t{i:02} VALUES (3, 'c{i}', {i})")
+    publish()
+    reference, published = dbz.messages(kafka, "sjson"), dbz.messages(kafka, "savro")
+    schema_text = functools.cache(lambda i: schema_registry.request("GET", f"/schemas/ids/{i}")["schema"])
+    for i in range(12):
+        topic = f"snap.t{i:02}"
+        theirs, mine = reference[f"sjson.{topic}"], published[f"savro.{topic}"]
+        assert len(mine) == len(theirs) == 3, topic
+        assert avro.check_subject(schema_registry, f"savro.{topic}-value", theirs, mine, 1, "sjson", "savro") >= 2
+        avro.check_subject(schema_registry, f"savro.{topic}-key", theirs, mine, 0, "sjson", "savro")
+        events = [avro.read(value, schema_text) for _, value in mine]
+        assert [(e["op"], e["after"]["id"], e["after"]["v"]) for e in events] == \
+               [("r", 1, f"a{i}"), ("r", 2, f"b{i}"), ("c", 3, f"c{i}")], topic
+        assert events[2]["after"]["n"] == i
