@@ -307,7 +307,7 @@ class Runner:
                                  for v in resnap.state.get("verify", [])))
         builder = RecordBuilder(accept=accept, max_record_bytes=cfg.kafka.max_record_bytes, schema=history,
                                 masks=cfg.filters.column_rules(), names=self.binlog_names,
-                                together=publisher.across_tables, mapped=publisher.mapped)
+                                together=publisher.across_tables, mapped=self._mapped(publisher))
         took_over = self._take_over(builder)
         if self.committed:
             start_file, start_pos = self.committed["file"], self.committed["position"]
@@ -459,6 +459,14 @@ class Runner:
         log.info("taking over from %s on %s after %s (binlog file numbers + %d in sequences)", previous, source,
                  committed["gtid_set"], builder.file_offset)
         return previous
+
+    def _mapped(self, publisher: Publisher) -> Callable[[str, Any, bytes], None]:
+        """What the builder tells of tables first mapped: the publisher (their topics, Avro's schemas), but for the
+        signal table's (its rows are signals, never published)."""
+        signal = self.cfg.snapshot_signal_table
+        if signal is None:
+            return publisher.mapped
+        return lambda topic, table_map, entry: None if topic == signal else publisher.mapped(topic, table_map, entry)
 
     def send(self, publisher: Publisher, record: Record) -> None:
         """Publish a record (streaming.Daemon): the re-snapshot takes its signal table's."""
