@@ -45,19 +45,19 @@ def test_versions_of_many_new_tables_registered_ahead_stay_in_binlog_order(maria
                 cur.execute(f"ALTER TABLE ahead.t{i:02} ADD COLUMN c{r} {('VARCHAR(9)', 'DATE')[r % 2]} NULL")
     conn.close()
     reference, published = avro.publish_json_and_avro(mariadb, kafka, schema_registry, monkeypatch, "ahead.*", start,
-                                                      ("ajson", "aavro"))
+                                                      ("ahjson", "ahavro"))
     subjects = set(schema_registry.subjects() or ())
     schema_text = functools.cache(lambda i: schema_registry.request("GET", f"/schemas/ids/{i}")["schema"])
     for i in range(TABLES):
         topic = f"ahead.t{i:02}"
-        theirs, mine = reference[f"ajson.{topic}"], published[f"aavro.{topic}"]
+        theirs, mine = reference[f"ahjson.{topic}"], published[f"ahavro.{topic}"]
         assert len(mine) == len(theirs) == ROUNDS, topic
         for role, index in (("key", 0), ("value", 1)):
-            subject = f"aavro.{topic}-{role}"
+            subject = f"ahavro.{topic}-{role}"
             if role == "key" and i % 4 == 3:
                 assert subject not in subjects
                 continue
-            versions = avro.check_subject(schema_registry, subject, theirs, mine, index, "ajson", "aavro")
+            versions = avro.check_subject(schema_registry, subject, theirs, mine, index, "ahjson", "ahavro")
             assert versions == (1 if role == "key" else ROUNDS), subject
         rows = [avro.read(value, schema_text)["after"] for _, value in mine]
         assert [(row["id"], row["v"]) for row in rows] == [(r, i) for r in range(ROUNDS)], topic
