@@ -31,6 +31,7 @@ DecimalMode = Literal["precise", "string", "double"]
 TimeMode = Literal["adaptive_time_microseconds", "connect"]
 BigintMode = Literal["long", "precise"]
 BinaryMode = Literal["bytes", "base64", "base64-url-safe", "hex"]
+SubjectStrategy = Literal["TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy"]
 
 
 @dataclass
@@ -204,6 +205,10 @@ class DebeziumConfig:
     # the Avro converter's auto.register.schemas: false looks each schema up under its subject (registered ahead by
     # whoever manages the registry) instead of registering it
     auto_register_schemas: bool = True
+    # the Avro converter's key.subject.name.strategy / value.subject.name.strategy (Confluent's class names, without
+    # their package): a schema's subject <topic>-key|value, its record's full name, or <topic>-<full name>
+    key_subject_name_strategy: SubjectStrategy = "TopicNameStrategy"
+    value_subject_name_strategy: SubjectStrategy = "TopicNameStrategy"
 
     def registry_credentials(self) -> tuple[str | None, str | None]:
         """(username, password) of the schema registry (password from the setting or its file)."""
