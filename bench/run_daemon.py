@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
@@ -357,9 +358,10 @@ def latency_consumer(bootstrap: str, topic: str, out: str) -> int:
 
 
 def steady_inserts(server: MariaDBServer, insert: str, rate: float, duration: float,
-                   writers: int) -> tuple[dict[int, float], float]:
-    """Autocommit INSERTs (``insert`` takes row id and writer index) at ``rate``/s for ``duration`` s from
-    ``writers`` threads: row id -> time the INSERT returned, and the seconds it took."""
+                   writers: int, params: Callable[[int, int], tuple] | None = None) -> tuple[dict[int, float], float]:
+    """Autocommit INSERTs (``insert`` takes row id and writer index, or what ``params(row id, writer index)``
+    gives) at ``rate``/s for ``duration`` s from ``writers`` threads: row id -> time the INSERT returned, and
+    the seconds it took."""
     commits: dict[int, float] = {}
     lock = threading.Lock()
     per_writer = rate / writers
@@ -379,7 +381,7 @@ def steady_inserts(server: MariaDBServer, insert: str, rate: float, duration: fl
                 elif now - due > 1.0:  # far behind: do not burst to catch up
                     due = now
                 row_id = 1 + index + k * writers
-                cur.execute(insert, (row_id, index))
+                cur.execute(insert, params(row_id, index) if params else (row_id, index))
                 local[row_id] = time.time()
                 due += 1 / per_writer
         with lock:

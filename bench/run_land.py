@@ -18,8 +18,12 @@ fresh process's whole run including Spark's start.
 With --latency, first the commit-to-mirror latency at a steady rate of single-row transactions
 (default 2,000/s for 20 s) with `--trigger 1s`.
 
-With --format iceberg, the same into Iceberg tables (`binlake land --format iceberg`: pyiceberg's commits,
-the SQLite catalog in the lake; docs/LAND.md, "Iceberg"), local shape only; the checks read them with pyiceberg.
+With --format iceberg, the same into Iceberg tables (`binlake land --format iceberg`: pyiceberg's commits, the
+lake's default catalog; docs/LAND.md, "Iceberg"); the checks read them with pyiceberg. In a bucket (cluster-s3)
+the checkpoints, and so the default SQLite catalog, are local.
+
+With --latency-only, only the latency; with --preload N, the latency of UPDATEs of existing keys of a mirror of N
+rows instead of INSERTs of new keys.
 
 With --shape cluster-s3, the production shape (issue 21): the jobs run on a Spark standalone cluster (a
 master and a worker of 2 cores, separate JVMs started for the run) and land into a bucket of an
@@ -27,7 +31,7 @@ S3-compatible store (S3Proxy, started for the run) through s3a; the lakes are re
 directory. On this machine the store, the cluster, Kafka and MariaDB share the same CPUs.
 
     .venv/bin/python bench/run_land.py [--shape local|cluster-s3] [--min-partitions N]
-        [--max-offsets-per-trigger N] [--latency] [--format delta|iceberg]
+        [--max-offsets-per-trigger N] [--latency | --latency-only] [--preload N] [--format delta|iceberg]
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from run_daemon import published_rows, run_daemon, steady_inserts, workload_server
 from run_decode import BenchError, _check, _cpu_model, _git_revision
@@ -72,6 +77,7 @@ class Shape:
     store_args: list[str] = field(default_factory=list)  # those of them that reach the lake's store
     env: dict[str, str] = field(default_factory=dict)
     store_pid: int | None = None  # the object store's process (its CPU time shares the machine's cores)
+    endpoint: str | None = None  # the object store's (cluster-s3)
 
     def store_cpu(self) -> float:
         """The store's CPU seconds so far (user + system; 0 without a store)."""
@@ -83,6 +89,23 @@ class Shape:
     def lake(self, local: Path) -> str:
         """The lake the job writes for a run whose files would be ``local`` on local disk."""
         return str(local) if self.bucket_root is None else f"s3a://lake/{self.bucket_root.name}/{local.name}"
+
+    def checkpoint(self, local: Path, lake_format: str) -> str:
+        """The checkpoint of the run whose lake is ``local``'s: in the lake, but for an Iceberg lake in a bucket,
+        whose default (SQLite) catalog lives beside a local checkpoint (docs/LAND.md, "Iceberg")."""
+        if self.bucket_root is not None and lake_format == "iceberg":
+            return str(local.parent / f"{local.name}_checkpoint")
+        return f"{self.lake(local)}/_checkpoint"
+
+    def iceberg(self, local: Path) -> Any:
+        """The Iceberg catalog of the run whose lake is ``local``'s, as pyiceberg opens it."""
+        from streaming_job.iceberg_catalog import IcebergCatalog
+        from streaming_job.object_store import ObjectStoreSettings
+
+        if self.bucket_root is None:
+            return IcebergCatalog(str(local)).open()
+        return IcebergCatalog(self.lake(local), None, ObjectStoreSettings(self.endpoint, True),
+                              self.checkpoint(local, "iceberg")).open()
 
     def files(self, local: Path) -> Path:
         """Where that lake's files are read back (the store's objects are files of its directory)."""
@@ -102,7 +125,7 @@ def shape_of(name: str) -> Iterator[Shape]:
         root = store.data / "lake" / f"bench{os.getpid()}"
         reach = ["--s3-endpoint", store.endpoint, "--s3-path-style"]
         yield Shape(name, cluster.master, root, ["--master", cluster.master, *reach], reach, store.environment(),
-                    store._server_pid())
+                    store._server_pid(), store.endpoint)
 
 
 def main() -> int:
@@ -114,6 +137,10 @@ def main() -> int:
     parser.add_argument("--latency", action="store_true", help="also measure commit-to-mirror latency")
     parser.add_argument("--rate", type=float, default=2000, help="latency: target transactions/s")
     parser.add_argument("--duration", type=float, default=20, help="latency: seconds of load")
+    parser.add_argument("--preload", type=int, default=0,
+                        help="latency: UPDATEs of distinct keys of a mirror of this many rows (landed first), "
+                             "not INSERTs of new keys")
+    parser.add_argument("--latency-only", action="store_true", help="latency: skip the bulk workload")
     parser.add_argument("--format", choices=("delta", "iceberg"), default="delta", help="the lake's table format")
     parser.add_argument("--shape", choices=("local", "cluster-s3"), default="local",
                         help="local[2] and local disk, or a standalone cluster and an S3-compatible bucket")
@@ -125,8 +152,15 @@ def main() -> int:
 
 
 def measure(args: argparse.Namespace, shape: Shape) -> int:
-    latency = measure_latency(args.rate, args.duration, shape, args.land_log, lake_format=args.format) \
-        if args.latency else ""
+    latency = measure_latency(args.rate, args.duration, shape, args.land_log, lake_format=args.format,
+                              preload=args.preload) if args.latency or args.latency_only else ""
+    if args.latency_only:
+        header = (f"# binlake land: commit-to-mirror latency\n\n{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, commit "
+                  f"{_git_revision()}, {_cpu_model()}, {os.cpu_count()} CPUs, lake format {args.format}, "
+                  f"{shape.name}.\n\n")
+        args.output.write_text(header + latency)
+        print(header + latency)
+        return 0
     dataset = load_or_generate()
     workload = dataset.workloads["bulk"]
     with KafkaBroker() as broker, tempfile.TemporaryDirectory(prefix="bl-land-", dir=BENCH_DIR / "data") as root:
@@ -141,14 +175,15 @@ def measure(args: argparse.Namespace, shape: Shape) -> int:
             options += ["--max-offsets-per-trigger", str(args.max_offsets_per_trigger)]
         load_before = os.getloadavg()
         lakes = [Path(root) / f"pass{n}" for n in range(WARM_UP_PASSES + RUNNING_PASSES)]
+        local = ["--local-checkpoints", root] if shape.checkpoint(lakes[0], args.format).startswith(root) else []
         proc = subprocess.run([sys.executable, __file__, "--land-in-one-application", broker.bootstrap, prefix,
-                               ",".join(shape.lake(p) for p in lakes), *options, *shape.land_args],
+                               ",".join(shape.lake(p) for p in lakes), *options, *shape.land_args, *local],
                               capture_output=True, text=True, cwd=BENCH_DIR.parent, timeout=3600)
         _check(proc.returncode == 0, f"the running job failed: {proc.stderr[-2000:]}")
         passes = [_batches(text) for text in proc.stderr.split(PASS_MARK)[WARM_UP_PASSES:]]
         lake = Path(root) / "fresh"
         command = [sys.executable, "-m", "ingester.cli.main", "land", "--kafka", broker.bootstrap, "--topic-prefix",
-                   prefix, "--lake", shape.lake(lake), "--checkpoint", f"{shape.lake(lake)}/_checkpoint", "--trigger",
+                   prefix, "--lake", shape.lake(lake), "--checkpoint", shape.checkpoint(lake, args.format), "--trigger",
                    "available-now", *options, *shape.land_args]
         started = time.perf_counter()
         proc = subprocess.run(command, capture_output=True, text=True, cwd=BENCH_DIR.parent, timeout=3600)
@@ -160,7 +195,7 @@ def measure(args: argparse.Namespace, shape: Shape) -> int:
         fresh = _batches(proc.stderr)
         for path, batches in (*zip(lakes[WARM_UP_PASSES:], passes, strict=True), (lake, fresh)):
             landed = int(sum(b[2] for b in batches))
-            changes, mirror = _count(shape.files(path), args.format)
+            changes, mirror = _count(shape, path, args.format)
             _check(landed == workload.row_changes == changes, f"{path.name}: landed {landed}, change log {changes}, "
                    f"workload {workload.row_changes}")
             _check(mirror == mirror_rows, f"{path.name}: mirror has {mirror} rows, the server {mirror_rows}")
@@ -197,6 +232,7 @@ def land_in_one_application(bootstrap: str, prefix: str, lakes: list[str], optio
     parsed.add_argument("--s3-endpoint")
     parsed.add_argument("--s3-path-style", action="store_true")
     parsed.add_argument("--format", default="delta")
+    parsed.add_argument("--local-checkpoints", help="the checkpoints' local directory (an Iceberg lake in a bucket)")
     extra = parsed.parse_args(options)
     setup_logging(Config(), "land")  # binlake's lines (the batches' progress) on stderr
     store = ObjectStoreSettings(extra.s3_endpoint, extra.s3_path_style)
@@ -204,7 +240,9 @@ def land_in_one_application(bootstrap: str, prefix: str, lakes: list[str], optio
     for n, lake in enumerate(lakes):
         if n:
             print(PASS_MARK, file=sys.stderr, flush=True)
-        land = LandConfig(lake=lake, checkpoint=f"{lake}/_checkpoint", trigger="available-now",
+        checkpoint = f"{lake}/_checkpoint" if extra.local_checkpoints is None else \
+            f"{extra.local_checkpoints}/{lake.rsplit('/', 1)[1]}_checkpoint"
+        land = LandConfig(lake=lake, checkpoint=checkpoint, trigger="available-now",
                           min_partitions=extra.min_partitions, max_offsets_per_trigger=extra.max_offsets_per_trigger,
                           format=extra.format)
         run(LandSettings(bootstrap, prefix, land, master=extra.master, store=store), spark)
@@ -216,18 +254,27 @@ def _batches(log: str) -> list[tuple[float, ...]]:
 
 
 def measure_latency(rate: float, duration: float, shape: Shape, land_log: Path | None = None,
-                    writers: int = 3, lake_format: str = "delta") -> str:
+                    writers: int = 3, lake_format: str = "delta", preload: int = 0) -> str:
     """Single-row transactions at ``rate``/s for ``duration`` s through `binlake run` and `binlake land
     --trigger 1s`, once two warm-up rows have landed (steady state: the first micro-batches of a process pay
     the JVM's warm-up once); a row's latency is the commit time of the first mirror version holding it
-    (Delta history) minus the time its INSERT returned (autocommit)."""
+    (Delta history) minus the time its INSERT returned (autocommit).
+
+    With ``preload`` rows, the transactions are UPDATEs of distinct existing keys spread over a mirror of that
+    many rows (landed first, through the binlog, in transactions of 50,000 rows): each sets ``v`` to a value of
+    its own, and its latency is the commit time of the first mirror version holding that value."""
     options = {"sync_binlog": 0, "innodb_flush_log_at_trx_commit": 0, "innodb_buffer_pool_size": "128M"}
     prefix = f"landlat{os.getpid()}"
     with KafkaBroker() as broker, MariaDBServer(binlog_row_metadata="FULL", options=options) as server, \
             tempfile.TemporaryDirectory(prefix="bl-lat-", dir=BENCH_DIR / "data") as root:
         server.execute("CREATE DATABASE bench_lat")
-        server.execute("CREATE TABLE bench_lat.t (id BIGINT NOT NULL PRIMARY KEY, w TINYINT NOT NULL)")
-        server.execute("INSERT INTO bench_lat.t VALUES (0, 0)")  # warm-up row
+        if preload:
+            server.execute("CREATE TABLE bench_lat.t (id BIGINT NOT NULL PRIMARY KEY, w TINYINT NOT NULL, "
+                           "v BIGINT NOT NULL, note VARCHAR(40) NOT NULL)")
+            server.execute("INSERT INTO bench_lat.t VALUES (0, 0, 0, 'warm-up')")
+        else:
+            server.execute("CREATE TABLE bench_lat.t (id BIGINT NOT NULL PRIMARY KEY, w TINYINT NOT NULL)")
+            server.execute("INSERT INTO bench_lat.t VALUES (0, 0)")  # warm-up row
         lake = Path(root) / "lake"
         logs = Path(root)
         procs = [
@@ -236,18 +283,31 @@ def measure_latency(rate: float, duration: float, shape: Shape, land_log: Path |
                              stdout=subprocess.DEVNULL, stderr=open(logs / "run.log", "wb"), cwd=BENCH_DIR.parent),
             subprocess.Popen([sys.executable, "-m", "ingester.cli.main", "land", "--kafka", broker.bootstrap,
                               "--topic-prefix", prefix, "--lake", shape.lake(lake), "--checkpoint",
-                              f"{shape.lake(lake)}/_cp", "--trigger", "1s", "--format", lake_format,
+                              shape.checkpoint(lake, lake_format), "--trigger", "1s", "--format", lake_format,
                               *shape.land_args],
                              stdout=subprocess.DEVNULL, stderr=open(logs / "land.log", "wb"), cwd=BENCH_DIR.parent),
         ]
         try:
             # Steady state: the first batch creates the mirror, the second pays the first MERGE's JVM warm-up
             _wait_landed(logs / "land.log", 1, procs, 300)
-            server.execute("INSERT INTO bench_lat.t VALUES (-1, 0)")
-            _wait_landed(logs / "land.log", 2, procs, 300)
-            commits, elapsed = steady_inserts(server, "INSERT INTO bench_lat.t VALUES (%s, %s)", rate, duration,
-                                              writers)
-            _wait_landed(logs / "land.log", 2 + len(commits), procs, 600)
+            if preload:
+                for low in range(1, preload + 1, PRELOAD_TX_ROWS):
+                    high = min(preload, low + PRELOAD_TX_ROWS - 1)
+                    server.execute(f"INSERT INTO bench_lat.t SELECT seq, 0, 0, CONCAT('preloaded row ', seq) "
+                                   f"FROM bench_lat.seq_{low}_to_{high}")  # MariaDB's Sequence engine
+                _wait_landed(logs / "land.log", 1 + preload, procs, 900)
+                server.execute("UPDATE bench_lat.t SET w = 1 WHERE id = 0")
+                _wait_landed(logs / "land.log", 2 + preload, procs, 300)
+                commits, elapsed = steady_inserts(server, "UPDATE bench_lat.t SET v = %s, w = %s WHERE id = %s",
+                                                  rate, duration, writers,
+                                                  lambda row, index: (row, index, _spread(row, preload)))
+                _wait_landed(logs / "land.log", 2 + preload + len(commits), procs, 900)
+            else:
+                server.execute("INSERT INTO bench_lat.t VALUES (-1, 0)")
+                _wait_landed(logs / "land.log", 2, procs, 300)
+                commits, elapsed = steady_inserts(server, "INSERT INTO bench_lat.t VALUES (%s, %s)", rate, duration,
+                                                  writers)
+                _wait_landed(logs / "land.log", 2 + len(commits), procs, 600)
         finally:
             for proc in procs:
                 proc.send_signal(signal.SIGTERM)
@@ -258,8 +318,12 @@ def measure_latency(rate: float, duration: float, shape: Shape, land_log: Path |
                     proc.wait()
             if land_log:
                 land_log.with_suffix(".latency.log").write_bytes((logs / "land.log").read_bytes())
-        landed = (_first_snapshots(lake) if lake_format == "iceberg"
-                  else _first_versions(shape.files(lake) / "bench_lat" / "t"))
+        if preload:
+            landed = (_first_snapshots(shape.iceberg(lake), "v") if lake_format == "iceberg"
+                      else _first_values(shape.files(lake) / "bench_lat" / "t"))
+        else:
+            landed = (_first_snapshots(shape.iceberg(lake)) if lake_format == "iceberg"
+                      else _first_versions(shape.files(lake) / "bench_lat" / "t"))
     latencies = sorted(landed[i] - t for i, t in commits.items())
     _check(len(latencies) == len(commits), "rows missing from the mirror")
 
@@ -267,10 +331,12 @@ def measure_latency(rate: float, duration: float, shape: Shape, land_log: Path |
         return latencies[min(len(latencies) - 1, int(q * len(latencies)))]
 
     achieved = len(commits) / elapsed
+    what = (f"Single-row autocommit UPDATEs of distinct keys spread over a mirror of {preload:,} rows (landed "
+            "first)" if preload else "Single-row autocommit INSERTs")
     return "\n".join([
-        "## Commit-to-mirror latency",
+        "## Commit-to-mirror latency" + (f", updates against a {preload:,}-row mirror" if preload else ""),
         "",
-        f"Single-row autocommit INSERTs from {writers} threads, target {rate:,.0f}/s for {duration:.0f} s "
+        f"{what} from {writers} threads, target {rate:,.0f}/s for {duration:.0f} s "
         f"(achieved {achieved:,.0f}/s, {len(commits):,} transactions); `binlake run` and `binlake land --trigger 1s`"
         f" ({shape.name}, {lake_format})"
         " running alongside on the same 2 CPUs, measured once two warm-up rows have landed (mirror created, first"
@@ -284,6 +350,15 @@ def measure_latency(rate: float, duration: float, shape: Shape, land_log: Path |
         f"Goal p99 < 5 s: {'met' if pct(0.99) < 5 else 'not met'}.",
         "",
     ])
+
+
+PRELOAD_TX_ROWS = 50_000
+_SPREAD = 7_919  # a prime: row -> row * _SPREAD mod n is one-to-one for n not divisible by it
+
+
+def _spread(row: int, rows: int) -> int:
+    """The key the latency workload's ``row``-th update changes: distinct keys spread over 1..rows."""
+    return 1 + (row * _SPREAD) % rows
 
 
 def _wait_landed(log: Path, rows: int, procs: list[subprocess.Popen], timeout: float) -> None:
@@ -315,33 +390,50 @@ def _first_versions(path: Path) -> dict[int, float]:
         spark.stop()
 
 
-def _first_snapshots(lake: Path) -> dict[int, float]:
-    """Row id -> commit time (s) of the first Iceberg mirror snapshot that holds it (pyiceberg's time travel)."""
-    from streaming_job.iceberg_catalog import IcebergCatalog
+def _first_snapshots(catalog: Any, column: str = "id") -> dict[int, float]:
+    """Value of ``column`` -> commit time (s) of the first Iceberg mirror snapshot that holds it (pyiceberg's
+    time travel; ``v``: its values above 0 only)."""
+    from pyiceberg.expressions import AlwaysTrue, GreaterThan
 
-    table = IcebergCatalog(str(lake)).open().load_table(("bench_lat", "t"))
+    table = catalog.load_table(("bench_lat", "t"))
+    where = GreaterThan(column, 0) if column == "v" else AlwaysTrue()
     first: dict[int, float] = {}
     for snapshot in sorted(table.snapshots(), key=lambda s: s.timestamp_ms):
-        for i in table.scan(snapshot_id=snapshot.snapshot_id, selected_fields=("id",)).to_arrow().column("id"):
-            first.setdefault(i.as_py(), snapshot.timestamp_ms / 1000)
+        scan = table.scan(snapshot_id=snapshot.snapshot_id, selected_fields=(column,), row_filter=where)
+        for i in scan.to_arrow().column(column).to_pylist():
+            first.setdefault(i, snapshot.timestamp_ms / 1000)
     return first
 
 
-def _count(lake: Path, lake_format: str = "delta") -> tuple[int, int]:
+def _first_values(path: Path) -> dict[int, float]:
+    """Value of ``v`` (above 0) -> commit time (s) of the first Delta mirror version that holds it (delta-rs's
+    time travel: a Spark read of each version of a large mirror takes seconds)."""
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
+    table = DeltaTable(str(path))
+    first: dict[int, float] = {}
+    for entry in sorted(table.history(), key=lambda h: h["version"]):
+        table.load_as_version(entry["version"])
+        values = table.to_pyarrow_dataset().to_table(columns=["v"], filter=pc.field("v") > 0).column("v")
+        for v in values.to_pylist():
+            first.setdefault(v, entry["timestamp"] / 1000)
+    return first
+
+
+def _count(shape: Shape, local: Path, lake_format: str = "delta") -> tuple[int, int]:
     """Rows of the change log and of the mirror, read back with a fresh Spark session (pyiceberg: Iceberg's)."""
     from streaming_job.job import build_session
 
     if lake_format == "iceberg":
-        from streaming_job.iceberg_catalog import IcebergCatalog
-
-        catalog = IcebergCatalog(str(lake)).open()
+        catalog = shape.iceberg(local)
         changes, mirror = (len(catalog.load_table(("bench_bulk", t)).scan().to_arrow())
                            for t in ("orders__changes", "orders"))
         return changes, mirror
 
     spark = build_session("local[2]", 2, "binlake-land-bench-check")
     try:
-        table = lake / "bench_bulk"
+        table = shape.files(local) / "bench_bulk"
         read = spark.read.format("delta").load
         return read(str(table / "orders__changes")).count(), read(str(table / "orders")).count()
     finally:

@@ -29,6 +29,7 @@ DecimalMode = Literal["precise", "string", "double"]
 TimeMode = Literal["adaptive_time_microseconds", "connect"]
 BigintMode = Literal["long", "precise"]
 BinaryMode = Literal["bytes", "base64", "base64-url-safe", "hex"]
+SubjectStrategy = Literal["TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy"]
 
 
 @dataclass
@@ -155,12 +156,13 @@ class LandConfig:
     # (debezium.schema_registry_*) (binlake's debezium formats or a real Debezium MySQL/MariaDB connector's);
     # repeats of an at-least-once producer are dropped by source position
     source_format: Literal["binlake", "debezium-json", "debezium-avro"] = "binlake"
-    # the lake's table format (docs/LAND.md): Delta Lake, or Apache Iceberg (pyiceberg's writes, in a SQL catalog)
+    # the lake's table format (docs/LAND.md): Delta Lake, or Apache Iceberg (pyiceberg's writes, iceberg_catalog.py)
     format: Literal["delta", "iceberg"] = "delta"
     # format iceberg: the catalog's database, a SQLAlchemy URL (sqlite:///..., mysql+pymysql://user@host/db), or a
     # REST catalog (http(s)://...);
-    # None: SQLite at <lake>/_iceberg_catalog.db (a lake on S3: <checkpoint>/_iceberg_catalog.db, a local checkpoint).
-    # Spark reads it as Iceberg's JDBC catalog `binlake`
+    # None: Iceberg's Hadoop catalog on a local lake's path (an earlier lake's <lake>/_iceberg_catalog.db is kept);
+    # a lake on S3: SQLite at <checkpoint>/_iceberg_catalog.db, a local checkpoint.
+    # Spark reads it as Iceberg's Hadoop, JDBC or REST catalog `binlake`
     iceberg_catalog: str | None = None
     # a REST catalog's authentication (docs/LAND.md, "Iceberg"): a bearer token, or an OAuth2 client credential
     # (client_id:client_secret, exchanged at the catalog's token endpoint or iceberg_catalog_oauth2_uri for a token
@@ -243,6 +245,10 @@ class DebeziumConfig:
     # the Avro converter's auto.register.schemas: false looks each schema up under its subject (registered ahead by
     # whoever manages the registry) instead of registering it
     auto_register_schemas: bool = True
+    # the Avro converter's key.subject.name.strategy / value.subject.name.strategy (Confluent's class names, without
+    # their package): a schema's subject <topic>-key|value, its record's full name, or <topic>-<full name>
+    key_subject_name_strategy: SubjectStrategy = "TopicNameStrategy"
+    value_subject_name_strategy: SubjectStrategy = "TopicNameStrategy"
 
     def registry_credentials(self) -> tuple[str | None, str | None]:
         """(username, password) of the schema registry (password from the setting or its file)."""

@@ -88,11 +88,14 @@ class RegistryClient:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._pending: dict[tuple[str, str], Future[int]] = {}
-        self._tails: dict[str, Future[None]] = {}  # each subject's last registrations under way
+        self._tails: dict[str, Future[BaseException | None]] = {}  # each subject's last registrations under way
+        # subjects whose registration failed: none of their later versions is registered (it would come before the
+        # failed one, once registered after a restart); what needs them gets the failure
+        self._failed: dict[str, BaseException] = {}
         self._down: RegistryUnavailable | None = None  # how prepare's registrations found the registry down
 
     def __getstate__(self) -> dict[str, Any]:
-        unpicklable = ("_context", "_local", "_lock", "_pool", "_pending", "_tails", "_down")
+        unpicklable = ("_context", "_local", "_lock", "_pool", "_pending", "_tails", "_down", "_failed")
         return {k: v for k, v in self.__dict__.items() if k not in unpicklable} | {"_context": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -125,7 +128,14 @@ class RegistryClient:
         tail = self._tails.get(subject)
         if tail is not None:  # the subject's earlier versions first
             wait_for([tail])
-        return self._register(subject, schema)
+        failed = self._failed.get(subject)
+        if failed is not None:
+            raise failed
+        try:
+            return self._register(subject, schema)
+        except BaseException as exc:
+            self._failed[subject] = exc
+            raise
 
     def prepare(self, schemas: Iterable[tuple[str, str]]) -> None:
         """Start registering these (subject, schema) pairs before their messages need them: subjects side by side
@@ -148,16 +158,18 @@ class RegistryClient:
                 tail = self._tails[subject] = self._pool.submit(self._chain, subject, chain, self._tails.get(subject))
                 tail.add_done_callback(functools.partial(self._untail, subject))
 
-    def _untail(self, subject: str, done: Future[None]) -> None:
+    def _untail(self, subject: str, done: Future[BaseException | None]) -> None:
         with self._lock:
             if self._tails.get(subject) is done:
                 del self._tails[subject]
 
-    def _chain(self, subject: str, chain: list[str], after: Future[None] | None) -> None:
-        """``prepare``'s registrations of one subject, in order."""
+    def _chain(self, subject: str, chain: list[str], after: Future[BaseException | None] | None) \
+            -> BaseException | None:
+        """``prepare``'s registrations of one subject, in order: its failure, if one failed (or an earlier one)."""
         if after is not None:
             wait_for([after])
-        failure: BaseException | None = self._down  # a registry down: the queued ones fail without a request
+        # a registry down: the queued ones fail without a request; a subject's failed version: its later ones too
+        failure: BaseException | None = self._down or self._failed.get(subject)
         for schema in chain:
             key = (subject, schema)
             future = self._pending[key]
@@ -169,9 +181,11 @@ class RegistryClient:
                     if isinstance(exc, RegistryUnavailable):
                         self._down = exc
             if failure is not None:
+                self._failed[subject] = failure
                 future.set_exception(failure)
             with self._lock:
                 del self._pending[key]  # done: its id is in _ids, or its failure goes to those holding the future
+        return failure
 
     _ask = "/subjects/{}/versions"  # registers the schema (if new), answers its id
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -16,10 +17,12 @@ from pyspark.sql import functions as F
 from .batch_rows import TableRows
 from .decode import typed_batches, typed_ddl
 from .delta_tables import DeltaTables, stats_columns
+from .delta_verify import DeltaMirrors
 from .evolution import SchemaEvolution
 from .lake_files import LakeFiles
 from .lake_format import QUARANTINE_DDL, QUARANTINE_TABLE, LakeFormat, TableChanges, Undecodable, quarantine_rows
 from .lake_paths import join
+from .mirror_read import MirrorRead
 from .table_landing import DriverLanding, SparkLanding, TableBatch
 from .writer import PARTITION_COLUMN, Commit, land_partition
 
@@ -38,12 +41,22 @@ class DeltaFormat(LakeFormat):
     on_driver: DriverLanding
     in_spark: SparkLanding
     name: str = "delta"
+    verify: DeltaMirrors = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.verify = DeltaMirrors(self.spark, self.lake, self.delta)
 
     def change_log(self, db: str, table: str) -> str:
         return join(self.lake, db, table + "__changes")
 
     def lake_columns(self, db: str, table: str) -> list[tuple[str, str]]:
         return self.evolution.lake_columns(db, table, self.change_log(db, table))
+
+    def verify_mirror(self, db: str, table: str) -> MirrorRead | None:
+        return self.verify.open(db, table)
+
+    def record_verify(self, rows: list[dict[str, Any]], batch_id: int) -> None:
+        self.verify.record(rows, batch_id)
 
     def quarantine(self, errors: list[Undecodable], batch_id: int) -> None:
         df = (self.spark.createDataFrame(quarantine_rows(errors), QUARANTINE_DDL)

@@ -1,19 +1,24 @@
-"""The Iceberg catalog of a lake (``land.format: iceberg``): pyiceberg's SQL catalog, whose tables
-(``iceberg_tables``, ``iceberg_namespace_properties``) are the layout of Iceberg's own JDBC catalog, so the
-catalog pyiceberg writes is the one Spark (and Trino, Flink...) read as a JDBC catalog named ``binlake``.
-Its database is SQLite in the lake (``<lake>/_iceberg_catalog.db``) unless ``land.iceberg_catalog`` gives
-one as a SQLAlchemy URL (``mysql+pymysql://user:password@host:3306/db``, ``postgresql+psycopg://...``), or an
-Iceberg REST catalog's ``http(s)://`` URL (pyiceberg's RestCatalog; Spark's Iceberg REST catalog).
+"""The Iceberg catalog of a lake (``land.format: iceberg``), named ``binlake`` (Spark's name of it too). A lake on
+a local path, with ``land.iceberg_catalog`` unset: Iceberg's Hadoop catalog on the lake's path
+(iceberg_hadoop.py: metadata files found by ``version-hint.text``; Spark's ``type=hadoop``), unless the lake
+has the SQLite catalog an earlier binlake made (``<lake>/_iceberg_catalog.db``), which it keeps. Else
+pyiceberg's SQL catalog, whose tables (``iceberg_tables``, ``iceberg_namespace_properties``) are the layout of
+Iceberg's own JDBC catalog, read by Spark (and Trino, Flink...) as a JDBC catalog: in the database
+``land.iceberg_catalog`` gives as a SQLAlchemy URL (``sqlite:///path``, ``mysql+pymysql://user:password@host:3306/db``,
+``postgresql+psycopg://...``), or an Iceberg REST catalog at its ``http(s)://`` URL (pyiceberg's RestCatalog;
+Spark's Iceberg REST catalog).
 
 A lake on S3 or an S3-compatible store (``s3a://bucket/path``): pyiceberg's FileIO (pyarrow's S3 filesystem)
 writes it with the store's settings and credentials (object_store.ObjectStoreSettings, land.s3_*, the same
 as Delta's), Spark reads it through Hadoop's s3a (Iceberg's HadoopFileIO). A SQLite file needs a local
 disk: the default catalog is then ``<checkpoint>/_iceberg_catalog.db``, where the checkpoint is a local
-path; with the checkpoint on the store too, ``land.iceberg_catalog`` must name a database.
+path; with the checkpoint on the store too, ``land.iceberg_catalog`` must name a database. (No Hadoop catalog
+on a store: its commit needs an atomic create-if-absent of the metadata file.)
 
 Table names (docs/LAND.md, "Iceberg"): the namespace ``<db>``, the change log ``<table>__changes`` and the
 mirror ``<table>`` at ``<lake>/<db>/<table>[__changes]`` (the Delta layout's paths); the quarantine
-``_binlake.quarantine`` at ``<lake>/_quarantine``. Each snapshot binlake commits carries the job's app id
+``_binlake.quarantine`` at ``<lake>/_binlake/quarantine`` in the Hadoop catalog (a table's path is its name
+there), ``<lake>/_quarantine`` in the others. Each snapshot binlake commits carries the job's app id
 and the micro-batch's id in its summary (``binlake.app-id``, ``binlake.batch-id``): a replayed batch finds
 them and skips the table."""
 
@@ -22,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
@@ -48,7 +54,7 @@ _JDBC = {"sqlite": "sqlite", "mysql": "mariadb", "mariadb": "mariadb", "postgres
 @dataclass(frozen=True)
 class IcebergCatalog:
     lake: str
-    uri: str | None = None  # land.iceberg_catalog (SQLAlchemy URL); None: SQLite in the lake (or the checkpoint)
+    uri: str | None = None  # land.iceberg_catalog (SQLAlchemy or REST URL); None: the default (class docstring)
     store: ObjectStoreSettings | None = None  # a lake on S3: where the store is and its credentials (land.s3_*)
     checkpoint: str | None = None  # a lake on S3: the default SQLite catalog's directory, if a local path
     auth: RestAuth | None = None  # a REST catalog's token or OAuth2 credential (iceberg_auth.py)
@@ -69,13 +75,20 @@ class IcebergCatalog:
 
     @property
     def _sqlite(self) -> Path:
-        """The default SQLite catalog: in a local lake, else in the (local) checkpoint."""
+        """The default SQLite catalog: an earlier local lake's, else in the (local) checkpoint of a lake on S3."""
         return Path(self.checkpoint if scheme(self.lake) and self.checkpoint else self.lake).absolute() / \
             "_iceberg_catalog.db"
 
+    @cached_property
+    def hadoop(self) -> bool:
+        """Iceberg's Hadoop catalog on the lake's path: the default of a local lake, but for a lake that has the
+        SQLite catalog of an earlier binlake (kept: a lake's catalog never changes under it)."""
+        return self.uri is None and not scheme(self.lake) and not self._sqlite.exists()
+
     @property
     def url(self) -> str:
-        return self.uri or f"sqlite:///{self._sqlite}"
+        """The catalog's database (or REST) URL; the Hadoop catalog's: the warehouse, the lake's file URI."""
+        return self.uri or (self.warehouse if self.hadoop else f"sqlite:///{self._sqlite}")
 
     def location(self, *parts: str) -> str:
         """A table's location: ``<lake>/<parts>`` as a URI."""
@@ -92,6 +105,10 @@ class IcebergCatalog:
         from pyiceberg.catalog.rest import RestCatalog
         from pyiceberg.catalog.sql import SqlCatalog
 
+        from .iceberg_hadoop import HadoopCatalog
+
+        if self.hadoop:
+            return HadoopCatalog(CATALOG_NAME, self.warehouse)
         if self.uri is None:
             self._sqlite.parent.mkdir(parents=True, exist_ok=True)
         if scheme(self.url) == "sqlite":
@@ -105,9 +122,11 @@ class IcebergCatalog:
             raise LandError(f"cannot open the Iceberg catalog {redact(self.url)}: {first_line(exc)}") from None
 
     def spark_conf(self) -> dict[str, str]:
-        """Spark settings that read the catalog as Iceberg's JDBC catalog ``binlake``, or its REST catalog
+        """Spark settings that read the catalog as Iceberg's Hadoop, JDBC or REST catalog ``binlake``
         (versions.iceberg_jars on the classpath): ``SELECT * FROM binlake.<db>.<table>``."""
         prefix = f"spark.sql.catalog.{CATALOG_NAME}"
+        if self.hadoop:
+            return {prefix: _SPARK_CATALOG, f"{prefix}.type": "hadoop", f"{prefix}.warehouse": self.warehouse}
         if self.rest:
             conf = {prefix: _SPARK_CATALOG, f"{prefix}.type": "rest", f"{prefix}.uri": self.url}
             if self.auth is not None:  # Spark's redaction of its settings covers the credential too

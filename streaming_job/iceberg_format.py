@@ -2,8 +2,9 @@
 
 Why pyiceberg and not Spark's Iceberg runtime (docs/LAND.md, "Iceberg"): the Delta side writes its Parquet
 files and commits with pyarrow from the driver, a MERGE costs seconds per micro-batch; pyiceberg writes
-the same Arrow tables (its Parquet writer is pyarrow's) and commits in milliseconds. It writes SQL
-catalogs (iceberg_catalog.py), not Iceberg's Hadoop catalog. A table's share of a batch:
+the same Arrow tables (its Parquet writer is pyarrow's) and commits in milliseconds, in the lake's catalog
+(iceberg_catalog.py: Iceberg's Hadoop catalog, iceberg_hadoop.py, or a SQL or REST one). A table's share of a
+batch:
 
 - the change log ``<db>.<table>__changes`` gets the typed row changes in one append snapshot;
 - the mirror ``<db>.<table>``, for a table with a key, the batch's last change per key (mirror.py): in one
@@ -50,11 +51,14 @@ from .iceberg_tables import (
     mirror_schema,
     recorded_columns,
 )
+from .iceberg_verify import IcebergMirror
 from .keys import MirrorKeys, key_property, recorded_key
 from .lake_files import LakeFiles
 from .lake_format import QUARANTINE_TABLE, LakeFormat, TableChanges, Undecodable, quarantine_rows
 from .mirror import COMMIT_TS, DELETED, SEQ, candidate_schema, last_per_key, mirror_candidates
+from .mirror_read import MirrorRead
 from .table_landing import full_images
+from .verify_results import ICEBERG_VERIFY, VERIFY_TABLE, result_schema
 from .writer import PARTITION_COLUMN
 
 if TYPE_CHECKING:
@@ -232,10 +236,27 @@ class IcebergFormat(LakeFormat):
         rows = [(*r, batch_id, int(time.time() * 1e6)) for r in quarantine_rows(errors)]
         table = pa.Table.from_pylist([dict(zip(_QUARANTINE_SCHEMA.names, r, strict=True)) for r in rows],
                                      schema=_QUARANTINE_SCHEMA)
-        found = self._ready(*QUARANTINE, table.schema, [], dict, location=QUARANTINE_TABLE)
+        self._append_once(QUARANTINE, QUARANTINE_TABLE, table, batch_id)
+
+    def verify_mirror(self, db: str, table: str) -> MirrorRead | None:
+        """The mirror loaded from the catalog anew (not the job's own copy): a write behind the job's back is
+        what verify looks for."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        try:
+            return IcebergMirror(self.catalog.load_table((db, table)))
+        except NoSuchTableError:
+            return None
+
+    def record_verify(self, rows: list[dict[str, Any]], batch_id: int) -> None:
+        self._append_once(ICEBERG_VERIFY, VERIFY_TABLE, pa.Table.from_pylist(rows, schema=result_schema()), batch_id)
+
+    def _append_once(self, name: tuple[str, str], location: str, rows: pa.Table, batch_id: int) -> None:
+        """``rows`` appended to the job's own table ``name`` (created at ``<lake>/<location>``), once per batch."""
+        found = self._ready(*name, rows.schema, [], dict, location=location)
         if not self._has(found, batch_id):
             properties = self._batch(batch_id)
-            self._commit(*QUARANTINE, found, lambda tx: tx.append(table, snapshot_properties=properties), properties)
+            self._commit(*name, found, lambda tx: tx.append(rows, snapshot_properties=properties), properties)
 
     def _batch(self, batch_id: int) -> dict[str, str]:
         return batch_properties(self.app_id, batch_id)
@@ -290,7 +311,8 @@ class IcebergFormat(LakeFormat):
         catalog = self.catalog
         with self._namespaces:
             catalog.create_namespace_if_not_exists(namespace)
-        where = self.where.location(location) if location else self.where.location(namespace, name)
+        # the Hadoop catalog's tables are where their names say (the quarantine too: <lake>/_binlake/quarantine)
+        where = None if self.where.hadoop else self.where.location(*([location] if location else [namespace, name]))
         properties = {**properties, **self.maintenance.table_properties()}
         with catalog.create_table_transaction((namespace, name), schema, location=where,
                                               properties=properties) as tx:
@@ -298,7 +320,7 @@ class IcebergFormat(LakeFormat):
                 with tx.update_spec() as spec:
                     spec.add_identity(partition)
         found = self._tables[(namespace, name)] = catalog.load_table((namespace, name))
-        log.info("created the Iceberg table %s.%s at %s", namespace, name, where)
+        log.info("created the Iceberg table %s.%s at %s", namespace, name, found.location())
         return found
 
     def _commit(self, namespace: str, name: str, table: Table, write: Any, properties: dict[str, str],

@@ -3,7 +3,8 @@ the tables it lands -- their columns, a table's share of the batch landed exactl
 its mirror where the table has a key), the quarantine's rows, a mirror's recorded key. Delta Lake
 (delta_format.DeltaFormat: the driver's own Delta log commits, or the JVM's Delta) and Apache Iceberg
 (iceberg_format.IcebergFormat: pyiceberg's commits in a SQL catalog). Everything format-independent --
-decoding, the union schema, the mirror's candidates and key -- stays with sink.Lander."""
+decoding, the union schema, the mirror's candidates and key -- stays with sink.Lander. ``binlake verify``
+(verify.py) reads a mirror's rows through the format and records its results with it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 
 from .batch_rows import TableRows
 from .evolution import SchemaGroup
+from .mirror_read import MirrorRead
 
 QUARANTINE_TABLE = "_quarantine"
 # An undecodable record: topic, partition, offset, why, the record's value, its headers (pickled dict)
@@ -55,6 +57,15 @@ class LakeFormat(ABC):
     @abstractmethod
     def quarantine(self, errors: list[Undecodable], batch_id: int) -> None:
         """Undecodable records landed in the lake's quarantine table (``--quarantine``)."""
+
+    @abstractmethod
+    def verify_mirror(self, db: str, table: str) -> MirrorRead | None:
+        """The table's mirror as it is in the lake now, opened for verify's comparison (None: it has none)."""
+
+    @abstractmethod
+    def record_verify(self, rows: list[dict[str, Any]], batch_id: int) -> None:
+        """Verify results (verify_results.RESULT_COLUMNS' values by name) recorded in the lake's results table,
+        once per batch: a batch replayed after a crash that recorded them adds none."""
 
     def stored_key(self, db: str, table: str) -> tuple[bool, list[str] | None] | None:
         """Whether the table's mirror exists, and the key it recorded; None: the format leaves it to

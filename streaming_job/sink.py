@@ -133,8 +133,8 @@ class Lander:
                                SparkMirror(self.spark, self.delta, self.evolution))
         self.on_driver = DriverLanding(self.delta, self.threads, self.compaction, self.mirrors)
         self.in_spark = SparkLanding(self.delta, self.mirrors)
-        self.verifier = Verifier(self.spark, self.lake, self.delta)
         self.format = self._format()
+        self.verifier = Verifier(self.format)
         self.mirror_keys.stored = self.format.stored_key
 
     def _format(self) -> LakeFormat:

@@ -1,6 +1,9 @@
 """``binlake verify`` on the land side: each verify chunk the daemon published (a key range of a table's
 rows, read from the source between two watermarks: ingester/daemon/resnapshot.py) is compared with the
-mirror at exactly the chunk's point of the stream, and the result appended to ``<lake>/_verify``.
+mirror at exactly the chunk's point of the stream, and the result recorded in the lake's results table.
+The lake's format (lake_format.LakeFormat) reads the mirror (``verify_mirror``: Delta's files or Spark,
+delta_verify.py; pyiceberg, iceberg_verify.py) and records the results (``record_verify``: the Delta table
+``<lake>/_verify``, the Iceberg table ``_binlake.verify``), once per micro-batch.
 
 The chunk's entries sit right after its high watermark H in the table's topic, so when the batch holding
 them has landed, the mirror holds every change up to H, and those of this batch after H. Left out of the
@@ -25,25 +28,14 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
-from pyspark.sql import Column, SparkSession
-from pyspark.sql import functions as F
 
 from .decode import typed_batches
-from .delta_log import TableLog
-from .delta_tables import DeltaTables
-from .lake_files import LakeFiles
-from .lake_paths import join
+from .lake_format import LakeFormat
 from .lake_types import arrow_type
 from .mirror import SEQ
-from .mirror_driver import conform, key_range
-from .verify_results import VERIFY_TABLE
+from .mirror_read import KeyCut
 
 log = logging.getLogger("binlake.verify")
-RESULT_DDL = ("run string, `table` string, chunk int, low string, high string, source_rows bigint, "
-              "lake_rows bigint, excluded bigint, missing bigint, extra bigint, different bigint, `match` boolean, "
-              "keys string, exact boolean, `at` string, kafka_topic string, kafka_partition int, "
-              "kafka_offset bigint, batch_id bigint, checked_ts timestamp")
 _EXACT = ("tinyint", "smallint", "int", "bigint", "date", "timestamp", "timestamp_ntz", "binary")
 _SHOWN_KEYS = 20  # the differing keys a result names (its counts are complete)
 _READ_ROWS = 200_000  # at most about this many mirror rows in the driver at once (a batch of many chunks)
@@ -121,10 +113,8 @@ class Result:
 class Verifier:
     """The verify chunks of a job's batches; a chunk whose entries a batch boundary cut waits for the rest."""
 
-    def __init__(self, spark: SparkSession, lake: str, delta: DeltaTables) -> None:
-        self.spark = spark
-        self.lake = lake
-        self.delta = delta
+    def __init__(self, lake_format: LakeFormat) -> None:
+        self.format = lake_format  # reads the mirrors, records the results
         self._open: dict[tuple[str, str, int], _Chunk] = {}
         self.chunks = 0  # verified by this process
         self.mismatched = 0
@@ -171,7 +161,7 @@ class Verifier:
                     "" if result.exact else " (rows of the source looked up by key)")
             log.debug("verify: %s, %d chunks compared in %.2fs", name, len(group), time.monotonic() - started)
             results += found
-            chunks += group
+            chunks += group if found else []
         if results:
             self._append(results, chunks, batch_id)
         return results
@@ -179,54 +169,29 @@ class Verifier:
     def _compare_table(self, name: str, chunks: list[_Chunk], changes_after: Any) -> list[Result]:
         """The chunks of one table complete in this batch, against one read of the mirror's rows they cover."""
         db, _, table = name.partition(".")
-        path = join(self.lake, db, table)
-        table_log = self._driver_log(path)
-        if table_log is not None:  # the driver reads the mirror's files itself (no Spark job per table)
-            columns = [(n, t) for n, t in table_log.columns() if not n.startswith("_binlake_")]
-        else:
-            mirror = self.spark.read.format("delta").load(path)
-            columns = [(f.name, f.dataType.simpleString()) for f in mirror.schema
-                       if not f.name.startswith("_binlake_")]
+        mirror = self.format.verify_mirror(db, table)
+        if mirror is None:
+            log.warning("verify: %s has no mirror in the lake; %d chunks not compared", name, len(chunks))
+            return []
+        columns = mirror.columns
         types = dict(columns)
         pk: list[str] = chunks[0].meta["key"]  # the daemon's chunk key (the primary key, or a unique key)
         exact = all(exact_order(types[k]) for k in pk)
         sides = [_SourceSide.of(chunk, columns, pk) for chunk in chunks]
         changed = changes_after(db, table, columns, pk)  # (seq, key) of the batch's changes of the table
         compared = [n for n, _ in columns if any(n in side.columns for side in sides)]
-        if table_log is not None:
-            assert self.delta.files is not None
-            lake = _driver_rows(self.delta.files, table_log, types, compared, pk, sides, exact)
+        cut = KeyCut(types, compared, pk)
+        if exact:
+            lows, highs = [side.low for side in sides], [side.high for side in sides]
+            cut.low = None if any(k is None for k in lows) else min(k for k in lows if k is not None)
+            cut.high = None if any(k is None for k in highs) else max(k for k in highs if k is not None)
         else:
-            lake = self._spark_rows(mirror, types, compared, pk, sides, exact)
+            cut.keys = [key for side in sides for key in side.rows]
         lake_rows: dict[tuple[Any, ...], tuple[bytes | None, dict[str, Any]]] = {}
-        for r in lake.to_pylist():
+        for r in mirror.rows(cut).to_pylist():
             seq = r.pop(SEQ)
             lake_rows[tuple(r[k] for k in pk)] = (seq, r)
         return [self._compare(side, lake_rows, changed, compared, exact) for side in sides]
-
-    def _driver_log(self, path: str) -> TableLog | None:
-        """The mirror's log where the driver can read its files as they are: on a lake it reaches (local or
-        S3), without deletion vectors or partitions (else Spark reads it)."""
-        table_log = self.delta.log(path)
-        if table_log is None or table_log.version < 0 or table_log.metadata.get("partitionColumns") or \
-                any(add.get("deletionVector") for add in table_log.files.values()):
-            return None
-        return table_log
-
-    def _spark_rows(self, mirror: Any, types: dict[str, str], compared: list[str], pk: list[str],
-                    sides: list[_SourceSide], exact: bool) -> pa.Table:
-        """The mirror's rows the chunks cover (the compared columns and the row's sequence), read by Spark."""
-        if exact:
-            lows, highs = [side.low for side in sides], [side.high for side in sides]
-            low = None if any(k is None for k in lows) else min(k for k in lows if k is not None)
-            high = None if any(k is None for k in highs) else max(k for k in highs if k is not None)
-            cut = mirror.filter(_range(pk, low, high)) if low is not None or high is not None else mirror
-        else:
-            keys = [key for side in sides for key in side.rows]
-            schema = pa.schema([pa.field(k, arrow_type(types[k])) for k in pk])
-            cut = mirror.limit(0) if not keys else mirror.join(self.spark.createDataFrame(pa.Table.from_pylist(
-                [dict(zip(pk, key, strict=True)) for key in keys], schema=schema)), pk, "left_semi")
-        return cut.select(*[F.col(f"`{n}`") for n in compared], F.col(SEQ)).toArrow()
 
     @staticmethod
     def _compare(side: _SourceSide, lake_rows: dict[tuple[Any, ...], tuple[bytes | None, dict[str, Any]]],
@@ -261,45 +226,13 @@ class Verifier:
 
     def _append(self, results: list[Result], chunks: list[_Chunk], batch_id: int) -> None:
         checked = dt.datetime.now(dt.UTC)
-        rows = [(r.run, r.table, r.chunk, r.low, r.high, r.source_rows, r.lake_rows, r.excluded, r.missing, r.extra,
-                 r.different, r.match, orjson.dumps(r.keys, default=str).decode(), r.exact, r.at, c.where[0],
-                 c.where[1], c.where[2], batch_id, checked) for r, c in zip(results, chunks, strict=True)]
-        self.delta.append(self.spark.createDataFrame(rows, RESULT_DDL), join(self.lake, VERIFY_TABLE), batch_id)
-
-
-def _driver_rows(files: LakeFiles, table_log: TableLog, types: dict[str, str], compared: list[str], pk: list[str],
-                 sides: list[_SourceSide], exact: bool) -> pa.Table:
-    """The mirror's rows the chunks may cover, read by the driver from the files of its log: those whose
-    first key lies in the chunks' range (files whose statistics say it cannot are not read) or, for keys
-    looked up (not ``exact``), is one of theirs. A superset of what Spark's read gives: ``_compare`` keeps
-    the rows each chunk covers."""
-    schema = pa.schema([*(pa.field(n, arrow_type(types[n])) for n in compared), pa.field(SEQ, pa.binary())])
-    first = pk[0]
-    low = high = None
-    wanted: pa.Array | None = None
-    if exact:
-        lows, highs = [side.low for side in sides], [side.high for side in sides]
-        low = None if any(k is None for k in lows) else min(k[0] for k in lows if k is not None)
-        high = None if any(k is None for k in highs) else max(k[0] for k in highs if k is not None)
-    else:
-        wanted = pa.array(list({key[0] for side in sides for key in side.rows}), schema.field(first).type)
-    parts = []
-    for name, add in table_log.files.items():
-        held = key_range(add.get("stats"), first) if exact else None
-        before = held is not None and isinstance(low, int) and held[1] < low
-        after = held is not None and isinstance(high, int) and held[0] > high
-        if before or after:
-            continue  # the file's keys all lie outside the chunks' range
-        rows = conform(files.read_parquet(join(table_log.path, name)), schema)
-        keys = rows.column(first)
-        if wanted is not None:
-            rows = rows.filter(pc.is_in(keys, value_set=wanted))
-        elif low is not None or high is not None:
-            above = pc.greater_equal(keys, pa.scalar(low, keys.type)) if low is not None else None
-            below = pc.less_equal(keys, pa.scalar(high, keys.type)) if high is not None else None
-            rows = rows.filter(below if above is None else above if below is None else pc.and_(above, below))
-        parts.append(rows)
-    return pa.concat_tables(parts) if parts else schema.empty_table()
+        rows = [{"run": r.run, "table": r.table, "chunk": r.chunk, "low": r.low, "high": r.high,
+                 "source_rows": r.source_rows, "lake_rows": r.lake_rows, "excluded": r.excluded,
+                 "missing": r.missing, "extra": r.extra, "different": r.different, "match": r.match,
+                 "keys": orjson.dumps(r.keys, default=str).decode(), "exact": r.exact, "at": r.at,
+                 "kafka_topic": c.where[0], "kafka_partition": c.where[1], "kafka_offset": c.where[2],
+                 "batch_id": batch_id, "checked_ts": checked} for r, c in zip(results, chunks, strict=True)]
+        self.format.record_verify(rows, batch_id)
 
 
 def _images(columns: list[tuple[str, str]], rows: pa.Table) -> pa.Table:
@@ -307,23 +240,6 @@ def _images(columns: list[tuple[str, str]], rows: pa.Table) -> pa.Table:
     schema = pa.schema([pa.field(n, arrow_type(t)) for n, t in columns])
     return pa.Table.from_batches([pa.RecordBatch.from_struct_array(b.column("after"))
                                   for b in typed_batches(columns, rows.to_batches())], schema=schema)
-
-
-def _range(pk: list[str], low: tuple[Any, ...] | None, high: tuple[Any, ...] | None) -> Column:
-    """The mirror's rows with low < key <= high (the key's columns in order, compared as a tuple)."""
-
-    def beyond(bound: tuple[Any, ...], above: bool) -> Column:
-        """key > bound (above) or key <= bound, lexicographically over the key's columns."""
-        def strict(k: str, v: Any) -> Column:
-            return F.col(f"`{k}`") > F.lit(v) if above else F.col(f"`{k}`") < F.lit(v)
-
-        cond = strict(pk[-1], bound[-1]) if above else F.col(f"`{pk[-1]}`") <= F.lit(bound[-1])
-        for k, v in zip(reversed(pk[:-1]), reversed(bound[:-1]), strict=True):
-            cond = strict(k, v) | ((F.col(f"`{k}`") == F.lit(v)) & cond)
-        return cond
-
-    parts = [beyond(bound, above) for bound, above in ((low, True), (high, False)) if bound is not None]
-    return parts[0] if len(parts) == 1 else parts[0] & parts[1]
 
 
 def _key_text(key: tuple[Any, ...] | None) -> str | None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..config import Config, load_config
 from ..registry_client import RegistryClient
+from ..sources.errors import ReplicationError
 from .logs import setup_logging
 from .run import overrides
 
@@ -29,11 +30,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source-format", choices=("binlake", "debezium-json", "debezium-avro"),
                    help="what the topics hold: binlake's records (default) or Debezium's change events, in Kafka "
                         "Connect's JSON (with schemas) or in Avro with a schema registry (docs/DEBEZIUM.md)")
-    p.add_argument("--format", choices=("delta", "iceberg"),
-                   help="the lake's table format: Delta Lake (default) or Apache Iceberg (docs/LAND.md, \"Iceberg\")")
-    p.add_argument("--iceberg-catalog", metavar="URL",
-                   help="format iceberg: the catalog database as a SQLAlchemy URL, or a REST catalog's http(s):// "
-                        "URL (default: SQLite in the lake; a lake on S3: in the local checkpoint)")
     p.add_argument("--schema-registry-url", metavar="URL",
                    help="debezium-avro: the registry's Confluent-compatible API (debezium.schema_registry_url; "
                         "credentials: debezium.schema_registry_username/password_file)")
@@ -61,6 +57,12 @@ def add_lake_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--s3-endpoint", metavar="URL", help="the object store of an s3a:// lake (default: AWS)")
     p.add_argument("--s3-path-style", action="store_true", default=None,
                    help="address the store's buckets by path (S3-compatible stores)")
+    p.add_argument("--format", choices=("delta", "iceberg"),
+                   help="the lake's table format: Delta Lake (default) or Apache Iceberg (docs/LAND.md, \"Iceberg\")")
+    p.add_argument("--iceberg-catalog", metavar="URL",
+                   help="format iceberg: the catalog database as a SQLAlchemy URL, or a REST catalog's http(s):// "
+                        "URL (default: Iceberg's Hadoop catalog on a local lake's path, or an earlier lake's SQLite "
+                        "catalog in it; a lake on S3: SQLite in the local checkpoint)")
 
 
 def store_settings(cfg: Config) -> Any:
@@ -69,6 +71,49 @@ def store_settings(cfg: Config) -> Any:
 
     return ObjectStoreSettings(cfg.land.s3_endpoint, cfg.land.s3_path_style, cfg.land.s3_region,
                                cfg.land.s3_credentials_file)
+
+
+def verify_results(cfg: Config) -> Any:
+    """The lake's ``binlake verify`` results as its format (land.format) keeps them
+    (streaming_job/verify_results.py): a Delta table in the lake, or an Iceberg table in the lake's catalog."""
+    from streaming_job.errors import LandError
+    from streaming_job.iceberg_catalog import IcebergCatalog
+    from streaming_job.lake_files import LakeFiles
+    from streaming_job.verify_results import DeltaResults, IcebergResults
+
+    lake, store = cfg.land.lake or "", store_settings(cfg)
+
+    def delta() -> Any:
+        files = LakeFiles.of(lake, store)
+        if files is None:
+            raise ReplicationError(f"the verify results of {lake}: binlake reads local and s3a:// lakes only")
+        return DeltaResults(files, lake)
+
+    def iceberg() -> Any:
+        try:
+            return IcebergResults(IcebergCatalog(lake, cfg.land.iceberg_catalog, store, cfg.land.checkpoint))
+        except LandError as exc:
+            raise ReplicationError(str(exc)) from None
+
+    return {"delta": delta, "iceberg": iceberg}[_results_format(cfg.land.format, lake)]()
+
+
+def _results_format(configured: str, lake: str) -> str:
+    """The format whose results a local lake holds: as configured, but an Iceberg lake read without
+    ``--format iceberg`` (no Delta results in it; an Iceberg catalog, results table, or Hadoop catalog's table
+    there) is read as one."""
+    from pathlib import Path
+
+    from streaming_job.lake_paths import scheme
+
+    root = Path(lake)
+    if configured != "delta" or scheme(lake) or (root / "_verify" / "_delta_log").exists():
+        return configured
+    marks = (root / "_iceberg_catalog.db", root / "_binlake" / "verify" / "metadata", root / "_verify" / "metadata")
+    if any(p.exists() for p in marks) or next(root.glob("*/*/metadata/version-hint.text"), None) is not None:
+        logging.getLogger("binlake").info("%s is an Iceberg lake: its verify results are read as Iceberg's", lake)
+        return "iceberg"
+    return configured
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

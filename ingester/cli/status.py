@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..config import Config, load_config
-from .land import add_lake_arguments, land_overrides, store_settings
+from .land import add_lake_arguments, land_overrides, store_settings, verify_results
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -193,15 +193,10 @@ def _land(cfg: Config, status: Status) -> None:
 
 
 def _verified(cfg: Config) -> dict[str, VerifyStatus]:
-    """Per table, its last verify run's results in <lake>/_verify."""
-    from streaming_job.lake_files import LakeFiles
-    from streaming_job.verify_results import read_results
-
-    files = LakeFiles.of(cfg.land.lake or "", store_settings(cfg))
-    if files is None:
-        raise ValueError("binlake status reads local and s3a:// lakes")
+    """Per table, its last verify run's results in the lake (<lake>/_verify, or an Iceberg lake's
+    _binlake.verify)."""
     last: dict[str, list[dict[str, Any]]] = {}
-    for r in read_results(files, cfg.land.lake or ""):  # oldest first: the last run seen is the newest
+    for r in verify_results(cfg).read():  # oldest first: the last run seen is the newest
         runs = last.setdefault(r["table"], [])
         if runs and runs[-1]["run"] != r["run"]:
             runs.clear()

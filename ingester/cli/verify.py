@@ -14,7 +14,7 @@ from typing import Any
 
 from ..config import Config, load_config
 from ..sources.errors import ReplicationError
-from .land import add_lake_arguments, store_settings
+from .land import add_lake_arguments, verify_results
 
 log = logging.getLogger("binlake.verify")
 _SYSTEM = ("mysql", "information_schema", "performance_schema", "sys")
@@ -47,8 +47,8 @@ def run(args: argparse.Namespace) -> int:
         overrides["source"] = {"url": args.source}
     if args.signal_table:
         overrides["snapshot_signal_table"] = args.signal_table
-    land = {k: getattr(args, k) for k in ("lake", "checkpoint", "s3_endpoint", "s3_path_style")
-            if getattr(args, k, None) is not None}
+    land = {k: getattr(args, k) for k in ("lake", "checkpoint", "s3_endpoint", "s3_path_style", "format",
+                                          "iceberg_catalog") if getattr(args, k, None) is not None}
     if land:
         overrides["land"] = land
     cfg = load_config(args.config, overrides)
@@ -92,17 +92,14 @@ def _tables(cur: Any, cfg: Config, listed: str | None) -> list[str]:
 
 def wait(cfg: Config, run_id: str, tables: list[str], timeout: float | None, seen: set[str], estimate: int = 0,
          poll: float = 1.0) -> int:
-    """Follow the run's results in ``<lake>/_verify`` until each table's last chunk has one: a progress line,
-    a line per differing chunk, and a summary. 1 if any chunk differs, 2 on timeout."""
-    from streaming_job.lake_files import LakeFiles
-    from streaming_job.verify_results import read_results
-
+    """Follow the run's results in the lake (``<lake>/_verify``; an Iceberg lake's ``_binlake.verify``) until
+    each table's last chunk has one: a progress line, a line per differing chunk, and a summary. 1 if any chunk
+    differs, 2 on timeout."""
     from ..daemon.snapshot import Progress
 
-    lake = cfg.land.lake
-    if not lake:
+    if not cfg.land.lake:
         raise ReplicationError("binlake verify --wait: the results are in the lake: give --lake (or land.lake)")
-    files = LakeFiles.of(lake, store_settings(cfg)) or LakeFiles.on_disk()
+    found = verify_results(cfg)
     deadline = None if timeout is None else time.monotonic() + timeout
     left = set(tables)
     shown: set[tuple[str, int]] = set()
@@ -110,7 +107,7 @@ def wait(cfg: Config, run_id: str, tables: list[str], timeout: float | None, see
     progress = Progress(estimate, 0, what="verify")
     try:
         while left:
-            results = read_results(files, lake, run_id)
+            results = found.read(run_id)
             for r in results:
                 if (r["table"], r["chunk"]) in shown:
                     continue
@@ -127,7 +124,8 @@ def wait(cfg: Config, run_id: str, tables: list[str], timeout: float | None, see
                 if deadline is not None and time.monotonic() > deadline:
                     progress.finish()
                     log.error("verify run %s: no result yet for the rest of %s after %.0f s (is `binlake land` "
-                              "running on %s?)", run_id, ", ".join(sorted(left)), timeout, cfg.land.lake)
+                              "running on %s, and is its format %s, as --format says?)", run_id,
+                              ", ".join(sorted(left)), timeout, cfg.land.lake, cfg.land.format)
                     return 2
                 time.sleep(poll)
     finally:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..codec.errors import BinlogError
+from ..codec.table_map import TableMap
 from ..records.builder import Checkpoint, Record
 from ..records.outbound import BinlakeOut, Message, Outbound
 from .producers import Producer, PythonProducer, RdkafkaProducer, TopicAdmin
@@ -171,6 +172,12 @@ class Publisher:
         """Records of these topics are coming (``Record.topic``): their Kafka topics are asked for now where the
         client can (librdkafka's), and waited for only when the publisher's thread comes to them."""
         self.admin.create_soon([t for t in self.out.topics(record_topics) if t not in self._known], False)
+
+    def mapped(self, record_topic: str, table_map: TableMap, schema_entry: bytes) -> None:
+        """A table's map first decoded (RecordBuilder.mapped; the daemon's thread): its Kafka topic asked for, and
+        what its records will need made ready by the format meanwhile (Debezium's Avro: its schemas registered)."""
+        self.expect([record_topic])
+        self.out.mapped(record_topic, table_map, schema_entry)
 
     def ensure_topic(self, topic: str, compacted: bool = False) -> None:
         if topic not in self._known:

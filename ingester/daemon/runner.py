@@ -64,7 +64,8 @@ class Runner:
         options = DebeziumOptions(cfg.kafka.topic_prefix, Modes(
             dbz.decimal_handling_mode, dbz.time_precision_mode, dbz.bigint_unsigned_handling_mode,
             dbz.binary_handling_mode), dbz.schemas_enable, dbz.tombstones_on_delete, dbz.provide_transaction_metadata,
-            dbz.include_schema_changes, cfg.filters.accepts)
+            dbz.include_schema_changes, cfg.filters.accepts,
+            (dbz.key_subject_name_strategy, dbz.value_subject_name_strategy))
         if cfg.kafka.format == "debezium-avro":
             from ..registry_client import RegistryClient, SchemaLookup  # HTTP: imported only by those who use it
 
@@ -306,7 +307,7 @@ class Runner:
                                  for v in resnap.state.get("verify", [])))
         builder = RecordBuilder(accept=accept, max_record_bytes=cfg.kafka.max_record_bytes, schema=history,
                                 masks=cfg.filters.column_rules(), names=self.binlog_names,
-                                together=publisher.across_tables)
+                                together=publisher.across_tables, mapped=self._mapped(publisher))
         took_over = self._take_over(builder)
         if self.committed:
             start_file, start_pos = self.committed["file"], self.committed["position"]
@@ -366,7 +367,6 @@ class Runner:
         stream.commit_wanted = commit_wanted
         stream.stopping = lambda: self.stop_requested
         feed = builder.feed
-        topics, expected = builder.topics, 0
         dec = None
         connecting = time.monotonic()
         try:
@@ -395,9 +395,6 @@ class Runner:
                     if closed:
                         for record in closed:
                             self.send(publisher, record)
-                    if len(topics) > expected:  # a table mapped the first time: its topic asked for now
-                        publisher.expect(list(topics)[expected:])
-                        expected = len(topics)
                 if builder.in_transaction:
                     if self.stop_requested and time.monotonic() - self.stop_requested_at > _STOP_GRACE:
                         # A huge transaction is still streaming: drop it rather than ignore the
@@ -462,6 +459,14 @@ class Runner:
         log.info("taking over from %s on %s after %s (binlog file numbers + %d in sequences)", previous, source,
                  committed["gtid_set"], builder.file_offset)
         return previous
+
+    def _mapped(self, publisher: Publisher) -> Callable[[str, Any, bytes], None]:
+        """What the builder tells of tables first mapped: the publisher (their topics, Avro's schemas), but for the
+        signal table's (its rows are signals, never published)."""
+        signal = self.cfg.snapshot_signal_table
+        if signal is None:
+            return publisher.mapped
+        return lambda topic, table_map, entry: None if topic == signal else publisher.mapped(topic, table_map, entry)
 
     def send(self, publisher: Publisher, record: Record) -> None:
         """Publish a record (streaming.Daemon): the re-snapshot takes its signal table's."""

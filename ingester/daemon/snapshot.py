@@ -490,8 +490,10 @@ class Snapshotter:
                 reader = table_reader(conn, db, table, collations, mariadb, self.cfg.filters.column_rules())
                 if not reader.table_map.columns:  # dropped since the snapshot began
                     log.warning("snapshot: table %s no longer exists; skipped", name)
-                elif not self._table(conn, reader, progress, (name == names_order[0], len(state["pending"]) == 1)):
-                    return False
+                else:
+                    self.publisher.mapped(f"{db}.{table}", reader.table_map, b"")  # (before the stream's maps)
+                    if not self._table(conn, reader, progress, (name == names_order[0], len(state["pending"]) == 1)):
+                        return False
                 state["pending"].pop(0)
                 state["last_pk"] = None
                 self._commit(final=not state["pending"])

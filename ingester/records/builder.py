@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -99,6 +99,9 @@ class RecordBuilder:
     txn: Transaction = field(default_factory=Transaction)  # the transaction in progress (txn.py)
     names: BinlogNames | None = None  # told every binlog file's name (source coordinates of output formats)
     together: bool = False  # close all open records when one is full (OpenRecords.together)
+    # told each table map of a captured table as it is first decoded (its topic, the map, the schema history's entry
+    # the records carry with it): the daemon asks for the topic and has the format make ready what its records need
+    mapped: Callable[[str, TableMap, bytes], None] | None = None
     _routes: dict[int, _Route] = field(default_factory=dict)
     _table_maps: dict[bytes, _Known] = field(default_factory=dict)  # body -> id, topic, schema
     _begins: set[bytes] = field(default_factory=set)  # bodies of QUERY events decoded as BEGIN (for _router)
@@ -112,11 +115,6 @@ class RecordBuilder:
     @property
     def in_transaction(self) -> bool:
         return self.txn.phase is not Phase.IDLE
-
-    @property
-    def topics(self) -> Collection[str]:
-        """The topics of the tables mapped so far (in the order first mapped): their records are coming."""
-        return self._records.names.keys()
 
     @property
     def transactions(self) -> int:
@@ -281,6 +279,8 @@ class RecordBuilder:
                 self._records.names[topic] = (tm.database, tm.table)
                 if self.masks is not None:
                     attached = self._masked(tm, entry, ev.position)
+                if self.mapped is not None:
+                    self.mapped(topic, tm, entry)
             self._routes[tm.table_id] = (bytes(raw), topic, attached)
 
         elif isinstance(ev, E.RowsEvent):  # layouts without the routing fast path (pre-GA, old ids)

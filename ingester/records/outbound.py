@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple, Protocol
 
+from ..codec.table_map import TableMap
 from .open_records import Record
 
 
@@ -70,6 +71,10 @@ class Outbound(Protocol):
         """The Kafka topics of the messages of records of these topics (``Record.topic``; the publisher creates them
         ahead, in one request)."""
 
+    def mapped(self, record_topic: str, table_map: TableMap, schema_entry: bytes) -> None:
+        """A table map of a record topic first decoded, with the schema history's entry its records carry (b"":
+        none): make ready what their messages will need, ahead of them (called on the daemon's thread)."""
+
     def discard(self) -> None:
         """The open Kafka transaction was aborted: forget what was held back."""
 
@@ -104,6 +109,9 @@ class BinlakeOut:
 
     def topics(self, record_topics: Iterable[str]) -> set[str]:
         return {f"{self.prefix}.{t}" for t in record_topics}
+
+    def mapped(self, record_topic: str, table_map: TableMap, schema_entry: bytes) -> None:
+        pass
 
     def discard(self) -> None:
         pass

@@ -66,3 +66,46 @@ class Registry:
 
     def decode(self, message: bytes) -> Any:
         return read(message, lambda schema_id: next(t for t, i in self.ids.items() if i == schema_id))
+
+
+def avro_of(connect: dict[str, Any], json_prefix: str, prefix: str) -> str:
+    """The Avro schema (text) of a debezium-json event's Connect schema, under the Avro topics' prefix."""
+    from ingester.records.debezium.avro_schema import avro_schema
+
+    return json.dumps(avro_schema(connect), separators=(",", ":")).replace(f'"{json_prefix}.', f'"{prefix}.')
+
+
+def check_subject(registry: Any, subject: str, json_messages: list[Any], avro_messages: list[Any], index: int,
+                  json_prefix: str, prefix: str) -> int:
+    """A subject (``index`` 0: the messages' keys, 1: values) holds the Avro schemas of the debezium-json messages'
+    Connect schemas, in the order of the messages (the binlog's), each once, and each debezium-avro message of the
+    same change events names the id of its own: how many versions it has."""
+    wanted = list(dict.fromkeys(avro_of(json.loads(m[index])["schema"], json_prefix, prefix) for m in json_messages))
+    versions = registry.request("GET", f"/subjects/{subject}/versions")
+    assert versions == list(range(1, len(wanted) + 1)), subject
+    ids = {}
+    for version, schema in zip(versions, wanted, strict=True):
+        got = registry.request("GET", f"/subjects/{subject}/versions/{version}")
+        assert json.loads(got["schema"]) == json.loads(schema), f"{subject} version {version}"
+        ids[schema] = got["id"]
+    for message, reference in zip(avro_messages, json_messages, strict=True):
+        schema = avro_of(json.loads(reference[index])["schema"], json_prefix, prefix)
+        assert int.from_bytes(message[index][1:5], "big") == ids[schema], subject
+    return len(versions)
+
+
+def publish_json_and_avro(server: Any, kafka: Any, registry: Any, monkeypatch: Any, include: str, start: Any,
+                          prefixes: tuple[str, str]) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
+    """The server's binlog from ``start`` published by the daemon in debezium-json (``prefixes[0]``) and in
+    debezium-avro (``prefixes[1]``), each in one Kafka transaction (kafka.batch_ms): their messages by topic."""
+    from .daemon import run_daemon
+    from .debezium import messages
+
+    for name, value in {"BINLAKE_FILTERS_INCLUDE": include, "BINLAKE_SOURCE_START_FILE": start.file,
+                        "BINLAKE_SOURCE_START_POSITION": str(start.position), "BINLAKE_KAFKA_BATCH_MS": "600000",
+                        "BINLAKE_DEBEZIUM_SCHEMA_REGISTRY_URL": registry.url}.items():
+        monkeypatch.setenv(name, value)  # batch_ms: everything in the Kafka transaction of the end's commit
+    for prefix, kind in zip(prefixes, ("debezium-json", "debezium-avro"), strict=True):
+        monkeypatch.setenv("BINLAKE_KAFKA_FORMAT", kind)
+        run_daemon(server, kafka, prefix)
+    return messages(kafka, prefixes[0]), messages(kafka, prefixes[1])

@@ -24,9 +24,31 @@ BINLAKE = [sys.executable, "-m", "ingester.cli.main"]
 
 
 def run_daemon(server, kafka, prefix: str, *extra: str) -> None:
-    """`binlake run --exit-at-end` in this process (server id 4545): the source's binlog so far, published."""
+    """`binlake run --exit-at-end` in this process (server id 4545): the source's binlog so far, published (and
+    visible to read_committed readers)."""
     assert main(["run", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix", prefix,
                  "--server-id", "4545", "--exit-at-end", *extra]) == 0
+    settled(kafka, prefix)
+
+
+def settled(kafka, prefix: str, timeout: float = 30.0) -> None:
+    """Until read_committed readers of the prefix's topics see all their messages: a commit's markers reach the
+    partitions a moment after the commit returns (seconds on a busy broker), and until then their last stable
+    offset stops before the transaction. Gives up quietly after ``timeout`` (a transaction may be left open)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    committed, everything = (KafkaConsumer(bootstrap_servers=kafka.bootstrap, isolation_level=level,
+                                           enable_auto_commit=False, group_id=None)
+                             for level in ("read_committed", "read_uncommitted"))
+    try:
+        topics = [t for t in committed.topics() if t == prefix or t.startswith(prefix + ".")]
+        parts = [TopicPartition(t, p) for t in topics for p in committed.partitions_for_topic(t) or ()]
+        deadline = time.monotonic() + timeout
+        while parts and committed.end_offsets(parts) != everything.end_offsets(parts) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        committed.close()
+        everything.close()
 
 
 def start_daemon(server, kafka, prefix: str, server_id: int, log, env: dict[str, str] | None = None,

@@ -7,16 +7,26 @@ from typing import Any
 
 
 def catalog(lake: Path, uri: str | None = None) -> Any:
-    """The lake's catalog as pyiceberg opens it (``uri``: its database, default SQLite in the lake)."""
+    """The lake's catalog as pyiceberg opens it (``uri``: its database; default: the Hadoop catalog on the lake's
+    path, or an earlier lake's SQLite catalog in it)."""
     from streaming_job.iceberg_catalog import IcebergCatalog
 
     return IcebergCatalog(str(lake), uri).open()
 
 
 def pyiceberg_table(lake: Path, db: str, table: str, uri: str | None = None) -> Any:
-    """A table of an Iceberg lake as pyiceberg reads it, as an Arrow table (None: no such table)."""
+    """A table of an Iceberg lake as pyiceberg reads it, as an Arrow table (None: no such table). A lake in
+    Iceberg's Hadoop catalog (the default): pyiceberg's own reader of a table on a path (StaticTable follows
+    ``metadata/version-hint.text`` itself), not binlake's catalog."""
     from pyiceberg.exceptions import NoSuchTableError
+    from pyiceberg.table import StaticTable
 
+    from streaming_job.iceberg_catalog import IcebergCatalog
+
+    if IcebergCatalog(str(lake), uri).hadoop:
+        path = lake / db / table
+        hint = path / "metadata" / "version-hint.text"
+        return StaticTable.from_metadata(str(path)).scan().to_arrow() if hint.exists() else None
     try:
         return catalog(lake, uri).load_table((db, table)).scan().to_arrow()
     except NoSuchTableError:
@@ -61,7 +71,8 @@ def spark_rows_in_store(store: Any, lake: str, checkpoint: Path, db: str,
 
 
 def local_format(lake: Path, app_id: str = "app-1") -> Any:
-    """An IcebergFormat on a SQLite catalog in ``lake``, without Spark (no defaults of added columns)."""
+    """An IcebergFormat on the lake's default catalog (Iceberg's Hadoop catalog on its path, or the SQLite one an
+    earlier lake has), without Spark (no defaults of added columns)."""
     from streaming_job.iceberg_catalog import IcebergCatalog
     from streaming_job.iceberg_format import IcebergFormat
     from streaming_job.keys import MirrorKeys

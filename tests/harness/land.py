@@ -73,8 +73,8 @@ _ICEBERG_CATALOG: dict = {}  # session -> the settings of the Iceberg catalog la
 def lake_frame(spark, lake: Path, db: str, table: str, lake_format: str = "delta", catalog: str | None = None,
                auth: Any = None):
     """A lake table as Spark reads it: Delta's by its path, Iceberg's through the lake's catalog ``binlake``
-    (Iceberg's JDBC catalog over the database pyiceberg wrote: ``catalog``, by default SQLite in the lake; a REST
-    catalog's with ``auth``, an iceberg_auth.RestAuth)."""
+    (by default Iceberg's HadoopCatalog on the lake's path; ``catalog``: the JDBC or REST catalog pyiceberg wrote;
+    a REST catalog's with ``auth``, an iceberg_auth.RestAuth)."""
     if lake_format == "iceberg":
         from streaming_job.iceberg_catalog import IcebergCatalog
 

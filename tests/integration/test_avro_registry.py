@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import orjson
 import pytest
 from harness import avro, zoo
 from harness import debezium as dbz
@@ -18,7 +17,6 @@ from harness.daemon import run_daemon
 
 from ingester.cli.main import main
 from ingester.daemon.kafka_io import read_checkpoint
-from ingester.records.debezium.avro_schema import avro_schema
 
 pytestmark = pytest.mark.integration
 
@@ -29,11 +27,6 @@ def _comparable(payload: dict[str, Any], prefix: str) -> dict[str, Any]:
     if "source" in out:
         out["source"] = {**out["source"], "name": "*"}
     return out
-
-
-def _avro_of(connect: dict[str, Any], json_prefix: str, prefix: str) -> str:
-    """The Avro schema (text) of a JSON event's Connect schema, under the Avro topics' prefix."""
-    return orjson.dumps(avro_schema(connect)).replace(f'"{json_prefix}.'.encode(), f'"{prefix}.'.encode()).decode()
 
 
 @pytest.mark.parametrize("transactions", [True, False])
@@ -143,15 +136,8 @@ def test_the_schemas_of_many_new_tables_are_registered_side_by_side_each_once(ma
     cur.execute("INSERT INTO many.t00 VALUES (2, 8, 'v2')")
     conn.commit()
     conn.close()
-    for name, value in {"BINLAKE_FILTERS_INCLUDE": "many.*", "BINLAKE_SOURCE_START_FILE": start.file,
-                        "BINLAKE_SOURCE_START_POSITION": str(start.position), "BINLAKE_KAFKA_BATCH_MS": "600000",
-                        "BINLAKE_DEBEZIUM_SCHEMA_REGISTRY_URL": schema_registry.url}.items():
-        monkeypatch.setenv(name, value)  # batch_ms: everything in the Kafka transaction of the end's commit
-    for prefix, kind in (("mjson", "debezium-json"), ("mavro", "debezium-avro")):
-        monkeypatch.setenv("BINLAKE_KAFKA_FORMAT", kind)
-        run_daemon(mariadb, kafka, prefix)
-
-    reference, published = dbz.messages(kafka, "mjson"), dbz.messages(kafka, "mavro")
+    reference, published = avro.publish_json_and_avro(mariadb, kafka, schema_registry, monkeypatch, "many.*", start,
+                                                      ("mjson", "mavro"))
     for i in range(50):
         topic = f"many.t{i:02}"
         theirs, mine = reference[f"mjson.{topic}"], published[f"mavro.{topic}"]
@@ -162,18 +148,7 @@ def test_the_schemas_of_many_new_tables_are_registered_side_by_side_each_once(ma
                 assert subject not in schema_registry.subjects()
                 continue
             # the Avro schemas of the JSON events' Connect schemas, in order, each once
-            wanted = list(dict.fromkeys(_avro_of(orjson.loads(message[index])["schema"], "mjson", "mavro")
-                                        for message in theirs))
-            versions = schema_registry.request("GET", f"/subjects/{subject}/versions")
-            assert versions == list(range(1, len(wanted) + 1)), subject
-            ids = {}
-            for version, schema in zip(versions, wanted, strict=True):
-                got = schema_registry.request("GET", f"/subjects/{subject}/versions/{version}")
-                assert orjson.loads(got["schema"]) == orjson.loads(schema), f"{subject} version {version}"
-                ids[schema] = got["id"]
-            for message, reference_message in zip(mine, theirs, strict=True):
-                schema = _avro_of(orjson.loads(reference_message[index])["schema"], "mjson", "mavro")
-                assert int.from_bytes(message[index][1:5], "big") == ids[schema], subject
+            avro.check_subject(schema_registry, subject, theirs, mine, index, "mjson", "mavro")
     assert schema_registry.request("GET", "/subjects/mavro.many.t00-value/versions") == [1, 2]
 
 
@@ -211,7 +186,7 @@ def test_without_auto_registration_schemas_are_looked_up(mariadb, kafka, schema_
     key, value = dbz.decoded(dbz.messages(kafka, "lkjson")["lkjson.lk.t"][0])
     ids = {}
     for role, connect in (("key", key["schema"]), ("value", value["schema"])):
-        ids[role] = schema_registry.register(f"lookup.lk.t-{role}", _avro_of(connect, "lkjson", "lookup"))
+        ids[role] = schema_registry.register(f"lookup.lk.t-{role}", avro.avro_of(connect, "lkjson", "lookup"))
     run_daemon(mariadb, kafka, "lookup")
     published = dbz.messages(kafka, "lookup")["lookup.lk.t"]
     assert [(int.from_bytes(k[1:5], "big"), int.from_bytes(v[1:5], "big")) for k, v in published] == \
@@ -225,3 +200,45 @@ def test_without_auto_registration_schemas_are_looked_up(mariadb, kafka, schema_
            f"{schema_registry.url}: none of the subject's versions is this schema " \
            "(debezium.auto_register_schemas is false: register it first)\n" in refused(2)
     assert schema_registry.request("GET", "/subjects/lookup.lk.t-value/versions") == [1]
+
+
+def test_subject_name_strategies(mariadb, kafka, schema_registry, monkeypatch) -> None:
+    """``debezium.key_subject_name_strategy: TopicRecordNameStrategy`` and ``value_subject_name_strategy:
+    RecordNameStrategy`` (Confluent's converter options): the subjects are named as Confluent's strategies name
+    them (``<topic>-<record's full name>``, the record's full name), a DDL's next version goes under the same
+    subject, and every message names the id of its own schema's version there."""
+    conn = mariadb.connect()
+    conn.autocommit(True)
+    cur = conn.cursor()
+    cur.execute("CREATE DATABASE strat")
+    cur.execute("CREATE TABLE strat.t (id INT PRIMARY KEY, v INT)")
+    start = mariadb.current_binlog_position()
+    cur.execute("INSERT INTO strat.t VALUES (1, 10), (2, 20)")
+    cur.execute("ALTER TABLE strat.t ADD COLUMN note VARCHAR(9) NULL")
+    cur.execute("INSERT INTO strat.t VALUES (3, 30, 'v2')")
+    for name, value in {"BINLAKE_FILTERS_INCLUDE": "strat.*", "BINLAKE_KAFKA_FORMAT": "debezium-avro",
+                        "BINLAKE_SOURCE_START_FILE": start.file, "BINLAKE_SOURCE_START_POSITION": str(start.position),
+                        "BINLAKE_DEBEZIUM_INCLUDE_SCHEMA_CHANGES": "false",
+                        "BINLAKE_DEBEZIUM_PROVIDE_TRANSACTION_METADATA": "true",
+                        "BINLAKE_DEBEZIUM_KEY_SUBJECT_NAME_STRATEGY": "TopicRecordNameStrategy",
+                        "BINLAKE_DEBEZIUM_VALUE_SUBJECT_NAME_STRATEGY": "RecordNameStrategy",
+                        "BINLAKE_DEBEZIUM_SCHEMA_REGISTRY_URL": schema_registry.url}.items():
+        monkeypatch.setenv(name, value)
+    run_daemon(mariadb, kafka, "sn")
+    # Debezium's record names: <prefix>.<db>.<table>.Key and .Envelope, the transaction topic's Debezium's own
+    wanted = {"sn.strat.t-sn.strat.t.Key": 1, "sn.strat.t.Envelope": 2,
+              "sn.transaction-io.debezium.connector.common.TransactionMetadataKey": 1,
+              "io.debezium.connector.common.TransactionMetadataValue": 1}
+    assert sorted(s for s in schema_registry.subjects() if "strat" in s or "Transaction" in s) == sorted(wanted)
+    ids = {}
+    for subject, count in wanted.items():
+        versions = schema_registry.request("GET", f"/subjects/{subject}/versions")
+        assert versions == list(range(1, count + 1)), subject
+        ids[subject] = [schema_registry.request("GET", f"/subjects/{subject}/versions/{v}")["id"] for v in versions]
+    published = dbz.messages(kafka, "sn")
+    named = [(int.from_bytes(k[1:5], "big"), int.from_bytes(v[1:5], "big")) for k, v in published["sn.strat.t"]]
+    key_id, (v1, v2) = ids["sn.strat.t-sn.strat.t.Key"][0], ids["sn.strat.t.Envelope"]
+    assert named == [(key_id, v1), (key_id, v1), (key_id, v2)]
+    schema_text = functools.cache(lambda i: schema_registry.request("GET", f"/schemas/ids/{i}")["schema"])
+    assert [avro.read(v, schema_text)["after"] for _, v in published["sn.strat.t"]] == [
+        {"id": 1, "v": 10}, {"id": 2, "v": 20}, {"id": 3, "v": 30, "note": "v2"}]

@@ -60,13 +60,14 @@ def test_change_events_exactly_once_across_kill_9(make_mariadb, kafka, tmp_path)
     prefix, env = "dbzonce", {"BINLAKE_KAFKA_FORMAT": "debezium-json", "BINLAKE_FILTERS_INCLUDE": "once.*",
                               "BINLAKE_SNAPSHOT": "initial", "BINLAKE_SNAPSHOT_CHUNK_ROWS": "50"}
     log = open(tmp_path / "run.log", "wb")
-    proc = start_daemon(server, kafka, prefix, 6161, log, env)
-    caught_up(server, kafka, prefix, proc)  # the snapshot done: streaming from here
-    start = server.current_binlog_position()
     stop, done = threading.Event(), []
     writer = threading.Thread(target=_writer, args=(server, stop, done))
-    writer.start()
-    try:
+    proc = None
+    try:  # whatever fails, the daemon and the writer stop
+        proc = start_daemon(server, kafka, prefix, 6161, log, env)
+        caught_up(server, kafka, prefix, proc)  # the snapshot done: streaming from here
+        start = server.current_binlog_position()
+        writer.start()
         for delay in (1.5, 0.7, 2.2, 1.1):
             time.sleep(delay)
             proc.send_signal(signal.SIGKILL)
@@ -78,8 +79,11 @@ def test_change_events_exactly_once_across_kill_9(make_mariadb, kafka, tmp_path)
         caught_up(server, kafka, prefix, proc)
     finally:
         stop.set()
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+        if writer.is_alive():
+            writer.join()
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
         log.close()
     assert done and done[0] > 200, done
 

@@ -1,7 +1,9 @@
-"""binlake run -> Kafka -> binlake land --format iceberg -> Iceberg tables (pyiceberg's SQL catalog on SQLite in
-the lake), against real servers: every mirror equals the server's SELECT, read by Spark (Iceberg's runtime,
-the catalog as Iceberg's JDBC catalog) and by pyiceberg; every change once in the change logs; a micro-batch
-replayed after its tables committed (Spark's commit of it lost, as in a crash) lands nothing twice."""
+"""binlake run -> Kafka -> binlake land --format iceberg -> Iceberg tables (the default catalog of a local lake:
+Iceberg's Hadoop catalog on the lake's path, written by binlake's HadoopCatalog on pyiceberg), against real
+servers: every mirror equals the server's SELECT, read by Spark (Iceberg's Java runtime, the lake as its
+HadoopCatalog, type=hadoop) and by pyiceberg (StaticTable, which follows each table's version-hint.text); every
+change once in the change logs; a micro-batch replayed after its tables committed (Spark's commit of it lost,
+as in a crash) lands nothing twice."""
 
 from __future__ import annotations
 
@@ -26,6 +28,9 @@ def test_every_type_lands_in_iceberg_once_and_a_replayed_batch_lands_nothing_twi
     run_daemon(server, kafka, prefix)
     lake = tmp_path / "lake"
     assert run_land(kafka, prefix, lake, "--format", "iceberg") == 0
+    assert not (lake / "_iceberg_catalog.db").exists()  # no SQL catalog: the tables' metadata is all there is
+    hint = lake / db / "acct" / "metadata" / "version-hint.text"
+    assert (hint.parent / f"v{int(hint.read_text())}.metadata.json").is_file()
     assert_zoo_landed(spark, lake, server, conn, db, "iceberg")
 
     # The last micro-batch again, as after a crash between its tables' commits and Spark's own: every table

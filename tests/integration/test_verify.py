@@ -6,12 +6,9 @@ workload. What is compared against: the server's own rows, and differences made 
 from __future__ import annotations
 
 import os
-import random
 import signal
 import subprocess
-import threading
 import time
-from pathlib import Path
 
 import orjson
 import pytest
@@ -22,101 +19,31 @@ from streaming_job.lake_files import LakeFiles
 from streaming_job.verify_results import read_results
 from tests.harness.daemon import BINLAKE
 from tests.harness.land import mirror_rows, run_land
+from tests.harness.verify_run import (
+    ROWS,
+    Writes,
+    assert_clean,
+    verified_source,
+    verify_wait,
+    verifying_daemon,
+)
 
 pytestmark = pytest.mark.integration
-ROWS = 2000
-KEYS = 300
-CHUNK = 150
-
-
-class _Writes(threading.Thread):
-    """Single-row changes to rows the test never tampers with (t: ids above 1000; k: n above 100), ~100/s."""
-
-    def __init__(self, server) -> None:
-        super().__init__(daemon=True)
-        self.conn = server.connect("vf")
-        self.conn.autocommit(True)
-        self.stop = threading.Event()
-        self.changes = 0
-        self.next_id = ROWS + 1
-
-    def run(self) -> None:
-        rnd = random.Random(7)
-        with self.conn.cursor() as cur:
-            while not self.stop.is_set():
-                i, op = rnd.randint(1001, self.next_id), rnd.random()
-                if op < 0.4:
-                    cur.execute("UPDATE t SET v = v + 1, s = CONCAT(s, '+') WHERE id = %s", (i,))
-                elif op < 0.6:
-                    cur.execute("DELETE FROM t WHERE id = %s", (i,))
-                elif op < 0.8:
-                    cur.execute("INSERT INTO t VALUES (%s, %s, %s, %s, NOW(6), %s)",
-                                (self.next_id, i, f"new{i}", i / 8, os.urandom(4)))
-                    self.next_id += 1
-                else:
-                    cur.execute("UPDATE k SET v = v + 1 WHERE a = %s AND n = %s", (f"K{i % 7}", 100 + i % 200))
-                self.changes += 1
-                time.sleep(0.01)
-
-
-def _verify(server, lake: Path, kafka, prefix: str, tables: str, config: Path | None = None) -> tuple[int, str]:
-    """``binlake verify --wait`` in a thread while the land job runs batch after batch here; its exit status
-    and the run id."""
-    out: list[int] = []
-    printed: list[str] = []
-
-    def operator() -> None:
-        import contextlib
-        import io
-
-        buffer = io.StringIO()
-        with contextlib.redirect_stdout(buffer):
-            out.append(main(["verify", *(["--config", str(config)] if config else []), "--source", server.url,
-                             "--signal-table", "binlake.signal", "--tables", tables, "--lake", str(lake), "--wait",
-                             "--timeout", "240"]))
-        printed.append(buffer.getvalue())
-
-    thread = threading.Thread(target=operator, daemon=True)
-    thread.start()
-    while thread.is_alive():
-        assert run_land(kafka, prefix, lake) == 0
-    thread.join()
-    run = printed[0].split()[2]
-    return out[0], run
 
 
 def test_verify_under_writes_finds_both_kinds_of_difference_and_passes_after_a_snapshot(make_mariadb, kafka, spark,
                                                                                        tmp_path, capsys) -> None:
-    server = make_mariadb()
-    server.execute("CREATE DATABASE vf CHARACTER SET utf8mb4")
-    server.execute("CREATE DATABASE binlake")
-    server.execute("CREATE TABLE vf.t (id INT PRIMARY KEY, v INT, s VARCHAR(40), d DECIMAL(10,3), "
-                   "ts DATETIME(6), b VARBINARY(8))")
-    server.execute("CREATE TABLE vf.k (a VARCHAR(10), n INT, v INT, PRIMARY KEY (a, n)) COLLATE utf8mb4_general_ci")
-    conn = server.connect("vf")
-    with conn.cursor() as cur:
-        cur.executemany("INSERT INTO t VALUES (%s, %s, %s, %s, NOW(6), %s)",
-                        [(i, i * 3, f"row {i} é", i / 8, os.urandom(4)) for i in range(1, ROWS + 1)])
-        cur.executemany("INSERT INTO k VALUES (%s, %s, %s)", [(f"K{i % 7}", i, i) for i in range(KEYS)])
-    conn.commit()
+    server = verified_source(make_mariadb)
     prefix, lake = "verify", tmp_path / "lake"
-    env = {**os.environ, "PYTHONPATH": os.getcwd(), "BINLAKE_SNAPSHOT_SIGNAL_TABLE": "binlake.signal",
-           "BINLAKE_SNAPSHOT_CHUNK_ROWS": str(CHUNK)}
-    daemon = subprocess.Popen([*BINLAKE, "run", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix",
-                               prefix, "--server-id", "6161"], env=env, stderr=subprocess.DEVNULL)
-    writes = _Writes(server)
+    daemon = verifying_daemon(server, kafka, prefix, 6161)
+    writes = Writes(server, ROWS)
     try:
         assert run_land(kafka, prefix, lake) == 0
         writes.start()
         # 1. under writes: every chunk matches (a false difference would fail here)
-        status, run = _verify(server, lake, kafka, prefix, "vf.t,vf.k")
+        status, run = verify_wait(server, lake, kafka, prefix, "vf.t,vf.k")
         first = read_results(LakeFiles.on_disk(), str(lake), run)
-        assert status == 0, [r for r in first if not r["match"]]
-        assert {r["table"] for r in first} == {"vf.t", "vf.k"}
-        assert len([r for r in first if r["table"] == "vf.t"]) >= ROWS // CHUNK
-        assert sum(r["excluded"] for r in first) > 0  # rows changed while compared: left out, not reported
-        assert all(r["exact"] for r in first if r["table"] == "vf.t")
-        assert not any(r["exact"] for r in first if r["table"] == "vf.k")  # text keys under a collation
+        assert_clean(status, first)
         # 2. differences behind binlake's back, both found with their key ranges
         from delta.tables import DeltaTable
 
@@ -126,7 +53,7 @@ def test_verify_under_writes_finds_both_kinds_of_difference_and_passes_after_a_s
             cur.execute("UPDATE t SET s = 'changed unseen' WHERE id = 555")
             cur.execute("UPDATE k SET v = -1 WHERE a = 'K3' AND n = 10")
             quiet.commit()
-        status, run = _verify(server, lake, kafka, prefix, "vf.t,vf.k")
+        status, run = verify_wait(server, lake, kafka, prefix, "vf.t,vf.k")
         second = read_results(LakeFiles.on_disk(), str(lake), run)
         differ = [r for r in second if not r["match"]]
         assert status == 1
@@ -152,7 +79,7 @@ def test_verify_under_writes_finds_both_kinds_of_difference_and_passes_after_a_s
         # 3. a re-snapshot of those tables repairs the mirrors: verify passes
         assert main(["snapshot", "--source", server.url, "--signal-table", "binlake.signal", "--tables",
                      "vf.t,vf.k", "--wait"]) == 0
-        status, run = _verify(server, lake, kafka, prefix, "vf.t,vf.k")
+        status, run = verify_wait(server, lake, kafka, prefix, "vf.t,vf.k")
         assert status == 0, [r for r in read_results(LakeFiles.on_disk(), str(lake), run) if not r["match"]]
         # 4. a row deleted behind binlake's back: the lake has a row the source does not (a re-snapshot
         # upserts what the source has; it does not delete such rows: docs/VERIFY.md)
@@ -160,7 +87,7 @@ def test_verify_under_writes_finds_both_kinds_of_difference_and_passes_after_a_s
             cur.execute("SET sql_log_bin = 0")
             cur.execute("DELETE FROM t WHERE id = 888")
             quiet.commit()
-        status, run = _verify(server, lake, kafka, prefix, "vf.t")
+        status, run = verify_wait(server, lake, kafka, prefix, "vf.t")
         differ = [r for r in read_results(LakeFiles.on_disk(), str(lake), run) if not r["match"]]
         assert status == 1 and [orjson.loads(r["keys"]) for r in differ] == [[{"key": [888], "lake": "extra"}]]
     finally:
@@ -187,18 +114,18 @@ def test_verify_matches_on_every_type_with_masks_and_a_schema_change(make_mariad
     compared), a column added after the rows (the mirror's default), on servers with and without column
     names in their TABLE_MAPs (MINIMAL: the schema history names them); then a source change with the binlog
     off is found in the zoo's table."""
-    from streaming_job.verify import Verifier
+    from streaming_job.delta_verify import DeltaMirrors
     from tests.harness import zoo
 
     reads = {"driver": 0, "spark": 0}
-    driver_log = Verifier._driver_log
+    driver_log = DeltaMirrors._driver_log
 
-    def counted(self: Verifier, path: str) -> object:
+    def counted(self: DeltaMirrors, path: str) -> object:
         found = driver_log(self, path) if reader == "driver" else None
         reads["driver" if found is not None else "spark"] += 1
         return found
 
-    monkeypatch.setattr(Verifier, "_driver_log", counted)
+    monkeypatch.setattr(DeltaMirrors, "_driver_log", counted)
 
     server = make_mariadb(binlog_row_metadata=metadata)
     db = f"vz{metadata.lower().replace('_', '')}"
@@ -225,7 +152,7 @@ def test_verify_matches_on_every_type_with_masks_and_a_schema_change(make_mariad
             cur.execute("ALTER TABLE ints ADD COLUMN added VARCHAR(10) DEFAULT 'seven'")
             cur.execute("INSERT INTO ints (id, i) VALUES (1000, 1)")
         conn.commit()
-        status, run = _verify(server, lake, kafka, prefix, tables, config)
+        status, run = verify_wait(server, lake, kafka, prefix, tables, config)
         results = read_results(LakeFiles.on_disk(), str(lake), run)
         assert status == 0, [r for r in results if not r["match"]]
         assert {r["table"] for r in results} == {f"{db}.{t}" for t in zoo.TABLES}
@@ -235,7 +162,7 @@ def test_verify_matches_on_every_type_with_masks_and_a_schema_change(make_mariad
             cur.execute("SET sql_log_bin = 0")
             cur.execute("UPDATE strs SET vl = 'behind its back' ORDER BY id LIMIT 1")
             quiet.commit()
-        status, run = _verify(server, lake, kafka, prefix, f"{db}.strs", config)
+        status, run = verify_wait(server, lake, kafka, prefix, f"{db}.strs", config)
         differ = [r for r in read_results(LakeFiles.on_disk(), str(lake), run) if not r["match"]]
         assert status == 1 and len(differ) == 1
         assert [k["columns"] for k in orjson.loads(differ[0]["keys"])] == [["vl"]]

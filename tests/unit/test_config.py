@@ -52,6 +52,9 @@ def test_enumerated_settings_are_checked_at_load_time_wherever_they_are_set(tmp_
         load_config(None, {"land": {"trigger": "soon"}}, environ={})
     with pytest.raises(ConfigError, match=r"source.server_id: cannot use 1.5 as int"):
         load_config(None, {"source": {"server_id": 1.5}}, environ={})
+    with pytest.raises(ConfigError, match=r"environment.debezium.value_subject_name_strategy: 'RecordName' is not one"
+                                          r" of TopicNameStrategy, RecordNameStrategy, TopicRecordNameStrategy$"):
+        load_config(None, environ={"BINLAKE_DEBEZIUM_VALUE_SUBJECT_NAME_STRATEGY": "RecordName"})
     # case does not matter; the canonical spelling is kept
     cfg = load_config(None, environ={"BINLAKE_SOURCE_RESUME": "GTID", "BINLAKE_KAFKA_SECURITY_PROTOCOL": "ssl",
                                      "BINLAKE_LOG_FORMAT": "Json"})

@@ -275,7 +275,11 @@ def test_registry_client_refusals_are_one_line_and_outages_are_retried(monkeypat
                                             r"\(compatibility FULL\)$"):
         client.schema_id("p.db.t-value", "{}")
     assert calls == [("POST", "/subjects/p.db.t-value/versions"), ("GET", "/config/p.db.t-value?defaultToGlobal=true")]
-    assert client.schema_id("p.db.t-value", "{}") == 7 == client.schema_id("p.db.t-value", "{}")  # cached
+    # no later schema of a subject that failed is registered (it would come before the failed one after a restart)
+    with pytest.raises(SchemaRefused, match=r"\(compatibility FULL\)$"):
+        client.schema_id("p.db.t-value", '{"type": "int"}')
+    assert len(calls) == 2
+    assert client.schema_id("p.db.u-value", "{}") == 7 == client.schema_id("p.db.u-value", "{}")  # cached
     assert len(calls) == 3
     with pytest.raises(SchemaRefused, match=r"HTTP 401: the credentials .* were refused$"):
         client.schema_id("p.db.t-key", "{}")
@@ -321,7 +325,7 @@ def test_new_tables_schemas_are_prepared_once_in_the_order_their_events_need_the
 def test_a_registry_found_down_fails_the_registrations_queued_behind_without_asking(monkeypatch) -> None:
     """prepare's registrations: once one finds the registry down (a retried failure), those still queued fail with
     it at once (600 new subjects would otherwise each wait for the registry's timeout); the next prepare asks
-    again."""
+    again, but for the subjects that failed (their versions wait for the daemon's retry, in order)."""
     import threading
     import time
 
@@ -347,8 +351,12 @@ def test_a_registry_found_down_fails_the_registrations_queued_behind_without_ask
     assert len(calls) <= _WORKERS  # those under way when the first failed, not all 100
     monkeypatch.setattr(client, "_register", lambda subject, schema: 7)
     client._pool = None
-    client.prepare(pairs[:3])
-    assert [client.schema_id(*pair) for pair in pairs[:3]] == [7, 7, 7]
+    others = [(f"u{i}-value", "{}") for i in range(3)]
+    client.prepare([*others, ("t0-value", '{"type": "int"}')])
+    assert [client.schema_id(*pair) for pair in others] == [7, 7, 7]
+    # a subject whose version failed registers no later one (it would come first once the daemon retries)
+    with pytest.raises(RegistryUnavailable, match="down"):
+        client.schema_id("t0-value", '{"type": "int"}')
 
 
 @pytest.mark.parametrize("avro", [False, True])

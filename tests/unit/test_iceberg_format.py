@@ -24,8 +24,8 @@ def test_spark_reads_the_catalog_pyiceberg_writes_as_icebergs_jdbc_catalog(tmp_p
     assert jdbc_url("sqlite:////var/lake/_iceberg_catalog.db") == ("jdbc:sqlite:/var/lake/_iceberg_catalog.db", {})
     assert jdbc_url("mysql+pymysql://ice:p%40ss@db.example:3307/catalog") == (
         "jdbc:mariadb://db.example:3307/catalog", {"user": "ice", "password": "p@ss"})
-    conf = IcebergCatalog(str(tmp_path)).spark_conf()
-    assert conf["spark.sql.catalog.binlake.uri"] == f"jdbc:sqlite:{tmp_path}/_iceberg_catalog.db"
+    conf = IcebergCatalog(str(tmp_path), f"sqlite:///{tmp_path}/cat.db").spark_conf()
+    assert conf["spark.sql.catalog.binlake.uri"] == f"jdbc:sqlite:{tmp_path}/cat.db"
     assert conf["spark.sql.catalog.binlake.type"] == "jdbc"
     with pytest.raises(LandError, match=r"^land.iceberg_catalog oracle://u:\*\*\*@h/x: use a sqlite"):
         jdbc_url("oracle://u:pw@h/x")

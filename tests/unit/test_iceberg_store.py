@@ -21,7 +21,8 @@ def test_the_default_catalog_of_a_bucket_lake_is_sqlite_in_the_local_checkpoint(
     given = IcebergCatalog("s3a://lake/x", "mysql+pymysql://u:p@h:3306/cat", None, "s3a://lake/x/_checkpoint")
     assert given.url == "mysql+pymysql://u:p@h:3306/cat"
     local = IcebergCatalog(str(tmp_path / "lake"), None, None, str(tmp_path / "ckpt"))
-    assert local.url == f"sqlite:///{tmp_path}/lake/_iceberg_catalog.db"  # a local lake keeps it
+    assert local.hadoop and not where.hadoop and not given.hadoop  # a local lake: the Hadoop catalog on its path
+    assert local.url == (tmp_path / "lake").as_uri()
     assert local.location("db", "t") == (tmp_path / "lake" / "db" / "t").as_uri()
 
 

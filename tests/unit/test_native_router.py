@@ -116,7 +116,7 @@ class Publisher:
     def __init__(self, busy: bool) -> None:
         self.busy = busy
         self.out: list[Any] = []
-        self.expected: list[str] = []  # topics announced ahead (Publisher.expect)
+        self.expected: list[str] = []  # topics announced ahead (Publisher.mapped, expect)
 
     @property
     def committing(self) -> bool:
@@ -124,6 +124,9 @@ class Publisher:
 
     def expect(self, record_topics: list[str]) -> None:
         self.expected.extend(record_topics)
+
+    def mapped(self, record_topic: str, table_map: Any, schema_entry: bytes) -> None:
+        self.expected.append(record_topic)
 
     def send(self, record: Record) -> None:
         # a table's topic is announced before its first record (its Kafka topic made meanwhile); binlake's own

@@ -35,16 +35,17 @@ from typing import Any
 import orjson
 
 from ...codec import events as E
+from ...codec.errors import BinlogError
 from ...codec.table_map import TableMap
 from ...schema.ddl import Name
-from ...schema.history import HISTORY_TOPIC
+from ...schema.history import HISTORY_TOPIC, enrich
 from ..builder import SCHEMA_TOPIC
 from ..format import RecordEvent, record_decoder, record_events
 from ..open_records import Record
 from ..outbound import BinlakeOut, Message
 from .columns import Modes
-from .envelope import TableCodec, table_codec, topic_name
-from .layouts import AvroLayout, JsonLayout, Layout, Role, SchemaIds
+from .envelope import TableCodec, snapshot_marker, table_codec, topic_name
+from .layouts import AvroLayout, JsonLayout, Layout, Role, SchemaIds, Strategy
 from .native import RenderedEvent, RenderedRows, rows_renderer
 from .schema_change import SNAPSHOT_TOPIC
 from .schema_events import VERSION, SchemaEvents, Snapshot, Statement
@@ -63,19 +64,6 @@ def _every_table(database: str, table: str) -> bool:
     return True
 
 
-def snapshot_marker(marks: tuple[bool, bool, bool, bool], index: int, last: int) -> str:
-    """Debezium's ``source.snapshot`` of a snapshot's row ``index`` (of rows 0..``last`` of an event whose
-    ``marks`` say whether its first row is its table's first, its last row the table's last, and whether the
-    table is the snapshot's first, its last): the snapshot's last row is ``last``, its first ``first``, a
-    table's last and first ``last_in_data_collection``/``first_in_data_collection``, every other ``true``."""
-    first_row, last_row = marks[0] and index == 0, marks[1] and index == last
-    if last_row and marks[3]:
-        return "last"
-    if first_row and marks[2]:
-        return "first"
-    return "last_in_data_collection" if last_row else "first_in_data_collection" if first_row else "true"
-
-
 @dataclass(frozen=True)
 class DebeziumOptions:
     prefix: str  # topic.prefix: topics <prefix>.<db>.<table>, the transaction topic <prefix>.transaction
@@ -85,6 +73,7 @@ class DebeziumOptions:
     transactions: bool = False  # provide.transaction.metadata
     schema_changes: bool = True  # include.schema.changes: the schema change topic <prefix>
     accept: Callable[[str, str], bool] = _every_table  # the tables published (filters): their schema changes
+    subjects: tuple[Strategy, Strategy] = ("TopicNameStrategy", "TopicNameStrategy")  # Avro: key's, value's
 
 
 def _order(item: RenderedEvent | RecordEvent | Statement | Snapshot) -> tuple[int, int, int]:
@@ -196,6 +185,21 @@ class DebeziumOut:
         self._held_bytes = 0
         self._history.clear()
         self._tx = self._now = None
+
+    def mapped(self, record_topic: str, table_map: TableMap, schema_entry: bytes) -> None:
+        """Avro: the table's key and value schemas registered now, beside other tables', so that its records find
+        their ids ready; a subject's versions are registered in the order their maps come: binlog order."""
+        if not self.layout.ahead:
+            return
+        try:
+            codec = table_codec(enrich(table_map, schema_entry) if schema_entry else table_map, self.options.prefix,
+                                self.options.modes)
+        except (BinlogError, ValueError, KeyError, TypeError, AttributeError):
+            return  # the table's first event meets it again, and stops the daemon saying why
+        schemas: list[tuple[str, Role, bytes]] = [(codec.topic, "value", codec.value_schema)]
+        if codec.key_schema is not None:  # the key's first, as the table's first event asks
+            schemas.insert(0, (codec.topic, "key", codec.key_schema))
+        self.layout.prepare(schemas)
 
     def topics(self, record_topics: Iterable[str]) -> set[str]:
         record_topics = list(record_topics)
@@ -472,10 +476,6 @@ class DebeziumOut:
         if op == "d" and self.options.tombstones:
             yield Message(table.codec.topic, key, None, headers)
 
-    # -- the schema change topic
-
-
-
 class DebeziumJson(DebeziumOut):
     """``kafka.format: debezium-json``: Kafka Connect's JsonConverter."""
 
@@ -489,4 +489,4 @@ class DebeziumAvro(DebeziumOut):
 
     def __init__(self, options: DebeziumOptions, ids: SchemaIds, file_name: Callable[[int], str],
                  max_record_bytes: int, clock: Callable[[], int] = time.time_ns) -> None:
-        super().__init__(options, AvroLayout(ids), file_name, max_record_bytes, clock)
+        super().__init__(options, AvroLayout(ids, *options.subjects), file_name, max_record_bytes, clock)

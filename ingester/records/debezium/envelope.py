@@ -117,3 +117,16 @@ def table_codec(tm: TableMap, prefix: str, modes: Modes) -> TableCodec:
 
     return TableCodec(tm, topic_name(prefix, tm.database, tm.table), key_schema, orjson.dumps(envelope),
                       key_names, row)
+
+
+def snapshot_marker(marks: tuple[bool, bool, bool, bool], index: int, last: int) -> str:
+    """Debezium's ``source.snapshot`` of a snapshot's row ``index`` (of rows 0..``last`` of an event whose
+    ``marks`` say whether its first row is its table's first, its last row the table's last, and whether the
+    table is the snapshot's first, its last): the snapshot's last row is ``last``, its first ``first``, a
+    table's last and first ``last_in_data_collection``/``first_in_data_collection``, every other ``true``."""
+    first_row, last_row = marks[0] and index == 0, marks[1] and index == last
+    if last_row and marks[3]:
+        return "last"
+    if first_row and marks[2]:
+        return "first"
+    return "last_in_data_collection" if last_row else "first_in_data_collection" if first_row else "true"

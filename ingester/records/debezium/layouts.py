@@ -17,6 +17,7 @@ implements with HTTP (ingester/registry_client.py).
 from __future__ import annotations
 
 import io
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -35,6 +36,8 @@ Role = Literal["key", "value"]
 
 
 class Layout(Protocol):
+    ahead: bool  # prepare makes something ready (Avro: registrations): worth calling as soon as a table is mapped
+
     def encode(self, topic: str, role: Role, schema: bytes, payload: Any) -> bytes:
         """A message's key or value: ``payload`` (Python structures) of the Connect ``schema`` (JSON)."""
 
@@ -55,11 +58,14 @@ class Layout(Protocol):
 
     def prepare(self, schemas: Iterable[tuple[str, Role, bytes]]) -> None:
         """Start making ready what messages of these (topic, role, Connect schema) need, in the order given (the
-        order messages will need them; Avro: their registrations, side by side); the layout may ignore them."""
+        order messages will need them; Avro: their registrations, side by side); the layout may ignore them.
+        Thread-safe: tables are prepared as the daemon maps them, while the publisher's thread encodes."""
 
 
 class JsonLayout:
     """Kafka Connect's JsonConverter (``schemas`` is its schemas.enable)."""
+
+    ahead = False
 
     def __init__(self, schemas: bool) -> None:
         self.schemas = schemas
@@ -96,9 +102,19 @@ class SchemaIds(Protocol):
         given; ``schema_id`` of one gives its id once registered (or raises what its registration raised)."""
 
 
-def subject(topic: str, role: Role) -> str:
-    """Confluent's TopicNameStrategy."""
-    return f"{topic}-{role}"
+Strategy = Literal["TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy"]
+
+
+def subject(topic: str, role: Role, avro: Any = None, strategy: Strategy = "TopicNameStrategy") -> str:
+    """The subject of a message's schema (``avro``: the Avro schema, a record) by Confluent's subject name strategy:
+    TopicNameStrategy ``<topic>-key``/``-value``; RecordNameStrategy the record's full name;
+    TopicRecordNameStrategy ``<topic>-<full name>``."""
+    if strategy == "TopicNameStrategy":
+        return f"{topic}-{role}"
+    name = avro["name"]
+    if "." not in name and avro.get("namespace"):
+        name = f"{avro['namespace']}.{name}"
+    return name if strategy == "RecordNameStrategy" else f"{topic}-{name}"  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -111,10 +127,15 @@ class _Writer:
 
 class AvroLayout:
     """Confluent's AvroConverter with a schema registry (``ids``): a schema is registered the first time a
-    message of its (topic, role) needs it."""
+    message of its (topic, role) needs it, or when ``prepare`` is told of it, whichever comes first."""
 
-    def __init__(self, ids: SchemaIds) -> None:
+    ahead = True
+
+    def __init__(self, ids: SchemaIds, key_strategy: Strategy = "TopicNameStrategy",
+                 value_strategy: Strategy = "TopicNameStrategy") -> None:
         self.ids = ids
+        self._strategies: dict[Role, Strategy] = {"key": key_strategy, "value": value_strategy}
+        self._lock = threading.Lock()  # prepare (the daemon's thread, as tables are mapped) beside the encoder's
         self._writers: dict[tuple[str, Role, bytes], _Writer] = {}
         self._prepared: dict[tuple[str, Role, bytes], tuple[Any, Any, str]] = {}  # prepare's Connect and Avro schemas
         self._by_id: dict[int, _Writer] = {}  # the writers by schema id, to read a message back (payload)
@@ -168,13 +189,15 @@ class AvroLayout:
 
     def prepare(self, schemas: Iterable[tuple[str, Role, bytes]]) -> None:
         """The schemas' registrations started side by side (``SchemaIds.prepare``)."""
-        wanted = []
-        for key in schemas:
-            if key not in self._writers and key not in self._prepared:
-                self._prepared[key] = self._avro(key[2])
-                wanted.append((subject(key[0], key[1]), self._prepared[key][2]))
-        if wanted:
-            self.ids.prepare(wanted)
+        with self._lock:  # held while the registrations are queued: prepare's callers' order is theirs
+            wanted = []
+            for key in schemas:
+                if key not in self._writers and key not in self._prepared:
+                    self._prepared[key] = self._avro(key[2])
+                    avro, text = self._prepared[key][1:]
+                    wanted.append((subject(key[0], key[1], avro, self._strategies[key[1]]), text))
+            if wanted:
+                self.ids.prepare(wanted)
 
     @staticmethod
     def _avro(schema: bytes) -> tuple[Any, Any, str]:
@@ -184,15 +207,17 @@ class AvroLayout:
         return connect, avro, orjson.dumps(avro).decode()
 
     def _writer(self, topic: str, role: Role, schema: bytes) -> _Writer:
-        prepared = self._prepared.pop((topic, role, schema), None)
+        with self._lock:
+            prepared = self._prepared.pop((topic, role, schema), None)
         connect, avro, text = prepared if prepared is not None else self._avro(schema)
-        schema_id = self.ids.schema_id(subject(topic, role), text)
+        schema_id = self.ids.schema_id(subject(topic, role, avro, self._strategies[role]), text)
         writer = _Writer(b"\0" + schema_id.to_bytes(4, "big"), parse_schema(avro), payload_fixer(connect),
                          avro_program(connect))
-        if len(self._writers) >= 4096:
-            self._writers.clear()
-            self._by_id.clear()
-            self._prepared.clear()
-        self._writers[(topic, role, schema)] = writer
-        self._by_id[schema_id] = writer
+        with self._lock:
+            if len(self._writers) >= 4096:
+                self._writers.clear()
+                self._by_id.clear()
+                self._prepared.clear()
+            self._writers[(topic, role, schema)] = writer
+            self._by_id[schema_id] = writer
         return writer
