@@ -6,6 +6,7 @@ orphans."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -16,11 +17,23 @@ import fastavro
 KINDS = (".parquet", ".avro", ".metadata.json")
 
 
-def metadata_locations(catalog_db: Path) -> dict[tuple[str, str], str]:
-    """(namespace, table) -> its current metadata file, from a SQLite catalog (Iceberg's JDBC layout)."""
-    with sqlite3.connect(catalog_db) as conn:
-        rows = conn.execute("SELECT table_namespace, table_name, metadata_location FROM iceberg_tables").fetchall()
-    return {(ns, name): location for ns, name, location in rows}
+def metadata_locations(where: Path) -> dict[tuple[str, str], str]:
+    """(namespace, table) -> its current metadata file: from a SQLite catalog's file (Iceberg's JDBC layout), or
+    for a lake directory without one, Iceberg's Hadoop catalog on its path: each table's highest
+    ``metadata/v<N>.metadata.json`` (Java's HadoopTableOperations: a version exists once committed)."""
+    if where.is_dir() and (where / "_iceberg_catalog.db").exists():
+        where = where / "_iceberg_catalog.db"
+    if where.is_file():
+        with sqlite3.connect(where) as conn:
+            rows = conn.execute("SELECT table_namespace, table_name, metadata_location FROM iceberg_tables").fetchall()
+        return {(ns, name): location for ns, name, location in rows}
+    out = {}
+    for metadata in where.glob("*/*/metadata"):
+        versions = [(int(m.group(1)), p) for p in metadata.iterdir()
+                    if (m := re.fullmatch(r"v(\d+)\.metadata\.json", p.name))]
+        if versions:
+            out[(metadata.parent.parent.name, metadata.parent.name)] = max(versions)[1].as_uri()
+    return out
 
 
 def local_path(uri: str, bucket_root: Path | None = None) -> Path:

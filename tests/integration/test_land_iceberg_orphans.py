@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 def _orphans(lake: Path, db: str) -> set[Path]:
     """Files of the lake's tables that no live metadata names."""
     out: set[Path] = set()
-    for (ns, name), current in metadata_locations(lake / "_iceberg_catalog.db").items():
+    for (ns, name), current in metadata_locations(lake).items():
         if ns == db:
             out |= on_disk(lake / db / name) - named(current, local_path)
     return out
