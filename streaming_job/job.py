@@ -5,7 +5,6 @@ Used by ``binlake land`` (local mode by default) and by ``streaming_job/main.py`
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -26,8 +25,9 @@ from pyspark.sql.streaming import StreamingQueryListener
 from ingester.config import LandConfig
 from ingester.registry_client import RegistryClient
 
+from .available_now import run_rounds, start_offsets
 from .errors import LandError, python_error
-from .kafka_source import BinlakeKafka, Offsets, end_offsets, stream_source
+from .kafka_source import stream_source
 from .lake_files import LakeFiles
 from .lake_lease import LakeLease
 from .lake_paths import is_local
@@ -274,24 +274,11 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
     target = None
     if settings.land.trigger == "available-now":
         writer = writer.trigger(availableNow=True)
-        if isinstance(source, BinlakeKafka):  # a Python source: Spark 4.0 runs one batch (_AVAILABLE_NOW_ROUNDS)
-            target = end_offsets(source.bootstrap, source.pattern)
+        target = start_offsets(source)  # binlake's source: Spark 4.0 runs one batch (available_now.py)
     else:
         writer = writer.trigger(processingTime=_interval(settings.land.trigger))
     try:
-        for _ in range(_AVAILABLE_NOW_ROUNDS):
-            query = writer.start()
-            query.awaitTermination()
-            _drain(query, listener)
-            short = _short_of(query.lastProgress, target or {})
-            if not short:
-                break
-            log.info("available-now: batch %s was the one a stopped run had planned, short of what Kafka held at "
-                     "the start in %s%s: another round", listener.last_batch, ", ".join(short[:3]),
-                     " ..." if len(short) > 3 else "")
-        else:
-            log.warning("available-now: %d rounds did not reach what Kafka held at the start in %s: the next run "
-                        "lands it", _AVAILABLE_NOW_ROUNDS, ", ".join(short[:3]))
+        run_rounds(writer, target, lambda query: _drain(query, listener))
     except Exception as exc:
         if lander.error is not None:
             raise lander.error from None
@@ -317,27 +304,6 @@ def _storage_error(text: str, settings: LandSettings) -> LandError | None:
     paths = [p for p in (settings.lake, settings.checkpoint) if p in text] or [settings.lake, settings.checkpoint]
     return LandError(f"cannot write {' or '.join(paths)}: {cause}; nothing committed is lost: fix the storage and "
                      "run again, landing resumes after the last committed micro-batch")
-
-
-# Spark 4.0 runs an available-now query whose source does not support Trigger.AvailableNow (a Python data source:
-# binlake's Kafka source) as one batch (SPARK-45178), and after a stop between a batch's plan and its commit (a kill)
-# that batch is the one replayed: what Kafka held beyond it waited for the next run. The job runs the query again
-# (each round a batch: the replay, then one to Kafka's offsets then) until a batch reaches the offsets Kafka had
-# when the job started.
-_AVAILABLE_NOW_ROUNDS = 3
-
-
-def _short_of(progress: Any, target: Offsets) -> list[str]:
-    """The topic partitions (``topic-partition``) whose offsets in ``target`` the batch of ``progress`` (a query's
-    lastProgress) ended before; none where no batch ran (its offsets then were Kafka's latest)."""
-    try:
-        end = json.loads(progress["sources"][0]["endOffset"]) if progress is not None else None
-    except (IndexError, KeyError, TypeError, ValueError):
-        end = None
-    if not isinstance(end, dict):
-        return []
-    return [f"{topic}-{p}" for topic, parts in target.items() for p, offset in parts.items()
-            if int(end.get(topic, {}).get(p, 0)) < offset]
 
 
 def _drain(query: Any, listener: LandMetrics, timeout: float = 10.0) -> None:
