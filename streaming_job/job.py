@@ -25,6 +25,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from ingester.config import LandConfig
 from ingester.registry_client import RegistryClient
 
+from .available_now import run_rounds, start_offsets
 from .errors import LandError, python_error
 from .iceberg_auth import RestAuth
 from .iceberg_maintenance import IcebergMaintenance
@@ -275,14 +276,14 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
     writer = (reader.load().writeStream.foreachBatch(lander)
               .option("checkpointLocation", settings.checkpoint)
               .queryName("binlake-land"))
+    target = None
     if settings.land.trigger == "available-now":
         writer = writer.trigger(availableNow=True)
+        target = start_offsets(source)  # binlake's source: Spark 4.0 runs one batch (available_now.py)
     else:
         writer = writer.trigger(processingTime=_interval(settings.land.trigger))
-    query = writer.start()
     try:
-        query.awaitTermination()
-        _drain(query, listener)
+        run_rounds(writer, target, lambda query: _drain(query, listener))
     except Exception as exc:
         if lander.error is not None:
             raise lander.error from None

@@ -120,6 +120,16 @@ def count_partitions(bootstrap: str, pattern: str) -> int:
         return 0
 
 
+def end_offsets(bootstrap: str, pattern: str) -> Offsets:
+    """The last stable offsets (read_committed) of the topics matching ``pattern`` now, as a batch's end offsets
+    (asked again while Kafka is unreachable, as the query's own questions)."""
+    reader = KafkaStreamReader(bootstrap, pattern, 1, 0)
+    try:
+        return reader.latestOffset()
+    finally:
+        reader.stop()
+
+
 class SourceError(RuntimeError):
     """Records of a batch are not in Kafka any more (or a topic was deleted)."""
 

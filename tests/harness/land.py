@@ -31,6 +31,13 @@ def run_land_process(kafka, prefix: str, lake: Path, *extra: str) -> int:
     return subprocess.run(command, env={**os.environ, "PYTHONPATH": os.getcwd()}, timeout=600).returncode
 
 
+def land_command(kafka, prefix: str, lake: Path) -> tuple[list[str], dict[str, str]]:
+    """`binlake land` as a process of its own, its checkpoint in the lake's ``_checkpoint`` (no trigger: add
+    one): the command and its environment (the working tree importable)."""
+    return ([*BINLAKE, "land", "--kafka", kafka.bootstrap, "--topic-prefix", prefix, "--lake", str(lake),
+             "--checkpoint", str(lake / "_checkpoint")], {**os.environ, "PYTHONPATH": os.getcwd()})
+
+
 def land_in_store(kafka, store, prefix: str, lake: str, env: dict[str, str] | None = None,
                   *extra: str) -> subprocess.CompletedProcess[str]:
     """`binlake land --trigger available-now` as a process into ``lake`` (an s3a:// URI of ``store``, an

@@ -81,3 +81,17 @@ def test_a_bounded_batch_takes_sparks_source_and_an_unbounded_one_binlakes() -> 
     assert stream_source("k:9092", "p", None, 1000, "binlake") == SparkKafka("k:9092", "p", 0, 1000)
     assert stream_source("k:9092", "p", 4, None, "binlake") == BinlakeKafka("k:9092", "p", 4)
     assert stream_source("k:9092", "p", 4, None, "spark") == SparkKafka("k:9092", "p", 4)
+
+
+def test_an_available_now_round_short_of_the_offsets_at_the_start_is_named() -> None:
+    """The job's check after each available-now round (a Python source's runs one batch in Spark 4.0): the last
+    batch's end offsets (either source's JSON, as its progress gives them) against Kafka's at the job's start."""
+    from streaming_job.available_now import short_of
+
+    target = {"p.a": {"0": 40, "1": 7}, "p.b": {"0": 3}}
+    sparks = {"sources": [{"endOffset": '{"p.b":{"0":3},"p.a":{"1":7,"0":12}}'}]}  # a replayed batch of Spark's
+    assert short_of(sparks, target) == ["p.a-0"]
+    ours = {"sources": [{"endOffset": '{"p.a": {"0": 41, "1": 7}, "p.b": {"0": 3}, "p.c": {"0": 2}}'}]}
+    assert short_of(ours, target) == []
+    assert short_of({"sources": [{"endOffset": '{"p.a": {"0": 40}}'}]}, target) == ["p.a-1", "p.b-0"]
+    assert short_of(None, target) == [] and short_of({"sources": [{"endOffset": "None"}]}, target) == []

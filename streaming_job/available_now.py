@@ -1,0 +1,62 @@
+"""``--trigger available-now`` on binlake's Kafka source: everything Kafka held at the job's start lands.
+
+Spark 4.0 runs an available-now query whose source does not support Trigger.AvailableNow (a Python data source:
+binlake's Kafka source) as a single batch (SPARK-45178: "Falling back to single batch execution"), and after a
+stop between a batch's plan and its commit (a kill) that single batch is the pending one, replayed: what Kafka
+held beyond it waited for the next run. The job records Kafka's offsets at its start and runs the query again
+while a round's batch ends short of them (the replay, then one batch to Kafka's offsets then). Spark's Kafka
+source supports available-now itself: its query runs once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from .kafka_source import BinlakeKafka, Offsets, StreamSource, end_offsets
+
+log = logging.getLogger("binlake.land")
+
+ROUNDS = 3  # the replay, a batch to the end, and one to spare
+
+
+def start_offsets(source: StreamSource) -> Offsets | None:
+    """Kafka's end offsets now where ``source`` is binlake's; None for Spark's (no rounds needed)."""
+    return end_offsets(source.bootstrap, source.pattern) if isinstance(source, BinlakeKafka) else None
+
+
+def run_rounds(writer: Any, target: Offsets | None, done: Callable[[Any], None]) -> None:
+    """Starts the query of ``writer`` (a DataStreamWriter) until it stops, ``done(query)`` after each run; again
+    while its last batch ended short of ``target`` (at most ROUNDS runs)."""
+    short: list[str] = []
+    for _ in range(ROUNDS):
+        query = writer.start()
+        query.awaitTermination()
+        done(query)
+        progress = query.lastProgress
+        short = short_of(progress, target or {})
+        if not short:
+            return
+        log.info("available-now: batch %s was the one a stopped run had planned, short of what Kafka held at the "
+                 "start in %s: another round", progress["batchId"] if progress is not None else "?", _named(short))
+    log.warning("available-now: %d rounds did not reach what Kafka held at the start in %s: the next run lands it",
+                ROUNDS, _named(short))
+
+
+def short_of(progress: Any, target: Offsets) -> list[str]:
+    """The topic partitions (``topic-partition``) whose offsets in ``target`` the batch of ``progress`` (a query's
+    lastProgress) ended before; none where no batch ran (its offsets then were Kafka's latest)."""
+    try:
+        end = json.loads(progress["sources"][0]["endOffset"]) if progress is not None else None
+    except (IndexError, KeyError, TypeError, ValueError):
+        end = None
+    if not isinstance(end, dict):
+        return []
+    return [f"{topic}-{p}" for topic, parts in target.items() for p, offset in parts.items()
+            if int(end.get(topic, {}).get(p, 0)) < offset]
+
+
+def _named(partitions: list[str]) -> str:
+    return ", ".join(partitions[:3]) + (" ..." if len(partitions) > 3 else "")
