@@ -70,11 +70,11 @@ def spark_rows_in_store(store: Any, lake: str, checkpoint: Path, db: str,
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def local_format(lake: Path, app_id: str = "app-1") -> Any:
+def local_format(lake: Path, app_id: str = "app-1", uri: str | None = None) -> Any:
     """An IcebergFormat on the lake's default catalog (Iceberg's Hadoop catalog on its path, or the SQLite one an
-    earlier lake has), without Spark (no defaults of added columns)."""
+    earlier lake has), or on the catalog ``uri`` names, without Spark (no defaults of added columns)."""
     from streaming_job.iceberg_catalog import IcebergCatalog
     from streaming_job.iceberg_format import IcebergFormat
     from streaming_job.keys import MirrorKeys
 
-    return IcebergFormat(IcebergCatalog(str(lake)), app_id, MirrorKeys({}, None, lambda d, t: "", lambda p: None))
+    return IcebergFormat(IcebergCatalog(str(lake), uri), app_id, MirrorKeys({}, None, lambda d, t: "", lambda p: None))

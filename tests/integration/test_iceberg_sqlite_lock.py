@@ -17,7 +17,8 @@ pytestmark = pytest.mark.integration
 
 
 def test_the_jobs_commits_go_on_after_sparks_read_of_the_sqlite_catalog(spark, tmp_path) -> None:
-    fmt = local_format(tmp_path)
+    sqlite = f"sqlite:///{tmp_path / '_iceberg_catalog.db'}"  # a SQLite catalog (the Hadoop one is the default)
+    fmt = local_format(tmp_path, uri=sqlite)
     table = fmt._ready("db", "t", pa.schema([("id", pa.int64())]), [], dict)
     for batch in range(3):
         rows = pa.table({"id": pa.array([batch], pa.int64())})
@@ -25,8 +26,9 @@ def test_the_jobs_commits_go_on_after_sparks_read_of_the_sqlite_catalog(spark, t
         fmt._commit("db", "t", table, lambda tx, rows=rows, p=properties: tx.append(rows, snapshot_properties=p),
                     properties)
         spark._jsparkSession.sessionState().catalogManager().reset()  # Spark's catalog opened anew: a fresh read
-        assert sorted(r["id"] for r in lake_frame(spark, tmp_path, "db", "t", "iceberg").collect()) == \
+        assert sorted(r["id"] for r in lake_frame(spark, tmp_path, "db", "t", "iceberg", sqlite).collect()) == \
             list(range(batch + 1))
-    assert sorted(r["id"] for r in catalog(tmp_path).load_table(("db", "t")).scan().to_arrow().to_pylist()) == [0, 1, 2]
+    landed = catalog(tmp_path, sqlite).load_table(("db", "t")).scan().to_arrow().to_pylist()
+    assert sorted(r["id"] for r in landed) == [0, 1, 2]
     with sqlite3.connect(tmp_path / "_iceberg_catalog.db") as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
