@@ -27,7 +27,6 @@ import logging
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
 
 import pyarrow.fs as pafs
 
@@ -58,8 +57,8 @@ class OrphanFiles:
     def remove(self, table: Table) -> list[str]:
         """The table's orphan files older than ``age`` deleted (their paths, as the filesystem names them)."""
         started = time.monotonic()
-        root = fs_path(table.location()).rstrip("/")
-        if not (root + "/").startswith(fs_path(self.lake).rstrip("/") + "/"):
+        root = self.files.path(table.location()).rstrip("/")
+        if not (root + "/").startswith(self.files.path(self.lake).rstrip("/") + "/"):
             return []  # not a table of this lake
         cutoff = time.time() - self.age.total_seconds()
         listed = self._listed(root)  # before the live files: one committed meanwhile is among them
@@ -67,7 +66,7 @@ class OrphanFiles:
         if not candidates:
             return []
         try:
-            live = live_files(table)
+            live = live_files(table, self.files)
         except Exception as exc:
             log.warning("%s: orphan files not removed: its metadata could not be read whole: %s", table.name(),
                         first_line(exc))
@@ -96,8 +95,8 @@ class OrphanFiles:
         return out
 
 
-def live_files(table: Table) -> set[str]:
-    """Every file the table's live metadata names, as filesystem paths (``fs_path``): the current metadata file
+def live_files(table: Table, files: LakeFiles) -> set[str]:
+    """Every file the table's live metadata names, as ``files``' paths (LakeFiles.path): the current metadata file
     and those of its metadata log, and each of their snapshots' manifest lists, manifests and data files."""
     from pyiceberg.serializers import FromInputFile
 
@@ -131,15 +130,5 @@ def live_files(table: Table) -> set[str]:
             live.update(e.data_file.file_path for e in manifest.fetch_manifest_entry(io, discard_deleted=False))
         except FileNotFoundError:
             continue
-    return {fs_path(p) for p in live}
-
-
-def fs_path(uri: str) -> str:
-    """A file's URI (``file:///...``, ``s3a://bucket/key``) as the lake's pyarrow filesystem names it."""
-    parts = urlsplit(uri)
-    if parts.scheme == "file":
-        return unquote(parts.path)
-    if parts.scheme in ("s3", "s3a", "s3n"):
-        return f"{parts.netloc}{parts.path}"
-    return uri
+    return {files.path(p) for p in live}
 

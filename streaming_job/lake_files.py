@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import uuid
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -46,10 +46,10 @@ class LakeFiles:
         return None
 
     def path(self, lake_path: str) -> str:
-        """The filesystem's path of a lake path (an s3a:// URI becomes bucket/key)."""
-        if self.local:
-            return lake_path
+        """The filesystem's path of a lake path (an s3a:// URI becomes bucket/key, a file:// URI its path)."""
         parsed = urlparse(lake_path)
+        if self.local:
+            return unquote(parsed.path) if parsed.scheme == "file" else lake_path
         return f"{parsed.netloc}{parsed.path}".rstrip("/")
 
     def read(self, path: str) -> bytes | None:
