@@ -22,6 +22,7 @@ from ..codec.rows import RowsCompiler
 from ..codec.table_map import TableMap
 from ..schema.history import enrich
 from .snapshot import FLAG_SNAPSHOT, SnapshotDecoder
+from .statement import FLAG_STATEMENT, decode_entry
 
 MAGIC = b"BLK"
 VERSION = 2
@@ -168,6 +169,10 @@ def record_events(headers: Mapping[str, bytes], value: bytes, source: str = "<re
         if p + 5 > len(value):
             raise BinlogError(f"record holds fewer events than its index ({len(index)})", p, source)
         flags = value[p]
+        if flags & FLAG_STATEMENT:  # what a statement did to the table (records/statement.py)
+            statement, p = decode_entry(value, p + 1, entry.seq.position, entry.commit_ts, source)
+            yield RecordEvent(entry.seq, entry.gtid, entry.commit_ts, statement)
+            continue
         in_payload = bool(flags & _FLAG_IN_PAYLOAD)
         (m,) = _LEN.unpack_from(value, p + 1)
         p += 5
