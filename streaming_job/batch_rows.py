@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from .decode import RECORD_ARROW, RECORD_DDL
 
 log = logging.getLogger("binlake.land")
+SeqRange = tuple[bytes | None, bytes | None] | None
 
 
 class TableRows(ABC):
@@ -79,8 +80,9 @@ class BatchRows(ABC):
         returns them but their data, as ``info``."""
 
     @abstractmethod
-    def table(self, db: str, table: str) -> TableRows:
-        """One table's row changes."""
+    def table(self, db: str, table: str, between: SeqRange = None) -> TableRows:
+        """One table's row changes; ``between``: only its records whose first sequence is in the open range
+        (lo, hi) (either None: unbounded), the rows between two table statements (statements.py)."""
 
     def verify_rows(self, more: list[tuple[Any, ...]]) -> pa.Table:
         """The batch's verify rows (streaming_job/verify.py), in the driver, in batch order, and ``more`` (verify
@@ -115,11 +117,14 @@ class DriverBatch(BatchRows):
         self.rows, self._spans = _by_table(pa.concat_tables([self.rows, more]))
         return _record_rows(more.drop_columns(["data"]))
 
-    def table(self, db: str, table: str) -> TableRows:
+    def table(self, db: str, table: str, between: SeqRange = None) -> TableRows:
         """A slice of the rows, which are grouped by table once for the batch (a filter per table costs a
         pass over the whole batch each: quadratic in the tables a batch touches)."""
         start, length = self._spans.get((db, table), (0, 0))
-        return DriverRows(self.spark, self.rows.slice(start, length))
+        rows = self.rows.slice(start, length)
+        if between is not None:
+            rows = rows.filter(_in_range(rows.column("first_seq"), between))
+        return DriverRows(self.spark, rows)
 
     def _verify_rows(self) -> pa.Table:
         return self.shipped.filter(pc.equal(self.shipped.column("kind"), "verify"))
@@ -144,16 +149,32 @@ class SparkBatch(BatchRows):
         self.rows = self.rows.unionByName(extra)
         return extra.drop("data").collect()
 
-    def table(self, db: str, table: str) -> TableRows:
+    def table(self, db: str, table: str, between: SeqRange = None) -> TableRows:
+        wanted = (F.col("db") == db) & (F.col("tbl") == table)
+        if between is not None:
+            lo, hi = between
+            if lo is not None:
+                wanted = wanted & (F.col("first_seq") > F.lit(bytearray(lo)))
+            if hi is not None:
+                wanted = wanted & (F.col("first_seq") < F.lit(bytearray(hi)))
         # minPartitions may have made many small partitions: as many tasks as cores is enough here
-        return SparkRows(self.rows.filter((F.col("db") == db) & (F.col("tbl") == table)).coalesce(
-            self.spark.sparkContext.defaultParallelism))
+        return SparkRows(self.rows.filter(wanted).coalesce(self.spark.sparkContext.defaultParallelism))
 
     def _verify_rows(self) -> pa.Table:
         return self.decoded.filter("kind = 'verify'").toArrow().cast(RECORD_ARROW)
 
     def release(self) -> None:
         self.decoded.unpersist()
+
+
+def _in_range(seqs: pa.ChunkedArray, between: tuple[bytes | None, bytes | None]) -> pa.ChunkedArray:
+    """Which sequences lie in the open range (lo, hi) (a bound of None: unbounded)."""
+    lo, hi = between
+    inside = pc.greater(seqs, pa.scalar(lo, pa.binary())) if lo is not None else None
+    if hi is not None:
+        below = pc.less(seqs, pa.scalar(hi, pa.binary()))
+        inside = below if inside is None else pc.and_(inside, below)
+    return inside if inside is not None else pc.is_valid(seqs)
 
 
 def _arrow(rows: list[tuple[Any, ...]]) -> pa.Table:

@@ -27,7 +27,7 @@ import pyarrow as pa
 from ingester.records.format import Sequence, file_number
 
 from .debezium_types import UnknownField, default_sql, lake_column
-from .decode import CHANGE_HEAD, ROWS, _Out, withheld
+from .decode import CHANGE_HEAD, ROWS, RecordRow, _Out, withheld
 from .lake_types import arrow_type
 from .worker import keep_spark_archive_listings
 
@@ -163,12 +163,11 @@ class _Group:
                 value = None if image is None else image.get(name)
                 column.append(value if value is None or convert is None else convert(value))
 
-    def row(self, topic: str, partition: int) -> tuple[Any, ...]:
+    def row(self, topic: str, partition: int) -> RecordRow:
         op, seq, positions, _, commit_ts, _, _ = self.head
         first = min(range(len(seq)), key=seq.__getitem__)
-        return ("row", topic, partition, self.first_offset, self.db, self.tbl, self.shape.schema, seq[first],
-                positions[first], len(op), max(commit_ts), False, self._ipc(), None, None, None, None,
-                self.mark or None)
+        return RecordRow("row", topic, partition, self.first_offset, self.db, self.tbl, self.shape.schema, seq[first],
+                         positions[first], len(op), max(commit_ts), False, self._ipc(), mark=self.mark or None)
 
     def _ipc(self) -> bytes:
         shape = self.shape

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import pyarrow as pa
@@ -27,6 +27,7 @@ import pyarrow as pa
 from ingester.codec.events import RowsEvent, VerifyRowsEvent
 from ingester.codec.rows import RowImages
 from ingester.records.format import ChunkAssembler, chunk_index, record_events
+from ingester.records.statement import TableStatementEvent
 
 from .arrow_rows import ArrowImages, Buffers, LakeColumn, WalkedColumn, compile_arrow_rows
 from .lake_types import arrow_type
@@ -51,8 +52,36 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("headers", pa.binary(), "binary"),
     ("verify", pa.string(), "string"),  # a verify row's chunk (JSON: streaming_job/verify.py)
     ("mark", pa.binary(), "binary"),  # Debezium's change events: the newest position of the row's (debezium_decode.py)
+    ("statement", pa.string(), "string"),  # a statement row's table statement (JSON: ingester/records/statement.py)
 ]
 ROWS, ERROR, RAW, HEADERS = 9, 13, 14, 15  # indexes of those fields in a record row
+
+
+class RecordRow(NamedTuple):
+    """One record row (RECORD_FIELDS, in their order), built by name."""
+
+    kind: str  # row | verify | statement | error | chunk | withheld
+    topic: str
+    partition: int
+    offset: int
+    db: str | None = None
+    tbl: str | None = None
+    schema: str | None = None
+    first_seq: bytes | None = None
+    first_position: str | None = None
+    rows: int | None = None
+    newest: int | None = None
+    partial: bool | None = None
+    data: bytes | None = None
+    error: str | None = None
+    raw: bytes | None = None
+    headers: bytes | None = None
+    verify: str | None = None
+    mark: bytes | None = None
+    statement: str | None = None
+
+
+assert list(RecordRow._fields) == [n for n, _, _ in RECORD_FIELDS]
 RECORD_ARROW = pa.schema([(n, t) for n, t, _ in RECORD_FIELDS])
 RECORD_DDL = ", ".join(f"`{n}` {d}" for n, _, d in RECORD_FIELDS)
 # read: snapshot rows, and verify rows (compared with the mirror, never landed: streaming_job/verify.py)
@@ -212,7 +241,7 @@ class _Group:
 def withheld(topic: str, partition: int, offset: int) -> pa.RecordBatch:
     """The one row of a task that stopped shipping its batch to the driver (decode_partition's ``ship``)."""
     out = _Out()
-    out.rows = [("withheld", topic, partition, offset, *[None] * (len(RECORD_FIELDS) - 4))]
+    out.rows = [RecordRow("withheld", topic, partition, offset)]
     return out.batch()
 
 
@@ -224,8 +253,8 @@ class _Out:
 
     def special(self, kind: str, topic: str, partition: int, offset: int, error: str | None,
                 raw: bytes, headers: dict[str, bytes]) -> None:
-        self.rows.append((kind, topic, partition, offset, None, None, None, None, f"{topic}[{partition}]@{offset}",
-                          None, None, None, None, error, raw, pickle.dumps(headers, _PICKLE), None, None))
+        self.rows.append(RecordRow(kind, topic, partition, offset, first_position=f"{topic}[{partition}]@{offset}",
+                                   error=error, raw=raw, headers=pickle.dumps(headers, _PICKLE)))
 
     def batch(self) -> pa.RecordBatch:
         columns = list(zip(*self.rows, strict=True)) if self.rows else [() for _ in RECORD_FIELDS]
@@ -261,8 +290,16 @@ def decode_record(out: _Out, topic: str, partition: int, offset: int, headers: d
     try:
         groups: dict[tuple[str, str, int], _Group] = {}
         verified: list[tuple[dict[str, Any], _Group]] = []  # a verify entry's rows: a group of their own
+        statements: list[RecordRow] = []  # table statement entries: a record of them holds nothing else
         for item in record_events(headers, value, where, columnar=compile_arrow_rows):
             ev = item.event
+            if isinstance(ev, TableStatementEvent):
+                s = ev.statement
+                statements.append(RecordRow("statement", topic, partition, offset, s.database, s.table,
+                                            first_seq=item.seq.encode(), first_position=str(item.seq), rows=0,
+                                            newest=item.commit_ts, partial=False,
+                                            statement=orjson.dumps({**s.to_json(), "gtid": item.gtid}).decode()))
+                continue
             if not isinstance(ev, RowsEvent):
                 continue
             shape = _shape(ev)
@@ -278,13 +315,14 @@ def decode_record(out: _Out, topic: str, partition: int, offset: int, headers: d
                                                                                 position)
                 g = found
             g.add(item, ev, seq, position)
-        rows: list[tuple[Any, ...]] = [
-            ("row", topic, partition, offset, g.db, g.tbl, g.shape.schema, g.first_seq, g.first_position, len(g.op),
-             max(g.commit_ts), g.partial, g.ipc(), None, None, None, None, None) for g in groups.values()]
-        rows += [("verify", topic, partition, offset, g.db, g.tbl, g.shape.schema, g.first_seq, g.first_position,
-                  len(g.op), max(g.commit_ts, default=0), False, g.ipc(), None, None, None,
-                  orjson.dumps(chunk).decode(), None)
+        rows: list[RecordRow] = [
+            RecordRow("row", topic, partition, offset, g.db, g.tbl, g.shape.schema, g.first_seq, g.first_position,
+                      len(g.op), max(g.commit_ts), g.partial, g.ipc()) for g in groups.values()]
+        rows += [RecordRow("verify", topic, partition, offset, g.db, g.tbl, g.shape.schema, g.first_seq,
+                           g.first_position, len(g.op), max(g.commit_ts, default=0), False, g.ipc(),
+                           verify=orjson.dumps(chunk).decode())
                  for chunk, g in verified]
+        rows += statements
     except Exception as exc:  # any failure quarantines or stops with the record's position
         out.special("error", topic, partition, offset, f"{type(exc).__name__}: {exc}", value, headers)
         return

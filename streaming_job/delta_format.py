@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 
 from .batch_rows import TableRows
 from .decode import typed_batches, typed_ddl
+from .delta_statements import DeltaStatements
 from .delta_tables import DeltaTables, stats_columns
 from .delta_verify import DeltaMirrors
 from .evolution import SchemaEvolution
@@ -23,6 +24,7 @@ from .lake_files import LakeFiles
 from .lake_format import QUARANTINE_DDL, QUARANTINE_TABLE, LakeFormat, TableChanges, Undecodable, quarantine_rows
 from .lake_paths import join
 from .mirror_read import MirrorRead
+from .statements import StatementAt
 from .table_landing import DriverLanding, SparkLanding, TableBatch
 from .writer import PARTITION_COLUMN, Commit, land_partition
 
@@ -42,9 +44,22 @@ class DeltaFormat(LakeFormat):
     in_spark: SparkLanding
     name: str = "delta"
     verify: DeltaMirrors = field(init=False)
+    statements: DeltaStatements = field(init=False)
 
     def __post_init__(self) -> None:
         self.verify = DeltaMirrors(self.spark, self.lake, self.delta)
+        self.statements = DeltaStatements(self.spark, self.lake, self.delta, self.evolution)
+
+    @property
+    def identity(self) -> str:
+        return self.delta.app_id
+
+    @identity.setter
+    def identity(self, value: str) -> None:
+        self.delta.app_id = value
+
+    def apply(self, at: StatementAt) -> None:
+        self.statements.apply(at)
 
     def change_log(self, db: str, table: str) -> str:
         return join(self.lake, db, table + "__changes")

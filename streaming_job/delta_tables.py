@@ -26,12 +26,12 @@ _STATS_COLUMNS = "spark.databricks.delta.properties.defaults.dataSkippingStatsCo
 class DeltaTables:
     def __init__(self, spark: SparkSession, app_id: str, files: LakeFiles | None = None) -> None:
         self.spark = spark
-        self.app_id = app_id  # txnAppId
+        self.app_id = app_id  # txnAppId (with the part of the batch being written: lake_format.LakeFormat.part)
         self.files = files  # the lake's files where the driver writes its tables' logs (None: the JVM does)
         # Writes that pass their options through the session's conf (txnAppId, statistics columns): one table
         # at a time, so that tables landing side by side never see another's
         self._session_conf = threading.RLock()
-        self._committed: dict[str, tuple[int, int]] = {}  # path -> (version, batch) we wrote
+        self._committed: dict[tuple[str, str], tuple[int, int]] = {}  # (path, app id) -> (version, batch) we wrote
         self._logs: dict[str, TableLog] = {}  # local tables' logs as the driver read them
         self._table_defaults: dict[str, str] | None = None  # the session's Delta table defaults, for new tables
 
@@ -101,20 +101,23 @@ class DeltaTables:
         """Whether the table has this batch. Asking Delta costs a Spark job per new table version (its
         transactions come from the log's state); when the version read is the one this job wrote last,
         the answer is known without it."""
-        known = self._committed.get(path)
+        known = self._committed.get((path, self.app_id))
         if known is not None and known[0] == commit.version:
             return batch_id <= known[1]
         return commit.done(self.app_id, batch_id)
 
     def committed(self, path: str, version: int, batch_id: int) -> None:
         """This job wrote ``version`` of the table, with this batch (``done`` then needs no question)."""
-        self._committed[path] = (version, batch_id)
+        self._committed[(path, self.app_id)] = (version, batch_id)
 
     def append(self, df: DataFrame, path: str, batch_id: int, partition_by: str | None = None,
-               stats: list[str] | None = None, idempotent: bool = True) -> None:
+               stats: list[str] | None = None, idempotent: bool = True, merge_schema: bool = False) -> None:
         """An idempotent append; ``stats``: the table is new, collect file statistics of these columns only
-        (statistics of every column of wide row images cost a third of the write, and skip nothing)."""
+        (statistics of every column of wide row images cost a third of the write, and skip nothing);
+        ``merge_schema``: columns of ``df`` the table lacks are added."""
         writer = df.write.format("delta").mode("append")
+        if merge_schema:
+            writer = writer.option("mergeSchema", "true")
         if idempotent:
             writer = writer.option("txnAppId", self.app_id).option("txnVersion", batch_id)
         if partition_by:

@@ -57,6 +57,7 @@ from .lake_files import LakeFiles
 from .lake_format import QUARANTINE_TABLE, LakeFormat, TableChanges, Undecodable, quarantine_rows
 from .mirror import COMMIT_TS, DELETED, SEQ, candidate_schema, last_per_key, mirror_candidates
 from .mirror_read import MirrorRead
+from .statements import StatementAt
 from .table_landing import full_images
 from .verify_results import ICEBERG_VERIFY, VERIFY_TABLE, result_schema
 from .writer import PARTITION_COLUMN
@@ -93,6 +94,18 @@ class IcebergFormat(LakeFormat):
         self._orphans: OrphanFiles | None = None
         self._columns: dict[tuple[str, str], list[tuple[str, str]]] = {}  # as the table has them (property)
         self.maintenance = maintenance or IcebergMaintenance()
+
+    @property
+    def identity(self) -> str:
+        return self.app_id
+
+    @identity.setter
+    def identity(self, value: str) -> None:
+        self.app_id = value
+
+    def apply(self, at: StatementAt) -> None:
+        raise LandError(f"`{at.name[0]}`.`{at.name[1]}`: the {at.statement.op} statement at {at.position} cannot be "
+                        f"applied to an Iceberg lake yet: {' '.join(at.statement.statement.split())[:200]}")
 
     @property
     def orphans(self) -> OrphanFiles:

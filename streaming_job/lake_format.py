@@ -9,12 +9,17 @@ decoding, the union schema, the mirror's candidates and key -- stays with sink.L
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .batch_rows import TableRows
 from .evolution import SchemaGroup
 from .mirror_read import MirrorRead
+
+if TYPE_CHECKING:
+    from .statements import StatementAt
 
 QUARANTINE_TABLE = "_quarantine"
 # An undecodable record: topic, partition, offset, why, the record's value, its headers (pickled dict)
@@ -53,6 +58,32 @@ class LakeFormat(ABC):
     def land(self, rows: TableRows, changes: TableChanges) -> None:
         """The table's change log brought to the batch's schema and given its row changes, and its mirror
         (a key: ``changes.pk``) their last state per key; each skipped where it has the batch already."""
+
+    @abstractmethod
+    def apply(self, at: StatementAt) -> None:
+        """What a table statement did (statements.py), applied to the lake tables of the table it names (and of the
+        other name of a rename) at its place in the batch: a row of its own in the change log, and its effect
+        on the mirror; each skipped where it has this part of the batch already."""
+
+    @contextmanager
+    def part(self, name: str) -> Iterator[None]:
+        """The writes inside are part ``name`` of the batch (statements.py; "" the batch's own): idempotent on their
+        own, so that a replay skips the parts that committed."""
+        base = self.identity
+        self.identity = f"{base}~{name}" if name else base
+        try:
+            yield
+        finally:
+            self.identity = base
+
+    @property
+    @abstractmethod
+    def identity(self) -> str:
+        """The writer identity the format's idempotent writes carry (the job's app id, with the batch's part)."""
+
+    @identity.setter
+    @abstractmethod
+    def identity(self, value: str) -> None: ...
 
     @abstractmethod
     def quarantine(self, errors: list[Undecodable], batch_id: int) -> None:

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
-from .batch_rows import BatchRows, DriverBatch, SparkBatch
+from .batch_rows import BatchRows, DriverBatch, SeqRange, SparkBatch
 from .compaction import ChangeLogCompaction
 from .decode import ERROR, HEADERS, RAW, RECORD_DDL, reassemble, typed_batches
 from .delta_format import DeltaFormat
@@ -46,6 +46,7 @@ from .mirror_driver import DriverMirror
 from .mirror_spark import SparkMirror
 from .mirrors import Mirrors
 from .source_formats import BinlakeRecords, SourceFormat
+from .statements import ApplyPart, StatementAt, plan
 from .table_landing import DriverLanding, SparkLanding
 from .verify import Verifier
 
@@ -183,6 +184,7 @@ class Lander:
         try:
             info = rows.info()
             meta = [r for r in info if r.kind == "row"]
+            said = [r for r in info if r.kind == "statement"]  # table statements (statements.py)
             orphans = [(r.topic, r.partition, r.offset, bytes(r.headers), bytes(r.raw)) for r in info
                        if r.kind == "chunk"]
             errors = [(r.topic, r.partition, r.offset, r.error, bytes(r.raw), bytes(r.headers)) for r in info
@@ -203,7 +205,7 @@ class Lander:
             if errors:
                 self._undecodable(errors, batch_id)
             log.debug("batch %d: decoded in %.1fs%s", batch_id, time.monotonic() - start, rows.where)
-            stats = self._land(rows, meta, batch_id)
+            stats = self._land_statements(rows, meta, said, batch_id) if said else self._land(rows, meta, batch_id)
             self.source.landed(meta)
             if verified or any(r.kind == "verify" for r in info):  # binlake verify: after the batch has landed
                 results = self.verifier.check(rows.verify_rows(verified), partial(self._changed_after, rows),
@@ -252,7 +254,31 @@ class Lander:
                     offset, message)
         self.format.quarantine(errors, batch_id)
 
-    def _land(self, rows: BatchRows, meta: list[Any], batch_id: int) -> BatchStats:
+    def _land_statements(self, rows: BatchRows, meta: list[Any], said: list[Any], batch_id: int) -> BatchStats:
+        """A batch with table statements, in parts (statements.plan): the tables no statement names as any batch,
+        then the named ones' rows up to each statement, each statement, and their rows after it."""
+        ingest = int(time.time() * 1e6)
+        statements = [StatementAt.of(r, batch_id, ingest) for r in said]
+        named = {n for s in statements for n in s.names}
+        stats = self._land(rows, [r for r in meta if (r.db, r.tbl) not in named], batch_id)
+        for step in plan(statements):
+            with self.format.part(step.part):
+                if isinstance(step, ApplyPart):
+                    log.info("batch %d: %s `%s`.`%s` at %s: %s", batch_id, step.at.statement.op, *step.at.name,
+                             step.at.position, " ".join(step.at.statement.statement.split())[:200])
+                    self.format.apply(step.at)
+                    stats.newest_commit_ts = max(stats.newest_commit_ts or 0.0, step.at.commit_ts / 1e6)
+                    continue
+                lo, hi = step.between
+                part = [r for r in meta if (r.db, r.tbl) in step.tables and (lo is None or bytes(r.first_seq) > lo)
+                        and (hi is None or bytes(r.first_seq) < hi)]
+                if part:
+                    more = self._land(rows, part, batch_id, step.between)
+                    stats.rows += more.rows
+                    stats.newest_commit_ts = max(stats.newest_commit_ts or 0.0, more.newest_commit_ts or 0.0)
+        return stats
+
+    def _land(self, rows: BatchRows, meta: list[Any], batch_id: int, between: SeqRange = None) -> BatchStats:
         stats = BatchStats()
         groups: dict[tuple[str, str, str], SchemaGroup] = {}
         for r in meta:
@@ -271,13 +297,13 @@ class Lander:
         # here, 4.8 s on threads: bench/results/land_tables_cluster_s3.md)
         large = [(name, schemas) for name, schemas in ordered
                  if self.threads.remote or sum(g.n for g in schemas) > _INLINE_ROWS]
-        landing = [self.threads.table_workers.submit(self._land_one, rows, name, schemas, batch_id, ingest)
+        landing = [self.threads.table_workers.submit(self._land_one, rows, name, schemas, batch_id, ingest, between)
                    for name, schemas in (large if len(ordered) > 1 else ())]
         errors: list[BaseException | None] = []
         for name, schemas in ordered:
             if len(ordered) == 1 or (name, schemas) not in large:
                 try:
-                    self._land_one(rows, name, schemas, batch_id, ingest)
+                    self._land_one(rows, name, schemas, batch_id, ingest, between)
                 except Exception as exc:  # every table's work ends before an error is raised
                     errors.append(exc)
         errors += [f.exception() for f in landing]
@@ -291,7 +317,7 @@ class Lander:
         return stats
 
     def _land_one(self, rows: BatchRows, name: tuple[str, str], schemas: list[SchemaGroup], batch_id: int,
-                  ingest: int) -> None:
+                  ingest: int, between: SeqRange = None) -> None:
         db, table = name
         t = time.monotonic()
         lake = self.format.lake_columns(db, table)
@@ -299,7 +325,7 @@ class Lander:
         # The mirror's key: the table's (or land.keys'), the same as the mirror's own (keys.py)
         pk = self.mirror_keys.key(db, table, [(g.meta, g.first_position) for g in schemas])
         log.debug("%s.%s: schema %.1fs", db, table, time.monotonic() - t)
-        subset = rows.table(db, table)
+        subset = rows.table(db, table, between)
         t = time.monotonic()
         self.format.land(subset, TableChanges(db, table, lake, columns, pk, schemas, batch_id, ingest))
         log.debug("%s.%s: landed in %.1fs", db, table, time.monotonic() - t)
