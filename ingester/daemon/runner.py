@@ -19,6 +19,7 @@ from ..records.debezium.columns import Modes
 from ..records.debezium.encoder import DebeziumAvro, DebeziumJson, DebeziumOptions
 from ..records.format import Sequence, file_number
 from ..records.outbound import BinlogNames, Outbound
+from ..records.statement import is_statement_record
 from ..schema.history import SchemaHistory
 from ..sources.errors import SourceUnreachable
 from ..sources.position import current_position
@@ -472,6 +473,8 @@ class Runner:
         """Publish a record (streaming.Daemon): the re-snapshot takes its signal table's."""
         if self.resnap is not None and self.resnap.takes(record):
             return
+        if is_statement_record(record.value):  # of a table perhaps never mapped: its topic asked for
+            publisher.expect([record.topic])
         publisher.send(record)
         self.stats["records"] += 1
         self.metrics.records.inc()

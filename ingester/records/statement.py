@@ -122,6 +122,11 @@ def statement_value(statements: list[TableStatement]) -> bytes:
     return b"".join(parts)
 
 
+def is_statement_record(value: bytes) -> bool:
+    """Whether a record value holds table statement entries (which it then holds alone)."""
+    return len(value) > 9 and value[5:9] == b"\0\0\0\0" and bool(value[9] & FLAG_STATEMENT)
+
+
 def index_entry(seq: bytes, commit_ts: int, gtid: bytes = b"") -> bytes:
     """The ``binlake.index`` entry of one table statement entry."""
     return _INDEX_ENTRY.pack(seq, commit_ts, TABLE_STATEMENT, len(gtid)) + gtid

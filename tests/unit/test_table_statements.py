@@ -1,0 +1,200 @@
+"""Table statement entries as the record builder makes them (records/table_statements.py, docs/FORMAT.md "Table
+statements"): in the affected tables' own topics, at the statement's sequence, between the table's earlier and
+later rows; for the parser's operations (TRUNCATE, partitions, CREATE OR REPLACE, RENAME swaps, DROP DATABASE) with
+and without a schema history. The server cross-check is tests/integration/test_table_statements.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ingester.codec import BinlogDecoder
+from ingester.codec import events as E
+from ingester.records.builder import Record, RecordBuilder
+from ingester.records.format import RecordEvent, Sequence, record_events
+from ingester.records.statement import TableStatement, TableStatementEvent
+from ingester.schema.ddl import Partition, TruncateTable, parse_ddl
+from ingester.schema.history import SchemaHistory
+from ingester.sources.binlog_file import binlog_frames
+from tests.harness.binlogs import statement_binlog
+
+T_COLUMNS = "(id INT NOT NULL PRIMARY KEY, name VARCHAR(20))"  # name_table_map's table
+
+
+def _records(path: Path, history: SchemaHistory | None = None, accept: Any = None) -> list[Record]:
+    dec = BinlogDecoder(str(path))
+    builder = RecordBuilder(accept=accept or (lambda db, t: db == "db"), file="mysql-bin.000001", schema=history)
+    out: list[Record] = []
+    for pos, raw in binlog_frames(path, dec):
+        out += builder.feed(dec, raw, pos)
+        builder.checkpoint()
+    return out + builder.flush()
+
+
+def _topic(records: list[Record], topic: str) -> list[RecordEvent]:
+    return [item for r in records if r.topic == topic
+            for item in record_events(dict(r.headers), r.value, f"{r.topic}@{r.seq}")]
+
+
+def _statements(records: list[Record]) -> list[tuple[str, TableStatement]]:
+    """Every entry, in sequence order (a step's entries: "to" before "from"): (topic, statement)."""
+    items = sorted(((item.seq, r.topic, item.event.statement) for r in records if not r.topic.startswith("_")
+                    for item in record_events(dict(r.headers), r.value)
+                    if isinstance(item.event, TableStatementEvent)),
+                   key=lambda x: (x[0], x[2].source is not None))  # a step's "to" before its "from"
+    return [(topic, statement) for _, topic, statement in items]
+
+
+def _history(*ddl: str) -> SchemaHistory:
+    history = SchemaHistory(lambda db, t: db == "db")
+    history.databases["db"] = "utf8mb4"
+    for sql in ddl:
+        history.apply("db", sql, "setup")
+    return history
+
+
+def test_parser_operations_of_truncate_partitions_and_create_or_replace() -> None:
+    assert parse_ddl("TRUNCATE t", "d") == parse_ddl("truncate table `d`.`t` WAIT 2", "x") == [TruncateTable(("d", "t"))]
+    [op] = parse_ddl("ALTER TABLE t EXCHANGE PARTITION p0 WITH TABLE o.t2 WITHOUT VALIDATION", "d")
+    assert op.partition == Partition("exchange", ["p0"], ("o", "t2")) and not op.specs
+    assert [parse_ddl(f"ALTER TABLE t {clause}", "d")[0].partition for clause in (
+        "TRUNCATE PARTITION p1, p2", "TRUNCATE PARTITION ALL", "DROP PARTITION IF EXISTS p0",
+        "ADD PARTITION (PARTITION p3 VALUES LESS THAN (30), PARTITION p4 VALUES LESS THAN MAXVALUE)",
+        "ADD PARTITION PARTITIONS 2", "REORGANIZE PARTITION a, b INTO (PARTITION c VALUES LESS THAN (9))",
+        "COALESCE PARTITION 2", "REMOVE PARTITIONING", "REBUILD PARTITION p1", "PARTITION BY HASH (id) PARTITIONS 4",
+        "CONVERT PARTITION p1 TO TABLE t9", "CONVERT TABLE t9 TO PARTITION p1 VALUES LESS THAN (5)",
+        "ANALYZE PARTITION p1", "ALGORITHM=INPLACE, OPTIMIZE PARTITION ALL")] == [
+        Partition("truncate", ["p1", "p2"]), Partition("truncate"), Partition("drop", ["p0"]),
+        Partition("add", ["p3", "p4"]), Partition("add", count=2), Partition("reorganize", ["a", "b"]),
+        Partition("coalesce", count=2), Partition("remove"), Partition("rebuild", ["p1"]), Partition("repartition"),
+        Partition("convert_to_table", ["p1"], ("d", "t9")), Partition("convert_from_table", ["p1"], ("d", "t9")),
+        None, None]
+    [op] = parse_ddl("CREATE OR REPLACE TABLE t (a INT)", "d")
+    assert op.replace and op.name == ("d", "t")
+    # the history: partitions and TRUNCATE change no columns; a converted partition is a table of its own
+    h = _history(f"CREATE TABLE t {T_COLUMNS}")
+    assert h.apply("db", "TRUNCATE TABLE t", "f:1") == []
+    assert h.apply("db", "ALTER TABLE t TRUNCATE PARTITION p0, p1", "f:2") == [("db", "t")]
+    assert h.apply("db", "ALTER TABLE t CONVERT PARTITION p0 TO TABLE t0", "f:3") == [("db", "t"), ("db", "t0")]
+    assert [c.name for c in h.tables[("db", "t0")].columns] == ["id", "name"]
+    assert h.apply("db", "ALTER TABLE t CONVERT TABLE t0 TO PARTITION p0 VALUES LESS THAN (9)", "f:4") == [
+        ("db", "t"), ("db", "t0")] and ("db", "t0") not in h.tables
+
+
+@pytest.mark.parametrize("history", [False, True])
+def test_rows_statement_rows_of_one_batch_decode_in_order(tmp_path, history) -> None:
+    """INSERT, TRUNCATE, INSERT with no commit between: the table's topic has the rows, the entry, the rows."""
+    path = statement_binlog(tmp_path / "mysql-bin.000001", [
+        ("rows", (b"t", [1, 2])), ("rows", (b"u", [7])), ("query", (b"db", b"TRUNCATE TABLE t")),
+        ("rows", (b"t", [3])), ("query", (b"other", b"TRUNCATE TABLE other.x")),  # not captured: no entry
+        ("query", (b"db", b"TRUNCATE TABLE u")), ("rows", (b"u", [8]))])
+    records = _records(path, _history(f"CREATE TABLE t {T_COLUMNS}", f"CREATE TABLE u {T_COLUMNS}") if history
+                       else None)
+    items = _topic(records, "db.t")
+    kinds = [type(i.event).__name__ for i in items]
+    assert kinds == ["WriteRowsEvent", "TableStatementEvent", "WriteRowsEvent"]
+    assert [i.seq for i in items] == sorted(i.seq for i in items)
+    rows = [[r["after"]["id"] for r in i.event.rows] for i in items if isinstance(i.event, E.WriteRowsEvent)]
+    assert rows == [[1, 2], [3]]
+    truncate = items[1].event.statement
+    assert (truncate.op, truncate.database, truncate.table, truncate.statement) == (
+        "truncate", "db", "t", "TRUNCATE TABLE t")
+    assert truncate.default_database == "db" and truncate.micros == 1_700_000_000_000_000
+    # the statement's own sequence (the schema topic's record of it has the same)
+    schema = [i for i in _topic(records, "_schema") if i.event.query == "TRUNCATE TABLE t"]
+    assert [items[1].seq] == [i.seq for i in schema]
+    if history:  # the table's columns as a TABLE_MAP has them
+        assert [c["name"] for c in truncate.columns] == ["id", "name"] and truncate.primary_key == [[0, 0]]
+        assert truncate.columns[1]["meta"] == 80 and truncate.columns[1]["collation"] == 45  # VARCHAR(20) utf8mb4
+    else:
+        assert truncate.columns is None
+    assert [type(i.event).__name__ for i in _topic(records, "db.u")] == [
+        "WriteRowsEvent", "TableStatementEvent", "WriteRowsEvent"]
+    assert all(t.startswith(("db.", "_")) for t in {r.topic for r in records})
+
+
+@pytest.mark.parametrize("history", [False, True])
+def test_rename_swaps_apply_pair_by_pair(tmp_path, history) -> None:
+    """gh-ost's and pt-osc's swap: each pair gives a "to" entry in the old name's topic and a "from" entry in the
+    new name's, numbered in the order the server applies them."""
+    path = statement_binlog(tmp_path / "mysql-bin.000001", [
+        ("rows", (b"a", [1])), ("query", (b"db", b"RENAME TABLE a TO tmp, b TO a, tmp TO b")),
+        ("query", (b"db", b"RENAME TABLE db.a TO other.a")), ("query", (b"db", b"ALTER TABLE b RENAME TO c"))])
+    h = _history(f"CREATE TABLE a {T_COLUMNS}", "CREATE TABLE b (k INT PRIMARY KEY)") if history else None
+    records = _records(path, h)
+    got = [(topic, s.op, s.to, s.source) for topic, s in _statements(records)]
+    assert got == [
+        ("db.a", "rename", ("db", "tmp"), None), ("db.tmp", "rename", None, ("db", "a")),
+        ("db.b", "rename", ("db", "a"), None), ("db.a", "rename", None, ("db", "b")),
+        ("db.tmp", "rename", ("db", "b"), None), ("db.b", "rename", None, ("db", "tmp")),
+        ("db.a", "rename", ("other", "a"), None),  # other.a is not captured: no entry of its own
+        ("db.b", "rename", ("db", "c"), None), ("db.c", "rename", None, ("db", "b"))]
+    seqs = sorted({item.seq for r in records if r.topic.startswith("db.")
+                   for item in record_events(dict(r.headers), r.value)
+                   if isinstance(item.event, TableStatementEvent) and "RENAME TABLE a TO" in item.event.statement.statement})
+    assert [s.sub for s in seqs] == [0, 1, 2] and len({(s.file_number, s.position) for s in seqs}) == 1
+    entries = _statements(records)
+    if history:  # the new name's entry has the table's columns: a's are b's now
+        assert [c["name"] for c in entries[3][1].columns or ()] == ["k"]
+        assert [c["name"] for c in entries[1][1].columns or ()] == ["id", "name"]
+    # a topic's entries of one statement are one record of their own, after the table's earlier rows
+    a_records = [r for r in records if r.topic == "db.a"]
+    assert [len(list(record_events(dict(r.headers), r.value))) for r in a_records] == [1, 2, 1]
+
+
+def test_drop_database_create_or_replace_and_alter(tmp_path) -> None:
+    path = statement_binlog(tmp_path / "mysql-bin.000001", [
+        ("rows", (b"t", [1])),
+        ("query", (b"db", b"ALTER TABLE t ADD COLUMN g DATETIME(3) DEFAULT '2024-01-02 03:04:05.678'")),
+        ("query", (b"db", b"ALTER TABLE t ADD INDEX ix (name), COMMENT 'c'")),  # neither columns nor key: none
+        ("query", (b"db", b"ALTER TABLE u ADD UNIQUE INDEX uk (k)")),  # u's key (k NOT NULL): an entry
+        ("query", (b"db", b"ALTER TABLE t CHANGE name nm VARCHAR(20), RENAME COLUMN g TO g2")),
+        ("query", (b"db", b"CREATE OR REPLACE TABLE u (z INT)")),
+        ("query", (b"db", b"CREATE TABLE IF NOT EXISTS t (x INT)")),  # there already: none
+        ("query", (b"db", b"ALTER TABLE t TRUNCATE PARTITION p0")),
+        ("query", (b"db", b"DROP DATABASE db"))])
+    h = _history(f"CREATE TABLE t {T_COLUMNS}", "CREATE TABLE u (k INT NOT NULL)", "CREATE TABLE v (a INT)")
+    entries = _statements(_records(path, h))
+    assert [(topic, s.op) for topic, s in entries] == [
+        ("db.t", "alter"), ("db.u", "alter"), ("db.t", "alter"), ("db.u", "drop"), ("db.u", "create"),
+        ("db.t", "partition"), ("db.t", "drop"), ("db.u", "drop"), ("db.v", "drop")]
+    added = entries[0][1]
+    assert [c["name"] for c in added.columns or ()] == ["id", "name", "g"]
+    assert added.columns[2]["default"] == "2024-01-02 03:04:05.678" and added.columns[2]["meta"] == 3  # type: ignore
+    assert entries[1][1].primary_key == [[0, 0]]  # the UNIQUE index of NOT NULL k: the key
+    assert entries[2][1].renamed == {"nm": "name", "g2": "g"}
+    assert [c["name"] for c in entries[4][1].columns or ()] == ["z"]
+    assert entries[5][1].partition == {"action": "truncate", "names": ["p0"]}
+    # without a history: DROP DATABASE drops the tables the stream mapped or gave entries; alter entries without
+    # columns (for an index, a comment: where a UNIQUE index may make a key)
+    entries = _statements(_records(path))
+    assert [(topic, s.op) for topic, s in entries] == [
+        ("db.t", "alter"), ("db.u", "alter"), ("db.t", "alter"), ("db.u", "drop"), ("db.u", "create"),
+        ("db.t", "partition"), ("db.t", "drop"), ("db.u", "drop")]
+    assert all(s.columns is None for _, s in entries)
+
+
+def test_excluded_tables_and_other_statements_give_no_entry(tmp_path) -> None:
+    path = statement_binlog(tmp_path / "mysql-bin.000001", [
+        ("query", (b"db", b"CREATE TABLE x (a INT)")), ("query", (b"db", b"TRUNCATE x")),
+        ("query", (b"db", b"ANALYZE TABLE t")), ("query", (b"db", b"CREATE VIEW w AS SELECT 1")),
+        ("query", (b"db", b"GRANT SELECT ON db.* TO u")), ("query", (b"db", b"ALTER TABLE t COMMENT 'x'")),
+        ("query", (b"db", b"RENAME TABLE x TO y")), ("query", (b"db", b"DROP TABLE x, y"))])
+    records = _records(path, _history(f"CREATE TABLE t {T_COLUMNS}"), accept=lambda db, t: t == "t")
+    assert _statements(records) == []
+    assert all(r.topic.startswith("_") for r in records)
+
+
+def test_a_history_captured_after_a_statement_does_not_apply_it_again(tmp_path) -> None:
+    """A stream that starts before the history's capture (a FULL server's first start): the statements before it
+    are in the captured columns already, and their entries come without columns."""
+    path = statement_binlog(tmp_path / "mysql-bin.000001", [
+        ("query", (b"db", b"ALTER TABLE t ADD COLUMN x INT")), ("query", (b"db", b"ALTER TABLE t ADD COLUMN y INT"))])
+    h = _history(f"CREATE TABLE t (id INT NOT NULL PRIMARY KEY, name VARCHAR(20), x INT)")
+    positions = [pos for pos, _ in binlog_frames(path, BinlogDecoder(str(path)))]
+    h.valid_from = Sequence(0, positions[-1]).encode()  # captured just before the second ALTER (no ROTATE: file 0)
+    entries = _statements(_records(path, h))
+    assert [s.columns is None for _, s in entries] == [True, False]
+    assert [c["name"] for c in entries[1][1].columns or ()] == ["id", "name", "x", "y"]
