@@ -244,7 +244,7 @@ def _column(i: int, info: list[Any], collations: dict[str, int], mariadb: bool,
     column = describe(i, name, data_type, unsigned="unsigned" in column_type, compressed="compressed" in column_type,
                       labels=[m.replace("''", "'") for m in _LABEL.findall(column_type)], binary=collation_name is None,
                       collation=collation, precision=int(precision or 0), scale=int(scale or 0), fsp=int(fsp or 0),
-                      octets=int(octets or 0), nullable=nullable == "YES")
+                      octets=int(octets or 0), nullable=nullable == "YES", mariadb=mariadb)
     if column is None:
         raise SnapshotError(f"snapshot of {table}: column {name} has type {column_type}, which the snapshot cannot "
                             "read yet (exclude the table with filters.exclude)")

@@ -94,7 +94,10 @@ class RecordBuilder:
     file: str = ""
     max_record_bytes: int = 900_000
     max_open_bytes: int = 16 << 20  # all open records together: flushed beyond this (bounded memory)
-    schema: SchemaHistory | None = None  # follows DDL when TABLE_MAPs carry no column names
+    schema: SchemaHistory | None = None  # follows DDL (TABLE_MAPs without column names, table statements' columns)
+    # whether TABLE_MAPs with column names of their own carry the history's entry too where it has column defaults
+    # (schema.history: always; with auto only maps without names carry one)
+    named_entries: bool = True
     masks: ColumnRules | None = None  # filters.columns: rows events of their tables are rewritten (mask.py)
     file_offset: int = 0  # added to binlog file numbers: sequences keep growing after a failover
     txn: Transaction = field(default_factory=Transaction)  # the transaction in progress (txn.py)
@@ -274,7 +277,7 @@ class RecordBuilder:
             topic = f"{tm.database}.{tm.table}" if self.accept(tm.database, tm.table) else None
             entry = b""
             if topic is not None and self.schema is not None and (
-                    not tm.has_names or self.schema.has_defaults((tm.database, tm.table))):
+                    not tm.has_names or (self.named_entries and self.schema.has_defaults((tm.database, tm.table)))):
                 attachment = self.schema.attachment(tm, f"{self.file}:{ev.position}")
                 topic, entry = (None, b"") if attachment is None else (topic, attachment)
             attached: bytes | Masked = entry

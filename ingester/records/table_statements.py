@@ -41,14 +41,13 @@ from ..schema.ddl import (
     parse_ddl,
 )
 from ..schema.history import SchemaHistory
-from ..schema.table_columns import history_columns
+from ..schema.table_columns import Described, history_columns
 from .statement import Op, TableStatement
 
 log = logging.getLogger("binlake.statements")
 # clauses that change what a table's columns or key are (without a schema history, an entry says so: no columns)
 _COLUMN_SPECS = (AddColumn, DropColumn, ChangeColumn, RenameColumn, ColumnDefault, ConvertCharset, AddPrimaryKey,
                  DropPrimaryKey, DropIndex)
-Described = tuple[list[dict[str, Any]], list[list[int]] | None]  # a table's columns and key (table_columns.py)
 
 
 @dataclass
@@ -140,8 +139,10 @@ def _unparsed(exc: UnparsedDDL, accept: Callable[[str, str], bool]) -> Plan | No
         steps.append([_Step("create", first)])
     elif exc.kind == "alter" and accept(*first):
         steps.append([_Step("alter", first)])
-    elif exc.kind in ("drop", "truncate"):
-        steps.append([_Step(exc.kind, n) for n in (names if exc.kind == "drop" else names[:1])])
+    elif exc.kind == "drop":
+        steps.append([_Step("drop", n) for n in names])
+    elif exc.kind == "truncate":
+        steps.append([_Step("truncate", names[0])])
     return Plan(steps, None) if steps else None
 
 
@@ -169,15 +170,15 @@ class _Planner:
     def op(self, op: Operation, seen: Iterable[Name]) -> None:
         if isinstance(op, TruncateTable):
             self.step(_Step("truncate", op.name, columns=True))
-        elif isinstance(op, DropTables):
-            self.step(*(_Step("drop", n) for n in op.names if self.exists(n) is not False))
-            self.present.update(dict.fromkeys(op.names, False))
+        elif isinstance(op, DropTables):  # a step each, in the statement's order
+            for n in op.names:
+                if self.exists(n) is not False:
+                    self.step(_Step("drop", n))
+                self.present[n] = False
         elif isinstance(op, DropDatabase):
-            if self.history is not None:
-                names = [*self.history.tables, *self.history.skipped]
-            else:
-                names = list(seen)
-            self.step(*(_Step("drop", n) for n in sorted(set(names)) if n[0] == op.database))
+            names = [*self.history.tables, *self.history.skipped] if self.history is not None else list(seen)
+            for n in sorted({n for n in names if n[0] == op.database}):
+                self.step(_Step("drop", n))
         elif isinstance(op, (CreateTable, CreateTableLike)):
             existed = self.exists(op.name)
             if op.if_not_exists and existed is not False:
@@ -242,8 +243,8 @@ def _renamed(specs: list[AlterSpec]) -> dict[str, str]:
         origin[new.lower()] = origin.pop(old.lower(), old)
     final = {}
     for spec in specs:  # the new names as written
-        new = spec.new if isinstance(spec, RenameColumn) else spec.column.name if isinstance(spec, ChangeColumn) \
+        named = spec.new if isinstance(spec, RenameColumn) else spec.column.name if isinstance(spec, ChangeColumn) \
             else None
-        if new is not None and new.lower() in origin and origin[new.lower()] != new:
-            final[new] = origin[new.lower()]
+        if named is not None and named.lower() in origin and origin[named.lower()] != named:
+            final[named] = origin[named.lower()]
     return final

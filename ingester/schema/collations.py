@@ -63,7 +63,7 @@ def capture_collations(cur: Any) -> Collations:
     try:
         cur.execute("SELECT FULL_COLLATION_NAME, CHARACTER_SET_NAME, ID, IS_DEFAULT"
                     " FROM information_schema.COLLATION_CHARACTER_SET_APPLICABILITY WHERE ID IS NOT NULL")
-    except Exception:  # noqa: BLE001 - no such columns: the older table
+    except Exception:
         cur.execute("SELECT COLLATION_NAME, CHARACTER_SET_NAME, ID, IS_DEFAULT FROM information_schema.COLLATIONS"
                     " WHERE ID IS NOT NULL")
     return Collations([(text(n), text(c), int(i), text(d or "").lower() == "yes") for n, c, i, d in cur.fetchall()])

@@ -580,10 +580,10 @@ class _Parser:
         if self.accept("TRUNCATE"):  # rows go, columns stay
             self.kind = "truncate"
             self.accept("TABLE")
-            name = self.table_name()
+            truncated = self.table_name()
             self.wait()
             self.end()
-            return [TruncateTable(name)]
+            return [TruncateTable(truncated)]
         return []
 
     def wait(self) -> None:

@@ -46,7 +46,6 @@ from .ddl import (
     DropPrimaryKey,
     DropTables,
     Index,
-    TruncateTable,
     Name,
     Operation,
     RenameColumn,
@@ -55,6 +54,7 @@ from .ddl import (
     TableCharset,
     TableComment,
     TableSchema,
+    TruncateTable,
     UnparsedDDL,
     parse_ddl,
     string_charset,
@@ -64,6 +64,7 @@ from .ddl import (
 
 log = logging.getLogger("binlake.schema")
 HISTORY_TOPIC = "_schema_history"
+VALID_FROM_KEY = b"[]"  # the history topic's entry of where the captured state applies from (no table has this key)
 ON_UNPARSED = ("stop", "skip-table")
 _INT_WORDS = frozenset(("tinyint", "smallint", "mediumint", "int", "integer", "bigint", "bool", "boolean", "int1",
                         "int2", "int3", "int4", "int8", "middleint"))
@@ -110,13 +111,18 @@ class SchemaHistory:
         self.server_charset: str | None = None  # the server's default (of the last statement applied)
         self.server_collation: int | None = None  # ... its collation id
         self.collations = Collations()  # the server's (names, ids, defaults): the daemon reads them (``capture``)
-        # where the state applies from (the sequence of its capture, or of its newest entry read back): statements
-        # before it are in it already (a stream that starts before the capture: ``applies``)
+        # where the captured state applies from (an encoded Sequence; b"": everywhere): the statements before it are in
+        # it already (a stream that starts before the capture: ``applies``)
         self.valid_from: bytes = b""
         self._attachments: dict[Name, bytes] = {}
         self._defaults: dict[Name, bool] = {}  # whether the table's attachment has column defaults
 
     # -- persistence
+
+    def valid_from_entry(self, seq: str) -> bytes:
+        """The history topic's value of ``VALID_FROM_KEY``: the captured state applies from ``seq`` (an older binlake
+        reads it as an entry of the database "" without a charset)."""
+        return orjson.dumps({"database": "", "seq": seq, "ddl": "captured", "valid_from": seq})
 
     def entry(self, name: Name, seq: str, ddl: str) -> bytes:
         """The history topic's value for a table after a change (``seq``: where it applies from)."""
@@ -151,10 +157,11 @@ class SchemaHistory:
     def load(self, entries: Iterable[bytes]) -> None:
         """Rebuild the state from the latest history entry of each table."""
         unknown, unindexed = [], []
-        newest = b""
         for raw in entries:
             value = orjson.loads(raw)
-            newest = max(newest, _seq_bytes(value.get("seq")))
+            if "valid_from" in value:
+                self.valid_from = _seq_bytes(value["valid_from"])
+                continue
             if "table" not in value:
                 self.databases.pop(value["database"], None)
                 self.database_collations.pop(value["database"], None)
@@ -194,7 +201,6 @@ class SchemaHistory:
                         len(unknown), ", ".join(f"{d}.{t}" for d, t in unknown[:5]))
         self._attachments.clear()
         self._defaults.clear()
-        self.valid_from = newest
 
     # -- following the binlog
 
@@ -498,6 +504,8 @@ def _alter(schema: TableSchema, spec: AlterSpec, table: Name, database: tuple[st
                 with_charset(c, schema.charset, schema.collation)
             elif c.type in ("enum", "set"):
                 with_charset(c, schema.charset, schema.collation)
+            elif c.type == "json" and schema.charset is not None:  # MariaDB's JSON is LONGTEXT: converted too
+                c.charset, c.collation = charset_of(schema.charset), schema.collation  # (MySQL's has no charset)
     else:
         assert isinstance(spec, DropPrimaryKey)
         schema.primary_key = []

@@ -27,12 +27,14 @@ COLUMN_FIELDS = ("name", "type", "binlog_type", "meta", "nullable", "unsigned", 
 
 def describe(i: int, name: str, data_type: str, *, unsigned: bool = False, compressed: bool = False,
              labels: list[str] | None = None, binary: bool = False, collation: int | None = None,
-             precision: int = 0, scale: int = 0, fsp: int = 0, octets: int = 0,
-             nullable: bool = True) -> Column | None:
+             precision: int = 0, scale: int = 0, fsp: int = 0, octets: int = 0, nullable: bool = True,
+             mariadb: bool = False) -> Column | None:
     """Column ``i`` as its TABLE_MAP describes it, from information_schema's facts: DATA_TYPE (lower case), whether
     COLUMN_TYPE says unsigned or compressed, ENUM/SET labels, whether it is a binary string (no collation),
     its collation id, NUMERIC_PRECISION/SCALE, DATETIME_PRECISION, CHARACTER_OCTET_LENGTH, IS_NULLABLE. None for a
-    type this module does not know (MariaDB's UUID, INET4, INET6)."""
+    type this module does not know (MariaDB's UUID, INET4, INET6). MariaDB's TABLE_MAP gives YEAR a SIGNEDNESS bit
+    (its Field_year is a Field_tiny), unsigned, and GEOMETRY a charset (binary), that information_schema does not
+    show."""
 
     def col(t: int, meta: int = 0, binlog_type: int | None = None, **kw: Any) -> Column:
         return Column(i, name, t, t if binlog_type is None else binlog_type, meta, nullable, **kw)
@@ -46,7 +48,7 @@ def describe(i: int, name: str, data_type: str, *, unsigned: bool = False, compr
     if data_type == "decimal":
         return col(T.NEWDECIMAL, precision << 8 | scale, unsigned=unsigned)
     if data_type == "year":
-        return col(T.YEAR)
+        return col(T.YEAR, unsigned=True) if mariadb else col(T.YEAR)
     if data_type == "date":
         return col(T.DATE)
     if data_type in _TIMES:
@@ -70,8 +72,9 @@ def describe(i: int, name: str, data_type: str, *, unsigned: bool = False, compr
         return col(T.BLOB_COMPRESSED if compressed else T.BLOB, BLOBS[data_type], collation=text_collation)
     if data_type == "json":  # MySQL's binary JSON (MariaDB's JSON is LONGTEXT, above)
         return col(T.JSON, 4)
-    if data_type.upper() in GEOMETRY_TYPES:
-        return col(T.GEOMETRY, 4, geometry_type=GEOMETRY_TYPES.index(data_type.upper()))
+    if data_type.upper() in GEOMETRY_TYPES:  # MariaDB's TABLE_MAP gives it a charset: binary
+        return col(T.GEOMETRY, 4, geometry_type=GEOMETRY_TYPES.index(data_type.upper()),
+                   collation=63 if mariadb else None)
     if data_type == "vector":
         return col(T.VECTOR, 4)
     return None
@@ -82,6 +85,7 @@ _WORDS = {"integer": "int", "int4": "int", "int1": "tinyint", "int2": "smallint"
           "middleint": "mediumint", "int8": "bigint", "bool": "tinyint", "boolean": "tinyint", "dec": "decimal",
           "numeric": "decimal", "fixed": "decimal", "float4": "float", "float8": "double", "real": "double",
           "serial": "bigint", "geomcollection": "geometrycollection"}
+Described = tuple[list[dict[str, Any]], list[list[int]] | None]  # a table's columns and key (history_columns)
 _SIZED = ((1 << 8, "tiny"), (1 << 16, ""), (1 << 24, "medium"))  # TEXT(n), BLOB(n): the smallest type that holds n
 
 
@@ -120,11 +124,11 @@ def history_column(i: int, c: ColumnDef, mariadb: bool, collations: Collations,
         collation = collations.id_of(c.collation or c.charset, mariadb, defaults)
     return describe(i, c.name, word, unsigned=c.unsigned, compressed=c.compressed,
                     labels=c.enum_values if word == "enum" else c.set_values, binary=binary, collation=collation,
-                    precision=precision, scale=scale, fsp=fsp, octets=octets, nullable=not c.not_null)
+                    precision=precision, scale=scale, fsp=fsp, octets=octets, nullable=not c.not_null, mariadb=mariadb)
 
 
 def history_columns(schema: TableSchema, mariadb: bool, collations: Collations,
-                    defaults: dict[str, int] | None = None) -> tuple[list[dict[str, Any]], list[list[int]] | None] | None:
+                    defaults: dict[str, int] | None = None) -> Described | None:
     """A table's columns in a snapshot descriptor's form (``COLUMN_FIELDS``, and ``default``: a literal DEFAULT as
     text or a number, or ``default_expression``: the text of one only the server evaluates, CURRENT_TIMESTAMP...),
     and its key as the TABLE_MAP names it (``[[column index, prefix length]]``; None without one), from the schema

@@ -66,7 +66,8 @@ def _topics(records):
 
 def test_damaged_records_fail_with_the_offset() -> None:
     _, out, _ = build_records(CORPUS / "zendesk-maxwell" / "binlog.000004")
-    record = next(r for r in out if isinstance(r, Record) and r.topic != SCHEMA_TOPIC and not is_statement_record(r.value))
+    record = next(r for r in out if isinstance(r, Record) and r.topic != SCHEMA_TOPIC
+                  and not is_statement_record(r.value))
     headers = dict(record.headers)
     with pytest.raises(BinlogError, match=r"^rec at byte \d+: record's event of \d+ bytes runs past its end"):
         list(record_events(headers, record.value[:-3], "rec"))

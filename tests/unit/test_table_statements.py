@@ -56,7 +56,8 @@ def _history(*ddl: str) -> SchemaHistory:
 
 
 def test_parser_operations_of_truncate_partitions_and_create_or_replace() -> None:
-    assert parse_ddl("TRUNCATE t", "d") == parse_ddl("truncate table `d`.`t` WAIT 2", "x") == [TruncateTable(("d", "t"))]
+    assert parse_ddl("TRUNCATE t", "d") == parse_ddl("truncate table `d`.`t` WAIT 2", "x") == [
+        TruncateTable(("d", "t"))]
     [op] = parse_ddl("ALTER TABLE t EXCHANGE PARTITION p0 WITH TABLE o.t2 WITHOUT VALIDATION", "d")
     assert op.partition == Partition("exchange", ["p0"], ("o", "t2")) and not op.specs
     assert [parse_ddl(f"ALTER TABLE t {clause}", "d")[0].partition for clause in (
@@ -133,7 +134,8 @@ def test_rename_swaps_apply_pair_by_pair(tmp_path, history) -> None:
         ("db.b", "rename", ("db", "c"), None), ("db.c", "rename", None, ("db", "b"))]
     seqs = sorted({item.seq for r in records if r.topic.startswith("db.")
                    for item in record_events(dict(r.headers), r.value)
-                   if isinstance(item.event, TableStatementEvent) and "RENAME TABLE a TO" in item.event.statement.statement})
+                   if isinstance(item.event, TableStatementEvent)
+                   and "RENAME TABLE a TO" in item.event.statement.statement})
     assert [s.sub for s in seqs] == [0, 1, 2] and len({(s.file_number, s.position) for s in seqs}) == 1
     entries = _statements(records)
     if history:  # the new name's entry has the table's columns: a's are b's now
@@ -192,7 +194,7 @@ def test_a_history_captured_after_a_statement_does_not_apply_it_again(tmp_path) 
     are in the captured columns already, and their entries come without columns."""
     path = statement_binlog(tmp_path / "mysql-bin.000001", [
         ("query", (b"db", b"ALTER TABLE t ADD COLUMN x INT")), ("query", (b"db", b"ALTER TABLE t ADD COLUMN y INT"))])
-    h = _history(f"CREATE TABLE t (id INT NOT NULL PRIMARY KEY, name VARCHAR(20), x INT)")
+    h = _history("CREATE TABLE t (id INT NOT NULL PRIMARY KEY, name VARCHAR(20), x INT)")
     positions = [pos for pos, _ in binlog_frames(path, BinlogDecoder(str(path)))]
     h.valid_from = Sequence(0, positions[-1]).encode()  # captured just before the second ALTER (no ROTATE: file 0)
     entries = _statements(_records(path, h))
