@@ -71,7 +71,9 @@ class Runner:
             dbz.decimal_handling_mode, dbz.time_precision_mode, dbz.bigint_unsigned_handling_mode,
             dbz.binary_handling_mode), dbz.schemas_enable, dbz.tombstones_on_delete, dbz.provide_transaction_metadata,
             dbz.include_schema_changes, cfg.filters.accepts,
-            (dbz.key_subject_name_strategy, dbz.value_subject_name_strategy))
+            (dbz.key_subject_name_strategy, dbz.value_subject_name_strategy),
+            frozenset(op for op in dbz.skipped_operations if op != "none"),
+            self.schema_history and (cfg.schema.history == "always" or not self.full_metadata))
         if cfg.kafka.format == "debezium-avro":
             from ..registry_client import RegistryClient, SchemaLookup  # HTTP: imported only by those who use it
 

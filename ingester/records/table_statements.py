@@ -71,8 +71,7 @@ class Plan:
     history: SchemaHistory | None  # None: no columns (no history, or one whose state is past this statement)
 
     def entries(self, base: dict[str, Any], mariadb: bool) -> list[tuple[int, TableStatement]]:
-        """(step, entry) in step order; ``base``: the fields every entry shares (statement, default_database,
-        micros, time_zone)."""
+        """(step, entry) in step order; ``base``: the fields every entry shares (``statement_fields``)."""
         out = []
         described: dict[Name, Described | None] = {}
         for k, step in enumerate(self.steps):
@@ -107,7 +106,7 @@ def statement_fields(ev: E.QueryEvent) -> dict[str, Any]:
     status = ev.status_vars
     micros = ev.timestamp * 1_000_000 + (status.get("microseconds") or status.get("hrnow") or 0)
     return {"statement": ev.query, "default_database": ev.database, "micros": micros,
-            "time_zone": status.get("time_zone")}
+            "time_zone": status.get("time_zone"), "server_id": ev.server_id}
 
 
 def plan(ev: E.QueryEvent, accept: Callable[[str, str], bool], history: SchemaHistory | None,
