@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from ingester.codec import BinlogDecoder
@@ -200,3 +201,46 @@ def test_a_history_captured_after_a_statement_does_not_apply_it_again(tmp_path) 
     entries = _statements(_records(path, h))
     assert [s.columns is None for _, s in entries] == [True, False]
     assert [c["name"] for c in entries[1][1].columns or ()] == ["id", "name", "x", "y"]
+
+
+@pytest.mark.parametrize("avro", [False, True])
+def test_debezium_formats_publish_truncates_unless_skipped(tmp_path, avro) -> None:
+    """A truncate entry is Debezium's truncate change event (op "t", no key, no images) in the table's schema: its
+    change events' before it, the entry's own columns where none came yet; other entries are no change events."""
+    from ingester.records.debezium.encoder import DebeziumAvro, DebeziumJson, DebeziumOptions
+    from tests.harness.avro import Registry
+
+    path = statement_binlog(tmp_path / "mysql-bin.000001", [
+        ("query", (b"db", b"TRUNCATE TABLE u")), ("rows", (b"u", [1])),  # u's schema from the entry, then its rows'
+        ("rows", (b"t", [1])), ("query", (b"db", b"TRUNCATE TABLE t")),
+        ("query", (b"db", b"ALTER TABLE t COMMENT 'x'")), ("rows", (b"t", [2]))])
+    records = _records(path, _history(f"CREATE TABLE t {T_COLUMNS}", f"CREATE TABLE u {T_COLUMNS}"))
+    registry = Registry()
+
+    def encoder(skipped: frozenset[str]) -> Any:
+        options = DebeziumOptions("p", skipped=skipped)
+        return DebeziumAvro(options, registry, lambda n: "mysql-bin.000001", 900_000) if avro else \
+            DebeziumJson(options, lambda n: "mysql-bin.000001", 900_000)
+
+    def payloads(skipped: frozenset[str]) -> dict[str, list[Any]]:
+        out: dict[str, list[Any]] = {}
+        enc = encoder(skipped)
+        for m in [m for r in records for m in enc.messages(r)] + list(enc.before_commit()):
+            if m.topic.startswith("p.db.") and m.value is not None:
+                value = registry.decode(m.value) if avro else orjson.loads(m.value)
+                out.setdefault(m.topic, []).append((m.key, value if avro else value["payload"],
+                                                    None if avro else value["schema"]))
+        return out
+
+    events = payloads(frozenset())
+    assert [v["op"] for _, v, _ in events["p.db.t"]] == ["c", "t", "c"]
+    assert [v["op"] for _, v, _ in events["p.db.u"]] == ["t", "c"]
+    for key, value, schema in (events["p.db.t"][1], events["p.db.u"][0]):
+        assert key is None and value["before"] is None and value["after"] is None
+        source = value["source"]
+        assert (source["table"], source["row"], source["snapshot"], source["query"]) in (
+            ("t", 0, "false", None), ("u", 0, "false", None))
+        assert schema == events[f"p.db.{source['table']}"][-1][2]  # the table's schema, as its rows events have it
+    skipping = payloads(frozenset(("t",)))
+    assert [v["op"] for _, v, _ in skipping["p.db.t"]] == ["c", "c"]
+    assert [v["op"] for _, v, _ in skipping["p.db.u"]] == ["c"]
