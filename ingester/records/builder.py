@@ -362,7 +362,7 @@ class RecordBuilder:
     def _statements(self, planned: Plan, ev: E.QueryEvent, seq: Sequence) -> list[Record]:
         """A statement's table statement entries, a record per topic (after the topic's open record)."""
         topics: dict[str, list[tuple[Sequence, Any]]] = {}
-        for k, entry in planned.entries(statement_fields(ev), self._mariadb):
+        for k, entry in planned.entries(statement_fields(ev), self._mariadb, self.masks):
             topic = f"{entry.database}.{entry.table}"
             self._records.names.setdefault(topic, (entry.database, entry.table))
             topics.setdefault(topic, []).append((Sequence(seq.file_number, seq.position, seq.sub + k), entry))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..codec import events as E
+from ..column_rules import ColumnRules
 from ..schema.ddl import (
     AddColumn,
     AddIndex,
@@ -70,8 +71,11 @@ class Plan:
     steps: list[list[_Step]]
     history: SchemaHistory | None  # None: no columns (no history, or one whose state is past this statement)
 
-    def entries(self, base: dict[str, Any], mariadb: bool) -> list[tuple[int, TableStatement]]:
-        """(step, entry) in step order; ``base``: the fields every entry shares (``statement_fields``)."""
+    def entries(self, base: dict[str, Any], mariadb: bool,
+                masks: ColumnRules | None = None) -> list[tuple[int, TableStatement]]:
+        """(step, entry) in step order; ``base``: the fields every entry shares (``statement_fields``); ``masks``
+        (filters.columns): the columns they name have no default in entries (their values are masked: what existing
+        rows would get too)."""
         out = []
         described: dict[Name, Described | None] = {}
         for k, step in enumerate(self.steps):
@@ -84,9 +88,16 @@ class Plan:
                 if s.op == "alter" and (columns == s.before if columns is not None and s.before is not None
                                         else not s.changes):
                     continue  # neither its columns nor its key changed (an index, a comment, an option)
-                out.append((k, TableStatement(s.op, s.table[0], s.table[1], mariadb=mariadb, **base, **s.fields,
-                                              columns=None if columns is None else columns[0],
-                                              primary_key=None if columns is None else columns[1])))
+                entry = TableStatement(s.op, s.table[0], s.table[1], mariadb=mariadb, **base, **s.fields,
+                                       columns=None if columns is None else columns[0],
+                                       primary_key=None if columns is None else columns[1])
+                if masks is not None and entry.columns is not None and masks.applies_to(*s.table):
+                    tm = entry.table_map()
+                    assert tm is not None
+                    for i in masks.for_table(tm):
+                        entry.columns[i].pop("default", None)
+                        entry.columns[i].pop("default_expression", None)
+                out.append((k, entry))
         return out
 
 

@@ -244,3 +244,48 @@ def test_debezium_formats_publish_truncates_unless_skipped(tmp_path, avro) -> No
     skipping = payloads(frozenset(("t",)))
     assert [v["op"] for _, v, _ in skipping["p.db.t"]] == ["c", "c"]
     assert [v["op"] for _, v, _ in skipping["p.db.u"]] == ["c"]
+
+
+def test_a_resnapshot_chunk_with_a_statement_in_its_window_is_read_again(tmp_path) -> None:
+    """Rows a chunk read between its watermarks may be from before a TRUNCATE (or an ALTER) in that window, or after:
+    the chunk is read again, its progress where it was."""
+    from ingester.config import Config
+    from ingester.daemon.resnapshot import Resnapshotter, _Chunk
+    from ingester.daemon.snapshot import TableReader
+
+    path = statement_binlog(tmp_path / "mysql-bin.000001", [("rows", (b"t", [5])), ("query", (b"db", b"TRUNCATE t"))])
+    records = [r for r in _records(path) if r.topic == "db.t"]
+    cfg = Config()
+    cfg.snapshot_signal_table = "db.sig"
+    resnap = Resnapshotter(cfg)
+    resnap.state = {"tables": ["db.t"], "last_pk": None, "rows": 0}
+    tm = next(i.event.table_map for i in _topic(records, "db.t") if isinstance(i.event, E.RowsEvent))
+    reader = TableReader("db.t", tm, [], [], [], [0], b"")
+    for statement in (False, True):
+        resnap.chunk = chunk = _Chunk(reader, "high", {(1,): [1, "a"], (5,): [5, "b"]}, None)
+        for record in records if statement else records[:1]:
+            assert not resnap.takes(record)
+        chunk.high = (Sequence(0, 10**6), 0)
+        assert (chunk.void is not None) == statement
+        published = resnap.before_commit()
+        assert resnap.chunk is None
+        if statement:  # nothing published, the table's progress unchanged: the next chunk reads it again
+            assert published == [] and resnap.state["tables"] == ["db.t"] and resnap.state["rows"] == 0
+        else:  # row 5 changed in the window: its change is published, the chunk's other row read
+            assert resnap.state["rows"] == 1 and resnap.state["tables"] == []
+            resnap.state = {"tables": ["db.t"], "last_pk": None, "rows": 0}
+
+
+def test_masked_columns_have_no_default_in_entries(tmp_path) -> None:
+    """filters.columns: the default of a column whose values are masked is not published either."""
+    from ingester.column_rules import ColumnRules
+
+    path = statement_binlog(tmp_path / "mysql-bin.000001", [
+        ("query", (b"db", b"ALTER TABLE t ADD COLUMN ssn VARCHAR(11) DEFAULT '123-45-6789', ADD n INT DEFAULT 3"))])
+    dec = BinlogDecoder(str(path))
+    builder = RecordBuilder(accept=lambda db, t: db == "db", file="mysql-bin.000001",
+                            schema=_history(f"CREATE TABLE t {T_COLUMNS}"), masks=ColumnRules({"db.t.ssn": "mask"}))
+    records = [r for pos, raw in binlog_frames(path, dec) for r in builder.feed(dec, raw, pos)] + builder.flush()
+    [(_, alter)] = _statements(records)
+    assert {c["name"]: c.get("default") for c in alter.columns or ()} == {"id": None, "name": None, "ssn": None,
+                                                                          "n": "3"}
