@@ -199,8 +199,8 @@ class _Planner:
             self.present[op.name] = True
         elif isinstance(op, RenameTables):
             for old, new in op.pairs:
-                if self.exists(old) is False:
-                    continue  # a view, or a table nobody captured: the history lets it be too
+                if self.accept(*old) and self.exists(old) is False:
+                    continue  # a view (the history knows every captured table): the history lets it be too
                 self.rename(old, new)
         elif isinstance(op, AlterTable):
             self.alter(op)

@@ -123,7 +123,8 @@ def test_rename_swaps_apply_pair_by_pair(tmp_path, history) -> None:
     new name's, numbered in the order the server applies them."""
     path = statement_binlog(tmp_path / "mysql-bin.000001", [
         ("rows", (b"a", [1])), ("query", (b"db", b"RENAME TABLE a TO tmp, b TO a, tmp TO b")),
-        ("query", (b"db", b"RENAME TABLE db.a TO other.a")), ("query", (b"db", b"ALTER TABLE b RENAME TO c"))])
+        ("query", (b"db", b"RENAME TABLE db.a TO other.a")), ("query", (b"db", b"ALTER TABLE b RENAME TO c")),
+        ("query", (b"db", b"RENAME TABLE other.z TO db.z, db.view TO db.view2"))])
     h = _history(f"CREATE TABLE a {T_COLUMNS}", "CREATE TABLE b (k INT PRIMARY KEY)") if history else None
     records = _records(path, h)
     got = [(topic, s.op, s.to, s.source) for topic, s in _statements(records)]
@@ -132,7 +133,11 @@ def test_rename_swaps_apply_pair_by_pair(tmp_path, history) -> None:
         ("db.b", "rename", ("db", "a"), None), ("db.a", "rename", None, ("db", "b")),
         ("db.tmp", "rename", ("db", "b"), None), ("db.b", "rename", None, ("db", "tmp")),
         ("db.a", "rename", ("other", "a"), None),  # other.a is not captured: no entry of its own
-        ("db.b", "rename", ("db", "c"), None), ("db.c", "rename", None, ("db", "b"))]
+        ("db.b", "rename", ("db", "c"), None), ("db.c", "rename", None, ("db", "b")),
+        # a table the filters left out arrives (rows the lake never saw); a view is no table (with a history)
+        ("db.z", "rename", None, ("other", "z")),
+        *([] if history else [("db.view", "rename", ("db", "view2"), None), ("db.view2", "rename", None,
+                                                                              ("db", "view"))])]
     seqs = sorted({item.seq for r in records if r.topic.startswith("db.")
                    for item in record_events(dict(r.headers), r.value)
                    if isinstance(item.event, TableStatementEvent)
