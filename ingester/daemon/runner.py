@@ -246,6 +246,8 @@ class Runner:
         """Capture the selected tables' columns now. On a first start (no checkpoint, no configured start
         file) they are committed with a checkpoint at the server's current position, where that schema
         is valid and streaming then starts; otherwise they go with the next checkpoint."""
+        import pymysql
+
         from . import schema_io
         from .source_conn import connect
 
@@ -255,8 +257,12 @@ class Runner:
                 cur.execute("SELECT VERSION()")
                 file, position, gtid_set = current_position(cur, "mariadb" in cur.fetchone()[0].lower())
                 history, records = schema_io.capture_records(self.cfg, cur, file, position)
+        except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as exc:  # the server went away: retried
+            raise ReplicationError(f"{self.source}: the schema history's capture: {exc}",
+                                   exc.args[0] if exc.args and isinstance(exc.args[0], int) else None) from None
         finally:
-            conn.close()
+            if conn.open:
+                conn.close()
         for record in records:
             self.send(publisher, record)
         if self.lenient_history:  # the stream starts where it did without a history: its records need none

@@ -63,7 +63,17 @@ def capture_collations(cur: Any) -> Collations:
     try:
         cur.execute("SELECT FULL_COLLATION_NAME, CHARACTER_SET_NAME, ID, IS_DEFAULT"
                     " FROM information_schema.COLLATION_CHARACTER_SET_APPLICABILITY WHERE ID IS NOT NULL")
-    except Exception:
+    except Exception:  # no such columns (MySQL, MariaDB before 10.10): the older table
         cur.execute("SELECT COLLATION_NAME, CHARACTER_SET_NAME, ID, IS_DEFAULT FROM information_schema.COLLATIONS"
                     " WHERE ID IS NOT NULL")
-    return Collations([(text(n), text(c), int(i), text(d or "").lower() == "yes") for n, c, i, d in cur.fetchall()])
+    found = Collations([(text(n), text(c), int(i), text(d or "").lower() == "yes") for n, c, i, d in cur.fetchall()])
+    try:  # MariaDB 11.2+: each charset's default collation as the server uses it (utf8mb4=utf8mb4_uca1400_ai_ci)
+        cur.execute("SELECT @@global.character_set_collations")
+        setting = text(cur.fetchone()[0] or "")
+    except Exception:  # no such variable: the table's defaults are the server's
+        return found
+    for pair in setting.split(","):
+        charset, _, collation = pair.strip().partition("=")
+        if collation.strip().lower() in found.ids:
+            found.defaults[charset_of(charset.strip())] = found.ids[collation.strip().lower()]
+    return found

@@ -294,3 +294,31 @@ def test_masked_columns_have_no_default_in_entries(tmp_path) -> None:
     [(_, alter)] = _statements(records)
     assert {c["name"]: c.get("default") for c in alter.columns or ()} == {"id": None, "name": None, "ssn": None,
                                                                           "n": "3"}
+
+
+def test_columns_follow_collations_as_the_server_names_them() -> None:
+    """A column's collation: COLLATE's, its charset's default (the server's table of collations), the table's, the
+    database's, BINARY's _bin; CONVERT TO and DEFAULT CHARSET; described by id as a FULL TABLE_MAP has it."""
+    from ingester.schema.collations import Collations
+    from ingester.schema.table_columns import history_columns
+
+    h = _history()
+    h.collations = Collations([("utf8mb4_general_ci", "utf8mb4", 45, True), ("utf8mb4_bin", "utf8mb4", 46, False),
+                               ("utf8mb4_uca1400_ai_ci", "utf8mb4", 2304, False), ("latin1_swedish_ci", "latin1", 8,
+                                                                                   True),
+                               ("latin1_bin", "latin1", 47, False), ("utf8mb3_general_ci", "utf8mb3", 33, True)])
+    h.collations.defaults["utf8mb4"] = 2304  # character_set_collations
+    h.apply("db", "CREATE TABLE c (a VARCHAR(2), b VARCHAR(2) COLLATE utf8mb4_bin, c CHAR(1) BINARY,"
+                  " d VARCHAR(2) CHARACTER SET latin1, e ENUM('x'), f NCHAR(1), g VARBINARY(2), j JSON)"
+                  " COLLATE latin1_bin", "f:1")
+
+    def collations() -> list[int | None]:
+        described = history_columns(h.tables[("db", "c")], True, h.collations)
+        assert described is not None
+        return [c["collation"] for c in described[0]]
+
+    assert collations() == [47, 46, 47, 8, 47, 33, 63, 46]
+    h.apply("db", "ALTER TABLE c ADD z VARCHAR(1), DEFAULT CHARSET utf8mb4", "f:2")
+    assert collations()[-1] == 2304  # the table's new default: utf8mb4's default collation here
+    h.apply("db", "ALTER TABLE c CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_bin", "f:3")
+    assert collations() == [46, 46, 46, 46, 46, 46, 63, 46, 46]
