@@ -57,14 +57,17 @@ class TableStatement:
     server_id: int = 0  # the QUERY event's: the server that ran the statement first
     to: tuple[str, str] | None = None  # rename: the table's new name (in the old name's topic)
     source: tuple[str, str] | None = None  # rename: the table's old name (in the new name's topic); JSON "from"
-    # The table's columns after the statement, as a snapshot descriptor describes them (records/snapshot.py's
-    # _COLUMN_FIELDS, plus "default" where the history knows a literal DEFAULT), from the schema history;
-    # None where the daemon keeps no history or the history does not know the table
+    # The table's columns after the statement (create, alter, truncate, partition, a rename's "from"), as a snapshot
+    # descriptor describes them (records/snapshot.py's _COLUMN_FIELDS, plus "default" where the history knows a
+    # literal DEFAULT, "default_expression" where only the server evaluates it), from the schema history: equal to
+    # the server's FULL TABLE_MAP after the statement; None where the daemon keeps no history or it does not know them
     columns: list[dict[str, Any]] | None = None
     primary_key: list[list[int]] | None = None  # [[column index, prefix length]] of the key the TABLE_MAP would name
     renamed: dict[str, str] = field(default_factory=dict)  # alter: new column name -> old name
-    # partition: {"action": "truncate"|"drop"|"exchange"|"reorganize"|"coalesce"|"add"|"remove"|...,
-    #             "names": [partition names] ([] : ALL), "with": [db, table] of EXCHANGE ... WITH TABLE, or absent}
+    # partition: {"action": one of schema/ddl.py's PARTITION_ACTIONS (truncate, drop, exchange, reorganize, coalesce,
+    #             add, remove, rebuild, repartition, discard, import, convert_to_table, convert_from_table),
+    #             "names": [partition names] ([]: ALL, or none named), "with": [db, table] of EXCHANGE's or CONVERT's
+    #             other table, or absent, "count": COALESCE's and ADD PARTITIONS' number, or absent}
     partition: dict[str, Any] | None = None
     mariadb: bool = False
 
