@@ -13,6 +13,7 @@ from ingester.devstack import MariaDBServer
 from ingester.devstack.connect import APICURIO_CONVERTER, DEBEZIUM_JDBC_SINK, DEBEZIUM_MARIADB, KafkaConnect
 from ingester.devstack.iceberg_rest import IcebergRestCatalog
 from ingester.devstack.kafka import KafkaBroker
+from ingester.devstack.mysql import MySQLServer
 from ingester.devstack.objectstore import ObjectStore
 from ingester.devstack.registry import SchemaRegistry
 from ingester.devstack.spark_cluster import SparkCluster
@@ -34,6 +35,25 @@ def make_mariadb() -> Iterator[Callable[..., MariaDBServer]]:
 
         def make(**options: Any) -> MariaDBServer:
             return servers.enter_context(MariaDBServer(**options))
+
+        yield make
+
+
+@pytest.fixture(scope="session")
+def mysql80() -> Iterator[MySQLServer]:
+    """The shared Oracle MySQL 8.0 (its defaults: MINIMAL row metadata, CRC32 checksums; GTIDs on), started once per
+    session; give each test its own database."""
+    with MySQLServer() as server:
+        yield server
+
+
+@pytest.fixture
+def make_mysql80() -> Iterator[Callable[..., MySQLServer]]:
+    """Start further MySQL 8.0 servers with other settings (MySQLServer's keywords); they stop after the test."""
+    with contextlib.ExitStack() as servers:
+
+        def make(**options: Any) -> MySQLServer:
+            return servers.enter_context(MySQLServer(**options))
 
         yield make
 
@@ -125,7 +145,8 @@ def spark():
 
 
 # Fixtures that start a real server (or Spark): a test using one belongs to the integration lane.
-SERVER_FIXTURES = frozenset(("mariadb", "make_mariadb", "kafka", "make_kafka", "mysql84", "object_store",
+SERVER_FIXTURES = frozenset(("mariadb", "make_mariadb", "mysql80", "make_mysql80", "kafka", "make_kafka", "mysql84",
+                             "object_store",
                              "iceberg_rest",
                              "spark_cluster", "lake_shape", "spark", "kafka_connect",
                              "schema_registry"))

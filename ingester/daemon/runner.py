@@ -351,7 +351,8 @@ class Runner:
                     self.send(publisher, record)
                 checkpoint.resnapshot = resnap.progress()
             for prepared, records in builder.xa.persist():  # prepared XA transactions still open: into _prepared
-                prepared.offset = [publisher.send_prepared(record) for record in records][0]
+                offsets = [publisher.send_prepared(record) for record in records]
+                prepared.offset = offsets[0]
             checkpoint.prepared = builder.xa.checkpoint()
             self._commit(publisher, checkpoint, builder.transactions - committed_transactions)
             committed_transactions, last_commit = builder.transactions, time.monotonic()

@@ -93,7 +93,8 @@ def gtid_rows(kafka, prefix: str) -> collections.Counter:
 
     consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap, isolation_level="read_committed",
                              enable_auto_commit=False, group_id=None)
-    topics = [t for t in consumer.topics() if t.startswith(prefix + ".") and not t.endswith(("_offsets", "_schema"))]
+    topics = [t for t in consumer.topics()
+              if t.startswith(prefix + ".") and not t.endswith(("_offsets", "_schema", "_prepared"))]
     parts = [TopicPartition(t, p) for t in topics for p in consumer.partitions_for_topic(t)]
     consumer.assign(parts)
     consumer.seek_to_beginning(*parts)
