@@ -14,6 +14,7 @@ import pytest
 from harness import debezium as dbz
 
 from ingester.cli.consume import committed_record_events
+from ingester.cli.main import main
 from ingester.codec import events as E
 from ingester.daemon.kafka_io import read_checkpoint
 from ingester.records.format import file_number
@@ -102,7 +103,7 @@ def _assert_mirrors(lake, conn, db: str) -> None:
 
 
 @pytest.mark.parametrize("kind", ["mariadb", "mysql80"])
-def test_prepared_rows_are_published_at_their_commit_only(kind, request, kafka, tmp_path) -> None:
+def test_prepared_rows_are_published_at_their_commit_only(kind, request, kafka, tmp_path, capsys) -> None:
     server = request.getfixturevalue(kind)
     db, prefix = f"xa_{kind}", f"xa{kind}"
     server.execute(f"DROP DATABASE IF EXISTS {db}")
@@ -131,6 +132,11 @@ def test_prepared_rows_are_published_at_their_commit_only(kind, request, kafka, 
         _sql(server, db, "UPDATE a SET n = n + 100 WHERE id = 70")
         caught_up(server, kafka, prefix, daemon)
         assert _prepared_xids(kafka, prefix, server) == {_xid("p3"), _xid("p4")}
+        capsys.readouterr()
+        assert main(["status", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix", prefix]) == 0
+        shown = capsys.readouterr().out
+        assert f"XA transaction {_xid('p3')} prepared" in shown and f"its changes of {db}.a held back" in shown
+        assert f"XA transaction {_xid('p4')} prepared" in shown and f"its changes of {db}.b held back" in shown
 
         conn = server.connect(db)
         lake = tmp_path / "lake"

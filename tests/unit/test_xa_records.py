@@ -231,3 +231,37 @@ def test_checkpoint_entries_round_trip() -> None:
     assert xa.checkpoint() == {prepared.xid: prepared.to_json()}
     xa.resume(None)
     assert xa.checkpoint() is None
+
+
+@SERVERS
+def test_the_debezium_formats_publish_released_rows_at_the_commit(maria) -> None:
+    """debezium-json and debezium-avro render what the builder releases: a committed XA transaction's rows at its XA
+    COMMIT (source.pos, its GTID as source.gtid and transaction id, END counting them), a rolled-back one's not at
+    all; Avro's events read back as the JSON ones."""
+    from ingester.records.debezium.encoder import DebeziumAvro, DebeziumJson, DebeziumOptions
+    from ingester.records.outbound import BinlogNames
+    from tests.harness.avro import Registry, same
+
+    binlog = (XaBinlog(maria).prepare("a", {b"t": [1], b"u": [2]}).prepare("b", {b"t": [3]}).plain({b"t": [4]})
+              .outcome("b", commit=False).outcome("a"))
+    fed = feed(binlog, RecordBuilder(file="binlog.000001", together=True))  # transaction metadata: across tables
+    names = BinlogNames()
+    names.saw(0, "binlog.000001")
+    options = DebeziumOptions("p", transactions=True)
+    registry = Registry()
+    out = {}
+    for layout, encoder in (("json", DebeziumJson(options, names, 900_000, clock=lambda: 0)),
+                            ("avro", DebeziumAvro(options, registry, names, 900_000, clock=lambda: 0))):
+        messages = [m for r in fed.records() for m in encoder.messages(r)] + list(encoder.before_commit())
+        decode = (lambda v: json.loads(v)["payload"]) if layout == "json" else registry.decode
+        out[layout] = [(m.topic, decode(m.value)) for m in messages if m.value is not None]
+    gtid = "0-7-5" if maria else "3e11fa47-71ca-11e1-9e33-c80aa9429562:5"  # the XA COMMIT's transaction
+    rows = [(topic, e["after"]["id"], e["source"]["gtid"], e["source"]["pos"], e["transaction"]["id"])
+            for topic, e in out["json"] if topic.startswith("p.db.")]
+    assert rows == [("p.db.t", 4, rows[0][2], rows[0][3], rows[0][2]),
+                    ("p.db.t", 1, gtid, binlog.at("commit a"), gtid), ("p.db.u", 2, gtid, binlog.at("commit a"), gtid)]
+    ends = [e for topic, e in out["json"] if topic == "p.transaction" and e["status"] == "END"]
+    assert [(e["id"], e["event_count"]) for e in ends] == [(rows[0][2], 1), (gtid, 2)]
+    assert len(out["avro"]) == len(out["json"])
+    for (topic, avro), (_, connect) in zip(out["avro"], out["json"], strict=True):
+        assert same(avro, connect), topic
