@@ -350,10 +350,11 @@ class Runner:
                 for record in resnap.before_commit():
                     self.send(publisher, record)
                 checkpoint.resnapshot = resnap.progress()
-            for prepared, records in builder.xa.persist():  # prepared XA transactions still open: into _prepared
-                offsets = [publisher.send_prepared(record) for record in records]
-                prepared.offset = offsets[0]
-            checkpoint.prepared = builder.xa.checkpoint()
+            if builder.xa.pending:  # prepared XA transactions still open: into _prepared, and named in the checkpoint
+                for prepared, records in builder.xa.persist():
+                    offsets = [publisher.send_prepared(record) for record in records]
+                    prepared.offset = offsets[0]
+                checkpoint.prepared = builder.xa.checkpoint()
             self._commit(publisher, checkpoint, builder.transactions - committed_transactions)
             committed_transactions, last_commit = builder.transactions, time.monotonic()
             if resnap is not None and not self.stop_requested:

@@ -223,6 +223,8 @@ class XaTransactions:
         """At a Kafka commit: the prepared transactions not yet in _prepared, with their records as published there
         (the daemon sends them in the Kafka transaction of this checkpoint, then gives ``Prepared.offset``). Those
         already there are dropped from memory as ``memory_bytes`` needs."""
+        if not self.pending:  # (every commit asks)
+            return []
         out = []
         for prepared in self.pending.values():
             if not prepared.persisted:
@@ -241,7 +243,9 @@ class XaTransactions:
 
     def checkpoint(self) -> dict[str, Any] | None:
         """The checkpoint's ``"prepared"`` (None: none pending)."""
-        return {xid: p.to_json() for xid, p in self.pending.items()} or None
+        if not self.pending:
+            return None
+        return {xid: p.to_json() for xid, p in self.pending.items()}
 
     def resume(self, prepared: dict[str, Any] | None) -> None:
         """From a checkpoint's ``"prepared"``: their records are in _prepared."""
