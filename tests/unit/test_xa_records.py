@@ -265,3 +265,14 @@ def test_the_debezium_formats_publish_released_rows_at_the_commit(maria) -> None
     assert len(out["avro"]) == len(out["json"])
     for (topic, avro), (_, connect) in zip(out["avro"], out["json"], strict=True):
         assert same(avro, connect), topic
+
+
+def test_prepared_records_are_no_tables_records() -> None:
+    """`binlake land` (either source format) and `binlake consume` leave <prefix>._prepared out."""
+    import re
+
+    from streaming_job.source_formats import topic_pattern
+
+    for name in ("binlake", "debezium-json"):
+        pattern = re.compile(topic_pattern("p", name))
+        assert pattern.fullmatch("p.db.t") and not pattern.fullmatch(f"p.{PREPARED_TOPIC}"), name
