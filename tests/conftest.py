@@ -28,15 +28,16 @@ def mariadb() -> Iterator[MariaDBServer]:
         yield server
 
 
+def _started(server: Callable[..., Any]) -> Iterator[Callable[..., Any]]:
+    """A fixture's factory of further servers (``server``'s keywords): they stop after the test."""
+    with contextlib.ExitStack() as servers:
+        yield lambda **options: servers.enter_context(server(**options))
+
+
 @pytest.fixture
 def make_mariadb() -> Iterator[Callable[..., MariaDBServer]]:
     """Start further servers with other settings (MariaDBServer's keywords); they stop after the test."""
-    with contextlib.ExitStack() as servers:
-
-        def make(**options: Any) -> MariaDBServer:
-            return servers.enter_context(MariaDBServer(**options))
-
-        yield make
+    yield from _started(MariaDBServer)
 
 
 @pytest.fixture(scope="session")
@@ -50,12 +51,7 @@ def mysql80() -> Iterator[MySQLServer]:
 @pytest.fixture
 def make_mysql80() -> Iterator[Callable[..., MySQLServer]]:
     """Start further MySQL 8.0 servers with other settings (MySQLServer's keywords); they stop after the test."""
-    with contextlib.ExitStack() as servers:
-
-        def make(**options: Any) -> MySQLServer:
-            return servers.enter_context(MySQLServer(**options))
-
-        yield make
+    yield from _started(MySQLServer)
 
 
 @pytest.fixture(scope="session")
@@ -68,12 +64,7 @@ def kafka() -> Iterator[KafkaBroker]:
 @pytest.fixture
 def make_kafka() -> Iterator[Callable[..., KafkaBroker]]:
     """Start further brokers (KafkaBroker's keywords, e.g. a datadir to restart); they stop after the test."""
-    with contextlib.ExitStack() as brokers:
-
-        def make(**options: Any) -> KafkaBroker:
-            return brokers.enter_context(KafkaBroker(**options))
-
-        yield make
+    yield from _started(KafkaBroker)
 
 
 @pytest.fixture(scope="session")

@@ -157,6 +157,12 @@ class PrivateSQLServer(SQLServer, ServerProcess):
     def _pid_file(self) -> Path:
         return self._datadir / f"{self.program}.pid"
 
+    @staticmethod
+    def binlog_settings(row_metadata: str, checksum: str, row_image: str, server_id: int) -> dict[str, object]:
+        """The [mysqld] settings of a ROW binary log (what the constructors' keywords of the same names set)."""
+        return {"binlog_format": "ROW", "binlog_row_metadata": row_metadata, "binlog_checksum": checksum,
+                "binlog_row_image": row_image, "server_id": server_id}
+
     def _binary(self) -> Path:
         raise NotImplementedError
 
@@ -321,11 +327,7 @@ class MariaDBServer(PrivateSQLServer):
     ) -> None:
         """options adds or overrides [mysqld] settings: True writes a bare flag, None or False drops one."""
         super().__init__(datadir, port, "binlake-mariadb-", {
-            "binlog_format": "ROW",
-            "binlog_row_metadata": binlog_row_metadata,
-            "binlog_checksum": binlog_checksum,
-            "binlog_row_image": binlog_row_image,
-            "server_id": server_id,
+            **self.binlog_settings(binlog_row_metadata, binlog_checksum, binlog_row_image, server_id),
             "character_set_server": "utf8mb4",
             "collation_server": "utf8mb4_general_ci",
             "skip_name_resolve": True,

@@ -85,11 +85,7 @@ class MySQLServer(PrivateSQLServer):
         gtids = {"gtid_mode": "ON", "enforce_gtid_consistency": "ON"} if gtid_mode else {}
         super().__init__(datadir, port, "binlake-mysql-", {
             "basedir": mysql_basedir(),
-            "binlog_format": "ROW",
-            "binlog_row_metadata": binlog_row_metadata,
-            "binlog_checksum": binlog_checksum,
-            "binlog_row_image": binlog_row_image,
-            "server_id": server_id,
+            **self.binlog_settings(binlog_row_metadata, binlog_checksum, binlog_row_image, server_id),
             **gtids,
             "skip_name_resolve": True,
             "mysqlx": "OFF",  # the X Protocol's own listener (port 33060 for every server) is not used
