@@ -276,3 +276,21 @@ def test_prepared_records_are_no_tables_records() -> None:
     for name in ("binlake", "debezium-json"):
         pattern = re.compile(topic_pattern("p", name))
         assert pattern.fullmatch("p.db.t") and not pattern.fullmatch(f"p.{PREPARED_TOPIC}"), name
+
+
+def test_after_a_failover_the_outcome_on_the_new_server_releases_by_xid() -> None:
+    """Failover across source.hosts: the new server's binlog (its own positions, sequences shifted by the file offset)
+    resolves the checkpoint's prepared transactions by their xids."""
+    old = XaBinlog(True).prepare("a", {b"t": [1]}).prepare("b", {b"u": [2]})
+    store: list[Record] = []
+    first = feed(old, commit=_persisting(store))
+    committed = json.loads(json.dumps(first.out[-1].prepared))  # type: ignore[union-attr]
+    new = XaBinlog(True).plain({b"t": [7]}).outcome("b").outcome("a", commit=False)  # another file, positions
+    builder = RecordBuilder(file="binlog.000001", file_offset=100)
+    builder._records.file_number = 100  # (what the stream's first ROTATE sets: file number + offset)
+    builder.xa.resume(committed)
+    builder.xa.load = _reader(store)
+    second = feed(new, builder)
+    assert _ids(second) == [7]
+    assert second.rows("db.u") == [(2, (100, new.at("commit b"), 1), "0-7-2", 1_700_000_000_000_000)]
+    assert builder.xa.pending == {}
