@@ -5,7 +5,8 @@ other statements into one of the schema topic, and at every transaction boundary
 checkpoint (file, next position, executed GTIDs) that is safe to resume from. Open records are
 closed when they reach their size limit or when the daemon commits (``flush``): a Kafka transaction
 then holds whole binlog transactions, their records and the checkpoint. Rows events are routed by
-their table id without decoding their row images: the consumer decodes them.
+their table id without decoding their row images: the consumer decodes them. An XA transaction's events are
+held back from its body to its outcome and published at its XA COMMIT (xa.py).
 """
 
 from __future__ import annotations
