@@ -1,7 +1,7 @@
 """The local Oracle MySQL 8.0 harness (ingester/devstack/mysql.py): the official server, started privately with no
 Docker, logs rows in ROW format with its own defaults and GTIDs, serves TLS with the certificates it made, grants
-the replication account what binlake needs, and leaves no process or temporary directory behind; a persistent
-directory keeps its data across restarts."""
+the replication account what binlake needs, and leaves no process behind; a persistent directory keeps its data
+across restarts (a temporary one goes as MariaDB's does: their PrivateSQLServer)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def test_rows_reach_the_binlog_and_the_replication_account_passes_the_doctor(mys
     assert "ok   privileges: replication and SELECT granted" in out and "ok   gtid_mode: ON" in out
 
 
-def test_a_persistent_directory_restarts_and_a_temporary_one_is_removed(tmp_path: Path) -> None:
+def test_a_persistent_directory_keeps_its_data_across_restarts(tmp_path: Path) -> None:
     home, port = tmp_path / "my", free_tcp_port()
     with MySQLServer(datadir=home, port=port, gtid_mode=False, binlog_row_metadata="FULL") as server:
         pid = int((home / "mysqld.pid").read_text())
@@ -59,6 +59,4 @@ def test_a_persistent_directory_restarts_and_a_temporary_one_is_removed(tmp_path
     with MySQLServer(datadir=home, port=port) as again:
         assert again.execute("SELECT id FROM kept.t") == [(42,)]
         assert again.execute("SELECT @@gtid_mode") == [("ON",)]
-    with MySQLServer() as temporary:
-        directory = temporary.datadir.parent
-    assert not directory.exists()
+    assert home.exists() and not again.is_running()
