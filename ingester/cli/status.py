@@ -49,6 +49,8 @@ class DaemonStatus:
     committed_at: float | None = None  # unix seconds of the checkpoint's commit
     behind_bytes: int | None = None  # binlog bytes the server has after the checkpoint
     lag_s: float | None = None  # 0 when caught up; else seconds since the last commit
+    # XA transactions prepared and not resolved at the checkpoint: the checkpoint's "prepared" entries, with "xid"
+    prepared: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
 
 
@@ -132,6 +134,7 @@ def collect(cfg: Config) -> Status:
         cp = json.loads(value)
         daemon.file, daemon.position, daemon.gtids = cp.get("file"), cp.get("position"), cp.get("gtid_set")
         daemon.streamed_from = cp.get("source") or status.servers[0].server
+        daemon.prepared = [{"xid": xid, **entry} for xid, entry in cp.get("prepared", {}).items()]
         daemon.committed_at = ts / 1000
         logs = distances.get(daemon.streamed_from)
         if logs is not None and daemon.file and daemon.position is not None:
@@ -287,6 +290,10 @@ def render(status: Status) -> str:
                    "its position is not on that server (purged, or another server's)")
             lines.append(f"daemon {d.source_id}: committed {d.file}:{d.position} (GTIDs {d.gtids or 'none'}) from "
                          f"{d.streamed_from} {_ago(d.committed_at)}: {lag}")
+            for x in d.prepared:  # held back until their outcome (docs/FORMAT.md, "XA transactions")
+                lines.append(f"  XA transaction {x['xid']} prepared {_ago(x.get('ts', 0) / 1e6)} (GTID "
+                             f"{x.get('gtid') or 'none'}), not resolved: its changes of "
+                             f"{', '.join(x.get('tables', ())) or 'no captured table'} held back")
     land = status.land
     if land is not None:
         lines.append(f"land {land.checkpoint}: " + (land.error or f"micro-batch {land.batch}, {_ago(land.batch_at)}"))

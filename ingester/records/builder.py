@@ -5,7 +5,8 @@ other statements into one of the schema topic, and at every transaction boundary
 checkpoint (file, next position, executed GTIDs) that is safe to resume from. Open records are
 closed when they reach their size limit or when the daemon commits (``flush``): a Kafka transaction
 then holds whole binlog transactions, their records and the checkpoint. Rows events are routed by
-their table id without decoding their row images: the consumer decodes them.
+their table id without decoding their row images: the consumer decodes them. An XA transaction's events are
+held back from its body to its outcome and published at its XA COMMIT (xa.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from .open_records import OpenRecords, Record
 from .outbound import BinlogNames
 from .table_statements import Plan, plan, statement_fields
 from .txn import TABLE, Input, Phase, Transaction
+from .xa import XaTransactions, statement_xid, xid_text
 
 SCHEMA_TOPIC = "_schema"
 _QUERY, _XID, _TABLE_MAP, _MARIADB_GTID = 2, 16, 19, 162
@@ -51,6 +53,7 @@ class Checkpoint:
     gtid_set: str
     seq: Sequence
     snapshot: dict[str, Any] | None = None  # progress of an unfinished snapshot (daemon/snapshot.py)
+    prepared: dict[str, Any] | None = None  # XA transactions prepared and not resolved (records/xa.py)
     resnapshot: dict[str, Any] | None = None  # progress of an on-demand re-snapshot (daemon/resnapshot.py)
     source: str = ""  # host:port the position belongs to (failover across source.hosts)
     file_offset: int = 0  # added to the source's binlog file numbers in sequences (daemon/failover.py)
@@ -111,11 +114,13 @@ class RecordBuilder:
     _begins: set[bytes] = field(default_factory=set)  # bodies of QUERY events decoded as BEGIN (for _router)
     _resume: tuple[str, int, int] | None = None  # the last transaction boundary: file, next position, event
     _records: OpenRecords = field(init=False)
+    xa: XaTransactions = field(init=False)  # XA transactions: bodies captured, prepared ones held back (xa.py)
     _routable: tuple[dict[int, int] | None, bytes] = (None, b"")  # post-header lengths -> _router's flags
     _mariadb: bool = False  # the server's flavour (its format description's version)
 
     def __post_init__(self) -> None:
         self._records = OpenRecords(self.max_record_bytes, self.max_open_bytes, self.together)
+        self.xa = XaTransactions(self._records, self.max_open_bytes * 4)
 
     @property
     def in_transaction(self) -> bool:
@@ -193,7 +198,7 @@ class RecordBuilder:
         until one that ``feed`` must handle (or, with ``stop_at_commit``, a transaction's end): the packets
         consumed, or None without the native core. Records never close here: the event that closes one is
         left to ``feed``."""
-        if _native is None or not dec.plain_v4:
+        if _native is None or not dec.plain_v4 or self.xa.capture is not None:  # an XA body: Python captures it
             return None
         posts, routable = self._routable
         if posts is not dec.post_header_lengths:
@@ -254,8 +259,8 @@ class RecordBuilder:
 
     def _add(self, topic: str, raw: bytes, position: int, sub: int, table_map: bytes | None,
              in_payload: bool, schema: bytes = b"") -> list[Record] | tuple[()]:
-        return self._records.add(topic, raw, position, sub, table_map, in_payload, self.txn.commit_ts, self.txn.gtid,
-                                 schema)
+        records = self._records if self.xa.capture is None else self.xa.capture  # an XA body's events: held back
+        return records.add(topic, raw, position, sub, table_map, in_payload, self.txn.commit_ts, self.txn.gtid, schema)
 
     def _event(self, raw: bytes, ev: E.Event, sub: int) -> list[Record] | tuple[()]:
         if type(ev) is E.FormatDescriptionEvent:
@@ -303,6 +308,8 @@ class RecordBuilder:
             self.txn.mysql_gtid(sid, ev.gno, ev.gtid.encode(), ev.original_commit_timestamp or ev.timestamp * 1_000_000)
         elif type(ev) is E.MariadbGtidEvent:
             self.txn.mariadb_gtid(ev.domain_id, ev.server_id, ev.sequence, bool(ev.gtid_flags & 1), ev.timestamp)
+            if ev.gtid_flags & 64 and ev.xid is not None:  # FL_PREPARED_XA: an XA transaction's body follows
+                self.xa.start(xid_text(ev.xid["format_id"], ev.xid["gtrid"], ev.xid["bqual"]))
         elif isinstance(ev, E.QueryEvent):
             text = ev.query.encode("utf-8", "surrogateescape")
             control = _TRANSACTION_CONTROL.match(text)
@@ -310,8 +317,12 @@ class RecordBuilder:
                 word, xa = control.group(1).upper(), (control.group(2) or b"").upper()
                 if word == b"BEGIN" or xa == b"START":
                     self.txn.begin(ev.timestamp)
+                    if xa:
+                        self._xa_statement(text, ev, sub)
                 elif word in (b"COMMIT", b"ROLLBACK") or xa in (b"COMMIT", b"ROLLBACK"):
+                    released = self._xa_statement(text, ev, sub) if xa else []
                     self.txn.step(Input.END)
+                    return released
                 # XA END and XA PREPARE: the XA_PREPARE event that follows ends the transaction
             else:
                 self.txn.statement_time(ev.timestamp)
@@ -320,9 +331,27 @@ class RecordBuilder:
                 closed = [*closed, *self._schema_changes(ev, sub)]
                 self.txn.step(Input.STATEMENT)  # the whole transaction unless in a body (txn.py)
                 return closed
-        elif type(ev) is E.XidEvent or type(ev) is E.XaPrepareEvent:
+        elif type(ev) is E.XidEvent:
             self.txn.step(Input.END)
+        elif type(ev) is E.XaPrepareEvent:  # ends the binlog transaction; the XA transaction is pending (xa.py)
+            released = self.xa.prepare(xid_text(ev.format_id, ev.gtrid, ev.bqual), ev.one_phase,
+                                       Sequence(self._records.file_number, ev.position, sub), self.txn.gtid,
+                                       self.txn.commit_ts)
+            self.txn.step(Input.END)
+            return released
         return ()
+
+    def _xa_statement(self, text: bytes, ev: E.QueryEvent, sub: int) -> list[Record]:
+        """XA START, COMMIT or ROLLBACK (xa.py): the records an outcome releases."""
+        parsed = statement_xid(text)
+        if parsed is None:
+            raise BinlogError(f"cannot read the xid of {ev.query[:200]!r}", ev.position, self.file or "<binlog>")
+        verb, xid, one_phase = parsed
+        if verb == "START":
+            self.xa.start(xid)
+            return []
+        return self.xa.outcome(verb, xid, one_phase, Sequence(self._records.file_number, ev.position, sub),
+                               self.txn.gtid, self.txn.commit_ts, f"{self.file}:{ev.position}")
 
     def _masked(self, tm: TableMap, schema: bytes, position: int) -> bytes | Masked:
         """The route's attachment for a table map: with a rewriter when rules name some of its columns."""
