@@ -341,6 +341,8 @@ class Runner:
                                 masks=cfg.filters.column_rules(), names=self.binlog_names,
                                 together=publisher.across_tables, mapped=self._mapped(publisher),
                                 named_entries=cfg.schema.history == "always")
+        if resnap is not None:  # partition maintenance's rows read again (reload entries)
+            builder.reload = resnap.reload
         took_over = self._take_over(builder)
         builder.xa.load = self._prepared_reader(publisher)
         if self.committed:

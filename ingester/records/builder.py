@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from ..codec import BinlogDecoder, BinlogError
@@ -30,7 +30,7 @@ from .format import RecordWriter, Sequence, file_number
 from .mask import Masked, Rewriter
 from .open_records import OpenRecords, Record
 from .outbound import BinlogNames
-from .table_statements import Plan, plan, statement_fields
+from .table_statements import ROW_ACTIONS, Plan, plan, statement_fields
 from .txn import TABLE, Input, Phase, Transaction
 from .xa import XaTransactions, statement_xid, xid_text
 
@@ -101,6 +101,9 @@ class RecordBuilder:
     # whether TABLE_MAPs with column names of their own carry the history's entry too where it has column defaults
     # (schema.history: always; with auto only maps without names carry one)
     named_entries: bool = True
+    # asked of each table whose rows partition maintenance removed or moved (ROW_ACTIONS): True where the daemon
+    # reads the table again (a re-snapshot queued with this statement's checkpoint): a reload entry follows then
+    reload: Callable[[str, str], bool] | None = None
     masks: ColumnRules | None = None  # filters.columns: rows events of their tables are rewritten (mask.py)
     file_offset: int = 0  # added to binlog file numbers: sequences keep growing after a failover
     txn: Transaction = field(default_factory=Transaction)  # the transaction in progress (txn.py)
@@ -389,9 +392,19 @@ class RecordBuilder:
         return records if planned is None else records + self._statements(planned, ev, seq)
 
     def _statements(self, planned: Plan, ev: E.QueryEvent, seq: Sequence) -> list[Record]:
-        """A statement's table statement entries, a record per topic (after the topic's open record)."""
+        """A statement's table statement entries, a record per topic (after the topic's open record); after
+        partition maintenance that removed or moved rows, a reload entry for each such table the daemon reads
+        again (``reload``), after the statement's own entries."""
         topics: dict[str, list[tuple[Sequence, Any]]] = {}
-        for k, entry in planned.entries(statement_fields(ev), self._mariadb, self.masks):
+        entries = planned.entries(statement_fields(ev), self._mariadb, self.masks)
+        after = max((k for k, _ in entries), default=0) + 1
+        for k, entry in list(entries):
+            if self.reload is not None and entry.op == "partition" and entry.partition is not None \
+                    and entry.partition.get("action") in ROW_ACTIONS and self.reload(entry.database, entry.table):
+                entries[entries.index((k, entry))] = (k, replace(entry, partition={**entry.partition, "reload": True}))
+                entries.append((after, replace(entry, op="reload", partition=None)))
+                after += 1
+        for k, entry in entries:
             topic = f"{entry.database}.{entry.table}"
             self._records.names.setdefault(topic, (entry.database, entry.table))
             topics.setdefault(topic, []).append((Sequence(seq.file_number, seq.position, seq.sub + k), entry))

@@ -38,8 +38,13 @@ _INDEX_ENTRY = struct.Struct(">16sQBB")
 #   rename     the table renamed: in the old name's topic ``to`` is the new name, in the new name's ``from`` the old
 #   alter      its columns changed (ADD/DROP/MODIFY/CHANGE/RENAME COLUMN, defaults, charsets, keys): ``columns``
 #              are the table's columns after it, ``renamed`` maps a renamed column's new name to its old one
-#   partition  partitions maintained (``partition``: the action, the partitions named, the table exchanged with)
-Op = Literal["truncate", "drop", "create", "rename", "alter", "partition"]
+#   partition  partitions maintained (``partition``: the action, the partitions named, the table exchanged with;
+#              ``"reload": true`` where a reload entry follows: the rows the action changed are read again)
+#   reload     the table's rows are read again from the source (a re-snapshot, sequenced after this entry): a
+#              consumer keeping the table's rows drops them here, and the re-snapshot's rows and the changes after
+#              this entry make them the source's again (after partition maintenance that removed or moved rows the
+#              binlog does not name, and `binlake snapshot --replace`)
+Op = Literal["truncate", "drop", "create", "rename", "alter", "partition", "reload"]
 OPS: tuple[str, ...] = get_args(Op)
 
 

@@ -322,3 +322,40 @@ def test_columns_follow_collations_as_the_server_names_them() -> None:
     assert collations()[-1] == 2304  # the table's new default: utf8mb4's default collation here
     h.apply("db", "ALTER TABLE c CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_bin", "f:3")
     assert collations() == [46, 46, 46, 46, 46, 46, 63, 46, 46]
+
+
+def test_partition_maintenance_that_moves_rows_is_followed_by_a_reload_where_the_daemon_reads_again(tmp_path) -> None:
+    """TRUNCATE/DROP/EXCHANGE PARTITION remove or move rows the binlog does not name: where the daemon reads the
+    table again (``reload``: its re-snapshotter, RecordBuilder.reload), a reload entry follows the statement's
+    entries, after them in sequence, and the partition entry says so; REORGANIZE moves no row; a table the daemon
+    cannot read again gets no reload entry."""
+    path = statement_binlog(tmp_path / "mysql-bin.000001", [
+        ("query", (b"db", b"ALTER TABLE t TRUNCATE PARTITION p0")),
+        ("query", (b"db", b"ALTER TABLE t REORGANIZE PARTITION p1 INTO (PARTITION p1 VALUES LESS THAN (9))")),
+        ("query", (b"db", b"ALTER TABLE t EXCHANGE PARTITION p2 WITH TABLE u")),
+        ("query", (b"db", b"ALTER TABLE u DROP PARTITION p3"))])
+    h = _history(f"CREATE TABLE t {T_COLUMNS}", "CREATE TABLE u (k INT NOT NULL PRIMARY KEY)")
+    asked: list[tuple[str, str]] = []
+
+    def reload(db: str, table: str) -> bool:
+        asked.append((db, table))
+        return table == "t"
+
+    dec = BinlogDecoder(str(path))
+    builder = RecordBuilder(accept=lambda db, t: db == "db", file="mysql-bin.000001", schema=h, reload=reload)
+    records: list[Record] = []
+    for pos, raw in binlog_frames(path, dec):
+        records += builder.feed(dec, raw, pos)
+        builder.checkpoint()
+    items = sorted((item.seq, r.topic, item.event.statement) for r in records + builder.flush()
+                   if not r.topic.startswith("_") for item in record_events(dict(r.headers), r.value))
+    said = [(topic, s.op, (s.partition or {}).get("action"), (s.partition or {}).get("reload")) for _, topic, s in items]
+    assert said == [("db.t", "partition", "truncate", True), ("db.t", "reload", None, None),
+            ("db.t", "partition", "reorganize", None),
+            ("db.t", "partition", "exchange", True), ("db.u", "partition", "exchange", None),
+            ("db.t", "reload", None, None),
+            ("db.u", "partition", "drop", None)]
+    assert asked == [("db", "t"), ("db", "t"), ("db", "u"), ("db", "u")]
+    first, reloaded = items[0], items[1]
+    assert reloaded[0] == Sequence(first[0].file_number, first[0].position, first[0].sub + 1)
+    assert reloaded[2].statement == first[2].statement and reloaded[2].columns == first[2].columns
