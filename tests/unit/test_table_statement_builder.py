@@ -349,7 +349,8 @@ def test_partition_maintenance_that_moves_rows_is_followed_by_a_reload_where_the
         builder.checkpoint()
     items = sorted((item.seq, r.topic, item.event.statement) for r in records + builder.flush()
                    if not r.topic.startswith("_") for item in record_events(dict(r.headers), r.value))
-    said = [(topic, s.op, (s.partition or {}).get("action"), (s.partition or {}).get("reload")) for _, topic, s in items]
+    said = [(topic, s.op, (s.partition or {}).get("action"), (s.partition or {}).get("reload"))
+            for _, topic, s in items]
     assert said == [("db.t", "partition", "truncate", True), ("db.t", "reload", None, None),
             ("db.t", "partition", "reorganize", None),
             ("db.t", "partition", "exchange", True), ("db.u", "partition", "exchange", None),
