@@ -258,6 +258,8 @@ class TableStatements:
             self.generations.started(db, table, target)
             return
         merged = _union(self.tables.columns(db, target.name), columns)
+        if not merged:  # no columns known (no schema history, nothing landed): the table's first rows make it
+            return
         row = None
         if action is not None:
             row = statement_row(action.at, merged, action.index,
