@@ -8,17 +8,23 @@ and `binlake verify` passes. The statements' entries are made by hand at each st
 
 from __future__ import annotations
 
+import collections
 import decimal
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
+from ingester.cli.main import main
+from streaming_job.generations import change_log_name
+from tests.harness.binlogs import verbose_counts
 from tests.harness.daemon import run_daemon
 from tests.harness.delta_rs import plain_value
-from tests.harness.land import lake_frame, plain_rows
+from tests.harness.land import killed_at_line, lake_frame, land_command, plain_rows
 from tests.harness.statements import StatementLog
+from tests.harness.verify_run import verify_wait, verifying_daemon
 
 pytestmark = pytest.mark.integration
 DB, DB2 = "st", "st2"
@@ -27,6 +33,7 @@ DB, DB2 = "st", "st2"
 def _setup(server) -> Any:
     server.execute(f"CREATE DATABASE {DB}")
     server.execute(f"CREATE DATABASE {DB2}")
+    server.execute("CREATE DATABASE binlake")  # binlake verify's signal table
     conn = server.connect(DB)
     with conn.cursor() as cur:
         for sql in ("CREATE TABLE tr (id INT PRIMARY KEY, v INT)",
@@ -163,6 +170,33 @@ def _assert_mirrors(spark, lake: Path, conn, fmt: str) -> None:
         assert _mirror(spark, lake, db, table, fmt)[0] == {}, (db, table)
 
 
+def _change_logs(spark, lake: Path, db: str, table: str, fmt: str) -> list:
+    """Every generation's rows of a table's change log (op, seq, row_index)."""
+    rows, number = [], 1
+    while True:
+        name = change_log_name(table, number)
+        if not (lake / db / name / ("_delta_log" if fmt == "delta" else "metadata")).is_dir():
+            return rows
+        rows += lake_frame(spark, lake, db, name, fmt).select("op", "seq", "row_index").collect()
+        number += 1
+
+
+def _assert_change_logs(spark, lake: Path, server, fmt: str) -> None:
+    """Every row change of the binlog once in its table's change logs (mariadb-binlog --verbose's counts), and
+    every statement row once."""
+    server.flush_logs()
+    files = server.binlog_files()[:-1]
+    for db in (DB, DB2):
+        counts = verbose_counts(files, db)
+        for table in sorted({t for _, t in counts} - {"hidden"}):
+            rows = _change_logs(spark, lake, db, table, fmt)
+            got = collections.Counter(r.op for r in rows if r.op in ("insert", "update", "delete"))
+            want = {op: counts[(op, table)] for op in ("insert", "update", "delete") if counts[(op, table)]}
+            assert dict(got) == want, (db, table)
+            keys = [(bytes(r.seq), r.row_index) for r in rows]
+            assert len(set(keys)) == len(keys), (db, table, "twice")
+
+
 @pytest.mark.parametrize("fmt", ["delta", "iceberg"])
 def test_table_statements_keep_every_mirror_equal_to_the_server(make_mariadb, kafka, spark, tmp_path, capsys,
                                                                 fmt) -> None:
@@ -179,12 +213,19 @@ def test_table_statements_keep_every_mirror_equal_to_the_server(make_mariadb, ka
     daemon = partial(run_daemon, server, kafka, prefix, "--config", str(config))
     _statements(conn, StatementLog(conn, daemon, kafka.bootstrap, prefix))
     daemon()
+    # One batch holds every statement between its tables' rows: the job killed with SIGKILL in its middle (as the
+    # cycle's second pair is applied: the batch's parts before it committed), then run to the end; the replay skips
+    # what committed, and the end is as if it had never been killed
+    cmd, env = land_command(kafka, prefix, lake)
+    said = killed_at_line([*cmd, *options], env, "rename `st`.`b` to `st`.`a`")
+    assert "batch 1: truncate `st`.`tr`" in said and "batch 1: rename `st`.`k` to `st`.`k2`" in said
     capsys.readouterr()
-    assert run_land(kafka, prefix, lake, *options) == 0  # one batch: every statement between its tables' rows
-    said = capsys.readouterr().err
+    assert run_land(kafka, prefix, lake, *options) == 0
+    said += capsys.readouterr().err
     assert "`st`.`shown`: renamed from `st`.`hidden`" in said and "binlake snapshot --tables st.shown" in said
     assert "may hold rows the server no longer has" in said and "TRUNCATE PARTITION p0" in said
     _assert_mirrors(spark, lake, conn, fmt)
+    _assert_change_logs(spark, lake, server, fmt)
     # the partition's rows stay (said above); the uncaptured table's mirror holds the rows changed since only
     assert sorted(_mirror(spark, lake, DB, "p", fmt)[0]) == [1, 2, 11, 12]
     assert _mirror(spark, lake, DB, "shown", fmt)[0] == {2: {"id": 2, "v": 20}}
@@ -204,3 +245,19 @@ def test_table_statements_keep_every_mirror_equal_to_the_server(make_mariadb, ka
     run_daemon(server, kafka, prefix, "--config", str(config))
     assert run_land(kafka, prefix, lake, *options) == 0
     _assert_mirrors(spark, lake, conn, fmt)
+    # binlake verify under the new names; binlake status shows the old ones ended
+    daemon = verifying_daemon(server, kafka, prefix, 4545)
+    try:
+        status, _ = verify_wait(server, lake, kafka, prefix, "st.tr,st.dr,st.dn,st.k2,st.t,st.a,st.b,st2.x", None,
+                                *options)
+    finally:
+        daemon.terminate()
+        daemon.wait()
+    assert status == 0
+    capsys.readouterr()
+    assert main(["status", "--kafka", kafka.bootstrap, "--topic-prefix", prefix, "--lake", str(lake),
+                 "--checkpoint", str(lake / "_checkpoint"), *options, "--json"]) == 0
+    shown = {t["table"]: t["ended"] for t in orjson.loads(capsys.readouterr().out)["tables"]}
+    assert shown["st.k"].startswith("renamed to st.k2 at ") and shown["st.x"].startswith("renamed to st2.x at ")
+    assert shown["st._t_del"].startswith("dropped at ") and shown["st._t_gho"].startswith("renamed to st.t at ")
+    assert all(shown[t] is None for t in ("st.k2", "st.t", "st.a", "st.b", "st.dr", "st.dn", "st.tr", "st2.x"))
