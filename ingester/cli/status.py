@@ -183,22 +183,17 @@ def _land(cfg: Config, status: Status) -> None:
         for table in status.tables:
             table.lag_s = 0.0
     if cfg.land.lake:
-        try:
-            verified = _verified(cfg)
-        except Exception as exc:  # the rest still shows
-            status.land = status.land or LandStatus(cfg.land.checkpoint)
-            status.land.error = f"cannot read the verify results in {cfg.land.lake}: {exc}"
-        else:
+        readers: list[tuple[str, Any, str]] = [("the verify results", _verified, "verify"),
+                                                ("the tables", lambda c: _ended(c, status.tables), "ended")]
+        for what, read, attribute in readers:
+            try:
+                found = read(cfg)
+            except Exception as exc:  # the rest still shows
+                status.land = status.land or LandStatus(cfg.land.checkpoint)
+                status.land.error = f"cannot read {what} in {cfg.land.lake}: {exc}"
+                continue
             for table in status.tables:
-                table.verify = verified.get(table.table)
-        try:
-            ended = _ended(cfg, status.tables)
-        except Exception as exc:  # the rest still shows
-            status.land = status.land or LandStatus(cfg.land.checkpoint)
-            status.land.error = f"cannot read the tables of {cfg.land.lake}: {exc}"
-        else:
-            for table in status.tables:
-                table.ended = ended.get(table.table)
+                setattr(table, attribute, found.get(table.table))
 
 
 def _ended(cfg: Config, tables: list[TableStatus]) -> dict[str, str]:
