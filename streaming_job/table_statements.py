@@ -302,9 +302,9 @@ class TableStatements:
         if properties is not None and applied(properties, action.marker):
             return
         columns = self.tables.columns(db, path) or statement_columns(action.statement) or []
-        if properties is None and not columns:
-            log.warning("`%s`.`%s`: %s: the lake has no table of that name and the entry names no columns: nothing "
-                        "to apply", db, table, action.describe())
+        if properties is None and not columns:  # a table the lake has not seen yet (e.g. created): its rows make it
+            log.debug("`%s`.`%s`: %s: no lake table yet, no columns named: nothing to apply", db, table,
+                      action.describe())
             return
         row = statement_row(action.at, columns, action.index,
                             (action.name, action.to) if action.to is not None else None)
