@@ -5,6 +5,7 @@ table's lake tables (table_statements.TableStatements over an in-memory Statemen
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -94,6 +95,21 @@ def test_a_renames_pairs_apply_in_the_statements_order_each_once() -> None:
     assert rename_order("ALTER TABLE d.k ADD COLUMN z INT, RENAME TO e.k2", "x") == [(("d", "k"), ("e", "k2"))]
     assert rename_order("ALTER TABLE k RENAME COLUMN a TO b", "d") == []
     assert rename_order("TRUNCATE TABLE a", "d") == []
+
+
+def test_the_daemons_steps_of_a_rename_are_statements_of_their_own_in_step_order() -> None:
+    """The daemon gives step k of a statement the sequence (F, P, s + k) (docs/FORMAT.md, "Sequences"): the cycle's
+    pairs come as three statements, each pair's two entries (old name's "to", new name's "from") together."""
+    text = "RENAME TABLE a TO tmp, b TO a, tmp TO b"
+    entries = []
+    for k, (old, new) in enumerate((("a", "tmp"), ("b", "a"), ("tmp", "b"))):
+        seq = Sequence(1, 100, k).encode()
+        for at in (_at("rename", "d", old, 100, text, to=("d", new)), _at("rename", "d", new, 100, text,
+                                                                           source=("d", old))):
+            entries.append(replace(at, seq=seq, position=f"1:100:{k}"))
+    steps = [s for s in plan(entries[::-1]) if isinstance(s, ApplyPart)]
+    assert [[(a.name, a.to, a.pair_seen) for a in s.actions] for s in steps] == [
+        [(("d", old), ("d", new), frozenset({"to", "from"}))] for old, new in (("a", "tmp"), ("b", "a"), ("tmp", "b"))]
 
 
 def test_markers_order_actions_by_statement_then_index() -> None:
