@@ -1,7 +1,7 @@
-"""Table statements on Delta tables both ways the land job writes them: the driver's own log commits (a local
-lake: delta_log.py) and, for a lake only Spark reaches (a file:// URI), Spark's writer and SQL. The same
-statements (create, truncate, rename, drop, create again with a conflicting column) give the same tables,
-read back by Spark, and each applied twice changes nothing the second time."""
+"""Table statements on a Delta lake only Spark reaches (a file:// URI: no driver commits of the log, Spark's writer
+and SQL instead; the driver's own commits are test_land_statements.py's): create, truncate, rename, drop, create again
+with a conflicting column give the tables they give there, read back by Spark, and each applied twice changes
+nothing the second time."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from streaming_job.delta_tables import DeltaTables
 from streaming_job.evolution import SchemaEvolution
 from streaming_job.generations import ChangeLogGenerations
 from streaming_job.kafka_read import KafkaReader
-from streaming_job.lake_files import LakeFiles
 from streaming_job.statements import ApplyPart, StatementAt, plan
 from streaming_job.table_statements import TableStatements
 
@@ -36,10 +35,8 @@ def _at(op: str, table: str, pos: int, **more) -> StatementAt:
                        0, pos, pos, 0)
 
 
-@pytest.mark.parametrize("kind", ["driver", "spark"])
-def test_statements_on_delta_by_the_driver_and_by_spark(spark, tmp_path, kind) -> None:
-    lake = str(tmp_path / "lake") if kind == "driver" else (tmp_path / "lake").as_uri()
-    files = LakeFiles.on_disk() if kind == "driver" else None
+def test_statements_on_a_delta_lake_only_spark_reaches(spark, tmp_path) -> None:
+    lake, files = (tmp_path / "lake").as_uri(), None
     delta = DeltaTables(spark, "app", files)
     evolution = SchemaEvolution(spark, delta, KafkaReader(spark, ""), None)
     tables = DeltaStatementTables(spark, lake, delta, evolution, files)
