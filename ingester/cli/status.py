@@ -63,6 +63,7 @@ class TableStatus:
     behind_records: int | None = None
     lag_s: float | None = None  # how long the oldest record not landed yet has waited (0: caught up)
     verify: VerifyStatus | None = None  # the table's last `binlake verify` run, as far as it has landed
+    ended: str | None = None  # the lake's table ended: "dropped at <position>", "renamed to db.t at <position>"
 
 
 @dataclass
@@ -185,14 +186,38 @@ def _land(cfg: Config, status: Status) -> None:
         for table in status.tables:
             table.lag_s = 0.0
     if cfg.land.lake:
-        try:
-            verified = _verified(cfg)
-        except Exception as exc:  # the rest still shows
-            status.land = status.land or LandStatus(cfg.land.checkpoint)
-            status.land.error = f"cannot read the verify results in {cfg.land.lake}: {exc}"
-        else:
+        readers: list[tuple[str, Any, str]] = [("the verify results", _verified, "verify"),
+                                                ("the tables", lambda c: _ended(c, status.tables), "ended")]
+        for what, read, attribute in readers:
+            try:
+                found = read(cfg)
+            except Exception as exc:  # the rest still shows
+                status.land = status.land or LandStatus(cfg.land.checkpoint)
+                status.land.error = f"cannot read {what} in {cfg.land.lake}: {exc}"
+                continue
             for table in status.tables:
-                table.verify = verified.get(table.table)
+                setattr(table, attribute, found.get(table.table))
+
+
+def _ended(cfg: Config, tables: list[TableStatus]) -> dict[str, str]:
+    """The tables whose lake tables ended (dropped, renamed away), by ``db.table``: table_statements.py."""
+    from streaming_job.lake_files import LakeFiles
+    from streaming_job.lake_state import delta_properties, ended_tables, iceberg_properties
+
+    from .land import _results_format
+
+    lake, store = cfg.land.lake or "", store_settings(cfg)
+    names = [(t.table.split(".", 1)[0], t.table.split(".", 1)[1]) for t in tables if "." in t.table]
+    if _results_format(cfg.land.format, lake) == "iceberg":
+        from streaming_job.iceberg_catalog import IcebergCatalog
+
+        read = iceberg_properties(IcebergCatalog(lake, cfg.land.iceberg_catalog, store, cfg.land.checkpoint).open())
+    else:
+        files = LakeFiles.of(lake, store)
+        if files is None:
+            return {}
+        read = delta_properties(files, lake)
+    return {f"{db}.{table}": what for (db, table), what in ended_tables(names, read).items()}
 
 
 def _verified(cfg: Config) -> dict[str, VerifyStatus]:
@@ -303,7 +328,7 @@ def render(status: Status) -> str:
         for t in status.tables:
             lines.append(f"  {t.table:<{width}}  {t.end_offset:>10}  {_num(t.landed_offset):>10}  "
                          f"{_num(t.behind_records):>8}  {'-' if t.lag_s is None else f'{t.lag_s:.1f} s':>8}  "
-                         f"{_verify_text(t.verify)}")
+                         f"{_verify_text(t.verify)}{f' (ended: {t.ended})' if t.ended else ''}")
     return "\n".join(lines)
 
 
