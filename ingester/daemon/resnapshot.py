@@ -160,7 +160,7 @@ class Resnapshotter:
             self.state.update(last_pk=None, current=None)
         elif name not in tables:
             tables.append(name)
-        log.info("%s: read again after partition maintenance that removed or moved rows", name)
+        log.info("%s: read again, its rows in the lake replaced (a reload entry before the re-snapshot)", name)
         return True
 
     def _signal(self, values: list[Any], seq: Sequence, commit_ts: int) -> None:

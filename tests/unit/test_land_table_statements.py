@@ -298,11 +298,17 @@ def test_a_rename_from_a_table_binlake_never_landed_says_what_to_do(caplog) -> N
 
 
 @pytest.mark.parametrize("reload", [False, True])
-def test_a_partition_statement_warns_or_empties_for_the_daemons_reread(caplog, reload) -> None:
+def test_a_partition_statement_warns_or_is_followed_by_the_daemons_reload(caplog, reload) -> None:
+    """Partition maintenance leaves the mirror as it is (the binlog names no rows): a reload entry after it empties
+    the mirror for the re-snapshot's rows; without one (no signal table on the daemon) a warning says what to do."""
     tables, lake = _lake()
     _table(tables, "p", [("id", "int")], [1, 2])
     partition = {"action": "truncate", "names": ["p0"], **({"reload": True} if reload else {})}
-    _apply(lake, [_at("partition", "d", "p", 100, "ALTER TABLE p TRUNCATE PARTITION p0", partition=partition)])
-    assert tables.tables[("d", "p")]["rows"] == ([] if reload else [1, 2])
+    sql = "ALTER TABLE p TRUNCATE PARTITION p0"
+    _apply(lake, [_at("partition", "d", "p", 100, sql, partition=partition)])
+    assert tables.tables[("d", "p")]["rows"] == [1, 2]
     assert ("may hold rows the server no longer has" in caplog.text) is not reload
-    assert tables.tables[("d", "p__changes")]["rows"][-1][0] == "partition"
+    if reload:
+        _apply(lake, [_at("reload", "d", "p", 101, sql)])
+        assert tables.tables[("d", "p")]["rows"] == []
+    assert [r[0] for r in tables.tables[("d", "p__changes")]["rows"]][-1] == ("reload" if reload else "partition")
