@@ -37,7 +37,7 @@ from fastavro import parse_schema, schemaless_reader
 
 from ingester.registry_client import RegistryClient, UnknownSchema
 
-from .debezium_decode import DebeziumError, digest
+from .debezium_decode import OPS, DebeziumError, event_digest
 
 HEADER = 5  # the magic byte and the schema id
 _CONNECT_DEFAULT = "io.confluent.connect.avro.ConnectDefault"  # AvroData's name of an unnamed struct
@@ -306,7 +306,10 @@ class AvroEvents:
     def digest(self, value: bytes) -> bytes:
         value_id, schema = self._wire(value, "value")
         event = self._read(value, value_id, schema)
-        return digest(event.get("before"), event.get("after"))
+        try:
+            return event_digest(event, OPS.get(event.get("op"), "truncate"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DebeziumError(f"not a change event: {exc}") from None
 
     def _wire(self, message: bytes, what: str) -> tuple[int, _Schema]:
         if len(message) < HEADER or message[0] != 0:

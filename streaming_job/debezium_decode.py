@@ -8,9 +8,14 @@ offset. Each change event says where it comes from (source.file, pos, row), and 
 events in binlog order, so an event is a repeat when its position is before the newest one already seen in that
 partition. ``marks`` holds that position per topic partition, from the lake (what earlier batches landed) and
 then from the events this task reads. A key change is a delete and a create at the same position: the delete
-ranks first. Several events can share one position (the rows events of a MySQL compressed transaction all carry
-the TRANSACTION_PAYLOAD's position, Debezium's too): at the newest position, a mark also holds a digest of each
-event's images, and an event there is a repeat when its digest is among them. Snapshot reads (op r) all carry
+ranks first. Several rows events can share one binlog position (the rows events of a MySQL compressed transaction
+all carry the TRANSACTION_PAYLOAD's position, Debezium's too; binlake's events of an XA transaction all carry its
+XA COMMIT's), each numbering its rows from 0: within the newest binlog position, a mark holds a digest of each
+event landed there (its row index, rank and images), and an event there is a repeat when its digest is among
+them. (Two events there alike in all of these -- a row deleted and inserted again with the same values, twice, in
+one such transaction, each in a rows event of its own -- cannot be told from a repeat: the second is dropped. With
+Debezium's transaction metadata (``provide.transaction.metadata``) an event's ``transaction.total_order`` tells
+them apart.) Snapshot reads (op r) all carry
 the snapshot's position: they are never taken for repeats (a read lands as the row's state; a snapshot Debezium
 repeats lands its reads again).
 """
@@ -32,8 +37,9 @@ from .decode import CHANGE_HEAD, ROWS, RecordRow, _Out, withheld
 from .lake_types import arrow_type
 from .worker import keep_spark_archive_listings
 
-_OPS = {"c": "insert", "u": "update", "d": "delete", "r": "read"}
+OPS = {"c": "insert", "u": "update", "d": "delete", "r": "read"}
 _PAYLOAD = b',"payload":'
+_SEQ = 16  # bytes of a position's binlog position (records' Sequence)
 _MARK_ROW = 4  # bytes of the row index in a position
 POSITION = 16 + _MARK_ROW + 1  # a mark's position: sequence, row index, rank; then its digests
 DIGEST = 8
@@ -48,19 +54,31 @@ def position(seq: bytes, row: int, op: str) -> bytes:
     return seq + row.to_bytes(_MARK_ROW, "big") + (b"\x00" if op == "delete" else b"\x01")
 
 
-def digest(before: Any, after: Any) -> bytes:
-    """A change event's images, hashed: what tells events at one position apart (a repeat has the same)."""
-    return hashlib.blake2b(orjson.dumps([before, after], option=orjson.OPT_SORT_KEYS), digest_size=DIGEST).digest()
+def digest(at: bytes, before: Any, after: Any, order: int | None = None) -> bytes:
+    """A change event at position ``at`` (``position``), hashed with its images (and its ``transaction.total_order``
+    where Debezium gives it): what tells the events of one binlog position apart (a repeat has the same)."""
+    body = orjson.dumps([at[_SEQ:].hex(), before, after, order], option=orjson.OPT_SORT_KEYS)
+    return hashlib.blake2b(body, digest_size=DIGEST).digest()
+
+
+def event_digest(event: dict[str, Any], op: str) -> bytes:
+    """``digest`` of a change event's payload (its op as ``OPS`` names it, or "truncate")."""
+    source = event["source"]
+    seq = Sequence(file_number(source["file"]), source["pos"]).encode()
+    return digest(position(seq, source.get("row") or 0, op), event.get("before"), event.get("after"),
+                  (event.get("transaction") or {}).get("total_order"))
 
 
 def merged(old: bytes | None, new: bytes) -> bytes:
-    """Two marks of one topic partition as one: the newer position's, or at the same position every digest."""
-    if old is None or new[:POSITION] > old[:POSITION]:
+    """Two marks of one topic partition as one: the newer binlog position's, or at the same one the later position
+    and every digest."""
+    if old is None or new[:_SEQ] > old[:_SEQ]:
         return new
-    if new[:POSITION] < old[:POSITION]:
+    if new[:_SEQ] < old[:_SEQ]:
         return old
-    known = {old[i:i + DIGEST] for i in range(POSITION, len(old), DIGEST)}
-    return old + b"".join(d for d in _digests(new) if d not in known)
+    known = set(_digests(old))
+    return max(old[:POSITION], new[:POSITION]) + b"".join([*_digests(old), *(d for d in _digests(new)
+                                                                            if d not in known)])
 
 
 def _digests(mark: bytes) -> list[bytes]:
@@ -101,9 +119,9 @@ class JsonEvents:
     def digest(self, value: bytes) -> bytes:
         try:
             event = orjson.loads(_split(value, "value")[1])
-        except orjson.JSONDecodeError as exc:
-            raise DebeziumError(f"not JSON: {exc}") from None
-        return digest(event.get("before"), event.get("after"))
+            return event_digest(event, OPS.get(event.get("op"), "truncate"))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise DebeziumError(f"not a change event: {exc}") from None
 
 
 class _Shape:
@@ -199,7 +217,7 @@ class DebeziumReader:
         self.codec = codec or JsonEvents()
         self.marks = dict(marks)
         # the events recorded at a partition's newest position whose digests are not computed yet (_mark)
-        self._undigested: dict[tuple[str, int], list[tuple[Any, Any]]] = {}
+        self._undigested: dict[tuple[str, int], list[tuple[dict[str, Any], str]]] = {}
         self.shapes: dict[Hashable, _Shape] = {}
         self.groups: dict[tuple[str, int, int], _Group] = {}
         self.repeats = 0
@@ -227,14 +245,14 @@ class DebeziumReader:
         if event.get("op") == "t":
             self._truncate(topic, partition, offset, event)
             return
-        op = _OPS.get(event.get("op"))
+        op = OPS.get(event.get("op"))
         if op is None:
             raise DebeziumError(f"op {event.get('op')!r} is not a row change (c, u, d, r) or a truncate (t)")
         source = event["source"]
         seq = Sequence(file_number(source["file"]), source["pos"]).encode()
         row = source.get("row") or 0
         before, after = event.get("before"), event.get("after")
-        if op != "read" and self._repeat((topic, partition), position(seq, row, op), before, after):
+        if op != "read" and self._repeat((topic, partition), position(seq, row, op), event, op):
             self.repeats += 1
             return
         ts_us = source.get("ts_us")
@@ -252,7 +270,7 @@ class DebeziumReader:
         before it go out as groups of their own, so that none holds events of both sides."""
         source = event["source"]
         seq = Sequence(file_number(source["file"]), source["pos"]).encode()
-        if self._repeat((topic, partition), position(seq, source.get("row") or 0, "truncate"), None, None):
+        if self._repeat((topic, partition), position(seq, source.get("row") or 0, "truncate"), event, "truncate"):
             self.repeats += 1
             return
         for key in [k for k in self.groups if k[:2] == (topic, partition)]:
@@ -267,30 +285,30 @@ class DebeziumReader:
             rows=0, newest=commit_ts, partial=False,
             statement=orjson.dumps({**statement.to_json(), "gtid": source.get("gtid") or ""}).decode()))
 
-    def _repeat(self, key: tuple[str, int], at: bytes, before: Any, after: Any) -> bool:
+    def _repeat(self, key: tuple[str, int], at: bytes, event: dict[str, Any], op: str) -> bool:
         """Whether an event at position ``at`` was seen before in the topic partition ``key`` (else it is
-        recorded). Digests are only computed when an event meets the newest position, or the mark goes out."""
+        recorded). Digests are only computed when an event meets the newest binlog position, or the mark goes out."""
         mark = self.marks.get(key)
-        if mark is not None and at < mark[:POSITION]:
+        if mark is not None and at[:_SEQ] < mark[:_SEQ]:
             return True
-        if mark is not None and at == mark[:POSITION]:
+        if mark is not None and at[:_SEQ] == mark[:_SEQ]:
             if len(mark) == POSITION and key not in self._undigested:
-                return True  # its events' digests are not known: taken for the events landed there
+                return at <= mark  # its events' digests are not known: taken for the events landed up to there
             mark = self._mark(key)
-            found = digest(before, after)
+            found = event_digest(event, op)
             if found in _digests(mark):
                 return True
-            self.marks[key] = mark + found
+            self.marks[key] = max(mark[:POSITION], at) + mark[POSITION:] + found
             return False
         self.marks[key] = at
-        self._undigested[key] = [(before, after)]
+        self._undigested[key] = [(event, op)]
         return False
 
     def _mark(self, key: tuple[str, int]) -> bytes:
-        """The topic partition's mark with the digests of every event landed at its position."""
-        images = self._undigested.pop(key, None)
-        if images:
-            self.marks[key] += b"".join(digest(before, after) for before, after in images)
+        """The topic partition's mark with the digests of every event landed at its binlog position."""
+        events = self._undigested.pop(key, None)
+        if events:
+            self.marks[key] += b"".join(event_digest(event, op) for event, op in events)
         return self.marks[key]
 
     def finish(self, out: _Out) -> None:

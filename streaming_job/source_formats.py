@@ -30,6 +30,7 @@ from .debezium_avro import AvroEvents
 from .debezium_decode import DebeziumError, EventCodec, JsonEvents, Marks, decode_debezium_partition, merged
 from .decode import decode_partition
 from .errors import LandError
+from .generations import parse_change_log
 from .kafka_read import KafkaReader
 
 log = logging.getLogger("binlake.land")
@@ -142,13 +143,14 @@ def source_format(name: str, spark: SparkSession, lake: str, bootstrap: str,
 
 
 # Per topic partition of a change log: its newest position (debezium_decode.position) and the Kafka offsets of the
-# change events landed at it
-_MARKS_SQL = """SELECT kafka_topic, kafka_partition, at, collect_list(kafka_offset) AS offsets FROM (
-  SELECT kafka_topic, kafka_partition, kafka_offset, at, max(at) OVER (PARTITION BY kafka_topic, kafka_partition) AS top
-  FROM (SELECT kafka_topic, kafka_partition, kafka_offset,
+# change events landed at its binlog position (their seq)
+_MARKS_SQL = """SELECT kafka_topic, kafka_partition, max(at) AS at, collect_list(kafka_offset) AS offsets FROM (
+  SELECT kafka_topic, kafka_partition, kafka_offset, at, seq,
+         max(seq) OVER (PARTITION BY kafka_topic, kafka_partition) AS top
+  FROM (SELECT kafka_topic, kafka_partition, kafka_offset, seq,
                concat(seq, unhex(lpad(hex(row_index), 8, '0')), IF(op = 'delete', X'00', X'01')) AS at
-        FROM delta.`{path}` WHERE op <> 'read'))
-WHERE at = top GROUP BY kafka_topic, kafka_partition, at"""
+        FROM delta.`{path}` WHERE op IN ('insert', 'update', 'delete', 'truncate')))
+WHERE seq = top GROUP BY kafka_topic, kafka_partition"""
 
 
 def read_marks(spark: SparkSession, lake: str, kafka: KafkaReader, codec: EventCodec) -> Marks:
@@ -202,7 +204,7 @@ def _change_logs(spark: SparkSession, lake: str) -> list[str]:
             continue
         for table in fs.listStatus(db.getPath()):
             path = table.getPath()
-            if (table.isDirectory() and path.getName().endswith("__changes")
+            if (table.isDirectory() and parse_change_log(path.getName()) is not None  # every generation's
                     and fs.exists(jvm.org.apache.hadoop.fs.Path(path, "_delta_log"))):
                 found.append(path.toString())
     return sorted(found)

@@ -140,7 +140,7 @@ def test_repeats_are_dropped_by_source_position_per_partition() -> None:
     meta = orjson.loads(by_partition[0][6])
     assert meta == {"columns": [["id", "int"], ["s", "string"]], "pk": ["id"]}
     assert by_partition[0][17][:POSITION] == position(_seq(3, 400), 1, "insert")
-    assert len(by_partition[0][17]) == POSITION + DIGEST  # the one event landed at that position
+    assert len(by_partition[0][17]) == POSITION + 2 * DIGEST  # the two events landed at that binlog position
     # the next batch starts from the marks landed: the same events again are all repeats but the reads
     again = DebeziumReader({("srv.shop.t", 0): by_partition[0][17]})
     out = _Out()
@@ -148,6 +148,33 @@ def test_repeats_are_dropped_by_source_position_per_partition() -> None:
         again.feed(out, "srv.shop.t", partition, offset, key, value)
     again.finish(out)
     assert [c[0] for c in _changes(out.rows)] == ["read", "read"]
+
+
+def test_several_rows_events_at_one_binlog_position_are_no_repeats() -> None:
+    """A compressed transaction's (or binlake's XA COMMIT's) rows events all carry one binlog position, each numbering
+    its rows from 0: a row index lower than the newest one there is no repeat; a replay of them after a restart
+    of the connector is, in this batch and in the next one (the marks it landed)."""
+    events = [_event("c", 500, 0, None, {"id": 1, "s": "a"}), _event("c", 500, 1, None, {"id": 2, "s": "a"}),
+              _event("c", 500, 2, None, {"id": 3, "s": "a"}), _event("u", 500, 0, {"id": 1, "s": "a"},
+                                                                     {"id": 1, "s": "b"}),
+              _event("d", 500, 0, {"id": 2, "s": "a"}, None)]
+    feed = [(i, *e) for i, e in enumerate(events)] + [(5 + i, *e) for i, e in enumerate(events[2:])]  # a replay
+    reader = DebeziumReader({})
+    out = _Out()
+    for offset, key, value in feed:
+        reader.feed(out, "srv.shop.t", 0, offset, key, value)
+    reader.finish(out)
+    assert [(c[0], c[2], c[3]) for c in _changes(out.rows)] == [
+        ("insert", 0, 0), ("insert", 1, 1), ("insert", 2, 2), ("update", 0, 3), ("delete", 0, 4)]
+    assert reader.repeats == 3
+    mark = out.rows[0][17]
+    assert len(mark) == POSITION + 5 * DIGEST and mark[:POSITION] == position(_seq(3, 500), 2, "insert")
+    again = DebeziumReader({("srv.shop.t", 0): mark})
+    out = _Out()
+    for offset, key, value in feed:
+        again.feed(out, "srv.shop.t", 0, offset, key, value)
+    again.finish(out)
+    assert out.rows == [] and again.repeats == len(feed)
 
 
 def test_events_sharing_a_position_are_told_apart_by_their_images() -> None:
