@@ -239,6 +239,7 @@ def _column(i: int, info: list[Any], collations: dict[str, int], mariadb: bool,
             table: str) -> tuple[Column, str, Converter | None, bool]:
     """One column: its table-map description, SELECT expression, converter and whether it is bytes."""
     name, data_type, column_type, collation_name, precision, scale, fsp, octets, nullable = info
+    labels_type = column_type  # ENUM/SET labels keep their case
     data_type, column_type = data_type.lower(), column_type.lower()
     q = _quote(name)
     unsigned = "unsigned" in column_type
@@ -267,7 +268,7 @@ def _column(i: int, info: list[Any], collations: dict[str, int], mariadb: bool,
         bits = int(precision)
         return col(T.BIT, (bits // 8) << 8 | bits % 8), q, _bits, False
     if data_type in ("enum", "set"):
-        labels = [m.replace("''", "'") for m in _LABEL.findall(column_type)]
+        labels = [m.replace("''", "'") for m in _LABEL.findall(labels_type)]
         if data_type == "enum":
             return (col(T.ENUM, T.ENUM << 8 | (1 if len(labels) < 256 else 2), T.STRING, collation=collation,
                         enum_values=labels), q, decoder_for(collation, mariadb), False)
