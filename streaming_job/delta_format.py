@@ -16,16 +16,17 @@ from pyspark.sql import functions as F
 
 from .batch_rows import TableRows
 from .decode import typed_batches, typed_ddl
-from .delta_statements import DeltaStatements
+from .delta_statements import DeltaStatementTables
 from .delta_tables import DeltaTables, stats_columns
 from .delta_verify import DeltaMirrors
 from .evolution import SchemaEvolution
+from .generations import ChangeLogGenerations
 from .lake_files import LakeFiles
 from .lake_format import QUARANTINE_DDL, QUARANTINE_TABLE, LakeFormat, TableChanges, Undecodable, quarantine_rows
 from .lake_paths import join
 from .mirror_read import MirrorRead
-from .statements import StatementAt
 from .table_landing import DriverLanding, SparkLanding, TableBatch
+from .table_statements import TableStatements
 from .writer import PARTITION_COLUMN, Commit, land_partition
 
 log = logging.getLogger("binlake.land")
@@ -44,11 +45,13 @@ class DeltaFormat(LakeFormat):
     in_spark: SparkLanding
     name: str = "delta"
     verify: DeltaMirrors = field(init=False)
-    statements: DeltaStatements = field(init=False)
+    generations: ChangeLogGenerations = field(init=False)
 
     def __post_init__(self) -> None:
         self.verify = DeltaMirrors(self.spark, self.lake, self.delta)
-        self.statements = DeltaStatements(self.spark, self.lake, self.delta, self.evolution)
+        tables = DeltaStatementTables(self.spark, self.lake, self.delta, self.evolution, self.files)
+        self.generations = ChangeLogGenerations(tables.properties)
+        self.table_statements = TableStatements(tables, self.generations, self.forget)
 
     @property
     def identity(self) -> str:
@@ -58,11 +61,9 @@ class DeltaFormat(LakeFormat):
     def identity(self, value: str) -> None:
         self.delta.app_id = value
 
-    def apply(self, at: StatementAt) -> None:
-        self.statements.apply(at)
-
     def change_log(self, db: str, table: str) -> str:
-        return join(self.lake, db, table + "__changes")
+        """The table's current change log (generations.py)."""
+        return join(self.lake, db, self.table_statements.change_log(db, table))
 
     def lake_columns(self, db: str, table: str) -> list[tuple[str, str]]:
         return self.evolution.lake_columns(db, table, self.change_log(db, table))

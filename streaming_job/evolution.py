@@ -90,6 +90,10 @@ class SchemaEvolution:
             self._columns[key] = columns
         return self._columns[key]
 
+    def forget(self, db: str, table: str) -> None:
+        """A statement changed the table's change log (table_statements.py): its columns are read again."""
+        self._columns.pop((db, table), None)
+
     def landed(self, db: str, table: str, columns: list[tuple[str, str]]) -> None:
         """The table's batch landed: the lake now has ``columns``."""
         self._columns[(db, table)] = columns

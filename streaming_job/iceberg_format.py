@@ -35,11 +35,13 @@ from .batch_rows import TableRows
 from .decode import typed_batches
 from .errors import LandError
 from .evolution import SchemaEvolution
+from .generations import ChangeLogGenerations, parse_change_log
 from .iceberg_catalog import IcebergCatalog, batch_properties, first_line, landed_batch
 from .iceberg_defaults import default_values, fill_older, with_columns
 from .iceberg_maintenance import IcebergMaintenance
 from .iceberg_orphans import OrphanFiles
 from .iceberg_renames import Renames, field_paths, in_place, renamed, renamed_images
+from .iceberg_statements import IcebergStatementTables
 from .iceberg_tables import (
     change_log_properties,
     change_log_schema,
@@ -57,8 +59,9 @@ from .lake_files import LakeFiles
 from .lake_format import QUARANTINE_TABLE, LakeFormat, TableChanges, Undecodable, quarantine_rows
 from .mirror import COMMIT_TS, DELETED, SEQ, candidate_schema, last_per_key, mirror_candidates
 from .mirror_read import MirrorRead
-from .statements import StatementAt
+from .mirrors import mirror_columns
 from .table_landing import full_images
+from .table_statements import TableStatements
 from .verify_results import ICEBERG_VERIFY, VERIFY_TABLE, result_schema
 from .writer import PARTITION_COLUMN
 
@@ -94,6 +97,12 @@ class IcebergFormat(LakeFormat):
         self._orphans: OrphanFiles | None = None
         self._columns: dict[tuple[str, str], list[tuple[str, str]]] = {}  # as the table has them (property)
         self.maintenance = maintenance or IcebergMaintenance()
+        self.generations = ChangeLogGenerations(self._properties)
+        self.table_statements = TableStatements(IcebergStatementTables(self), self.generations, self.forget)
+
+    def _properties(self, db: str, name: str) -> dict[str, str] | None:
+        found = self.table(db, name)
+        return None if found is None else dict(found.metadata.properties)
 
     @property
     def identity(self) -> str:
@@ -103,9 +112,12 @@ class IcebergFormat(LakeFormat):
     def identity(self, value: str) -> None:
         self.app_id = value
 
-    def apply(self, at: StatementAt) -> None:
-        raise LandError(f"`{at.name[0]}`.`{at.name[1]}`: the {at.statement.op} statement at {at.position} cannot be "
-                        f"applied to an Iceberg lake yet: {' '.join(at.statement.statement.split())[:200]}")
+    def forget(self, db: str, table: str) -> None:
+        """A statement changed the table's lake tables: their columns are read again (the tables themselves are
+        this job's objects, committed in place)."""
+        for key in [k for k in self._columns if k[0] == db]:
+            if key[1] == table or (parse_change_log(key[1]) or ("",))[0] == table:
+                self._columns.pop(key, None)
 
     @property
     def orphans(self) -> OrphanFiles:
@@ -151,7 +163,7 @@ class IcebergFormat(LakeFormat):
             log.warning("%s: orphan files not removed: %s", ".".join(table.name()), first_line(exc))
 
     def lake_columns(self, db: str, table: str) -> list[tuple[str, str]]:
-        found = self.table(db, f"{table}__changes")
+        found = self.table(db, self.table_statements.change_log(db, table))
         return (recorded_columns(dict(found.metadata.properties)) or []) if found is not None else []
 
     def stored_key(self, db: str, table: str) -> tuple[bool, list[str] | None]:
@@ -161,7 +173,7 @@ class IcebergFormat(LakeFormat):
     def land(self, rows: TableRows, changes: TableChanges) -> None:
         db, table, union, pk, batch_id = changes.db, changes.table, changes.columns, changes.pk, changes.batch_id
         t = time.monotonic()
-        name = f"{table}__changes"
+        name = self.table_statements.change_log(db, table)
         moves = self._renames(changes)
         columns = renamed(union, moves)
         changes_table = self._ready(db, name, change_log_schema(columns), columns,
@@ -203,6 +215,8 @@ class IcebergFormat(LakeFormat):
         self.keys.check_nulls(latest, db, table, pk)
         existing = self.table(db, table)
         known = renamed(recorded_columns(dict(existing.metadata.properties)) or [], moves) if existing else []
+        if existing is not None:  # the mirror's columns and the batch's: not those of an earlier table of the name
+            columns = mirror_columns(columns, known, changes.schemas)
         fills = self._fills(db, table, columns, [n for n, _ in columns if existing is not None
                                                  and n not in dict(known)])
         values = default_values(self.spark, fills, dict(columns))

@@ -78,6 +78,10 @@ class MirrorKeys:
     # the lake format's own reading of a mirror's key (lake_format.LakeFormat.stored_key); None: Delta's here
     stored: Callable[[str, str], tuple[bool, list[str] | None] | None] | None = None
 
+    def forget(self, db: str, table: str) -> None:
+        """A statement made the table's mirror anew (table_statements.py): its key is read from it again."""
+        self._known.pop((db, table), None)
+
     def configured_for(self, db: str, table: str) -> list[str] | None:
         return self.configured.get(f"{db}.{table}")
 

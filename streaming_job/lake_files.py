@@ -94,6 +94,24 @@ class LakeFiles:
         except FileNotFoundError:
             pass
 
+    def copy(self, source: str, target: str) -> None:
+        """A file of another table copied as a file of its own (a renamed table's mirror: table_statements.py):
+        on local disk a hard link (no bytes copied; a copy where the two cannot share one), on S3 a server-side
+        copy (CopyObject: no bytes through the job). A target that exists already (a replay) stays."""
+        if self.local:
+            os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+            try:
+                os.link(source, target)
+            except FileExistsError:
+                pass
+            except OSError:  # another file system, or one without hard links
+                import shutil
+
+                shutil.copyfile(source, target)
+            return
+        if self.filesystem.get_file_info(self.path(target)).type == pafs.FileType.NotFound:
+            self.filesystem.copy_file(self.path(source), self.path(target))
+
     def list(self, directory: str) -> list[str]:
         """The names of the files directly in ``directory`` ([] if there is none)."""
         if self.local:

@@ -19,7 +19,8 @@ from .evolution import SchemaGroup
 from .mirror_read import MirrorRead
 
 if TYPE_CHECKING:
-    from .statements import StatementAt
+    from .statements import Action
+    from .table_statements import TableStatements
 
 QUARANTINE_TABLE = "_quarantine"
 # An undecodable record: topic, partition, offset, why, the record's value, its headers (pickled dict)
@@ -59,11 +60,17 @@ class LakeFormat(ABC):
         """The table's change log brought to the batch's schema and given its row changes, and its mirror
         (a key: ``changes.pk``) their last state per key; each skipped where it has the batch already."""
 
-    @abstractmethod
-    def apply(self, at: StatementAt) -> None:
-        """What a table statement did (statements.py), applied to the lake tables of the table it names (and of the
-        other name of a rename) at its place in the batch: a row of its own in the change log, and its effect
-        on the mirror; each skipped where it has this part of the batch already."""
+    # Table statements (table_statements.py) over the format's own writes of them; its change logs' generations
+    table_statements: TableStatements
+
+    def apply(self, action: Action) -> None:
+        """What a table statement did to a table (statements.Action), applied to its lake tables at its place in
+        the batch: a row of its own in the change log, and its effect on the mirror; each lake table skipped where
+        it has the action already (table_statements.py)."""
+        self.table_statements.apply(action)
+
+    def forget(self, db: str, table: str) -> None:  # noqa: B027 (a format that keeps nothing of a table)
+        """A statement changed the table's lake tables: what the format keeps of them is read again."""
 
     @contextmanager
     def part(self, name: str) -> Iterator[None]:

@@ -53,6 +53,9 @@ class DriverMirror(MirrorStrategy[pa.Table]):
         self.files: dict[tuple[str, str], MirrorFiles] = {}
         self.recent = RecentFiles(_RECENT_BYTES)
 
+    def forget(self, db: str, table: str) -> None:
+        self.files.pop((db, table), None)
+
     def apply(self, candidates: pa.Table, mirror: MirrorTable, batch_id: int) -> bool:
         """The batch applied to a mirror keyed first by an integer column, by the driver: the mirror files
         whose key range holds one of the batch's keys are read (pyarrow), those that hold one are rewritten

@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from . import defaults as D
 from .delta_tables import DeltaTables
-from .evolution import SchemaEvolution, widened
+from .evolution import SchemaEvolution, SchemaGroup, widened
 from .keys import MirrorKeys
 from .lake_paths import join
 from .mirror import COMMIT_TS, SEQ, candidates_ddl
@@ -67,26 +67,33 @@ class Mirrors:
         self.in_spark = in_spark
         self._known: dict[tuple[str, str], list[tuple[str, str]]] = {}  # columns once MERGEd
 
+    def forget(self, db: str, table: str) -> None:
+        """A statement changed the table's mirror (table_statements.py): its columns are read again."""
+        self._known.pop((db, table), None)
+
     def from_driver(self, candidates: pa.Table, db: str, table: str, columns: list[tuple[str, str]],
-                    pk: list[str], batch_id: int) -> None:
-        """Apply candidates that are on the driver (an Arrow table): by the driver where it can, else Spark."""
+                    pk: list[str], batch_id: int, schemas: list[SchemaGroup] | None = None) -> None:
+        """Apply candidates that are on the driver (an Arrow table): by the driver where it can, else Spark.
+        ``schemas``: the batch's table maps (the mirror takes their columns and its own: mirror_columns)."""
         self.keys.check_nulls(candidates, db, table, pk)
-        mirror = self._find(db, table, columns, pk)
+        mirror = self._find(db, table, columns, pk, schemas)
         if self.driver.apply(candidates, mirror, batch_id):
             self.in_spark.forget(db, table)
         else:
             self.in_spark.apply(self.spark.createDataFrame(candidates, schema=candidates_ddl(columns)), mirror,
                                 batch_id)
-        self._known[(db, table)] = columns
+        self._known[(db, table)] = mirror.columns
 
     def from_spark(self, candidates: DataFrame, db: str, table: str, columns: list[tuple[str, str]],
-                   pk: list[str], batch_id: int) -> None:
+                   pk: list[str], batch_id: int, schemas: list[SchemaGroup] | None = None) -> None:
         """Apply candidates that are in Spark (a DataFrame)."""
         self.keys.check_nulls(candidates, db, table, pk)
-        self.in_spark.apply(candidates, self._find(db, table, columns, pk), batch_id)
-        self._known[(db, table)] = columns
+        mirror = self._find(db, table, columns, pk, schemas)
+        self.in_spark.apply(candidates, mirror, batch_id)
+        self._known[(db, table)] = mirror.columns
 
-    def _find(self, db: str, table: str, columns: list[tuple[str, str]], pk: list[str]) -> MirrorTable:
+    def _find(self, db: str, table: str, columns: list[tuple[str, str]], pk: list[str],
+              schemas: list[SchemaGroup] | None = None) -> MirrorTable:
         from delta.tables import DeltaTable
 
         path = join(self.lake, db, table)
@@ -102,10 +109,22 @@ class Mirrors:
             schema = found.columns() if found is not None else [
                 (f.name, f.dataType.simpleString()) for f in DeltaTable.forPath(self.spark, path).toDF().schema]
             known = [(n, t) for n, t in schema if not n.startswith("_binlake_")]
+        if exists and schemas is not None:
+            columns = mirror_columns(columns, known or [], schemas)
         added = [n for n, _ in columns if n not in dict(known or [])] if exists else []
         fills = self.evolution.defaults(db, table, columns, added)
         return MirrorTable(db, table, path, columns, pk, exists, known, added, fills,
                            bool(widened(known or [], columns)) if exists else False)
+
+
+def mirror_columns(columns: list[tuple[str, str]], known: list[tuple[str, str]],
+                   schemas: list[SchemaGroup]) -> list[tuple[str, str]]:
+    """The columns a batch gives an existing mirror: of the batch's union (``columns``, the change log's and the
+    batch's), those the mirror has (``known``: a column dropped since stays) or the batch's rows carry; not
+    those of an earlier table of the name that only the change log still has (a table dropped and created
+    again: table_statements.py)."""
+    keep = {n for n, _ in known} | {n for g in schemas for n, _ in g.meta["columns"]}
+    return [(n, t) for n, t in columns if n in keep]
 
 
 def key_stats(columns: list[tuple[str, str]], pk: list[str]) -> list[str]:

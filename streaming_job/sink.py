@@ -137,6 +137,7 @@ class Lander:
         self.format = self._format()
         self.verifier = Verifier(self.format)
         self.mirror_keys.stored = self.format.stored_key
+        self.format.table_statements.forget = self._forget
 
     def _format(self) -> LakeFormat:
         if self.lake_format == "iceberg":
@@ -262,21 +263,31 @@ class Lander:
         named = {n for s in statements for n in s.names}
         stats = self._land(rows, [r for r in meta if (r.db, r.tbl) not in named], batch_id)
         for step in plan(statements):
-            with self.format.part(step.part):
-                if isinstance(step, ApplyPart):
-                    log.info("batch %d: %s `%s`.`%s` at %s: %s", batch_id, step.at.statement.op, *step.at.name,
-                             step.at.position, " ".join(step.at.statement.statement.split())[:200])
-                    self.format.apply(step.at)
-                    stats.newest_commit_ts = max(stats.newest_commit_ts or 0.0, step.at.commit_ts / 1e6)
-                    continue
-                lo, hi = step.between
-                part = [r for r in meta if (r.db, r.tbl) in step.tables and (lo is None or bytes(r.first_seq) > lo)
-                        and (hi is None or bytes(r.first_seq) < hi)]
-                if part:
+            if isinstance(step, ApplyPart):
+                for action in step.actions:
+                    with self.format.part(f"{step.part}.{action.index}"):
+                        log.info("batch %d: %s", batch_id, action.describe())
+                        self.format.apply(action)
+                stats.newest_commit_ts = max(stats.newest_commit_ts or 0.0, step.actions[0].at.commit_ts / 1e6)
+                continue
+            lo, hi = step.between
+            part = [r for r in meta if (r.db, r.tbl) in step.tables and (lo is None or bytes(r.first_seq) > lo)
+                    and (hi is None or bytes(r.first_seq) < hi)]
+            if part:
+                with self.format.part(step.part):
                     more = self._land(rows, part, batch_id, step.between)
-                    stats.rows += more.rows
-                    stats.newest_commit_ts = max(stats.newest_commit_ts or 0.0, more.newest_commit_ts or 0.0)
+                stats.rows += more.rows
+                stats.newest_commit_ts = max(stats.newest_commit_ts or 0.0, more.newest_commit_ts or 0.0)
         return stats
+
+    def _forget(self, db: str, table: str) -> None:
+        """A statement changed the table's lake tables: every cache of them is read again when next needed."""
+        self.evolution.forget(db, table)
+        self.mirrors.forget(db, table)
+        self.mirror_keys.forget(db, table)
+        self.driver_mirror.forget(db, table)
+        self.mirrors.in_spark.forget(db, table)
+        self.format.forget(db, table)
 
     def _land(self, rows: BatchRows, meta: list[Any], batch_id: int, between: SeqRange = None) -> BatchStats:
         stats = BatchStats()
@@ -289,6 +300,13 @@ class Lander:
             tables.setdefault((db, table), []).append(g)
         ingest = int(time.time() * 1e6)
         ordered = sorted(tables.items())
+        for (db, table), schemas in ordered:
+            if self.format.table_statements.ended(db, table):  # rows of a table created anew after a DROP or RENAME
+                head = schemas[0]
+                key = self.mirror_keys.configured_for(db, table) or list(head.meta["pk"])
+                with self.format.part("create"):  # before the tables land side by side: the identity is the format's
+                    self.format.table_statements.recreate(db, table, [(n, t) for n, t in head.meta["columns"]], key,
+                                                          head.first_seq, batch_id)
         # Tables are independent (each its own commits, idempotent by its txnVersion). A large table's share
         # goes on a thread (Parquet writing and compute kernels release the GIL); a small one's is GIL-bound
         # Python and pyarrow calls, which cost more handed between threads than done here (200 one-row

@@ -92,7 +92,7 @@ class DriverLanding(TableLanding):
                 full_images(db, table, batch.schemas)
                 t = time.monotonic()
                 self.mirrors.from_driver(got.filter(pc.invert(is_file)).drop_columns(FILE_COLUMNS), db, table,
-                                         columns, pk, batch_id)
+                                         columns, pk, batch_id, batch.schemas)
                 log.debug("%s.%s: mirror %.1fs", db, table, time.monotonic() - t)
         except BaseException:
             if committing is not None:
@@ -127,7 +127,7 @@ class SparkLanding(TableLanding):
                 full_images(db, table, batch.schemas)
                 t = time.monotonic()
                 self.mirrors.from_spark(landed.filter("_binlake_file IS NULL").drop(*FILE_COLUMNS), db, table,
-                                        columns, pk, batch_id)
+                                        columns, pk, batch_id, batch.schemas)
                 log.debug("%s.%s: mirror %.1fs", db, table, time.monotonic() - t)
         finally:
             landed.unpersist()

@@ -39,6 +39,7 @@ Moved = tuple[Sequence[tuple[str, dict[str, str], int, dict[str, Any]]], Sequenc
 FILE_FIELDS = [("_binlake_file", pa.string(), "string"), ("_binlake_partition", pa.string(), "string"),
                ("_binlake_size", pa.int64(), "bigint"), ("_binlake_rows", pa.int64(), "bigint"),
                ("_binlake_min_offset", pa.int64(), "bigint"), ("_binlake_max_offset", pa.int64(), "bigint")]
+Added = tuple[str, dict[str, str], int, dict[str, Any]]  # a file added: path, partition values, size, statistics
 FILE_DDL = ", ".join(f"`{n}` {d}" for n, _, d in FILE_FIELDS)
 FILE_COLUMNS = [n for n, _, _ in FILE_FIELDS]
 
@@ -169,6 +170,14 @@ class Commit:
                partition_by: list[str], removes: Sequence[tuple[str, int]] = (), moved: Moved = ((), ())) -> int:
         raise NotImplementedError
 
+    def rewrite(self, adds: Sequence[Added], removes: Sequence[tuple[str, int]],
+                app_id: str, batch_id: int, metadata: dict[str, Any] | None = None,
+                protocol: dict[str, Any] | None = None) -> int:
+        """A table statement's commit (table_statements.py): ``adds`` and ``removes`` (unpartitioned files'
+        relative path and size) with the batch's SetTransaction, and where given the table's new ``metadata``
+        (its schema, its properties) and ``protocol``, in one commit. Returns the version written."""
+        raise NotImplementedError
+
     def commit(self, files: list[Any], app_id: str, batch_id: int, moved: Moved = ((), ())) -> int:
         """Add change-log ``files`` (FILE_COLUMNS tuples) and the batch's SetTransaction in one commit;
         ``moved``: change-log files compacted in the same commit (compaction.ChangeLogCompaction)."""
@@ -245,6 +254,22 @@ class DeltaCommit(Commit):
         return int(self.txn.commit(utils.toSeq(actions), operation))
 
 
+    def rewrite(self, adds: Sequence[Added], removes: Sequence[tuple[str, int]],
+                app_id: str, batch_id: int, metadata: dict[str, Any] | None = None,
+                protocol: dict[str, Any] | None = None) -> int:
+        jvm = self.jvm
+        action = self.delta.actions.Action
+        if protocol is not None:
+            self.txn.updateProtocol(action.fromJson(orjson.dumps({"protocol": protocol}).decode()))
+        if metadata is not None:
+            self.txn.updateMetadata(action.fromJson(orjson.dumps({"metaData": metadata}).decode()))
+        if removes:
+            self.txn.readWholeTable()
+        actions = [action.fromJson(orjson.dumps(e).decode()) for e in file_actions(adds, app_id, batch_id, removes)]
+        operation = getattr(self.delta, "DeltaOperations$Update")(jvm.scala.Option.empty())
+        return int(self.txn.commit(jvm.org.apache.spark.api.python.PythonUtils.toSeq(actions), operation))
+
+
 def file_actions(adds: Sequence[tuple[str, dict[str, str], int, dict[str, Any]]], app_id: str, batch_id: int,
                  removes: Sequence[tuple[str, int]] = (), moved: Moved = ((), ())) -> list[dict[str, Any]]:
     """The Delta log actions of a batch's commit: its files added (and ``removes`` of a rewrite, ``moved``
@@ -317,6 +342,17 @@ class LogCommit(Commit):
         interval = int(self.log.configuration.get("delta.checkpointInterval", "10"))
         if version and version % interval == 0:
             checkpoint(self.log.path, self.log.lake)
+        return version
+
+    def rewrite(self, adds: Sequence[Added], removes: Sequence[tuple[str, int]],
+                app_id: str, batch_id: int, metadata: dict[str, Any] | None = None,
+                protocol: dict[str, Any] | None = None) -> int:
+        actions = list(self._create) if self._create else [
+            *([{"protocol": protocol}] if protocol is not None else []),
+            *([{"metaData": metadata}] if metadata is not None else [])]
+        actions += file_actions(adds, app_id, batch_id, removes)
+        version = self.log.commit(actions, "UPDATE" if removes or metadata else "WRITE", {}, blind_append=False)
+        self._create = []
         return version
 
 
