@@ -41,6 +41,7 @@ from .iceberg_defaults import default_values, fill_older, with_columns
 from .iceberg_maintenance import IcebergMaintenance
 from .iceberg_orphans import OrphanFiles
 from .iceberg_renames import Renames, field_paths, in_place, renamed, renamed_images
+from .iceberg_schema import iceberg_alters
 from .iceberg_statements import IcebergStatementTables
 from .iceberg_tables import (
     change_log_properties,
@@ -98,7 +99,9 @@ class IcebergFormat(LakeFormat):
         self._columns: dict[tuple[str, str], list[tuple[str, str]]] = {}  # as the table has them (property)
         self.maintenance = maintenance or IcebergMaintenance()
         self.generations = ChangeLogGenerations(self._properties)
-        self.table_statements = TableStatements(IcebergStatementTables(self), self.generations, self.forget)
+        statement_tables = IcebergStatementTables(self)
+        self.table_statements = TableStatements(statement_tables, self.generations, self.forget)
+        self.table_statements.alters = iceberg_alters(statement_tables, self.table_statements)
 
     def _properties(self, db: str, name: str) -> dict[str, str] | None:
         found = self.table(db, name)

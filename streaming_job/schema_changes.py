@@ -58,6 +58,10 @@ _INT_RANGE: dict[int, int] = {T.TINY: 8, T.SHORT: 16, T.INT24: 24, T.LONG: 32, T
 _TEXT_TYPES = frozenset((T.VARCHAR, T.VAR_STRING, T.STRING, T.BLOB, T.TINY_BLOB, T.MEDIUM_BLOB, T.LONG_BLOB,
                          T.VARCHAR_COMPRESSED, T.BLOB_COMPRESSED))
 _BLOB_BYTES = {1: 255, 2: 65_535, 3: 16_777_215, 4: 4_294_967_295}
+_KINDS: dict[int, str] = {
+    T.YEAR: "year", T.BIT: "bit", T.NEWDECIMAL: "decimal", T.DECIMAL: "decimal", T.FLOAT: "float", T.DOUBLE: "double",
+    T.DATE: "date", T.NEWDATE: "date", T.DATETIME: "datetime", T.DATETIME2: "datetime", T.TIMESTAMP: "timestamp",
+    T.TIMESTAMP2: "timestamp", T.TIME: "time", T.TIME2: "time", T.ENUM: "enum", T.SET: "set", T.JSON: "json"}
 _EPOCH = datetime.datetime(1970, 1, 1)
 _UTC = datetime.UTC
 _DAY_US = 86_400_000_000
@@ -92,12 +96,8 @@ def kind(col: Column, mariadb: bool = True) -> str:
     t = col.type
     if t in _INT_RANGE:
         return "int"
-    kinds: dict[int, str] = {T.YEAR: "year", T.BIT: "bit", T.NEWDECIMAL: "decimal", T.DECIMAL: "decimal", T.FLOAT: "float",
-             T.DOUBLE: "double", T.DATE: "date", T.NEWDATE: "date", T.DATETIME: "datetime", T.DATETIME2: "datetime",
-             T.TIMESTAMP: "timestamp", T.TIMESTAMP2: "timestamp", T.TIME: "time", T.TIME2: "time", T.ENUM: "enum",
-             T.SET: "set", T.JSON: "json"}
-    if t in kinds:
-        return kinds[t]
+    if t in _KINDS:
+        return _KINDS[t]
     if t in _TEXT_TYPES:
         return "binary" if col.collation == BINARY_COLLATION else "text"
     return "other"  # GEOMETRY, VECTOR, ...

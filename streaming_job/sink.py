@@ -99,6 +99,7 @@ class Lander:
     lake_format: str = "delta"  # land.format: "delta" or "iceberg" (lake_format.py)
     iceberg_catalog: str | None = None  # land.iceberg_catalog (iceberg_catalog.py)
     iceberg_auth: RestAuth | None = None  # a REST catalog's token or credential (land.iceberg_catalog_token...)
+    on_incompatible_change: str = "rewrite"  # land.on_incompatible_change (schema_alter.py)
     # Its parts, each a job of its own
     delta: DeltaTables = field(init=False)
     threads: DriverThreads = field(init=False)
@@ -138,6 +139,8 @@ class Lander:
         self.verifier = Verifier(self.format)
         self.mirror_keys.stored = self.format.stored_key
         self.format.table_statements.forget = self._forget
+        if self.format.table_statements.alters is not None:
+            self.format.table_statements.alters.mode = "stop" if self.on_incompatible_change == "stop" else "rewrite"
 
     def _format(self) -> LakeFormat:
         if self.lake_format == "iceberg":

@@ -15,7 +15,8 @@ lake format: the format does the writes (``StatementTables``: one commit each), 
 - partition: the change log's row; the mirror is left as it is (the binlog does not say which rows a TRUNCATE,
   DROP or EXCHANGE PARTITION removed or brought), said in a warning, unless the entry says the daemon
   re-reads the table (``partition["reload"]``): then the mirror is emptied and the re-read rows fill it.
-- alter: the change log's row (the columns' own changes land with the table's rows).
+- alter: schema_alter.py (the columns added, dropped, renamed, converted at the statement); without it, or without
+  schema history, the change log's row (the columns' own changes land with the table's rows).
 
 Every write records the action's marker (statements.Action.marker) in its commit, and is skipped on a table
 that has it (or a later one's) already: an action is applied once per table, whether its batch is replayed
@@ -28,6 +29,7 @@ import logging
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -46,6 +48,9 @@ from .statements import (
     statement_key,
     statement_row,
 )
+
+if TYPE_CHECKING:
+    from .schema_alter import Alters
 
 log = logging.getLogger("binlake.land")
 Properties = dict[str, "str | None"]  # table properties a commit sets (a value None: removed)
@@ -95,6 +100,7 @@ class TableStatements:
         self.tables = tables
         self.generations = generations
         self.forget = forget
+        self.alters: Alters | None = None  # ALTERs' columns (schema_alter.py); None: the change log's row alone
         self._ended: dict[Name, bool] = {}
         self._lock = threading.Lock()
 
@@ -129,7 +135,7 @@ class TableStatements:
         elif op == "partition":
             self._partition(action)
         elif op == "alter":
-            self._row(action, action.name)
+            self.alters.apply(action) if self.alters is not None else self._row(action, action.name)
         else:
             raise LandError(f"`{action.name[0]}`.`{action.name[1]}`: unknown table statement {action.describe()}")
         for db, table in action.names:

@@ -60,6 +60,9 @@ class TableStatement:
     columns: list[dict[str, Any]] | None = None
     primary_key: list[list[int]] | None = None  # [[column index, prefix length]] of the key the TABLE_MAP would name
     renamed: dict[str, str] = field(default_factory=dict)  # alter: new column name -> old name
+    # alter: the table's columns before the statement (the form of ``columns``), where the history knows them: what
+    # the land job converts the old values from (a column's charset, signedness, labels, fractional digits)
+    before: list[dict[str, Any]] | None = None
     # partition: {"action": "truncate"|"drop"|"exchange"|"reorganize"|"coalesce"|"add"|"remove"|...,
     #             "names": [partition names] ([] : ALL), "with": [db, table] of EXCHANGE ... WITH TABLE, or absent}
     partition: dict[str, Any] | None = None
@@ -82,6 +85,8 @@ class TableStatement:
             d["primary_key"] = self.primary_key
         if self.renamed:
             d["renamed"] = self.renamed
+        if self.before is not None:
+            d["before"] = self.before
         if self.partition is not None:
             d["partition"] = self.partition
         return d
@@ -93,7 +98,7 @@ class TableStatement:
                    default_database=d.get("default_database", ""), micros=int(d.get("micros") or 0),
                    time_zone=d.get("time_zone"), to=None if to is None else (to[0], to[1]),
                    source=None if source is None else (source[0], source[1]), columns=d.get("columns"),
-                   primary_key=d.get("primary_key"), renamed=dict(d.get("renamed") or {}),
+                   primary_key=d.get("primary_key"), renamed=dict(d.get("renamed") or {}), before=d.get("before"),
                    partition=d.get("partition"), mariadb=bool(d.get("mariadb", False)))
 
     def encode(self) -> bytes:
