@@ -1,0 +1,164 @@
+"""ALTER TABLE statements applied at their place (streaming_job/schema_alter.py; docs/LAND.md, "Schema changes"):
+quiet schema changes (ADD COLUMN with defaults, SET DEFAULT after it, DROP and RENAME COLUMN, no row changed after
+them) and changes that are no safe widening (text -> binary, DECIMAL scale, ENUM relabelled, a narrowing, DATETIME
+fractional digits), each mirror equal to the server's SELECT (Spark and delta-rs / pyiceberg), the change logs
+versioned where a type cannot join them, another table landing in the same batches; land.on_incompatible_change:
+stop stops with one line.
+
+The table statement entries are the daemon's contract (ingester/records/statement.py), made here by hand from
+the server's own description of the tables (the snapshot's reader) until the daemon publishes them."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import orjson
+import pytest
+
+from ingester.daemon.snapshot import table_reader
+from ingester.records.format import Sequence, file_number
+from ingester.records.snapshot import encode_descriptor
+from ingester.records.statement import TableStatement
+from tests.harness.daemon import run_daemon
+from tests.harness.delta_rs import delta_rs_table
+from tests.harness.iceberg import pyiceberg_table
+from tests.harness.land import lake_frame, run_land
+from tests.harness.statements import publish_statement
+
+pytestmark = pytest.mark.integration
+DB = "alt"
+
+FIRST = [
+    "CREATE TABLE u (id INT PRIMARY KEY, v VARCHAR(10))",
+    "CREATE TABLE r (id INT PRIMARY KEY, a INT, b VARCHAR(10), c DATE)",
+    "CREATE TABLE k (id INT PRIMARY KEY, v VARCHAR(20) CHARACTER SET latin1)",
+    "CREATE TABLE n (id INT PRIMARY KEY, d DECIMAL(10,4), e ENUM('x','y','z'), i INT, t DATETIME(6))",
+    "CREATE TABLE o (id INT PRIMARY KEY, v INT)",
+    "INSERT INTO u VALUES (1, 'a'), (2, 'b'), (3, NULL)",
+    "INSERT INTO r VALUES (1, 10, 'x', '2024-01-01'), (2, NULL, 'y', NULL)",
+    "INSERT INTO k VALUES (1, 'café €'), (2, 'plain'), (3, NULL)",
+    "INSERT INTO n VALUES (1, 123.4567, 'x', 300, '2024-01-31 23:59:59.999999'), (2, -0.00005, 'y', -5, NULL),"
+    " (3, 999.99995, 'z', 70000, '2000-01-01 00:00:00.5')",
+    "INSERT INTO o VALUES (1, 1)",
+]
+# (table, statement, renamed, rows after it)
+ALTERS: list[tuple[str, str, dict[str, str], list[str]]] = [
+    ("u", "ALTER TABLE u ADD COLUMN g DATETIME(3) DEFAULT '2020-02-02 02:02:02.123', ADD COLUMN nn INT NOT NULL,"
+          " ADD COLUMN s VARCHAR(5) NOT NULL DEFAULT 'x', ADD COLUMN z VARCHAR(5) NULL", {}, []),
+    ("u", "ALTER TABLE u ALTER COLUMN s SET DEFAULT 'later'", {}, []),
+    ("r", "ALTER TABLE r DROP COLUMN b, RENAME COLUMN a TO a2", {"a2": "a"}, []),
+    ("k", "ALTER TABLE k MODIFY v VARBINARY(40)", {}, ["INSERT INTO k VALUES (4, 0x00ff)"]),
+    ("n", "ALTER TABLE n MODIFY d DECIMAL(10,2), MODIFY e ENUM('z','x'), MODIFY i TINYINT, MODIFY t DATETIME",
+     {}, ["UPDATE n SET i = 1 WHERE id = 2"]),
+]
+
+
+def _descriptor(server: Any, table: str) -> tuple[list[dict[str, Any]], list[list[int]] | None]:
+    conn = server.connect(DB)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT COLLATION_NAME, ID FROM information_schema.COLLATIONS WHERE ID IS NOT NULL")
+            collations = {n: int(i) for n, i in cur.fetchall()}
+        d = orjson.loads(encode_descriptor(table_reader(conn, DB, table, collations, True).table_map, []))
+    finally:
+        conn.close()
+    return d["columns"], d["primary_key"]
+
+
+def _alter(server: Any, kafka: Any, prefix: str, table: str, sql: str, renamed: dict[str, str],
+           after: list[str]) -> None:
+    """The statement on the server and its table statement entry, as the daemon publishes it, at its place."""
+    before, _ = _descriptor(server, table)
+    conn = server.connect(DB)
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION sql_mode = '', time_zone = '+00:00'")
+        cur.execute("SHOW MASTER STATUS")
+        file, position = cur.fetchone()[:2]
+        cur.execute("SELECT UNIX_TIMESTAMP(NOW(6))")
+        micros = int(cur.fetchone()[0] * 1_000_000)
+        cur.execute(sql)
+        for statement in after:
+            cur.execute(statement)
+    conn.close()
+    columns, key = _descriptor(server, table)
+    entry = TableStatement("alter", DB, table, sql, DB, micros, "+00:00", columns=columns, primary_key=key,
+                           renamed=renamed, before=before, mariadb=True)
+    publish_statement(kafka.bootstrap, prefix, entry, Sequence(file_number(file), position + 1))
+
+
+def _select(server: Any, table: str) -> dict[int, dict[str, Any]]:
+    conn = server.connect(DB)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION time_zone = '+00:00'")
+            cur.execute(f"SELECT * FROM {table}")
+            names = [d[0] for d in cur.description]
+            return {r[0]: dict(zip(names, r, strict=True)) for r in cur.fetchall()}
+    finally:
+        conn.close()
+
+
+def _plain(v: Any) -> Any:
+    return bytes(v) if isinstance(v, bytearray) else v
+
+
+def _check(spark: Any, server: Any, lake: Any, lake_format: str) -> None:
+    """Every mirror equals the server's SELECT, as Spark and the other reader read it."""
+    for table in ("u", "r", "k", "n", "o"):
+        want = _select(server, table)
+        frame = lake_frame(spark, lake, DB, table, lake_format)
+        columns = [c for c in frame.columns if not c.startswith("_binlake")]
+        assert columns == list(next(iter(want.values()))), (table, columns)
+        got = {r["id"]: {c: _plain(r[c]) for c in columns} for r in frame.collect()}
+        assert got == want, table
+        other = (delta_rs_table(lake / DB / table) if lake_format == "delta"
+                 else pyiceberg_table(lake, DB, table)).select(columns).to_pylist()
+        assert {r["id"]: r for r in other} == want, f"{table} ({'delta-rs' if lake_format == 'delta' else 'pyiceberg'})"
+
+
+@pytest.mark.parametrize("lake_format", ["delta", "iceberg"])
+def test_alters_take_effect_at_their_place(mariadb, kafka, spark, tmp_path, capsys, lake_format) -> None:
+    mariadb.execute(f"DROP DATABASE IF EXISTS {DB}")
+    mariadb.execute(f"CREATE DATABASE {DB} CHARACTER SET utf8mb4")
+    prefix = f"alt{lake_format}"
+    lake = tmp_path / "lake"
+    extra = ["--format", lake_format] if lake_format == "iceberg" else []
+    conn = mariadb.connect(DB)
+    with conn.cursor() as cur:
+        for statement in FIRST:
+            cur.execute(statement)
+    run_daemon(mariadb, kafka, prefix, "--server-id", "4546")
+    assert run_land(kafka, prefix, lake, *extra) == 0
+    for table, sql, renamed, after in ALTERS:
+        with conn.cursor() as cur:
+            cur.execute("INSERT INTO o VALUES (%s, 0)", (100 + len(sql),))  # the other table lands meanwhile
+        _alter(mariadb, kafka, prefix, table, sql, renamed, after)
+    run_daemon(mariadb, kafka, prefix, "--server-id", "4546")
+    capsys.readouterr()
+    assert run_land(kafka, prefix, lake, *extra) == 0
+    err = capsys.readouterr().err
+    _check(spark, mariadb, lake, lake_format)
+    # the quiet ADD COLUMN's defaults, and SET DEFAULT left the rows there alone
+    u = _select(mariadb, "u")
+    assert u[1]["s"] == "x" and u[1]["nn"] == 0 and str(u[1]["g"]) == "2020-02-02 02:02:02.123000"
+    # the change logs: k's and n's go on in their second generation, the ALTER's row ending the first
+    for table, types in (("k", {"v": "binary"}), ("n", {"d": "decimal(10,2)"})):
+        second = lake_frame(spark, lake, DB, f"{table}__changes__v2", lake_format)
+        after = dict((f.name, f.dataType.simpleString()) for f in second.schema["after"].dataType.fields)
+        assert all(after[c] == t for c, t in types.items()), after
+        ops = sorted(r.op for r in second.collect())
+        assert ops == ["alter", "insert" if table == "k" else "update"], ops
+        first = lake_frame(spark, lake, DB, f"{table}__changes", lake_format)
+        assert sorted(r.op for r in first.collect()) == ["alter", *["insert"] * 3], table
+    assert "k`: column `v` (string -> binary)" in err or "`v` (string -> binary)" in err, err[-3000:]
+
+    # land.on_incompatible_change: stop -> one line naming the table, the column, the types and the statement
+    os.environ["BINLAKE_LAND_ON_INCOMPATIBLE_CHANGE"] = "stop"
+    try:
+        assert run_land(kafka, prefix, tmp_path / "stopped", *extra) != 0
+    finally:
+        del os.environ["BINLAKE_LAND_ON_INCOMPATIBLE_CHANGE"]
+    err = capsys.readouterr().err
+    assert "`alt`.`k`: column `v` changed from string to binary" in err and "MODIFY v VARBINARY(40)" in err, err[-3000:]
+
