@@ -25,6 +25,7 @@ import orjson
 import pyarrow as pa
 
 from ingester.records.format import Sequence, file_number
+from ingester.records.statement import TableStatement
 
 from .debezium_types import UnknownField, default_sql, lake_column
 from .decode import CHANGE_HEAD, ROWS, RecordRow, _Out, withheld
@@ -203,6 +204,8 @@ class DebeziumReader:
         self.groups: dict[tuple[str, int, int], _Group] = {}
         self.repeats = 0
         self.pending = 0  # change events in the groups
+        self.closed: list[tuple[str, int, _Group]] = []  # groups ended by a truncate of their table
+        self.statements: list[RecordRow] = []  # truncate events, as table statements
 
     def feed(self, out: _Out, topic: str, partition: int, offset: int, key: bytes | None,
              value: bytes | None) -> None:
@@ -221,9 +224,12 @@ class DebeziumReader:
             if len(self.shapes) > 10_000:
                 self.shapes.clear()
             shape = self.shapes[shape_id] = _Shape(*self.codec.schemas(shape_id))
+        if event.get("op") == "t":
+            self._truncate(topic, partition, offset, event)
+            return
         op = _OPS.get(event.get("op"))
         if op is None:
-            raise DebeziumError(f"op {event.get('op')!r} is not a row change (c, u, d, r)")
+            raise DebeziumError(f"op {event.get('op')!r} is not a row change (c, u, d, r) or a truncate (t)")
         source = event["source"]
         seq = Sequence(file_number(source["file"]), source["pos"]).encode()
         row = source.get("row") or 0
@@ -239,6 +245,27 @@ class DebeziumReader:
         self.pending += 1
         group.add(offset, (op, seq, str(Sequence.decode(seq)), source.get("gtid") or "", commit_ts, row),
                   before, after)
+
+    def _truncate(self, topic: str, partition: int, offset: int, event: dict[str, Any]) -> None:
+        """A truncate event (op t, no images; Debezium's ``skipped.operations=none``): a table statement of op
+        truncate at its position (statements.py), as binlake's own entries are. The topic partition's events
+        before it go out as groups of their own, so that none holds events of both sides."""
+        source = event["source"]
+        seq = Sequence(file_number(source["file"]), source["pos"]).encode()
+        if self._repeat((topic, partition), position(seq, source.get("row") or 0, "truncate"), None, None):
+            self.repeats += 1
+            return
+        for key in [k for k in self.groups if k[:2] == (topic, partition)]:
+            self.closed.append((topic, partition, self.groups.pop(key)))
+        ts_us = source.get("ts_us")
+        commit_ts = ts_us if ts_us is not None else source["ts_ms"] * 1000
+        db, table = source["db"], source["table"]
+        statement = TableStatement("truncate", db, table, f"TRUNCATE TABLE `{db}`.`{table}`", default_database=db,
+                                   micros=commit_ts)
+        self.statements.append(RecordRow(
+            "statement", topic, partition, offset, db, table, first_seq=seq, first_position=str(Sequence.decode(seq)),
+            rows=0, newest=commit_ts, partial=False,
+            statement=orjson.dumps({**statement.to_json(), "gtid": source.get("gtid") or ""}).decode()))
 
     def _repeat(self, key: tuple[str, int], at: bytes, before: Any, after: Any) -> bool:
         """Whether an event at position ``at`` was seen before in the topic partition ``key`` (else it is
@@ -267,7 +294,11 @@ class DebeziumReader:
         return self.marks[key]
 
     def finish(self, out: _Out) -> None:
-        for (topic, partition, _), group in self.groups.items():
+        out.rows += self.statements
+        self.statements = []
+        groups = [*self.closed, *((topic, partition, g) for (topic, partition, _), g in self.groups.items())]
+        self.closed = []
+        for topic, partition, group in groups:
             group.mark = self._mark((topic, partition)) if (topic, partition) in self.marks else b""
             try:
                 out.rows.append(group.row(topic, partition))

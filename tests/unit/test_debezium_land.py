@@ -194,11 +194,36 @@ def test_a_message_without_schema_or_change_is_an_error_row_naming_why() -> None
     out = _Out()
     reader.feed(out, "srv.shop.t", 0, 5, None, b'{"before":null,"after":{"id":1}}')
     key, value = _event("c", 1, 0, None, {"id": 1, "s": None})
-    reader.feed(out, "srv.shop.t", 0, 6, key, value.replace(b'"op":"c"', b'"op":"t"'))
+    reader.feed(out, "srv.shop.t", 0, 6, key, value.replace(b'"op":"c"', b'"op":"m"'))
     reader.finish(out)
     errors = [(r[3], r[13]) for r in out.rows]
     assert errors[0][0] == 5 and "has no schema" in errors[0][1] and "schemas.enable=true" in errors[0][1]
-    assert errors[1][0] == 6 and "op 't' is not a row change" in errors[1][1]
+    assert errors[1][0] == 6 and "op 'm' is not a row change (c, u, d, r) or a truncate (t)" in errors[1][1]
+
+
+def test_a_truncate_event_is_a_truncate_statement_between_its_tables_rows() -> None:
+    """Debezium's truncate (op t, no images): a table statement at its position; the partition's events before it
+    a record row of their own (first sequence before it), those after another; Debezium's repeat of it dropped."""
+    reader = DebeziumReader({})
+    out = _Out()
+    truncate = orjson.loads(_event("c", 300, 0, None, {"id": 1, "s": None})[1])
+    truncate["payload"].update(op="t", before=None, after=None)
+    events = [_event("c", 100, 0, None, {"id": 1, "s": "a"}), _event("c", 200, 0, None, {"id": 2, "s": "b"}),
+              (None, orjson.dumps(truncate)), _event("c", 400, 0, None, {"id": 3, "s": "c"}),
+              (None, orjson.dumps(truncate))]  # the last: a repeat (Debezium after a crash)
+    for offset, (key, value) in enumerate(events):
+        reader.feed(out, "srv.shop.t", 0, offset, key, value)
+    reader.finish(out)
+    kinds = [(r.kind, r.first_seq, r.offset) for r in out.rows]
+    assert sorted(kinds) == sorted([("statement", _seq(3, 300), 2), ("row", _seq(3, 100), 0),
+                                    ("row", _seq(3, 400), 3)])
+    said = next(r for r in out.rows if r.kind == "statement")
+    statement = orjson.loads(said.statement)
+    assert (statement["op"], statement["database"], statement["table"]) == ("truncate", "shop", "t")
+    assert statement["gtid"] == "0-1-5" and said.newest == 1_700_000_000_000 * 1000
+    before, after = (r for r in sorted(out.rows, key=lambda r: r.first_seq) if r.kind == "row")
+    assert [c[5] for c in _changes([before])] == [1, 2] and [c[5] for c in _changes([after])] == [3]
+    assert reader.repeats == 1
 
 
 @pytest.mark.parametrize("name", CORPUS_FILES)
