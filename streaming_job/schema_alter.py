@@ -173,7 +173,7 @@ def plan_alter(mirror: list[tuple[str, str]], before: dict[str, Column] | None, 
     return plan
 
 
-def transform(plan: AlterPlan, values: dict[str, pa.Scalar], meta: list[str]) -> Transform:
+def transform(plan: AlterPlan, values: dict[str, pa.Scalar], meta: list[str], table: str = "") -> Transform:
     """The mirror's rows -> the rows after the statement (``values``: the added columns' defaults as scalars;
     ``meta``: binlake's own columns, kept)."""
 
@@ -188,11 +188,8 @@ def transform(plan: AlterPlan, values: dict[str, pa.Scalar], meta: list[str]) ->
             elif c.action == "reread":
                 array = pa.nulls(n, typ)
             elif c.action == "convert":
-                assert c.convert is not None and c.source is not None
-                convert, zero = c.convert, not c.nullable
-                old = rows.column(c.source).to_pylist()
-                array = pa.array([convert(ZERO if v is None and zero else v) if v is not None or zero else None
-                                  for v in old], typ)
+                assert c.source is not None
+                array = pa.array(_converted(c, rows.column(c.source).to_pylist(), table), typ)
             else:
                 assert c.source is not None
                 array = rows.column(c.source).combine_chunks().cast(typ)
@@ -204,6 +201,28 @@ def transform(plan: AlterPlan, values: dict[str, pa.Scalar], meta: list[str]) ->
         return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
     return apply
+
+
+def _converted(c: ColumnPlan, values: list[Any], table: str) -> list[Any]:
+    """A column's old values converted (a value only the server can convert: null, said once per column)."""
+    assert c.convert is not None
+    convert, zero = c.convert, not c.nullable
+    out, unknown = [], 0
+    for v in values:
+        if v is None and not zero:
+            out.append(None)
+            continue
+        try:
+            out.append(convert(ZERO if v is None else v))
+        except Unknown as exc:
+            unknown += 1
+            c.why = str(exc)
+            out.append(None)
+    if unknown:
+        log.warning("%s: the mirror's column `%s` (%s -> %s) is null in %d rows written before the ALTER: only the "
+                    "server knows their values (%s); `binlake snapshot --tables %s` reads the rows again", table,
+                    c.name, c.old_type, c.dtype, unknown, c.why, table)
+    return out
 
 
 def added_columns(statement: str, default_db: str) -> dict[str, ColumnDef]:
@@ -275,7 +294,8 @@ class Alters:
         if plan.rewrite:
             values = self.values([d for c in plan.columns if (d := c.default) is not None], dict(lake_after))
             self.mirrors.rewrite_mirror(db, table, plan.lake_columns, key,
-                                        transform(plan, values, self.meta), properties, action.at.batch_id)
+                                        transform(plan, values, self.meta, f"{db}.{table}"), properties,
+                                        action.at.batch_id)
             log.info("`%s`.`%s`: the mirror rewritten for %s", db, table, action.describe())
         else:
             added = [(c.name, c.dtype) for c in plan.columns if c.action == "add"]
@@ -320,15 +340,15 @@ class Alters:
         current = self.statements.change_log(db, table)
         properties = tables.properties(db, current)
         marker: Properties = {STATEMENT_PROPERTY: marker_text(action.marker)}
+        began = self.statements.generations.current(db, table).started_by == action.at.seq  # a replay: it began it
         if not versioned:
-            if properties is not None and applied(properties, action.marker):
+            if began or (properties is not None and applied(properties, action.marker)):
                 return current
             union = _union(lake, columns)
             tables.change_row(db, current, union, statement_row(action.at, union, action.index), marker,
                               action.at.batch_id)
             return current
-        if properties is not None and not applied(properties, action.marker) and \
-                self.statements.generations.current(db, table).started_by != action.at.seq:
+        if properties is not None and not applied(properties, action.marker) and not began:
             tables.change_row(db, current, lake, statement_row(action.at, lake, action.index), marker,
                               action.at.batch_id)
         log.info("`%s`.`%s`: column%s %s of another type than its change log's: %s", db, table,

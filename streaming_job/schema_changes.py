@@ -207,6 +207,10 @@ def converter(old: Column, new: Column, stmt: Statement) -> Callable[[Any], Any]
             ok = "int"
         else:
             raise Unknown(f"{_type_name(old)} -> {_type_name(new)}")
+    local = {"date", "datetime", "time", "text", "binary", "enum", "set", "int", "decimal"}
+    if stmt.offset is None and (((ok == "timestamp") != (nk == "timestamp") and {ok, nk} - {"timestamp"} <= local)
+                                or (ok == "time" and nk in ("date", "datetime", "timestamp"))):
+        raise Unknown(f"{_type_name(old)} -> {_type_name(new)}: local time of the session time zone SYSTEM")
     read = _source(old, mariadb)
     store = _store(old, new, ok, nk, stmt)
 
