@@ -207,7 +207,8 @@ def _converted(c: ColumnPlan, values: list[Any], table: str) -> list[Any]:
     """A column's old values converted (a value only the server can convert: null, said once per column)."""
     assert c.convert is not None
     convert, zero = c.convert, not c.nullable
-    out, unknown = [], 0
+    out: list[Any] = []
+    unknown = 0
     for v in values:
         if v is None and not zero:
             out.append(None)

@@ -11,13 +11,15 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from ingester.records.format import Sequence
+from ingester.records.statement import TableStatement
 from streaming_job.errors import LandError
 from streaming_job.generations import CURRENT_PROPERTY, ChangeLogGenerations
 from streaming_job.lake_types import arrow_type
 from streaming_job.schema_alter import SOURCE_PROPERTY, Alters, MirrorRewrite, Transform
-from streaming_job.statements import STATEMENT_PROPERTY, ApplyPart, plan
+from streaming_job.statements import STATEMENT_PROPERTY, ApplyPart, StatementAt, plan
 from streaming_job.table_statements import Properties, TableStatements
-from tests.unit.test_table_statements import MemoryTables, _at
+from tests.harness.memory_lake import MemoryTables
 
 META = ["_binlake_seq", "_binlake_commit_ts"]
 LATIN1, UTF8MB4, BINARY = 8, 45, 63
@@ -78,6 +80,12 @@ def _lake(columns: list[tuple[str, str]], rows: dict[str, list[Any]], values: di
                                                                           for d in fills}, META)
     statements.alters.mode = "stop" if mode == "stop" else "rewrite"
     return tables, mirrors, statements
+
+
+def _at(op: str, db: str, table: str, pos: int, text: str, **more: Any) -> StatementAt:
+    statement = TableStatement(op, db, table, text, default_database=db, **more)
+    return StatementAt(statement, Sequence(1, pos).encode(), f"1:{pos}:0", "0-1-1", 1_700_000_000_000_000,
+                       f"p.{db}.{table}", 0, 0, 7, 0)
 
 
 def _alter(statements: TableStatements, sql: str, pos: int, columns: list[dict[str, Any]] | None,
