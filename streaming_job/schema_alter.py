@@ -49,7 +49,16 @@ from .errors import LandError
 from .generations import CURRENT_PROPERTY, conflicts
 from .keys import recorded_key
 from .lake_types import arrow_type, widens
-from .schema_changes import ZERO, Statement, Unknown, converter, kind, same_values, time_zone_offset
+from .schema_changes import (
+    ZERO,
+    Statement,
+    Unknown,
+    converter,
+    kind,
+    same_values,
+    time_zone_offset,
+    vector_converter,
+)
 from .statements import STATEMENT_PROPERTY, Action, applied, marker_text, statement_key, statement_row
 
 if TYPE_CHECKING:
@@ -87,6 +96,7 @@ class ColumnPlan:
     old_type: str | None = None
     default: D.Default | None = None  # an added column's value in the rows there
     convert: Callable[[Any], Any] | None = None
+    vector: Callable[[Any], Any] | None = None  # the conversion of a whole array (schema_changes.vector_converter)
     nullable: bool = True  # the old source column's: a null of a NOT NULL temporal column is a zero date
     why: str = ""  # reread: what only the server knows
 
@@ -165,7 +175,8 @@ def plan_alter(mirror: list[tuple[str, str]], before: dict[str, Column] | None, 
             continue
         try:
             convert = converter(old, col, stmt)
-            out.append(ColumnPlan(name, dtype, "convert", source, old_type, convert=convert, nullable=old.nullable))
+            out.append(ColumnPlan(name, dtype, "convert", source, old_type, convert=convert, nullable=old.nullable,
+                                  vector=vector_converter(old, col, stmt)))
         except Unknown as exc:
             out.append(ColumnPlan(name, dtype, "reread", source, old_type, why=str(exc)))
     plan = AlterPlan(out, [n for n in have if n not in used])
@@ -184,12 +195,14 @@ def transform(plan: AlterPlan, values: dict[str, pa.Scalar], meta: list[str], ta
             typ = arrow_type(c.dtype)
             if c.action == "add":
                 scalar = values.get(c.name)
-                array = pa.nulls(n, typ) if scalar is None else pa.array([scalar.as_py()] * n, typ)
+                array = pa.nulls(n, typ) if scalar is None else pa.repeat(scalar.cast(typ), n)
             elif c.action == "reread":
                 array = pa.nulls(n, typ)
             elif c.action == "convert":
                 assert c.source is not None
-                array = pa.array(_converted(c, rows.column(c.source).to_pylist(), table), typ)
+                old = rows.column(c.source).combine_chunks()
+                array = (c.vector(old).cast(typ) if c.vector is not None
+                         else pa.array(_converted(c, old.to_pylist(), table), typ))
             else:
                 assert c.source is not None
                 array = rows.column(c.source).combine_chunks().cast(typ)

@@ -222,6 +222,39 @@ def converter(old: Column, new: Column, stmt: Statement) -> Callable[[Any], Any]
     return convert
 
 
+def vector_converter(old: Column, new: Column, stmt: Statement) -> Callable[[Any], Any] | None:
+    """``converter``'s conversion of a whole Arrow array at once where Arrow's kernels give the same values (UTF-8
+    text into VARBINARY/BLOB: its bytes, cut to the new length); None: value by value."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ok, nk = kind(old, stmt.mariadb), kind(new, stmt.mariadb)
+    if ok == "text" and nk == "binary" and new.type != T.STRING and _codec(_charset(old, stmt.mariadb)) == "utf-8":
+        limit = _max_bytes(new)
+        return lambda array: pc.binary_slice(array.cast(pa.binary()), 0, limit) if limit < 1 << 31 \
+            else array.cast(pa.binary())
+    if ok == nk == "int":
+        lo, hi = _int_bounds(new)
+        d20 = pa.decimal128(20, 0)
+        low, high = pa.scalar(Decimal(lo), d20), pa.scalar(Decimal(hi), d20)
+        return lambda array: pc.min_element_wise(pc.max_element_wise(array.cast(d20), low), high)
+    if ok == nk == "decimal" and old.meta & 0xFF <= 38 and (old.meta >> 8) <= 38 and (new.meta >> 8) <= 38:
+        os, (p, s) = _decimal_shape(old)[1], _decimal_shape(new)
+        wide = pa.decimal128(38, max(os, s))
+        most = Decimal(10) ** (p - s) - Decimal(1).scaleb(-s)
+        least = Decimal(0) if new.unsigned else -most
+
+        def rescale(array: Any) -> Any:
+            array = array.cast(wide)  # first: a rounding up past the old precision must not overflow
+            if s < os:
+                array = pc.round(array, ndigits=s, round_mode="half_towards_infinity")
+            bounded = pc.min_element_wise(pc.max_element_wise(array, pa.scalar(least, wide)), pa.scalar(most, wide))
+            return bounded.cast(pa.decimal128(p, s))
+
+        return rescale
+    return None
+
+
 def _type_name(col: Column) -> str:
     return T(col.type).name if col.type in T._value2member_map_ else str(col.type)
 

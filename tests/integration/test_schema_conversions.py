@@ -13,7 +13,15 @@ import pytest
 
 from ingester.daemon.snapshot import table_reader
 from streaming_job.arrow_rows import LakeColumn
-from streaming_job.schema_changes import ZERO, Statement, Unknown, converter, same_values, time_zone_offset
+from streaming_job.schema_changes import (
+    ZERO,
+    Statement,
+    Unknown,
+    converter,
+    same_values,
+    time_zone_offset,
+    vector_converter,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -159,6 +167,11 @@ def test_conversions_equal_the_servers_alter(mariadb) -> None:
             convert = converter(o, n, stmt)
             got = [convert(ZERO if v is None and not o.nullable else v) for v in before[name]]
             got = pa.array(got, LakeColumn(n, True).type).to_pylist()  # as the rewrite's Arrow array holds them
+            vector = vector_converter(o, n, stmt)  # the whole array's conversion, where Arrow's kernels do it
+            if vector is not None:
+                typ = LakeColumn(n, True).type
+                whole = vector(pa.array(before[name], LakeColumn(o, True).type)).cast(typ).to_pylist()
+                assert whole == got, (name, whole, got)
         except Unknown as exc:
             unknown[f"{name} {source} -> {target}"] = str(exc)
             continue
