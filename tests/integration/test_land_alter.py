@@ -13,18 +13,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import orjson
 import pytest
 
-from ingester.daemon.snapshot import table_reader
-from ingester.records.format import Sequence, file_number
-from ingester.records.snapshot import encode_descriptor
-from ingester.records.statement import TableStatement
+from tests.harness.alters import alter, select_rows
 from tests.harness.daemon import run_daemon
 from tests.harness.delta_rs import delta_rs_table
 from tests.harness.iceberg import pyiceberg_table
 from tests.harness.land import lake_frame, run_land
-from tests.harness.statements import publish_statement
 
 pytestmark = pytest.mark.integration
 DB = "alt"
@@ -58,54 +53,6 @@ ALTERS: list[tuple[str, str, dict[str, str] | None, list[str]]] = [
 ]
 
 
-def _descriptor(server: Any, table: str) -> tuple[list[dict[str, Any]], list[list[int]] | None]:
-    conn = server.connect(DB)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT COLLATION_NAME, ID FROM information_schema.COLLATIONS WHERE ID IS NOT NULL")
-            collations = {n: int(i) for n, i in cur.fetchall()}
-        d = orjson.loads(encode_descriptor(table_reader(conn, DB, table, collations, True).table_map, []))
-    finally:
-        conn.close()
-    return d["columns"], d["primary_key"]
-
-
-def _alter(server: Any, kafka: Any, prefix: str, table: str, sql: str, renamed: dict[str, str] | None,
-           after: list[str]) -> None:
-    """The statement on the server and its table statement entry, as the daemon publishes it, at its place (none
-    where ``renamed`` is None)."""
-    before, _ = _descriptor(server, table)
-    conn = server.connect(DB)
-    with conn.cursor() as cur:
-        cur.execute("SET SESSION sql_mode = '', time_zone = '+00:00'")
-        cur.execute("SHOW MASTER STATUS")
-        file, position = cur.fetchone()[:2]
-        cur.execute("SELECT UNIX_TIMESTAMP(NOW(6))")
-        micros = int(cur.fetchone()[0] * 1_000_000)
-        cur.execute(sql)
-        for statement in after:
-            cur.execute(statement)
-    conn.close()
-    if renamed is None:
-        return
-    columns, key = _descriptor(server, table)
-    entry = TableStatement("alter", DB, table, sql, DB, micros, "+00:00", columns=columns, primary_key=key,
-                           renamed=renamed, before=before, mariadb=True)
-    publish_statement(kafka.bootstrap, prefix, entry, Sequence(file_number(file), position + 1))
-
-
-def _select(server: Any, table: str) -> dict[int, dict[str, Any]]:
-    conn = server.connect(DB)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SET SESSION time_zone = '+00:00'")
-            cur.execute(f"SELECT * FROM {table}")
-            names = [d[0] for d in cur.description]
-            return {r[0]: dict(zip(names, r, strict=True)) for r in cur.fetchall()}
-    finally:
-        conn.close()
-
-
 def _plain(v: Any) -> Any:
     return bytes(v) if isinstance(v, bytearray) else v
 
@@ -113,7 +60,7 @@ def _plain(v: Any) -> Any:
 def _check(spark: Any, server: Any, lake: Any, lake_format: str) -> None:
     """Every mirror equals the server's SELECT, as Spark and the other reader read it."""
     for table in ("u", "r", "k", "n", "o", "w"):
-        want = _select(server, table)
+        want = select_rows(server, DB, table)
         frame = lake_frame(spark, lake, DB, table, lake_format)
         columns = [c for c in frame.columns if not c.startswith("_binlake")]
         assert columns == list(next(iter(want.values()))), (table, columns)
@@ -140,14 +87,14 @@ def test_alters_take_effect_at_their_place(mariadb, kafka, spark, tmp_path, caps
     for table, sql, renamed, after in ALTERS:
         with conn.cursor() as cur:
             cur.execute("INSERT INTO o VALUES (%s, 0)", (100 + len(sql),))  # the other table lands meanwhile
-        _alter(mariadb, kafka, prefix, table, sql, renamed, after)
+        alter(mariadb, kafka, prefix, DB, table, sql, renamed, after)
     run_daemon(mariadb, kafka, prefix, "--server-id", "4546")
     capsys.readouterr()
     assert run_land(kafka, prefix, lake, *extra) == 0
     err = capsys.readouterr().err
     _check(spark, mariadb, lake, lake_format)
     # the quiet ADD COLUMN's defaults, and SET DEFAULT left the rows there alone
-    u = _select(mariadb, "u")
+    u = select_rows(mariadb, DB, "u")
     assert u[1]["s"] == "x" and u[1]["nn"] == 0 and str(u[1]["g"]) == "2020-02-02 02:02:02.123000"
     # the change logs: k's and n's go on in their second generation, the ALTER's row ending the first
     for table, types in (("k", {"v": "binary"}), ("n", {"d": "decimal(10,2)"}), ("w", {"v": "binary"})):
