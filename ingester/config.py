@@ -30,6 +30,8 @@ TimeMode = Literal["adaptive_time_microseconds", "connect"]
 BigintMode = Literal["long", "precise"]
 BinaryMode = Literal["bytes", "base64", "base64-url-safe", "hex"]
 SubjectStrategy = Literal["TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy"]
+# Debezium's skipped.operations that binlake follows: "t" (truncates), or "none" (Debezium's c, u, d are not offered)
+SkippedOperation = Literal["t", "none"]
 
 
 @dataclass
@@ -234,6 +236,8 @@ class DebeziumConfig:
     tombstones_on_delete: bool = True  # a null value after each delete, for log compaction
     provide_transaction_metadata: bool = False  # <prefix>.transaction topic and each event's transaction block
     include_schema_changes: bool = True  # the schema change topic <prefix>: an event per DDL statement
+    # skipped.operations: the change events not published; "t": truncates (TRUNCATE TABLE's op "t" events), "none"
+    skipped_operations: list[SkippedOperation] = field(default_factory=lambda: ["t"])
     decimal_handling_mode: DecimalMode = "precise"
     time_precision_mode: TimeMode = "adaptive_time_microseconds"
     bigint_unsigned_handling_mode: BigintMode = "long"
@@ -403,7 +407,10 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
                      if isinstance(value, str) else dict(value))
             return {str(k): _coerce(v, args[1], f"{where}[{k!r}]") for k, v in items.items()}
         if origin is list:
-            return [v.strip() for v in value.split(",")] if isinstance(value, str) else [str(v) for v in value]
+            listed = [v.strip() for v in value.split(",")] if isinstance(value, str) else [str(v) for v in value]
+            if get_origin(args[0]) is Literal:  # each one of the choices (the error names them)
+                return [_coerce(v, args[0], where) for v in listed if v]
+            return listed
         if annotation is bool:
             if isinstance(value, str):
                 if value.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):

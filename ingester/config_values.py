@@ -47,8 +47,14 @@ def duration(value: Any) -> str | None:
     return None
 
 
+def operations(value: Any) -> str | None:
+    """debezium.skipped_operations: "none" skips nothing and comes alone."""
+    return "none comes alone (it skips nothing)" if "none" in value and len(value) > 1 else None
+
+
 # Settings with a range or a form beyond their type, checked where they are set (the message names the place)
 CHECKS: dict[tuple[str, str], Any] = {
+    ("DebeziumConfig", "skipped_operations"): operations,
     ("LandConfig", "compact_files"): at_least(2), ("LandConfig", "small_file_bytes"): at_least(1),
     ("LandConfig", "compact_bytes"): at_least(1), ("LandConfig", "iceberg_expire_every"): at_least(1),
     ("LandConfig", "iceberg_snapshot_retention"): duration, ("LandConfig", "iceberg_metadata_versions"): at_least(1),

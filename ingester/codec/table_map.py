@@ -205,7 +205,9 @@ def _parse_optional_metadata(cur: Cursor, tm: TableMap) -> None:
     cols = tm.columns
     # MariaDB's YEAR is a TINYINT underneath and has a signedness bit; MySQL's has none.
     numeric = [c for c in cols if c.type in _NUMERIC or (tm.is_mariadb and c.type == T.YEAR)]
-    character = [c for c in cols if c.type in _CHARACTER]
+    # MariaDB counts GEOMETRY (a BLOB underneath, charset binary) among the character columns of the charset
+    # fields; MySQL does not
+    character = [c for c in cols if c.type in _CHARACTER or (tm.is_mariadb and c.type == T.GEOMETRY)]
     enum_set = [c for c in cols if c.type in (T.ENUM, T.SET)]
     enums = [c for c in cols if c.type == T.ENUM]
     sets = [c for c in cols if c.type == T.SET]

@@ -23,6 +23,7 @@ import orjson
 from ..codec import events as E
 from ..records.builder import Record
 from ..records.format import Sequence, record_events
+from ..records.statement import TableStatementEvent
 from .snapshot import (
     Progress,
     SnapshotError,
@@ -79,6 +80,9 @@ class _Chunk:
     # verify: every key of the table changed between the watermarks (the chunk's or not: rows inserted or
     # deleted there too), as a row of the key columns: excluded from the comparison
     changed: dict[tuple[Any, ...], list[Any]] = field(default_factory=dict)
+    # a table statement (TRUNCATE, ALTER, a partition's...) between the watermarks: the rows read may be from before
+    # or after it, and its columns too: the chunk is read again
+    void: str | None = None
 
 
 @dataclass
@@ -112,8 +116,11 @@ class Resnapshotter:
         if chunk is not None and record.topic == chunk.reader.name:
             names = [chunk.reader.table_map.columns[i].name for i in chunk.reader.key]
             for item in record_events(dict(record.headers), record.value, f"topic {record.topic}"):
-                if isinstance(item.event, E.RowsEvent) and (chunk.high is None or
-                                                            item.seq.encode() < chunk.high[0].encode()):
+                if isinstance(item.event, TableStatementEvent) and (chunk.high is None or
+                                                                    item.seq.encode() < chunk.high[0].encode()):
+                    chunk.void = item.event.statement.statement
+                elif isinstance(item.event, E.RowsEvent) and (chunk.high is None or
+                                                              item.seq.encode() < chunk.high[0].encode()):
                     for row in item.event.rows:
                         for image in (row.get("before"), row.get("after")):
                             if image is None:
@@ -160,6 +167,11 @@ class Resnapshotter:
         """At a transaction boundary: the chunk's rows once the stream has passed its high watermark."""
         chunk = self.chunk
         if chunk is None or chunk.high is None:
+            return []
+        if chunk.void is not None:  # read again (the progress stays where it was)
+            log.info("%s of %s: the chunk is read again after %s", "verify" if chunk.verify else "re-snapshot",
+                     chunk.reader.name, " ".join(chunk.void.split())[:200])
+            self.chunk = None
             return []
         if chunk.verify is not None:
             return self._verified(chunk)

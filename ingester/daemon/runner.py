@@ -19,6 +19,8 @@ from ..records.debezium.columns import Modes
 from ..records.debezium.encoder import DebeziumAvro, DebeziumJson, DebeziumOptions
 from ..records.format import Sequence, file_number
 from ..records.outbound import BinlogNames, Outbound
+from ..records.statement import is_statement_record
+from ..schema.collations import Collations, capture_collations
 from ..schema.history import SchemaHistory
 from ..sources.errors import SourceUnreachable
 from ..sources.position import current_position
@@ -48,7 +50,11 @@ class Runner:
         self.stats = {"events": 0, "records": 0, "transactions": 0, "commits": 0, "reconnects": 0}
         self.committed: dict[str, Any] | None = None
         self.metrics = Metrics()
-        self.schema_history = False  # follow DDL: the server's TABLE_MAPs carry no column names
+        # follow DDL in a schema history (schema.history: auto or always): records of a server whose TABLE_MAPs carry
+        # no column names carry the history's, and table statement entries their tables' columns
+        self.schema_history = False
+        self.full_metadata = False  # the server's TABLE_MAPs name the columns (binlog_row_metadata=FULL)
+        self.collations = Collations()  # the server's, for the history's descriptions of columns
         self.resnap: Resnapshotter | None = None  # on-demand re-snapshots (snapshot_signal_table)
         self.sources = cfg.source_candidates()  # the URL's server, then source.hosts: failover in this order
         self.source_index = 0
@@ -65,7 +71,9 @@ class Runner:
             dbz.decimal_handling_mode, dbz.time_precision_mode, dbz.bigint_unsigned_handling_mode,
             dbz.binary_handling_mode), dbz.schemas_enable, dbz.tombstones_on_delete, dbz.provide_transaction_metadata,
             dbz.include_schema_changes, cfg.filters.accepts,
-            (dbz.key_subject_name_strategy, dbz.value_subject_name_strategy))
+            (dbz.key_subject_name_strategy, dbz.value_subject_name_strategy),
+            frozenset(op for op in dbz.skipped_operations if op != "none"),
+            self.schema_history and (cfg.schema.history == "always" or not self.full_metadata))
         if cfg.kafka.format == "debezium-avro":
             from ..registry_client import RegistryClient, SchemaLookup  # HTTP: imported only by those who use it
 
@@ -212,22 +220,34 @@ class Runner:
             self.claim = None
 
     def _schema_history_wanted(self) -> bool:
+        """Whether to keep a schema history (``never``: no; ``auto`` and ``always``: yes, on every server), and what
+        the server is: its row metadata (``full_metadata``) and collations."""
         from . import schema_io
         from .source_conn import connect
 
-        if self.cfg.schema.history != "auto":
-            return self.cfg.schema.history == "always"
+        if self.cfg.schema.history == "never":
+            return False
         conn = connect(self.cfg, raw=False)
         try:
             with conn.cursor() as cur:
-                return schema_io.wanted(cur)
+                self.full_metadata = not schema_io.wanted(cur)
+                self.collations = capture_collations(cur)
         finally:
             conn.close()
+        return True
+
+    @property
+    def lenient_history(self) -> bool:
+        """``schema.history: auto`` on a server whose TABLE_MAPs name the columns: the history serves table statement
+        entries only, so a DDL it cannot follow is a warning (entries without columns), never a reason to stop."""
+        return self.full_metadata and self.cfg.schema.history == "auto"
 
     def _capture_schema(self, publisher: Publisher) -> SchemaHistory:
         """Capture the selected tables' columns now. On a first start (no checkpoint, no configured start
         file) they are committed with a checkpoint at the server's current position, where that schema
         is valid and streaming then starts; otherwise they go with the next checkpoint."""
+        import pymysql
+
         from . import schema_io
         from .source_conn import connect
 
@@ -237,10 +257,18 @@ class Runner:
                 cur.execute("SELECT VERSION()")
                 file, position, gtid_set = current_position(cur, "mariadb" in cur.fetchone()[0].lower())
                 history, records = schema_io.capture_records(self.cfg, cur, file, position)
+        except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as exc:  # the server went away: retried
+            raise ReplicationError(f"{self.source}: the schema history's capture: {exc}",
+                                   exc.args[0] if exc.args and isinstance(exc.args[0], int) else None) from None
         finally:
-            conn.close()
+            if conn.open:
+                conn.close()
         for record in records:
             self.send(publisher, record)
+        if self.lenient_history:  # the stream starts where it did without a history: its records need none
+            log.info("schema history: captured at %s:%s; table statements before it come without columns", file,
+                     position)
+            return history
         if self.committed or self.cfg.source.start_file:
             log.warning("schema history: captured the current schema and assumed it valid at the start position"
                         " (a snapshot captures it at the snapshot's point instead)")
@@ -288,6 +316,9 @@ class Runner:
             from . import schema_io
 
             history = schema_io.load(cfg) or self._capture_schema(publisher)
+            history.collations = self.collations
+            if self.lenient_history:
+                history.on_unparsed = "warn"
         accept: Callable[[str, str], bool] = cfg.filters.accepts
         resnap = None
         if cfg.snapshot_signal_table:  # its rows are signals: routed to the re-snapshotter, never published
@@ -307,7 +338,8 @@ class Runner:
                                  for v in resnap.state.get("verify", [])))
         builder = RecordBuilder(accept=accept, max_record_bytes=cfg.kafka.max_record_bytes, schema=history,
                                 masks=cfg.filters.column_rules(), names=self.binlog_names,
-                                together=publisher.across_tables, mapped=self._mapped(publisher))
+                                together=publisher.across_tables, mapped=self._mapped(publisher),
+                                named_entries=cfg.schema.history == "always")
         took_over = self._take_over(builder)
         if self.committed:
             start_file, start_pos = self.committed["file"], self.committed["position"]
@@ -472,6 +504,8 @@ class Runner:
         """Publish a record (streaming.Daemon): the re-snapshot takes its signal table's."""
         if self.resnap is not None and self.resnap.takes(record):
             return
+        if is_statement_record(record.value):  # of a table perhaps never mapped: its topic asked for
+            publisher.expect([record.topic])
         publisher.send(record)
         self.stats["records"] += 1
         self.metrics.records.inc()

@@ -8,7 +8,15 @@ from typing import Any
 from ..config import Config
 from ..records.builder import Record
 from ..records.format import Sequence, file_number
-from ..schema.history import DATABASE, HISTORY_TOPIC, SchemaHistory, capture, capture_databases, history_key
+from ..schema.history import (
+    DATABASE,
+    HISTORY_TOPIC,
+    VALID_FROM_KEY,
+    SchemaHistory,
+    capture,
+    capture_databases,
+    history_key,
+)
 from .kafka_io import read_compacted
 
 log = logging.getLogger("binlake.schema")
@@ -19,7 +27,8 @@ def history_topic(prefix: str) -> str:
 
 
 def wanted(cur: Any) -> bool:
-    """For ``schema.history: auto``: whether the server's TABLE_MAPs lack column names (row metadata not FULL)."""
+    """Whether the server's TABLE_MAPs lack column names (row metadata not FULL): records then carry the history's
+    columns (``schema.history: auto``)."""
     try:
         cur.execute("SELECT @@GLOBAL.binlog_row_metadata")
         value = cur.fetchone()[0]
@@ -52,10 +61,13 @@ def capture_records(cfg: Config, cur: Any, file: str, position: int) -> tuple[Sc
     publish in the Kafka transaction of the first checkpoint at or after that position."""
     history = new_history(cfg)
     history.tables = capture(cur, cfg.filters.accepts)
-    history.databases = capture_databases(cur)
+    history.databases = capture_databases(cur, history.database_collations)
     seq = Sequence(file_number(file), position) if file else Sequence(0, 0)
+    history.valid_from = seq.encode()  # the statements before it are in what was captured
     names = [*sorted(history.tables), *((db, DATABASE) for db in sorted(history.databases))]
     records = [Record(HISTORY_TOPIC, history_key(name), history.entry(name, str(seq), "captured"),
                       [("binlake.seq", seq.encode())], seq) for name in names]
-    log.info("schema history: captured %d tables at %s:%s", len(records), file or "the start", position)
+    records.append(Record(HISTORY_TOPIC, VALID_FROM_KEY, history.valid_from_entry(str(seq)),
+                          [("binlake.seq", seq.encode())], seq))
+    log.info("schema history: captured %d tables at %s:%s", len(history.tables), file or "the start", position)
     return history, records

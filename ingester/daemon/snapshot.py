@@ -31,13 +31,14 @@ from ..codec import BinlogError
 from ..codec.charsets import decoder_for, is_utf8
 from ..codec.constants import ColumnType as T
 from ..codec.jsonb import JSON_NULL
-from ..codec.table_map import GEOMETRY_TYPES, Column, TableMap
+from ..codec.table_map import STRING_TYPES, Column, TableMap
 from ..column_rules import ColumnRules
 from ..records import snapshot as S
 from ..records.builder import Checkpoint, Record
 from ..records.format import Sequence, file_number
 from ..records.mask import value_masker
 from ..schema.history import server_key
+from ..schema.table_columns import describe
 from ..sources.position import binlog_status
 from ..sources.replication import ReplicationError
 from ..sources.resultset import ASCII, BYTES, INT, UTF8, UTF8_REPLACE, TextResult
@@ -50,9 +51,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("binlake.snapshot")
 _TARGET_CHUNK_BYTES = 8 << 20  # chunks shrink below chunk_rows when rows are large (bounded memory)
 _SYSTEM_SCHEMAS = ("mysql", "sys", "performance_schema", "information_schema")
-_INTS = {"tinyint": T.TINY, "smallint": T.SHORT, "mediumint": T.INT24, "int": T.LONG, "bigint": T.LONGLONG}
-_BLOBS = {"tinyblob": 1, "tinytext": 1, "blob": 2, "text": 2, "mediumblob": 3, "mediumtext": 3, "longblob": 4,
-          "longtext": 4}
 _F32 = struct.Struct("<f")
 _LABEL = re.compile(r"'((?:[^']|'')*)'")
 
@@ -237,66 +235,34 @@ def _masked(tm: TableMap, converters: list[tuple[int, Converter]], binary: list[
 
 def _column(i: int, info: list[Any], collations: dict[str, int], mariadb: bool,
             table: str) -> tuple[Column, str, Converter | None, bool]:
-    """One column: its table-map description, SELECT expression, converter and whether it is bytes."""
+    """One column: its table-map description (schema/table_columns.py), SELECT expression, converter and whether it
+    is bytes."""
     name, data_type, column_type, collation_name, precision, scale, fsp, octets, nullable = info
-    labels_type = column_type  # ENUM/SET labels keep their case
+    labels = [m.replace("''", "'") for m in _LABEL.findall(column_type)]  # ENUM/SET labels keep their case
     data_type, column_type = data_type.lower(), column_type.lower()
     q = _quote(name)
-    unsigned = "unsigned" in column_type
     collation = collations.get(collation_name) if collation_name else None
-    null = nullable == "YES"
+    column = describe(i, name, data_type, unsigned="unsigned" in column_type, compressed="compressed" in column_type,
+                      labels=labels, binary=collation_name is None,
+                      collation=collation, precision=int(precision or 0), scale=int(scale or 0), fsp=int(fsp or 0),
+                      octets=int(octets or 0), nullable=nullable == "YES", mariadb=mariadb)
+    if column is None:
+        raise SnapshotError(f"snapshot of {table}: column {name} has type {column_type}, which the snapshot cannot "
+                            "read yet (exclude the table with filters.exclude)")
+    t = column.type
+    if t == T.FLOAT:
+        return column, f"CAST({q} AS DOUBLE)", _float32, False
+    if t in (T.ENUM, T.SET):
+        return column, q, decoder_for(collation, mariadb), False
+    if t in STRING_TYPES:
+        is_binary = collation_name is None
+        return column, q, _b64 if is_binary else decoder_for(collation, mariadb), is_binary
+    return column, q, _CONVERTERS.get(t), t == T.GEOMETRY
 
-    def col(t: int, meta: int = 0, binlog_type: int | None = None, **kw: Any) -> Column:
-        return Column(i, name, t, t if binlog_type is None else binlog_type, meta, null, **kw)
 
-    if data_type in _INTS:
-        return col(_INTS[data_type], unsigned=unsigned), q, int, False
-    if data_type == "float":
-        return col(T.FLOAT, 4, unsigned=unsigned), f"CAST({q} AS DOUBLE)", _float32, False
-    if data_type in ("double", "real"):
-        return col(T.DOUBLE, 8, unsigned=unsigned), q, float, False
-    if data_type == "decimal":
-        return col(T.NEWDECIMAL, int(precision) << 8 | int(scale), unsigned=unsigned), q, None, False
-    if data_type == "year":
-        return col(T.YEAR), q, int, False
-    if data_type == "date":
-        return col(T.DATE), q, None, False
-    if data_type in ("time", "datetime", "timestamp"):
-        t = {"time": T.TIME2, "datetime": T.DATETIME2, "timestamp": T.TIMESTAMP2}[data_type]
-        return col(t, int(fsp or 0)), q, None, False
-    if data_type == "bit":
-        bits = int(precision)
-        return col(T.BIT, (bits // 8) << 8 | bits % 8), q, _bits, False
-    if data_type in ("enum", "set"):
-        labels = [m.replace("''", "'") for m in _LABEL.findall(labels_type)]
-        if data_type == "enum":
-            return (col(T.ENUM, T.ENUM << 8 | (1 if len(labels) < 256 else 2), T.STRING, collation=collation,
-                        enum_values=labels), q, decoder_for(collation, mariadb), False)
-        size = (len(labels) + 7) // 8
-        return (col(T.SET, T.SET << 8 | (8 if size > 4 else size), T.STRING, collation=collation,
-                    set_values=labels), q, decoder_for(collation, mariadb), False)
-    compressed = "compressed" in column_type
-    is_binary = collation_name is None
-    text_collation = 63 if is_binary else collation
-    conv: Converter = _b64 if is_binary else decoder_for(collation, mariadb)
-    if data_type in ("char", "binary"):
-        n = int(octets)
-        meta = T.STRING << 8 | n if n < 256 else (T.STRING ^ ((n & 0x300) >> 4)) << 8 | (n & 0xFF)
-        return col(T.STRING, meta, collation=text_collation), q, conv, is_binary
-    if data_type in ("varchar", "varbinary"):
-        t = T.VARCHAR_COMPRESSED if compressed else T.VARCHAR
-        return col(t, int(octets) + (1 if compressed else 0), collation=text_collation), q, conv, is_binary
-    if data_type in _BLOBS:
-        t = T.BLOB_COMPRESSED if compressed else T.BLOB
-        return col(t, _BLOBS[data_type], collation=text_collation), q, conv, is_binary
-    if data_type == "json":  # MySQL's binary JSON (MariaDB's JSON is LONGTEXT, above)
-        return col(T.JSON, 4), q, _json, False
-    if data_type.upper() in GEOMETRY_TYPES:
-        return col(T.GEOMETRY, 4, geometry_type=GEOMETRY_TYPES.index(data_type.upper())), q, _b64, True
-    if data_type == "vector":
-        return col(T.VECTOR, 4), q, _vector, False
-    raise SnapshotError(f"snapshot of {table}: column {name} has type {column_type}, which the snapshot cannot "
-                        "read yet (exclude the table with filters.exclude)")
+_CONVERTERS: dict[int, Converter] = {T.TINY: int, T.SHORT: int, T.INT24: int, T.LONG: int, T.LONGLONG: int,
+                                     T.YEAR: int, T.DOUBLE: float, T.BIT: _bits, T.JSON: _json, T.GEOMETRY: _b64,
+                                     T.VECTOR: _vector}
 
 
 class Progress:

@@ -29,6 +29,7 @@ from .format import RecordWriter, Sequence, file_number
 from .mask import Masked, Rewriter
 from .open_records import OpenRecords, Record
 from .outbound import BinlogNames
+from .table_statements import Plan, plan, statement_fields
 from .txn import TABLE, Input, Phase, Transaction
 
 SCHEMA_TOPIC = "_schema"
@@ -93,7 +94,10 @@ class RecordBuilder:
     file: str = ""
     max_record_bytes: int = 900_000
     max_open_bytes: int = 16 << 20  # all open records together: flushed beyond this (bounded memory)
-    schema: SchemaHistory | None = None  # follows DDL when TABLE_MAPs carry no column names
+    schema: SchemaHistory | None = None  # follows DDL (TABLE_MAPs without column names, table statements' columns)
+    # whether TABLE_MAPs with column names of their own carry the history's entry too where it has column defaults
+    # (schema.history: always; with auto only maps without names carry one)
+    named_entries: bool = True
     masks: ColumnRules | None = None  # filters.columns: rows events of their tables are rewritten (mask.py)
     file_offset: int = 0  # added to binlog file numbers: sequences keep growing after a failover
     txn: Transaction = field(default_factory=Transaction)  # the transaction in progress (txn.py)
@@ -108,6 +112,7 @@ class RecordBuilder:
     _resume: tuple[str, int, int] | None = None  # the last transaction boundary: file, next position, event
     _records: OpenRecords = field(init=False)
     _routable: tuple[dict[int, int] | None, bytes] = (None, b"")  # post-header lengths -> _router's flags
+    _mariadb: bool = False  # the server's flavour (its format description's version)
 
     def __post_init__(self) -> None:
         self._records = OpenRecords(self.max_record_bytes, self.max_open_bytes, self.together)
@@ -257,6 +262,7 @@ class RecordBuilder:
             self._routes.clear()
             self._table_maps.clear()
             self._begins.clear()
+            self._mariadb = "mariadb" in ev.server_version.lower()
             if bytes(raw) != self._records.fde:
                 flushed = self.flush()  # records carry one format description
                 self._records.fde = bytes(raw)
@@ -271,7 +277,7 @@ class RecordBuilder:
             topic = f"{tm.database}.{tm.table}" if self.accept(tm.database, tm.table) else None
             entry = b""
             if topic is not None and self.schema is not None and (
-                    not tm.has_names or self.schema.has_defaults((tm.database, tm.table))):
+                    not tm.has_names or (self.named_entries and self.schema.has_defaults((tm.database, tm.table)))):
                 attachment = self.schema.attachment(tm, f"{self.file}:{ev.position}")
                 topic, entry = (None, b"") if attachment is None else (topic, attachment)
             attached: bytes | Masked = entry
@@ -311,8 +317,7 @@ class RecordBuilder:
                 self.txn.statement_time(ev.timestamp)
                 closed: list[Record] | tuple[()] = () if _CREDENTIALS.match(text) else self._add(
                     SCHEMA_TOPIC, raw, ev.position, sub, None, ev.in_payload)
-                if self.schema is not None:
-                    closed = [*closed, *self._schema_changes(ev, sub)]
+                closed = [*closed, *self._schema_changes(ev, sub)]
                 self.txn.step(Input.STATEMENT)  # the whole transaction unless in a body (txn.py)
                 return closed
         elif type(ev) is E.XidEvent or type(ev) is E.XaPrepareEvent:
@@ -338,12 +343,28 @@ class RecordBuilder:
             raise BinlogError(exc.reason, position, self.file or "<binlog>") from None
 
     def _schema_changes(self, ev: E.QueryEvent, sub: int) -> list[Record]:
-        """History entries of the tables a statement changed (records of the history topic)."""
-        assert self.schema is not None
+        """History entries of the tables a statement changed (records of the history topic), then its table
+        statement entries in the topics of the captured tables it changed (table_statements.py)."""
         seq = Sequence(self._records.file_number, ev.position, sub)
-        changed = self.schema.apply(ev.database, ev.query, f"{self.file}:{ev.position}",
+        # a history captured after this statement holds its effect already: not applied again
+        history = self.schema if self.schema is not None and self.schema.applies(seq.encode()) else None
+        planned = plan(ev, self.accept, history, self._records.names.values(), self._mariadb)
+        records = []
+        if history is not None:
+            changed = history.apply(ev.database, ev.query, f"{self.file}:{ev.position}",
                                     ev.status_vars.get("collation_server"))
-        if changed:
-            self._table_maps.clear()  # the same map bytes may now need another schema entry
-        return [Record(HISTORY_TOPIC, history_key(name), self.schema.entry(name, str(seq), ev.query),
-                       [("binlake.seq", seq.encode())], seq) for name in changed]
+            if changed:
+                self._table_maps.clear()  # the same map bytes may now need another schema entry
+            records = [Record(HISTORY_TOPIC, history_key(name), history.entry(name, str(seq), ev.query),
+                              [("binlake.seq", seq.encode())], seq) for name in changed]
+        return records if planned is None else records + self._statements(planned, ev, seq)
+
+    def _statements(self, planned: Plan, ev: E.QueryEvent, seq: Sequence) -> list[Record]:
+        """A statement's table statement entries, a record per topic (after the topic's open record)."""
+        topics: dict[str, list[tuple[Sequence, Any]]] = {}
+        for k, entry in planned.entries(statement_fields(ev), self._mariadb, self.masks):
+            topic = f"{entry.database}.{entry.table}"
+            self._records.names.setdefault(topic, (entry.database, entry.table))
+            topics.setdefault(topic, []).append((Sequence(seq.file_number, seq.position, seq.sub + k), entry))
+        return [r for topic, entries in topics.items()
+                for r in self._records.statements(topic, entries, self.txn.commit_ts, self.txn.gtid)]

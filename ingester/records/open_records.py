@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .format import RecordWriter, Sequence
+from .statement import TableStatement, index_entry, statement_value
 
 
 @dataclass
@@ -73,17 +74,36 @@ class OpenRecords:
             records[-1].complete = True
         return records
 
+    def statements(self, topic: str, entries: list[tuple[Sequence, TableStatement]], commit_ts: int,
+                   gtid: bytes) -> list[Record]:
+        """A record of table statement entries of a topic (statement.py), after the topic's open record, closed
+        first: the entries come after the table's earlier events and before its later ones."""
+        closed = []
+        writer = self.open.get(topic)
+        if writer is not None:
+            self.bytes -= writer.size
+            closed.append(self._close(topic))
+        first = entries[0][0].encode()
+        index = b"".join(index_entry(seq.encode(), commit_ts, gtid) for seq, _ in entries)
+        closed.append(Record(topic, topic.encode("utf-8", "surrogateescape"), statement_value([s for _, s in entries]),
+                             self._headers(topic, first, len(entries), commit_ts, index), entries[0][0]))
+        return closed
+
     def _close(self, topic: str) -> Record:
         writer = self.open.pop(topic)
-        database, table = self.names.get(topic, ("", ""))
-        headers = [
-            ("binlake.v", b"2"),
-            ("binlake.seq", writer.first_seq),
-            ("binlake.count", str(writer.count).encode()),
-            ("binlake.commit_ts", str(writer.last_commit_ts).encode()),
-            ("binlake.db", database.encode("utf-8", "surrogateescape")),
-            ("binlake.table", table.encode("utf-8", "surrogateescape")),
-            ("binlake.index", writer.index_header()),
-        ]
+        headers = self._headers(topic, writer.first_seq, writer.count, writer.last_commit_ts, writer.index_header())
         return Record(topic, topic.encode("utf-8", "surrogateescape"), writer.value(), headers,
                       Sequence.decode(writer.first_seq))
+
+    def _headers(self, topic: str, first_seq: bytes, count: int, commit_ts: int,
+                 index: bytes) -> list[tuple[str, bytes]]:
+        database, table = self.names.get(topic, ("", ""))
+        return [
+            ("binlake.v", b"2"),
+            ("binlake.seq", first_seq),
+            ("binlake.count", str(count).encode()),
+            ("binlake.commit_ts", str(commit_ts).encode()),
+            ("binlake.db", database.encode("utf-8", "surrogateescape")),
+            ("binlake.table", table.encode("utf-8", "surrogateescape")),
+            ("binlake.index", index),
+        ]

@@ -44,11 +44,18 @@ def encode_descriptor(tm: TableMap, binary: list[int]) -> bytes:
     })
 
 
+def descriptor_columns(columns: list[dict[str, Any]], defaults: bool = False) -> list[Column]:
+    """A descriptor's columns as the codec's (``defaults``: a NOT NULL column's literal ``default`` as the column's
+    default, as records' schema entries carry it: docs/FORMAT.md, "Schema entries")."""
+    return [Column(i, c["name"], c["type"], c["binlog_type"], c["meta"], c["nullable"], c["unsigned"],
+                   c["collation"], c["enum_values"], c["set_values"], c["geometry_type"],
+                   default=c.get("default") if defaults and not c["nullable"] else None)
+            for i, c in enumerate(columns)]
+
+
 def decode_descriptor(data: bytes) -> tuple[TableMap, list[int], list[str]]:
     d = orjson.loads(data)
-    columns = [Column(i, c["name"], c["type"], c["binlog_type"], c["meta"], c["nullable"], c["unsigned"],
-                      c["collation"], c["enum_values"], c["set_values"], c["geometry_type"])
-               for i, c in enumerate(d["columns"])]
+    columns = descriptor_columns(d["columns"])
     pk = [tuple(x) for x in d["primary_key"]] if d["primary_key"] is not None else None
     tm = TableMap(0, 0, d["database"], d["table"], columns, pk, has_names=True, is_mariadb=d["mariadb"])
     return tm, d["binary"], tm.column_names

@@ -23,6 +23,8 @@ import orjson
 
 from ..codec import BinlogError
 from ..codec.events import Event
+from ..codec.table_map import TableMap
+from .snapshot import descriptor_columns
 
 TABLE_STATEMENT = 251  # the index's type code of table statement entries: no server uses it
 FLAG_STATEMENT = 32  # entry flag bit 5: a table statement entry (a JSON descriptor, nothing else)
@@ -52,6 +54,7 @@ class TableStatement:
     default_database: str = ""  # the QUERY event's database: what unqualified names in ``statement`` mean
     micros: int = 0  # when the statement started, µs since the epoch (its CURRENT_TIMESTAMP: added columns' defaults)
     time_zone: str | None = None  # the session's time zone as the QUERY event names it (None: not logged)
+    server_id: int = 0  # the QUERY event's: the server that ran the statement first
     to: tuple[str, str] | None = None  # rename: the table's new name (in the old name's topic)
     source: tuple[str, str] | None = None  # rename: the table's old name (in the new name's topic); JSON "from"
     # The table's columns after the statement, as a snapshot descriptor describes them (records/snapshot.py's
@@ -75,7 +78,8 @@ class TableStatement:
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"op": self.op, "database": self.database, "table": self.table,
                              "statement": self.statement, "default_database": self.default_database,
-                             "micros": self.micros, "time_zone": self.time_zone, "mariadb": self.mariadb}
+                             "micros": self.micros, "time_zone": self.time_zone, "server_id": self.server_id,
+                             "mariadb": self.mariadb}
         if self.to is not None:
             d["to"] = list(self.to)
         if self.source is not None:
@@ -96,13 +100,24 @@ class TableStatement:
         to, source = d.get("to"), d.get("from")
         return cls(op=d["op"], database=d["database"], table=d["table"], statement=d["statement"],
                    default_database=d.get("default_database", ""), micros=int(d.get("micros") or 0),
-                   time_zone=d.get("time_zone"), to=None if to is None else (to[0], to[1]),
+                   time_zone=d.get("time_zone"), server_id=int(d.get("server_id") or 0),
+                   to=None if to is None else (to[0], to[1]),
                    source=None if source is None else (source[0], source[1]), columns=d.get("columns"),
                    primary_key=d.get("primary_key"), renamed=dict(d.get("renamed") or {}), before=d.get("before"),
                    partition=d.get("partition"), mariadb=bool(d.get("mariadb", False)))
 
     def encode(self) -> bytes:
         return orjson.dumps(self.to_json())
+
+    def table_map(self, defaults: bool = False) -> TableMap | None:
+        """The table's columns after the statement as the codec's TableMap (as the server's FULL TABLE_MAP describes
+        them), None without ``columns``; ``defaults``: NOT NULL columns' literal defaults, as records' schema entries
+        give them (docs/FORMAT.md, "Schema entries")."""
+        if self.columns is None:
+            return None
+        key = [(k[0], k[1]) for k in self.primary_key] if self.primary_key else None
+        return TableMap(0, 0, self.database, self.table, descriptor_columns(self.columns, defaults), key,
+                        has_names=True, is_mariadb=self.mariadb)
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -125,6 +140,11 @@ def statement_value(statements: list[TableStatement]) -> bytes:
         data = s.encode()
         parts += (bytes((FLAG_STATEMENT,)), _LEN.pack(len(data)), data)
     return b"".join(parts)
+
+
+def is_statement_record(value: bytes) -> bool:
+    """Whether a record value holds table statement entries (which it then holds alone)."""
+    return len(value) > 9 and value[5:9] == b"\0\0\0\0" and bool(value[9] & FLAG_STATEMENT)
 
 
 def index_entry(seq: bytes, commit_ts: int, gtid: bytes = b"") -> bytes:

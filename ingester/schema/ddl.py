@@ -33,11 +33,15 @@ _DDL = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(CREATE|ALTER|RENAME|DROP|TRUNCATE)\b",
 
 
 class UnparsedDDL(Exception):
-    """A statement that changes tables in a way this parser cannot follow; ``tables`` are the ones it names."""
+    """A statement that changes tables in a way this parser cannot follow; ``tables`` are the ones it names,
+    ``kind`` what the statement is as far as it was read (``create``, ``alter``, ...; "" unknown) and ``replace``
+    whether it is a CREATE OR REPLACE."""
 
-    def __init__(self, message: str, tables: list[tuple[str, str]]) -> None:
+    def __init__(self, message: str, tables: list[tuple[str, str]], kind: str = "", replace: bool = False) -> None:
         super().__init__(message)
         self.tables = tables
+        self.kind = kind
+        self.replace = replace
 
 
 @dataclass
@@ -60,6 +64,12 @@ class ColumnDef:
     # What Debezium's schema change events describe too (records/debezium/schema_change.py); not of equality.
     auto_increment: bool = field(default=False, compare=False)
     comment: str | None = field(default=None, compare=False)
+    # The collation of a text, ENUM or SET column (what a FULL TABLE_MAP names by id): a collation's name
+    # (utf8mb4_bin), or a charset's (utf8mb4: that charset's default collation); None: not known, or not a string.
+    # Declared by COLLATE, else inherited with the charset. Not of equality (entries of older binlakes lack it).
+    collation: str | None = field(default=None, compare=False)
+    binary_collation: bool = field(default=False, compare=False)  # CHAR(3) BINARY: the charset's _bin collation
+    compressed: bool = field(default=False, compare=False)  # MariaDB's COMPRESSED columns
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -68,7 +78,9 @@ class ColumnDef:
         if self.default is not None:
             out["default"] = self.default
         # described when declared (entries of columns without them stay as older binlakes wrote them)
-        for key, value in (("args", self.args), ("auto_increment", self.auto_increment), ("comment", self.comment)):
+        for key, value in (("args", self.args), ("auto_increment", self.auto_increment), ("comment", self.comment),
+                           ("collation", self.collation), ("compressed", self.compressed),
+                           ("generated", self.generated)):
             if value:
                 out[key] = value
         return out
@@ -113,12 +125,26 @@ def string_charset(type_word: str, charset: str | None) -> str | None:
     return "utf8mb4" if type_word == "json" else None
 
 
-def with_charset(column: ColumnDef, charset: str | None) -> None:
-    """Give a text column a charset (the server turns text of charset ``binary`` into the binary type)."""
+def with_charset(column: ColumnDef, charset: str | None, collation: str | None = None) -> None:
+    """Give a text column a charset (the server turns text of charset ``binary`` into the binary type), and a text,
+    ENUM or SET column its collation: ``collation`` (a collation's name, or a charset's for its default; None: the
+    charset's default), ``<charset>_bin`` for a column declared BINARY."""
     if charset == "binary" and column.type in _AS_BINARY:
         column.type = _AS_BINARY[column.type]
     column.charset = string_charset(column.type, charset)
     column.default_charset = False
+    if column.type in BINARY_TYPES:
+        column.collation = "binary"
+    elif column.type in TEXT_TYPES or column.type in ("enum", "set"):
+        named = charset_of(charset) if charset is not None else None
+        if column.binary_collation and named is not None and named != "binary":
+            column.collation = f"{named}_bin"
+        elif collation is not None and (named is None or charset_of(collation) == named):
+            column.collation = collation.lower()
+        else:
+            column.collation = named
+    elif column.type == "json":
+        column.collation = "utf8mb4_bin"
 
 
 _SYNONYMS = {
@@ -144,6 +170,10 @@ class TableSchema:
     charset: str | None = None  # the table's default character set (None: not known)
     indexes: list[Index] = field(default_factory=list)  # in the server's order (``history.settle``)
     comment: str | None = field(default=None, compare=False)  # COMMENT (Debezium's schema change events say it)
+    # the table's default collation (a collation's name, or a charset's for its default; None: the charset's)
+    collation: str | None = field(default=None, compare=False)
+    # prefix lengths of primary-key columns indexed by a prefix (lower-cased name -> length): the TABLE_MAP's key
+    key_prefixes: dict[str, int] = field(default_factory=dict, compare=False)
 
     def index(self, name: str) -> int:
         """Position of a column (names are case-insensitive); -1 when absent."""
@@ -152,10 +182,12 @@ class TableSchema:
 
     def copy(self) -> TableSchema:
         return TableSchema([ColumnDef(c.name, c.type, c.unsigned, c.enum_values, c.set_values, c.charset, c.args,
-                                      c.default, c.not_null, auto_increment=c.auto_increment, comment=c.comment)
+                                      c.default, c.not_null, c.generated, auto_increment=c.auto_increment,
+                                      comment=c.comment, collation=c.collation, compressed=c.compressed)
                             for c in self.columns], list(self.primary_key),
                            self.charset, [Index(i.name, list(i.columns), i.unique, i.hash, i.fulltext, i.generated)
-                                          for i in self.indexes], self.comment)
+                                          for i in self.indexes], self.comment, self.collation,
+                           dict(self.key_prefixes))
 
     def key(self, nullable: frozenset[str] = frozenset(), mariadb: bool = True) -> list[str]:
         """The columns that identify a row: the primary key, or without one the UNIQUE index the server uses
@@ -171,11 +203,12 @@ class TableSchema:
                 return [c for c, _ in ix.columns]
         return []
 
-    def resolve(self, table_charset: str | None) -> None:
-        """Give text columns declared without a charset the table's default (``table_charset``)."""
+    def resolve(self, table_charset: str | None, table_collation: str | None = None) -> None:
+        """Give text columns declared without a charset the table's default (``table_charset``, and its collation),
+        and ENUM/SET columns declared without one the table's collation."""
         for c in self.columns:
             if c.default_charset:
-                with_charset(c, table_charset)
+                with_charset(c, table_charset, table_collation)
 
 
 Name = tuple[str, str]  # (database, table)
@@ -218,6 +251,7 @@ class ColumnDefault:  # ALTER [COLUMN] c SET DEFAULT x | DROP DEFAULT
 @dataclass
 class TableCharset:  # [DEFAULT] CHARACTER SET / COLLATE: the default of columns added later
     charset: str | None  # None: the database's default
+    collation: str | None = None  # COLLATE's name (None: the charset's default)
 
 
 @dataclass
@@ -228,11 +262,13 @@ class TableComment:  # COMMENT [=] 'text'
 @dataclass
 class ConvertCharset:  # CONVERT TO CHARACTER SET: every text column, and the table's default
     charset: str | None  # None: the database's default
+    collation: str | None = None  # COLLATE's name (None: the charset's default)
 
 
 @dataclass
 class AddPrimaryKey:
     columns: list[str]
+    prefixes: dict[str, int] = field(default_factory=dict)  # lower-cased column -> prefix length, where indexed by one
 
 
 @dataclass
@@ -267,6 +303,7 @@ class CreateTable:
     name: Name
     schema: TableSchema  # its charset: the table option's (None: the database's default); columns unresolved
     if_not_exists: bool = False
+    replace: bool = False  # CREATE OR REPLACE (MariaDB): the table of that name, if any, dropped first
 
 
 @dataclass
@@ -274,6 +311,23 @@ class CreateTableLike:
     name: Name
     source: Name
     if_not_exists: bool = False
+    replace: bool = False
+
+
+# Partition maintenance's actions (ALTER TABLE ... <ACTION> PARTITION ...), as table statement entries name them.
+# "repartition" is PARTITION BY, "remove" REMOVE PARTITIONING; "convert_to_table" MariaDB's CONVERT PARTITION p TO
+# TABLE t2 (the partition's rows become table t2), "convert_from_table" CONVERT TABLE t2 TO PARTITION p (t2's rows
+# become partition p; t2 is gone). ANALYZE, CHECK, OPTIMIZE and REPAIR PARTITION change nothing: no Partition.
+PARTITION_ACTIONS = ("truncate", "drop", "exchange", "reorganize", "coalesce", "add", "remove", "rebuild",
+                     "repartition", "discard", "import", "convert_to_table", "convert_from_table")
+
+
+@dataclass
+class Partition:
+    action: str  # one of PARTITION_ACTIONS
+    names: list[str] = field(default_factory=list)  # the partitions named ([]: ALL, or none named)
+    with_table: Name | None = None  # EXCHANGE's and CONVERT's other table
+    count: int | None = None  # COALESCE PARTITION n, ADD PARTITION PARTITIONS n
 
 
 @dataclass
@@ -281,6 +335,7 @@ class AlterTable:
     name: Name
     specs: list[AlterSpec]
     rename_to: Name | None = None
+    partition: Partition | None = None  # partition maintenance (no other clause comes with it)
 
 
 @dataclass
@@ -304,9 +359,16 @@ class DatabaseCharset:  # CREATE DATABASE, ALTER DATABASE: the default of tables
     charset: str | None  # None: the server's default (CREATE without a charset); ALTER without one is no op
     create: bool = False
     if_not_exists: bool = False
+    collation: str | None = None  # COLLATE's name (None: the charset's default)
 
 
-Operation = CreateTable | CreateTableLike | AlterTable | RenameTables | DropTables | DropDatabase | DatabaseCharset
+@dataclass
+class TruncateTable:  # rows go, columns stay
+    name: Name
+
+
+Operation = (CreateTable | CreateTableLike | AlterTable | RenameTables | DropTables | DropDatabase | DatabaseCharset
+             | TruncateTable)
 
 
 def tokens(sql: str) -> list[tuple[str, str]]:
@@ -369,6 +431,9 @@ class _Parser:
         self.sql = sql
         self.names: list[Name] = []  # tables named so far, for error reports
         self.comment: str | None = None  # the table options' COMMENT, read by charset_options
+        self.collation: str | None = None  # the table options' COLLATE, read by charset_options
+        self.kind = ""  # what the statement is, once known (UnparsedDDL.kind)
+        self.replace = False  # CREATE OR REPLACE
 
     # -- token helpers
 
@@ -396,7 +461,7 @@ class _Parser:
 
     def fail(self, what: str) -> None:
         near = " ".join(t for _, t in self.toks[self.i : self.i + 4]) or "the end"
-        raise UnparsedDDL(f"{what} near {near!r}", self.names)
+        raise UnparsedDDL(f"{what} near {near!r}", self.names, self.kind, self.replace)
 
     def ident(self) -> str:
         if self.i >= len(self.toks):
@@ -448,7 +513,8 @@ class _Parser:
                 if_not_exists = self.accept("IF", "NOT", "EXISTS")
                 name = self.ident()
                 given, charset = self.charset_options(in_item=False)
-                return [DatabaseCharset(name, charset if given else None, True, if_not_exists)]
+                return [DatabaseCharset(name, charset if given else None, True, if_not_exists,
+                                        self.collation if given else None)]
             if self.accept("TEMPORARY"):
                 return []  # session-local: not replicated as rows
             self.accept("ONLINE") or self.accept("OFFLINE")
@@ -457,6 +523,7 @@ class _Parser:
                 return [self.create_index(kind, replace)]
             if not self.accept("TABLE"):
                 return []  # VIEW, PROCEDURE, ...: no table changes
+            self.kind, self.replace = "create", replace
             return [self.create_table()]
         if self.accept("ALTER"):
             if self.accept("DATABASE") or self.accept("SCHEMA"):
@@ -464,15 +531,18 @@ class _Parser:
                     "DEFAULT", "CHARACTER", "CHARSET", "COLLATE", "COMMENT", "READ", "ENCRYPTION", "UPGRADE"))
                 name = self.ident() if named else self.db
                 given, charset = self.charset_options(in_item=False)
-                return [DatabaseCharset(name, charset)] if given and charset is not None else []
+                return [DatabaseCharset(name, charset, collation=self.collation)] if given and charset is not None \
+                    else []
             while self.accept("ONLINE") or self.accept("IGNORE"):
                 pass
             if not self.accept("TABLE"):
                 return []
+            self.kind = "alter"
             return [self.alter_table()]
         if self.accept("RENAME"):
             if not self.accept("TABLE") and not self.accept("TABLES"):
                 return []  # RENAME USER
+            self.kind = "rename"
             self.accept("IF", "EXISTS")
             pairs = []
             while True:
@@ -498,6 +568,7 @@ class _Parser:
                 return [AlterTable(self.table_name(), [self.drop_index(name, False)])]
             if not self.accept("TABLE") and not self.accept("TABLES"):
                 return []
+            self.kind = "drop"
             self.accept("IF", "EXISTS")
             names = [self.table_name()]
             while self.accept(","):
@@ -507,7 +578,12 @@ class _Parser:
             self.end()
             return [DropTables(names)]
         if self.accept("TRUNCATE"):  # rows go, columns stay
-            return []
+            self.kind = "truncate"
+            self.accept("TABLE")
+            truncated = self.table_name()
+            self.wait()
+            self.end()
+            return [TruncateTable(truncated)]
         return []
 
     def wait(self) -> None:
@@ -527,7 +603,7 @@ class _Parser:
             source = self.table_name()
             self.accept(")")
             self.end()
-            return CreateTableLike(name, source, if_not_exists)
+            return CreateTableLike(name, source, if_not_exists, self.replace)
         if not self.accept("("):
             self.fail("CREATE TABLE without column definitions")
         schema = TableSchema([])
@@ -540,8 +616,9 @@ class _Parser:
         # columns we cannot see.
         given, charset = self.charset_options(in_item=False)
         schema.charset = charset if given else None
+        schema.collation = self.collation if given else None
         schema.comment = self.comment
-        return CreateTable(name, schema, if_not_exists)
+        return CreateTable(name, schema, if_not_exists, self.replace)
 
     def create_index(self, kind: str, replace: bool) -> Operation:
         """``CREATE [OR REPLACE] [UNIQUE|FULLTEXT|SPATIAL] INDEX [IF NOT EXISTS] name [USING t] ON table
@@ -564,8 +641,9 @@ class _Parser:
         """Skip table or database options (to the end, or with ``in_item`` to the "," that ends an ALTER
         TABLE clause) and read their charset: ``[DEFAULT] CHARACTER SET|CHARSET [=] x``, ``COLLATE [=] y``.
         Whether one was given, and which (None: DEFAULT, the database's or the server's). A COMMENT is kept
-        in ``self.comment``."""
+        in ``self.comment``, COLLATE's name in ``self.collation``."""
         self.comment = None
+        self.collation = None
         charset: str | None = None
         collated: str | None = None
         given = collate_given = False
@@ -580,7 +658,8 @@ class _Parser:
             if word == "CHARSET" or (word == "CHARACTER" and self.accept("SET")):
                 given, charset = True, self.charset_name()
             elif word == "COLLATE":
-                collate_given, collated = True, self.charset_name()
+                self.collation = self.collation_name()
+                collate_given, collated = True, charset_of(self.collation) if self.collation else None
             elif word == "COMMENT":
                 self.accept("=")
                 if self.i < len(self.toks) and self.toks[self.i][0] == "str":
@@ -590,11 +669,17 @@ class _Parser:
 
     def charset_name(self) -> str | None:
         """After CHARACTER SET or COLLATE: the charset (of a collation) named next; None for DEFAULT."""
+        named = self.collation_name()
+        return None if named is None else charset_of(named)
+
+    def collation_name(self) -> str | None:
+        """After CHARACTER SET or COLLATE: the name given, lower case (``utf8`` is ``utf8mb3``); None for DEFAULT."""
         self.accept("=")
         if self.peek() == "DEFAULT":
             self.i += 1
             return None
-        return charset_of(self.ident())
+        name = self.ident().lower()
+        return "utf8mb3" + name[4:] if name == "utf8" or name.startswith("utf8_") else name
 
     _CONSTRAINTS = frozenset(("CONSTRAINT", "PRIMARY", "UNIQUE", "KEY", "INDEX", "FULLTEXT", "SPATIAL", "FOREIGN",
                               "CHECK"))
@@ -609,6 +694,7 @@ class _Parser:
             spec = self.constraint()
             if isinstance(spec, AddPrimaryKey):
                 schema.primary_key = spec.columns
+                schema.key_prefixes = dict(spec.prefixes)
             elif spec is not None:
                 schema.indexes.append(spec.index)
             return
@@ -630,9 +716,9 @@ class _Parser:
                 symbol = self.ident()
         if self.accept("PRIMARY", "KEY"):
             self.index_options(until_parts=True)
-            columns = [c for c, _ in self.key_parts()]
+            parts = self.key_parts()
             self.index_options(until_parts=False)
-            return AddPrimaryKey(columns)
+            return AddPrimaryKey([c for c, _ in parts], {c.lower(): p for c, p in parts if p})
         if self.accept("FOREIGN", "KEY"):  # its index, unless one the table has serves it
             self.accept("IF", "NOT", "EXISTS")
             name = "" if self.peek() == "(" else self.ident()
@@ -700,6 +786,7 @@ class _Parser:
         self.i += 1
         column = ColumnDef(name, type_word)
         charset: str | None = None  # declared
+        collated: str | None = None  # COLLATE's name
         if type_word == "serial":  # BIGINT UNSIGNED NOT NULL AUTO_INCREMENT UNIQUE
             column.type, column.unsigned, column.not_null, column.unique = "bigint", True, True, True
             column.auto_increment = True
@@ -741,10 +828,14 @@ class _Parser:
             if word == "CHARSET" or (word == "CHARACTER" and self.accept("SET")):
                 charset = self.charset_name()
             elif word == "COLLATE":
-                collated = self.charset_name()  # CHARACTER SET, when given too, names the same charset
-                charset = charset or collated
+                collated = self.collation_name()  # CHARACTER SET, when given too, names the same charset
+                charset = charset or (charset_of(collated) if collated else None)
             elif word in ("ASCII", "UNICODE", "BYTE"):  # CHAR(1) ASCII: latin1; UNICODE: ucs2; BYTE: binary
                 charset = {"ASCII": "latin1", "UNICODE": "ucs2", "BYTE": "binary"}[word]
+            elif word == "BINARY":  # CHAR(3) BINARY: the charset's binary collation
+                column.binary_collation = True
+            elif word == "COMPRESSED":
+                column.compressed = True
             elif word in ("UNSIGNED", "ZEROFILL"):
                 column.unsigned = True
             elif word == "SIGNED":
@@ -782,10 +873,10 @@ class _Parser:
                     self.skip_parens()
                 else:
                     self.i += 1
-        if column.type in TEXT_TYPES and charset is None:
-            column.default_charset = True
+        if (column.type in TEXT_TYPES or column.type in ("enum", "set")) and charset is None:
+            column.default_charset = True  # the table's, and its collation
         else:
-            with_charset(column, charset)
+            with_charset(column, charset, collated)
         return column, primary
 
     def default_value(self) -> list[tuple[str, str]]:
@@ -851,7 +942,88 @@ class _Parser:
         "SECONDARY_ENGINE", "VALIDATION", "WITH", "WITHOUT", "UPGRADE", "ATTRIBUTE", "AUTOEXTEND_SIZE",
     ))
 
+    _PARTITION_WORDS = frozenset(("TRUNCATE", "DROP", "ADD", "EXCHANGE", "REORGANIZE", "COALESCE", "REBUILD",
+                                  "DISCARD", "IMPORT", "ANALYZE", "CHECK", "OPTIMIZE", "REPAIR"))
+
+    def partition_clause(self, op: AlterTable) -> bool:
+        """Partition maintenance (the statement's last clause: read to the end), into ``op.partition`` (None for
+        those that change nothing: ANALYZE, CHECK, OPTIMIZE, REPAIR, UPGRADE PARTITIONING); False when the clause
+        is none."""
+        word = self.peek()
+        if word in self._PARTITION_WORDS and self.peek(1) == "PARTITION":
+            self.i += 2
+            action = word.lower()
+            if action == "exchange":
+                names = [self.ident()]
+                self.expect("WITH", "TABLE")
+                op.partition = Partition(action, names, self.table_name())
+            elif action == "coalesce":
+                op.partition = Partition(action, count=self.number())
+            elif action == "add":
+                self.accept("IF", "NOT", "EXISTS")
+                if self.accept("PARTITIONS"):
+                    op.partition = Partition(action, count=self.number())
+                else:
+                    op.partition = Partition(action, self.partition_definitions())
+            elif action == "reorganize":
+                names = [] if self.at_end() else self.partition_names()
+                op.partition = Partition(action, names)
+            else:
+                if action == "drop":
+                    self.accept("IF", "EXISTS")
+                names = self.partition_names()
+                if action not in ("analyze", "check", "optimize", "repair"):
+                    op.partition = Partition(action, names)
+        elif self.accept("REMOVE", "PARTITIONING"):
+            op.partition = Partition("remove")
+        elif self.accept("UPGRADE", "PARTITIONING"):
+            pass
+        elif self.peek() == "PARTITION" and self.peek(1) == "BY":
+            op.partition = Partition("repartition")
+        elif self.accept("CONVERT", "PARTITION"):  # MariaDB 10.7: the partition becomes a table
+            names = [self.ident()]
+            self.expect("TO", "TABLE")
+            op.partition = Partition("convert_to_table", names, self.table_name())
+        elif self.accept("CONVERT", "TABLE"):  # MariaDB 10.7: a table becomes a partition
+            other = self.table_name()
+            self.expect("TO", "PARTITION")
+            op.partition = Partition("convert_from_table", [self.ident()], other)
+        else:
+            return False
+        while not self.at_end():  # the rest: partition definitions, WITH[OUT] VALIDATION, options
+            self.i += 1
+        return True
+
+    def number(self) -> int:
+        text = self.ident()
+        if not text.isdigit():
+            self.fail("expected a number")
+        return int(text)
+
+    def partition_names(self) -> list[str]:
+        """``ALL`` ([]) or ``name, name, ...``; stops before INTO, TABLESPACE and the end."""
+        if self.accept("ALL"):
+            return []
+        names = [self.ident()]
+        while self.accept(","):
+            names.append(self.ident())
+        return names
+
+    def partition_definitions(self) -> list[str]:
+        """``(PARTITION name ..., PARTITION name ...)``: the names."""
+        self.expect("(")
+        names = []
+        while True:
+            self.expect("PARTITION")
+            names.append(self.ident())
+            self.skip_item()
+            if self.accept(")"):
+                return names
+            self.expect(",")
+
     def alter_spec(self, op: AlterTable) -> None:
+        if self.partition_clause(op):
+            return
         if self.accept("ADD"):
             if self.peek() == "SYSTEM":
                 self.fail("ADD SYSTEM VERSIONING (adds hidden columns)")
@@ -937,12 +1109,12 @@ class _Parser:
             given, charset = self.charset_options(in_item=True)
             if not given:
                 self.fail("CONVERT TO without a character set")
-            op.specs.append(ConvertCharset(charset))
+            op.specs.append(ConvertCharset(charset, self.collation))
             return
         if self.peek() in self._HARMLESS and self.toks[self.i][0] == "word":
             given, charset = self.charset_options(in_item=True)  # ENGINE=x DEFAULT CHARSET=y: options in a row
             if given:
-                op.specs.append(TableCharset(charset))
+                op.specs.append(TableCharset(charset, self.collation))
             if self.comment is not None:
                 op.specs.append(TableComment(self.comment))
             return

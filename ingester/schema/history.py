@@ -13,6 +13,7 @@ the last checkpoint, which is what a restart reads back. Records carry the schem
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -22,8 +23,10 @@ from ..codec import BinlogError
 from ..codec.charsets import COLLATION_CHARSET, MAX_CHAR_BYTES, charset_of, collation_id_of
 from ..codec.constants import ColumnType as T
 from ..codec.table_map import GEOMETRY_TYPES, STRING_TYPES, TableMap
+from .collations import Collations
 from .column_defaults import column_default, default_tokens
 from .ddl import (
+    BINARY_TYPES,
     TEXT_TYPES,
     AddColumn,
     AddIndex,
@@ -51,6 +54,7 @@ from .ddl import (
     TableCharset,
     TableComment,
     TableSchema,
+    TruncateTable,
     UnparsedDDL,
     parse_ddl,
     string_charset,
@@ -60,6 +64,7 @@ from .ddl import (
 
 log = logging.getLogger("binlake.schema")
 HISTORY_TOPIC = "_schema_history"
+VALID_FROM_KEY = b"[]"  # the history topic's entry of where the captured state applies from (no table has this key)
 ON_UNPARSED = ("stop", "skip-table")
 _INT_WORDS = frozenset(("tinyint", "smallint", "mediumint", "int", "integer", "bigint", "bool", "boolean", "int1",
                         "int2", "int3", "int4", "int8", "middleint"))
@@ -78,20 +83,46 @@ def history_key(name: Name) -> bytes:
     return orjson.dumps(list(name))
 
 
+_SEQ = struct.Struct(">IQI")  # records/format.py's Sequence, encoded
+
+
+def _seq_bytes(text: Any) -> bytes:
+    """An entry's ``seq`` ("file:position:sub") encoded as its Sequence; b"" for none."""
+    try:
+        file, position, sub = (int(x) for x in str(text).split(":"))
+        return _SEQ.pack(file, position, sub)
+    except (ValueError, struct.error):
+        return b""
+
+
 class SchemaHistory:
     """The tables' columns at the position of the last event fed; ``apply`` follows DDL."""
 
     def __init__(self, accept: Callable[[str, str], bool], on_unparsed: str = "stop") -> None:
         self.accept = accept
+        # stop, skip-table, or warn: the tables an unparsed DDL names become unknown (their entries say "skipped")
+        # with a warning, their rows still published (a server whose TABLE_MAPs name the columns: README)
         self.on_unparsed = on_unparsed
         self.tables: dict[Name, TableSchema] = {}
         self.skipped: dict[Name, str] = {}  # table -> the DDL that made its columns unknown
         self.databases: dict[str, str | None] = {}  # database -> its default charset (for CREATE TABLE)
+        # database -> its default collation (a collation's name, or a charset's for its default; None: not known)
+        self.database_collations: dict[str, str | None] = {}
         self.server_charset: str | None = None  # the server's default (of the last statement applied)
+        self.server_collation: int | None = None  # ... its collation id
+        self.collations = Collations()  # the server's (names, ids, defaults): the daemon reads them (``capture``)
+        # where the captured state applies from (an encoded Sequence; b"": everywhere): the statements before it are in
+        # it already (a stream that starts before the capture: ``applies``)
+        self.valid_from: bytes = b""
         self._attachments: dict[Name, bytes] = {}
         self._defaults: dict[Name, bool] = {}  # whether the table's attachment has column defaults
 
     # -- persistence
+
+    def valid_from_entry(self, seq: str) -> bytes:
+        """The history topic's value of ``VALID_FROM_KEY``: the captured state applies from ``seq`` (an older binlake
+        reads it as an entry of the database "" without a charset)."""
+        return orjson.dumps({"database": "", "seq": seq, "ddl": "captured", "valid_from": seq})
 
     def entry(self, name: Name, seq: str, ddl: str) -> bytes:
         """The history topic's value for a table after a change (``seq``: where it applies from)."""
@@ -99,6 +130,8 @@ class SchemaHistory:
             database: dict[str, Any] = {"database": name[0], "seq": seq, "ddl": ddl}
             if name[0] in self.databases:
                 database["charset"] = self.databases[name[0]]
+                if self.database_collations.get(name[0]):
+                    database["collation"] = self.database_collations[name[0]]
             else:
                 database["dropped"] = True
             return orjson.dumps(database)
@@ -111,6 +144,10 @@ class SchemaHistory:
             value["indexes"] = [i.to_json() for i in schema.indexes]
             if schema.comment:
                 value["comment"] = schema.comment
+            if schema.collation:
+                value["collation"] = schema.collation
+            if schema.key_prefixes:
+                value["key_prefixes"] = schema.key_prefixes
         elif name in self.skipped:
             value["skipped"] = self.skipped[name]
         else:
@@ -122,10 +159,15 @@ class SchemaHistory:
         unknown, unindexed = [], []
         for raw in entries:
             value = orjson.loads(raw)
+            if "valid_from" in value:
+                self.valid_from = _seq_bytes(value["valid_from"])
+                continue
             if "table" not in value:
                 self.databases.pop(value["database"], None)
+                self.database_collations.pop(value["database"], None)
                 if "charset" in value:
                     self.databases[value["database"]] = value["charset"]
+                    self.database_collations[value["database"]] = value.get("collation")
                 continue
             name = (value["database"], value["table"])
             self.tables.pop(name, None)
@@ -134,11 +176,14 @@ class SchemaHistory:
                 columns = [ColumnDef(c["name"], c["type"], c["unsigned"], c["enum_values"], c["set_values"],
                                      c.get("charset"), c.get("args", ""),
                                      [(k, t) for k, t in c["default"]] if c.get("default") else None,
-                                     c.get("not_null", False), auto_increment=c.get("auto_increment", False),
-                                     comment=c.get("comment")) for c in value["columns"]]
+                                     c.get("not_null", False), c.get("generated", False),
+                                     auto_increment=c.get("auto_increment", False), comment=c.get("comment"),
+                                     collation=c.get("collation"), compressed=c.get("compressed", False))
+                           for c in value["columns"]]
                 self.tables[name] = TableSchema(columns, value["primary_key"], value.get("charset"),
                                                 [Index.from_json(i) for i in value.get("indexes", ())],
-                                                value.get("comment"))
+                                                value.get("comment"), value.get("collation"),
+                                                dict(value.get("key_prefixes") or {}))
                 if any(c.type in TEXT_TYPES and c.charset is None for c in columns):
                     unknown.append(name)
                 if "indexes" not in value:
@@ -159,6 +204,11 @@ class SchemaHistory:
 
     # -- following the binlog
 
+    def applies(self, seq: bytes) -> bool:
+        """Whether a statement at ``seq`` (an encoded Sequence) is to be applied: not one before the state's own
+        point, whose effect the captured columns hold already."""
+        return seq >= self.valid_from
+
     def apply(self, database: str, sql: str, where: str, server_collation: int | None = None) -> list[Name]:
         """Apply one statement; the tables whose entry changed (and ``(db, DATABASE)`` for a database whose
         default charset did). ``where`` (file:position) names the statement in errors; ``server_collation``
@@ -168,13 +218,14 @@ class SchemaHistory:
         if server_collation is not None:
             # MySQL's and MariaDB's ids name the same charset wherever both assign them
             self.server_charset = COLLATION_CHARSET.get(server_collation, self.server_charset)
+            self.server_collation = server_collation
         try:
             ops = parse_ddl(sql, database)
-            before = {**self.tables}, {**self.skipped}, {**self.databases}
+            before = {**self.tables}, {**self.skipped}, {**self.databases}, {**self.database_collations}
             try:
                 changed = [name for op in ops for name in self._apply(op)]
             except UnparsedDDL:
-                self.tables, self.skipped, self.databases = before
+                self.tables, self.skipped, self.databases, self.database_collations = before
                 raise
         except UnparsedDDL as exc:
             tables = [t for t in dict.fromkeys(exc.tables) if self.accept(*t)]
@@ -182,12 +233,17 @@ class SchemaHistory:
                 return []  # only tables nobody captures
             names = ", ".join(f"{db}.{t}" for db, t in tables) or "unknown tables"
             text = " ".join(sql.split())[:300]
-            if self.on_unparsed == "stop" or not tables:
+            if self.on_unparsed == "warn":
+                log.warning("%s: DDL on %s that the schema history cannot follow (%s): their columns are unknown "
+                            "until a CREATE TABLE defines them again (rows are still published; table statement "
+                            "entries come without columns): %s", where, names, exc, text)
+            elif self.on_unparsed == "stop" or not tables:
                 raise SchemaError(f"{where}: DDL on {names} that the schema history cannot follow ({exc}): {text}"
                                   " (set schema.on_unparsed_ddl: skip-table to stop publishing those tables"
                                   " instead)") from None
-            log.warning("%s: DDL on %s that the schema history cannot follow (%s): their rows are no longer "
-                        "published: %s", where, names, exc, text)
+            else:
+                log.warning("%s: DDL on %s that the schema history cannot follow (%s): their rows are no longer "
+                            "published: %s", where, names, exc, text)
             for name in tables:
                 self.tables.pop(name, None)
                 self.skipped[name] = f"{where}: {text}"
@@ -200,18 +256,36 @@ class SchemaHistory:
     def _database_charset(self, database: str) -> str | None:
         return self.databases.get(database, self.server_charset)
 
+    def _database_collation(self, database: str) -> str | None:
+        """A database's default collation (a name, or its charset's name for that charset's default)."""
+        if database in self.databases:
+            return self.database_collations.get(database) or self.databases[database]
+        return self._server_collation()
+
+    def _server_collation(self) -> str | None:
+        named = self.collations.name_of(self.server_collation) if self.server_collation is not None else None
+        return named or self.server_charset
+
     def _apply(self, op: Operation) -> list[Name]:
         tables = self.tables
+        if isinstance(op, TruncateTable):
+            return []  # rows go, columns stay
         if isinstance(op, DatabaseCharset):
             if op.create and op.if_not_exists and op.database in self.databases:
                 return []
             self.databases[op.database] = op.charset or self.server_charset
+            self.database_collations[op.database] = (op.collation or op.charset) if op.charset \
+                else self._server_collation()
             return [(op.database, DATABASE)]
         if isinstance(op, CreateTable):
             if op.if_not_exists and op.name in tables:
                 return []
-            op.schema.charset = op.schema.charset or self._database_charset(op.name[0])
-            op.schema.resolve(op.schema.charset)
+            if op.schema.charset is None:
+                op.schema.charset = self._database_charset(op.name[0])
+                op.schema.collation = self._database_collation(op.name[0])
+            else:
+                op.schema.collation = op.schema.collation or op.schema.charset
+            op.schema.resolve(op.schema.charset, op.schema.collation)
             settle(op.schema, sort=True)
             tables[op.name] = op.schema
             self.skipped.pop(op.name, None)
@@ -231,10 +305,19 @@ class SchemaHistory:
             schema = tables[op.name].copy()
             # A new default applies to every column the statement adds, wherever it stands in it.
             added = False
+            database = (self._database_charset(op.name[0]), self._database_collation(op.name[0]))
             for spec in sorted(op.specs, key=lambda s: not isinstance(s, (TableCharset, ConvertCharset))):
-                added = _alter(schema, spec, op.name, self._database_charset(op.name[0])) or added
+                added = _alter(schema, spec, op.name, database) or added
             settle(schema, sort=added)
             tables[op.name] = schema
+            partition = op.partition
+            if partition is not None and partition.with_table is not None and partition.action.startswith("convert"):
+                other = partition.with_table
+                if partition.action == "convert_from_table":  # the table is a partition now: gone
+                    return [op.name] + ([other] if tables.pop(other, None) or self.skipped.pop(other, None) else [])
+                tables[other] = schema.copy()  # a partition's rows as a table of their own: the same columns
+                self.skipped.pop(other, None)
+                return [op.name, other]
             if op.rename_to and op.rename_to != op.name:
                 return [op.name, *self._rename(op.name, op.rename_to)]
             return [op.name]
@@ -353,11 +436,12 @@ def _mismatch(column: ColumnDef, binlog_type: int) -> bool:
     return (column.type in _INT_WORDS) != (binlog_type in _INT_TYPES)
 
 
-def _alter(schema: TableSchema, spec: AlterSpec, table: Name, database_charset: str | None) -> bool:
-    """Apply one clause; whether it added an index (MariaDB then sorts them again: ``settle``)."""
+def _alter(schema: TableSchema, spec: AlterSpec, table: Name, database: tuple[str | None, str | None]) -> bool:
+    """Apply one clause (``database``: the database's default charset and collation); whether it added an index
+    (MariaDB then sorts them again: ``settle``)."""
     cols = schema.columns
     if isinstance(spec, (AddColumn, ChangeColumn)) and spec.column.default_charset:
-        with_charset(spec.column, schema.charset)
+        with_charset(spec.column, schema.charset, schema.collation)
 
     def missing(name: str) -> UnparsedDDL:
         return UnparsedDDL(f"column {name} does not exist in the schema history", [table])
@@ -404,29 +488,46 @@ def _alter(schema: TableSchema, spec: AlterSpec, table: Name, database_charset: 
         cols[at].default = spec.default
     elif isinstance(spec, AddPrimaryKey):
         schema.primary_key = list(spec.columns)
+        schema.key_prefixes = dict(spec.prefixes)
         return True
     elif isinstance(spec, (AddIndex, DropIndex, RenameIndex)):
         return _alter_index(schema, spec, table)
     elif isinstance(spec, TableCharset):
-        schema.charset = spec.charset or database_charset
+        schema.charset, schema.collation = _table_default(spec.charset, spec.collation, database)
     elif isinstance(spec, TableComment):
         schema.comment = spec.comment or None
     elif isinstance(spec, ConvertCharset):
-        schema.charset = spec.charset or database_charset
+        schema.charset, schema.collation = _table_default(spec.charset, spec.collation, database)
         for c in cols:
             if c.type in TEXT_TYPES:
                 c.type = _text_type_for(c.type, c.charset, schema.charset)
-                with_charset(c, schema.charset)
+                with_charset(c, schema.charset, schema.collation)
+            elif c.type in ("enum", "set"):
+                with_charset(c, schema.charset, schema.collation)
+            elif c.type == "json" and schema.charset is not None:  # MariaDB's JSON is LONGTEXT: converted too
+                c.charset, c.collation = charset_of(schema.charset), schema.collation  # (MySQL's has no charset)
     else:
         assert isinstance(spec, DropPrimaryKey)
         schema.primary_key = []
+        schema.key_prefixes = {}
     return False
+
+
+def _table_default(charset: str | None, collation: str | None,
+                   database: tuple[str | None, str | None]) -> tuple[str | None, str | None]:
+    """A table's default charset and collation from its options (None: DEFAULT, the database's)."""
+    if charset is None:
+        return database
+    return charset, collation or charset
 
 
 def _rename_in_keys(schema: TableSchema, old: str, new: str | None) -> None:
     """A column renamed (``new``) or dropped (None) in the primary key and the indexes: an index left without
     columns goes (as MySQL documents it; MariaDB refuses to drop a column of a UNIQUE index of several)."""
     low = old.lower()
+    prefix = schema.key_prefixes.pop(low, 0)
+    if new is not None and prefix:
+        schema.key_prefixes[new.lower()] = prefix
     if new is None:
         schema.primary_key = [k for k in schema.primary_key if k.lower() != low]
         for ix in schema.indexes:
@@ -485,6 +586,10 @@ def settle(schema: TableSchema, sort: bool) -> None:
     for k in schema.primary_key:
         if k.lower() in columns:
             columns[k.lower()].not_null = True
+    for k, p in list(schema.key_prefixes.items()):  # as in indexes: a prefix as long as its column is none
+        col = columns.get(k)
+        if col is None or (col.type in _LENGTHS and col.args.isdigit() and p >= int(col.args)):
+            del schema.key_prefixes[k]
 
     def serves(ix: Index, other: list[str]) -> bool:
         want = [c.lower() for c, _ in ix.columns]
@@ -529,7 +634,8 @@ def column_from_type(name: str, column_type: str, charset: str | None = None) ->
     toks = tokens(column_type)
     word = toks[0][1].lower() if toks else ""
     column = ColumnDef(name, word, any(t[0] == "word" and t[1].lower() in ("unsigned", "zerofill") for t in toks),
-                       charset=string_charset(word, charset))
+                       charset=string_charset(word, charset),
+                       compressed=any(t[0] == "word" and t[1].lower() == "compressed" for t in toks))
     if word in ("enum", "set"):
         labels = [text for kind, text in toks if kind == "str"]
         if word == "enum":
@@ -547,22 +653,27 @@ def capture(cur: Any, accept: Callable[[str, str], bool]) -> dict[Name, TableSch
     information_schema (two queries)."""
     cur.execute("SELECT c.TABLE_SCHEMA, c.TABLE_NAME, c.COLUMN_NAME, c.COLUMN_TYPE, c.CHARACTER_SET_NAME,"
                 " t.TABLE_COLLATION, c.IS_NULLABLE, c.COLUMN_KEY, c.COLUMN_DEFAULT, c.EXTRA, c.COLUMN_COMMENT,"
-                " t.TABLE_COMMENT, @@version"
+                " t.TABLE_COMMENT, @@version, c.COLLATION_NAME"
                 " FROM information_schema.COLUMNS c"
                 " JOIN information_schema.TABLES t USING (TABLE_SCHEMA, TABLE_NAME) WHERE t.TABLE_TYPE = 'BASE TABLE'"
                 f" AND c.TABLE_SCHEMA NOT IN {_SYSTEM} ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME, c.ORDINAL_POSITION")
     tables: dict[Name, TableSchema] = {}
     pri: dict[Name, list[str]] = {}
     for (db, table, column, column_type, charset, table_collation, nullable, key, default, extra, comment,
-         table_comment, version) in cur.fetchall():
+         table_comment, version, collation) in cur.fetchall():
         name = (_text(db), _text(table))
         if accept(*name):
             schema = tables.setdefault(name, TableSchema([], charset=charset_of(_text(table_collation))
                                                          if table_collation else None,
                                                          comment=_text(table_comment) or None if table_comment
+                                                         else None,
+                                                         collation=_text(table_collation).lower() if table_collation
                                                          else None))
             col = column_from_type(_text(column), _text(column_type), _text(charset) if charset else None)
+            if collation and col.type not in BINARY_TYPES:
+                col.collation = _text(collation).lower()
             col.not_null = _text(nullable) == "NO"
+            col.generated = any(w in _text(extra or "").upper() for w in ("VIRTUAL", "STORED", "PERSISTENT"))
             if default is not None:
                 col.default = default_tokens(col, _text(default), _text(extra), "mariadb" in _text(version).lower())
             col.auto_increment = "auto_increment" in _text(extra or "").lower()
@@ -585,6 +696,7 @@ def capture(cur: Any, accept: Callable[[str, str], bool]) -> dict[Name, TableSch
             columns = [(c, p) for _, c, p in sorted(parts)]
             if index == "PRIMARY":
                 schema.primary_key = [c for c, _ in columns]
+                schema.key_prefixes = {c.lower(): p for c, p in columns if p}
             else:
                 schema.indexes.append(Index(index, columns, unique, unique and kind == "HASH", kind == "FULLTEXT"))
         # Without a primary key, the index the server uses as the key comes first of all (as it does in the
@@ -611,10 +723,17 @@ def server_key(unique: dict[str, list[str]], pri: Iterable[str]) -> str | None:
     return next((n for n, cols in unique.items() if want and {c.lower() for c in cols} == want), None)
 
 
-def capture_databases(cur: Any) -> dict[str, str | None]:
-    """Every database's default charset (the charset of tables created in it without one)."""
-    cur.execute("SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME FROM information_schema.SCHEMATA")
-    return {_text(db): charset_of(_text(charset)) if charset else None for db, charset in cur.fetchall()}
+def capture_databases(cur: Any, collations: dict[str, str | None] | None = None) -> dict[str, str | None]:
+    """Every database's default charset (the charset of tables created in it without one); ``collations`` gets
+    their default collations."""
+    cur.execute("SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME"
+                " FROM information_schema.SCHEMATA")
+    out = {}
+    for db, charset, collation in cur.fetchall():
+        out[_text(db)] = charset_of(_text(charset)) if charset else None
+        if collations is not None:
+            collations[_text(db)] = _text(collation).lower() if collation else None
+    return out
 
 
 def _text(v: Any) -> str:

@@ -265,3 +265,32 @@ def verbose_counts(files, db: str) -> collections.Counter:
             if m.group(2).decode() == db:
                 counts[(m.group(1).decode().split()[0].lower(), m.group(3).decode())] += 1
     return counts
+
+
+def query_body(database: bytes, text: bytes, status: bytes = b"") -> bytes:
+    """A QUERY event's body: thread 1, no error, ``status`` variables, the default database and the statement."""
+    return struct.pack("<IIBHH", 1, 0, len(database), 0, len(status)) + status + database + b"\0" + text
+
+
+def statement_binlog(path: Path, steps: list[tuple[str, Any]]) -> Path:
+    """A MySQL binlog at ``path`` of tables db.<name> (name_table_map's columns) and statements: each step is
+    ("rows", (table, [ids])) -- a TABLE_MAP, a WRITE_ROWS of those ids (names ``row <id>``) and an XID -- or
+    ("query", (database, text)): a statement (DDL is a transaction of its own)."""
+    fde = format_description(MYSQL_FDE)
+    crc = fde[-5] == 1
+    raw = bytearray(b"\xfebin" + fde)
+    ids: dict[bytes, int] = {}
+    for kind, arg in steps:
+        if kind == "rows":
+            table, rows = arg
+            table_id = ids.setdefault(table, 40 + len(ids))
+            body = (table_id.to_bytes(6, "little") + b"\x01\0\x02\0\x02\x03"
+                    + b"".join(name_row(i, b"row %d" % i) for i in rows))
+            events = [(19, name_table_map(table_id, table)), (30, body), (16, bytes(8))]
+        else:
+            database, text = arg
+            events = [(2, query_body(database, text))]
+        for code, body in events:
+            raw += binlog_event(code, body, len(raw), crc)
+    path.write_bytes(bytes(raw))
+    return path

@@ -17,6 +17,7 @@ from ingester.cli.main import main
 from ingester.codec import events as E
 from ingester.daemon.kafka_io import offsets_topic, read_checkpoint
 from ingester.records.format import read_index
+from ingester.records.statement import TABLE_STATEMENT
 from ingester.sources.binlog_file import read_binlog_file
 
 # `binlake` as a process of its own
@@ -87,13 +88,15 @@ def rows_events_per_gtid(server, database: str) -> collections.Counter:
 
 
 def gtid_rows(kafka, prefix: str) -> collections.Counter:
-    """What the daemon published: how often each (GTID, sequence) is in the committed records of the prefix's
-    table topics, which each hold their sequences in increasing order."""
+    """What the daemon published: how often each (GTID, sequence) of a rows event is in the committed records of the
+    prefix's table topics, which each hold their sequences in increasing order (table statement entries, at their
+    statements' sequences, are no rows events)."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap, isolation_level="read_committed",
                              enable_auto_commit=False, group_id=None)
-    topics = [t for t in consumer.topics() if t.startswith(prefix + ".") and not t.endswith(("_offsets", "_schema"))]
+    topics = [t for t in consumer.topics() if t.startswith(prefix + ".")
+              and not t.endswith(("._offsets", "._schema", "._schema_history"))]
     parts = [TopicPartition(t, p) for t in topics for p in consumer.partitions_for_topic(t)]
     consumer.assign(parts)
     consumer.seek_to_beginning(*parts)
@@ -104,9 +107,10 @@ def gtid_rows(kafka, prefix: str) -> collections.Counter:
         for tp, msgs in consumer.poll(timeout_ms=1000).items():
             for m in msgs:
                 for entry in read_index(dict(m.headers)["binlake.index"]):
-                    seen[(entry.gtid, entry.seq)] += 1
                     assert tp not in last_seq or last_seq[tp] < entry.seq, "out of order within a table"
                     last_seq[tp] = entry.seq
+                    if entry.type_code != TABLE_STATEMENT:
+                        seen[(entry.gtid, entry.seq)] += 1
     consumer.close()
     return seen
 

@@ -223,10 +223,10 @@ class _Cursor:
 def test_capture_reads_indexes_in_the_servers_order_the_key_first() -> None:
     version = "11.8.3-MariaDB"
     columns = [("d", "t", "a", "int(11)", None, "utf8mb4_general_ci", "NO", "PRI", None, "auto_increment", "", "tc",
-                version),
-               ("d", "t", "b", "int(11)", None, "utf8mb4_general_ci", "NO", "PRI", None, "", "", "tc", version),
+                version, None),
+               ("d", "t", "b", "int(11)", None, "utf8mb4_general_ci", "NO", "PRI", None, "", "", "tc", version, None),
                ("d", "t", "c", "varchar(9)", "utf8mb4", "utf8mb4_general_ci", "YES", "", "NULL", "", "cc", "tc",
-                version)]
+                version, "utf8mb4_bin")]
     statistics = [("d", "t", "kc", 1, 1, "c", 3, "BTREE"), ("d", "t", "uc", 0, 1, "c", None, "BTREE"),
                   ("d", "t", "uab", 0, 2, "a", None, "BTREE"), ("d", "t", "uab", 0, 1, "b", None, "BTREE"),
                   ("d", "t", "h", 0, 1, "c", None, "HASH"), ("d", "t", "f", 1, 1, "c", None, "FULLTEXT"),
@@ -242,6 +242,8 @@ def test_capture_reads_indexes_in_the_servers_order_the_key_first() -> None:
         ("uc", [("c", 0)], True, False, False), ("h", [("c", 0)], True, True, False),
         ("f", [("c", 0)], False, False, True)]
     assert schema.key() == ["b", "a"]
+    assert [c.collation for c in schema.columns] == [None, None, "utf8mb4_bin"]  # COLLATION_NAME
+    assert schema.collation == "utf8mb4_general_ci"
 
 
 _WORDS = ["UNIQUE", "KEY", "INDEX", "PRIMARY", "CONSTRAINT", "FOREIGN", "REFERENCES", "USING", "HASH", "BTREE",
@@ -292,7 +294,7 @@ def test_not_null_literal_defaults_go_into_entries_and_records() -> None:
 
 def test_capture_reads_defaults_as_each_server_writes_them() -> None:
     def captured(version: str, *columns: tuple[str, str, str | None, str]) -> list[Any]:
-        rows = [("d", "t", name, kind, None, "utf8mb4_general_ci", "NO", "", default, extra, "", "", version)
+        rows = [("d", "t", name, kind, None, "utf8mb4_general_ci", "NO", "", default, extra, "", "", version, None)
                 for name, kind, default, extra in columns]
         [(_, schema)] = capture(_Cursor(rows, []), lambda db, t: True).items()
         return [c.default for c in schema.columns]

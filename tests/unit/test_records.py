@@ -9,6 +9,7 @@ from ingester.codec.errors import BinlogError
 from ingester.dump.jsonl import event_json
 from ingester.records.builder import SCHEMA_TOPIC, Checkpoint, Record
 from ingester.records.format import ChunkAssembler, read_index, record_events
+from ingester.records.statement import TableStatementEvent, is_statement_record
 from tests.corpus import CORPUS
 from tests.harness.records import CORPUS_FILES as FILES
 from tests.harness.records import build_records
@@ -24,7 +25,7 @@ def test_records_decode_to_the_same_events(name, max_record_bytes) -> None:
     records = [r for r in out if isinstance(r, Record)]
     assert records
     rows_events = [e for e in expected.values() if e["type"] in ("write_rows", "update_rows", "delete_rows")]
-    seen = []
+    seen, statements = [], []
     for record in records:
         headers = dict(record.headers)
         items = list(record_events(headers, record.value, "record"))
@@ -34,6 +35,12 @@ def test_records_decode_to_the_same_events(name, max_record_bytes) -> None:
             assert len(items) == 1
         for item in items:
             got = orjson.loads(event_json(item.event))
+            if isinstance(item.event, TableStatementEvent):  # what a statement did to a table, in its topic
+                statement = expected[(item.seq.position, item.seq.sub)]
+                assert statement["type"] == "query" and statement["query"] == got["statement"]
+                assert record.topic == f"{got['database']}.{got['table']}"
+                statements.append(item.seq)
+                continue
             assert got == expected[(item.seq.position, item.seq.sub)]
             if got["type"] in ("write_rows", "update_rows", "delete_rows"):
                 assert record.topic == f"{got['database']}.{got['table']}"
@@ -42,6 +49,7 @@ def test_records_decode_to_the_same_events(name, max_record_bytes) -> None:
                 assert record.topic == SCHEMA_TOPIC and got["type"] == "query"
             seen.append(item.seq)
     assert len(seen) == len(set(seen))
+    assert set(statements) <= set(seen)  # at their statements' sequences
     assert len([s for s, r in zip(seen, _topics(records), strict=True) if r != SCHEMA_TOPIC]) == len(rows_events)
     per_topic: dict[str, list] = {}
     for record in records:
@@ -51,12 +59,15 @@ def test_records_decode_to_the_same_events(name, max_record_bytes) -> None:
 
 def _topics(records):
     for record in records:
+        if is_statement_record(record.value):
+            continue
         yield from [record.topic] * int(dict(record.headers)["binlake.count"])
 
 
 def test_damaged_records_fail_with_the_offset() -> None:
     _, out, _ = build_records(CORPUS / "zendesk-maxwell" / "binlog.000004")
-    record = next(r for r in out if isinstance(r, Record) and r.topic != SCHEMA_TOPIC)
+    record = next(r for r in out if isinstance(r, Record) and r.topic != SCHEMA_TOPIC
+                  and not is_statement_record(r.value))
     headers = dict(record.headers)
     with pytest.raises(BinlogError, match=r"^rec at byte \d+: record's event of \d+ bytes runs past its end"):
         list(record_events(headers, record.value[:-3], "rec"))

@@ -40,6 +40,16 @@ def test_entries_round_trip_in_order_with_their_sequences() -> None:
     assert orjson.loads(rename.encode())["to"] == ["d", "k2"]
     assert TableStatement.from_json(orjson.loads(
         TableStatement("rename", "d", "k2", "x", source=("d", "k")).encode())).source == ("d", "k")
+    created = TableStatement("create", "d", "c", "CREATE TABLE c (...)", server_id=7, mariadb=True, columns=[
+        {"name": "id", "type": 3, "binlog_type": 3, "meta": 0, "nullable": False, "unsigned": True, "collation": None,
+         "enum_values": None, "set_values": None, "geometry_type": None, "default": "5"},
+        {"name": "e", "type": 247, "binlog_type": 254, "meta": 63233, "nullable": True, "unsigned": None,
+         "collation": 45, "enum_values": ["a"], "set_values": None, "geometry_type": None}], primary_key=[[0, 0]])
+    assert TableStatement.from_json(orjson.loads(created.encode())) == created
+    tm = created.table_map(defaults=True)  # the columns as the codec's TableMap, as a FULL TABLE_MAP has them
+    assert tm is not None and tm.column_names == ["id", "e"] and tm.primary_key == [(0, 0)] and tm.is_mariadb
+    assert tm.columns[0].unsigned and tm.columns[0].default == "5" and tm.columns[1].enum_values == ["a"]
+    assert created.table_map().columns[0].default is None and truncate.table_map() is None  # type: ignore[union-attr]
 
 
 def test_an_unknown_op_or_a_damaged_descriptor_is_refused_with_its_offset() -> None:

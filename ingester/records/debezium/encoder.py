@@ -27,6 +27,7 @@ same messages.
 from __future__ import annotations
 
 import heapq
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from ..builder import SCHEMA_TOPIC
 from ..format import RecordEvent, record_decoder, record_events
 from ..open_records import Record
 from ..outbound import BinlakeOut, Message
+from ..statement import TableStatement, TableStatementEvent, is_statement_record
 from .columns import Modes
 from .envelope import TableCodec, snapshot_marker, table_codec, topic_name
 from .layouts import AvroLayout, JsonLayout, Layout, Role, SchemaIds, Strategy
@@ -52,6 +54,7 @@ from .schema_events import VERSION, SchemaEvents, Snapshot, Statement
 from .transaction_topic import Transaction as _Transaction
 from .transaction_topic import TransactionTopic
 
+log = logging.getLogger("binlake.debezium")
 _OPS = {"write": "c", "update": "u", "delete": "d"}
 _OP_FIELDS = {op: b',"op":"%s"' % op.encode() for op in ("c", "u", "d")}
 _CODE_OPS = {23: "c", 30: "c", 24: "u", 31: "u", 25: "d", 32: "d"}  # rows event type codes C renders
@@ -74,6 +77,10 @@ class DebeziumOptions:
     schema_changes: bool = True  # include.schema.changes: the schema change topic <prefix>
     accept: Callable[[str, str], bool] = _every_table  # the tables published (filters): their schema changes
     subjects: tuple[Strategy, Strategy] = ("TopicNameStrategy", "TopicNameStrategy")  # Avro: key's, value's
+    skipped: frozenset[str] = frozenset(("t",))  # skipped.operations: "t", TRUNCATE's change events not published
+    # whether records carry the schema history's column defaults with their table maps (docs/FORMAT.md, "Schema
+    # entries"): a table statement's columns give them too then, where a truncate's schema comes from them
+    history_defaults: bool = False
 
 
 def _order(item: RenderedEvent | RecordEvent | Statement | Snapshot) -> tuple[int, int, int]:
@@ -132,6 +139,8 @@ class DebeziumOut:
         self.schema_topic = topic_name(options.prefix)
         self._schema_events = SchemaEvents(layout, self.schema_topic, options.prefix, options.accept, self._file)
         self._history: dict[str, dict[Name, dict[str, Any]]] = {}  # seq -> the history's entries of a statement
+        # each table's schema as its latest change events had it, or a table statement's columns since: a truncate's
+        self._schemas: dict[Name, TableMap] = {}
 
     def _file(self, number: int) -> str:
         if self._last_file[0] != number:
@@ -243,6 +252,9 @@ class DebeziumOut:
                 connector = "mariadb" if dec is not None and dec.is_mariadb else "mysql"
                 streams.append(Statement(item, connector) for item in record_events(headers, r.value, where))
                 continue
+            if is_statement_record(r.value):  # what a statement did to the table (a tuple: C composes lists)
+                streams.append(tuple(record_events(headers, r.value, where)))
+                continue
             walked = self._native.walk(headers, r.value, where) if self._native else None
             events = walked if walked is not None else record_events(headers, r.value, where, self._native or False)
             streams.append(events)
@@ -258,6 +270,9 @@ class DebeziumOut:
                     if isinstance(item, (Statement, Snapshot)):
                         yield from self._schema_events.of(item, history, now)
                         continue
+                    if isinstance(item, RecordEvent) and type(item.event) is TableStatementEvent:
+                        yield from self._table_statement(item, item.event.statement, None, now)
+                        continue
                     event = self._unpack(item)
                     if event is not None:
                         yield from self._messages(item, event, None, now)
@@ -266,19 +281,28 @@ class DebeziumOut:
             if isinstance(item, (Statement, Snapshot)):
                 yield from self._schema_events.of(item, history, now)
                 continue
+            if isinstance(item, RecordEvent) and type(item.event) is TableStatementEvent:
+                statement = item.event.statement
+                if statement.op == "truncate" and "t" not in self.options.skipped:
+                    yield from self._transaction(item.gtid, item.seq.file_number, item.seq.position, item.commit_ts)
+                yield from self._table_statement(item, statement, self._tx, now)
+                continue
             event = self._unpack(item)
             if event is None:
                 continue
             file_number, position, gtid, commit_ts, snapshot, _ = event
-            tx = self._tx
             if not snapshot:
-                tx_id = gtid or f"file={self._file(file_number)},pos={position}"
-                if tx is None or tx.id != tx_id:
-                    if tx is not None:
-                        yield self._tx_topic.end(tx)
-                    tx = self._tx = _Transaction(tx_id, commit_ts // 1000)
-                    yield self._tx_topic.begin(tx)
-            yield from self._messages(item, event, None if snapshot else tx, now)
+                yield from self._transaction(gtid, file_number, position, commit_ts)
+            yield from self._messages(item, event, None if snapshot else self._tx, now)
+
+    def _transaction(self, gtid: str, file_number: int, position: int, commit_ts: int) -> Iterator[Message]:
+        """The transaction topic's END of the transaction before an event's, and its BEGIN, where they change."""
+        tx, tx_id = self._tx, gtid or f"file={self._file(file_number)},pos={position}"
+        if tx is None or tx.id != tx_id:
+            if tx is not None:
+                yield self._tx_topic.end(tx)
+            self._tx = _Transaction(tx_id, commit_ts // 1000)
+            yield self._tx_topic.begin(self._tx)
 
     def _composed(self, walked: list[RenderedEvent], now: int) -> Iterable[Message]:
         """The messages of rows events C walked: composed by C, or by Python where C leaves an event to it (Avro)."""
@@ -350,7 +374,9 @@ class DebeziumOut:
     def _table(self, tm: TableMap) -> _Table:
         cached = self._tables.get(id(tm))
         if cached is not None and cached[0] is tm:
+            self._schemas[(tm.database, tm.table)] = tm
             return cached[1]
+        self._schemas[(tm.database, tm.table)] = tm
         known = self._codecs.pop(id(tm), None)
         codec = known[1] if known is not None and known[0] is tm else table_codec(tm, self.options.prefix,
                                                                                   self.options.modes)
@@ -385,6 +411,43 @@ class DebeziumOut:
             return None
         return ((codec.topic, b"", a, b, c),
                 (None if key is None else b"", b"", b"", (*(key or (None, b"")), *value)))
+
+    def _table_statement(self, item: RecordEvent, statement: TableStatement, tx: _Transaction | None,
+                         now: int) -> Iterator[Message]:
+        """What a table statement entry becomes: a truncate, Debezium's truncate change event (op "t", no key, no
+        before or after; unless skipped.operations has "t"), in the table's schema as its change events have it;
+        other statements none (Debezium publishes them on the schema change topic alone). Entries with the table's
+        columns make its schema for a truncate that comes before its next change event."""
+        name = (statement.database, statement.table)
+        if statement.op != "truncate":
+            if statement.op != "partition":
+                self._schemas.pop(name, None)
+            tm = statement.table_map(self.options.history_defaults)
+            if tm is not None and name not in self._schemas:
+                self._schemas[name] = tm
+            return
+        if "t" in self.options.skipped:
+            return
+        tm = self._schemas.get(name) or statement.table_map(self.options.history_defaults)
+        if tm is None:
+            log.warning("the truncate of %s.%s at %s: its columns are not known (no change event of the table yet, no "
+                        "schema history): no truncate change event", *name, item.seq)
+            return
+        codec = self._table(tm).codec
+        ts_ms = statement.micros // 1_000_000 * 1000
+        source = {
+            "version": VERSION, "connector": "mariadb" if statement.mariadb else "mysql", "name": self.options.prefix,
+            "ts_ms": ts_ms, "snapshot": "false", "db": statement.database, "sequence": None, "ts_us": ts_ms * 1000,
+            "ts_ns": ts_ms * 1_000_000, "table": statement.table, "server_id": statement.server_id,
+            "gtid": item.gtid or None, "file": self._file(item.seq.file_number), "pos": item.seq.position, "row": 0,
+            "thread": None, "query": None}
+        block = None
+        if tx is not None:
+            total, n = tx.count(f"{statement.database}.{statement.table}")
+            block = {"id": tx.id, "total_order": total, "data_collection_order": n}
+        payload = {"before": None, "after": None, "source": source, "transaction": block, "op": "t",
+                   "ts_ms": now // 1_000_000, "ts_us": now // 1000, "ts_ns": now}
+        yield Message(codec.topic, None, self.layout.encode(codec.topic, "value", codec.value_schema, payload), ())
 
     def _rows(self, item: RecordEvent, ev: E.RowsEvent, snapshot: bool, tx: _Transaction | None,
               now: int) -> Iterator[Message]:
