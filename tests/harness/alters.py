@@ -1,6 +1,7 @@
-"""ALTER TABLE statements run on a server with their table statement entries made by hand (the daemon's contract,
-ingester/records/statement.py: the table's columns before and after as the server describes them, the snapshot's
-reader), for the land side's tests until the daemon publishes them; and a table's rows as the server's SELECT."""
+"""ALTER TABLE statements run on a server (the daemon publishes their table statement entries), or with an entry made
+by hand (the daemon's contract, ingester/records/statement.py: the table's columns before and after as the server
+describes them, the snapshot's reader) for a statement the daemon would not describe; and a table's rows as the
+server's SELECT."""
 
 from __future__ import annotations
 
@@ -28,10 +29,10 @@ def descriptor(server: Any, db: str, table: str) -> tuple[list[dict[str, Any]], 
     return d["columns"], d["primary_key"]
 
 
-def alter(server: Any, kafka: Any, prefix: str, db: str, table: str, sql: str, renamed: dict[str, str] | None,
-          after: list[str]) -> None:
-    """The statement on the server (``sql_mode`` non-strict, time zone UTC), then ``after``, and its table statement
-    entry at its place in the table's topic (none where ``renamed`` is None: a change the rows alone show)."""
+def alter(server: Any, kafka: Any, prefix: str, db: str, table: str, sql: str, after: list[str],
+          renamed: dict[str, str] | None = None) -> None:
+    """The statement on the server (``sql_mode`` non-strict, time zone UTC), then ``after``; with ``renamed`` (new
+    column name -> old) also a table statement entry of it made here, at its place in the table's topic."""
     before, _ = descriptor(server, db, table)
     conn = server.connect(db)
     try:

@@ -55,8 +55,8 @@ def test_a_rewrite_killed_midway_lands_once(mariadb, kafka, spark, tmp_path) -> 
     before = {p.name for p in mirror.glob("*.parquet")}
     with conn.cursor() as cur:
         cur.execute("INSERT INTO o VALUES (2, 2)")
-    alter(mariadb, kafka, prefix, DB, "big", "ALTER TABLE big MODIFY v VARBINARY(40), MODIFY d DECIMAL(10,2)", {},
-           ["INSERT INTO big VALUES (0, 0x00ff, 1.5)", "UPDATE big SET d = 7 WHERE id = 5"])
+    alter(mariadb, kafka, prefix, DB, "big", "ALTER TABLE big MODIFY v VARBINARY(40), MODIFY d DECIMAL(10,2)",
+          ["INSERT INTO big VALUES (0, 0x00ff, 1.5)", "UPDATE big SET d = 7 WHERE id = 5"])
     with conn.cursor() as cur:
         cur.execute("INSERT INTO o VALUES (3, 3)")
     run_daemon(mariadb, kafka, prefix)
