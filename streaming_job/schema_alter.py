@@ -60,6 +60,7 @@ from .schema_changes import (
     vector_converter,
 )
 from .statements import STATEMENT_PROPERTY, Action, applied, marker_text, statement_key, statement_row
+from .table_statements import _union
 
 if TYPE_CHECKING:
     from .table_statements import Properties, TableStatements
@@ -386,15 +387,3 @@ class Alters:
                 f"{' '.join(st.statement.split())[:300]}; not a safe widening, and land.on_incompatible_change is "
                 "stop: the job stops (land.on_incompatible_change: rewrite rewrites the table's mirror and versions "
                 "its change log instead)")
-
-
-def _union(lake: list[tuple[str, str]], columns: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    out = list(lake)
-    index = {n: i for i, (n, _) in enumerate(out)}
-    for name, dtype in columns:
-        if name not in index:
-            index[name] = len(out)
-            out.append((name, dtype))
-        elif out[index[name]][1] != dtype and widens(out[index[name]][1], dtype):
-            out[index[name]] = (name, dtype)
-    return out
