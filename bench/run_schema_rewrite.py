@@ -8,7 +8,11 @@ statements, each on a fresh copy of the mirror:
 
 - ``add default``: ADD COLUMN g DATETIME(3) DEFAULT '2020-02-02 02:02:02.123' (every row gets the value);
 - ``drop``: DROP COLUMN n;
-- ``convert``: MODIFY v VARBINARY(40) (utf8mb4 text to bytes, per value in Python) and MODIFY d DECIMAL(10,2);
+- ``convert``: MODIFY v VARBINARY(40) (utf8mb4 text to bytes) and MODIFY d DECIMAL(10,2), both whole arrays by
+  Arrow's kernels (schema_changes.vector_converter);
+- ``convert per value``: the same of a latin1 column (its bytes per value in Python: the server's cp1252 table) and
+  MODIFY n ENUM('1', '7') (integers into ENUM by index), as the per-value path (schema_changes.converter) does
+  every other conversion;
 - ``add null``: ADD COLUMN z INT (no value: a schema change alone).
 
 Local disk, Spark local[2]; the report in results/schema-rewrite.md.
@@ -72,7 +76,13 @@ def plans() -> dict[str, tuple[AlterPlan, dict[str, Any]]]:
     from streaming_job import defaults as D
 
     value = datetime.datetime(2020, 2, 2, 2, 2, 2, 123000)
+    latin1 = {**BEFORE, "v": Column(1, "v", T.VARCHAR, T.VARCHAR, 40, True, collation=8),
+              "n": Column(3, "n", T.LONG, T.LONG, 0, True, unsigned=False)}
+    per_value = [after[0], Column(1, "v", T.VARCHAR, T.VARCHAR, 40, True, collation=63), after[2],
+                 Column(3, "n", T.ENUM, T.STRING, 247 << 8 | 1, True, enum_values=["1", "7"]), after[4]]
     return {
+        "convert per value": (plan_alter(lake, latin1, per_value, [lake[0], ("v", "binary"), lake[2], ("n", "string"),
+                                                                   lake[4]], {}, {}, stmt), {}),
         "add default": (plan_alter(lake, BEFORE, [*after, g], [*lake, ("g", "timestamp_ntz")], {},
                                    {"g": D.Default("g", b"", "", "")}, stmt), {"g": pa.scalar(value)}),
         "drop": (plan_alter(lake, BEFORE, [c for c in after if c.name != "n"],
