@@ -7,9 +7,11 @@ format version 2 tables, and Spark's and pyiceberg's readers of them, have none.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .iceberg_defaults import default_values
+from .iceberg_renames import field_paths
 from .iceberg_statements import IcebergStatementTables, _properties
 from .iceberg_tables import columns_property, mirror_schema, recorded_columns
 from .mirror import COMMIT_TS, SEQ
@@ -50,6 +52,41 @@ class IcebergMirrorRewrite(MirrorRewrite):
 
         self.fmt._commit(db, table, found, write, summary)
         self.fmt.forget(db, table)
+
+
+    def joins(self, old: str, new: str) -> bool:
+        """Iceberg's promotions in place: int to long, float to double, a decimal's precision (its scale the same);
+        TINYINT and SMALLINT are Iceberg ints already."""
+        ints = ("tinyint", "smallint", "int")
+        if old == new or (old in ints and new in (*ints, "bigint")) or (old, new) == ("float", "double"):
+            return True
+        if old.startswith("decimal(") and new.startswith("decimal("):
+            (p, s), (np_, ns) = (tuple(int(x) for x in t[8:-1].split(",")) for t in (old, new))
+            return s == ns and np_ >= p
+        return False
+
+    def rename_change_log(self, db: str, name: str, renames: list[tuple[str, str]]) -> None:
+        """The change log's images' fields renamed in place (iceberg_renames.py), its recorded columns with them;
+        those renamed already (a replay) left alone."""
+        from .iceberg_format import _present  # (iceberg_format makes this module's object)
+
+        found = self.fmt.table(db, name)
+        if found is None:
+            return
+        columns = recorded_columns(dict(found.metadata.properties)) or []
+        with found.transaction() as tx:
+            for move in renames:  # one at a time: a -> b, then b -> c
+                paths = field_paths([move], partial(_present, tx), True)
+                if paths:
+                    with tx.update_schema() as update:
+                        for path, new in paths:
+                            update.rename_column(path, new)
+            names = [n for n, _ in columns]
+            for old, new in renames:
+                if old in names and new not in names:
+                    names = [new if n == old else n for n in names]
+            tx.set_properties(columns_property([(n, t) for n, (_, t) in zip(names, columns, strict=True)]))
+        self.fmt.forget(db, name)
 
 
 def iceberg_alters(tables: IcebergStatementTables, statements: TableStatements) -> Alters:

@@ -46,7 +46,7 @@ from ingester.schema.ddl import AddColumn, AlterTable, ChangeColumn, ColumnDef, 
 
 from . import defaults as D
 from .errors import LandError
-from .generations import CURRENT_PROPERTY, conflicts
+from .generations import CURRENT_PROPERTY
 from .keys import recorded_key
 from .lake_types import arrow_type, widens
 from .schema_changes import (
@@ -85,6 +85,15 @@ class MirrorRewrite(ABC):
                            batch_id: int) -> None:
         """Columns added to the mirror (null in its rows), one commit."""
 
+    def joins(self, old: str, new: str) -> bool:
+        """Whether a change log's column of lake type ``old`` takes type ``new`` in place (else: a new generation)."""
+        return widens(old, new)
+
+    def rename_change_log(self, db: str, name: str, renames: list[tuple[str, str]]) -> None:  # noqa: B027
+        """Columns of a change log renamed in place ((old, new) in order), where the format does that (Iceberg's
+        field ids: the rows written before keep their values under the new name); else the new name is a column of
+        its own, added with the statement's row."""
+
 
 @dataclass
 class ColumnPlan:
@@ -115,8 +124,8 @@ class AlterPlan:
     @property
     def rewrite(self) -> bool:
         """Whether the mirror's rows change (else at most columns are added, null)."""
-        return bool(self.dropped) or any(c.action != "keep" and not (c.action == "add" and c.default is None)
-                                         for c in self.columns)
+        return bool(self.dropped) or any((c.action != "keep" or c.source != c.name)
+                                         and not (c.action == "add" and c.default is None) for c in self.columns)
 
 
 def source_columns(descriptor: list[dict[str, Any]], mariadb: bool) -> list[Column]:
@@ -290,8 +299,13 @@ class Alters:
                                            and n not in st.renamed], dict(lake_after))
         plan = plan_alter(mirror, before, after, lake_after, dict(st.renamed), defaults, stmt)
         change_log = self.statements.change_log(db, table)
+        log_properties = tables.properties(db, change_log)
+        if st.renamed and log_properties is not None and not applied(log_properties, action.marker):
+            self.mirrors.rename_change_log(db, change_log, [(old, new) for new, old in st.renamed.items()])
         lake = tables.columns(db, change_log)
-        versioned = conflicts(lake, lake_after)
+        have = dict(lake)
+        versioned = [(n, have[n], t) for n, t in lake_after if n in have and have[n] != t
+                     and not self.mirrors.joins(have[n], t) and not self.mirrors.joins(t, have[n])]
         if self.mode == "stop" and (plan.unsafe or versioned) and not (mirror_props and applied(mirror_props,
                                                                                                 action.marker)):
             raise LandError(self._stop_line(action, plan, versioned))

@@ -128,7 +128,7 @@ def same_values(old: Column, new: Column, mariadb: bool = True) -> bool:
     family and nothing that cuts, clamps, relabels or re-encodes."""
     ok, nk = kind(old, mariadb), kind(new, mariadb)
     if ok != nk:
-        return ok == "date" and nk == "datetime"
+        return (ok, nk) in (("date", "datetime"), ("float", "double"))
     if ok == "int":
         lo, hi = _int_bounds(old)
         nlo, nhi = _int_bounds(new)
