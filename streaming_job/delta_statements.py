@@ -123,7 +123,7 @@ class DeltaStatementTables(StatementTables):
 
         if row is not None or not exists:
             ddl = f"{typed_ddl(columns)}, {statement_column_ddl()}"
-            frame = (self.spark.createDataFrame(row.to_pylist() if row is not None else [], ddl)
+            frame = (self.spark.createDataFrame(row if row is not None else [], None if row is not None else ddl)
                      .withColumn(PARTITION_COLUMN, F.to_date("commit_ts"))
                      .withColumn("ingest_ts", F.current_timestamp()))
             self.delta.append(frame, path, batch_id, partition_by=None if exists else PARTITION_COLUMN,

@@ -57,6 +57,10 @@ class IcebergStatementTables(StatementTables):
                 "ingest_ts", pa.array([time.time_ns() // 1000], TS))
 
         def write(tx: Any) -> None:
+            have = {f.name for f in tx.table_metadata.schema().fields}
+            if not all(n in have for n in STATEMENT_COLUMNS):  # a change log's first statement row
+                with tx.update_schema() as update:
+                    update.union_by_name(schema)
             if rows is not None:
                 have = {f.name for f in tx.table_metadata.schema().fields}
                 if any(n not in have for n in STATEMENT_COLUMNS):  # a change log that had no statement row yet
@@ -138,7 +142,8 @@ def _properties(tx: Any, properties: Properties) -> None:
     set_ = {k: v for k, v in properties.items() if v is not None}
     if set_:
         tx.set_properties(set_)
-    gone = [k for k, v in properties.items() if v is None]
+    have = tx.table_metadata.properties
+    gone = [k for k, v in properties.items() if v is None and k in have]  # pyiceberg refuses to remove a missing one
     if gone:
         tx.remove_properties(*gone)
 

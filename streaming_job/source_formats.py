@@ -65,8 +65,9 @@ class BinlakeRecords(SourceFormat):
 
     @staticmethod
     def topic_pattern(prefix: str) -> str:
-        """Everything of the prefix but its _schema, _schema_history and _offsets topics."""
-        return rf"{re.escape(prefix)}\.(?!_schema$|_schema_history$|_offsets$).+"
+        """Everything of the prefix but its _schema, _schema_history, _offsets and _prepared topics (the last holds
+        prepared XA transactions' records, which their XA COMMIT publishes to the tables' topics)."""
+        return rf"{re.escape(prefix)}\.(?!_schema$|_schema_history$|_offsets$|_prepared$).+"
 
     def decoder(self, ship: int | None = None) -> Decoder:
         return decode_partition if ship is None else partial(decode_partition, ship=ship)

@@ -4,10 +4,17 @@ TRUNCATE, DROP, RENAME TABLE, partition maintenance and quiet schema changes cha
 events; the daemon publishes each as a table statement entry in the topics of the tables it changes, at its
 sequence. The land job applies it there: a batch holding statements lands in *parts*. The tables no
 statement of the batch names land as any batch does (part ""); the tables the statements name land their
-rows up to the first statement (part ""), then that statement is applied (part "s1"), then their rows up to
-the next one (part "r1"), and so on. Each part's writes are idempotent on their own (the format's writes of
-batch N carry the part in their identity: ``LakeFormat.part``), so a batch replayed after a crash skips
-exactly the parts that committed, and the parts are the same on a replay (the same records).
+rows up to the first statement (part ""), then that statement's actions are applied (part "s1.<i>" each), then
+their rows up to the next one (part "r1"), and so on. The rows parts' writes are idempotent on their own (the
+format's writes of batch N carry the part in their identity: ``LakeFormat.part``), so a batch replayed after a
+crash skips exactly the parts that committed; the parts are the same on a replay (the same records). A
+statement's actions are applied once by the markers each lake table records (``Action.marker``,
+table_statements.py), which also holds where one statement's entries arrive in several batches.
+
+A statement's entries share its sequence: ``plan`` applies them together, as the statement's ``actions`` (a
+RENAME's pair once, though both names' topics hold an entry, and its pairs in the statement's order). Rows are
+placed by their record's first sequence: a daemon record never holds rows of both sides of a statement (the
+daemon publishes a table's rows so far before the statement's entry).
 """
 
 from __future__ import annotations

@@ -13,8 +13,10 @@ lake format: the format does the writes (``StatementTables``: one commit each), 
   ``rename`` row naming both (the first row of a new generation where the columns conflict with that name's
   change log); the old name's mirror ends as a drop's, its change log with the same ``rename`` row.
 - partition: the change log's row; the mirror is left as it is (the binlog does not say which rows a TRUNCATE,
-  DROP or EXCHANGE PARTITION removed or brought), said in a warning, unless the entry says the daemon
-  re-reads the table (``partition["reload"]``): then the mirror is emptied and the re-read rows fill it.
+  DROP or EXCHANGE PARTITION removed or brought): where the daemon reads the table again
+  (``partition["reload"]``) a reload entry follows; else a warning says the mirror may hold stale rows.
+- reload (after such partition maintenance, or ``binlake snapshot --replace``): the mirror emptied, the
+  change log's ``reload`` row; the re-snapshot's rows that follow, and the changes after it, fill it again.
 - alter: schema_alter.py (the columns added, dropped, renamed, converted at the statement); without it, or without
   schema history, the change log's row (the columns' own changes land with the table's rows).
 
@@ -32,6 +34,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+
+from ingester.records.table_statements import ROW_ACTIONS
 
 from .errors import LandError
 from .generations import CURRENT_PROPERTY, STARTED_BY, ChangeLogGenerations, Generation, conflicts
@@ -134,6 +138,8 @@ class TableStatements:
             self._rename(action)
         elif op == "partition":
             self._partition(action)
+        elif op == "reload":
+            self._truncate(action)
         elif op == "alter":
             self.alters.apply(action) if self.alters is not None else self._row(action, action.name)
         else:
@@ -230,14 +236,13 @@ class TableStatements:
     def _partition(self, action: Action) -> None:
         db, table = action.name
         detail = action.statement.partition or {}
-        if detail.get("reload"):  # the daemon reads the table again: its rows follow, into an empty mirror
-            self._empty(db, table, action, {})
-            log.info("`%s`.`%s`: %s: the daemon reads the table again; its mirror starts empty", db, table,
-                     action.describe())
-        else:
+        if detail.get("reload"):  # a reload entry follows: it empties the mirror for the rows read again
+            log.info("`%s`.`%s`: %s: the daemon reads the table again", db, table, action.describe())
+        elif detail.get("action") in ROW_ACTIONS:
             log.warning("`%s`.`%s`: %s: the mirror may hold rows the server no longer has (the binlog does not say "
-                        "which rows a partition statement removed or brought); `binlake verify --tables %s.%s` "
-                        "shows them, `binlake snapshot --tables %s.%s` reads the table again", db, table,
+                        "which rows a partition statement removed or brought, and the daemon has no "
+                        "snapshot_signal_table to read the table again); `binlake verify --tables %s.%s` shows them, "
+                        "`binlake snapshot --replace --tables %s.%s` reads the table again", db, table,
                         action.describe(), db, table, db, table)
         self._row(action, action.name)
 
@@ -264,6 +269,8 @@ class TableStatements:
             self.generations.started(db, table, target)
             return
         merged = _union(self.tables.columns(db, target.name), columns)
+        if not merged:  # no columns known (no schema history, nothing landed): the table's first rows make it
+            return
         row = None
         if action is not None:
             row = statement_row(action.at, merged, action.index,
@@ -306,9 +313,9 @@ class TableStatements:
         if properties is not None and applied(properties, action.marker):
             return
         columns = self.tables.columns(db, path) or statement_columns(action.statement) or []
-        if properties is None and not columns:
-            log.warning("`%s`.`%s`: %s: the lake has no table of that name and the entry names no columns: nothing "
-                        "to apply", db, table, action.describe())
+        if properties is None and not columns:  # a table the lake has not seen yet (e.g. created): its rows make it
+            log.debug("`%s`.`%s`: %s: no lake table yet, no columns named: nothing to apply", db, table,
+                      action.describe())
             return
         row = statement_row(action.at, columns, action.index,
                             (action.name, action.to) if action.to is not None else None)

@@ -13,6 +13,7 @@ from ingester.devstack import MariaDBServer
 from ingester.devstack.connect import APICURIO_CONVERTER, DEBEZIUM_JDBC_SINK, DEBEZIUM_MARIADB, KafkaConnect
 from ingester.devstack.iceberg_rest import IcebergRestCatalog
 from ingester.devstack.kafka import KafkaBroker
+from ingester.devstack.mysql import MySQLServer
 from ingester.devstack.objectstore import ObjectStore
 from ingester.devstack.registry import SchemaRegistry
 from ingester.devstack.spark_cluster import SparkCluster
@@ -27,15 +28,30 @@ def mariadb() -> Iterator[MariaDBServer]:
         yield server
 
 
+def _started(server: Callable[..., Any]) -> Iterator[Callable[..., Any]]:
+    """A fixture's factory of further servers (``server``'s keywords): they stop after the test."""
+    with contextlib.ExitStack() as servers:
+        yield lambda **options: servers.enter_context(server(**options))
+
+
 @pytest.fixture
 def make_mariadb() -> Iterator[Callable[..., MariaDBServer]]:
     """Start further servers with other settings (MariaDBServer's keywords); they stop after the test."""
-    with contextlib.ExitStack() as servers:
+    yield from _started(MariaDBServer)
 
-        def make(**options: Any) -> MariaDBServer:
-            return servers.enter_context(MariaDBServer(**options))
 
-        yield make
+@pytest.fixture(scope="session")
+def mysql80() -> Iterator[MySQLServer]:
+    """The shared Oracle MySQL 8.0 (its defaults: MINIMAL row metadata, CRC32 checksums; GTIDs on), started once per
+    session; give each test its own database."""
+    with MySQLServer() as server:
+        yield server
+
+
+@pytest.fixture
+def make_mysql80() -> Iterator[Callable[..., MySQLServer]]:
+    """Start further MySQL 8.0 servers with other settings (MySQLServer's keywords); they stop after the test."""
+    yield from _started(MySQLServer)
 
 
 @pytest.fixture(scope="session")
@@ -48,12 +64,7 @@ def kafka() -> Iterator[KafkaBroker]:
 @pytest.fixture
 def make_kafka() -> Iterator[Callable[..., KafkaBroker]]:
     """Start further brokers (KafkaBroker's keywords, e.g. a datadir to restart); they stop after the test."""
-    with contextlib.ExitStack() as brokers:
-
-        def make(**options: Any) -> KafkaBroker:
-            return brokers.enter_context(KafkaBroker(**options))
-
-        yield make
+    yield from _started(KafkaBroker)
 
 
 @pytest.fixture(scope="session")
@@ -125,7 +136,8 @@ def spark():
 
 
 # Fixtures that start a real server (or Spark): a test using one belongs to the integration lane.
-SERVER_FIXTURES = frozenset(("mariadb", "make_mariadb", "kafka", "make_kafka", "mysql84", "object_store",
+SERVER_FIXTURES = frozenset(("mariadb", "make_mariadb", "mysql80", "make_mysql80", "kafka", "make_kafka", "mysql84",
+                             "object_store",
                              "iceberg_rest",
                              "spark_cluster", "lake_shape", "spark", "kafka_connect",
                              "schema_registry"))

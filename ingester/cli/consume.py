@@ -36,7 +36,8 @@ def _messages(bootstrap: str, prefix: str, from_beginning: bool, exit_at_end: bo
     consumer = KafkaConsumer(**(security or {}), bootstrap_servers=bootstrap, isolation_level="read_committed",
                              enable_auto_commit=False, group_id=None)
     try:
-        internal = {f"{prefix}._offsets", f"{prefix}._schema_history"}  # not records (docs/FORMAT.md)
+        # not records, or (_prepared) records of XA transactions not committed yet (docs/FORMAT.md)
+        internal = {f"{prefix}._offsets", f"{prefix}._schema_history", f"{prefix}._prepared"}
         topics = sorted(t for t in consumer.topics() if t.startswith(prefix + ".") and t not in internal)
         partitions = [TopicPartition(t, p) for t in topics for p in sorted(consumer.partitions_for_topic(t) or ())]
         if not partitions and exit_at_end:  # nothing published under this prefix (yet)

@@ -18,6 +18,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--source", metavar="URL", help="mysql://USER[:PASSWORD]@HOST:PORT")
     p.add_argument("--signal-table", metavar="DB.TABLE", help="the daemon's snapshot_signal_table")
     p.add_argument("--tables", metavar="DB.T1,DB.T2", required=True, help="the tables to read again")
+    p.add_argument("--replace", action="store_true",
+                   help="replace the tables' rows in the lake: consumers drop them at the signal (a reload entry) and "
+                        "the re-snapshot makes them again, so rows the source no longer has go too")
     p.add_argument("--wait", action="store_true",
                    help="show the daemon's progress (rows read / estimated, rate, ETA) until every table is read")
     p.set_defaults(run=run)
@@ -47,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
             with conn.cursor() as cur:
                 cur.execute(SIGNAL_DDL.format(quoted(cfg.snapshot_signal_table)))
                 seen = {i for i, _, _ in _reports(cur, cfg.snapshot_signal_table)}
-                signal_id = signal(cur, cfg.snapshot_signal_table, EXECUTE, {"tables": tables})
+                request: dict[str, Any] = {"tables": tables, **({"replace": True} if args.replace else {})}
+                signal_id = signal(cur, cfg.snapshot_signal_table, EXECUTE, request)
                 print(f"signal {signal_id}: re-snapshot of {', '.join(tables)} requested in "
                       f"{cfg.snapshot_signal_table}", flush=True)
                 if args.wait:

@@ -49,6 +49,8 @@ class DaemonStatus:
     committed_at: float | None = None  # unix seconds of the checkpoint's commit
     behind_bytes: int | None = None  # binlog bytes the server has after the checkpoint
     lag_s: float | None = None  # 0 when caught up; else seconds since the last commit
+    # XA transactions prepared and not resolved at the checkpoint: the checkpoint's "prepared" entries, with "xid"
+    prepared: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
 
 
@@ -61,6 +63,7 @@ class TableStatus:
     behind_records: int | None = None
     lag_s: float | None = None  # how long the oldest record not landed yet has waited (0: caught up)
     verify: VerifyStatus | None = None  # the table's last `binlake verify` run, as far as it has landed
+    ended: str | None = None  # the lake's table ended: "dropped at <position>", "renamed to db.t at <position>"
 
 
 @dataclass
@@ -132,6 +135,7 @@ def collect(cfg: Config) -> Status:
         cp = json.loads(value)
         daemon.file, daemon.position, daemon.gtids = cp.get("file"), cp.get("position"), cp.get("gtid_set")
         daemon.streamed_from = cp.get("source") or status.servers[0].server
+        daemon.prepared = [{"xid": xid, **entry} for xid, entry in cp.get("prepared", {}).items()]
         daemon.committed_at = ts / 1000
         logs = distances.get(daemon.streamed_from)
         if logs is not None and daemon.file and daemon.position is not None:
@@ -182,14 +186,38 @@ def _land(cfg: Config, status: Status) -> None:
         for table in status.tables:
             table.lag_s = 0.0
     if cfg.land.lake:
-        try:
-            verified = _verified(cfg)
-        except Exception as exc:  # the rest still shows
-            status.land = status.land or LandStatus(cfg.land.checkpoint)
-            status.land.error = f"cannot read the verify results in {cfg.land.lake}: {exc}"
-        else:
+        readers: list[tuple[str, Any, str]] = [("the verify results", _verified, "verify"),
+                                                ("the tables", lambda c: _ended(c, status.tables), "ended")]
+        for what, read, attribute in readers:
+            try:
+                found = read(cfg)
+            except Exception as exc:  # the rest still shows
+                status.land = status.land or LandStatus(cfg.land.checkpoint)
+                status.land.error = f"cannot read {what} in {cfg.land.lake}: {exc}"
+                continue
             for table in status.tables:
-                table.verify = verified.get(table.table)
+                setattr(table, attribute, found.get(table.table))
+
+
+def _ended(cfg: Config, tables: list[TableStatus]) -> dict[str, str]:
+    """The tables whose lake tables ended (dropped, renamed away), by ``db.table``: table_statements.py."""
+    from streaming_job.lake_files import LakeFiles
+    from streaming_job.lake_state import delta_properties, ended_tables, iceberg_properties
+
+    from .land import _results_format
+
+    lake, store = cfg.land.lake or "", store_settings(cfg)
+    names = [(t.table.split(".", 1)[0], t.table.split(".", 1)[1]) for t in tables if "." in t.table]
+    if _results_format(cfg.land.format, lake) == "iceberg":
+        from streaming_job.iceberg_catalog import IcebergCatalog
+
+        read = iceberg_properties(IcebergCatalog(lake, cfg.land.iceberg_catalog, store, cfg.land.checkpoint).open())
+    else:
+        files = LakeFiles.of(lake, store)
+        if files is None:
+            return {}
+        read = delta_properties(files, lake)
+    return {f"{db}.{table}": what for (db, table), what in ended_tables(names, read).items()}
 
 
 def _verified(cfg: Config) -> dict[str, VerifyStatus]:
@@ -287,6 +315,10 @@ def render(status: Status) -> str:
                    "its position is not on that server (purged, or another server's)")
             lines.append(f"daemon {d.source_id}: committed {d.file}:{d.position} (GTIDs {d.gtids or 'none'}) from "
                          f"{d.streamed_from} {_ago(d.committed_at)}: {lag}")
+            for x in d.prepared:  # held back until their outcome (docs/FORMAT.md, "XA transactions")
+                lines.append(f"  XA transaction {x['xid']} prepared {_ago(x.get('ts', 0) / 1e6)} (GTID "
+                             f"{x.get('gtid') or 'none'}), not resolved: its changes of "
+                             f"{', '.join(x.get('tables', ())) or 'no captured table'} held back")
     land = status.land
     if land is not None:
         lines.append(f"land {land.checkpoint}: " + (land.error or f"micro-batch {land.batch}, {_ago(land.batch_at)}"))
@@ -296,7 +328,7 @@ def render(status: Status) -> str:
         for t in status.tables:
             lines.append(f"  {t.table:<{width}}  {t.end_offset:>10}  {_num(t.landed_offset):>10}  "
                          f"{_num(t.behind_records):>8}  {'-' if t.lag_s is None else f'{t.lag_s:.1f} s':>8}  "
-                         f"{_verify_text(t.verify)}")
+                         f"{_verify_text(t.verify)}{f' (ended: {t.ended})' if t.ended else ''}")
     return "\n".join(lines)
 
 

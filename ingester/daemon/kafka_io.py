@@ -7,14 +7,16 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ..codec.errors import BinlogError
 from ..codec.table_map import TableMap
 from ..records.builder import Checkpoint, Record
-from ..records.outbound import BinlakeOut, Message, Outbound
-from .producers import Producer, PythonProducer, RdkafkaProducer, TopicAdmin
+from ..records.format import ChunkAssembler, chunk_index
+from ..records.outbound import BinlakeOut, Message, Outbound, chunks
+from ..records.xa import PREPARED_TOPIC, Prepared, from_prepared_topic
+from .producers import Cleanup, Producer, PythonProducer, RdkafkaProducer, TopicAdmin
 
 log = logging.getLogger("binlake.kafka")
 OFFSETS_TOPIC = "_offsets"
@@ -56,6 +58,10 @@ def offsets_topic(prefix: str) -> str:
     return f"{prefix}.{OFFSETS_TOPIC}"
 
 
+def prepared_topic(prefix: str) -> str:
+    return f"{prefix}.{PREPARED_TOPIC}"
+
+
 class Publisher:
     """One transactional producer per source: records and checkpoints commit together.
 
@@ -74,6 +80,8 @@ class Publisher:
         become on Kafka (``kafka.format``; binlake's records by default); ``producer``: the client strategy
         (producers.py; kafka-python by default), with its topic administration."""
         self.prefix = prefix
+        self.bootstrap = bootstrap
+        self.security = security
         self.transactional_id = transactional_id
         self.max_record_bytes = max_record_bytes
         self.max_message_bytes = max(max_record_bytes * 2, 1 << 20)  # the producer's largest request
@@ -112,6 +120,10 @@ class Publisher:
         self._commits = 0  # queued or under way
         self._closing = False
         self._error: BaseException | None = None
+        # where the next message to _prepared goes at the earliest: its end offset when first needed, plus the
+        # messages queued for it since (None: to be read again; every queued message takes an offset, so it stays a
+        # lower bound until an abort drops some of them)
+        self._prepared_next: int | None = None
         self._thread = threading.Thread(target=self._run, name="binlake-kafka", daemon=True)
         self._thread.start()
 
@@ -120,6 +132,18 @@ class Publisher:
     def send(self, record: Record) -> None:
         """Queue a record for the open Kafka transaction."""
         self._put("send", record, len(record.value), record.topic)
+
+    def send_prepared(self, record: Record) -> int:
+        """Queue a record of a prepared XA transaction for _prepared (records/xa.py): where it will be, at the
+        earliest (its offset or a lower one)."""
+        if self._prepared_next is None:
+            topic = prepared_topic(self.prefix)
+            self.ensure_topics([topic], "keep")
+            self._prepared_next = end_offset(self.bootstrap, topic, self.security)
+        offset = self._prepared_next
+        self._prepared_next += chunks(len(record.value), self.max_record_bytes)
+        self.send(record)
+        return offset
 
     def commit(self, checkpoint: Checkpoint, done: Callable[[], None] | None = None) -> None:
         """Queue the checkpoint and the commit of everything sent before it; ``done`` runs once committed."""
@@ -149,6 +173,7 @@ class Publisher:
             while self._busy:
                 self._cond.wait()
             self._error = None
+            self._prepared_next = None
         self.out.discard()
         if self._open:
             self.producer.abort()
@@ -171,7 +196,7 @@ class Publisher:
     def expect(self, record_topics: Iterable[str]) -> None:
         """Records of these topics are coming (``Record.topic``): their Kafka topics are asked for now where the
         client can (librdkafka's), and waited for only when the publisher's thread comes to them."""
-        self.admin.create_soon([t for t in self.out.topics(record_topics) if t not in self._known], False)
+        self.admin.create_soon([t for t in self.out.topics(record_topics) if t not in self._known], "delete")
 
     def mapped(self, record_topic: str, table_map: TableMap, schema_entry: bytes) -> None:
         """A table's map first decoded (RecordBuilder.mapped; the daemon's thread): its Kafka topic asked for, and
@@ -179,18 +204,18 @@ class Publisher:
         self.expect([record_topic])
         self.out.mapped(record_topic, table_map, schema_entry)
 
-    def ensure_topic(self, topic: str, compacted: bool = False) -> None:
+    def ensure_topic(self, topic: str, cleanup: Cleanup = "delete") -> None:
         if topic not in self._known:
-            self.ensure_topics([topic], compacted)
+            self.ensure_topics([topic], cleanup)
 
-    def ensure_topics(self, topics: Iterable[str], compacted: bool = False) -> set[str]:
+    def ensure_topics(self, topics: Iterable[str], cleanup: Cleanup = "delete") -> set[str]:
         """The topics that do not exist yet created in one request (a round trip to the controller each: the
         tables of a first commit would otherwise wait for one another); returns those it created."""
         with self._admin_lock:  # the daemon's thread and the publisher's (kafka-python's admin is not thread-safe)
             new = sorted({t for t in topics if t not in self._known})
             if not new:
                 return set()
-            created = self.admin.create(new, compacted)
+            created = self.admin.create(new, cleanup)
             self._known.update(new)
             self.producer.prepare(new)
             return created
@@ -280,7 +305,7 @@ class Publisher:
         or by another instance of the source, whose checkpoints the daemon then reads (a retry: KafkaError)."""
         if not self.new_checkpoints or offsets_topic(self.prefix) in self._known:
             return
-        if offsets_topic(self.prefix) not in self.ensure_topics([offsets_topic(self.prefix)], compacted=True):
+        if offsets_topic(self.prefix) not in self.ensure_topics([offsets_topic(self.prefix)], "compact"):
             raise KafkaError(f"topic {offsets_topic(self.prefix)} was created by another instance of this source "
                              "meanwhile: starting again from its checkpoints")
 
@@ -328,6 +353,8 @@ class Publisher:
             fields["snapshot"] = checkpoint.snapshot
         if checkpoint.resnapshot is not None:
             fields["resnapshot"] = checkpoint.resnapshot
+        if checkpoint.prepared:
+            fields["prepared"] = checkpoint.prepared
         value = json.dumps(fields).encode()
         self.producer.send(offsets_topic(self.prefix), self.transactional_id.encode(), value, [])
         # Every record must be acknowledged before the commit: a failed send must never be followed
@@ -370,35 +397,98 @@ def read_compacted_records(bootstrap: str, topic: str, security: Mapping[str, An
                            exists: bool = False) -> dict[bytes, tuple[bytes, int]]:
     """The last committed value of each key of a compacted topic and its record's timestamp (ms).
     ``exists``: raise KafkaError where the broker does not show the topic and its partitions."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(**(security or {}), bootstrap_servers=bootstrap, isolation_level="read_committed",
-                             enable_auto_commit=False, group_id=None, consumer_timeout_ms=2000)
+    consumer = _consumer(bootstrap, security)
     try:
         deadline = time.monotonic() + _READ_TIMEOUT
-        while True:
-            shown = topic in consumer.topics()
-            partitions = [TopicPartition(topic, p) for p in (consumer.partitions_for_topic(topic) or ())] \
-                if shown else []
-            if partitions or not exists:
-                break
-            if time.monotonic() > deadline:  # just created, or the broker just restarted: its metadata lags
-                raise KafkaError(f"kafka {bootstrap}: topic {topic} exists but the broker does not show its "
-                                 f"partitions after {_READ_TIMEOUT:.0f} s")
-            time.sleep(0.1)
+        partitions = _partitions(consumer, bootstrap, topic, exists, deadline)
         if not partitions:
             return {}
         consumer.assign(partitions)
         consumer.seek_to_beginning(*partitions)
-        end = consumer.end_offsets(partitions)
         latest: dict[bytes, tuple[bytes, int]] = {}
-        while any(consumer.position(tp) < end[tp] for tp in partitions):
-            if time.monotonic() > deadline:  # the broker went away while we read
-                raise KafkaError(f"kafka {bootstrap}: topic {topic} not read to its end in {_READ_TIMEOUT:.0f} s")
-            for records in consumer.poll(timeout_ms=1000).values():
-                for msg in records:
-                    if msg.key is not None and msg.value:
-                        latest[msg.key] = (msg.value, msg.timestamp)
+        for msg in _to_the_end(consumer, bootstrap, topic, partitions, deadline):
+            if msg.key is not None and msg.value:
+                latest[msg.key] = (msg.value, msg.timestamp)
         return latest
     finally:
         consumer.close()
+
+
+def end_offset(bootstrap: str, topic: str, security: Mapping[str, Any] | None = None) -> int:
+    """The end of a topic's (only) partition for read_committed readers (its last stable offset)."""
+    consumer = _consumer(bootstrap, security)
+    try:
+        partitions = _partitions(consumer, bootstrap, topic, True, time.monotonic() + _READ_TIMEOUT)
+        return int(consumer.end_offsets(partitions[:1])[partitions[0]])
+    finally:
+        consumer.close()
+
+
+def read_prepared(bootstrap: str, prefix: str, security: Mapping[str, Any] | None,
+                  wanted: list[Prepared]) -> dict[str, list[Record]]:
+    """The records of prepared XA transactions read back from ``<prefix>._prepared`` (read_committed, from the
+    lowest of their offsets): xid -> records, in order. Raises KafkaError when one's records are not all there."""
+    topic = prepared_topic(prefix)
+    want = {(p.xid, str(p.seq)): p for p in wanted}
+    found: dict[str, list[Record]] = {}
+    consumer = _consumer(bootstrap, security)
+    try:
+        deadline = time.monotonic() + _READ_TIMEOUT
+        partitions = _partitions(consumer, bootstrap, topic, True, deadline)
+        consumer.assign(partitions)
+        consumer.seek(partitions[0], min(p.offset or 0 for p in wanted))
+        assembler = ChunkAssembler()
+        for msg in _to_the_end(consumer, bootstrap, topic, partitions, deadline):
+            headers = list(msg.headers or ())
+            chunk = chunk_index(dict(headers))
+            if chunk is not None and chunk[0] and not assembler.pending:
+                continue  # the end of a record that began before the offset read from
+            value = assembler.feed(topic, dict(headers), msg.value, topic, msg.offset)
+            if value is None:
+                continue
+            xid, prepare, record = from_prepared_topic(headers, value)
+            if (xid, prepare) in want:
+                found.setdefault(xid, []).append(record)
+            if all(len(found.get(p.xid, ())) >= p.count for p in wanted):
+                break
+    finally:
+        consumer.close()
+    for p in wanted:
+        if len(found.get(p.xid, ())) != p.count:
+            raise KafkaError(f"kafka {bootstrap}: {topic} holds {len(found.get(p.xid, ()))} of the {p.count} records "
+                             f"of prepared XA transaction {p.xid} (prepared at {p.seq}) from offset {p.offset}")
+    return found
+
+
+def _consumer(bootstrap: str, security: Mapping[str, Any] | None) -> Any:
+    from kafka import KafkaConsumer
+
+    return KafkaConsumer(**(security or {}), bootstrap_servers=bootstrap, isolation_level="read_committed",
+                         enable_auto_commit=False, group_id=None, consumer_timeout_ms=2000)
+
+
+def _partitions(consumer: Any, bootstrap: str, topic: str, exists: bool, deadline: float) -> list[Any]:
+    """The topic's partitions ([] when it does not exist); ``exists``: it does, so wait until the broker shows
+    them (metadata lags just after a creation or a restart), raising KafkaError at ``deadline``."""
+    from kafka import TopicPartition
+
+    while True:
+        shown = topic in consumer.topics()
+        partitions = [TopicPartition(topic, p) for p in (consumer.partitions_for_topic(topic) or ())] \
+            if shown else []
+        if partitions or not exists:
+            return partitions
+        if time.monotonic() > deadline:
+            raise KafkaError(f"kafka {bootstrap}: topic {topic} exists but the broker does not show its "
+                             f"partitions after {_READ_TIMEOUT:.0f} s")
+        time.sleep(0.1)
+
+
+def _to_the_end(consumer: Any, bootstrap: str, topic: str, partitions: list[Any], deadline: float) -> Iterator[Any]:
+    """The assigned consumer's messages up to the partitions' ends as they are now (KafkaError at ``deadline``)."""
+    end = consumer.end_offsets(partitions)
+    while any(consumer.position(tp) < end[tp] for tp in partitions):
+        if time.monotonic() > deadline:  # the broker went away while we read
+            raise KafkaError(f"kafka {bootstrap}: topic {topic} not read to its end in {_READ_TIMEOUT:.0f} s")
+        for records in consumer.poll(timeout_ms=1000).values():
+            yield from records

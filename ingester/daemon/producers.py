@@ -12,13 +12,18 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 _TRANSACTION_TIMEOUT_MS = 900_000  # a huge binlog transaction is one Kafka transaction: the broker maximum
 _RETRY_BACKOFF_MS = 10
 UNACKNOWLEDGED_BYTES = 16 << 20  # at most this much (keys and values) sent and not yet acknowledged in memory
 _HELD_TIMEOUT = 30.0  # seconds, the delivery timeout: a broker silent that long is down (retried)
 _ADMIN_TIMEOUT = 15.0  # seconds for a metadata or CreateTopics answer
+
+
+# how a topic keeps its messages: Kafka's default (deleted after the broker's retention), compacted (the last of each
+# key), or kept (never deleted: retention.ms=-1)
+Cleanup = Literal["delete", "compact", "keep"]
 
 
 class ProducerError(Exception):
@@ -32,11 +37,11 @@ class TopicAdmin(Protocol):
     def names(self) -> set[str]:
         """The topics the cluster has."""
 
-    def create(self, topics: Sequence[str], compacted: bool) -> set[str]:
+    def create(self, topics: Sequence[str], cleanup: Cleanup) -> set[str]:
         """Create the topics (one partition each) in one request; returns those created (the others existed).
         Raises ProducerError naming the first topic the broker refused and its reason."""
 
-    def create_soon(self, topics: Sequence[str], compacted: bool) -> None:
+    def create_soon(self, topics: Sequence[str], cleanup: Cleanup) -> None:
         """Ask for the topics now where the client can without waiting (``create`` then waits for the answer);
         thread-safe."""
 
@@ -74,12 +79,12 @@ class PythonAdmin:
     def names(self) -> set[str]:
         return set(self._client.list_topics())
 
-    def create(self, topics: Sequence[str], compacted: bool) -> set[str]:
+    def create(self, topics: Sequence[str], cleanup: Cleanup) -> set[str]:
         from kafka.admin import NewTopic
         from kafka.errors import TopicAlreadyExistsError, for_code
 
         result = self._client.create_topics(
-            [NewTopic(t, num_partitions=1, replication_factor=1, topic_configs=_configs(compacted)) for t in topics],
+            [NewTopic(t, num_partitions=1, replication_factor=1, topic_configs=_configs(cleanup)) for t in topics],
             raise_errors=False)
         created = set(topics)
         for answer in result.get("topics", ()):
@@ -90,7 +95,7 @@ class PythonAdmin:
                     raise _refused(answer["name"], answer.get("error_message") or error.__name__)
         return created
 
-    def create_soon(self, topics: Sequence[str], compacted: bool) -> None:
+    def create_soon(self, topics: Sequence[str], cleanup: Cleanup) -> None:
         pass  # kafka-python's admin client waits for its answers (and is not thread-safe): create() asks
 
     def close(self) -> None:
@@ -110,7 +115,7 @@ class RdkafkaAdmin:
         self._lock = threading.RLock()  # (a future already answered calls back at once)
         self._asking = False  # a request under way
         self._pending: dict[str, Any] = {}  # topic: the future of its CreateTopics answer
-        self._wanted: dict[str, bool] = {}  # topics asked for while a request was under way (compacted?)
+        self._wanted: dict[str, Cleanup] = {}  # topics asked for while a request was under way
 
     def names(self) -> set[str]:
         from confluent_kafka import KafkaException
@@ -120,11 +125,11 @@ class RdkafkaAdmin:
         except KafkaException as exc:
             raise ProducerError(f"listing topics: {exc.args[0] if exc.args else exc}") from None
 
-    def create(self, topics: Sequence[str], compacted: bool) -> set[str]:
+    def create(self, topics: Sequence[str], cleanup: Cleanup) -> set[str]:
         from confluent_kafka import KafkaError, KafkaException
 
         with self._lock:  # these, with every topic wanted so far: asked for now (a request under way or not)
-            self._wanted.update(dict.fromkeys((t for t in topics if t not in self._pending), compacted))
+            self._wanted.update(dict.fromkeys((t for t in topics if t not in self._pending), cleanup))
             if self._wanted:
                 self._ask_wanted()
         created = set()
@@ -142,23 +147,23 @@ class RdkafkaAdmin:
                     raise _refused(topic, error.str()) from None
         return created
 
-    def create_soon(self, topics: Sequence[str], compacted: bool) -> None:
+    def create_soon(self, topics: Sequence[str], cleanup: Cleanup) -> None:
         with self._lock:
             new = [t for t in topics if t not in self._pending and t not in self._wanted]
             if not new:
                 return
-            self._wanted.update(dict.fromkeys(new, compacted))
+            self._wanted.update(dict.fromkeys(new, cleanup))
             if not self._asking:
                 self._ask_wanted()
 
     def _ask_wanted(self) -> None:
-        """Every topic wanted so far in one request (two if some are compacted), and again when it is answered: the
+        """Every topic wanted so far in one request (one per cleanup policy), and again when it is answered: the
         controller takes requests one after another and answers one of many topics about as soon as one of one
         (300 tables' topics asked for one by one took 8 s). The lock is held."""
         wanted, self._wanted = self._wanted, {}
         self._asking = False
-        for flag in (False, True):
-            futures = self._request([t for t, c in wanted.items() if c == flag and t not in self._pending], flag)
+        for cleanup in dict.fromkeys(wanted.values()):
+            futures = self._request([t for t, c in wanted.items() if c == cleanup and t not in self._pending], cleanup)
             if futures:
                 self._asking = True
                 next(iter(futures)).add_done_callback(self._answered)
@@ -169,14 +174,14 @@ class RdkafkaAdmin:
             if self._wanted:
                 self._ask_wanted()
 
-    def _request(self, topics: list[str], compacted: bool) -> list[Any]:
+    def _request(self, topics: list[str], cleanup: Cleanup) -> list[Any]:
         """One CreateTopics request (the lock is held): its answers' futures."""
         from confluent_kafka.admin import NewTopic
 
         if not topics:
             return []
         futures = self._client.create_topics(
-            [NewTopic(t, num_partitions=1, replication_factor=1, config=_configs(compacted)) for t in topics],
+            [NewTopic(t, num_partitions=1, replication_factor=1, config=_configs(cleanup)) for t in topics],
             request_timeout=_ADMIN_TIMEOUT, operation_timeout=_ADMIN_TIMEOUT)
         self._pending.update(futures)
         return list(futures.values())
@@ -392,8 +397,9 @@ class RdkafkaProducer:
         self._client.flush(0 if timeout is None else timeout)
 
 
-def _configs(compacted: bool) -> dict[str, str]:
-    return {"cleanup.policy": "compact"} if compacted else {}
+def _configs(cleanup: Cleanup) -> dict[str, str]:
+    return {"compact": {"cleanup.policy": "compact"}, "keep": {"retention.ms": "-1", "retention.bytes": "-1"}}.get(
+        cleanup, {})
 
 
 def _refused(topic: str, reason: str) -> ProducerError:

@@ -23,7 +23,8 @@ import orjson
 from ..codec import events as E
 from ..records.builder import Record
 from ..records.format import Sequence, record_events
-from ..records.statement import TableStatementEvent
+from ..records.open_records import statement_record
+from ..records.statement import TableStatement, TableStatementEvent
 from .snapshot import (
     Progress,
     SnapshotError,
@@ -97,6 +98,7 @@ class Resnapshotter:
     signal_table: str = field(init=False, default="")
     _conn: Any = None
     _collations: dict[str, int] = field(default_factory=dict)
+    pending: list[Record] = field(default_factory=list)  # reload entries to publish (`binlake snapshot --replace`)
     _mariadb: bool = True
 
     def __post_init__(self) -> None:
@@ -140,14 +142,43 @@ class Resnapshotter:
             row[i] = _dump_key([value])[0]["b64"] if isinstance(value, bytes) and i in reader.binary else value
         return row
 
+    def reload(self, db: str, table: str) -> bool:
+        """Queue a re-read of a table whose rows a statement changed without naming them (partition maintenance:
+        builder.RecordBuilder.reload), with the checkpoint of the statement's transaction. A table being read
+        already starts again from its first key: the reload entry before the rows drops what was published.
+        False where the table cannot be read in chunks (gone, no usable key, filtered out): said in one line."""
+        name = f"{db}.{table}"
+        if self._reader(name, report=False) is None:
+            log.warning("%s: partition maintenance removed or moved rows the binlog does not name, and the table "
+                        "cannot be read again in key chunks: a lake mirror of it may keep rows the server no "
+                        "longer has (`binlake verify --tables %s` names them)", name, name)
+            return False
+        tables = self.state["tables"]
+        if tables and tables[0] == name:
+            if self.chunk is not None and self.chunk.verify is None and self.chunk.reader.name == name:
+                self.chunk = None  # its watermarks are let pass
+            self.state.update(last_pk=None, current=None)
+        elif name not in tables:
+            tables.append(name)
+        log.info("%s: read again, its rows in the lake replaced (a reload entry before the re-snapshot)", name)
+        return True
+
     def _signal(self, values: list[Any], seq: Sequence, commit_ts: int) -> None:
         signal_id, kind, data = (_text(v) for v in values[:3])
         if kind == EXECUTE:
             try:
-                tables = [t for t in json.loads(data)["tables"] if t not in self.state["tables"]]
-            except (ValueError, KeyError, TypeError):
+                request = json.loads(data)
+                wanted, replace = [str(t) for t in request["tables"]], bool(request.get("replace", False))
+            except (ValueError, KeyError, TypeError, AttributeError):
                 log.error("signal %s: bad data %r (expected {\"tables\": [\"db.t\", ...]}); ignored", signal_id, data)
                 return
+            if replace:  # the tables' lake rows dropped right after the signal: the re-snapshot makes them again
+                reloads = [t for t in wanted if self.reload(*t.split(".", 1))]
+                self.pending += [self._reload_record(t, Sequence(seq.file_number, seq.position, seq.sub + 1 + i),
+                                                     commit_ts) for i, t in enumerate(reloads)]
+                log.info("signal %s: %s replaced by a re-snapshot", signal_id, ", ".join(reloads) or "no table")
+                return
+            tables = [t for t in wanted if t not in self.state["tables"]]
             log.info("signal %s: re-snapshot of %s", signal_id, ", ".join(tables) or "tables already pending")
             self.state["tables"] += tables
         elif kind == VERIFY:
@@ -163,8 +194,20 @@ class Resnapshotter:
         elif kind == HIGH and self.chunk is not None and signal_id == self.chunk.high_id:
             self.chunk.high = (seq, commit_ts)
 
+    def _reload_record(self, name: str, seq: Sequence, commit_ts: int) -> Record:
+        """A reload entry (records/statement.py) in the table's topic: `binlake snapshot --replace`."""
+        db, _, table = name.partition(".")
+        entry = TableStatement("reload", db, table, f"binlake snapshot --replace --tables {name}",
+                               micros=commit_ts, mariadb=self._mariadb)
+        return statement_record(name, (db, table), [(seq, entry)], commit_ts, b"")
+
     def before_commit(self) -> list[Record]:
-        """At a transaction boundary: the chunk's rows once the stream has passed its high watermark."""
+        """At a transaction boundary: reload entries of ``binlake snapshot --replace``, then the chunk's rows once
+        the stream has passed its high watermark."""
+        pending, self.pending = self.pending, []
+        return pending + self._chunk_rows()
+
+    def _chunk_rows(self) -> list[Record]:
         chunk = self.chunk
         if chunk is None or chunk.high is None:
             return []
@@ -285,7 +328,7 @@ class Resnapshotter:
                                                     "chunk": run["chunk"]})
             self.chunk.verify, self.chunk.low = run, low
 
-    def _reader(self, name: str) -> TableReader | None:
+    def _reader(self, name: str, report: bool = True) -> TableReader | None:
         conn = self._connection()
         db, _, table = name.partition(".")
         reader = table_reader(conn, db, table, self._collations, self._mariadb, self.cfg.filters.column_rules())
@@ -298,6 +341,8 @@ class Resnapshotter:
         else:
             return reader
         log.warning("re-snapshot: table %s %s; skipped", name, reason)
+        if not report:
+            return None
         with conn.cursor() as cur:  # for `binlake snapshot --wait`
             cur.execute(f"INSERT INTO {quoted(self.signal_table)} (id, type, data) VALUES (%s, %s, %s)",
                         (uuid.uuid4().hex, SKIPPED, json.dumps({"table": name, "reason": reason})))

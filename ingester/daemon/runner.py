@@ -20,12 +20,13 @@ from ..records.debezium.encoder import DebeziumAvro, DebeziumJson, DebeziumOptio
 from ..records.format import Sequence, file_number
 from ..records.outbound import BinlogNames, Outbound
 from ..records.statement import is_statement_record
+from ..records.xa import Prepared
 from ..schema.collations import Collations, capture_collations
 from ..schema.history import SchemaHistory
 from ..sources.errors import SourceUnreachable
 from ..sources.position import current_position
 from ..sources.replication import BinlogStream, ReplicationError, SourceURL
-from .kafka_io import ClientErrors, Publisher, read_checkpoint
+from .kafka_io import ClientErrors, Publisher, read_checkpoint, read_prepared
 from .metrics import Metrics
 from .producers import RdkafkaProducer
 from .resnapshot import Resnapshotter
@@ -126,7 +127,7 @@ class Runner:
                             cfg.kafka.bootstrap, cfg.kafka.topic_prefix, source_id, cfg.kafka.client_options(),
                             exists=True)
                         if self.schema_history:
-                            publisher.ensure_topic(history_topic(cfg.kafka.topic_prefix), compacted=True)
+                            publisher.ensure_topic(history_topic(cfg.kafka.topic_prefix), "compact")
                         self.metrics.kafka_connected = True
                     cfg = self.cfg  # the server failed over to, if any
                     if self._snapshot_needed() and not self._snapshot(publisher):
@@ -340,8 +341,12 @@ class Runner:
                                 masks=cfg.filters.column_rules(), names=self.binlog_names,
                                 together=publisher.across_tables, mapped=self._mapped(publisher),
                                 named_entries=cfg.schema.history == "always")
+        if resnap is not None:  # partition maintenance's rows read again (reload entries)
+            builder.reload = resnap.reload
         took_over = self._take_over(builder)
+        builder.xa.load = self._prepared_reader(publisher)
         if self.committed:
+            builder.xa.resume(self.committed.get("prepared"))
             start_file, start_pos = self.committed["file"], self.committed["position"]
             gtids = self.committed["gtid_set"]
             builder.txn.resume_after(gtids)
@@ -379,6 +384,11 @@ class Runner:
                 for record in resnap.before_commit():
                     self.send(publisher, record)
                 checkpoint.resnapshot = resnap.progress()
+            if builder.xa.pending:  # prepared XA transactions still open: into _prepared, and named in the checkpoint
+                for prepared, records in builder.xa.persist():
+                    offsets = [publisher.send_prepared(record) for record in records]
+                    prepared.offset = offsets[0]
+                checkpoint.prepared = builder.xa.checkpoint()
             self._commit(publisher, checkpoint, builder.transactions - committed_transactions)
             committed_transactions, last_commit = builder.transactions, time.monotonic()
             if resnap is not None and not self.stop_requested:
@@ -500,6 +510,19 @@ class Runner:
             return publisher.mapped
         return lambda topic, table_map, entry: None if topic == signal else publisher.mapped(topic, table_map, entry)
 
+    def _prepared_reader(self, publisher: Publisher) -> Callable[[list[Prepared]], dict[str, list[Record]]]:
+        """How the builder reads prepared XA transactions' records back from _prepared (records/xa.py): once the
+        Kafka transactions that put them there have committed."""
+        kafka = self.cfg.kafka
+
+        def read(wanted: list[Prepared]) -> dict[str, list[Record]]:
+            publisher.wait()
+            log.info("reading the records of prepared XA transaction%s %s back from %s._prepared",
+                     "s" if len(wanted) > 1 else "", ", ".join(p.xid for p in wanted), kafka.topic_prefix)
+            return read_prepared(kafka.bootstrap, kafka.topic_prefix, kafka.client_options(), wanted)
+
+        return read
+
     def send(self, publisher: Publisher, record: Record) -> None:
         """Publish a record (streaming.Daemon): the re-snapshot takes its signal table's."""
         if self.resnap is not None and self.resnap.takes(record):
@@ -524,6 +547,8 @@ class Runner:
                               "source": checkpoint.source, "file_offset": checkpoint.file_offset}
             if checkpoint.resnapshot is not None:
                 self.committed["resnapshot"] = checkpoint.resnapshot
+            if checkpoint.prepared:
+                self.committed["prepared"] = checkpoint.prepared
             self.stats["commits"] += 1
             self.stats["transactions"] += transactions
 

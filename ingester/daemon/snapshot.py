@@ -37,6 +37,7 @@ from ..records import snapshot as S
 from ..records.builder import Checkpoint, Record
 from ..records.format import Sequence, file_number
 from ..records.mask import value_masker
+from ..records.xa import xid_text
 from ..schema.history import server_key
 from ..schema.table_columns import describe
 from ..sources.position import binlog_status
@@ -83,6 +84,25 @@ def _json(v: bytes) -> Any:
     """A JSON column's text; the null document (SQL NULL never gets here) as its JSONL form."""
     value = orjson.loads(v)
     return JSON_NULL.to_json() if value is None else value
+
+
+def _warn_prepared(cur: Any, point: str) -> None:
+    """XA transactions prepared at the snapshot's point (XA RECOVER): their changes are in neither the snapshot (not
+    committed) nor the stream (prepared before it): said now, and again at an XA COMMIT (records/xa.py)."""
+    import pymysql
+
+    try:
+        cur.execute("XA RECOVER")
+        rows = cur.fetchall()
+    except pymysql.err.MySQLError as exc:  # MySQL asks for XA_RECOVER_ADMIN, which binlake's user need not have
+        log.debug("XA RECOVER at the snapshot's point: %s", exc)
+        return
+    for format_id, gtrid_length, bqual_length, data in rows:
+        g, b, raw = int(gtrid_length), int(bqual_length), bytes(data)
+        log.warning("XA transaction %s is prepared at the snapshot's point %s: its changes are not in the snapshot, "
+                    "and if it commits they are not published (its XA PREPARE is before the stream's start): then "
+                    "re-read the tables it changed (binlake snapshot --tables db.table,...)",
+                    xid_text(int(format_id), raw[:g], raw[g : g + b]), point)
 
 
 def _text(v: Any) -> str:
@@ -413,6 +433,8 @@ class Snapshotter:
             collations = {_text(name): int(cid) for name, cid in cur.fetchall()}
             first = self.state is None
             file, position, gtid_set = self._begin(cur, mariadb, first)
+            if first:
+                _warn_prepared(cur, f"{file}:{position}")
             if first and self.runner.schema_history:  # the columns at the snapshot's point
                 from .schema_io import capture_records
 

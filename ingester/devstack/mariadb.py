@@ -104,15 +104,15 @@ class SQLServer:
         return BinlogPosition(rows[0][0], int(rows[0][1]))
 
 
-class MariaDBServer(SQLServer, ServerProcess):
-    """A private mariadbd on 127.0.0.1 with ROW binary logging, in a temporary or a persistent datadir.
+class PrivateSQLServer(SQLServer, ServerProcess):
+    """A private server of the MySQL family on 127.0.0.1 with ROW binary logging, in a temporary or a persistent
+    directory: its option file, socket, error log and pid file in that directory, its data in ``datadir``.
 
-    Without a datadir it uses a temporary one that close() (or leaving the with block) removes. A given
-    datadir is initialized on first start and reused afterwards, so MariaDBServer(datadir=..., port=3307)
-    keeps its data across restarts, and a second instance on that datadir can stop() the server.
+    Without a directory it uses a temporary one that close() (or leaving the with block) removes. A given one is
+    initialized on first start and reused afterwards, so a server made with the same directory and port keeps its
+    data across restarts, and a second instance on that directory can stop() the server. Subclasses give the
+    binary, the initialization and their own settings (MariaDBServer, mysql.MySQLServer).
     """
-
-    what = "MariaDB server"
 
     host = "127.0.0.1"
     user = "root"
@@ -120,48 +120,17 @@ class MariaDBServer(SQLServer, ServerProcess):
     # Least-privilege account for exercising the replication client as a real deployment would run it.
     replication_user = "binlake_repl"
     replication_password = "binlake_repl"
+    program = "mysqld"  # in messages
 
-    def __init__(
-        self,
-        datadir: str | os.PathLike[str] | None = None,
-        port: int | None = None,
-        *,
-        binlog_row_metadata: str = "FULL",
-        binlog_checksum: str = "CRC32",
-        binlog_row_image: str = "FULL",
-        server_id: int = 1,
-        options: Mapping[str, object] | None = None,
-        start_timeout: float = 60.0,
-    ) -> None:
-        """options adds or overrides [mysqld] settings: True writes a bare flag, None or False drops one."""
+    def __init__(self, datadir: str | os.PathLike[str] | None, port: int | None, prefix: str,
+                 settings: Mapping[str, object], start_timeout: float) -> None:
         self._temporary = datadir is None
-        self._datadir = Path(datadir if datadir is not None else tempfile.mkdtemp(prefix="binlake-mariadb-"))
-        self._datadir = self._datadir.absolute()
+        self._datadir = Path(datadir if datadir is not None else tempfile.mkdtemp(prefix=prefix)).absolute()
         self._fixed_port = port is not None
         self.port = port if port is not None else free_tcp_port()
-        self._settings: dict[str, object] = {
-            "binlog_format": "ROW",
-            "binlog_row_metadata": binlog_row_metadata,
-            "binlog_checksum": binlog_checksum,
-            "binlog_row_image": binlog_row_image,
-            "server_id": server_id,
-            "character_set_server": "utf8mb4",
-            "collation_server": "utf8mb4_general_ci",
-            "skip_name_resolve": True,
-            # Small InnoDB sizes keep initialization and start-up well under a second.
-            "innodb_buffer_pool_size": "16M",
-            "innodb_log_file_size": "8M",
-            "max_allowed_packet": "1G",
-            **(options or {}),
-        }
+        self._settings: dict[str, object] = dict(settings)
         self._start_timeout = start_timeout
         self._proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def tls_query(self) -> str:
-        """Verified TLS when the server was given a certificate (``ssl_cert``, ``ssl_key``, ``ssl_ca``)."""
-        ca = self._settings.get("ssl_ca")
-        return f"tls=verify-identity&tls-ca={quote(str(ca), safe='/')}" if ca else "tls=disabled"
 
     @property
     def datadir(self) -> Path:
@@ -169,7 +138,7 @@ class MariaDBServer(SQLServer, ServerProcess):
 
     @property
     def binlog_dir(self) -> Path:
-        return self._datadir
+        return self.datadir
 
     @property
     def config_file(self) -> Path:
@@ -182,14 +151,30 @@ class MariaDBServer(SQLServer, ServerProcess):
 
     @property
     def _socket(self) -> Path:
-        return self._datadir / "mariadb.sock"
+        return self._datadir / f"{self.program}.sock"
 
     @property
     def _pid_file(self) -> Path:
-        return self._datadir / "mariadbd.pid"
+        return self._datadir / f"{self.program}.pid"
+
+    @staticmethod
+    def binlog_settings(row_metadata: str, checksum: str, row_image: str, server_id: int) -> dict[str, object]:
+        """The [mysqld] settings of a ROW binary log (what the constructors' keywords of the same names set)."""
+        return {"binlog_format": "ROW", "binlog_row_metadata": row_metadata, "binlog_checksum": checksum,
+                "binlog_row_image": row_image, "server_id": server_id}
+
+    def _binary(self) -> Path:
+        raise NotImplementedError
+
+    def _initialized(self) -> bool:
+        return (self.datadir / "mysql").is_dir()
+
+    def _initialize(self) -> None:
+        """Create the system tables: root without a password over TCP, plus the replication account."""
+        raise NotImplementedError
 
     def start(self, *, detach: bool = False) -> Self:
-        """Initialize the datadir if needed, launch mariadbd and wait until it answers SQL on its port.
+        """Initialize the datadir if needed, launch the server and wait until it answers SQL on its port.
 
         detach=True lets the server outlive this process (for `binlake devstack up`); otherwise Linux
         stops it when this process dies, so even a killed test run leaves no stray server.
@@ -199,12 +184,12 @@ class MariaDBServer(SQLServer, ServerProcess):
             raise ValueError(
                 f"socket path {self._socket} is longer than {_SOCKET_PATH_MAX} bytes; use a shorter datadir"
             )
-        server = find_mariadbd()
+        server = self._binary()
         self._datadir.mkdir(parents=True, exist_ok=True)
         retries = 0 if self._fixed_port else 2
         while True:
             self._write_config()
-            if not (self._datadir / "mysql").is_dir():
+            if not self._initialized():
                 self._initialize()
             try:
                 self._launch(server, detach)
@@ -219,10 +204,10 @@ class MariaDBServer(SQLServer, ServerProcess):
         """The server's binary logs, oldest first, as paths in the datadir."""
         return [self.binlog_dir / row[0] for row in self.execute("SHOW BINARY LOGS")]
 
-    def _write_config(self) -> None:
-        """Write my.cnf from scratch on every start, so constructor options always win over an old file."""
+    def _mysqld(self) -> dict[str, object]:
+        """The [mysqld] settings of the option file: where everything is, then the server's settings."""
         mysqld: dict[str, object] = {
-            "datadir": self._datadir,
+            "datadir": self.datadir,
             "port": self.port,
             "bind_address": self.host,
             "socket": self._socket,
@@ -235,11 +220,15 @@ class MariaDBServer(SQLServer, ServerProcess):
             **self._settings,
         }
         if os.geteuid() == 0:
-            mysqld.setdefault("user", "root")  # mariadbd refuses to run as root unless told to
+            mysqld.setdefault("user", "root")  # the server refuses to run as root unless told to
+        return mysqld
+
+    def _write_config(self) -> None:
+        """Write my.cnf from scratch on every start, so constructor options always win over an old file."""
         lines = ["[mysqld]"]
         lines += [
             key if value is True else f"{key}={value}"
-            for key, value in mysqld.items()
+            for key, value in self._mysqld().items()
             if value is not None and value is not False
         ]
         lines += [
@@ -252,6 +241,111 @@ class MariaDBServer(SQLServer, ServerProcess):
             "",
         ]
         self.config_file.write_text("\n".join(lines))
+
+    def _initialization_failed(self, program: str, result: subprocess.CompletedProcess[str]) -> RuntimeError:
+        log = self.error_log.read_text(errors="replace") if self.error_log.exists() else ""
+        return RuntimeError(
+            f"{program} failed (exit {result.returncode}) for {self._datadir}, which may now be "
+            f"half-initialized; remove it before retrying. Output:\n"
+            f"{tail(result.stdout + result.stderr + log)}"
+        )
+
+    def _launch(self, server: Path, detach: bool) -> None:
+        log_offset = self.error_log.stat().st_size if self.error_log.exists() else 0
+        with self.error_log.open("ab") as log:
+            self._proc = subprocess.Popen(
+                [str(server), f"--defaults-file={self.config_file}"],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=detach,
+                preexec_fn=die_with_parent if not detach and sys.platform == "linux" else None,
+            )
+        self._wait_ready(self._proc, log_offset)
+
+    def _wait_ready(self, proc: subprocess.Popen[bytes], log_offset: int) -> None:
+        deadline = time.monotonic() + self._start_timeout
+        while not self._serves_our_datadir():
+            if (code := proc.poll()) is not None:
+                self._proc = None
+                log = self._log_since(log_offset)
+                error = PortTaken if "Address already in use" in log else RuntimeError
+                raise error(
+                    f"{self.program} exited with code {code} before serving {self.host}:{self.port}; "
+                    f"end of {self.error_log}:\n{log}"
+                )
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError(
+                    f"{self.program} did not serve {self.host}:{self.port} within {self._start_timeout:g}s; "
+                    f"end of {self.error_log}:\n{self._log_since(log_offset)}"
+                )
+            time.sleep(0.05)
+
+    def _serves_our_datadir(self) -> bool:
+        """Connect and compare @@datadir: a foreign server that grabbed our port must not pass for ours
+        (and the read timeout stops a listener that never speaks from stalling the wait)."""
+        try:
+            with self.connect(connect_timeout=1, read_timeout=1) as conn, conn.cursor() as cur:
+                cur.execute("SELECT @@datadir")
+                (datadir,) = cur.fetchone()
+        except pymysql.MySQLError:
+            return False
+        return Path(datadir).resolve() == self.datadir.resolve()
+
+    @property
+    def _marker(self) -> Path:
+        return self.config_file
+
+    @property
+    def _server_log(self) -> Path:
+        return self.error_log
+
+
+class MariaDBServer(PrivateSQLServer):
+    """A private mariadbd on 127.0.0.1 with ROW binary logging, in a temporary or a persistent datadir.
+
+    Without a datadir it uses a temporary one that close() (or leaving the with block) removes. A given
+    datadir is initialized on first start and reused afterwards, so MariaDBServer(datadir=..., port=3307)
+    keeps its data across restarts, and a second instance on that datadir can stop() the server.
+    """
+
+    what = "MariaDB server"
+    program = "mariadbd"
+
+    def __init__(
+        self,
+        datadir: str | os.PathLike[str] | None = None,
+        port: int | None = None,
+        *,
+        binlog_row_metadata: str = "FULL",
+        binlog_checksum: str = "CRC32",
+        binlog_row_image: str = "FULL",
+        server_id: int = 1,
+        options: Mapping[str, object] | None = None,
+        start_timeout: float = 60.0,
+    ) -> None:
+        """options adds or overrides [mysqld] settings: True writes a bare flag, None or False drops one."""
+        super().__init__(datadir, port, "binlake-mariadb-", {
+            **self.binlog_settings(binlog_row_metadata, binlog_checksum, binlog_row_image, server_id),
+            "character_set_server": "utf8mb4",
+            "collation_server": "utf8mb4_general_ci",
+            "skip_name_resolve": True,
+            # Small InnoDB sizes keep initialization and start-up well under a second.
+            "innodb_buffer_pool_size": "16M",
+            "innodb_log_file_size": "8M",
+            "max_allowed_packet": "1G",
+            **(options or {}),
+        }, start_timeout)
+
+    @property
+    def tls_query(self) -> str:
+        """Verified TLS when the server was given a certificate (``ssl_cert``, ``ssl_key``, ``ssl_ca``)."""
+        ca = self._settings.get("ssl_ca")
+        return f"tls=verify-identity&tls-ca={quote(str(ca), safe='/')}" if ca else "tls=disabled"
+
+    def _binary(self) -> Path:
+        return find_mariadbd()
 
     def _initialize(self) -> None:
         """Create the system tables: root without a password over TCP, plus the replication account."""
@@ -282,60 +376,4 @@ class MariaDBServer(SQLServer, ServerProcess):
                 check=False,
             )
         if result.returncode != 0:
-            log = self.error_log.read_text(errors="replace") if self.error_log.exists() else ""
-            raise RuntimeError(
-                f"{installer.name} failed (exit {result.returncode}) for {self._datadir}, which may now be "
-                f"half-initialized; remove it before retrying. Output:\n"
-                f"{tail(result.stdout + result.stderr + log)}"
-            )
-
-    def _launch(self, server: Path, detach: bool) -> None:
-        log_offset = self.error_log.stat().st_size if self.error_log.exists() else 0
-        with self.error_log.open("ab") as log:
-            self._proc = subprocess.Popen(
-                [str(server), f"--defaults-file={self.config_file}"],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                start_new_session=detach,
-                preexec_fn=die_with_parent if not detach and sys.platform == "linux" else None,
-            )
-        self._wait_ready(self._proc, log_offset)
-
-    def _wait_ready(self, proc: subprocess.Popen[bytes], log_offset: int) -> None:
-        deadline = time.monotonic() + self._start_timeout
-        while not self._serves_our_datadir():
-            if (code := proc.poll()) is not None:
-                self._proc = None
-                log = self._log_since(log_offset)
-                error = PortTaken if "Address already in use" in log else RuntimeError
-                raise error(
-                    f"mariadbd exited with code {code} before serving {self.host}:{self.port}; "
-                    f"end of {self.error_log}:\n{log}"
-                )
-            if time.monotonic() > deadline:
-                self.stop()
-                raise TimeoutError(
-                    f"mariadbd did not serve {self.host}:{self.port} within {self._start_timeout:g}s; "
-                    f"end of {self.error_log}:\n{self._log_since(log_offset)}"
-                )
-            time.sleep(0.05)
-
-    def _serves_our_datadir(self) -> bool:
-        """Connect and compare @@datadir: a foreign server that grabbed our port must not pass for ours
-        (and the read timeout stops a listener that never speaks from stalling the wait)."""
-        try:
-            with self.connect(connect_timeout=1, read_timeout=1) as conn, conn.cursor() as cur:
-                cur.execute("SELECT @@datadir")
-                (datadir,) = cur.fetchone()
-        except pymysql.MySQLError:
-            return False
-        return Path(datadir).resolve() == self._datadir.resolve()
-
-    @property
-    def _marker(self) -> Path:
-        return self.config_file
-
-    @property
-    def _server_log(self) -> Path:
-        return self.error_log
+            raise self._initialization_failed(installer.name, result)

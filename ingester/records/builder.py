@@ -5,7 +5,8 @@ other statements into one of the schema topic, and at every transaction boundary
 checkpoint (file, next position, executed GTIDs) that is safe to resume from. Open records are
 closed when they reach their size limit or when the daemon commits (``flush``): a Kafka transaction
 then holds whole binlog transactions, their records and the checkpoint. Rows events are routed by
-their table id without decoding their row images: the consumer decodes them.
+their table id without decoding their row images: the consumer decodes them. An XA transaction's events are
+held back from its body to its outcome and published at its XA COMMIT (xa.py).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from ..codec import BinlogDecoder, BinlogError
@@ -29,8 +30,9 @@ from .format import RecordWriter, Sequence, file_number
 from .mask import Masked, Rewriter
 from .open_records import OpenRecords, Record
 from .outbound import BinlogNames
-from .table_statements import Plan, plan, statement_fields
+from .table_statements import ROW_ACTIONS, Plan, plan, statement_fields
 from .txn import TABLE, Input, Phase, Transaction
+from .xa import XaTransactions, statement_xid, xid_text
 
 SCHEMA_TOPIC = "_schema"
 _QUERY, _XID, _TABLE_MAP, _MARIADB_GTID = 2, 16, 19, 162
@@ -51,6 +53,7 @@ class Checkpoint:
     gtid_set: str
     seq: Sequence
     snapshot: dict[str, Any] | None = None  # progress of an unfinished snapshot (daemon/snapshot.py)
+    prepared: dict[str, Any] | None = None  # XA transactions prepared and not resolved (records/xa.py)
     resnapshot: dict[str, Any] | None = None  # progress of an on-demand re-snapshot (daemon/resnapshot.py)
     source: str = ""  # host:port the position belongs to (failover across source.hosts)
     file_offset: int = 0  # added to the source's binlog file numbers in sequences (daemon/failover.py)
@@ -98,6 +101,9 @@ class RecordBuilder:
     # whether TABLE_MAPs with column names of their own carry the history's entry too where it has column defaults
     # (schema.history: always; with auto only maps without names carry one)
     named_entries: bool = True
+    # asked of each table whose rows partition maintenance removed or moved (ROW_ACTIONS): True where the daemon
+    # reads the table again (a re-snapshot queued with this statement's checkpoint): a reload entry follows then
+    reload: Callable[[str, str], bool] | None = None
     masks: ColumnRules | None = None  # filters.columns: rows events of their tables are rewritten (mask.py)
     file_offset: int = 0  # added to binlog file numbers: sequences keep growing after a failover
     txn: Transaction = field(default_factory=Transaction)  # the transaction in progress (txn.py)
@@ -111,11 +117,13 @@ class RecordBuilder:
     _begins: set[bytes] = field(default_factory=set)  # bodies of QUERY events decoded as BEGIN (for _router)
     _resume: tuple[str, int, int] | None = None  # the last transaction boundary: file, next position, event
     _records: OpenRecords = field(init=False)
+    xa: XaTransactions = field(init=False)  # XA transactions: bodies captured, prepared ones held back (xa.py)
     _routable: tuple[dict[int, int] | None, bytes] = (None, b"")  # post-header lengths -> _router's flags
     _mariadb: bool = False  # the server's flavour (its format description's version)
 
     def __post_init__(self) -> None:
         self._records = OpenRecords(self.max_record_bytes, self.max_open_bytes, self.together)
+        self.xa = XaTransactions(self._records, self.max_open_bytes * 4)
 
     @property
     def in_transaction(self) -> bool:
@@ -193,7 +201,7 @@ class RecordBuilder:
         until one that ``feed`` must handle (or, with ``stop_at_commit``, a transaction's end): the packets
         consumed, or None without the native core. Records never close here: the event that closes one is
         left to ``feed``."""
-        if _native is None or not dec.plain_v4:
+        if _native is None or not dec.plain_v4 or self.xa.capture is not None:  # an XA body: Python captures it
             return None
         posts, routable = self._routable
         if posts is not dec.post_header_lengths:
@@ -254,8 +262,8 @@ class RecordBuilder:
 
     def _add(self, topic: str, raw: bytes, position: int, sub: int, table_map: bytes | None,
              in_payload: bool, schema: bytes = b"") -> list[Record] | tuple[()]:
-        return self._records.add(topic, raw, position, sub, table_map, in_payload, self.txn.commit_ts, self.txn.gtid,
-                                 schema)
+        records = self._records if self.xa.capture is None else self.xa.capture  # an XA body's events: held back
+        return records.add(topic, raw, position, sub, table_map, in_payload, self.txn.commit_ts, self.txn.gtid, schema)
 
     def _event(self, raw: bytes, ev: E.Event, sub: int) -> list[Record] | tuple[()]:
         if type(ev) is E.FormatDescriptionEvent:
@@ -303,6 +311,8 @@ class RecordBuilder:
             self.txn.mysql_gtid(sid, ev.gno, ev.gtid.encode(), ev.original_commit_timestamp or ev.timestamp * 1_000_000)
         elif type(ev) is E.MariadbGtidEvent:
             self.txn.mariadb_gtid(ev.domain_id, ev.server_id, ev.sequence, bool(ev.gtid_flags & 1), ev.timestamp)
+            if ev.gtid_flags & 64 and ev.xid is not None:  # FL_PREPARED_XA: an XA transaction's body follows
+                self.xa.start(xid_text(ev.xid["format_id"], ev.xid["gtrid"], ev.xid["bqual"]))
         elif isinstance(ev, E.QueryEvent):
             text = ev.query.encode("utf-8", "surrogateescape")
             control = _TRANSACTION_CONTROL.match(text)
@@ -310,8 +320,12 @@ class RecordBuilder:
                 word, xa = control.group(1).upper(), (control.group(2) or b"").upper()
                 if word == b"BEGIN" or xa == b"START":
                     self.txn.begin(ev.timestamp)
+                    if xa:
+                        self._xa_statement(text, ev, sub)
                 elif word in (b"COMMIT", b"ROLLBACK") or xa in (b"COMMIT", b"ROLLBACK"):
+                    released = self._xa_statement(text, ev, sub) if xa else []
                     self.txn.step(Input.END)
+                    return released
                 # XA END and XA PREPARE: the XA_PREPARE event that follows ends the transaction
             else:
                 self.txn.statement_time(ev.timestamp)
@@ -320,9 +334,27 @@ class RecordBuilder:
                 closed = [*closed, *self._schema_changes(ev, sub)]
                 self.txn.step(Input.STATEMENT)  # the whole transaction unless in a body (txn.py)
                 return closed
-        elif type(ev) is E.XidEvent or type(ev) is E.XaPrepareEvent:
+        elif type(ev) is E.XidEvent:
             self.txn.step(Input.END)
+        elif type(ev) is E.XaPrepareEvent:  # ends the binlog transaction; the XA transaction is pending (xa.py)
+            released = self.xa.prepare(xid_text(ev.format_id, ev.gtrid, ev.bqual), ev.one_phase,
+                                       Sequence(self._records.file_number, ev.position, sub), self.txn.gtid,
+                                       self.txn.commit_ts)
+            self.txn.step(Input.END)
+            return released
         return ()
+
+    def _xa_statement(self, text: bytes, ev: E.QueryEvent, sub: int) -> list[Record]:
+        """XA START, COMMIT or ROLLBACK (xa.py): the records an outcome releases."""
+        parsed = statement_xid(text)
+        if parsed is None:
+            raise BinlogError(f"cannot read the xid of {ev.query[:200]!r}", ev.position, self.file or "<binlog>")
+        verb, xid, one_phase = parsed
+        if verb == "START":
+            self.xa.start(xid)
+            return []
+        return self.xa.outcome(verb, xid, one_phase, Sequence(self._records.file_number, ev.position, sub),
+                               self.txn.gtid, self.txn.commit_ts, f"{self.file}:{ev.position}")
 
     def _masked(self, tm: TableMap, schema: bytes, position: int) -> bytes | Masked:
         """The route's attachment for a table map: with a rewriter when rules name some of its columns."""
@@ -360,9 +392,19 @@ class RecordBuilder:
         return records if planned is None else records + self._statements(planned, ev, seq)
 
     def _statements(self, planned: Plan, ev: E.QueryEvent, seq: Sequence) -> list[Record]:
-        """A statement's table statement entries, a record per topic (after the topic's open record)."""
+        """A statement's table statement entries, a record per topic (after the topic's open record); after
+        partition maintenance that removed or moved rows, a reload entry for each such table the daemon reads
+        again (``reload``), after the statement's own entries."""
         topics: dict[str, list[tuple[Sequence, Any]]] = {}
-        for k, entry in planned.entries(statement_fields(ev), self._mariadb, self.masks):
+        entries = planned.entries(statement_fields(ev), self._mariadb, self.masks)
+        after = max((k for k, _ in entries), default=0) + 1
+        for k, entry in list(entries):
+            if self.reload is not None and entry.op == "partition" and entry.partition is not None \
+                    and entry.partition.get("action") in ROW_ACTIONS and self.reload(entry.database, entry.table):
+                entries[entries.index((k, entry))] = (k, replace(entry, partition={**entry.partition, "reload": True}))
+                entries.append((after, replace(entry, op="reload", partition=None)))
+                after += 1
+        for k, entry in entries:
             topic = f"{entry.database}.{entry.table}"
             self._records.names.setdefault(topic, (entry.database, entry.table))
             topics.setdefault(topic, []).append((Sequence(seq.file_number, seq.position, seq.sub + k), entry))

@@ -83,10 +83,7 @@ class OpenRecords:
         if writer is not None:
             self.bytes -= writer.size
             closed.append(self._close(topic))
-        first = entries[0][0].encode()
-        index = b"".join(index_entry(seq.encode(), commit_ts, gtid) for seq, _ in entries)
-        closed.append(Record(topic, topic.encode("utf-8", "surrogateescape"), statement_value([s for _, s in entries]),
-                             self._headers(topic, first, len(entries), commit_ts, index), entries[0][0]))
+        closed.append(statement_record(topic, self.names.get(topic, ("", "")), entries, commit_ts, gtid))
         return closed
 
     def _close(self, topic: str) -> Record:
@@ -97,13 +94,27 @@ class OpenRecords:
 
     def _headers(self, topic: str, first_seq: bytes, count: int, commit_ts: int,
                  index: bytes) -> list[tuple[str, bytes]]:
-        database, table = self.names.get(topic, ("", ""))
-        return [
-            ("binlake.v", b"2"),
-            ("binlake.seq", first_seq),
-            ("binlake.count", str(count).encode()),
-            ("binlake.commit_ts", str(commit_ts).encode()),
-            ("binlake.db", database.encode("utf-8", "surrogateescape")),
-            ("binlake.table", table.encode("utf-8", "surrogateescape")),
-            ("binlake.index", index),
-        ]
+        return headers(self.names.get(topic, ("", "")), first_seq, count, commit_ts, index)
+
+
+def statement_record(topic: str, name: tuple[str, str], entries: list[tuple[Sequence, TableStatement]],
+                     commit_ts: int, gtid: bytes) -> Record:
+    """A record of table statement entries (statement.py) of one table's topic."""
+    index = b"".join(index_entry(seq.encode(), commit_ts, gtid) for seq, _ in entries)
+    return Record(topic, topic.encode("utf-8", "surrogateescape"), statement_value([s for _, s in entries]),
+                  headers(name, entries[0][0].encode(), len(entries), commit_ts, index), entries[0][0])
+
+
+def headers(name: tuple[str, str], first_seq: bytes, count: int, commit_ts: int,
+            index: bytes) -> list[tuple[str, bytes]]:
+    """A record's headers (docs/FORMAT.md, "Headers")."""
+    database, table = name
+    return [
+        ("binlake.v", b"2"),
+        ("binlake.seq", first_seq),
+        ("binlake.count", str(count).encode()),
+        ("binlake.commit_ts", str(commit_ts).encode()),
+        ("binlake.db", database.encode("utf-8", "surrogateescape")),
+        ("binlake.table", table.encode("utf-8", "surrogateescape")),
+        ("binlake.index", index),
+    ]

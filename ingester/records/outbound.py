@@ -82,6 +82,11 @@ class Outbound(Protocol):
         """Where one of its messages comes from, for an error that names it."""
 
 
+def chunks(size: int, max_record_bytes: int) -> int:
+    """The messages a record of ``size`` bytes is published as in binlake's format (chunks beyond the limit)."""
+    return max(1, -(-size // max_record_bytes))
+
+
 class BinlakeOut:
     """binlake's record format: one message per record; a record larger than ``max_record_bytes`` goes as
     consecutive chunks (header ``binlake.chunk: i/n``) of one partition."""
@@ -99,7 +104,7 @@ class BinlakeOut:
         if len(value) <= size:
             yield Message(topic, record.key, value, record.headers)
             return
-        n = -(-len(value) // size)
+        n = chunks(len(value), size)
         for i in range(n):
             yield Message(topic, record.key, value[i * size : (i + 1) * size],
                           [*record.headers, ("binlake.chunk", f"{i}/{n}".encode())])

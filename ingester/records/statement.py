@@ -38,8 +38,13 @@ _INDEX_ENTRY = struct.Struct(">16sQBB")
 #   rename     the table renamed: in the old name's topic ``to`` is the new name, in the new name's ``from`` the old
 #   alter      its columns changed (ADD/DROP/MODIFY/CHANGE/RENAME COLUMN, defaults, charsets, keys): ``columns``
 #              are the table's columns after it, ``renamed`` maps a renamed column's new name to its old one
-#   partition  partitions maintained (``partition``: the action, the partitions named, the table exchanged with)
-Op = Literal["truncate", "drop", "create", "rename", "alter", "partition"]
+#   partition  partitions maintained (``partition``: the action, the partitions named, the table exchanged with;
+#              ``"reload": true`` where a reload entry follows: the rows the action changed are read again)
+#   reload     the table's rows are read again from the source (a re-snapshot, sequenced after this entry): a
+#              consumer keeping the table's rows drops them here, and the re-snapshot's rows and the changes after
+#              this entry make them the source's again (after partition maintenance that removed or moved rows the
+#              binlog does not name, and `binlake snapshot --replace`)
+Op = Literal["truncate", "drop", "create", "rename", "alter", "partition", "reload"]
 OPS: tuple[str, ...] = get_args(Op)
 
 
@@ -57,17 +62,20 @@ class TableStatement:
     server_id: int = 0  # the QUERY event's: the server that ran the statement first
     to: tuple[str, str] | None = None  # rename: the table's new name (in the old name's topic)
     source: tuple[str, str] | None = None  # rename: the table's old name (in the new name's topic); JSON "from"
-    # The table's columns after the statement, as a snapshot descriptor describes them (records/snapshot.py's
-    # _COLUMN_FIELDS, plus "default" where the history knows a literal DEFAULT), from the schema history;
-    # None where the daemon keeps no history or the history does not know the table
+    # The table's columns after the statement (create, alter, truncate, partition, a rename's "from"), as a snapshot
+    # descriptor describes them (records/snapshot.py's _COLUMN_FIELDS, plus "default" where the history knows a
+    # literal DEFAULT, "default_expression" where only the server evaluates it), from the schema history: equal to
+    # the server's FULL TABLE_MAP after the statement; None where the daemon keeps no history or it does not know them
     columns: list[dict[str, Any]] | None = None
     primary_key: list[list[int]] | None = None  # [[column index, prefix length]] of the key the TABLE_MAP would name
     renamed: dict[str, str] = field(default_factory=dict)  # alter: new column name -> old name
     # alter: the table's columns before the statement (the form of ``columns``), where the history knows them: what
     # the land job converts the old values from (a column's charset, signedness, labels, fractional digits)
     before: list[dict[str, Any]] | None = None
-    # partition: {"action": "truncate"|"drop"|"exchange"|"reorganize"|"coalesce"|"add"|"remove"|...,
-    #             "names": [partition names] ([] : ALL), "with": [db, table] of EXCHANGE ... WITH TABLE, or absent}
+    # partition: {"action": one of schema/ddl.py's PARTITION_ACTIONS (truncate, drop, exchange, reorganize, coalesce,
+    #             add, remove, rebuild, repartition, discard, import, convert_to_table, convert_from_table),
+    #             "names": [partition names] ([]: ALL, or none named), "with": [db, table] of EXCHANGE's or CONVERT's
+    #             other table, or absent, "count": COALESCE's and ADD PARTITIONS' number, or absent}
     partition: dict[str, Any] | None = None
     mariadb: bool = False
 

@@ -46,6 +46,8 @@ from ..schema.table_columns import Described, history_columns
 from .statement import Op, TableStatement
 
 log = logging.getLogger("binlake.statements")
+# partition maintenance that removes or moves rows the binlog does not name (a reload entry may follow: builder.py)
+ROW_ACTIONS = frozenset(("truncate", "drop", "exchange", "import", "convert_to_table", "convert_from_table"))
 # clauses that change what a table's columns or key are (without a schema history, an entry says so: no columns)
 _COLUMN_SPECS = (AddColumn, DropColumn, ChangeColumn, RenameColumn, ColumnDefault, ConvertCharset, AddPrimaryKey,
                  DropPrimaryKey, DropIndex)

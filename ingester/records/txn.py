@@ -12,6 +12,12 @@ Phases:
   EXPLICIT  a transaction with a body: after BEGIN, XA START or a MariaDB GTID without FL_STANDALONE.
             Statements belong to it until XID, COMMIT, ROLLBACK, XA COMMIT/ROLLBACK or XA_PREPARE.
 
+XA transactions (xa.py) are binlog transactions like the others here: a prepared one's body (MySQL: GTID, XA START,
+rows, XA END; MariaDB: a GTID flagged FL_PREPARED_XA, rows, XA END) is EXPLICIT and its XA_PREPARE event ends it, so
+a checkpoint may follow the prepare; its XA COMMIT or XA ROLLBACK, later, is a transaction of its own (a GTID and
+the statement). Whether its rows are published, and when, is xa.py's machine, not this one: the records builder
+holds them back from the prepare to the outcome.
+
 Inputs and transitions (``TRANSITIONS``; "ends" counts the transaction and adds its GTID to the set):
   GTID       any phase -> IMPLICIT
   BEGIN      any phase -> EXPLICIT

@@ -86,12 +86,13 @@ def _reference(headers: dict[str, bytes], value: bytes) -> list[tuple[str, list[
 
 def assert_record_images(topic: str, headers: dict[str, bytes], value: bytes) -> int:
     """decode_record's IPC streams hold exactly the reference images; returns the row changes compared."""
-    rows = _Out()
-    decode_record(rows, topic, 0, 0, headers, value)
+    out = _Out()
+    decode_record(out, topic, 0, 0, headers, value)
+    rows = [r for r in out.rows if r.kind != "statement"]  # table statement entries: records of their own
     expected = _reference(headers, value)
-    assert [r[0] for r in rows.rows] == ["row"] * len(expected), rows.rows[0][13]
+    assert [r.kind for r in rows] == ["row"] * len(expected), rows[0].error
     compared = 0
-    for row, (schema, ops, before, after) in zip(rows.rows, expected, strict=True):
+    for row, (schema, ops, before, after) in zip(rows, expected, strict=True):
         got = pa.ipc.open_stream(row[12]).read_all().combine_chunks()
         assert row[6] == schema and got["op"].to_pylist() == ops
         for name, want in (("before", before), ("after", after)):

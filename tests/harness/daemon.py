@@ -96,7 +96,7 @@ def gtid_rows(kafka, prefix: str) -> collections.Counter:
     consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap, isolation_level="read_committed",
                              enable_auto_commit=False, group_id=None)
     topics = [t for t in consumer.topics() if t.startswith(prefix + ".")
-              and not t.endswith(("._offsets", "._schema", "._schema_history"))]
+              and not t.endswith(("._offsets", "._schema", "._schema_history", "._prepared"))]
     parts = [TopicPartition(t, p) for t in topics for p in consumer.partitions_for_topic(t)]
     consumer.assign(parts)
     consumer.seek_to_beginning(*parts)

@@ -148,3 +148,23 @@ def running_until(cmd: list[str], env: dict[str, str], checkpoint: Path, batches
 def kill_group(proc: subprocess.Popen) -> None:
     os.killpg(proc.pid, signal.SIGKILL)  # the driver's JVM and Python workers share its process group
     proc.wait()
+
+
+def killed_at_line(cmd: list[str], env: dict[str, str], line: str, timeout: float = 300) -> str:
+    """`binlake land --trigger available-now` started in a process group of its own and killed with SIGKILL as
+    soon as its log has a line containing ``line`` (e.g. a table statement's, logged as it is applied: mid-batch,
+    after the batch's earlier parts committed); the log up to there."""
+    proc = subprocess.Popen([*cmd, "--trigger", "available-now"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    try:
+        assert proc.stderr is not None
+        for text in proc.stderr:
+            seen.append(text)
+            if line in text or time.monotonic() > deadline:
+                break
+    finally:
+        kill_group(proc)
+    assert any(line in s for s in seen), "".join(seen[-30:])
+    return "".join(seen)

@@ -31,6 +31,7 @@ from ingester.records import builder as builder_module
 from ingester.records.builder import Checkpoint, Record, RecordBuilder
 from ingester.sources import replication
 from tests.corpus import CORPUS, manifest
+from tests.harness.xa_binlogs import XaBinlog
 
 # Imported directly, so the comparisons run even under BINLAKE_PURE_PYTHON (and fail if it is not built).
 NATIVE = importlib.import_module("ingester.records._router")
@@ -133,6 +134,10 @@ class Publisher:
         # topics (_schema, _schema_history) are made at start-up
         assert record.topic in self.expected or record.topic.startswith("_"), record.topic
         self.out.append(("record", record.topic, record.key, record.value, record.headers, record.seq))
+
+    def send_prepared(self, record: Record) -> int:
+        self.send(record)
+        return sum(1 for o in self.out if o[1] == record.topic) - 1
 
     def commit(self, checkpoint: Checkpoint, done: Any = None) -> None:
         self.out.append(("commit", checkpoint))
@@ -237,6 +242,26 @@ def test_mysql_transactions_route_natively(name, monkeypatch) -> None:
     _, error, native_share = same(monkeypatch, _corpus_stream(CORPUS / name, crc), crc=crc)
     assert error is None
     assert native_share > 0.7
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["commit-each", "commit-idle"])
+@pytest.mark.parametrize("maria", [False, True], ids=["mysql", "mariadb"])
+def test_xa_transactions_route_identically(maria, busy, monkeypatch) -> None:
+    """Prepared XA transactions held back (records/xa.py) while ordinary ones go on natively: the same records,
+    _prepared's included, and checkpoints; none of an XA body is routed by C."""
+    binlog = XaBinlog(maria)
+    for i in range(20):
+        binlog.plain({b"t": [i]})
+        if i % 5 == 0:
+            binlog.prepare(f"x{i}", {b"t": [100 + i], b"u": [200 + i]})
+        if i % 5 == 3:
+            binlog.outcome(f"x{i - 3}", commit=i % 2 == 1)
+    events = [raw for raw, _ in binlog.raw()]
+    out, error, native_share = same(monkeypatch, framed([fake_rotate("binlog.000001", True), *events]), busy=busy)
+    assert error is None
+    assert native_share > 0.3
+    published = b"".join(o[3] for o in out if o[0] == "record" and o[1] == "db.t")
+    assert b"r100" in published and b"r105" not in published  # x0 committed, x5 rolled back
 
 
 # ---------------------------------------------------------------------------------------- OLTP workload

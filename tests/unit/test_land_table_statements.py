@@ -5,6 +5,7 @@ table's lake tables (table_statements.TableStatements over an in-memory Statemen
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -94,6 +95,21 @@ def test_a_renames_pairs_apply_in_the_statements_order_each_once() -> None:
     assert rename_order("ALTER TABLE d.k ADD COLUMN z INT, RENAME TO e.k2", "x") == [(("d", "k"), ("e", "k2"))]
     assert rename_order("ALTER TABLE k RENAME COLUMN a TO b", "d") == []
     assert rename_order("TRUNCATE TABLE a", "d") == []
+
+
+def test_the_daemons_steps_of_a_rename_are_statements_of_their_own_in_step_order() -> None:
+    """The daemon gives step k of a statement the sequence (F, P, s + k) (docs/FORMAT.md, "Sequences"): the cycle's
+    pairs come as three statements, each pair's two entries (old name's "to", new name's "from") together."""
+    text = "RENAME TABLE a TO tmp, b TO a, tmp TO b"
+    entries = []
+    for k, (old, new) in enumerate((("a", "tmp"), ("b", "a"), ("tmp", "b"))):
+        seq = Sequence(1, 100, k).encode()
+        for at in (_at("rename", "d", old, 100, text, to=("d", new)), _at("rename", "d", new, 100, text,
+                                                                           source=("d", old))):
+            entries.append(replace(at, seq=seq, position=f"1:100:{k}"))
+    steps = [s for s in plan(entries[::-1]) if isinstance(s, ApplyPart)]
+    assert [[(a.name, a.to, a.pair_seen) for a in s.actions] for s in steps] == [
+        [(("d", old), ("d", new), frozenset({"to", "from"}))] for old, new in (("a", "tmp"), ("b", "a"), ("tmp", "b"))]
 
 
 def test_markers_order_actions_by_statement_then_index() -> None:
@@ -232,11 +248,17 @@ def test_a_rename_from_a_table_binlake_never_landed_says_what_to_do(caplog) -> N
 
 
 @pytest.mark.parametrize("reload", [False, True])
-def test_a_partition_statement_warns_or_empties_for_the_daemons_reread(caplog, reload) -> None:
+def test_a_partition_statement_warns_or_is_followed_by_the_daemons_reload(caplog, reload) -> None:
+    """Partition maintenance leaves the mirror as it is (the binlog names no rows): a reload entry after it empties
+    the mirror for the re-snapshot's rows; without one (no signal table on the daemon) a warning says what to do."""
     tables, lake = _lake()
     _table(tables, "p", [("id", "int")], [1, 2])
     partition = {"action": "truncate", "names": ["p0"], **({"reload": True} if reload else {})}
-    _apply(lake, [_at("partition", "d", "p", 100, "ALTER TABLE p TRUNCATE PARTITION p0", partition=partition)])
-    assert tables.tables[("d", "p")]["rows"] == ([] if reload else [1, 2])
+    sql = "ALTER TABLE p TRUNCATE PARTITION p0"
+    _apply(lake, [_at("partition", "d", "p", 100, sql, partition=partition)])
+    assert tables.tables[("d", "p")]["rows"] == [1, 2]
     assert ("may hold rows the server no longer has" in caplog.text) is not reload
-    assert tables.tables[("d", "p__changes")]["rows"][-1][0] == "partition"
+    if reload:
+        _apply(lake, [_at("reload", "d", "p", 101, sql)])
+        assert tables.tables[("d", "p")]["rows"] == []
+    assert [r[0] for r in tables.tables[("d", "p__changes")]["rows"]][-1] == ("reload" if reload else "partition")
