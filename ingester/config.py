@@ -185,6 +185,10 @@ class LandConfig:
     keys: dict[str, list[str]] = field(default_factory=dict)
     # a lake on S3 or an S3-compatible store (s3a://bucket/...): its endpoint (None: AWS by region), path-style
     # addressing, region, and an AWS shared-credentials file (else AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)
+    # an ALTER TABLE that is no safe widening of a column (text <-> binary, a narrowing, a DECIMAL scale, ENUM/SET
+    # relabelled, another type family: docs/LAND.md, "Schema changes"): "rewrite" that table's mirror with each value
+    # converted as the server did (its change log versioned where the new type cannot join it), or "stop" the job
+    on_incompatible_change: Literal["rewrite", "stop"] = "rewrite"
     s3_endpoint: str | None = None
     s3_path_style: bool = False
     s3_region: str | None = None

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 
 from .batch_rows import TableRows
 from .decode import typed_batches, typed_ddl
+from .delta_schema import delta_alters
 from .delta_statements import DeltaStatementTables
 from .delta_tables import DeltaTables, stats_columns
 from .delta_verify import DeltaMirrors
@@ -52,6 +53,7 @@ class DeltaFormat(LakeFormat):
         tables = DeltaStatementTables(self.spark, self.lake, self.delta, self.evolution, self.files)
         self.generations = ChangeLogGenerations(tables.properties)
         self.table_statements = TableStatements(tables, self.generations, self.forget)
+        self.table_statements.alters = delta_alters(tables, self.table_statements)
 
     @property
     def identity(self) -> str:

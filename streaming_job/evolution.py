@@ -200,6 +200,10 @@ class SchemaEvolution:
                     self._added.feed(item.seq.encode(), item.event)
             self._schema_next = r.offset + 1
 
+    def ddl_before(self, db: str, table: str, seq: bytes, position: str) -> str:
+        """The last DDL statement naming the table before ``seq`` (``_ddl_before``), for messages."""
+        return self._ddl_before(db, table, SchemaGroup("", seq, position))
+
     def _ddl_before(self, db: str, table: str, group: SchemaGroup) -> str:
         """The last statement on the schema topic before ``group``'s first row that names the table: for
         the error message only, so the topic is read just then."""

@@ -41,6 +41,7 @@ from .iceberg_defaults import default_values, fill_older, with_columns
 from .iceberg_maintenance import IcebergMaintenance
 from .iceberg_orphans import OrphanFiles
 from .iceberg_renames import Renames, field_paths, in_place, renamed, renamed_images
+from .iceberg_schema import iceberg_alters
 from .iceberg_statements import IcebergStatementTables
 from .iceberg_tables import (
     change_log_properties,
@@ -59,7 +60,7 @@ from .lake_files import LakeFiles
 from .lake_format import QUARANTINE_TABLE, LakeFormat, TableChanges, Undecodable, quarantine_rows
 from .mirror import COMMIT_TS, DELETED, SEQ, candidate_schema, last_per_key, mirror_candidates
 from .mirror_read import MirrorRead
-from .mirrors import mirror_columns
+from .mirrors import mirror_columns, statement_seq
 from .table_landing import full_images
 from .table_statements import TableStatements
 from .verify_results import ICEBERG_VERIFY, VERIFY_TABLE, result_schema
@@ -98,7 +99,9 @@ class IcebergFormat(LakeFormat):
         self._columns: dict[tuple[str, str], list[tuple[str, str]]] = {}  # as the table has them (property)
         self.maintenance = maintenance or IcebergMaintenance()
         self.generations = ChangeLogGenerations(self._properties)
-        self.table_statements = TableStatements(IcebergStatementTables(self), self.generations, self.forget)
+        statement_tables = IcebergStatementTables(self)
+        self.table_statements = TableStatements(statement_tables, self.generations, self.forget)
+        self.table_statements.alters = iceberg_alters(statement_tables, self.table_statements)
 
     def _properties(self, db: str, name: str) -> dict[str, str] | None:
         found = self.table(db, name)
@@ -216,7 +219,8 @@ class IcebergFormat(LakeFormat):
         existing = self.table(db, table)
         known = renamed(recorded_columns(dict(existing.metadata.properties)) or [], moves) if existing else []
         if existing is not None:  # the mirror's columns and the batch's: not those of an earlier table of the name
-            columns = mirror_columns(columns, known, changes.schemas)
+            since = statement_seq(dict(existing.metadata.properties))  # a replayed part's older rows add no column
+            columns = mirror_columns(columns, known, [g for g in changes.schemas if g.first_seq > since])
         fills = self._fills(db, table, columns, [n for n, _ in columns if existing is not None
                                                  and n not in dict(known)])
         values = default_values(self.spark, fills, dict(columns))

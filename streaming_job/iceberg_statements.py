@@ -62,6 +62,10 @@ class IcebergStatementTables(StatementTables):
                 with tx.update_schema() as update:
                     update.union_by_name(schema)
             if rows is not None:
+                have = {f.name for f in tx.table_metadata.schema().fields}
+                if any(n not in have for n in STATEMENT_COLUMNS):  # a change log that had no statement row yet
+                    with tx.update_schema() as update:
+                        update.union_by_name(schema)
                 tx.append(rows, snapshot_properties=summary)
             _properties(tx, properties)
 
@@ -121,6 +125,10 @@ class IcebergStatementTables(StatementTables):
                         update.delete_column(n)
             with tx.update_schema() as update:
                 update.union_by_name(schema)
+            if [f.name for f in tx.table_metadata.schema().fields] != schema.names:  # the columns in the new order
+                with tx.update_schema() as update:
+                    for previous, name in zip(schema.names, schema.names[1:], strict=False):
+                        update.move_after(name, previous)
             if rows is not None and len(rows):
                 tx.append(rows.select(schema.names).cast(schema), snapshot_properties=summary)
             _properties(tx, {**own, **properties})

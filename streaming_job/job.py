@@ -259,7 +259,8 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
                     keys=land.keys, files=files, lease=lease, source=source_kind, lake_format=land.format,
                     iceberg_catalog=land.iceberg_catalog, compact_files=land.compact_files,
                     small_file_bytes=land.small_file_bytes, compact_bytes=land.compact_bytes,
-                    iceberg_maintenance=IcebergMaintenance.of(land), iceberg_auth=RestAuth.of(land))
+                    iceberg_maintenance=IcebergMaintenance.of(land), iceberg_auth=RestAuth.of(land),
+                    on_incompatible_change=land.on_incompatible_change)
     listener = LandMetrics(lander)
     # The JVM's Delta path is warmed for a URI lake's running job (its first batch then lands in steady time);
     # a one-shot run would only pay it twice: on a cluster, 13 s of scratch-table work against ~3 s more in

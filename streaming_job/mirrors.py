@@ -66,10 +66,12 @@ class Mirrors:
         self.driver = driver
         self.in_spark = in_spark
         self._known: dict[tuple[str, str], list[tuple[str, str]]] = {}  # columns once MERGEd
+        self._since: dict[tuple[str, str], bytes] = {}  # the sequence of the last statement the mirror took
 
     def forget(self, db: str, table: str) -> None:
         """A statement changed the table's mirror (table_statements.py): its columns are read again."""
         self._known.pop((db, table), None)
+        self._since.pop((db, table), None)
 
     def from_driver(self, candidates: pa.Table, db: str, table: str, columns: list[tuple[str, str]],
                     pk: list[str], batch_id: int, schemas: list[SchemaGroup] | None = None) -> None:
@@ -103,14 +105,17 @@ class Mirrors:
         if known is None and exists:
             # The mirror's own schema: a crash may have come between the change log's ALTER and this one,
             # or between adding columns and giving their defaults to the rows there.
-            pending = D.pending_in(found.configuration) if found is not None else D.pending(self.spark, path)
+            properties = found.configuration if found is not None else _properties(self.spark, path)
+            self._since[(db, table)] = statement_seq(properties)
+            pending = D.pending_in(properties)
             if pending:
                 D.give_existing_rows(self.spark, path, pending)
             schema = found.columns() if found is not None else [
                 (f.name, f.dataType.simpleString()) for f in DeltaTable.forPath(self.spark, path).toDF().schema]
             known = [(n, t) for n, t in schema if not n.startswith("_binlake_")]
-        if exists and schemas is not None:
-            columns = mirror_columns(columns, known or [], schemas)
+        if exists and schemas is not None:  # rows older than the mirror's last statement (a replayed part) add none
+            since = self._since.get((db, table), b"")
+            columns = mirror_columns(columns, known or [], [g for g in schemas if g.first_seq > since])
         added = [n for n, _ in columns if n not in dict(known or [])] if exists else []
         fills = self.evolution.defaults(db, table, columns, added)
         return MirrorTable(db, table, path, columns, pk, exists, known, added, fills,
@@ -125,6 +130,19 @@ def mirror_columns(columns: list[tuple[str, str]], known: list[tuple[str, str]],
     again: table_statements.py)."""
     keep = {n for n, _ in known} | {n for g in schemas for n, _ in g.meta["columns"]}
     return [(n, t) for n, t in columns if n in keep]
+
+
+def statement_seq(properties: dict[str, str]) -> bytes:
+    """The sequence of the last table statement a lake table took (statements.STATEMENT_PROPERTY; b"": none)."""
+    text = properties.get("binlake.statement") or ""
+    return bytes.fromhex(text.partition(":")[0]) if text else b""
+
+
+def _properties(spark: SparkSession, path: str) -> dict[str, str]:
+    from delta.tables import DeltaTable
+
+    detail = DeltaTable.forPath(spark, path).detail().select("properties").first()
+    return dict((detail[0] if detail is not None else None) or {})
 
 
 def key_stats(columns: list[tuple[str, str]], pk: list[str]) -> list[str]:

@@ -48,6 +48,7 @@ from .mirrors import Mirrors
 from .source_formats import BinlakeRecords, SourceFormat
 from .statements import ApplyPart, StatementAt, plan
 from .table_landing import DriverLanding, SparkLanding
+from .type_changes import type_changes
 from .verify import Verifier
 
 log = logging.getLogger("binlake.land")
@@ -99,6 +100,7 @@ class Lander:
     lake_format: str = "delta"  # land.format: "delta" or "iceberg" (lake_format.py)
     iceberg_catalog: str | None = None  # land.iceberg_catalog (iceberg_catalog.py)
     iceberg_auth: RestAuth | None = None  # a REST catalog's token or credential (land.iceberg_catalog_token...)
+    on_incompatible_change: str = "rewrite"  # land.on_incompatible_change (schema_alter.py)
     # Its parts, each a job of its own
     delta: DeltaTables = field(init=False)
     threads: DriverThreads = field(init=False)
@@ -138,6 +140,8 @@ class Lander:
         self.verifier = Verifier(self.format)
         self.mirror_keys.stored = self.format.stored_key
         self.format.table_statements.forget = self._forget
+        if self.format.table_statements.alters is not None:
+            self.format.table_statements.alters.mode = "stop" if self.on_incompatible_change == "stop" else "rewrite"
 
     def _format(self) -> LakeFormat:
         if self.lake_format == "iceberg":
@@ -206,7 +210,9 @@ class Lander:
             if errors:
                 self._undecodable(errors, batch_id)
             log.debug("batch %d: decoded in %.1fs%s", batch_id, time.monotonic() - start, rows.where)
-            stats = self._land_statements(rows, meta, said, batch_id) if said else self._land(rows, meta, batch_id)
+            changed = self._type_changes(meta, said, batch_id)  # column types changed without an entry saying so
+            stats = (self._land_statements(rows, meta, said, batch_id, changed) if said or changed
+                     else self._land(rows, meta, batch_id))
             self.source.landed(meta)
             if verified or any(r.kind == "verify" for r in info):  # binlake verify: after the batch has landed
                 results = self.verifier.check(rows.verify_rows(verified), partial(self._changed_after, rows),
@@ -255,11 +261,21 @@ class Lander:
                     offset, message)
         self.format.quarantine(errors, batch_id)
 
-    def _land_statements(self, rows: BatchRows, meta: list[Any], said: list[Any], batch_id: int) -> BatchStats:
-        """A batch with table statements, in parts (statements.plan): the tables no statement names as any batch,
-        then the named ones' rows up to each statement, each statement, and their rows after it."""
+    def _type_changes(self, meta: list[Any], said: list[Any], batch_id: int) -> list[StatementAt]:
+        """``alter`` statements of the batch's type changes that no entry says (type_changes.py)."""
+        if self.format.table_statements.alters is None or not meta:
+            return []
         ingest = int(time.time() * 1e6)
-        statements = [StatementAt.of(r, batch_id, ingest) for r in said]
+        return type_changes(meta, [StatementAt.of(r, batch_id, ingest) for r in said], self.format.lake_columns,
+                            lambda db, t, seq, at: self.evolution.ddl_before(db, t, seq, at), batch_id, ingest)
+
+    def _land_statements(self, rows: BatchRows, meta: list[Any], said: list[Any], batch_id: int,
+                         extra: list[StatementAt] | None = None) -> BatchStats:
+        """A batch with table statements, in parts (statements.plan): the tables no statement names as any batch,
+        then the named ones' rows up to each statement, each statement, and their rows after it. ``extra``: the
+        statements of the batch's own making (_type_changes)."""
+        ingest = int(time.time() * 1e6)
+        statements = [StatementAt.of(r, batch_id, ingest) for r in said] + (extra or [])
         named = {n for s in statements for n in s.names}
         stats = self._land(rows, [r for r in meta if (r.db, r.tbl) not in named], batch_id)
         for step in plan(statements):

@@ -17,7 +17,8 @@ lake format: the format does the writes (``StatementTables``: one commit each), 
   (``partition["reload"]``) a reload entry follows; else a warning says the mirror may hold stale rows.
 - reload (after such partition maintenance, or ``binlake snapshot --replace``): the mirror emptied, the
   change log's ``reload`` row; the re-snapshot's rows that follow, and the changes after it, fill it again.
-- alter: the change log's row (the columns' own changes land with the table's rows).
+- alter: schema_alter.py (the columns added, dropped, renamed, converted at the statement); without it, or without
+  schema history, the change log's row (the columns' own changes land with the table's rows).
 
 Every write records the action's marker (statements.Action.marker) in its commit, and is skipped on a table
 that has it (or a later one's) already: an action is applied once per table, whether its batch is replayed
@@ -30,6 +31,7 @@ import logging
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -50,6 +52,9 @@ from .statements import (
     statement_key,
     statement_row,
 )
+
+if TYPE_CHECKING:
+    from .schema_alter import Alters
 
 log = logging.getLogger("binlake.land")
 Properties = dict[str, "str | None"]  # table properties a commit sets (a value None: removed)
@@ -99,6 +104,7 @@ class TableStatements:
         self.tables = tables
         self.generations = generations
         self.forget = forget
+        self.alters: Alters | None = None  # ALTERs' columns (schema_alter.py); None: the change log's row alone
         self._ended: dict[Name, bool] = {}
         self._lock = threading.Lock()
 
@@ -135,7 +141,7 @@ class TableStatements:
         elif op == "reload":
             self._truncate(action)
         elif op == "alter":
-            self._row(action, action.name)
+            self.alters.apply(action) if self.alters is not None else self._row(action, action.name)
         else:
             raise LandError(f"`{action.name[0]}`.`{action.name[1]}`: unknown table statement {action.describe()}")
         for db, table in action.names:

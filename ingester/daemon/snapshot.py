@@ -258,11 +258,12 @@ def _column(i: int, info: list[Any], collations: dict[str, int], mariadb: bool,
     """One column: its table-map description (schema/table_columns.py), SELECT expression, converter and whether it
     is bytes."""
     name, data_type, column_type, collation_name, precision, scale, fsp, octets, nullable = info
+    labels = [m.replace("''", "'") for m in _LABEL.findall(column_type)]  # ENUM/SET labels keep their case
     data_type, column_type = data_type.lower(), column_type.lower()
     q = _quote(name)
     collation = collations.get(collation_name) if collation_name else None
     column = describe(i, name, data_type, unsigned="unsigned" in column_type, compressed="compressed" in column_type,
-                      labels=[m.replace("''", "'") for m in _LABEL.findall(column_type)], binary=collation_name is None,
+                      labels=labels, binary=collation_name is None,
                       collation=collation, precision=int(precision or 0), scale=int(scale or 0), fsp=int(fsp or 0),
                       octets=int(octets or 0), nullable=nullable == "YES", mariadb=mariadb)
     if column is None:

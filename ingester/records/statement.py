@@ -69,6 +69,9 @@ class TableStatement:
     columns: list[dict[str, Any]] | None = None
     primary_key: list[list[int]] | None = None  # [[column index, prefix length]] of the key the TABLE_MAP would name
     renamed: dict[str, str] = field(default_factory=dict)  # alter: new column name -> old name
+    # alter: the table's columns before the statement (the form of ``columns``), where the history knows them: what
+    # the land job converts the old values from (a column's charset, signedness, labels, fractional digits)
+    before: list[dict[str, Any]] | None = None
     # partition: {"action": one of schema/ddl.py's PARTITION_ACTIONS (truncate, drop, exchange, reorganize, coalesce,
     #             add, remove, rebuild, repartition, discard, import, convert_to_table, convert_from_table),
     #             "names": [partition names] ([]: ALL, or none named), "with": [db, table] of EXCHANGE's or CONVERT's
@@ -94,6 +97,8 @@ class TableStatement:
             d["primary_key"] = self.primary_key
         if self.renamed:
             d["renamed"] = self.renamed
+        if self.before is not None:
+            d["before"] = self.before
         if self.partition is not None:
             d["partition"] = self.partition
         return d
@@ -106,7 +111,7 @@ class TableStatement:
                    time_zone=d.get("time_zone"), server_id=int(d.get("server_id") or 0),
                    to=None if to is None else (to[0], to[1]),
                    source=None if source is None else (source[0], source[1]), columns=d.get("columns"),
-                   primary_key=d.get("primary_key"), renamed=dict(d.get("renamed") or {}),
+                   primary_key=d.get("primary_key"), renamed=dict(d.get("renamed") or {}), before=d.get("before"),
                    partition=d.get("partition"), mariadb=bool(d.get("mariadb", False)))
 
     def encode(self) -> bytes:

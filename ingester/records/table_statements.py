@@ -92,7 +92,8 @@ class Plan:
                     continue  # neither its columns nor its key changed (an index, a comment, an option)
                 entry = TableStatement(s.op, s.table[0], s.table[1], mariadb=mariadb, **base, **s.fields,
                                        columns=None if columns is None else columns[0],
-                                       primary_key=None if columns is None else columns[1])
+                                       primary_key=None if columns is None else columns[1],
+                                       before=s.before[0] if s.op == "alter" and s.before is not None else None)
                 if masks is not None and entry.columns is not None and masks.applies_to(*s.table):
                     tm = entry.table_map()
                     assert tm is not None

@@ -1,8 +1,8 @@
 """Schema changes with --format iceberg: an added column (its default given to the mirror's older rows) and
 Iceberg's promotions (int to long, float to double) evolve the change log and the mirror (pyiceberg's
-union_by_name); renamed columns are renamed in place (older rows keep their values under the new name); a
-widening Iceberg (format version 2) has no promotion for, DATE to DATETIME, stops the query with one line
-naming the table."""
+union_by_name); renamed columns are renamed in place in the change log (older rows keep their values under the new
+name); a widening Iceberg (format version 2) has no promotion for, DATE to DATETIME, rewrites the mirror and versions
+the change log (schema_alter.py)."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ def land(server, kafka, lake, *statements: str) -> int:
     return run_land(kafka, _PREFIX, lake, "--format", "iceberg")
 
 
-def test_added_renamed_and_promoted_columns_evolve_iceberg_tables_and_others_stop(make_mariadb, kafka, spark, tmp_path,
-                                                                            capsys) -> None:
+def test_added_renamed_and_promoted_columns_evolve_iceberg_tables_and_others_version_them(make_mariadb, kafka, spark,
+                                                                                          tmp_path) -> None:
     server = make_mariadb()
     db = _PREFIX
     server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
@@ -48,7 +48,7 @@ def test_added_renamed_and_promoted_columns_evolve_iceberg_tables_and_others_sto
     rows = {(r["id"],): r for r in read.select(["id", "n", "f", "d", "c"]).to_pylist()}
     assert rows == plain_rows(conn, "t", "id") and len(rows) == 3
     assert rows[(2,)]["c"] == "dflt"  # a row written before the ADD COLUMN: its default, as on the server
-    assert len(pyiceberg_table(lake, db, "t__changes")) == 4
+    assert len(pyiceberg_table(lake, db, "t__changes")) == 5  # 2 inserts, the ALTER's row, an insert, an update
     # Spark reads between the job's runs in this process: the Hadoop catalog has no lock for its session to keep
     # (the SQLite catalog's reader kept one, and the next land's commit failed with `database is locked`)
     early = {(r["id"],): {c: r[c] for c in ("id", "n", "f", "d", "c")}
@@ -61,25 +61,26 @@ def test_added_renamed_and_promoted_columns_evolve_iceberg_tables_and_others_sto
                 "INSERT INTO t VALUES (5, 1, 0.5, NULL, 'five')",
                 "UPDATE t SET m = 3 WHERE id = 3") == 0
     read = pyiceberg_table(lake, db, "t")
-    assert read.column_names == ["id", "m", "f", "d", "_binlake_seq", "_binlake_commit_ts", "c2"]
+    assert read.column_names == ["id", "m", "f", "d", "c2", "_binlake_seq", "_binlake_commit_ts"]
     rows = {(r["id"],): r for r in read.select(["id", "m", "f", "d", "c2"]).to_pylist()}
     assert rows == plain_rows(conn, "t", "id") and rows[(2,)]["m"] == 7 and rows[(2,)]["c2"] == "dflt"
     after = pyiceberg_table(lake, db, "t__changes").sort_by("seq").column("after").to_pylist()
     assert list(after[0]) == ["id", "m", "f", "d", "c2"] and after[0]["m"] == -5 and after[-1]["m"] == 3
 
-    capsys.readouterr()
+    # DATE to DATETIME, a widening Iceberg (format version 2) has no promotion for: the mirror rewritten with the
+    # new type, the change log going on in its next generation (docs/LAND.md, "Schema changes")
     assert land(server, kafka, lake,
                 "ALTER TABLE t MODIFY d DATETIME",
-                "INSERT INTO t VALUES (4, 1, 0.1, '2024-06-01 12:34:56', 'x')") == 2
-    err = capsys.readouterr().err
-    assert f"binlake: error: the Iceberg table {db}.t__changes cannot take the batch's columns" in err, err
-    assert "database is locked" not in err and "date" in err, err
+                "INSERT INTO t VALUES (4, 1, 0.1, '2024-06-01 12:34:56', 'x')") == 0
     df = lake_frame(spark, lake, db, "t", "iceberg")
     types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
-    assert types == {"id": "int", "m": "bigint", "f": "double", "d": "date", "_binlake_seq": "binary",
+    assert types == {"id": "int", "m": "bigint", "f": "double", "d": "timestamp_ntz", "_binlake_seq": "binary",
                      "_binlake_commit_ts": "timestamp", "c2": "string"}
     spark_rows = {(r["id"],): {c: r[c] for c in ("id", "m", "f", "d", "c2")} for r in df.collect()}
-    assert spark_rows == rows
-    changes = lake_frame(spark, lake, db, "t__changes", "iceberg")
-    assert changes.schema["after"].dataType.simpleString() == "struct<id:int,m:bigint,f:double,d:date,c2:string>"
-    assert changes.count() == 6
+    assert spark_rows == plain_rows(conn, "t", "id")
+    first = lake_frame(spark, lake, db, "t__changes", "iceberg")
+    assert first.schema["after"].dataType.simpleString() == "struct<id:int,m:bigint,f:double,d:date,c2:string>"
+    assert first.count() == 9  # two ALTERs' rows beside the row changes; the third ALTER's ends it
+    second = lake_frame(spark, lake, db, "t__changes__v2", "iceberg")
+    assert "d:timestamp_ntz" in second.schema["after"].dataType.simpleString()
+    assert sorted(r.op for r in second.collect()) == ["alter", "insert"]

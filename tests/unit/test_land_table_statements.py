@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-import pyarrow as pa
 import pytest
 
 from ingester.records.format import Sequence
@@ -35,7 +34,8 @@ from streaming_job.statements import (
     plan,
     rename_order,
 )
-from streaming_job.table_statements import Properties, StatementTables, TableStatements
+from streaming_job.table_statements import TableStatements
+from tests.harness.memory_lake import MemoryTables
 
 
 def _at(op: str, db: str, table: str, pos: int, text: str = "", offset: int = 0, **more: Any) -> StatementAt:
@@ -173,56 +173,6 @@ def test_each_part_writes_under_its_own_identity() -> None:
             seen.append(fmt.identity)
     seen.append(fmt.identity)
     assert seen == ["app", "app~s1.0", "app~s1.0~create", "app"]
-
-
-class MemoryTables(StatementTables):
-    """Lake tables in memory: name -> {"properties", "columns", "rows" (a mirror's keys, a change log's ops)}."""
-
-    def __init__(self) -> None:
-        self.tables: dict[tuple[str, str], dict[str, Any]] = {}
-        self.writes = 0
-
-    def properties(self, db: str, name: str) -> dict[str, str] | None:
-        found = self.tables.get((db, name))
-        return None if found is None else dict(found["properties"])
-
-    def columns(self, db: str, name: str) -> list[tuple[str, str]]:
-        found = self.tables.get((db, name))
-        return [] if found is None else list(found["columns"])
-
-    def _set(self, table: dict[str, Any], properties: Properties) -> None:
-        self.writes += 1
-        for k, v in properties.items():
-            if v is None:
-                table["properties"].pop(k, None)
-            else:
-                table["properties"][k] = v
-
-    def change_row(self, db: str, name: str, columns: list[tuple[str, str]], row: pa.Table | None,
-                   properties: Properties, batch_id: int) -> None:
-        table = self.tables.setdefault((db, name), {"properties": {}, "columns": [], "rows": []})
-        table["columns"] = list(columns)
-        if row is not None:
-            r = row.to_pylist()[0]
-            table["rows"].append((r["op"], r["rename_from"], r["rename_to"]))
-        self._set(table, properties)
-
-    def empty_mirror(self, db: str, table: str, properties: Properties, batch_id: int) -> None:
-        found = self.tables[(db, table)]
-        found["rows"] = []
-        self._set(found, properties)
-
-    def replace_mirror(self, db: str, table: str, columns: list[tuple[str, str]], key: list[str],
-                       properties: Properties, batch_id: int) -> None:
-        found = self.tables[(db, table)] = {"properties": {"key": ",".join(key)}, "columns": list(columns), "rows": []}
-        self._set(found, properties)
-
-    def copy_mirror(self, source: tuple[str, str], target: tuple[str, str], properties: Properties,
-                    batch_id: int) -> None:
-        src = self.tables[source]
-        found = self.tables[target] = {"properties": dict(src["properties"]), "columns": list(src["columns"]),
-                                       "rows": list(src["rows"])}
-        self._set(found, properties)
 
 
 def _lake() -> tuple[MemoryTables, TableStatements]:
