@@ -54,7 +54,7 @@ def test_setting_names_come_from_the_config_dataclasses() -> None:
                    for value in ("7", "true", "mysql://u@h:1", "initial", "always", "skip-table", "SSL", "false",
                                  "a.b.c=mask", "db2:3306", "{d.t: [a]}", "PLAIN", "gtid", "gzip", "json",
                                  "binlake", "required", "5s", "precise", "string", "connect", "hex", "debezium-json",
-                                 "http://registry:8081", "iceberg", "RecordNameStrategy", "none")
+                                 "http://registry:8081", "iceberg", "RecordNameStrategy", "none", "stop")
                    if _loads(name, value)}
         assert any(d != default for d in changed.values()), name
 
