@@ -67,7 +67,9 @@ def fetch_classpath(coordinates: list[str], cache_dir: Path | None = None) -> li
         if not (stamp.is_file() and stamp.read_text() == wanted):
             shutil.rmtree(output, ignore_errors=True)
             output.mkdir()
-            _copy_dependencies(coordinates, output, cache_dir / "m2")
+            with open(cache_dir / "m2.lock", "w") as m2_lock:  # one mvn at a time in Maven's own repository
+                fcntl.flock(m2_lock, fcntl.LOCK_EX)
+                _copy_dependencies(coordinates, output, cache_dir / "m2")
             stamp.write_text(wanted)
     return sorted(output.glob("*.jar"))
 

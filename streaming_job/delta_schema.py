@@ -97,7 +97,8 @@ class DeltaMirrorRewrite(MirrorRewrite):
         metadata = {**found.metadata, "schemaString": orjson.dumps(schema).decode(),
                     "configuration": _configured(found.configuration, properties)}
         commit = t.delta.transaction(path)
-        version = commit.rewrite([], [], t.delta.app_id, batch_id, metadata, _protocol(found.protocol, schema))
+        version = commit.rewrite([], [], t.delta.app_id, batch_id, metadata, _protocol(found.protocol, schema),
+                                 "ADD COLUMNS" if added else "SET TBLPROPERTIES")
         t.delta.committed(path, version, batch_id)
 
 

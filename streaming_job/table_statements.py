@@ -193,7 +193,10 @@ class TableStatements:
         db, table = action.name
         columns = statement_columns(action.statement)
         if columns is None:  # no schema history: the rows that follow recreate the mirror (``recreate``)
-            self._row(action, action.name)
+            # its row where the name's table ended; a lake table that never ended is one the batch's rows after the
+            # statement made (met again on a replay) or a drop not seen: no row, whichever run applies it
+            if self.ended(db, table):
+                self._row(action, action.name)
             return
         target = self._generation(db, table, columns, action.at.seq)
         key = statement_key(action.statement)

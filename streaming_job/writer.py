@@ -172,10 +172,11 @@ class Commit:
 
     def rewrite(self, adds: Sequence[Added], removes: Sequence[tuple[str, int]],
                 app_id: str, batch_id: int, metadata: dict[str, Any] | None = None,
-                protocol: dict[str, Any] | None = None) -> int:
+                protocol: dict[str, Any] | None = None, operation: str = "UPDATE") -> int:
         """A table statement's commit (table_statements.py): ``adds`` and ``removes`` (unpartitioned files'
         relative path and size) with the batch's SetTransaction, and where given the table's new ``metadata``
-        (its schema, its properties) and ``protocol``, in one commit. Returns the version written."""
+        (its schema, its properties) and ``protocol``, in one commit, named ``operation`` in the table's history where
+        the writer names it (the driver's). Returns the version written."""
         raise NotImplementedError
 
     def commit(self, files: list[Any], app_id: str, batch_id: int, moved: Moved = ((), ())) -> int:
@@ -256,7 +257,7 @@ class DeltaCommit(Commit):
 
     def rewrite(self, adds: Sequence[Added], removes: Sequence[tuple[str, int]],
                 app_id: str, batch_id: int, metadata: dict[str, Any] | None = None,
-                protocol: dict[str, Any] | None = None) -> int:
+                protocol: dict[str, Any] | None = None, operation: str = "UPDATE") -> int:
         jvm = self.jvm
         action = self.delta.actions.Action
         if protocol is not None:
@@ -346,12 +347,12 @@ class LogCommit(Commit):
 
     def rewrite(self, adds: Sequence[Added], removes: Sequence[tuple[str, int]],
                 app_id: str, batch_id: int, metadata: dict[str, Any] | None = None,
-                protocol: dict[str, Any] | None = None) -> int:
+                protocol: dict[str, Any] | None = None, operation: str = "UPDATE") -> int:
         actions = list(self._create) if self._create else [
             *([{"protocol": protocol}] if protocol is not None else []),
             *([{"metaData": metadata}] if metadata is not None else [])]
         actions += file_actions(adds, app_id, batch_id, removes)
-        version = self.log.commit(actions, "UPDATE" if removes or metadata else "WRITE", {}, blind_append=False)
+        version = self.log.commit(actions, operation if removes or metadata else "WRITE", {}, blind_append=False)
         self._create = []
         return version
 

@@ -393,8 +393,13 @@ class RdkafkaProducer:
         self._call(self._client.abort_transaction, 30)
 
     def close(self, timeout: float | None = None) -> None:
-        self._client.purge()
-        self._client.flush(0 if timeout is None else timeout)
+        from confluent_kafka import KafkaException
+
+        self._client.purge()  # what is still queued belongs to an aborted or unfinished transaction: never committed
+        try:
+            self._client.flush(0 if timeout is None else timeout)
+        except KafkaException as exc:  # a producer fenced or in a fatal state reports it here too: already handled
+            logging.getLogger(__name__).debug("closing the producer: %s", exc)
 
 
 def _configs(cleanup: Cleanup) -> dict[str, str]:

@@ -103,14 +103,14 @@ class Landing:
         self.proc.wait(timeout=120)
 
 
-def _read_tables(fmt: str, lake: Path, store: Any, checkpoint: Path, monkeypatch: Any):
+def _read_tables(fmt: str, lake: Path | str, store: Any, checkpoint: Path, monkeypatch: Any):
     """A function (db, table) -> the lake table as delta-rs (Delta) or pyiceberg through the S3 API (Iceberg) reads
     it, an Arrow table, or None where there is none."""
     if fmt == "delta":
         import deltalake
 
         def delta(db: str, table: str):
-            path = lake / db / table
+            path = Path(lake) / db / table
             return deltalake.DeltaTable(str(path)).to_pyarrow_table() if (path / "_delta_log").is_dir() else None
 
         return delta
@@ -168,9 +168,12 @@ def test_a_mix_of_statements_under_writes_across_a_kill_lands_once(make_mariadb,
         # XA transactions prepared in a step each (a session can hold one at a time), resolved in a later one
         xa = {name: server.connect(DB, autocommit=True) for name in ("kept", "gone")}
         for i, step in enumerate(STEPS):
-            session = next((c for name, c in xa.items() if f"XA START '{name}'" in step[0]), None)
-            with (session or conn).cursor() as cur:
-                for sql in step:
+            body = next((c for name, c in xa.items() if f"XA START '{name}'" in step[0]), None)
+            for sql in step:  # an XA transaction's statements in its own session, its outcome too (MariaDB ties a
+                # prepared transaction to the session that prepared it while that session is connected)
+                session = body or next((c for name, c in xa.items() if sql.startswith("XA ") and f"'{name}'" in sql),
+                                       conn)
+                with session.cursor() as cur:
                     cur.execute(sql)
             conn.commit()
             if i == 0:
@@ -200,7 +203,7 @@ def test_a_mix_of_statements_under_writes_across_a_kill_lands_once(make_mariadb,
         done = subprocess.run([*cmd, "--trigger", "available-now"], env=land_env, capture_output=True, text=True,
                               timeout=600, check=False)
         assert done.returncode == 0, done.stderr[-3000:]
-    read = _read_tables(fmt, lake, object_store, checkpoint, monkeypatch)
+    read = _read_tables(fmt, lake if fmt == "delta" else uri, object_store, checkpoint, monkeypatch)
     for table in TABLES:
         want = {k[0]: r for k, r in plain_rows(conn, table, "id").items()}
         arrow = read(DB, table)
