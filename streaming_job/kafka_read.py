@@ -1,5 +1,5 @@
-"""Batch reads of Kafka beside the stream: records read again (chunks cut by maxOffsetsPerTrigger), the
-schema topic's statements (ADD COLUMN defaults, the DDL named in an error)."""
+"""Batch reads of Kafka beside the stream: records read again (chunks cut by maxOffsetsPerTrigger, a parked table's
+records when it catches up), the schema topic's statements (ADD COLUMN defaults, the DDL named in an error)."""
 
 from __future__ import annotations
 
@@ -36,3 +36,15 @@ class KafkaReader:
         if partition is None:
             return reader.option("subscribe", topic).load()
         return reader.option("assign", orjson.dumps({topic: [partition]}).decode()).load()
+
+    def ranges(self, ranges: dict[str, dict[int, tuple[int, int]]]) -> DataFrame:
+        """The records of offset ranges ``[start, end)`` per topic partition (a start of -2: the partition's first),
+        read as the stream reads them (committed ones only, with headers): a parked table's catch-up (parking.py)."""
+        assign = {topic: sorted(parts) for topic, parts in ranges.items()}
+        starts = {topic: {str(p): s for p, (s, _) in parts.items()} for topic, parts in ranges.items()}
+        ends = {topic: {str(p): e for p, (_, e) in parts.items()} for topic, parts in ranges.items()}
+        return (self.spark.read.format("kafka").options(**KAFKA_READ)
+                .option("kafka.bootstrap.servers", self.bootstrap)
+                .option("assign", orjson.dumps(assign).decode())
+                .option("startingOffsets", orjson.dumps(starts).decode())
+                .option("endingOffsets", orjson.dumps(ends).decode()).load())

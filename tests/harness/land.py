@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -168,3 +169,39 @@ def killed_at_line(cmd: list[str], env: dict[str, str], line: str, timeout: floa
         kill_group(proc)
     assert any(line in s for s in seen), "".join(seen[-30:])
     return "".join(seen)
+
+
+class RunningLand:
+    """`binlake land --trigger 1s` as a process group of its own; its log lines kept as they come."""
+
+    def __init__(self, cmd: list[str], env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen([*cmd, "--trigger", "1s"], env=env, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+
+    def wait_for(self, text: str, timeout: float = 240, after: int = 0) -> int:
+        """The index of the first log line from ``after`` on holding ``text``, once there is one."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = next((i for i in range(after, len(self.lines)) if text in self.lines[i]), None)
+            if found is not None:
+                return found
+            assert self.proc.poll() is None, "".join(self.lines[-30:])
+            assert time.monotonic() < deadline, "".join(self.lines[-30:])
+            time.sleep(0.05)
+
+    def kill_at(self, text: str, timeout: float = 240) -> None:
+        """SIGKILL as soon as a log line holds ``text`` (a statement's, logged as it is applied: mid-batch)."""
+        self.wait_for(text, timeout)
+        kill_group(self.proc)
+
+    def stop(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        self.proc.wait(timeout=120)

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import collections
 import os
-import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,8 @@ import pytest
 from streaming_job.generations import change_log_name
 from tests.harness.binlogs import verbose_counts
 from tests.harness.daemon import BINLAKE, CheckpointWatcher
-from tests.harness.land import kill_group, land_command, plain_rows, run_land, store_land_command
+from tests.harness.land import RunningLand, kill_group, land_command, plain_rows, run_land, store_land_command
+from tests.harness.workloads import Trickle
 
 pytestmark = pytest.mark.integration
 DB = "mx"
@@ -50,57 +49,6 @@ STEPS = [
     ["XA ROLLBACK 'gone'", "XA COMMIT 'kept'"],
     ["UPDATE x SET v = 'after' WHERE id = 1"],
 ]
-
-
-class Workload(threading.Thread):
-    """Single-row inserts, updates and deletes of ``w``, ~30 a second, until stopped."""
-
-    def __init__(self, server) -> None:
-        super().__init__(daemon=True)
-        self.conn = server.connect(DB)
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        n = 0
-        with self.conn.cursor() as cur:
-            while not self.stop.is_set():
-                n += 1
-                cur.execute("INSERT INTO w VALUES (%s, %s)", (n, n))
-                if n % 3 == 0:
-                    cur.execute("UPDATE w SET n = n + 1 WHERE id = %s", (n - 1,))
-                if n % 5 == 0:
-                    cur.execute("DELETE FROM w WHERE id = %s", (n - 4,))
-                self.conn.commit()
-                time.sleep(0.03)
-
-
-class Landing:
-    """`binlake land --trigger 1s` as a process group of its own; its log lines kept as they come."""
-
-    def __init__(self, cmd: list[str], env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen([*cmd, "--trigger", "1s"], env=env, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
-        self.lines: list[str] = []
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.append(line)
-
-    def kill_at(self, text: str, timeout: float = 240) -> None:
-        """SIGKILL as soon as a log line holds ``text`` (a statement's, logged as it is applied: mid-batch)."""
-        deadline = time.monotonic() + timeout
-        while not any(text in line for line in self.lines):
-            assert self.proc.poll() is None, "".join(self.lines[-30:])
-            assert time.monotonic() < deadline, "".join(self.lines[-30:])
-            time.sleep(0.05)
-        kill_group(self.proc)
-
-    def stop(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        self.proc.wait(timeout=120)
 
 
 def _read_tables(fmt: str, lake: Path, store: Any, checkpoint: Path, monkeypatch: Any):
@@ -154,8 +102,8 @@ def test_a_mix_of_statements_under_writes_across_a_kill_lands_once(make_mariadb,
         uri = "s3a://" + lake.relative_to(object_store.data).as_posix()
         extra = ["--format", "iceberg", "--checkpoint", str(checkpoint)]
         cmd, land_env = store_land_command(kafka, object_store, prefix, uri, None, *extra)
-    workload = Workload(server)
-    landing: Landing | None = None
+    workload = Trickle(server, DB, "w")
+    landing: RunningLand | None = None
     try:
         watcher.wait(lambda c: "file" in c, timeout=60)
         conn = server.connect(DB)
@@ -164,7 +112,7 @@ def test_a_mix_of_statements_under_writes_across_a_kill_lands_once(make_mariadb,
                 cur.execute(sql)
         conn.commit()
         workload.start()
-        landing = Landing(cmd, land_env)
+        landing = RunningLand(cmd, land_env)
         # XA transactions prepared in a step each (a session can hold one at a time), resolved in a later one
         xa = {name: server.connect(DB, autocommit=True) for name in ("kept", "gone")}
         for i, step in enumerate(STEPS):
@@ -175,7 +123,7 @@ def test_a_mix_of_statements_under_writes_across_a_kill_lands_once(make_mariadb,
             conn.commit()
             if i == 0:
                 landing.kill_at(f"truncate `{DB}`.`tr` at")
-                landing = Landing(cmd, land_env)
+                landing = RunningLand(cmd, land_env)
             time.sleep(1.5)
         end = server.current_binlog_position()
         watcher.wait(lambda c: "file" in c and "resnapshot" not in c and not c.get("prepared")
