@@ -208,7 +208,7 @@ class DeltaStatementTables(StatementTables):
     def mirror_rows(self, db: str, table: str) -> int:
         found = self._log(db, table)
         if found is not None:
-            return sum(_file_rows(add) for add in found.files.values()) if found.version >= 0 else 0
+            return found.rows() if found.version >= 0 else 0
         path = self.path(db, table)
         return int(self.spark.read.format("delta").load(path).count()) if self.delta.exists(path) else 0
 
@@ -247,13 +247,6 @@ class DeltaStatementTables(StatementTables):
         jvm = self.spark._jvm
         assert jvm is not None
         return dict(orjson.loads(jvm.org.apache.spark.sql.types.StructType.fromDDL(ddl).json()))
-
-
-def _file_rows(add: dict[str, Any]) -> int:
-    """A data file's rows, from its statistics (a file without them: its size at 32 bytes a row, a rough guess)."""
-    stats = add.get("stats")
-    found = orjson.loads(stats).get("numRecords") if stats else None
-    return int(found) if found is not None else int(add.get("size") or 0) // 32
 
 
 def _set(properties: Properties) -> dict[str, str]:

@@ -124,7 +124,8 @@ class IcebergFormat(LakeFormat):
     def forget(self, db: str, table: str) -> None:
         """A statement changed the table's lake tables: their columns are read again (the tables themselves are
         this job's objects, committed in place)."""
-        for key in [k for k in self._columns if k[0] == db]:
+        for key in [k for k in list(self._columns) if k[0] == db]:  # (a copy: a parked table's rewrite forgets on
+            # a thread of its own while the batches land)
             if key[1] == table or (parse_change_log(key[1]) or ("",))[0] == table:
                 self._columns.pop(key, None)
 

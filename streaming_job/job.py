@@ -102,6 +102,9 @@ def build_session(master: str | None, shuffle_partitions: int, app_name: str = "
                .config("spark.databricks.delta.snapshotPartitions", "2")  # small logs, 2 CPUs
                # MERGE's source is decoded once per batch and deterministic: no second copy of it
                .config("spark.databricks.delta.merge.materializeSource", "none")
+               # a parked table's rewrite (parking.py) runs its Spark jobs, if any, in a pool of its own beside the
+               # batches' (the default pool, FIFO within it as before)
+               .config("spark.scheduler.mode", "FAIR")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false"))
     if store is not None:

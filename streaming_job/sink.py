@@ -18,12 +18,10 @@ import contextvars
 import hashlib
 import logging
 import time
-from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -48,10 +46,12 @@ from .lake_paths import join, scheme
 from .mirror_driver import DriverMirror
 from .mirror_spark import SparkMirror
 from .mirrors import Mirrors
-from .parking import EARLIEST, Offsets, Park, ParkBook, ParkedTable, Parking, Rewrite, State, start_offsets
-from .progress import Landed, read_landed, read_planned
+from .parking import ParkBook
+from .parking_work import Parking
+from .progress import read_landed
+from .sink_parks import ParkedTables, Scope, TableRecords
 from .source_formats import BinlakeRecords, SourceFormat
-from .statements import Action, ApplyPart, Name, StatementAt, plan
+from .statements import ApplyPart, StatementAt, plan
 from .table_landing import DriverLanding, SparkLanding
 from .type_changes import type_changes
 from .verify import Verifier
@@ -69,64 +69,8 @@ class BatchStats:
     mismatched: int = 0  # of which differ
 
 
-class _Row(NamedTuple):
-    """What a park looks at of a record row (parking.py)."""
-
-    db: str | None
-    tbl: str | None
-    first_seq: bytes
-
-
 @dataclass
-class _Scope:
-    """Where records land: micro-batch ``batch_id``, or (``park``) a park's catch-up to it; ``ends``: the end offsets
-    of the records' range (asked once, when a table is parked)."""
-
-    batch_id: int
-    park: Park | None
-    ends_of: Callable[[], Offsets]
-    _ends: Offsets | None = None
-
-    @property
-    def park_id(self) -> int | None:
-        return self.park.id if self.park is not None else None
-
-    def ends(self) -> Offsets:
-        if self._ends is None:
-            self._ends = self.ends_of()
-        return self._ends
-
-    def takes(self, r: Any) -> bool:
-        """A catch-up's records: its tables', from each one's park sequence on."""
-        if self.park is None:
-            return True
-        table = self.park.table((r.db, r.tbl)) if r.db is not None else None
-        return table is not None and bytes(r.first_seq) >= table.seq
-
-
-class _Where:
-    """Per table, its records' topic and (partition, offset, first sequence), for where a parked table is read again."""
-
-    def __init__(self) -> None:
-        self.tables: dict[Name, tuple[str, list[tuple[int, int, bytes]]]] = {}
-
-    @classmethod
-    def of(cls, *groups: list[Any]) -> _Where:
-        where = cls()
-        for group in groups:
-            for r in group:
-                if r.db is not None:
-                    _, records = where.tables.setdefault((r.db, r.tbl), (r.topic, []))
-                    records.append((int(r.partition), int(r.offset), bytes(r.first_seq)))
-        return where
-
-    def get(self, name: Name, topic: str) -> tuple[str, list[tuple[int, int, bytes]]]:
-        """The table's topic and records (``topic`` and none where the scope has none of it)."""
-        return self.tables.get(name, (topic, []))
-
-
-@dataclass
-class Lander:
+class Lander(ParkedTables):
     spark: SparkSession
     lake: str
     checkpoint: str
@@ -257,7 +201,7 @@ class Lander:
         with self._landing(batch_id):  # no parked table's catch-up meanwhile (parking.py)
             rows = self._decode(*self._coalesced(batch))
             try:
-                stats = self._records(rows, _Scope(batch_id, None, partial(self._planned, batch_id)))
+                stats = self._records(rows, Scope(batch_id, None, partial(self._planned, batch_id)))
             finally:
                 rows.release()
         stats.seconds = time.monotonic() - start
@@ -271,7 +215,7 @@ class Lander:
             return batch.coalesce(tasks), tasks
         return batch, partitions
 
-    def _records(self, rows: BatchRows, scope: _Scope) -> BatchStats:
+    def _records(self, rows: BatchRows, scope: Scope) -> BatchStats:
         """A batch's decoded records landed (or a park's catch-up's: ``scope``): row changes, table statements in
         their parts, quarantine, verify chunks; a parked table's records held back (parking.py)."""
         batch_id = scope.batch_id
@@ -308,7 +252,7 @@ class Lander:
                                          batch_id)
         statements += self._parked_here(scope, statements)
         if statements:
-            stats = self._land_statements(rows, meta, statements, scope, _Where.of(meta, said))
+            stats = self._land_statements(rows, meta, statements, scope, TableRecords.of(meta, said))
         else:
             stats = self._land(rows, [r for r in meta if not held(r)], batch_id)
         self.source.landed([r for r in meta if not held(r)])
@@ -366,8 +310,8 @@ class Lander:
         return type_changes(meta, [StatementAt.of(r, batch_id, ingest) for r in said], self.format.lake_columns,
                             lambda db, t, seq, at: self.evolution.ddl_before(db, t, seq, at), batch_id, ingest)
 
-    def _land_statements(self, rows: BatchRows, meta: list[Any], statements: list[StatementAt], scope: _Scope,
-                         where: _Where) -> BatchStats:
+    def _land_statements(self, rows: BatchRows, meta: list[Any], statements: list[StatementAt], scope: Scope,
+                         where: TableRecords) -> BatchStats:
         """A batch with table statements, in parts (statements.plan): the tables no statement names as any batch,
         then the named ones' rows up to each statement, each statement, and their rows after it. A statement whose
         mirror rewrite is long parks its tables (their records from it on are held back: parking.py), and so does
@@ -396,143 +340,6 @@ class Lander:
                 stats.rows += more.rows
                 stats.newest_commit_ts = max(stats.newest_commit_ts or 0.0, more.newest_commit_ts or 0.0)
         return stats
-
-    # --- parked tables (parking.py)
-
-    def _landing(self, batch_id: int) -> Any:
-        return self.parking.landing(batch_id) if self.parking is not None else nullcontext()
-
-    def _held(self, scope: _Scope, r: Any) -> bool:
-        """Whether a park holds the record row back (not the scope's own park: it is catching up)."""
-        if self.parking is None or r.db is None:
-            return False
-        return self.parking.book.holding((r.db, r.tbl), bytes(r.first_seq), scope.park_id) is not None
-
-    def _tied(self, action: Action, scope: _Scope, where: _Where) -> bool:
-        """Whether the action names a parked table: then it waits for that park's catch-up, and so do the other
-        tables it names, parked with it from here (two parks it names become one)."""
-        if self.parking is None:
-            return False
-        book = self.parking.book
-        seq = action.at.seq
-        found = {p.id for n in action.names if (p := book.holding(n, seq, scope.park_id)) is not None}
-        if not found:
-            return False
-        first, *others = sorted(found)
-        for other in others:
-            book.merge(first, other)
-        free = sorted(n for n in action.names if book.holding(n, seq, scope.park_id) is None)
-        if free:
-            book.join(first, [self._parked_table(n, seq, scope, where) for n in free])
-        return True
-
-    def _parks(self, action: Action, scope: _Scope, where: _Where) -> bool:
-        """Whether the action's rewrite is long (more than land.park_rows mirror rows): then its tables are parked
-        and the action runs beside the batches, with the writer identity it has here."""
-        if self.parking is None:
-            return False
-        rows = self.format.table_statements.rewrite_rows(action)
-        if rows <= self.park_rows:
-            return False
-        tables = [self._parked_table(n, action.at.seq, scope, where) for n in sorted(action.names)]
-        log.info("batch %d: %s: a rewrite of %d rows", scope.batch_id, action.describe(), rows)
-        park = self.parking.book.park(Rewrite(action, self.format.identity), tables)
-        self.parking.submit(park)
-        return True
-
-    def _parked_table(self, name: Name, seq: bytes, scope: _Scope, where: _Where) -> ParkedTable:
-        db, table = name
-        topic, records = where.get(name, f"{self.topic_prefix}.{db}.{table}")
-        start = start_offsets(records, seq, scope.ends().get(topic, {}))
-        return ParkedTable(db, table, topic, seq, start, scope.batch_id, scope.park_id)
-
-    def _parked_here(self, scope: _Scope, statements: list[StatementAt]) -> list[StatementAt]:
-        """The statements of parks that this batch (or catch-up) made, where it does not have them itself (a
-        statement of the job's own, made from rows that a replay holds back): a replay plans the same parts."""
-        if self.parking is None:
-            return []
-        have = {(s.seq, s.name) for s in statements}
-        out = []
-        for park in self.parking.book.parks():
-            for r in park.rewrites:
-                at = r.action.at
-                if at.batch_id == scope.batch_id and r.identity.rsplit("~", 1)[0] == self.format.identity \
-                        and (at.seq, at.name) not in have:
-                    have.add((at.seq, at.name))
-                    out.append(at)
-        return out
-
-    def _planned(self, batch_id: int) -> Offsets:
-        """The batch's end offsets, as Spark planned it (its checkpoint's offsets file)."""
-        assert self.checkpoint_files is not None
-        found = read_planned(self.checkpoint_files, self.checkpoint, batch_id)
-        return found.offsets if found is not None else {}
-
-    def _verify_rows(self, verify: pa.Table, scope: _Scope) -> pa.Table:
-        """The verify rows the scope compares: not a parked table's (they wait for its catch-up)."""
-        if self.parking is None or (scope.park is None and not self.parking.book.parks()):
-            return verify
-        seen = zip(verify.column("db").to_pylist(), verify.column("tbl").to_pylist(),
-                   verify.column("first_seq").to_pylist(), strict=True)
-        keep = [(scope.park is None or scope.takes(_Row(db, tbl, seq))) and not self._held(scope, _Row(db, tbl, seq))
-                for db, tbl, seq in seen]
-        return verify.filter(pa.array(keep, pa.bool_()))
-
-    def _rewrite(self, rewrite: Rewrite) -> None:
-        """A parked table's rewrite, on the parking's thread, with the identity its batch gave it."""
-        self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", "binlake-park")  # (its Spark jobs, if any)
-        with self.format.identified(rewrite.identity):
-            log.info("park: %s", rewrite.action.describe())
-            self.format.apply(rewrite.action)
-
-    def _catch_up(self, park: Park, landed: Landed | None) -> None:
-        """A park's tables land their records from where each was parked to the end of the committed batch
-        ``landed`` (or, resumed, to what the park recorded), in parts of the park's own writer identity."""
-        if park.state == State.REWRITTEN:
-            assert landed is not None
-            park = self.parking_book.catching_up(park.id, landed.batch, {t.topic: dict(landed.offsets.get(t.topic, {}))
-                                                                          for t in park.tables})
-        assert park.batch is not None
-        ranges: dict[str, dict[int, tuple[int, int]]] = {}
-        for t in park.tables:
-            for partition, end in park.to.get(t.topic, {}).items():
-                start = t.start.get(partition, EARLIEST)
-                if start == EARLIEST or start < end:
-                    ranges.setdefault(t.topic, {})[partition] = (start, end)
-        log.info("park %d: catching up %s to batch %d", park.id,
-                 ", ".join(f"`{t.db}`.`{t.table}`" for t in park.tables), park.batch)
-        if not ranges:
-            return
-        rows = self._decode(*self._coalesced(self.kafka.ranges(ranges)))
-        try:
-            with self.format.part(park.identity_part):
-                stats = self._records(rows, _Scope(park.batch, park, lambda: park.to))
-        finally:
-            rows.release()
-        log.info("park %d: %d row changes caught up", park.id, stats.rows)
-
-    @property
-    def parking_book(self) -> ParkBook:
-        assert self.parking is not None
-        return self.parking.book
-
-    def start(self) -> None:
-        """Before the query's first batch: the parks a stopped job left are taken up again (parking.py)."""
-        if self.parking is not None:
-            self.parking.start()
-
-    def background_failure(self) -> BaseException | None:
-        """A parked table's rewrite or catch-up that failed (the job stops with it)."""
-        return self.parking.failure if self.parking is not None else None
-
-    def parked_tables(self) -> int:
-        return self.parking.parked() if self.parking is not None else 0
-
-    def settle(self) -> None:
-        """After the query's last batch (``--trigger available-now``): every parked table caught up."""
-        if self.parking is not None and self.parking.book.parks():
-            log.info("waiting for %d parked tables to catch up", self.parking.parked())
-            self.parking.settle()
 
     def _forget(self, db: str, table: str) -> None:
         """A statement changed the table's lake tables: every cache of them is read again when next needed."""

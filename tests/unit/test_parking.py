@@ -20,7 +20,7 @@ from streaming_job.parking import (
     ParkBook,
     ParkedTable,
     ParkError,
-    Parking,
+    RecordAt,
     Rewrite,
     State,
     action_json,
@@ -29,6 +29,7 @@ from streaming_job.parking import (
     start_offsets,
     transition,
 )
+from streaming_job.parking_work import Parking
 from streaming_job.progress import Landed
 from streaming_job.statements import Action, StatementAt
 
@@ -71,7 +72,7 @@ def test_an_action_survives_the_park_file() -> None:
 
 
 def test_where_a_parked_table_is_read_again() -> None:
-    records = [(0, 10, b"\x03"), (0, 12, b"\x05"), (0, 14, b"\x07"), (1, 30, b"\x06")]
+    records = [RecordAt(0, 10, b"\x03"), RecordAt(0, 12, b"\x05"), RecordAt(0, 14, b"\x07"), RecordAt(1, 30, b"\x06")]
     # its first record at the park's sequence or later, per partition; a partition without one: the batch's end
     assert start_offsets(records, b"\x05", {0: 20, 1: 40, 2: 9}) == {0: 12, 1: 30, 2: 9}
     assert start_offsets([], b"\x05", {0: 20}) == {0: 20}  # nothing of it in the batch is held back
