@@ -101,3 +101,11 @@ class Trickle(threading.Thread):
                 self.conn.commit()
                 self.written = n
                 time.sleep(0.03)
+
+    def __enter__(self) -> Trickle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        if self.is_alive():
+            self.join()
