@@ -112,7 +112,7 @@ def test_a_mix_of_statements_under_writes_across_a_kill_lands_once(make_mariadb,
                 cur.execute(sql)
         conn.commit()
         workload.start()
-        landing = RunningLand(cmd, land_env)
+        landing = RunningLand(cmd, land_env, tmp_path / "land.log")
         # XA transactions prepared in a step each (a session can hold one at a time), resolved in a later one by
         # the session that prepared it (MariaDB: XAER_NOTA from another while that one is connected)
         xa = {name: server.connect(DB, autocommit=True) for name in ("kept", "gone")}
@@ -125,7 +125,7 @@ def test_a_mix_of_statements_under_writes_across_a_kill_lands_once(make_mariadb,
             conn.commit()
             if i == 0:
                 landing.kill_at(f"truncate `{DB}`.`tr` at")
-                landing = RunningLand(cmd, land_env)
+                landing = RunningLand(cmd, land_env, tmp_path / "land.log")
             time.sleep(1.5)
         end = server.current_binlog_position()
         watcher.wait(lambda c: "file" in c and "resnapshot" not in c and not c.get("prepared")
