@@ -69,7 +69,9 @@ def _read_tables(fmt: str, lake: Path, store: Any, checkpoint: Path, monkeypatch
 
     for name, value in store.environment().items():
         monkeypatch.setenv(name, value)
-    catalog = IcebergCatalog(str(lake), None, ObjectStoreSettings(store.endpoint, path_style=True),
+    # the lake by its URI (its local path is the object store's own files: a Hadoop catalog there finds no table)
+    uri = "s3a://" + lake.relative_to(store.data).as_posix()
+    catalog = IcebergCatalog(uri, None, ObjectStoreSettings(store.endpoint, path_style=True),
                              str(checkpoint)).open()
 
     def iceberg(db: str, table: str):
