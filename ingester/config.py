@@ -189,6 +189,10 @@ class LandConfig:
     # relabelled, another type family: docs/LAND.md, "Schema changes"): "rewrite" that table's mirror with each value
     # converted as the server did (its change log versioned where the new type cannot join it), or "stop" the job
     on_incompatible_change: Literal["rewrite", "stop"] = "rewrite"
+    # a table statement that rewrites more than this many rows of a mirror (such an ALTER, an Iceberg rename's copy)
+    # parks its table: the rewrite runs beside the micro-batches, which go on landing every other table, and the
+    # table catches up from Kafka once it has committed (docs/LAND.md, "Parked tables"); 0: every rewrite, -1: none
+    park_rows: int = 100_000
     s3_endpoint: str | None = None
     s3_path_style: bool = False
     s3_region: str | None = None

@@ -27,14 +27,22 @@ def start_offsets(source: StreamSource) -> Offsets | None:
     return end_offsets(source.bootstrap, source.pattern) if isinstance(source, BinlakeKafka) else None
 
 
-def run_rounds(writer: Any, target: Offsets | None, done: Callable[[Any], None]) -> None:
+def run_rounds(writer: Any, target: Offsets | None, done: Callable[[Any], None],
+               failed: Callable[[], BaseException | None] = lambda: None) -> None:
     """Starts the query of ``writer`` (a DataStreamWriter) until it stops, ``done(query)`` after each run; again
-    while its last batch ended short of ``target`` (at most ROUNDS runs)."""
+    while its last batch ended short of ``target`` (at most ROUNDS runs). ``failed()``: the work the job does beside
+    its batches (a parked table's rewrite: parking.py) failed: the query is stopped and that raised."""
     short: list[str] = []
     for _ in range(ROUNDS):
         query = writer.start()
-        query.awaitTermination()
+        while not query.awaitTermination(1):
+            if failed() is not None:
+                query.stop()
+                break
         done(query)
+        failure = failed()
+        if failure is not None:
+            raise failure
         progress = query.lastProgress
         short = short_of(progress, target or {})
         if not short:

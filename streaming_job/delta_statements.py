@@ -205,6 +205,21 @@ class DeltaStatementTables(StatementTables):
                                      _merged_protocol(dst.protocol, src.protocol))
         self.delta.committed(dst_path, version, batch_id)
 
+    def mirror_rows(self, db: str, table: str) -> int:
+        found = self._log(db, table)
+        if found is not None:
+            return found.rows() if found.version >= 0 else 0
+        path = self.path(db, table)
+        return int(self.spark.read.format("delta").load(path).count()) if self.delta.exists(path) else 0
+
+    def copy_rows(self, source: Name, target: Name) -> int:
+        """A mirror the driver copies is its files (hard links, server-side copies): none written anew; Spark's copy
+        (a lake only Spark reaches, deletion vectors) writes every row."""
+        src, dst = self._log(*source), self._log(*target)
+        if src is None or dst is None or src.version < 0 or any(a.get("deletionVector") for a in src.files.values()):
+            return self.mirror_rows(*source)
+        return 0
+
     def _copy_spark(self, source: str, target: str, properties: Properties, batch_id: int) -> None:
         """The mirror's rows read and written by Spark (a lake only Spark reaches, deletion vectors): an overwrite
         of the target, its schema and rows the source's, idempotent by txnVersion; then its properties."""

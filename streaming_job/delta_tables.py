@@ -9,6 +9,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 import orjson
 from pyspark.sql import DataFrame, SparkSession
@@ -26,7 +27,8 @@ _STATS_COLUMNS = "spark.databricks.delta.properties.defaults.dataSkippingStatsCo
 class DeltaTables:
     def __init__(self, spark: SparkSession, app_id: str, files: LakeFiles | None = None) -> None:
         self.spark = spark
-        self.app_id = app_id  # txnAppId (with the part of the batch being written: lake_format.LakeFormat.part)
+        # txnAppId (with the part of the batch being written: lake_format.LakeFormat.part), the calling thread's own
+        self._app_id: ContextVar[str] = ContextVar(f"binlake-delta-app-id-{id(self)}", default=app_id)
         self.files = files  # the lake's files where the driver writes its tables' logs (None: the JVM does)
         # Writes that pass their options through the session's conf (txnAppId, statistics columns): one table
         # at a time, so that tables landing side by side never see another's
@@ -34,6 +36,14 @@ class DeltaTables:
         self._committed: dict[tuple[str, str], tuple[int, int]] = {}  # (path, app id) -> (version, batch) we wrote
         self._logs: dict[str, TableLog] = {}  # local tables' logs as the driver read them
         self._table_defaults: dict[str, str] | None = None  # the session's Delta table defaults, for new tables
+
+    @property
+    def app_id(self) -> str:
+        return self._app_id.get()
+
+    @app_id.setter
+    def app_id(self, value: str) -> None:
+        self._app_id.set(value)
 
     def log(self, path: str) -> TableLog | None:
         """A table's log as the driver reads it, brought up to date (None: a lake only Spark reaches, or a

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from contextvars import ContextVar
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -86,7 +87,8 @@ class IcebergFormat(LakeFormat):
         """``evolution`` and ``spark``: the defaults of added columns (none without them); ``maintenance``:
         compaction and expiry after each commit (iceberg_maintenance.py's defaults without it)."""
         self.where = where
-        self.app_id = app_id
+        # the snapshots' app id (with the batch's part: lake_format.LakeFormat.part), the calling thread's own
+        self._app_id: ContextVar[str] = ContextVar(f"binlake-iceberg-app-id-{id(self)}", default=app_id)
         self.keys = keys
         self.evolution = evolution
         self.spark = spark
@@ -108,17 +110,22 @@ class IcebergFormat(LakeFormat):
         return None if found is None else dict(found.metadata.properties)
 
     @property
+    def app_id(self) -> str:
+        return self._app_id.get()
+
+    @property
     def identity(self) -> str:
-        return self.app_id
+        return self._app_id.get()
 
     @identity.setter
     def identity(self, value: str) -> None:
-        self.app_id = value
+        self._app_id.set(value)
 
     def forget(self, db: str, table: str) -> None:
         """A statement changed the table's lake tables: their columns are read again (the tables themselves are
         this job's objects, committed in place)."""
-        for key in [k for k in self._columns if k[0] == db]:
+        for key in [k for k in list(self._columns) if k[0] == db]:  # (a copy: a parked table's rewrite forgets on
+            # a thread of its own while the batches land)
             if key[1] == table or (parse_change_log(key[1]) or ("",))[0] == table:
                 self._columns.pop(key, None)
 

@@ -98,6 +98,17 @@ class IcebergStatementTables(StatementTables):
         rows = found.scan().to_arrow() if found.current_snapshot() is not None else None
         self._anew(*target, columns, recorded_key(own) or [], rows, properties, batch_id)
 
+    def mirror_rows(self, db: str, table: str) -> int:
+        found = self.fmt.table(db, table)
+        snapshot = found.current_snapshot() if found is not None else None
+        if snapshot is None or snapshot.summary is None:
+            return 0
+        return int(snapshot.summary.additional_properties.get("total-records") or 0)
+
+    def copy_rows(self, source: Name, target: Name) -> int:
+        """Iceberg's copy writes the rows anew (its files name columns by the old table's field ids)."""
+        return self.mirror_rows(*source)
+
     def _anew(self, db: str, table: str, columns: list[tuple[str, str]], key: list[str], rows: pa.Table | None,
               properties: Properties, batch_id: int) -> None:
         """The mirror with ``columns`` and ``key`` and no rows but ``rows``, in one transaction (created where the

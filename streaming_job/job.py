@@ -102,6 +102,9 @@ def build_session(master: str | None, shuffle_partitions: int, app_name: str = "
                .config("spark.databricks.delta.snapshotPartitions", "2")  # small logs, 2 CPUs
                # MERGE's source is decoded once per batch and deterministic: no second copy of it
                .config("spark.databricks.delta.merge.materializeSource", "none")
+               # a parked table's rewrite (parking.py) runs its Spark jobs, if any, in a pool of its own beside the
+               # batches' (the default pool, FIFO within it as before)
+               .config("spark.scheduler.mode", "FAIR")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false"))
     if store is not None:
@@ -144,6 +147,8 @@ class LandMetrics(StreamingQueryListener):
                                   buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300))
         self.lag = Gauge("binlake_land_lag_seconds", "Now minus the newest landed commit timestamp", registry=r)
         self.batches = Counter("binlake_land_batches", "Micro-batches completed", registry=r)
+        self.parked = Gauge("binlake_land_parked_tables", "Tables parked: their mirror's rewrite runs beside the "
+                            "micro-batches, their records wait for its commit (docs/LAND.md)", registry=r)
         self.verified = Counter("binlake_verify_chunks", "Verify chunks compared with the mirrors", registry=r)
         self.mismatched = Counter("binlake_verify_mismatched_chunks", "Verify chunks that differ from the mirror",
                                   registry=r)
@@ -165,6 +170,7 @@ class LandMetrics(StreamingQueryListener):
         self.mismatched.inc(stats.mismatched)
         rate = stats.rows / seconds if seconds else 0.0
         self.rate.set(rate)
+        self.parked.set(self.lander.parked_tables())
         lag = max(0.0, time.time() - stats.newest_commit_ts) if stats.newest_commit_ts else None
         if lag is not None:
             self.lag.set(lag)
@@ -254,13 +260,16 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
     land = settings.land
     source_kind = source_format(land.source_format, spark, settings.lake, settings.bootstrap, settings.registry)
     source_kind.check(land.min_partitions)
+    checkpoint_files = LakeFiles.of(settings.checkpoint, settings.store if on_object_store(settings.checkpoint)
+                                    else None)
     lander = Lander(spark, settings.lake, settings.checkpoint, land.quarantine, settings.bootstrap,
                     settings.topic_prefix, driver_rows=land.driver_rows, min_tasks=land.min_partitions or 0,
                     keys=land.keys, files=files, lease=lease, source=source_kind, lake_format=land.format,
                     iceberg_catalog=land.iceberg_catalog, compact_files=land.compact_files,
                     small_file_bytes=land.small_file_bytes, compact_bytes=land.compact_bytes,
                     iceberg_maintenance=IcebergMaintenance.of(land), iceberg_auth=RestAuth.of(land),
-                    on_incompatible_change=land.on_incompatible_change)
+                    on_incompatible_change=land.on_incompatible_change, park_rows=land.park_rows,
+                    checkpoint_files=checkpoint_files)
     listener = LandMetrics(lander)
     # The JVM's Delta path is warmed for a URI lake's running job (its first batch then lands in steady time);
     # a one-shot run would only pay it twice: on a cluster, 13 s of scratch-table work against ~3 s more in
@@ -284,8 +293,16 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
     else:
         writer = writer.trigger(processingTime=_interval(settings.land.trigger))
     try:
-        run_rounds(writer, target, lambda query: _drain(query, listener))
+        lander.start()  # parked tables a stopped job left (parking.py)
+        run_rounds(writer, target, lambda query: _drain(query, listener), lander.background_failure)
+        if settings.land.trigger == "available-now":
+            lander.settle()  # the parked tables' rewrites and catch-ups: no next batch is coming
     except Exception as exc:
+        failure = lander.background_failure()
+        if failure is not None:
+            raise (failure if isinstance(failure, LandError) else
+                   LandError(f"a parked table's rewrite or catch-up failed: {python_error(str(failure)) or failure}")
+                   ) from None
         if lander.error is not None:
             raise lander.error from None
         text = str(exc)

@@ -1,9 +1,10 @@
-"""Batch reads of Kafka beside the stream: records read again (chunks cut by maxOffsetsPerTrigger), the
-schema topic's statements (ADD COLUMN defaults, the DDL named in an error)."""
+"""Batch reads of Kafka beside the stream: records read again (chunks cut by maxOffsetsPerTrigger, a parked table's
+records when it catches up), the schema topic's statements (ADD COLUMN defaults, the DDL named in an error)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import orjson
 from pyspark.sql import DataFrame, SparkSession
@@ -13,6 +14,13 @@ from pyspark.sql import DataFrame, SparkSession
 # fetch.max.wait.ms (Kafka's default 500 ms) for every topic partition of every micro-batch: 10 ms saved ~0.3 s
 # a batch of one table, and 1 ms another ~10 ms per table of a batch touching many (a topic per table).
 KAFKA_READ = {"kafka.isolation.level": "read_committed", "kafka.fetch.max.wait.ms": "1", "includeHeaders": "true"}
+
+
+class OffsetRange(NamedTuple):
+    """The records of a topic partition from ``start`` (-2: its first) up to ``end`` (not included)."""
+
+    start: int
+    end: int
 
 
 @dataclass
@@ -36,3 +44,15 @@ class KafkaReader:
         if partition is None:
             return reader.option("subscribe", topic).load()
         return reader.option("assign", orjson.dumps({topic: [partition]}).decode()).load()
+
+    def ranges(self, ranges: dict[str, dict[int, OffsetRange]]) -> DataFrame:
+        """The records of offset ranges ``[start, end)`` per topic partition (a start of -2: the partition's first),
+        read as the stream reads them (committed ones only, with headers): a parked table's catch-up (parking.py)."""
+        assign = {topic: sorted(parts) for topic, parts in ranges.items()}
+        starts = {topic: {str(p): r.start for p, r in parts.items()} for topic, parts in ranges.items()}
+        ends = {topic: {str(p): r.end for p, r in parts.items()} for topic, parts in ranges.items()}
+        return (self.spark.read.format("kafka").options(**KAFKA_READ)
+                .option("kafka.bootstrap.servers", self.bootstrap)
+                .option("assign", orjson.dumps(assign).decode())
+                .option("startingOffsets", orjson.dumps(starts).decode())
+                .option("endingOffsets", orjson.dumps(ends).decode()).load())

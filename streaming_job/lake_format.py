@@ -77,7 +77,17 @@ class LakeFormat(ABC):
         """The writes inside are part ``name`` of the batch (statements.py; "" the batch's own): idempotent on their
         own, so that a replay skips the parts that committed."""
         base = self.identity
-        self.identity = f"{base}~{name}" if name else base
+        with self.identified(f"{base}~{name}" if name else base):
+            yield
+
+    @contextmanager
+    def identified(self, identity: str) -> Iterator[None]:
+        """The writes inside carry ``identity`` (a parked table's rewrite: the identity it had in its batch,
+        parking.py). The identity is the calling thread's own (a context variable): a rewrite beside the batches and
+        the batches' parts do not see each other's; threads that land a part's tables are given the part's (a copied
+        context)."""
+        base = self.identity
+        self.identity = identity
         try:
             yield
         finally:

@@ -28,15 +28,24 @@ def read_landed(files: LakeFiles, checkpoint: str) -> Landed | None:
     """The newest committed micro-batch of the checkpoint, or None where none has committed yet."""
     committed = sorted((int(n) for n in files.list(join(checkpoint, "commits")) if n.isdigit()), reverse=True)
     for batch in committed:
-        data = files.read(join(checkpoint, "offsets", str(batch)))
-        if data is None:  # cleaned up by Spark while we listed: an older one
+        found = read_planned(files, checkpoint, batch)
+        if found is None:  # cleaned up by Spark while we listed: an older one
             continue
-        lines = data.decode().splitlines()
-        meta = orjson.loads(lines[1]) if len(lines) > 1 else {}
-        offsets: dict[str, dict[int, int]] = {}
-        for line in lines[2:]:
-            if line.strip() and line.strip() != "-":
-                for topic, parts in orjson.loads(line).items():
-                    offsets[topic] = {int(p): int(o) for p, o in parts.items()}
-        return Landed(batch, int(meta.get("batchTimestampMs", 0)), offsets)
+        return found
     return None
+
+
+def read_planned(files: LakeFiles, checkpoint: str, batch: int) -> Landed | None:
+    """A micro-batch as Spark planned it (its offsets file, written before the batch runs: committed or not); None
+    where the checkpoint has no such file."""
+    data = files.read(join(checkpoint, "offsets", str(batch)))
+    if data is None:
+        return None
+    lines = data.decode().splitlines()
+    meta = orjson.loads(lines[1]) if len(lines) > 1 else {}
+    offsets: dict[str, dict[int, int]] = {}
+    for line in lines[2:]:
+        if line.strip() and line.strip() != "-":
+            for topic, parts in orjson.loads(line).items():
+                offsets[topic] = {int(p): int(o) for p, o in parts.items()}
+    return Landed(batch, int(meta.get("batchTimestampMs", 0)), offsets)

@@ -266,6 +266,17 @@ def added_columns(statement: str, default_db: str) -> dict[str, ColumnDef]:
     return found
 
 
+@dataclass
+class _Prepared:
+    """An ALTER's plan against its table's lake tables (Alters._prepare)."""
+
+    lake_after: list[tuple[str, str]]  # the table's lake columns after the statement
+    mirror_props: dict[str, str] | None  # the mirror's properties (None: no mirror)
+    plan: AlterPlan
+    lake: list[tuple[str, str]]  # the current change log's columns
+    versioned: list[tuple[str, str, str]]  # (column, the change log's type, the new one) that cannot join it
+
+
 class Alters:
     """``alter`` actions (table_statements.TableStatements.apply's), through the format's writes: ``tables``'
     change rows and generations, ``mirrors``' rewrites; ``values(defaults, types)``: the added columns' defaults
@@ -283,29 +294,17 @@ class Alters:
     def apply(self, action: Action) -> None:
         st = action.statement
         db, table = action.name
-        tables = self.statements.tables
         if st.columns is None:  # no schema history: the statement's row; the columns follow the rows (evolution.py)
             self.statements._row(action, action.name)
             return
-        after = source_columns(st.columns, st.mariadb)
-        from .arrow_rows import LakeColumn
-
-        lake_after = [(c.name, LakeColumn(c, st.mariadb).dtype) for c in after]
-        mirror_props = tables.properties(db, table)
-        mirror = tables.columns(db, table) if mirror_props is not None else []
-        before = self._before(st.before, mirror_props, st.mariadb)
-        stmt = Statement(st.micros, time_zone_offset(st.time_zone), st.mariadb)
-        defaults = self._defaults(action, [n for n, _ in lake_after if n not in dict(mirror)
-                                           and n not in st.renamed], dict(lake_after))
-        plan = plan_alter(mirror, before, after, lake_after, dict(st.renamed), defaults, stmt)
+        p = self._prepare(action)
+        mirror_props, plan, versioned, lake, lake_after = p.mirror_props, p.plan, p.versioned, p.lake, p.lake_after
         change_log = self.statements.change_log(db, table)
-        log_properties = tables.properties(db, change_log)
+        log_properties = self.statements.tables.properties(db, change_log)
         if st.renamed and log_properties is not None and not applied(log_properties, action.marker):
             self.mirrors.rename_change_log(db, change_log, [(old, new) for new, old in st.renamed.items()])
-        lake = tables.columns(db, change_log)
-        have = dict(lake)
-        versioned = [(n, have[n], t) for n, t in lake_after if n in have and have[n] != t
-                     and not self.mirrors.joins(have[n], t) and not self.mirrors.joins(t, have[n])]
+            lake = self.statements.tables.columns(db, change_log)
+            versioned = self._versioned(lake, lake_after)
         if self.mode == "stop" and (plan.unsafe or versioned) and not (mirror_props and applied(mirror_props,
                                                                                                 action.marker)):
             raise LandError(self._stop_line(action, plan, versioned))
@@ -330,6 +329,45 @@ class Alters:
             added = [(c.name, c.dtype) for c in plan.columns if c.action == "add"]
             self.mirrors.add_mirror_columns(db, table, added, properties, action.at.batch_id)
 
+    def rewrite_rows(self, action: Action) -> int:
+        """How many rows of the mirror applying the action rewrites (0: none, it is applied already, or it stops the
+        job: land.on_incompatible_change stop)."""
+        if action.statement.columns is None:
+            return 0
+        p = self._prepare(action, quiet=True)
+        if p.mirror_props is None or applied(p.mirror_props, action.marker) or not p.plan.rewrite:
+            return 0
+        if self.mode == "stop" and (p.plan.unsafe or p.versioned):
+            return 0
+        return self.statements.tables.mirror_rows(*action.name)
+
+    def _prepare(self, action: Action, quiet: bool = False) -> _Prepared:
+        """The ALTER's plan against the table's lake tables as they are (an entry with columns); ``quiet``: its
+        warnings left to the ALTER's application."""
+        st = action.statement
+        assert st.columns is not None
+        db, table = action.name
+        tables = self.statements.tables
+        after = source_columns(st.columns, st.mariadb)
+        from .arrow_rows import LakeColumn
+
+        lake_after = [(c.name, LakeColumn(c, st.mariadb).dtype) for c in after]
+        mirror_props = tables.properties(db, table)
+        mirror = tables.columns(db, table) if mirror_props is not None else []
+        before = self._before(st.before, mirror_props, st.mariadb)
+        stmt = Statement(st.micros, time_zone_offset(st.time_zone), st.mariadb)
+        defaults = self._defaults(action, [n for n, _ in lake_after if n not in dict(mirror)
+                                           and n not in st.renamed], dict(lake_after), quiet)
+        plan = plan_alter(mirror, before, after, lake_after, dict(st.renamed), defaults, stmt)
+        lake = tables.columns(db, self.statements.change_log(db, table))
+        return _Prepared(lake_after, mirror_props, plan, lake, self._versioned(lake, lake_after))
+
+    def _versioned(self, lake: list[tuple[str, str]], after: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
+        """The columns whose new type cannot join the change log (``lake``: its columns): its next generation."""
+        have = dict(lake)
+        return [(n, have[n], t) for n, t in after if n in have and have[n] != t
+                and not self.mirrors.joins(have[n], t) and not self.mirrors.joins(t, have[n])]
+
     def _before(self, given: Any, properties: dict[str, str] | None, mariadb: bool) -> dict[str, Column] | None:
         """The table's source columns before the statement: the entry's, else the mirror's record of the last
         ALTER's; None where neither says."""
@@ -340,7 +378,8 @@ class Alters:
             return None
         return {c.name: c for c in source_columns(descriptor, mariadb)}
 
-    def _defaults(self, action: Action, names: list[str], types: dict[str, str]) -> dict[str, D.Default | None]:
+    def _defaults(self, action: Action, names: list[str], types: dict[str, str],
+                  quiet: bool = False) -> dict[str, D.Default | None]:
         st = action.statement
         defined = added_columns(st.statement, st.default_database or st.database)
         out: dict[str, D.Default | None] = {}
@@ -353,9 +392,9 @@ class Alters:
             try:
                 sql = D.lake_default(column, types[name], st.micros, st.time_zone)
             except Uncomputable as exc:
-                log.warning("`%s`.`%s`: the mirror's column `%s` stays null in rows written before it was added: "
-                            "only the server can compute their value: %s. `binlake snapshot --tables %s.%s` reads "
-                            "the rows again", db, table, name, exc, db, table)
+                log.log(logging.DEBUG if quiet else logging.WARNING, "`%s`.`%s`: the mirror's column `%s` stays null "
+                        "in rows written before it was added: only the server can compute their value: %s. `binlake "
+                        "snapshot --tables %s.%s` reads the rows again", db, table, name, exc, db, table)
                 sql = None
             out[name] = None if sql is None else D.Default(name, action.at.seq, sql, st.statement)
         return out

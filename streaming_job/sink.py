@@ -14,6 +14,7 @@ The Delta tables are read and written through delta_tables.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import logging
 import time
@@ -45,6 +46,10 @@ from .lake_paths import join, scheme
 from .mirror_driver import DriverMirror
 from .mirror_spark import SparkMirror
 from .mirrors import Mirrors
+from .parking import ParkBook
+from .parking_work import Parking
+from .progress import read_landed
+from .sink_parks import ParkedTables, Scope, TableRecords
 from .source_formats import BinlakeRecords, SourceFormat
 from .statements import ApplyPart, StatementAt, plan
 from .table_landing import DriverLanding, SparkLanding
@@ -65,7 +70,7 @@ class BatchStats:
 
 
 @dataclass
-class Lander:
+class Lander(ParkedTables):
     spark: SparkSession
     lake: str
     checkpoint: str
@@ -101,6 +106,11 @@ class Lander:
     iceberg_catalog: str | None = None  # land.iceberg_catalog (iceberg_catalog.py)
     iceberg_auth: RestAuth | None = None  # a REST catalog's token or credential (land.iceberg_catalog_token...)
     on_incompatible_change: str = "rewrite"  # land.on_incompatible_change (schema_alter.py)
+    # A table statement that rewrites more mirror rows than this parks its table (land.park_rows; -1: never):
+    # the rewrite runs beside the batches, kept in a file beside the checkpoint (``checkpoint_files``: the
+    # checkpoint's files; None: no parking), parking.py
+    park_rows: int = 100_000
+    checkpoint_files: LakeFiles | None = None
     # Its parts, each a job of its own
     delta: DeltaTables = field(init=False)
     threads: DriverThreads = field(init=False)
@@ -114,6 +124,7 @@ class Lander:
     mirror_keys: MirrorKeys = field(init=False)
     verifier: Verifier = field(init=False)
     format: LakeFormat = field(init=False)
+    parking: Parking | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         if not self.app_id:  # stable per checkpoint: the query's identity for Delta's idempotent writes
@@ -142,6 +153,10 @@ class Lander:
         self.format.table_statements.forget = self._forget
         if self.format.table_statements.alters is not None:
             self.format.table_statements.alters.mode = "stop" if self.on_incompatible_change == "stop" else "rewrite"
+        if self.park_rows >= 0 and self.checkpoint_files is not None:
+            files = self.checkpoint_files
+            self.parking = Parking(ParkBook(files, self.checkpoint), self._rewrite, self._catch_up,
+                                   lambda: read_landed(files, self.checkpoint))
 
     def _format(self) -> LakeFormat:
         if self.lake_format == "iceberg":
@@ -162,6 +177,8 @@ class Lander:
 
     def close(self) -> None:
         """The driver's threads end (job.run, when the query stops)."""
+        if self.parking is not None:
+            self.parking.close()
         self.threads.close()
         self.format.close()
 
@@ -181,47 +198,71 @@ class Lander:
 
     def process(self, batch: DataFrame, batch_id: int) -> None:
         start = time.monotonic()
+        with self._landing(batch_id):  # no parked table's catch-up meanwhile (parking.py)
+            rows = self._decode(*self._coalesced(batch))
+            try:
+                stats = self._records(rows, Scope(batch_id, None, partial(self._planned, batch_id)))
+            finally:
+                rows.release()
+        stats.seconds = time.monotonic() - start
+        self.last = stats
+
+    def _coalesced(self, batch: DataFrame) -> tuple[DataFrame, int]:
+        """The batch in at most as many partitions as tasks are wanted, and how many."""
         tasks = max(self.threads.count, self.min_tasks)
         partitions = batch.rdd.getNumPartitions()
         if partitions > tasks:
-            batch, partitions = batch.coalesce(tasks), tasks
-        rows = self._decode(batch, partitions)
-        try:
-            info = rows.info()
-            meta = [r for r in info if r.kind == "row"]
-            said = [r for r in info if r.kind == "statement"]  # table statements (statements.py)
-            orphans = [(r.topic, r.partition, r.offset, bytes(r.headers), bytes(r.raw)) for r in info
-                       if r.kind == "chunk"]
-            errors = [(r.topic, r.partition, r.offset, r.error, bytes(r.raw), bytes(r.headers)) for r in info
-                      if r.kind == "error"]
-            verified: list[tuple[Any, ...]] = []  # verify rows reassembled from chunks
-            if orphans:
-                log.info("batch %d: %d chunk pieces reassembled across partition splits", batch_id, len(orphans))
-                extra, carried = reassemble(orphans, self.kafka.fetch)
-                if carried:
-                    first = min(carried)
-                    log.info("batch %d: %d chunks of a record cut by maxOffsetsPerTrigger carried over to the next "
-                             "batch, from %s[%d]@%d", batch_id, len(carried), *first)
-                errors += [(r[1], r[2], r[3], r[ERROR], r[RAW], r[HEADERS]) for r in extra if r[0] == "error"]
-                good = [r for r in extra if r[0] == "row"]
-                if good:
-                    meta += rows.add(good)
-                verified += [r for r in extra if r[0] == "verify"]
-            if errors:
-                self._undecodable(errors, batch_id)
-            log.debug("batch %d: decoded in %.1fs%s", batch_id, time.monotonic() - start, rows.where)
-            changed = self._type_changes(meta, said, batch_id)  # column types changed without an entry saying so
-            stats = (self._land_statements(rows, meta, said, batch_id, changed) if said or changed
-                     else self._land(rows, meta, batch_id))
-            self.source.landed(meta)
-            if verified or any(r.kind == "verify" for r in info):  # binlake verify: after the batch has landed
-                results = self.verifier.check(rows.verify_rows(verified), partial(self._changed_after, rows),
-                                              batch_id)
-                stats.verified, stats.mismatched = len(results), sum(not r.match for r in results)
-        finally:
-            rows.release()
-        stats.seconds = time.monotonic() - start
-        self.last = stats
+            return batch.coalesce(tasks), tasks
+        return batch, partitions
+
+    def _records(self, rows: BatchRows, scope: Scope) -> BatchStats:
+        """A batch's decoded records landed (or a park's catch-up's: ``scope``): row changes, table statements in
+        their parts, quarantine, verify chunks; a parked table's records held back (parking.py)."""
+        batch_id = scope.batch_id
+        info = rows.info()
+        meta = [r for r in info if r.kind == "row"]
+        said = [r for r in info if r.kind == "statement"]  # table statements (statements.py)
+        orphans = [(r.topic, r.partition, r.offset, bytes(r.headers), bytes(r.raw)) for r in info if r.kind == "chunk"]
+        errors = [(r.topic, r.partition, r.offset, r.error, bytes(r.raw), bytes(r.headers)) for r in info
+                  if r.kind == "error"]
+        verified: list[tuple[Any, ...]] = []  # verify rows reassembled from chunks
+        if orphans:
+            log.info("batch %d: %d chunk pieces reassembled across partition splits", batch_id, len(orphans))
+            extra, carried = reassemble(orphans, self.kafka.fetch)
+            if carried:
+                first = min(carried)
+                log.info("batch %d: %d chunks of a record cut by maxOffsetsPerTrigger carried over to the next "
+                         "batch, from %s[%d]@%d", batch_id, len(carried), *first)
+            errors += [(r[1], r[2], r[3], r[ERROR], r[RAW], r[HEADERS]) for r in extra if r[0] == "error"]
+            good = [r for r in extra if r[0] == "row"]
+            if good:
+                meta += rows.add(good)
+            verified += [r for r in extra if r[0] == "verify"]
+        if errors and scope.park is None:  # (a catch-up's were the batches': quarantined, or the job stopped)
+            self._undecodable(errors, batch_id)
+        if scope.park is not None:  # a catch-up: its tables' records from where each was parked
+            meta, said = [r for r in meta if scope.takes(r)], [r for r in said if scope.takes(r)]
+        log.debug("batch %d: decoded%s", batch_id, rows.where)
+        held = partial(self._held, scope)
+        ingest = int(time.time() * 1e6)
+        statements = [StatementAt.of(r, batch_id, ingest) for r in said]
+        # column types changed without an entry saying so (of tables not held back: their lake tables are the
+        # rewrite's), and those a park of this batch made (a replay then plans the same parts)
+        statements += self._type_changes([r for r in meta if not held(r)], [r for r in said if not held(r)],
+                                         batch_id)
+        statements += self._parked_here(scope, statements)
+        if statements:
+            stats = self._land_statements(rows, meta, statements, scope, TableRecords.of(meta, said))
+        else:
+            stats = self._land(rows, [r for r in meta if not held(r)], batch_id)
+        self.source.landed([r for r in meta if not held(r)])
+        verify = rows.verify_rows(verified) if verified or any(r.kind == "verify" for r in info) else None
+        if verify is not None:
+            verify = self._verify_rows(verify, scope)
+        if verify is not None and len(verify):  # binlake verify: after the batch has landed
+            results = self.verifier.check(verify, partial(self._changed_after, rows), batch_id)
+            stats.verified, stats.mismatched = len(results), sum(not r.match for r in results)
+        return stats
 
     def _decode(self, batch: DataFrame, tasks: int) -> BatchRows:
         """The decoded batch, whole, in the driver (one Spark job, nothing cached), when the lake is local
@@ -269,26 +310,30 @@ class Lander:
         return type_changes(meta, [StatementAt.of(r, batch_id, ingest) for r in said], self.format.lake_columns,
                             lambda db, t, seq, at: self.evolution.ddl_before(db, t, seq, at), batch_id, ingest)
 
-    def _land_statements(self, rows: BatchRows, meta: list[Any], said: list[Any], batch_id: int,
-                         extra: list[StatementAt] | None = None) -> BatchStats:
+    def _land_statements(self, rows: BatchRows, meta: list[Any], statements: list[StatementAt], scope: Scope,
+                         where: TableRecords) -> BatchStats:
         """A batch with table statements, in parts (statements.plan): the tables no statement names as any batch,
-        then the named ones' rows up to each statement, each statement, and their rows after it. ``extra``: the
-        statements of the batch's own making (_type_changes)."""
-        ingest = int(time.time() * 1e6)
-        statements = [StatementAt.of(r, batch_id, ingest) for r in said] + (extra or [])
+        then the named ones' rows up to each statement, each statement, and their rows after it. A statement whose
+        mirror rewrite is long parks its tables (their records from it on are held back: parking.py), and so does
+        one that names a parked table; the parts are the same whichever tables are parked, so that a replayed batch
+        writes the same parts."""
+        batch_id = scope.batch_id
+        held = partial(self._held, scope)
         named = {n for s in statements for n in s.names}
-        stats = self._land(rows, [r for r in meta if (r.db, r.tbl) not in named], batch_id)
+        stats = self._land(rows, [r for r in meta if (r.db, r.tbl) not in named and not held(r)], batch_id)
         for step in plan(statements):
             if isinstance(step, ApplyPart):
                 for action in step.actions:
                     with self.format.part(f"{step.part}.{action.index}"):
+                        if self._tied(action, scope, where) or self._parks(action, scope, where):
+                            continue
                         log.info("batch %d: %s", batch_id, action.describe())
                         self.format.apply(action)
-                stats.newest_commit_ts = max(stats.newest_commit_ts or 0.0, step.actions[0].at.commit_ts / 1e6)
+                    stats.newest_commit_ts = max(stats.newest_commit_ts or 0.0, action.at.commit_ts / 1e6)
                 continue
             lo, hi = step.between
             part = [r for r in meta if (r.db, r.tbl) in step.tables and (lo is None or bytes(r.first_seq) > lo)
-                    and (hi is None or bytes(r.first_seq) < hi)]
+                    and (hi is None or bytes(r.first_seq) < hi) and not held(r)]
             if part:
                 with self.format.part(step.part):
                     more = self._land(rows, part, batch_id, step.between)
@@ -331,7 +376,9 @@ class Lander:
         # here, 4.8 s on threads: bench/results/land_tables_cluster_s3.md)
         large = [(name, schemas) for name, schemas in ordered
                  if self.threads.remote or sum(g.n for g in schemas) > _INLINE_ROWS]
-        landing = [self.threads.table_workers.submit(self._land_one, rows, name, schemas, batch_id, ingest, between)
+        # (each in a copy of this thread's context: the batch part's writer identity, lake_format.LakeFormat.part)
+        landing = [self.threads.table_workers.submit(contextvars.copy_context().run, self._land_one, rows, name,
+                                                     schemas, batch_id, ingest, between)
                    for name, schemas in (large if len(ordered) > 1 else ())]
         errors: list[BaseException | None] = []
         for name, schemas in ordered:

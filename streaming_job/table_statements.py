@@ -94,6 +94,14 @@ class StatementTables(ABC):
         """The mirror of ``target`` made a copy of ``source``'s (its rows, columns and key; files of its own), in
         one commit of ``target`` with ``properties`` (``target``'s rows before it are gone)."""
 
+    def mirror_rows(self, db: str, table: str) -> int:
+        """How many rows the mirror holds, from its metadata (0: none, or no mirror): what a rewrite of it costs."""
+        return 0
+
+    def copy_rows(self, source: Name, target: Name) -> int:
+        """How many rows ``copy_mirror`` writes anew (0: it copies the files themselves)."""
+        return 0
+
 
 class TableStatements:
     """Table statements applied through a format's StatementTables; ``forget(db, table)``: the caches of the job
@@ -146,6 +154,18 @@ class TableStatements:
             raise LandError(f"`{action.name[0]}`.`{action.name[1]}`: unknown table statement {action.describe()}")
         for db, table in action.names:
             self._changed(db, table)
+
+    def rewrite_rows(self, action: Action) -> int:
+        """How many mirror rows applying the action writes anew (0: none, or only metadata, or it is applied already):
+        a long rewrite parks the table instead of holding the batch back (parking.py)."""
+        if action.op == "alter" and self.alters is not None:
+            return self.alters.rewrite_rows(action)
+        if action.op == "rename" and action.to is not None:
+            target = self.tables.properties(*action.to)
+            if self.tables.properties(*action.name) is None or (target is not None and applied(target, action.marker)):
+                return 0
+            return self.tables.copy_rows(action.name, action.to)
+        return 0
 
     def recreate(self, db: str, table: str, columns: list[tuple[str, str]], key: list[str], seq: bytes,
                  batch_id: int) -> None:

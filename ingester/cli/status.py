@@ -64,6 +64,9 @@ class TableStatus:
     lag_s: float | None = None  # how long the oldest record not landed yet has waited (0: caught up)
     verify: VerifyStatus | None = None  # the table's last `binlake verify` run, as far as it has landed
     ended: str | None = None  # the lake's table ended: "dropped at <position>", "renamed to db.t at <position>"
+    # parked (docs/LAND.md, "Parked tables"): its mirror's rewrite runs beside the batches, its records wait for it
+    parked: str | None = None  # "rewriting (alter `d`.`t` at 1:420:0: ALTER TABLE ...)", "rewritten", "catching up"
+    parked_since: float | None = None  # unix seconds
 
 
 @dataclass
@@ -185,6 +188,16 @@ def _land(cfg: Config, status: Status) -> None:
     elif landed is not None:
         for table in status.tables:
             table.lag_s = 0.0
+    if cfg.land.checkpoint:
+        try:
+            parked = _parked(cfg)
+        except Exception as exc:  # the rest still shows
+            status.land = status.land or LandStatus(cfg.land.checkpoint)
+            status.land.error = f"cannot read the parked tables in {cfg.land.checkpoint}: {exc}"
+        else:
+            for table in status.tables:
+                if table.table in parked:
+                    table.parked, table.parked_since = parked[table.table]
     if cfg.land.lake:
         readers: list[tuple[str, Any, str]] = [("the verify results", _verified, "verify"),
                                                 ("the tables", lambda c: _ended(c, status.tables), "ended")]
@@ -218,6 +231,18 @@ def _ended(cfg: Config, tables: list[TableStatus]) -> dict[str, str]:
             return {}
         read = delta_properties(files, lake)
     return {f"{db}.{table}": what for (db, table), what in ended_tables(names, read).items()}
+
+
+def _parked(cfg: Config) -> dict[str, tuple[str, float]]:
+    """The parked tables by ``db.table``: what their park is doing, and since when (streaming_job/parking.py)."""
+    from streaming_job.lake_files import LakeFiles
+    from streaming_job.parking import read_parks
+
+    files = LakeFiles.of(cfg.land.checkpoint or "", store_settings(cfg))
+    if files is None:
+        return {}
+    return {f"{t.db}.{t.table}": (park.describe(), park.since) for park in read_parks(files, cfg.land.checkpoint or "")
+            for t in park.tables}
 
 
 def _verified(cfg: Config) -> dict[str, VerifyStatus]:
@@ -328,7 +353,8 @@ def render(status: Status) -> str:
         for t in status.tables:
             lines.append(f"  {t.table:<{width}}  {t.end_offset:>10}  {_num(t.landed_offset):>10}  "
                          f"{_num(t.behind_records):>8}  {'-' if t.lag_s is None else f'{t.lag_s:.1f} s':>8}  "
-                         f"{_verify_text(t.verify)}{f' (ended: {t.ended})' if t.ended else ''}")
+                         f"{_verify_text(t.verify)}{f' (ended: {t.ended})' if t.ended else ''}"
+                         f"{f' (parked {_ago(t.parked_since)}: {t.parked})' if t.parked else ''}")
     return "\n".join(lines)
 
 

@@ -4,11 +4,12 @@ sides, and a watcher of its committed checkpoints."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
@@ -141,5 +142,28 @@ class CheckpointWatcher:
                     if msg.key == self.key:
                         self.latest = orjson.loads(msg.value)
 
+    def reach(self, server, timeout: float = 120) -> None:
+        """Until the daemon's checkpoint is at the server's binlog position now: it has published everything."""
+        end = server.current_binlog_position()
+        self.wait(lambda c: "file" in c and (c["file"], c["position"]) >= (end.file, end.position), timeout)
+
     def close(self) -> None:
         self.consumer.close()
+
+
+@contextlib.contextmanager
+def daemon_running(server, kafka, prefix: str, server_id: int,
+                   env: dict[str, str] | None = None) -> Iterator[CheckpointWatcher]:
+    """`binlake run` as a process of its own (its lines dropped) and a watcher of its checkpoints, from its first
+    checkpoint to the block's end (the daemon stopped then)."""
+    daemon = subprocess.Popen([*BINLAKE, "run", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix",
+                               prefix, "--server-id", str(server_id)],
+                              env={**os.environ, "PYTHONPATH": os.getcwd(), **(env or {})}, stderr=subprocess.DEVNULL)
+    watcher = CheckpointWatcher(kafka.bootstrap, prefix, f"{prefix}.127.0.0.1:{server.port}")
+    try:
+        watcher.wait(lambda c: "file" in c, timeout=60)
+        yield watcher
+    finally:
+        daemon.terminate()
+        daemon.wait()
+        watcher.close()

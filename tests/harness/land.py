@@ -8,7 +8,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +134,31 @@ def committed_batches(checkpoint: Path) -> int:
     return len(list((checkpoint / "commits").glob("[0-9]*")))
 
 
+def landed_everything(kafka, prefix: str, checkpoint: Path) -> bool:
+    """Whether the land job's committed batches reach the end of every table topic of ``prefix`` (its committed
+    records), and no table is parked (streaming_job/parking.py): the lake has everything Kafka has."""
+    import re
+
+    from kafka import KafkaConsumer, TopicPartition
+
+    from streaming_job.lake_files import LakeFiles
+    from streaming_job.parking import read_parks
+    from streaming_job.progress import read_landed
+    from streaming_job.source_formats import topic_pattern
+
+    files = LakeFiles.on_disk()
+    landed = read_landed(files, str(checkpoint))
+    if landed is None or read_parks(files, str(checkpoint)):
+        return False
+    consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap, isolation_level="read_committed", group_id=None)
+    try:
+        topics = [t for t in consumer.topics() if re.fullmatch(topic_pattern(prefix), t)]
+        ends = consumer.end_offsets([TopicPartition(t, p) for t in topics for p in consumer.partitions_for_topic(t)])
+    finally:
+        consumer.close()
+    return all(landed.offsets.get(tp.topic, {}).get(tp.partition, 0) >= end for tp, end in ends.items())
+
+
 def running_until(cmd: list[str], env: dict[str, str], checkpoint: Path, batches: int,
                   then: float) -> subprocess.Popen:
     """`binlake land --trigger 1s` started in a process group of its own, returned once ``batches``
@@ -168,3 +195,60 @@ def killed_at_line(cmd: list[str], env: dict[str, str], line: str, timeout: floa
         kill_group(proc)
     assert any(line in s for s in seen), "".join(seen[-30:])
     return "".join(seen)
+
+
+class RunningLand:
+    """`binlake land --trigger 1s` as a process group of its own; its log lines kept as they come."""
+
+    def __init__(self, cmd: list[str], env: dict[str, str], log: Path | None = None) -> None:
+        """``log``: a file that gets the lines too (a test's tmp_path: what a failure looks at)."""
+        self.proc = subprocess.Popen([*cmd, "--trigger", "1s"], env=env, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self.lines: list[str] = []
+        self.log = log
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        with open(self.log, "a") if self.log is not None else open(os.devnull, "w") as out:
+            for line in self.proc.stderr:
+                self.lines.append(line)
+                out.write(f"{time.time():.3f} {line}")
+                out.flush()
+
+    def wait_for(self, text: str, timeout: float = 240, after: int = 0) -> int:
+        """The index of the first log line from ``after`` on holding ``text``, once there is one."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = next((i for i in range(after, len(self.lines)) if text in self.lines[i]), None)
+            if found is not None:
+                return found
+            assert self.proc.poll() is None, "".join(self.lines[-30:])
+            assert time.monotonic() < deadline, "".join(self.lines[-30:])
+            time.sleep(0.05)
+
+    def until(self, condition: Callable[[], bool], timeout: float = 300) -> None:
+        """Until ``condition()`` holds (asked twice a second), the job running all along."""
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert self.proc.poll() is None, "".join(self.lines[-30:])
+            assert time.monotonic() < deadline, "".join(self.lines[-30:])
+            time.sleep(0.5)
+
+    def kill_at(self, text: str, timeout: float = 240) -> None:
+        """SIGKILL as soon as a log line holds ``text`` (a statement's, logged as it is applied: mid-batch)."""
+        self.wait_for(text, timeout)
+        kill_group(self.proc)
+
+    def stop(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        self.proc.wait(timeout=120)
+
+    def __enter__(self) -> RunningLand:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """A job still running at the block's end (a failed test) is killed."""
+        if self.proc.poll() is None:
+            kill_group(self.proc)

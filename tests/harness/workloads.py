@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 from tests.harness.binlogs import verbose_counts
@@ -73,3 +75,37 @@ def assert_kill_workload_landed(spark, lake: Path, server, conn, db: str) -> Non
     server.flush_logs()
     counts = verbose_counts(server.binlog_files()[:-1], db)
     assert_change_log(spark, lake, db, counts, ["a", "b"])
+
+
+class Trickle(threading.Thread):
+    """Single-row inserts, updates and deletes of ``db.table`` (``id`` INT PRIMARY KEY, ``n`` BIGINT), ~30 a second,
+    until ``stop`` is set; ``written``: how many inserts so far."""
+
+    def __init__(self, server, db: str, table: str) -> None:
+        super().__init__(daemon=True)
+        self.conn = server.connect(db)
+        self.table = table
+        self.stop = threading.Event()
+        self.written = 0
+
+    def run(self) -> None:
+        n = 0
+        with self.conn.cursor() as cur:
+            while not self.stop.is_set():
+                n += 1
+                cur.execute(f"INSERT INTO `{self.table}` VALUES (%s, %s)", (n, n))
+                if n % 3 == 0:
+                    cur.execute(f"UPDATE `{self.table}` SET n = n + 1 WHERE id = %s", (n - 1,))
+                if n % 5 == 0:
+                    cur.execute(f"DELETE FROM `{self.table}` WHERE id = %s", (n - 4,))
+                self.conn.commit()
+                self.written = n
+                time.sleep(0.03)
+
+    def __enter__(self) -> Trickle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        if self.is_alive():
+            self.join()

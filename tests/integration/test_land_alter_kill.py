@@ -1,7 +1,9 @@
 """An ALTER's mirror rewrite is exactly once across a kill -9 of the land job in the middle of it
 (streaming_job/schema_alter.py, delta_schema.py): the rewrite's files are written, then committed in one commit with
 the statement's marker, so a job killed while writing them leaves the mirror as it was (the files unnamed by the
-log), and the next run rewrites it once; the change log's generations hold every change once."""
+log), and the next run rewrites it once; the change log's generations hold every change once. The rewrite runs in its
+batch here (land.park_rows -1: the batch is not committed when it is killed); a parked table's rewrite, beside the
+batches, is test_land_park.py's."""
 
 from __future__ import annotations
 
@@ -39,7 +41,8 @@ def _new(mirror: Path, before: set[str]) -> set[str]:
     return {p.name for p in mirror.glob("*.parquet")} - before
 
 
-def test_a_rewrite_killed_midway_lands_once(mariadb, kafka, spark, tmp_path) -> None:
+def test_a_rewrite_killed_midway_lands_once(mariadb, kafka, spark, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("BINLAKE_LAND_PARK_ROWS", "-1")  # the rewrite in its batch (a parked one's: test_land_park.py)
     mariadb.execute(f"DROP DATABASE IF EXISTS {DB}")
     mariadb.execute(f"CREATE DATABASE {DB} CHARACTER SET utf8mb4")
     prefix, lake = "altkill", tmp_path / "lake"

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import collections
 import os
-import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,8 @@ import pytest
 from streaming_job.generations import change_log_name
 from tests.harness.binlogs import verbose_counts
 from tests.harness.daemon import BINLAKE, CheckpointWatcher
-from tests.harness.land import kill_group, land_command, plain_rows, run_land, store_land_command
+from tests.harness.land import RunningLand, kill_group, land_command, plain_rows, run_land, store_land_command
+from tests.harness.workloads import Trickle
 
 pytestmark = pytest.mark.integration
 DB = "mx"
@@ -52,65 +51,14 @@ STEPS = [
 ]
 
 
-class Workload(threading.Thread):
-    """Single-row inserts, updates and deletes of ``w``, ~30 a second, until stopped."""
-
-    def __init__(self, server) -> None:
-        super().__init__(daemon=True)
-        self.conn = server.connect(DB)
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        n = 0
-        with self.conn.cursor() as cur:
-            while not self.stop.is_set():
-                n += 1
-                cur.execute("INSERT INTO w VALUES (%s, %s)", (n, n))
-                if n % 3 == 0:
-                    cur.execute("UPDATE w SET n = n + 1 WHERE id = %s", (n - 1,))
-                if n % 5 == 0:
-                    cur.execute("DELETE FROM w WHERE id = %s", (n - 4,))
-                self.conn.commit()
-                time.sleep(0.03)
-
-
-class Landing:
-    """`binlake land --trigger 1s` as a process group of its own; its log lines kept as they come."""
-
-    def __init__(self, cmd: list[str], env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen([*cmd, "--trigger", "1s"], env=env, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
-        self.lines: list[str] = []
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.append(line)
-
-    def kill_at(self, text: str, timeout: float = 240) -> None:
-        """SIGKILL as soon as a log line holds ``text`` (a statement's, logged as it is applied: mid-batch)."""
-        deadline = time.monotonic() + timeout
-        while not any(text in line for line in self.lines):
-            assert self.proc.poll() is None, "".join(self.lines[-30:])
-            assert time.monotonic() < deadline, "".join(self.lines[-30:])
-            time.sleep(0.05)
-        kill_group(self.proc)
-
-    def stop(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        self.proc.wait(timeout=120)
-
-
-def _read_tables(fmt: str, lake: Path | str, store: Any, checkpoint: Path, monkeypatch: Any):
+def _read_tables(fmt: str, lake: Path, store: Any, checkpoint: Path, monkeypatch: Any):
     """A function (db, table) -> the lake table as delta-rs (Delta) or pyiceberg through the S3 API (Iceberg) reads
     it, an Arrow table, or None where there is none."""
     if fmt == "delta":
         import deltalake
 
         def delta(db: str, table: str):
-            path = Path(lake) / db / table
+            path = lake / db / table
             return deltalake.DeltaTable(str(path)).to_pyarrow_table() if (path / "_delta_log").is_dir() else None
 
         return delta
@@ -121,7 +69,9 @@ def _read_tables(fmt: str, lake: Path | str, store: Any, checkpoint: Path, monke
 
     for name, value in store.environment().items():
         monkeypatch.setenv(name, value)
-    catalog = IcebergCatalog(str(lake), None, ObjectStoreSettings(store.endpoint, path_style=True),
+    # the lake by its URI (its local path is the object store's own files: a Hadoop catalog there finds no table)
+    uri = "s3a://" + lake.relative_to(store.data).as_posix()
+    catalog = IcebergCatalog(uri, None, ObjectStoreSettings(store.endpoint, path_style=True),
                              str(checkpoint)).open()
 
     def iceberg(db: str, table: str):
@@ -154,8 +104,8 @@ def test_a_mix_of_statements_under_writes_across_a_kill_lands_once(make_mariadb,
         uri = "s3a://" + lake.relative_to(object_store.data).as_posix()
         extra = ["--format", "iceberg", "--checkpoint", str(checkpoint)]
         cmd, land_env = store_land_command(kafka, object_store, prefix, uri, None, *extra)
-    workload = Workload(server)
-    landing: Landing | None = None
+    workload = Trickle(server, DB, "w")
+    landing: RunningLand | None = None
     try:
         watcher.wait(lambda c: "file" in c, timeout=60)
         conn = server.connect(DB)
@@ -164,21 +114,20 @@ def test_a_mix_of_statements_under_writes_across_a_kill_lands_once(make_mariadb,
                 cur.execute(sql)
         conn.commit()
         workload.start()
-        landing = Landing(cmd, land_env)
-        # XA transactions prepared in a step each (a session can hold one at a time), resolved in a later one
+        landing = RunningLand(cmd, land_env, tmp_path / "land.log")
+        # XA transactions prepared in a step each (a session can hold one at a time), resolved in a later one by
+        # the session that prepared it (MariaDB: XAER_NOTA from another while that one is connected)
         xa = {name: server.connect(DB, autocommit=True) for name in ("kept", "gone")}
         for i, step in enumerate(STEPS):
-            body = next((c for name, c in xa.items() if f"XA START '{name}'" in step[0]), None)
-            for sql in step:  # an XA transaction's statements in its own session, its outcome too (MariaDB ties a
-                # prepared transaction to the session that prepared it while that session is connected)
-                session = body or next((c for name, c in xa.items() if sql.startswith("XA ") and f"'{name}'" in sql),
-                                       conn)
-                with session.cursor() as cur:
+            session = next((c for name, c in xa.items() if f"XA START '{name}'" in step[0]), None)
+            for sql in step:
+                named = next((c for name, c in xa.items() if sql.startswith("XA ") and f"'{name}'" in sql), None)
+                with (named or session or conn).cursor() as cur:
                     cur.execute(sql)
             conn.commit()
             if i == 0:
                 landing.kill_at(f"truncate `{DB}`.`tr` at")
-                landing = Landing(cmd, land_env)
+                landing = RunningLand(cmd, land_env, tmp_path / "land.log")
             time.sleep(1.5)
         end = server.current_binlog_position()
         watcher.wait(lambda c: "file" in c and "resnapshot" not in c and not c.get("prepared")
@@ -203,7 +152,7 @@ def test_a_mix_of_statements_under_writes_across_a_kill_lands_once(make_mariadb,
         done = subprocess.run([*cmd, "--trigger", "available-now"], env=land_env, capture_output=True, text=True,
                               timeout=600, check=False)
         assert done.returncode == 0, done.stderr[-3000:]
-    read = _read_tables(fmt, lake if fmt == "delta" else uri, object_store, checkpoint, monkeypatch)
+    read = _read_tables(fmt, lake, object_store, checkpoint, monkeypatch)
     for table in TABLES:
         want = {k[0]: r for k, r in plain_rows(conn, table, "id").items()}
         arrow = read(DB, table)
