@@ -16,7 +16,7 @@ from ..records.builder import Checkpoint, Record
 from ..records.format import ChunkAssembler, chunk_index
 from ..records.outbound import BinlakeOut, Message, Outbound, chunks
 from ..records.xa import PREPARED_TOPIC, Prepared, from_prepared_topic
-from .producers import Cleanup, Producer, PythonProducer, RdkafkaProducer, TopicAdmin
+from .producers import Cleanup, Producer, ProducerError, PythonProducer, RdkafkaProducer, TopicAdmin
 
 log = logging.getLogger("binlake.kafka")
 OFFSETS_TOPIC = "_offsets"
@@ -188,6 +188,10 @@ class Publisher:
     def close(self) -> None:
         try:
             self.abort()
+        except ProducerError as exc:  # a fenced or fatal producer cannot abort: the broker aborts its transaction
+            # (nothing of it was committed), and the error that ended the run is the one to report
+            log.warning("closing: the open Kafka transaction could not be aborted (the broker aborts it): %s", exc)
+            self._open = False
         finally:
             self._stop_thread(wait=True)
             self.producer.close()
