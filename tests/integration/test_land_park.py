@@ -76,7 +76,8 @@ def test_a_parked_table_lands_beside_the_others_across_a_kill(mariadb, kafka, tm
     conn.commit()
     timings: dict[str, float] = {}
     started = time.monotonic()
-    with daemon_running(mariadb, kafka, prefix, 4949) as watcher, \
+    # the session's server holds other tests' databases: the daemon captures this one alone
+    with daemon_running(mariadb, kafka, prefix, 4949, {"BINLAKE_FILTERS_INCLUDE": f"{db}.*"}) as watcher, \
             Trickle(mariadb, db, "o") as workload, contextlib.ExitStack() as jobs:
         workload.start()
         landing = jobs.enter_context(RunningLand([sys.executable, "-m", "tests.harness.park_gate", *args], env,
