@@ -39,17 +39,31 @@ def settled(kafka, prefix: str, timeout: float = 30.0) -> None:
     offset stops before the transaction. Gives up quietly after ``timeout`` (a transaction may be left open)."""
     from kafka import KafkaConsumer, TopicPartition
 
-    committed, everything = (KafkaConsumer(bootstrap_servers=kafka.bootstrap, isolation_level=level,
-                                           enable_auto_commit=False, group_id=None)
-                             for level in ("read_committed", "read_uncommitted"))
+    committed = KafkaConsumer(bootstrap_servers=kafka.bootstrap, isolation_level="read_committed",
+                              enable_auto_commit=False, group_id=None)
     try:
         topics = [t for t in committed.topics() if t == prefix or t.startswith(prefix + ".")]
         parts = [TopicPartition(t, p) for t in topics for p in committed.partitions_for_topic(t) or ()]
-        deadline = time.monotonic() + timeout
-        while parts and committed.end_offsets(parts) != everything.end_offsets(parts) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        if parts:
+            stable_end_offsets(kafka, committed, parts, timeout)
     finally:
         committed.close()
+
+
+def stable_end_offsets(kafka, committed: Any, parts: list[Any], timeout: float) -> dict[Any, int]:
+    """The partitions' end offsets for the read_committed consumer ``committed`` once their last stable offsets
+    reached their ends (no transaction's markers still to come), or as they are after ``timeout``."""
+    from kafka import KafkaConsumer
+
+    everything = KafkaConsumer(bootstrap_servers=kafka.bootstrap, enable_auto_commit=False, group_id=None)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            end = committed.end_offsets(parts)
+            if end == everything.end_offsets(parts) or time.monotonic() > deadline:
+                return end
+            time.sleep(0.1)
+    finally:
         everything.close()
 
 

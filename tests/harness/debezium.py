@@ -152,6 +152,8 @@ def messages(kafka, prefix: str, headers: bool = False) -> dict[str, list[Any]]:
     order: (key, value) bytes, with ``headers`` (key, value, headers)."""
     from kafka import KafkaConsumer, TopicPartition
 
+    from .daemon import stable_end_offsets
+
     consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap, isolation_level="read_committed",
                              enable_auto_commit=False, group_id=None)
     try:
@@ -161,7 +163,7 @@ def messages(kafka, prefix: str, headers: bool = False) -> dict[str, list[Any]]:
             return {}
         consumer.assign(parts)
         consumer.seek_to_beginning(*parts)
-        end = stable_end_offsets(kafka, consumer, parts)
+        end = stable_end_offsets(kafka, consumer, parts, 10.0)  # a commit's markers come after it returned
         out: dict[str, list[Any]] = {t: [] for t in topics}
         while any(consumer.position(tp) < end[tp] for tp in parts):
             for tp, batch in consumer.poll(timeout_ms=1000).items():
@@ -169,24 +171,6 @@ def messages(kafka, prefix: str, headers: bool = False) -> dict[str, list[Any]]:
         return out
     finally:
         consumer.close()
-
-
-def stable_end_offsets(kafka, consumer: Any, parts: list[Any], timeout: float = 10.0) -> dict[Any, int]:
-    """The partitions' end offsets for a read_committed ``consumer`` once no transaction is open in them: the broker
-    writes a committed transaction's markers after the producer's commit returned, so right after a daemon stopped a
-    partition's last stable offset may still be short of its end (its messages not yet readable)."""
-    from kafka import KafkaConsumer
-
-    whole = KafkaConsumer(bootstrap_servers=kafka.bootstrap, enable_auto_commit=False, group_id=None)
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            end, high = consumer.end_offsets(parts), whole.end_offsets(parts)
-            if end == high or time.monotonic() > deadline:
-                return end
-            time.sleep(0.2)
-    finally:
-        whole.close()
 
 
 def wait_for(kafka, prefix: str, topic: str, count: int, kafka_connect, timeout: float = 90.0) -> None:
