@@ -4,31 +4,38 @@ conversions of a column whose type changed as the server converts them on ALTER 
 
 A column's new value is the server's ``Field::store`` of its old value in the new type, with the session's
 ``sql_mode`` non-strict (a strict ALTER succeeds only where every value converts exactly, so the non-strict
-rules give the same values there). The rules, each measured on MariaDB 10.11 (tests/integration/
-test_schema_conversions.py compares them with the server's SELECT after the ALTER):
+rules give the same values there). The rules, each measured on MariaDB 10.11 and MySQL 8.0.31 (tests/integration/
+test_schema_conversions.py compares them with each server's SELECT after the ALTER); ``Statement.mariadb`` picks
+the server's rule where the two differ:
 
 - numbers: clamped to the new type's range; DECIMAL -> integer and DECIMAL -> DECIMAL round half away from
   zero, FLOAT/DOUBLE -> integer to the nearest even (``rint``), FLOAT/DOUBLE -> DECIMAL from the number's
   shortest decimal text (FLOAT: 6 significant digits) rounded half away from zero;
 - text -> integer: MariaDB takes the leading integer (``' 1.5'`` 1, ``'1e3'`` 1, ``'abc'`` 0) through a signed
-  64-bit value; text -> DECIMAL/FLOAT/DOUBLE the leading number with its exponent (``'1.2.3'`` 1.2, ``''`` 0);
+  64-bit value, MySQL the leading number rounded (``' 1.5'`` 2, ``'1e3'`` 1000); text -> DECIMAL/FLOAT/DOUBLE
+  the leading number with its exponent (``'1.2.3'`` 1.2, ``''`` 0);
 - numbers -> text: integers and DECIMAL as written, DOUBLE its shortest round-trip digits and FLOAT 6 digits, in
   the server's ``my_gcvt`` layout (``1e20``, ``0.000012345``, ``1.2345678901234568e17``);
 - text <-> binary: the text's bytes in its old charset (latin1 is cp1252-like: ingester/codec/charsets.py),
-  BINARY(n) padded with zero bytes; bytes read in the new charset, each byte of an invalid sequence a ``?``;
-  text into another charset: characters it lacks become ``?``; cut to the new length;
+  BINARY(n) padded with zero bytes; bytes read in the new charset, an invalid sequence of a multi-byte charset a
+  ``?`` a byte (MariaDB) or the text cut before it (MySQL), a single-byte charset keeping every byte (read as the
+  codec reads it); text into another charset: characters it lacks become ``?``; cut to the new length;
 - ENUM/SET relabelled: by label (case-insensitively under a ``_ci`` collation, the new definition's spelling),
   a label the new type lacks is ``''`` (ENUM) or left out (SET, the members in the new order); text into
-  ENUM/SET the same; integers into ENUM/SET by index/bits, ENUM/SET into numbers their index/bits;
-- dates and times: fractional digits cut (MariaDB truncates; MySQL rounds, unless TIME_TRUNCATE_FRACTIONAL),
-  DATETIME -> DATE its day, DATE -> DATETIME midnight, DATETIME -> TIME its time of day, TIME -> DATETIME the
+  ENUM/SET the same; integers into ENUM/SET by index/bits (MySQL: bits past a SET's members give ``''``),
+  ENUM/SET into numbers their index/bits;
+- dates and times: fractional digits cut (MariaDB truncates; MySQL rounds, unless TIME_TRUNCATE_FRACTIONAL, text's
+  digits past the sixth by the seventh), DATETIME -> DATE its day (MySQL: rounded to the second first), DATE ->
+  DATETIME midnight, DATETIME -> TIME its time of day (MySQL: then rounded), TIME -> DATETIME the
   statement's day (CURRENT_DATE in its session time zone) plus the time, DATETIME <-> TIMESTAMP in the
   statement's session time zone; text in the canonical layouts (``YYYY-MM-DD[ hh:mm:ss[.f]]``, ``YYYYMMDD``,
   ``YYYYMMDDhhmmss``) parsed, an invalid date the zero date (null in the lake); integers ``YYYYMMDD[hhmmss]``;
-- JSON: MariaDB's JSON is LONGTEXT, so JSON <-> text keeps the text.
+- JSON: MariaDB's JSON is LONGTEXT, so JSON <-> text keeps the text; MySQL's JSON as text is the document in the
+  server's layout (jsonb.to_json_text), text as JSON the parsed document as the lake holds it;
+- YEAR as text: four digits (``'0000'``).
 
 What only the server knows is ``Unknown``: TIMESTAMP <-> local times in a session time zone the binlog names only
-as ``SYSTEM``, text in other date layouts, MySQL's binary JSON as text, dates into numbers, BIT <-> text,
+as ``SYSTEM``, text in other date layouts, MySQL's binary JSON <-> anything but text, dates into numbers, BIT <-> text,
 spatial and VECTOR columns, and text whose old charset the lake does not know (no schema history: non-ASCII
 text into binary). The column's old rows are then null in the mirror and the job says so in one warning line
 naming ``binlake snapshot --tables db.table``, which reads the rows again.
@@ -37,14 +44,18 @@ naming ``binlake snapshot --tables db.table``, which reads the rows again.
 from __future__ import annotations
 
 import datetime
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 from typing import Any
 
-from ingester.codec.charsets import BINARY_COLLATION, MAX_CHAR_BYTES, PYTHON_CODEC, charset_for
+import orjson
+
+from ingester.codec.charsets import BINARY_COLLATION, MAX_CHAR_BYTES, PYTHON_CODEC, charset_for, decoder_for
 from ingester.codec.constants import ColumnType as T
+from ingester.codec.jsonb import to_json_text
 from ingester.codec.table_map import Column
 
 
@@ -195,7 +206,7 @@ def converter(old: Column, new: Column, stmt: Statement) -> Callable[[Any], Any]
             return _bits_to_int(new) if nk == "int" else (lambda v: v)
         raise Unknown(f"{_type_name(old)} -> {_type_name(new)}")
     if "json" in (ok, nk) and not mariadb and ok != nk:
-        raise Unknown("MySQL's binary JSON as text")
+        return _mysql_json(old, new, ok, nk)
     if ok == "json":
         ok = "text"
     if nk == "json":
@@ -203,8 +214,10 @@ def converter(old: Column, new: Column, stmt: Statement) -> Callable[[Any], Any]
     if "year" in (ok, nk):
         if ok == nk:
             return lambda v: v
-        if ok == "year" and nk in ("int", "decimal", "float", "double", "text"):
+        if ok == "year" and nk in ("int", "decimal", "float", "double"):
             ok = "int"
+        elif ok == "year" and nk in ("text", "binary"):
+            pass  # four digits: 0 is '0000'
         else:
             raise Unknown(f"{_type_name(old)} -> {_type_name(new)}")
     local = {"date", "datetime", "time", "text", "binary", "enum", "set", "int", "decimal"}
@@ -253,6 +266,52 @@ def vector_converter(old: Column, new: Column, stmt: Statement) -> Callable[[Any
 
         return rescale
     return None
+
+
+def _mysql_json(old: Column, new: Column, ok: str, nk: str) -> Callable[[Any], Any]:
+    """MySQL's binary JSON <-> text. The lake holds a JSON document as compact JSON text (lake_types._json: the
+    decoded document, its objects' keys in the server's order); the server's text of it is its own layout
+    (``{"a": 1, "b": [1, 2]}``, jsonb.to_json_text), and text into JSON the parsed document (keys sorted by
+    length, then bytes; the last of duplicate keys; integers past 64 bits doubles)."""
+    if ok == "json" and nk == "text":
+        fit = _fit_text(new, False)
+        return lambda v: None if v is None or v is ZERO else fit(to_json_text(_lake_json(v)))
+    if ok == "text" and nk == "json":
+        return lambda v: None if v is None or v is ZERO else _json_document(v)
+    raise Unknown(f"{_type_name(old)} -> {_type_name(new)} (MySQL's binary JSON)")
+
+
+def _lake_json(text: str) -> Any:
+    """A JSON column's lake text as the codec's document: a number with digits a double does not print
+    (json_default writes DECIMAL with its stored digits) a Decimal."""
+    def number(token: str) -> float | Decimal:
+        f = float(token)
+        return f if orjson.dumps(f).decode() == token else Decimal(token)
+
+    return json.loads(text, parse_float=number)
+
+
+def _json_document(text: Any) -> str:
+    """Text into MySQL's JSON as the lake holds the document the server stored; text that is not JSON the server
+    refuses (the ALTER fails), so it never gets here."""
+    def key(name: str) -> tuple[int, bytes]:
+        raw = name.encode("utf-8")
+        return len(raw), raw
+
+    def stored(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: stored(v[k]) for k in sorted(v, key=key)}
+        if isinstance(v, list):
+            return [stored(x) for x in v]
+        if isinstance(v, int) and not isinstance(v, bool) and not -(1 << 63) <= v < 1 << 64:
+            return float(v)
+        return v
+
+    try:
+        document = json.loads(text.decode("utf-8") if isinstance(text, bytes) else text)
+    except ValueError as exc:
+        raise Unknown(f"text that is not JSON as MySQL's JSON: {exc}") from None
+    return orjson.dumps(stored(document)).decode()
 
 
 def _type_name(col: Column) -> str:
@@ -439,6 +498,8 @@ def _as_text(old: Column, ok: str, stmt: Statement) -> Callable[[Any], str | byt
     """The old value as the server's text (``str``; ``bytes`` of a binary column, read in the new charset)."""
     if ok == "int":
         return str
+    if ok == "year":
+        return lambda v: f"{v:04d}"
     if ok == "decimal":
         scale = _decimal_shape(old)[1]
         return lambda d: f"{d:.{scale}f}"
@@ -494,17 +555,23 @@ def _fit_text(new: Column, mariadb: bool) -> Callable[[str | bytes], str]:
     limit_chars = None if blob else _max_chars(new, mariadb)
     limit_bytes = _max_bytes(new)
     bmp_only = charset in ("utf8mb3", "ucs2")
+    # Bytes into a single-byte charset are kept as they are (no sequence is invalid): the lake reads them as the
+    # codec does (a byte the charset leaves undefined U+FFFD)
+    single_byte = decoder_for(new.collation, mariadb) if MAX_CHAR_BYTES.get(charset, 1) == 1 else None
 
     def fit(v: str | bytes) -> str:
-        if isinstance(v, bytes):
-            text = _decode_each_byte(v, codec)
+        if isinstance(v, bytes) and single_byte is not None:
+            read = single_byte(v[:limit_bytes])  # a byte a character
+            text = read if isinstance(read, str) else read.decode(codec, "replace")
+        elif isinstance(v, bytes):
+            text = _decode_each_byte(v, codec) if mariadb else _decode_valid_prefix(v, codec)
         else:
             text = v.encode(codec, "replace").decode(codec, "replace")
         if bmp_only:
             text = "".join(c if ord(c) <= 0xFFFF else "?" for c in text)
         if limit_chars is not None and len(text) > limit_chars:
             text = text[:limit_chars]
-        elif limit_chars is None and len(text.encode(codec)) > limit_bytes:
+        elif limit_chars is None and len(text.encode(codec, "replace")) > limit_bytes:
             text = text.encode(codec)[:limit_bytes].decode(codec, "ignore")
         if new.type == T.STRING:  # CHAR: trailing spaces are not kept
             text = text.rstrip(" ")
@@ -527,6 +594,16 @@ def _decode_each_byte(data: bytes, codec: str) -> str:
             out.append("?" * bad)
             i += exc.start + bad
     return "".join(out).replace("\ufffe", "?")
+
+
+def _decode_valid_prefix(data: bytes, codec: str) -> str:
+    """Bytes read in a charset as MySQL reads them: cut at the first invalid sequence."""
+    try:
+        text = data.decode(codec)
+    except UnicodeDecodeError as exc:
+        text = data[:exc.start].decode(codec)
+    cut = text.find("\ufffe")
+    return text if cut < 0 else text[:cut]
 
 
 def _as_bytes(old: Column, ok: str, stmt: Statement) -> Callable[[Any], bytes]:
@@ -564,7 +641,9 @@ def _as_labels(old: Column, new: Column, ok: str, nk: str, stmt: Statement) -> C
             n = integer(v)
             if nk == "enum":
                 return labels[n - 1] if 1 <= n <= len(labels) else ""
-            return ",".join(x for i, x in enumerate(labels) if n >> i & 1) if n >= 0 else ""
+            if n < 0 or (not stmt.mariadb and n >> len(labels)):  # MySQL: bits past the members, ''
+                return ""
+            return ",".join(x for i, x in enumerate(labels) if n >> i & 1)
 
         return by_number
     if ok not in ("text", "binary", "enum", "set"):
@@ -581,17 +660,24 @@ def _as_labels(old: Column, new: Column, ok: str, nk: str, stmt: Statement) -> C
 
 
 _DATE_TEXT = re.compile(r"\s*(\d{4})-(\d{1,2})-(\d{1,2})"
-                        r"(?:[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,6})\d*)?)?)?\s*$")
+                        r"(?:[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,6})(\d*))?)?)?\s*$")
 _DIGITS_TEXT = re.compile(r"\s*(\d{8}|\d{14})\s*$")
-_TIME_TEXT = re.compile(r"\s*(-?)(\d{1,3}):(\d{1,2}):(\d{1,2})(?:\.(\d{1,6})\d*)?\s*$")
+_TIME_TEXT = re.compile(r"\s*(-?)(\d{1,3}):(\d{1,2}):(\d{1,2})(?:\.(\d{1,6})(\d*))?\s*$")
 
 
-def _parts(text: str) -> tuple[int, int, int, int, int, int, int] | None:
+def _micros(frac: str | None, rest: str | None, mariadb: bool) -> int:
+    """Fractional digits as µs: MariaDB cuts the digits past the sixth, MySQL rounds by the seventh (which may
+    give 1,000,000: the caller carries it)."""
+    us = int((frac or "").ljust(6, "0"))
+    return us + 1 if not mariadb and rest and rest[0] >= "5" else us
+
+
+def _parts(text: str, mariadb: bool = True) -> tuple[int, int, int, int, int, int, int] | None:
     """A date or datetime in text (the canonical layouts), as (y, m, d, h, mi, s, µs); None: not one of them."""
     m = _DATE_TEXT.match(text)
     if m is not None:
-        y, mo, d, h, mi, s, frac = m.groups()
-        return (int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(s or 0), int((frac or "").ljust(6, "0")))
+        y, mo, d, h, mi, s, frac, rest = m.groups()
+        return (int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(s or 0), _micros(frac, rest, mariadb))
     m = _DIGITS_TEXT.match(text)
     if m is not None:
         g = m.group(1)
@@ -604,7 +690,7 @@ def _parts(text: str) -> tuple[int, int, int, int, int, int, int] | None:
 def _datetime_of(parts: tuple[int, ...]) -> datetime.datetime | str:
     y, mo, d, h, mi, s, us = parts
     try:
-        return datetime.datetime(y, mo, d, h, mi, s, us)
+        return datetime.datetime(y, mo, d, h, mi, s) + datetime.timedelta(microseconds=us)
     except ValueError:
         return ZERO  # an invalid or zero date: the server's zero date
 
@@ -636,10 +722,10 @@ def _as_temporal(old: Column, new: Column, ok: str, nk: str, stmt: Statement) ->
         if ok in ("text", "binary", "enum", "set"):
             text = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
             if nk == "time" and _TIME_TEXT.match(text):
-                sign, h, mi, s, frac = _TIME_TEXT.match(text).groups()  # type: ignore[union-attr]
-                us = ((int(h) * 60 + int(mi)) * 60 + int(s)) * 1_000_000 + int((frac or "").ljust(6, "0"))
+                sign, h, mi, s, frac, rest = _TIME_TEXT.match(text).groups()  # type: ignore[union-attr]
+                us = ((int(h) * 60 + int(mi)) * 60 + int(s)) * 1_000_000 + _micros(frac, rest, mariadb)
                 return -us if sign else us
-            parts = _parts(text)
+            parts = _parts(text, mariadb)
             if parts is None:
                 if not text.strip():
                     return ZERO
@@ -671,9 +757,9 @@ def _as_temporal(old: Column, new: Column, ok: str, nk: str, stmt: Statement) ->
             day = (stmt.micros + stmt.offset) // _DAY_US
             p = _EPOCH + datetime.timedelta(days=day, microseconds=p)
         assert isinstance(p, datetime.datetime)
-        if nk == "date":
-            return p.date()
         micros = (p - _EPOCH) // datetime.timedelta(microseconds=1)
+        if nk == "date":  # MySQL rounds to the second first ('23:59:59.5' is the next day)
+            return p.date() if mariadb else (_EPOCH + datetime.timedelta(microseconds=_cut(micros, 0, False))).date()
         if nk == "time":
             return _cut(micros % _DAY_US, digits, mariadb)
         cut = _cut(micros, digits, mariadb)
