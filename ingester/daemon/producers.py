@@ -296,6 +296,13 @@ class RdkafkaProducer:
             # librdkafka connects to the brokers the bootstrap server names only after its sparse-connect interval
             # (half this backoff): 50 ms of every start with the default 100 ms
             "reconnect.backoff.ms": 10,
+            # One produce request at a time per broker. With several in flight, a partition's first batch refused
+            # as retriable (NOT_LEADER_OR_FOLLOWER: a topic just created, whose leader the broker has not taken up
+            # yet) while its next batch, already sent, is accepted (a broker takes any first sequence number from a
+            # producer the partition has no state of) is "implicitly acked" by librdkafka: reported delivered, never
+            # retried, and committed without it (a table's first change event lost). One in flight: the refused
+            # batch is sent again before anything after it.
+            "max.in.flight.requests.per.connection": 1,
             # its queue bounded as kafka-python's sends are (a full queue: send serves deliveries until there is room),
             # without stopping the pipeline for a flush
             "queue.buffering.max.kbytes": UNACKNOWLEDGED_BYTES >> 10,

@@ -1,0 +1,70 @@
+"""A partition's first produce request refused as retriable (NOT_LEADER_OR_FOLLOWER, as a broker answers for a
+topic it has just created) while the producer's next request to it is accepted: the Debezium formats' producer
+(librdkafka) must send the refused batch again, never count it delivered because a later one was (its "implicit
+ack" of a producer with several requests in flight), or a table's first change event is committed without it."""
+
+from __future__ import annotations
+
+import pytest
+from harness.daemon import stable_end_offsets
+from harness.kafka_proxy import RefuseFirstProduce
+
+from ingester.daemon.producers import RdkafkaProducer
+from ingester.devstack.kafka import KafkaBroker
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "refused.first"
+
+
+def committed(bootstrap: str, topic: str) -> list[bytes | None]:
+    """The committed messages' values of the topic's partition 0, in order."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False,
+                             group_id=None)
+    try:
+        part = TopicPartition(topic, 0)
+        consumer.assign([part])
+        consumer.seek_to_beginning(part)
+        end = stable_end_offsets(type("K", (), {"bootstrap": bootstrap}), consumer, [part], 10.0)
+        values: list[bytes | None] = []
+        while consumer.position(part) < end[part]:
+            for batch in consumer.poll(timeout_ms=1000).values():
+                values += [m.value for m in batch]
+        return values
+    finally:
+        consumer.close()
+
+
+def test_a_first_batch_refused_while_the_next_is_accepted_is_sent_again(tmp_path) -> None:
+    broker: KafkaBroker | None = None
+    with RefuseFirstProduce(lambda: broker.port, TOPIC) as proxy:  # type: ignore[union-attr]
+        # every client connection (the broker's own too) through the proxy
+        broker = KafkaBroker(tmp_path / "kafka", options={"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"})
+        with broker:
+            producer = RdkafkaProducer(broker.bootstrap, "refused-first", None, 1 << 20, {})
+            admin = RdkafkaProducer.admin(broker.bootstrap, {}, producer)
+            try:
+                assert admin.create([TOPIC], "delete") == {TOPIC}
+                # the partition led and written to (by another producer): its leader takes writes; the transactional
+                # producer is still one it has no state of (any first sequence number accepted)
+                from kafka import KafkaProducer
+
+                other = KafkaProducer(bootstrap_servers=broker.bootstrap)
+                other.send(TOPIC, b"before").get(timeout=30)
+                other.close()
+                proxy.armed.set()
+                producer.ready()
+                producer.begin()
+                producer.send(TOPIC, b"k", b"first", ())
+                assert proxy.held.wait(30), "the first produce request never came"
+                producer.send(TOPIC, b"k", b"second", ())  # sent at once where several requests may be in flight
+                producer.flush(30)
+                producer.commit()
+                assert proxy.refused.is_set()
+            finally:
+                producer.close(10)
+                admin.close()
+            assert committed(broker.bootstrap, TOPIC) == [b"before", b"first", b"second"], \
+                f"overtaken by the next request: {proxy.overtaken}"
