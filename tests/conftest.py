@@ -4,6 +4,7 @@ service, so the suite runs the same on a laptop and on a fresh CI machine."""
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,6 +18,7 @@ from ingester.devstack.mysql import MySQLServer
 from ingester.devstack.objectstore import ObjectStore
 from ingester.devstack.registry import SchemaRegistry
 from ingester.devstack.spark_cluster import SparkCluster
+from tests.harness.cluster_lander import ClusterLander
 from tests.harness.lake_shapes import ClusterS3Shape, LocalShape
 from tests.harness.servers import MySQL84Server, docker_engine_available
 
@@ -116,13 +118,26 @@ def spark_cluster() -> Iterator[SparkCluster]:
         yield cluster
 
 
+@pytest.fixture(scope="session")
+def cluster_lander(object_store) -> Iterator[ClusterLander]:
+    """`binlake land` runs into the object store's bucket from a standalone cluster of their own, served by one
+    process that keeps its Spark application between runs (tests/harness/cluster_lander.py)."""
+    with SparkCluster(workers=1, cores=2) as cluster:
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **object_store.environment()}
+        lander = ClusterLander(cluster.master, env)
+        try:
+            yield lander
+        finally:
+            lander.close()
+
+
 @pytest.fixture
 def lake_shape(request) -> LocalShape | ClusterS3Shape:
     """Where the land job runs and the lake is (parametrize with indirect=True): "local" (local[2], local disk,
-    in this process) or "cluster-s3" (the session's standalone cluster, a bucket of its object store)."""
+    in this process) or "cluster-s3" (a standalone cluster, a bucket of the session's object store)."""
     if getattr(request, "param", "local") == "local":
         return LocalShape()
-    return ClusterS3Shape(request.getfixturevalue("object_store"), request.getfixturevalue("spark_cluster"))
+    return ClusterS3Shape(request.getfixturevalue("object_store"), request.getfixturevalue("cluster_lander"))
 
 
 @pytest.fixture(scope="session")
@@ -139,14 +154,33 @@ def spark():
 SERVER_FIXTURES = frozenset(("mariadb", "make_mariadb", "mysql80", "make_mysql80", "kafka", "make_kafka", "mysql84",
                              "object_store",
                              "iceberg_rest",
-                             "spark_cluster", "lake_shape", "spark", "kafka_connect",
+                             "spark_cluster", "cluster_lander", "lake_shape", "spark", "kafka_connect",
                              "schema_registry"))
+
+
+# Servers heavy enough that one pytest-xdist worker alone starts them (`--dist loadgroup`, scripts/test): a test
+# using one goes to that fixture's group, the first that applies here; the groups are collected first, so their
+# long runs start early and the other tests fill in beside them.
+XDIST_GROUPS = (("spark_cluster", "spark-cluster"), ("cluster_lander", "cluster-lander"), ("kafka_connect", "connect"),
+                ("schema_registry", "connect"), ("iceberg_rest", "iceberg-rest"))
+
+
+def _group(item) -> str | None:
+    names = set(getattr(item, "fixturenames", ()))
+    if getattr(getattr(item, "callspec", None), "params", {}).get("lake_shape") == "cluster-s3":
+        names.add("cluster_lander")
+    return next((group for fixture, group in XDIST_GROUPS if fixture in names), None)
 
 
 def pytest_collection_modifyitems(config, items) -> None:
     """The fast lane (`-m "not integration"`) must need no server: a test that takes a server fixture
-    without the integration mark is a collection error naming it."""
+    without the integration mark is a collection error naming it. Tests of a heavy server join its group."""
     unmarked = [item.nodeid for item in items if SERVER_FIXTURES & set(getattr(item, "fixturenames", ()))
                 and not item.get_closest_marker("integration")]
     if unmarked:
         raise pytest.UsageError("tests that start servers must be marked integration: " + ", ".join(unmarked))
+    groups = {item.nodeid: _group(item) for item in items}
+    for item in items:
+        if groups[item.nodeid] is not None:
+            item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
+    items.sort(key=lambda item: groups[item.nodeid] is None)  # stable: the groups first, each in its order
