@@ -37,15 +37,13 @@ def type_changes(meta: list[Any], said: list[StatementAt], lake_columns: Callabl
             found[r.schema] = (seq, r)
     out = []
     for (db, table), schemas in groups.items():
-        entries = [s for s in said if s.name == (db, table) or (db, table) in s.names]
-        if any(s.statement.op in ("create", "drop", "rename") for s in entries):
-            continue  # the table's lake tables are made anew there: table_statements.py
+        entries = [s for s in said if (db, table) in s.names]
         events: list[tuple[bytes, Any]] = [(seq, r) for seq, r in schemas.values()]
-        events += [(s.seq, s) for s in entries if s.statement.op == "alter" and s.statement.columns is not None]
+        events += [(s.seq, s) for s in entries if s.statement.op in _FOLLOWED]
         columns = lake_columns(db, table)
         for seq, event in sorted(events, key=lambda e: e[0]):
             if isinstance(event, StatementAt):
-                columns = _replaced(columns, statement_columns(event.statement) or [])
+                columns = _after(columns, (db, table), event, lake_columns)
                 continue
             group = [(n, t) for n, t in orjson.loads(event.schema)["columns"]]
             if not columns:
@@ -57,6 +55,28 @@ def type_changes(meta: list[Any], said: list[StatementAt], lake_columns: Callabl
                                       batch_id, ingest))
                 columns = _replaced(columns, group)
     return out
+
+
+_FOLLOWED = ("create", "drop", "rename", "alter")  # the statements that change a name's lake columns
+
+
+def _after(columns: list[tuple[str, str]], name: Name, at: StatementAt,
+           lake_columns: Callable[[str, str], list[tuple[str, str]]]) -> list[tuple[str, str]]:
+    """The lake columns of ``name`` after the statement, as table_statements.py leaves them: a created table's
+    (none known: its first rows give them), none after a drop or a rename away, the old name's after a rename to
+    ``name`` (the entry's columns, else the old name's lake table), an alter's columns replacing theirs."""
+    s = at.statement
+    said = statement_columns(s) or []
+    if s.op == "alter":
+        return _replaced(columns, said) if s.columns is not None else columns
+    if s.op == "create":
+        return said
+    if s.op == "drop":
+        return []
+    old = s.source if s.source is not None else at.name  # a rename: the pair's old name, whichever entry this is
+    if name == old:
+        return []  # renamed away
+    return said or lake_columns(*old)
 
 
 def _replaced(columns: list[tuple[str, str]], new: list[tuple[str, str]]) -> list[tuple[str, str]]:

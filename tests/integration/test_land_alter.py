@@ -125,7 +125,8 @@ def test_without_history_the_rows_type_changes_rewrite_the_mirror(make_mariadb, 
     """``schema.history: never`` (entries without columns): the lake follows the rows. A type change the rows show
     rewrites the mirror and versions the change log at the first such row (type_changes.py), converting from the lake
     types alone (text of an unknown charset: ASCII converts, other text is re-read, said in one warning); a quiet ADD
-    COLUMN shows up with the first row written after it (docs/LAND.md, "Schema changes")."""
+    COLUMN shows up with the first row written after it (docs/LAND.md, "Schema changes"). A table whose type change
+    its rows show after a RENAME TABLE in the same batch: the new name's mirror is rewritten the same way."""
     mariadb = make_mariadb()
     mariadb.execute(f"CREATE DATABASE {DB} CHARACTER SET utf8mb4")
     prefix, lake = "altnohistory", tmp_path / "lake"
@@ -134,6 +135,8 @@ def test_without_history_the_rows_type_changes_rewrite_the_mirror(make_mariadb, 
         for statement in FIRST:
             if statement.split()[2] in ("u", "k", "o", "w"):
                 cur.execute(statement)
+        cur.execute("CREATE TABLE m (id INT PRIMARY KEY, v VARCHAR(10))")
+        cur.execute("INSERT INTO m VALUES (1, 'one'), (2, NULL)")
     os.environ["BINLAKE_SCHEMA_HISTORY"] = "never"
     try:
         run_daemon(mariadb, kafka, prefix, "--snapshot", "initial")
@@ -143,13 +146,16 @@ def test_without_history_the_rows_type_changes_rewrite_the_mirror(make_mariadb, 
                 alter(mariadb, kafka, prefix, DB, table, sql, after)
         with conn.cursor() as cur:
             cur.execute("INSERT INTO o VALUES (9, 9)")
+            cur.execute("ALTER TABLE m MODIFY v VARBINARY(10)")  # seen first in m2's rows, after the rename
+            cur.execute("RENAME TABLE m TO m2")
+            cur.execute("INSERT INTO m2 VALUES (3, 'three')")
         run_daemon(mariadb, kafka, prefix)
     finally:
         del os.environ["BINLAKE_SCHEMA_HISTORY"]
     capsys.readouterr()
     assert run_land(kafka, prefix, lake) == 0
     err = capsys.readouterr().err
-    for table in ("w", "o"):
+    for table in ("w", "o", "m2"):
         got = {r["id"]: {c: _plain(r[c]) for c in r.asDict() if not c.startswith("_binlake")}
                for r in lake_frame(spark, lake, DB, table).collect()}
         assert got == select_rows(mariadb, DB, table), table

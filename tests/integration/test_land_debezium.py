@@ -3,7 +3,8 @@ killed -9 and restarted mid-stream, so Kafka holds repeats of the change events 
 committed offset; the lake lands each change once (by its source position) and the mirrors equal the server's
 SELECT, read by Spark and by delta-rs. The land job runs twice (mid-stream and at the end, many micro-batches
 each), so positions landed are found again both from the lake and from the batches before; between the two,
-columns are added with defaults, which the mirror gives its older rows."""
+columns are added with defaults, which the mirror gives its older rows. The connector publishes truncates too
+(skipped.operations none; Debezium skips them by default): a TRUNCATE TABLE empties the table's mirror."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from harness.land import mirror_rows, plain_rows, run_land
 from ingester.devstack.connect import DEBEZIUM_MARIADB, KafkaConnect
 
 pytestmark = pytest.mark.integration
+
+OPTIONS = {"tombstones.on.delete": "true", "skipped.operations": "none"}  # truncates published (op t)
 
 def _writer(server, stop: threading.Event) -> None:
     rng = random.Random(11)
@@ -63,14 +66,14 @@ def test_debezium_topics_land_once_across_a_connector_killed_9(make_mariadb, kaf
     writer = threading.Thread(target=_writer, args=(server, stop))
     try:
         worker.start()
-        dbz.start_connector(worker, server, kafka, prefix, "dbzland", **{"tombstones.on.delete": "true"})
+        dbz.start_connector(worker, server, kafka, prefix, "dbzland", **OPTIONS)
         writer.start()
         time.sleep(5.5)
         assert worker._proc is not None
         worker._proc.send_signal(signal.SIGKILL)
         worker._proc.wait()
         worker.start()
-        dbz.start_connector(worker, server, kafka, prefix, "dbzland", **{"tombstones.on.delete": "true"})
+        dbz.start_connector(worker, server, kafka, prefix, "dbzland", **OPTIONS)
         time.sleep(2)
         assert run_land(kafka, prefix, lake, "--source-format", "debezium-json",
                         "--max-offsets-per-trigger", "700") == 0
@@ -81,6 +84,10 @@ def test_debezium_topics_land_once_across_a_connector_killed_9(make_mariadb, kaf
         time.sleep(2)
         stop.set()
         writer.join()
+        server.execute("CREATE TABLE dbzland.c (id INT PRIMARY KEY, v VARCHAR(10))")
+        server.execute("INSERT INTO dbzland.c VALUES (1, 'x'), (2, 'y'), (3, 'z')")
+        server.execute("TRUNCATE TABLE dbzland.c")  # Debezium's op t
+        server.execute("INSERT INTO dbzland.c VALUES (7, 'after')")
         server.execute("CREATE TABLE dbzland.done (id INT PRIMARY KEY)")
         server.execute("INSERT INTO dbzland.done VALUES (1)")
         dbz.wait_for(kafka, prefix, "dbzland.done", 1, worker)
@@ -116,3 +123,7 @@ def test_debezium_topics_land_once_across_a_connector_killed_9(make_mariadb, kaf
         # every change event Debezium published for the table, once (a changed key: a delete and an insert)
         in_kafka = sum(1 for k in seen if k[0] == table)
         assert len(changes) == in_kafka, (table, len(changes), in_kafka)
+    # the truncated table: its mirror holds the row written after the TRUNCATE alone, its change log every event
+    assert mirror_rows(spark, lake, "dbzland", "c")[0] == plain_rows(conn, "c", "id") == {(7,): {"id": 7, "v": "after"}}
+    assert sorted(r.op for r in spark.read.format("delta").load(str(lake / "dbzland" / "c__changes")).collect()) \
+        == ["insert"] * 4 + ["truncate"]
