@@ -12,8 +12,10 @@ the mirror and catches the table up from Kafka, held by another gate once the ca
 (the changes between the ALTER and a later ADD COLUMN of the table): killed again there, mid-catch-up, and started
 once more (no gate), it lands the catch-up again (its committed part skipped) and goes on.
 
-And a RENAME TABLE that ties tables to a park: two tables swapped (RENAME TABLE a TO tmp, b TO a, tmp TO b) after
-an ALTER parked one of them, each changed afterwards under its new name.
+And a RENAME TABLE that ties tables to a park (in-process runs, `--trigger available-now`): two tables swapped
+(RENAME TABLE a TO tmp, b TO a, tmp TO b) in the batch whose ALTER parked one of them; and a parked table renamed
+(RENAME TABLE p TO p2, q TO p) in a later batch, while its park's rewrite (failed once, run again) is still
+rewriting; each table changed afterwards under its new name.
 
 At the end every mirror equals the server's SELECT as a reader other than Spark and binlake reads it (delta-rs,
 pyiceberg), and every row change of the binlog is once in the change logs (mariadb-binlog --verbose's counts).
@@ -259,4 +261,77 @@ def test_tables_swapped_by_rename_while_one_is_parked(mariadb, kafka, spark, tmp
     for table in ("a", "b"):  # each mirror: its server table's rows, under its name now
         _assert_mirror(conn, lake, db, table, lake_format)
     moved = _read(lake, db, "b", lake_format)
+    assert moved is not None and _is_binary(moved.schema.field("v").type)
+
+
+@pytest.mark.parametrize("lake_format", FORMATS)
+def test_a_parked_table_renamed_in_a_later_batch(mariadb, kafka, spark, tmp_path, monkeypatch, capfd,
+                                                 lake_format) -> None:
+    """An ALTER parks `p` and its rewrite fails (the run stops; the park stays, rewriting); the next run's first
+    batch has RENAME TABLE p TO p2, q TO p while the park's rewrite, run again, is held until that batch has
+    landed: `p2` and `q` join the park, and each table's later changes land under its new name."""
+    from streaming_job import sink
+
+    db = prefix = f"parkmv_{lake_format}"
+    lake = tmp_path / "lake"
+    mariadb.execute(f"DROP DATABASE IF EXISTS {db}")
+    mariadb.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
+    monkeypatch.setenv("BINLAKE_LAND_PARK_ROWS", "0")
+    monkeypatch.setenv("BINLAKE_FILTERS_INCLUDE", f"{db}.*")
+    land = ["--format", lake_format, "--kafka-source", "binlake"]
+    conn = mariadb.connect(db)
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE p (id INT PRIMARY KEY, v VARCHAR(20) CHARACTER SET latin1)")
+        cur.execute("INSERT INTO p SELECT seq, CONCAT('p-', seq) FROM seq_1_to_40")
+        cur.execute("CREATE TABLE q (id INT PRIMARY KEY, w INT)")
+        cur.execute("INSERT INTO q SELECT seq, seq * 10 FROM seq_1_to_30")
+    conn.commit()
+    run_daemon(mariadb, kafka, prefix)
+    assert run_land(kafka, prefix, lake, *land) == 0
+
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION sql_mode = ''")
+        cur.execute("ALTER TABLE p MODIFY v VARBINARY(20)")  # a rewrite: parks `p`
+        cur.execute("INSERT INTO p VALUES (41, 0x00ff)")
+        cur.execute("DELETE FROM p WHERE id = 3")
+    conn.commit()
+    run_daemon(mariadb, kafka, prefix)
+    rewrite = sink.Lander._rewrite
+
+    def failing(self: Any, what: Any) -> None:
+        raise RuntimeError("the test's failed rewrite")
+
+    monkeypatch.setattr(sink.Lander, "_rewrite", failing)
+    assert run_land(kafka, prefix, lake, *land) != 0
+    parks = read_parks(LakeFiles.on_disk(), str(lake / "_checkpoint"))
+    assert [(p.state, [t.table for t in p.tables]) for p in parks] == [(State.REWRITING, ["p"])]
+
+    with conn.cursor() as cur:
+        cur.execute("UPDATE p SET v = 0x01 WHERE id = 4")
+        cur.execute("RENAME TABLE p TO p2, q TO p")
+        cur.execute("INSERT INTO p2 VALUES (42, 0x4242)")  # the former p
+        cur.execute("UPDATE p2 SET v = 0x07 WHERE id = 7")
+        cur.execute("DELETE FROM p2 WHERE id = 8")
+        cur.execute("INSERT INTO p VALUES (31, 310)")  # the former q
+        cur.execute("UPDATE p SET w = -5 WHERE id = 5")
+        cur.execute("DELETE FROM p WHERE id = 6")
+    conn.commit()
+    run_daemon(mariadb, kafka, prefix)
+
+    def held(self: Any, what: Any) -> None:  # until this run's first batch (the RENAME's) has landed
+        deadline = time.monotonic() + 300
+        while self.parking.processed is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        rewrite(self, what)
+
+    monkeypatch.setattr(sink.Lander, "_rewrite", held)
+    capfd.readouterr()
+    assert run_land(kafka, prefix, lake, *land) == 0
+    said = capfd.readouterr().err  # (the job's log)
+    assert "parked too (park 1)" in said and "caught up" in said, said[-3000:]
+    assert read_parks(LakeFiles.on_disk(), str(lake / "_checkpoint")) == []
+
+    for table in ("p", "p2"):  # each mirror: its server table's rows, under its name now
+        _assert_mirror(conn, lake, db, table, lake_format)
+    moved = _read(lake, db, "p2", lake_format)
     assert moved is not None and _is_binary(moved.schema.field("v").type)
