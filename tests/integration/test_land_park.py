@@ -1,16 +1,25 @@
-"""A parked table (streaming_job/parking.py; docs/LAND.md, "Parked tables"): a table whose mirror holds more rows than
-land.park_rows (1000 here) gets an ALTER that is no safe widening (latin1 text -> VARBINARY, a DECIMAL scale) while
-another table takes a steady trickle of writes and a running land job (`--trigger 1s`) lands them.
+"""A parked table (streaming_job/parking.py; docs/LAND.md, "Parked tables"), on Delta and on Iceberg (a local lake,
+Iceberg's Hadoop catalog): a table gets an ALTER that is no safe widening (latin1 text -> VARBINARY, a DECIMAL scale)
+while another table takes a steady trickle of writes and a running land job (`--trigger 1s`) lands them. The job
+parks every rewrite (land.park_rows 0).
 
-The mirror's rewrite runs beside the batches. A rewrite of a few thousand rows takes milliseconds, so the job runs
+The mirror's rewrite runs beside the batches. A rewrite of a few hundred rows takes milliseconds, so the job runs
 with its parked tables' rewrites held at their start until the test opens a gate (tests/harness/park_gate.py);
 everything else is the job as it is. While the rewrite waits: the park file says so, and batches go on landing the
-other table (its rows written after the ALTER are in its mirror, as delta-rs reads it) and none of the
-parked table's changes made after the ALTER. Then the job is killed with SIGKILL, `binlake status` shows the park,
-and the job started again (no gate) rewrites the mirror, catches the table up from Kafka and goes on. At the end
-every mirror equals the server's SELECT as delta-rs reads it (not Spark, not binlake), and every row
-change of the binlog is once in the change logs (mariadb-binlog --verbose's counts). Delta on local disk, binlake's
-Kafka source."""
+other table (its rows written after the ALTER are in its mirror) and none of the parked table's changes made after
+the ALTER. Then the job is killed with SIGKILL, `binlake status` shows the park, and the job started again rewrites
+the mirror and catches the table up from Kafka, held by another gate once the catch-up's first part has committed
+(the changes between the ALTER and a later ADD COLUMN of the table): killed again there, mid-catch-up, and started
+once more (no gate), it lands the catch-up again (its committed part skipped) and goes on.
+
+And a RENAME TABLE that ties tables to a park (in-process runs, `--trigger available-now`): two tables swapped
+(RENAME TABLE a TO tmp, b TO a, tmp TO b) in the batch whose ALTER parked one of them; and a parked table renamed
+(RENAME TABLE p TO p2, q TO p) in a later batch, while its park's rewrite (failed once, run again) is still
+rewriting; each table changed afterwards under its new name.
+
+At the end every mirror equals the server's SELECT as a reader other than Spark and binlake reads it (delta-rs,
+pyiceberg), and every row change of the binlog is once in the change logs (mariadb-binlog --verbose's counts).
+binlake's Kafka source."""
 
 from __future__ import annotations
 
@@ -31,24 +40,28 @@ from streaming_job.generations import change_log_name
 from streaming_job.lake_files import LakeFiles
 from streaming_job.parking import State, read_parks
 from tests.harness.binlogs import verbose_counts
-from tests.harness.daemon import BINLAKE, daemon_running
+from tests.harness.daemon import BINLAKE, daemon_running, run_daemon
 from tests.harness.delta_rs import delta_rs_table
-from tests.harness.land import RunningLand, committed_batches, landed_everything, plain_rows
-from tests.harness.park_gate import GATE
+from tests.harness.iceberg import pyiceberg_table
+from tests.harness.land import RunningLand, committed_batches, landed_everything, plain_rows, run_land
+from tests.harness.park_gate import CATCH_UP_GATE, GATE
 from tests.harness.workloads import Trickle
 
 pytestmark = pytest.mark.integration
-ROWS = 3000  # above land.park_rows
+FORMATS = ["delta", "iceberg"]
+ROWS = 300  # every rewrite parks (land.park_rows 0): a small table
 ALTER = "ALTER TABLE big MODIFY a VARBINARY(40), MODIFY d DECIMAL(10,2)"
 
 
-def _read(lake: Path, db: str, table: str) -> pa.Table | None:
-    """A lake table as delta-rs reads it (None: not there yet)."""
+def _read(lake: Path, db: str, table: str, lake_format: str) -> pa.Table | None:
+    """A lake table as delta-rs or pyiceberg reads it (None: not there yet)."""
+    if lake_format == "iceberg":
+        return pyiceberg_table(lake, db, table)
     return delta_rs_table(lake / db / table) if (lake / db / table / "_delta_log").is_dir() else None
 
 
-def _ids(lake: Path, db: str, table: str) -> set[int]:
-    found = _read(lake, db, table)
+def _ids(lake: Path, db: str, table: str, lake_format: str) -> set[int]:
+    found = _read(lake, db, table, lake_format)
     return set() if found is None else set(found.column("id").to_pylist())
 
 
@@ -56,17 +69,55 @@ def _plain(v: Any) -> Any:
     return bytes(v) if isinstance(v, bytearray) else v
 
 
-def test_a_parked_table_lands_beside_the_others_across_a_kill(mariadb, kafka, tmp_path) -> None:
-    # (Iceberg's parks: the same job, its format's parts in tests/unit/test_parking_iceberg.py; two more starts of
-    # the job would double this test's time)
-    db, prefix, lake = "park", "park", tmp_path / "lake"
-    checkpoint, gate = lake / "_checkpoint", tmp_path / "gate"
+def _is_binary(t: pa.DataType) -> bool:
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t)
+
+
+def _is_string(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _assert_mirror(conn, lake: Path, db: str, table: str, lake_format: str) -> pa.Table:
+    """The mirror (delta-rs's or pyiceberg's read) equals the server's SELECT of the table; the mirror."""
+    want = {k[0]: {c: _plain(v) for c, v in r.items()} for k, r in plain_rows(conn, table, "id").items()}
+    found = _read(lake, db, table, lake_format)
+    assert found is not None, table
+    names = list(next(iter(want.values())))
+    assert {r["id"]: r for r in found.select(names).to_pylist()} == want, table
+    return found
+
+
+def _assert_changes_once(server, lake: Path, db: str, lake_format: str, generations: dict[str, int]) -> None:
+    """Every row change of the binlog once in its table's change logs (every generation's; ``generations``: how
+    many each table has)."""
+    server.flush_logs()
+    counts = verbose_counts(server.binlog_files()[:-1], db)
+    for table, expected in generations.items():
+        rows, number = [], 1
+        while (found := _read(lake, db, change_log_name(table, number), lake_format)) is not None:
+            rows += found.select(["op", "seq", "row_index"]).to_pylist()
+            number += 1
+        assert number - 1 == expected, table
+        changes = [r for r in rows if r["op"] in ("insert", "update", "delete")]
+        got = collections.Counter(r["op"] for r in changes)
+        assert dict(got) == {op: counts[(op, table)] for op in ("insert", "update", "delete")
+                             if counts[(op, table)]}, table
+        assert len({(r["seq"], r["row_index"]) for r in changes}) == len(changes), (table, "twice")
+
+
+@pytest.mark.parametrize("lake_format", FORMATS)
+def test_a_parked_table_lands_beside_the_others_across_kills_while_parked_and_catching_up(
+        mariadb, kafka, tmp_path, lake_format) -> None:
+    db = prefix = f"park_{lake_format}"
+    lake = tmp_path / "lake"
+    checkpoint, gate, catch_up_gate = lake / "_checkpoint", tmp_path / "gate", tmp_path / "catch-up-gate"
     mariadb.execute(f"DROP DATABASE IF EXISTS {db}")
     mariadb.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
     where = ["--kafka", kafka.bootstrap, "--topic-prefix", prefix, "--lake", str(lake), "--checkpoint",
-             str(checkpoint)]
+             str(checkpoint), "--format", lake_format]
     args = ["land", *where, "--kafka-source", "binlake"]
-    env = {**os.environ, "PYTHONPATH": os.getcwd(), "BINLAKE_LAND_PARK_ROWS": "1000", GATE: str(gate)}
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "BINLAKE_LAND_PARK_ROWS": "0"}
+    gated = [sys.executable, "-m", "tests.harness.park_gate", *args]
     conn = mariadb.connect(db)
     with conn.cursor() as cur:
         cur.execute("CREATE TABLE big (id INT PRIMARY KEY, a VARCHAR(24) CHARACTER SET latin1, d DECIMAL(10,4))")
@@ -80,9 +131,8 @@ def test_a_parked_table_lands_beside_the_others_across_a_kill(mariadb, kafka, tm
     with daemon_running(mariadb, kafka, prefix, 4949, {"BINLAKE_FILTERS_INCLUDE": f"{db}.*"}) as watcher, \
             Trickle(mariadb, db, "o") as workload, contextlib.ExitStack() as jobs:
         workload.start()
-        landing = jobs.enter_context(RunningLand([sys.executable, "-m", "tests.harness.park_gate", *args], env,
-                                                 tmp_path / "land-1.log"))
-        landing.until(lambda: len(_ids(lake, db, "big")) >= ROWS, timeout=180)  # the table's rows landed
+        landing = jobs.enter_context(RunningLand(gated, {**env, GATE: str(gate)}, tmp_path / "land-1.log"))
+        landing.until(lambda: len(_ids(lake, db, "big", lake_format)) >= ROWS, timeout=180)  # the table's rows landed
         timings["first landed"] = time.monotonic() - started
 
         with conn.cursor() as cur:
@@ -93,6 +143,14 @@ def test_a_parked_table_lands_beside_the_others_across_a_kill(mariadb, kafka, tm
                 cur.execute(f"INSERT INTO big VALUES ({ROWS + k}, 0x00ff, 1.5)")
                 cur.execute(f"UPDATE big SET d = d + 1 WHERE id = {k * 11}")
                 cur.execute(f"DELETE FROM big WHERE id = {k * 13}")
+            conn.commit()
+            # a column added (no rewrite: null): the catch-up lands the changes before it, the statement, and the
+            # changes after it, in parts of their own
+            cur.execute("ALTER TABLE big ADD COLUMN z INT")
+            for k in range(4, 7):
+                cur.execute(f"INSERT INTO big VALUES ({ROWS + k}, 0x01, 2.5, {k})")
+                cur.execute(f"UPDATE big SET z = {k} WHERE id = {k * 11}")
+                cur.execute(f"DELETE FROM big WHERE id = {k * 13}")
         conn.commit()
         parked = landing.wait_for("parked (park 1)")
         landing.wait_for("park gate: the rewrite waits")
@@ -100,13 +158,13 @@ def test_a_parked_table_lands_beside_the_others_across_a_kill(mariadb, kafka, tm
         parks = read_parks(LakeFiles.on_disk(), str(checkpoint))
         assert [(p.state, [t.table for t in p.tables]) for p in parks] == [(State.REWRITING, ["big"])]
         # The rewrite waits; two batches after the one that parked the table commit, landing the other table's rows
-        seen = max(_ids(lake, db, "o"), default=0)
+        seen = max(_ids(lake, db, "o", lake_format), default=0)
         landing.until(lambda: committed_batches(checkpoint) >= parks[0].tables[0].batch + 3, timeout=60)
-        assert max(_ids(lake, db, "o")) > max(seen, altered + 1)
+        assert max(_ids(lake, db, "o", lake_format)) > max(seen, altered + 1)
         assert [p.state for p in read_parks(LakeFiles.on_disk(), str(checkpoint))] == [State.REWRITING]
-        big = _read(lake, db, "big")
+        big = _read(lake, db, "big", lake_format)
         assert big is not None and ROWS + 1 not in big.column("id").to_pylist() and 13 in big.column("id").to_pylist()
-        assert pa.types.is_string(big.schema.field("a").type)  # not rewritten yet
+        assert _is_string(big.schema.field("a").type)  # not rewritten yet
         assert not any("rewritten in" in line for line in landing.lines[parked:])
         timings["parked, the other table landing"] = time.monotonic() - started
 
@@ -117,12 +175,27 @@ def test_a_parked_table_lands_beside_the_others_across_a_kill(mariadb, kafka, tm
         assert status.returncode == 0, status.stderr[-2000:]
         tables = {t["table"]: t for t in orjson.loads(status.stdout)["tables"]}
         assert (tables[f"{db}.big"]["parked"] or "").startswith("rewriting"), tables[f"{db}.big"]
-        assert time.time() - 120 < tables[f"{db}.big"]["parked_since"] < time.time()
+        assert time.time() - 300 < tables[f"{db}.big"]["parked_since"] < time.time()
         assert tables[f"{db}.o"]["parked"] is None
 
-        # The job started again (no gate): the park's rewrite, its catch-up, and the batches after it
-        landing = jobs.enter_context(RunningLand([*BINLAKE, *args], env, tmp_path / "land-2.log"))
-        landing.wait_for("caught up to batch")
+        # The job started again: the park's rewrite, and its catch-up held once its first part has committed
+        landing = jobs.enter_context(RunningLand(gated, {**env, CATCH_UP_GATE: str(catch_up_gate)},
+                                                 tmp_path / "land-2.log"))
+        landing.wait_for("park gate: the catch-up waits")
+        parks = read_parks(LakeFiles.on_disk(), str(checkpoint))
+        assert [(p.state, [t.table for t in p.tables]) for p in parks] == [(State.CATCHING_UP, ["big"])]
+        big = _read(lake, db, "big", lake_format)
+        assert big is not None and _is_binary(big.schema.field("a").type)  # rewritten
+        ids = set(big.column("id").to_pylist())
+        assert {ROWS + 1, ROWS + 3} <= ids and 13 not in ids  # the changes before the ADD COLUMN: landed
+        assert ROWS + 4 not in ids and 52 in ids and "z" not in big.schema.names  # those after it: not yet
+        timings["catching up"] = time.monotonic() - started
+        os.killpg(landing.proc.pid, 9)  # the job killed mid-catch-up
+        landing.proc.wait()
+
+        # Once more (no gate): the catch-up landed again (its committed part skipped), the batches after it
+        landing = jobs.enter_context(RunningLand([*BINLAKE, *args], env, tmp_path / "land-3.log"))
+        landing.wait_for("its catch-up was interrupted: landing it again")
         timings["caught up"] = time.monotonic() - started
         workload.stop.set()
         workload.join()
@@ -132,27 +205,133 @@ def test_a_parked_table_lands_beside_the_others_across_a_kill(mariadb, kafka, tm
         timings["all landed"] = time.monotonic() - started
     sys.stderr.write(f"timings: {timings}\n")
 
-    # Every mirror equals the server's SELECT, as delta-rs reads it
-    for table in ("big", "o"):
-        want = {k[0]: {c: _plain(v) for c, v in r.items()} for k, r in plain_rows(conn, table, "id").items()}
-        found = _read(lake, db, table)
-        assert found is not None
-        names = list(next(iter(want.values())))
-        assert {r["id"]: r for r in found.select(names).to_pylist()} == want, table
-    rewritten = _read(lake, db, "big")
-    assert rewritten is not None and pa.types.is_binary(rewritten.schema.field("a").type)
+    # Every mirror equals the server's SELECT, as delta-rs or pyiceberg reads it
+    _assert_mirror(conn, lake, db, "o", lake_format)
+    rewritten = _assert_mirror(conn, lake, db, "big", lake_format)
+    assert _is_binary(rewritten.schema.field("a").type)
+    # (the ALTER's types cannot join big's first change log: a second generation)
+    _assert_changes_once(mariadb, lake, db, lake_format, {"big": 2, "o": 1})
 
-    # Every row change of the binlog once in its table's change logs (every generation's)
-    mariadb.flush_logs()
-    counts = verbose_counts(mariadb.binlog_files()[:-1], db)
-    for table, generations in (("big", 2), ("o", 1)):
-        rows, number = [], 1
-        while (found := _read(lake, db, change_log_name(table, number))) is not None:
-            rows += found.select(["op", "seq", "row_index"]).to_pylist()
-            number += 1
-        assert number - 1 == generations, table  # the ALTER's types cannot join big's first change log
-        changes = [r for r in rows if r["op"] in ("insert", "update", "delete")]
-        got = collections.Counter(r["op"] for r in changes)
-        assert dict(got) == {op: counts[(op, table)] for op in ("insert", "update", "delete")
-                             if counts[(op, table)]}, table
-        assert len({(r["seq"], r["row_index"]) for r in changes}) == len(changes), (table, "twice")
+
+@pytest.mark.parametrize("lake_format", FORMATS)
+def test_tables_swapped_by_rename_while_one_is_parked(mariadb, kafka, spark, tmp_path, monkeypatch, capfd,
+                                                      lake_format) -> None:
+    """An ALTER parks `a`; RENAME TABLE a TO tmp, b TO a, tmp TO b names it: `b` and `tmp` join its park, in
+    the same batch (`--trigger available-now`), and catch up with it; each changed afterwards under its new name."""
+    db = prefix = f"parkren_{lake_format}"
+    lake = tmp_path / "lake"
+    mariadb.execute(f"DROP DATABASE IF EXISTS {db}")
+    mariadb.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
+    monkeypatch.setenv("BINLAKE_LAND_PARK_ROWS", "0")
+    monkeypatch.setenv("BINLAKE_FILTERS_INCLUDE", f"{db}.*")
+    conn = mariadb.connect(db)
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20) CHARACTER SET latin1)")
+        cur.execute("INSERT INTO a SELECT seq, CONCAT('a-', seq) FROM seq_1_to_40")
+        cur.execute("CREATE TABLE b (id INT PRIMARY KEY, w INT, t VARCHAR(10))")
+        cur.execute("INSERT INTO b SELECT seq, seq * 10, CONCAT('b', seq) FROM seq_1_to_30")
+    conn.commit()
+    run_daemon(mariadb, kafka, prefix)
+    assert run_land(kafka, prefix, lake, "--format", lake_format, "--kafka-source", "binlake") == 0
+    assert len(_ids(lake, db, "a", lake_format)) == 40 and len(_ids(lake, db, "b", lake_format)) == 30
+
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION sql_mode = ''")
+        cur.execute("ALTER TABLE a MODIFY v VARBINARY(20)")  # a rewrite: parks `a`
+        cur.execute("INSERT INTO a VALUES (41, 0x00ff)")
+        cur.execute("UPDATE a SET v = 0x01 WHERE id = 2")
+        cur.execute("DELETE FROM a WHERE id = 3")
+        cur.execute("UPDATE b SET w = -1 WHERE id = 4")
+        conn.commit()
+        cur.execute("RENAME TABLE a TO tmp, b TO a, tmp TO b")
+        cur.execute("INSERT INTO a VALUES (31, 310, 'a-now')")  # the former b
+        cur.execute("UPDATE a SET t = 'moved' WHERE id = 5")
+        cur.execute("DELETE FROM a WHERE id = 6")
+        cur.execute("INSERT INTO b VALUES (42, 0x4242)")  # the former a
+        cur.execute("UPDATE b SET v = 0x07 WHERE id = 7")
+        cur.execute("DELETE FROM b WHERE id = 8")
+    conn.commit()
+    run_daemon(mariadb, kafka, prefix)
+    capfd.readouterr()
+    assert run_land(kafka, prefix, lake, "--format", lake_format, "--kafka-source", "binlake") == 0
+    said = capfd.readouterr().err  # (the job's log)
+    assert "parked (park 1)" in said and "parked too (park 1)" in said, said[-3000:]
+    assert read_parks(LakeFiles.on_disk(), str(lake / "_checkpoint")) == []
+
+    for table in ("a", "b"):  # each mirror: its server table's rows, under its name now
+        _assert_mirror(conn, lake, db, table, lake_format)
+    moved = _read(lake, db, "b", lake_format)
+    assert moved is not None and _is_binary(moved.schema.field("v").type)
+
+
+@pytest.mark.parametrize("lake_format", FORMATS)
+def test_a_parked_table_renamed_in_a_later_batch(mariadb, kafka, spark, tmp_path, monkeypatch, capfd,
+                                                 lake_format) -> None:
+    """An ALTER parks `p` and its rewrite fails (the run stops; the park stays, rewriting); the next run's first
+    batch has RENAME TABLE p TO p2, q TO p while the park's rewrite, run again, is held until that batch has
+    landed: `p2` and `q` join the park, and each table's later changes land under its new name."""
+    from streaming_job import sink
+
+    db = prefix = f"parkmv_{lake_format}"
+    lake = tmp_path / "lake"
+    mariadb.execute(f"DROP DATABASE IF EXISTS {db}")
+    mariadb.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
+    monkeypatch.setenv("BINLAKE_LAND_PARK_ROWS", "0")
+    monkeypatch.setenv("BINLAKE_FILTERS_INCLUDE", f"{db}.*")
+    land = ["--format", lake_format, "--kafka-source", "binlake"]
+    conn = mariadb.connect(db)
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE p (id INT PRIMARY KEY, v VARCHAR(20) CHARACTER SET latin1)")
+        cur.execute("INSERT INTO p SELECT seq, CONCAT('p-', seq) FROM seq_1_to_40")
+        cur.execute("CREATE TABLE q (id INT PRIMARY KEY, w INT)")
+        cur.execute("INSERT INTO q SELECT seq, seq * 10 FROM seq_1_to_30")
+    conn.commit()
+    run_daemon(mariadb, kafka, prefix)
+    assert run_land(kafka, prefix, lake, *land) == 0
+
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION sql_mode = ''")
+        cur.execute("ALTER TABLE p MODIFY v VARBINARY(20)")  # a rewrite: parks `p`
+        cur.execute("INSERT INTO p VALUES (41, 0x00ff)")
+        cur.execute("DELETE FROM p WHERE id = 3")
+    conn.commit()
+    run_daemon(mariadb, kafka, prefix)
+    rewrite = sink.Lander._rewrite
+
+    def failing(self: Any, what: Any) -> None:
+        raise RuntimeError("the test's failed rewrite")
+
+    monkeypatch.setattr(sink.Lander, "_rewrite", failing)
+    assert run_land(kafka, prefix, lake, *land) != 0
+    parks = read_parks(LakeFiles.on_disk(), str(lake / "_checkpoint"))
+    assert [(p.state, [t.table for t in p.tables]) for p in parks] == [(State.REWRITING, ["p"])]
+
+    with conn.cursor() as cur:
+        cur.execute("UPDATE p SET v = 0x01 WHERE id = 4")
+        cur.execute("RENAME TABLE p TO p2, q TO p")
+        cur.execute("INSERT INTO p2 VALUES (42, 0x4242)")  # the former p
+        cur.execute("UPDATE p2 SET v = 0x07 WHERE id = 7")
+        cur.execute("DELETE FROM p2 WHERE id = 8")
+        cur.execute("INSERT INTO p VALUES (31, 310)")  # the former q
+        cur.execute("UPDATE p SET w = -5 WHERE id = 5")
+        cur.execute("DELETE FROM p WHERE id = 6")
+    conn.commit()
+    run_daemon(mariadb, kafka, prefix)
+
+    def held(self: Any, what: Any) -> None:  # until this run's first batch (the RENAME's) has landed
+        deadline = time.monotonic() + 300
+        while self.parking.processed is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        rewrite(self, what)
+
+    monkeypatch.setattr(sink.Lander, "_rewrite", held)
+    capfd.readouterr()
+    assert run_land(kafka, prefix, lake, *land) == 0
+    said = capfd.readouterr().err  # (the job's log)
+    assert "parked too (park 1)" in said and "caught up" in said, said[-3000:]
+    assert read_parks(LakeFiles.on_disk(), str(lake / "_checkpoint")) == []
+
+    for table in ("p", "p2"):  # each mirror: its server table's rows, under its name now
+        _assert_mirror(conn, lake, db, table, lake_format)
+    moved = _read(lake, db, "p2", lake_format)
+    assert moved is not None and _is_binary(moved.schema.field("v").type)

@@ -1,8 +1,8 @@
 """A parked table's Iceberg parts (streaming_job/parking.py, sink_parks.py over iceberg_format.py; pyiceberg, no
 Spark): what a rewrite costs (the mirror's rows, from its snapshot), the rewrite run on a thread of its own with the
 writer identity its batch gave it while the batch's thread writes with its own, and the statement applied once (a
-second run of the park's rewrite writes nothing). The job's park and catch-up as a whole: tests/integration/
-test_land_park.py (Delta: two more starts of the job for Iceberg would double that test's time)."""
+second run of the park's rewrite writes nothing). The job's park and catch-up as a whole, on Delta and Iceberg:
+tests/integration/test_land_park.py."""
 
 from __future__ import annotations
 
