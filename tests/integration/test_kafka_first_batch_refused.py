@@ -8,7 +8,7 @@ aborts and publishes the transaction again): never a commit without it."""
 from __future__ import annotations
 
 import pytest
-from harness.daemon import stable_end_offsets
+from harness import debezium as dbz
 from harness.kafka_proxy import RefuseFirstProduce
 
 from ingester.daemon.producers import ProducerError, PythonProducer, RdkafkaProducer
@@ -17,26 +17,6 @@ from ingester.devstack.kafka import KafkaBroker
 pytestmark = pytest.mark.integration
 
 TOPIC = "refused.first"
-
-
-def committed(bootstrap: str, topic: str) -> list[bytes | None]:
-    """The committed messages' values of the topic's partition 0, in order."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False,
-                             group_id=None)
-    try:
-        part = TopicPartition(topic, 0)
-        consumer.assign([part])
-        consumer.seek_to_beginning(part)
-        end = stable_end_offsets(type("K", (), {"bootstrap": bootstrap}), consumer, [part], 10.0)
-        values: list[bytes | None] = []
-        while consumer.position(part) < end[part]:
-            for batch in consumer.poll(timeout_ms=1000).values():
-                values += [m.value for m in batch]
-        return values
-    finally:
-        consumer.close()
 
 
 @pytest.mark.parametrize("kind", [RdkafkaProducer, PythonProducer], ids=["librdkafka", "kafka-python"])
@@ -75,4 +55,5 @@ def test_a_first_batch_refused_while_the_next_is_accepted_is_sent_again(tmp_path
             finally:
                 producer.close(10)
                 admin.close()
-            assert committed(broker.bootstrap, TOPIC) == expected, f"overtaken by the next request: {proxy.overtaken}"
+            values = [value for _, value in dbz.messages(broker, "refused")[TOPIC]]
+            assert values == expected, f"overtaken by the next request: {proxy.overtaken}"
