@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyiceberg.expressions import AlwaysTrue
 
 from .batch_rows import TableRows
 from .decode import typed_batches
@@ -43,7 +44,7 @@ from .iceberg_maintenance import IcebergMaintenance
 from .iceberg_orphans import OrphanFiles
 from .iceberg_renames import Renames, field_paths, in_place, renamed, renamed_images
 from .iceberg_schema import iceberg_alters
-from .iceberg_statements import IcebergStatementTables
+from .iceberg_statements import IcebergStatementTables, append_parts, mirror_parts
 from .iceberg_tables import (
     change_log_properties,
     change_log_schema,
@@ -234,8 +235,8 @@ class IcebergFormat(LakeFormat):
         latest = fill_older(latest, fills, values, SEQ)  # images older than an ADD COLUMN
         mirror = self._ready(db, table, mirror_schema(columns), columns,
                              lambda: mirror_properties(columns, key_property(pk), pk),
-                             rows=lambda rows, names: fill_older(with_columns(rows, names, mirror_schema(columns)),
-                                                                 fills, values, SEQ) if values else None,
+                             rows=(lambda rows, names: fill_older(with_columns(rows, names, mirror_schema(columns)),
+                                                                  fills, values, SEQ)) if values else None,
                              renames=moves)
         if self._has(mirror, changes.batch_id):
             return
@@ -307,9 +308,10 @@ class IcebergFormat(LakeFormat):
                properties: Any, partition: str | None = None, location: str | None = None, rows: Any = None,
                renames: Renames | None = None, nested: bool = False) -> Table:
         """The table, created where it does not exist, and given the batch's columns where it lacks some
-        (added columns, Iceberg's type promotions: int to long, float to double, a wider decimal). ``rows(table
-        rows, column names)``: the table's rows as they are to be with the added columns (their defaults), or
-        None where they stay as they are; rewritten in the same commit as the columns' addition. ``renames``:
+        (added columns, Iceberg's type promotions: int to long, float to double, a wider decimal). ``rows(a part
+        of the table's rows, column names)``: the part as it is to be with the added columns (their defaults);
+        None where the rows stay as they are; rewritten a part at a time (mirror_parts) in the commit that adds
+        the columns. ``renames``:
         columns renamed first (in the images' structs where ``nested``)."""
         found = self.table(namespace, name)
         if found is None:
@@ -317,13 +319,13 @@ class IcebergFormat(LakeFormat):
         if columns and self._columns.get((namespace, name)) != columns:
             if recorded_columns(dict(found.metadata.properties)) != columns:
                 try:
-                    before = found.scan().to_arrow() if rows is not None and found.current_snapshot() else None
-                    names = [f.name for f in found.schema().fields]
-                    if before is not None and renames:
-                        before = before.rename_columns(_moved(before.column_names, renames))
-                    names = _moved(names, renames or [])
+                    names = _moved([f.name for f in found.schema().fields], renames or [])
                     names += [n for n in schema.names if n not in names]
-                    rewritten = rows(before, names) if before is not None else None
+
+                    def rewrite(part: pa.Table) -> pa.Table:
+                        return rows(part.rename_columns(_moved(part.column_names, renames or [])), names)
+
+                    rewritten = mirror_parts(found, rewrite) if rows is not None and found.current_snapshot() else None
                     with found.transaction() as tx:
                         for move in renames or []:  # one at a time: a -> b, then b -> c
                             present = partial(_present, tx)
@@ -336,7 +338,8 @@ class IcebergFormat(LakeFormat):
                             update.union_by_name(schema)
                         tx.set_properties(columns_property(columns))
                         if rewritten is not None:
-                            tx.overwrite(rewritten)
+                            tx.delete(AlwaysTrue())
+                            append_parts(tx, rewritten)
                 except Exception as exc:
                     raise LandError(f"the Iceberg table {namespace}.{name} cannot take the batch's columns "
                                     f"(Iceberg's promotions: int to long, float to double, a wider decimal): "

@@ -1,9 +1,10 @@
 """An Iceberg mirror's schema changes (schema_alter.MirrorRewrite), by pyiceberg from the driver: a rewrite is the
-mirror's rows read, transformed (schema_alter's transform) and written anew in one transaction that also drops the
-columns gone or of another type and adds the new ones (iceberg_statements' mirror made anew: Iceberg keys columns
-by field id, so a changed column is a new field); columns added without values are a schema change alone (rows
-written before read them as null). Iceberg's initial defaults (a v3 table's ``initial-default``) are not used:
-format version 2 tables, and Spark's and pyiceberg's readers of them, have none."""
+mirror's rows read, transformed (schema_alter's transform) and written anew, a part at a time, in one transaction
+that also drops the columns gone or of another type and adds the new ones (iceberg_statements' mirror made anew:
+Iceberg keys columns by field id, so a changed column is a new field); columns added without values are a schema
+change alone (rows written before read them as null). Iceberg's initial defaults (a v3 table's
+``initial-default``) are not used: format version 2 tables, and Spark's and pyiceberg's readers of them, have
+none."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from .iceberg_defaults import default_values
 from .iceberg_renames import field_paths
-from .iceberg_statements import IcebergStatementTables, _properties
+from .iceberg_statements import IcebergStatementTables, _properties, mirror_parts
 from .iceberg_tables import columns_property, mirror_schema, recorded_columns
 from .mirror import COMMIT_TS, SEQ
 from .schema_alter import Alters, MirrorRewrite, Transform
@@ -34,8 +35,7 @@ class IcebergMirrorRewrite(MirrorRewrite):
                        transform: Transform, properties: Properties, batch_id: int) -> None:
         found = self.fmt.table(db, table)
         assert found is not None
-        rows = transform(found.scan().to_arrow()) if found.current_snapshot() is not None else None
-        self.tables._anew(db, table, columns, key, rows, properties, batch_id)
+        self.tables._anew(db, table, columns, key, mirror_parts(found, transform), properties, batch_id)
 
     def add_mirror_columns(self, db: str, table: str, added: list[tuple[str, str]], properties: Properties,
                            batch_id: int) -> None:

@@ -4,11 +4,14 @@ properties. A mirror emptied is a delete of every file (no file rewritten); a mi
 history, its location) and gets the new columns (the old ones whose type differs dropped first: Iceberg keys
 columns by field id, so the new ones are new fields); a renamed table's mirror is the old one's rows written anew
 under the new name (Iceberg's data files name their columns by field id, which a new table assigns afresh: the
-files themselves cannot be listed by it)."""
+files themselves cannot be listed by it). Rows written anew (a renamed mirror, a rewrite) are read and written in
+parts of at most ``PART_ROWS`` rows, each an append of the one transaction: the driver holds a part at a time,
+never the whole mirror."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -28,7 +31,49 @@ from .table_statements import Properties, StatementTables
 from .writer import PARTITION_COLUMN
 
 if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
     from .iceberg_format import IcebergFormat
+
+PART_ROWS = 500_000  # rows read and written at a time where a mirror's rows are written anew
+Parts = Iterator[pa.Table]
+
+
+def mirror_parts(table: Table, change: Callable[[pa.Table], pa.Table] = lambda rows: rows,
+                 limit: int | None = None) -> Parts:
+    """The table's rows (its current snapshot's) in parts of at most ``limit`` (``PART_ROWS``) rows, each passed
+    through ``change`` (a row-by-row transform); none for a table without a snapshot. The files to read are
+    planned at the call, the rows read as the parts are taken."""
+    if table.current_snapshot() is None:
+        return iter(())
+    reader = table.scan().to_arrow_batch_reader()
+    size = limit or PART_ROWS
+
+    def parts() -> Parts:
+        held: list[pa.RecordBatch] = []
+        count = 0
+        for batch in reader:
+            while len(batch):
+                take = batch.slice(0, size - count)
+                held.append(take)
+                count += len(take)
+                batch = batch.slice(len(take))
+                if count == size:
+                    yield change(pa.Table.from_batches(held))
+                    held, count = [], 0
+        if count:
+            yield change(pa.Table.from_batches(held))
+
+    return parts()
+
+
+def append_parts(tx: Any, parts: Parts, schema: pa.Schema | None = None,
+                 summary: dict[str, str] | None = None) -> None:
+    """Each part (cast to ``schema`` where given) appended in the transaction ``tx``, a part at a time."""
+    for rows in parts:
+        if len(rows):
+            tx.append(rows if schema is None else rows.select(schema.names).cast(schema),
+                      snapshot_properties=summary or {})
 
 
 class IcebergStatementTables(StatementTables):
@@ -95,8 +140,7 @@ class IcebergStatementTables(StatementTables):
         assert found is not None
         own = dict(found.metadata.properties)
         columns = recorded_columns(own) or []
-        rows = found.scan().to_arrow() if found.current_snapshot() is not None else None
-        self._anew(*target, columns, recorded_key(own) or [], rows, properties, batch_id)
+        self._anew(*target, columns, recorded_key(own) or [], mirror_parts(found), properties, batch_id)
 
     def mirror_rows(self, db: str, table: str) -> int:
         found = self.fmt.table(db, table)
@@ -109,10 +153,11 @@ class IcebergStatementTables(StatementTables):
         """Iceberg's copy writes the rows anew (its files name columns by the old table's field ids)."""
         return self.mirror_rows(*source)
 
-    def _anew(self, db: str, table: str, columns: list[tuple[str, str]], key: list[str], rows: pa.Table | None,
+    def _anew(self, db: str, table: str, columns: list[tuple[str, str]], key: list[str], rows: Parts | None,
               properties: Properties, batch_id: int) -> None:
-        """The mirror with ``columns`` and ``key`` and no rows but ``rows``, in one transaction (created where the
-        lake has none): its rows deleted, the columns it had of another type dropped, the new ones added."""
+        """The mirror with ``columns`` and ``key`` and no rows but ``rows`` (mirror_parts: read as they are
+        written), in one transaction (created where the lake has none): its rows deleted, the columns it had of
+        another type dropped, the new ones added."""
         schema = mirror_schema(columns)
         own = mirror_properties(columns, key_property(key), key)
         found = self.fmt.table(db, table)
@@ -140,8 +185,8 @@ class IcebergStatementTables(StatementTables):
                 with tx.update_schema() as update:
                     for previous, name in zip(schema.names, schema.names[1:], strict=False):
                         update.move_after(name, previous)
-            if rows is not None and len(rows):
-                tx.append(rows.select(schema.names).cast(schema), snapshot_properties=summary)
+            if rows is not None:
+                append_parts(tx, rows, schema, summary)
             _properties(tx, {**own, **properties})
 
         self.fmt._commit(db, table, found, write, summary, key)

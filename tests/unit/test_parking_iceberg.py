@@ -97,3 +97,25 @@ def test_the_rewrite_runs_on_its_thread_with_its_batchs_identity_and_once(tmp_pa
     with fmt.identified("app~1.0"):
         fmt.apply(action)
     assert len(list(catalog(tmp_path).load_table(("d", "t")).snapshots())) == snapshots
+
+
+def test_rows_written_anew_go_a_part_at_a_time_in_one_commit(tmp_path, monkeypatch) -> None:
+    """A rewrite and a rename's copy read and write the mirror in parts of PART_ROWS rows (the driver never holds
+    the whole mirror), every row once, all in one commit."""
+    monkeypatch.setattr("streaming_job.iceberg_statements.PART_ROWS", 100)
+    fmt = local_format(tmp_path)
+    _lake(fmt, 1050)
+    before = len(list(catalog(tmp_path).load_table(("d", "t")).snapshots()))
+    fmt.apply(_alter())
+    mirror = catalog(tmp_path).load_table(("d", "t"))
+    rows = mirror.scan().to_arrow().sort_by("id")
+    assert rows.column("id").to_pylist() == list(range(1050))
+    assert rows.column("v").to_pylist() == [f"caf\u00e9 {i}".encode("latin1") for i in range(1050)]
+    added = list(mirror.snapshots())[before:]
+    appends = [s for s in added if s.summary is not None and s.summary.operation.value == "append"]
+    assert len(appends) == 11  # ten parts of 100 rows and one of 50
+    assert {s.summary.additional_properties.get("binlake.app-id") for s in added if s.summary} == {"app-1"}
+
+    fmt.table_statements.tables.copy_mirror(("d", "t"), ("d", "t2"), {}, 1)
+    copied = catalog(tmp_path).load_table(("d", "t2")).scan().to_arrow().sort_by("id")
+    assert copied.select(["id", "v"]).equals(rows.select(["id", "v"]))
