@@ -43,26 +43,32 @@ def mirror_parts(table: Table, change: Callable[[pa.Table], pa.Table] = lambda r
                  limit: int | None = None) -> Parts:
     """The table's rows (its current snapshot's) in parts of at most ``limit`` (``PART_ROWS``) rows, each passed
     through ``change`` (a row-by-row transform); none for a table without a snapshot. The files to read are
-    planned at the call, the rows read as the parts are taken."""
+    planned at the call and read one at a time as the parts are taken (pyiceberg's own readers of a scan read
+    every file at once)."""
     if table.current_snapshot() is None:
         return iter(())
-    reader = table.scan().to_arrow_batch_reader()
+    from pyiceberg.io.pyarrow import ArrowScan
+
+    scan = table.scan()
+    tasks = list(scan.plan_files())
+    reader = ArrowScan(scan.table_metadata, scan.io, scan.projection(), scan.row_filter, scan.case_sensitive)
     size = limit or PART_ROWS
 
     def parts() -> Parts:
-        held: list[pa.RecordBatch] = []
+        held: list[pa.Table] = []
         count = 0
-        for batch in reader:
-            while len(batch):
-                take = batch.slice(0, size - count)
+        for task in tasks:
+            rows = reader.to_table([task])
+            while len(rows):
+                take = rows.slice(0, size - count)
                 held.append(take)
                 count += len(take)
-                batch = batch.slice(len(take))
+                rows = rows.slice(len(take))
                 if count == size:
-                    yield change(pa.Table.from_batches(held))
+                    yield change(pa.concat_tables(held))
                     held, count = [], 0
         if count:
-            yield change(pa.Table.from_batches(held))
+            yield change(pa.concat_tables(held))
 
     return parts()
 
