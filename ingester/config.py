@@ -274,7 +274,7 @@ class DebeziumConfig:
 
 @dataclass
 class SchemaConfig:
-    """Schema history, for servers whose TABLE_MAPs carry no column names (README, "Schema history")."""
+    """Schema history, for servers whose TABLE_MAPs carry no column names (docs/COMMANDS.md, "Schema history")."""
 
     history: Literal["auto", "always", "never"] = "auto"  # auto: when binlog_row_metadata is not FULL
     on_unparsed_ddl: Literal["stop", "skip-table"] = "stop"  # skip-table: stop publishing the tables it names

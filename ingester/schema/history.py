@@ -101,7 +101,8 @@ class SchemaHistory:
     def __init__(self, accept: Callable[[str, str], bool], on_unparsed: str = "stop") -> None:
         self.accept = accept
         # stop, skip-table, or warn: the tables an unparsed DDL names become unknown (their entries say "skipped")
-        # with a warning, their rows still published (a server whose TABLE_MAPs name the columns: README)
+        # with a warning, their rows still published (a server whose TABLE_MAPs name the columns:
+        # docs/COMMANDS.md, "Schema history")
         self.on_unparsed = on_unparsed
         self.tables: dict[Name, TableSchema] = {}
         self.skipped: dict[Name, str] = {}  # table -> the DDL that made its columns unknown
