@@ -19,6 +19,7 @@ from ingester.devstack.objectstore import ObjectStore
 from ingester.devstack.registry import SchemaRegistry
 from ingester.devstack.spark_cluster import SparkCluster
 from tests.harness.cluster_lander import ClusterLander
+from tests.harness.datadirs import TemplateMariaDB
 from tests.harness.lake_shapes import ClusterS3Shape, LocalShape
 from tests.harness.servers import MySQL84Server, docker_engine_available
 
@@ -26,7 +27,7 @@ from tests.harness.servers import MySQL84Server, docker_engine_available
 @pytest.fixture(scope="session")
 def mariadb() -> Iterator[MariaDBServer]:
     """The shared MariaDB (FULL row metadata, CRC32 checksums); give each test its own database."""
-    with MariaDBServer(binlog_row_metadata="FULL", binlog_checksum="CRC32") as server:
+    with TemplateMariaDB(binlog_row_metadata="FULL", binlog_checksum="CRC32") as server:
         yield server
 
 
@@ -39,7 +40,7 @@ def _started(server: Callable[..., Any]) -> Iterator[Callable[..., Any]]:
 @pytest.fixture
 def make_mariadb() -> Iterator[Callable[..., MariaDBServer]]:
     """Start further servers with other settings (MariaDBServer's keywords); they stop after the test."""
-    yield from _started(MariaDBServer)
+    yield from _started(TemplateMariaDB)
 
 
 @pytest.fixture(scope="session")
