@@ -82,8 +82,8 @@ def _reports(cur: Any, signal_table: str) -> list[tuple[str, str, dict[str, Any]
 def wait(cur: Any, signal_table: str, tables: list[str], seen: set[str], poll: float = 0.5) -> None:
     """Follow the daemon's reports on ``tables`` (those not in ``seen``) until each is read or skipped:
     a progress line on a terminal, a log line every 10 s otherwise, and one line per table at its end."""
+    from ..daemon.progress import Progress
     from ..daemon.resnapshot import SKIPPED
-    from ..daemon.snapshot import Progress
 
     log = logging.getLogger("binlake.snapshot")
     left = list(tables)

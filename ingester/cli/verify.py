@@ -95,7 +95,7 @@ def wait(cfg: Config, run_id: str, tables: list[str], timeout: float | None, see
     """Follow the run's results in the lake (``<lake>/_verify``; an Iceberg lake's ``_binlake.verify``) until
     each table's last chunk has one: a progress line, a line per differing chunk, and a summary. 1 if any chunk
     differs, 2 on timeout."""
-    from ..daemon.snapshot import Progress
+    from ..daemon.progress import Progress
 
     if not cfg.land.lake:
         raise ReplicationError("binlake verify --wait: the results are in the lake: give --lake (or land.lake)")

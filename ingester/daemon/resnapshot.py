@@ -25,18 +25,10 @@ from ..records.builder import Record
 from ..records.format import Sequence, record_events
 from ..records.open_records import statement_record
 from ..records.statement import TableStatement, TableStatementEvent
-from .snapshot import (
-    Progress,
-    SnapshotError,
-    TableReader,
-    _dump_key,
-    _load_key,
-    _text,
-    read_records,
-    table_reader,
-    verify_records,
-)
+from .progress import Progress
+from .snapshot import read_records, verify_records
 from .source_conn import connect, unbuffered_cursor
+from .table_reader import SnapshotError, TableReader, _text, dump_key, load_key, table_reader
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -139,7 +131,7 @@ class Resnapshotter:
         """A row of the table with only its key columns, in the wire representation (base64 for binary)."""
         row: list[Any] = [None] * len(reader.table_map.columns)
         for i, value in zip(reader.key, key, strict=True):
-            row[i] = _dump_key([value])[0]["b64"] if isinstance(value, bytes) and i in reader.binary else value
+            row[i] = dump_key([value])[0]["b64"] if isinstance(value, bytes) and i in reader.binary else value
         return row
 
     def reload(self, db: str, table: str) -> bool:
@@ -246,7 +238,7 @@ class Resnapshotter:
                 self.metrics.resnapshot_tables_done.inc()
                 self.metrics.resnapshot_tables_remaining.set(len(self.state["tables"]))
         else:
-            self.state["last_pk"] = _dump_key(chunk.last_key)
+            self.state["last_pk"] = dump_key(chunk.last_key)
         self.chunk = None
         return records
 
@@ -256,7 +248,7 @@ class Resnapshotter:
         assert chunk.verify is not None and chunk.high is not None
         seq, commit_ts = chunk.high
         run = chunk.verify
-        bounds = [self._key_row(chunk.reader, tuple(_load_key(k) or ())) for k in (chunk.low, chunk.last_key)
+        bounds = [self._key_row(chunk.reader, tuple(load_key(k) or ())) for k in (chunk.low, chunk.last_key)
                   if k is not None]
         meta = {"run": run["run"], "table": chunk.reader.name, "chunk": run["chunk"], "at": str(seq),
                 "at_seq": seq.encode().hex(), "key": [chunk.reader.table_map.columns[i].name for i in chunk.reader.key],
@@ -278,7 +270,7 @@ class Resnapshotter:
             if not run["tables"]:
                 self.state["verify"].pop(0)
         else:
-            run["last_pk"] = _dump_key(chunk.last_key)
+            run["last_pk"] = dump_key(chunk.last_key)
         if self.metrics is not None:
             self.metrics.verify_rows.inc(len(chunk.rows))
         self.chunk = None
@@ -366,7 +358,7 @@ class Resnapshotter:
         with self._connection().cursor(unbuffered_cursor()) as cur:
             insert = f"INSERT INTO {signal} (id, type, data) VALUES (%s, %s, %s)"
             cur.execute(insert, (uuid.uuid4().hex, LOW, reader.name))
-            cur.execute(*reader.query(limit, _load_key(after if high is not None else self.state["last_pk"])))
+            cur.execute(*reader.query(limit, load_key(after if high is not None else self.state["last_pk"])))
             raw = reader.result(cur).fetch()
             wire = reader.convert(raw)
             last = reader.key_values(raw[-1], wire[-1]) if len(raw) == limit else None

@@ -1,6 +1,6 @@
 """A table's columns as a FULL TABLE_MAP describes them (codec ``Column``s: type, binlog type, metadata, nullability,
 signedness, collation, labels, geometry type), from what information_schema says of them (the snapshot's reader:
-daemon/snapshot.py) or from the schema history's column entries (table statement entries: records/statement.py).
+daemon/table_reader.py) or from the schema history's column entries (table statement entries: records/statement.py).
 One set of rules for both, so a snapshot descriptor and a statement's ``columns`` describe a table alike, and like
 the server's TABLE_MAP (tests/integration/test_type_zoo.py, test_table_statements.py). Pure: no SQL.
 """

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from ingester.daemon.snapshot import table_reader
+from ingester.daemon.table_reader import table_reader
 from ingester.records.format import Sequence, file_number
 from ingester.records.snapshot import encode_descriptor
 from ingester.records.statement import TableStatement

@@ -15,7 +15,7 @@ from ingester.codec import BinlogDecoder, BinlogError
 from ingester.codec import events as E
 from ingester.codec.constants import ColumnType as T
 from ingester.codec.table_map import Column, TableMap
-from ingester.daemon import snapshot as D
+from ingester.daemon import table_reader as D
 from ingester.dump.jsonl import event_json
 from ingester.records import snapshot as S
 from ingester.records.builder import Checkpoint, Record, RecordBuilder

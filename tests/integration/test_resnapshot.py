@@ -18,7 +18,7 @@ from ingester.codec import events as E
 from ingester.config import load_config
 from ingester.daemon.kafka_io import read_checkpoint
 from ingester.daemon.runner import Runner
-from ingester.daemon.snapshot import TableReader
+from ingester.daemon.table_reader import TableReader
 from tests.harness.daemon import BINLAKE, CheckpointWatcher
 from tests.harness.snapshot import WriteWorkload, replay_in_seq_order
 

@@ -16,7 +16,7 @@ import pytest
 
 from ingester.codec.constants import ColumnType as T
 from ingester.codec.jsonb import JSON_NULL
-from ingester.daemon.snapshot import table_reader
+from ingester.daemon.table_reader import table_reader
 from streaming_job.arrow_rows import LakeColumn
 from streaming_job.schema_changes import (
     ZERO,

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from ingester.config import load_config
-from ingester.daemon.snapshot import table_reader
 from ingester.daemon.source_conn import connect, unbuffered_cursor
+from ingester.daemon.table_reader import table_reader
 from ingester.sources import resultset
 from tests.harness import zoo
 

@@ -18,7 +18,7 @@ import pytest
 from ingester.codec import BinlogDecoder
 from ingester.codec import events as E
 from ingester.codec.table_map import TableMap
-from ingester.daemon.snapshot import table_reader
+from ingester.daemon.table_reader import table_reader
 from ingester.schema.history import SchemaHistory, capture, capture_databases, enrich
 
 pytestmark = pytest.mark.integration

@@ -21,7 +21,7 @@ from ingester.cli.main import main
 from ingester.codec import BinlogDecoder
 from ingester.codec import events as E
 from ingester.codec.table_map import TableMap
-from ingester.daemon.snapshot import table_reader
+from ingester.daemon.table_reader import table_reader
 from ingester.records.format import RecordEvent, Sequence, file_number
 from ingester.records.statement import TableStatementEvent
 from ingester.schema.table_columns import COLUMN_FIELDS

@@ -19,7 +19,7 @@ import pytest
 from fuzz.codec import lake_values
 from ingester.codec import BinlogDecoder, BinlogError
 from ingester.codec import events as E
-from ingester.daemon.snapshot import _b64
+from ingester.daemon.table_reader import _b64
 from ingester.records.builder import Record
 from ingester.sources.binlog_file import binlog_frames
 from streaming_job import arrow_rows

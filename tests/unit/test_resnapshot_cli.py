@@ -6,7 +6,7 @@ import pytest
 
 from ingester.cli.main import main
 from ingester.daemon.resnapshot import quoted
-from ingester.daemon.snapshot import SnapshotError
+from ingester.daemon.table_reader import SnapshotError
 
 
 def test_signal_table_names_are_quoted_and_checked() -> None:

@@ -12,7 +12,8 @@ from ingester.codec.constants import ColumnType as T
 from ingester.codec.errors import BinlogError
 from ingester.codec.jsonb import JSON_NULL
 from ingester.config import load_config
-from ingester.daemon import snapshot as D
+from ingester.daemon import table_reader as D
+from ingester.daemon.progress import Progress
 from ingester.dump.jsonl import event_json
 from ingester.records import snapshot as S
 from ingester.records.debezium.encoder import snapshot_marker
@@ -94,11 +95,11 @@ def test_chunk_queries_continue_after_the_last_key() -> None:
     assert sql.endswith("WHERE (`id` > %s) OR (`id` = %s AND `name` > %s) ORDER BY `id`, `name` LIMIT 10")
     assert params == [5, 5, "x"]
     key = [b"\x00\x01", 7, "é"]
-    assert D._load_key(orjson.loads(orjson.dumps(D._dump_key(key)))) == key
+    assert D.load_key(orjson.loads(orjson.dumps(D.dump_key(key)))) == key
 
 
 def test_progress_line_has_rows_estimate_rate_and_eta() -> None:
-    progress = D.Progress(1000, 0, io.StringIO(), tty=True)
+    progress = Progress(1000, 0, io.StringIO(), tty=True)
     line = progress.line(250, "db.t", progress.started + 5)
     assert line == "snapshot db.t: 250/1,000 rows (25%), 50 rows/s, ETA 0:15"
     assert "2,000/2,000 rows (100%)" in progress.line(2000, "db.t", progress.started + 5)  # estimates are rough

@@ -256,7 +256,7 @@ def test_a_resnapshot_chunk_with_a_statement_in_its_window_is_read_again(tmp_pat
     the chunk is read again, its progress where it was."""
     from ingester.config import Config
     from ingester.daemon.resnapshot import Resnapshotter, _Chunk
-    from ingester.daemon.snapshot import TableReader
+    from ingester.daemon.table_reader import TableReader
 
     path = statement_binlog(tmp_path / "mysql-bin.000001", [("rows", (b"t", [5])), ("query", (b"db", b"TRUNCATE t"))])
     records = [r for r in _records(path) if r.topic == "db.t"]
