@@ -8,21 +8,32 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from . import events as E
 from .charsets import decoder_for
 from .constants import EventType as ET
 from .cursor import Cursor
 from .errors import BinlogError, EncryptedBinlogError
-from .rows import compile_rows, mariadb_uncompress_event
-from .table_map import parse_table_map
+from .rows import RowsCompiler, compile_rows, mariadb_uncompress_event
+from .table_map import TableMap, parse_table_map
 from .values import compile_decimal
 
-if TYPE_CHECKING:
-    from .decoder import BinlogDecoder
 
-Decoder = Callable[["BinlogDecoder", dict[str, Any], Cursor], E.Event]
+class DecodeContext(Protocol):
+    """The stream's state an event's decoder reads and keeps (decoder.BinlogDecoder holds it)."""
+
+    binlog_version: int
+    is_mariadb: bool
+    columnar: bool | RowsCompiler
+    post_header_lengths: dict[int, int]
+    table_maps: dict[int, TableMap]
+    table_map_cache: dict[bytes, TableMap]
+
+    def post_header_len(self, type_code: int) -> int: ...
+
+
+Decoder = Callable[[DecodeContext, dict[str, Any], Cursor], E.Event]
 REGISTRY: dict[int, Decoder] = {}
 
 
@@ -126,7 +137,7 @@ def _query_text(raw: bytes, status: dict[str, Any]) -> str:
     return text if isinstance(text, str) else raw.decode("utf-8", "surrogateescape")
 
 
-def _query_common(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor, extra_post_header: int = 0,
+def _query_common(ctx: DecodeContext, h: dict[str, Any], cur: Cursor, extra_post_header: int = 0,
                   compressed: bool = False) -> dict[str, Any]:
     post = ctx.post_header_len(h["type_code"])
     start = cur.pos
@@ -155,17 +166,17 @@ def _query_common(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor, extra_post
 
 
 @register(ET.QUERY_EVENT)
-def query(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def query(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     return E.QueryEvent(**h, **_query_common(ctx, h, cur))
 
 
 @register(ET.QUERY_COMPRESSED_EVENT)
-def query_compressed(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def query_compressed(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     return E.QueryEvent(**h, **_query_common(ctx, h, cur, compressed=True))
 
 
 @register(ET.EXECUTE_LOAD_QUERY_EVENT)
-def execute_load_query(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def execute_load_query(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     return E.ExecuteLoadQueryEvent(**h, **_query_common(ctx, h, cur, extra_post_header=13))
 
 
@@ -173,32 +184,32 @@ def execute_load_query(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.
 
 
 @register(ET.STOP_EVENT)
-def stop(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def stop(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     return E.StopEvent(**h)
 
 
 @register(ET.ROTATE_EVENT)
-def rotate(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def rotate(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     pos = cur.u64() if ctx.post_header_len(ET.ROTATE_EVENT) >= 8 else 4
     return E.RotateEvent(**h, next_position=pos, next_file=_text(cur.rest()))
 
 
 @register(ET.XID_EVENT)
-def xid(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def xid(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     if cur.end - cur.pos != 8:
         raise cur.error(f"XID event body is {cur.end - cur.pos} bytes, not 8")
     return E.XidEvent(**h, xid=_U64(cur.buf, cur.pos)[0])
 
 
 @register(ET.INTVAR_EVENT)
-def intvar(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def intvar(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     kind = cur.u8()
     names = {1: "LAST_INSERT_ID", 2: "INSERT_ID"}
     return E.IntvarEvent(**h, kind=names.get(kind, f"INVALID_{kind}"), value=cur.u64())
 
 
 @register(ET.RAND_EVENT)
-def rand(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def rand(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     return E.RandEvent(**h, seed1=cur.u64(), seed2=cur.u64())
 
 
@@ -206,7 +217,7 @@ _USER_VAR_TYPES = {0: "string", 1: "real", 2: "int", 3: "row", 4: "decimal"}
 
 
 @register(ET.USER_VAR_EVENT)
-def user_var(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def user_var(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     name = _text(cur.take(cur.u32(), "variable name"))
     if cur.u8():
         return E.UserVarEvent(**h, name=name, value_type=None, charset=None, value=None)
@@ -235,19 +246,19 @@ def user_var(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
 
 
 @register(ET.INCIDENT_EVENT)
-def incident(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def incident(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     kind = cur.u16()
     msg = _text(cur.take(cur.u8(), "incident message")) if cur.remaining else ""
     return E.IncidentEvent(**h, incident=kind, message=msg)
 
 
 @register(ET.HEARTBEAT_LOG_EVENT)
-def heartbeat(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def heartbeat(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     return E.HeartbeatEvent(**h, log_file=_text(cur.rest()))
 
 
 @register(ET.HEARTBEAT_LOG_EVENT_V2)
-def heartbeat_v2(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def heartbeat_v2(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     log_file, log_position = "", None
     while cur.remaining:
         field = cur.u8()
@@ -262,28 +273,28 @@ def heartbeat_v2(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
 
 
 @register(ET.IGNORABLE_LOG_EVENT)
-def ignorable(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def ignorable(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     return E.IgnorableEvent(**h, body=cur.rest())
 
 
 @register(ET.SLAVE_EVENT)
-def slave(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def slave(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     return E.SlaveEvent(**h, body=cur.rest())
 
 
 @register(ET.ROWS_QUERY_LOG_EVENT)
-def rows_query(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def rows_query(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     cur.u8()  # a truncated length; the text runs to the end of the event
     return E.RowsQueryEvent(**h, query=_text(cur.rest()))
 
 
 @register(ET.ANNOTATE_ROWS_EVENT)
-def annotate_rows(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def annotate_rows(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     return E.AnnotateRowsEvent(**h, query=_text(cur.rest()))
 
 
 @register(ET.START_ENCRYPTION_EVENT)
-def start_encryption(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def start_encryption(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     raise EncryptedBinlogError(
         "encrypted binlogs are not supported (MariaDB START_ENCRYPTION_EVENT); read them "
         "through the server's replication stream instead", h["position"])
@@ -293,7 +304,7 @@ def start_encryption(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Ev
 
 
 @register(ET.TABLE_MAP_EVENT)
-def table_map(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def table_map(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     # Servers repeat the same table map before every rows event: reuse the parsed map (and the
     # row decoders compiled for it) whenever the bytes are identical.
     key = bytes(cur.buf[cur.pos : cur.end])
@@ -329,7 +340,7 @@ def _columns(bitmap: int, count: int) -> tuple[int, ...]:
 
 
 @register(*_ROWS_KIND)
-def rows(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def rows(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     code = h["type_code"]
     kind, version = _ROWS_KIND[code]
     post = ctx.post_header_lengths.get(code, 0)
@@ -431,12 +442,12 @@ def _gtid_fields(cur: Cursor) -> dict[str, Any]:
 
 
 @register(ET.GTID_LOG_EVENT)
-def gtid(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def gtid(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     return E.GtidEvent(**h, **_gtid_fields(cur))
 
 
 @register(ET.ANONYMOUS_GTID_LOG_EVENT)
-def anonymous_gtid(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def anonymous_gtid(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     return E.AnonymousGtidEvent(**h, **_gtid_fields(cur))
 
 
@@ -447,7 +458,7 @@ _TAGGED_SIGNED = frozenset(("gno", "last_committed", "sequence_number"))
 
 
 @register(ET.GTID_TAGGED_LOG_EVENT)
-def gtid_tagged(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def gtid_tagged(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     """MySQL 8.4+ GTID with a tag, in the mysql::serialization format (field id + value)."""
     version = cur.serialized_uint()
     if version != 1:
@@ -493,7 +504,7 @@ def format_gtid_set(sids: list[dict[str, Any]]) -> str:
 
 
 @register(ET.PREVIOUS_GTIDS_LOG_EVENT)
-def previous_gtids(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def previous_gtids(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     head = cur.take(8, "GTID count")
     tagged = head[0] == 1 and head[7] == 1  # MySQL 8.3+ tagged format marker in first and last byte
     count = int.from_bytes(head[1:7], "little") if tagged else int.from_bytes(head, "little")
@@ -511,7 +522,7 @@ _U64 = struct.Struct("<Q").unpack_from
 
 
 @register(ET.GTID_EVENT)
-def mariadb_gtid(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def mariadb_gtid(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     cur.need(13, "GTID")
     seq, domain, flags = _MARIADB_GTID(cur.buf, cur.pos)
     cur.pos += 13
@@ -544,7 +555,7 @@ def mariadb_gtid(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
 
 
 @register(ET.GTID_LIST_EVENT)
-def mariadb_gtid_list(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def mariadb_gtid_list(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     word = cur.u32()
     count, list_flags = word & 0x0FFFFFFF, word >> 28
     cur.need(count * 16, "GTID list")
@@ -557,7 +568,7 @@ def mariadb_gtid_list(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.E
 
 
 @register(ET.BINLOG_CHECKPOINT_EVENT)
-def binlog_checkpoint(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def binlog_checkpoint(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     return E.BinlogCheckpointEvent(**h, log_file=_text(cur.take(cur.u32(), "file name")))
 
 
@@ -565,7 +576,7 @@ def binlog_checkpoint(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.E
 
 
 @register(ET.TRANSACTION_CONTEXT_EVENT)
-def transaction_context(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def transaction_context(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     uuid_len = cur.u8()
     thread_id = cur.u32()
     gtid_specified = bool(cur.u8())
@@ -582,7 +593,7 @@ def transaction_context(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E
 
 
 @register(ET.VIEW_CHANGE_EVENT)
-def view_change(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def view_change(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     view_id = _text(cur.take(40).rstrip(b"\0"))
     seq = cur.u64()
     n = cur.u32()
@@ -594,7 +605,7 @@ def view_change(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
 
 
 @register(ET.XA_PREPARE_LOG_EVENT)
-def xa_prepare(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def xa_prepare(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     one_phase = bool(cur.u8())
     fmt = cur.u32()
     glen = cur.u32()
@@ -607,7 +618,7 @@ def xa_prepare(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
 
 
 @register(ET.TRANSACTION_PAYLOAD_EVENT)
-def transaction_payload(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def transaction_payload(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     fields: dict[int, int] = {}
     while cur.remaining:
         kind = cur.packed()
@@ -627,7 +638,7 @@ def transaction_payload(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E
 # ---------------------------------------------------------------- LOAD DATA family (MySQL <= 5.0)
 
 
-def _load(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor, new_format: bool,
+def _load(ctx: DecodeContext, h: dict[str, Any], cur: Cursor, new_format: bool,
           file_id: bool) -> E.Event:
     thread_id = cur.u32()
     exec_time = cur.u32()
@@ -665,25 +676,25 @@ def _load(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor, new_format: bool,
 
 
 @register(ET.LOAD_EVENT)
-def load(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def load(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     return _load(ctx, h, cur, new_format=False, file_id=False)
 
 
 @register(ET.NEW_LOAD_EVENT)
-def new_load(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def new_load(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     return _load(ctx, h, cur, new_format=True, file_id=False)
 
 
 @register(ET.CREATE_FILE_EVENT)
-def create_file(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def create_file(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     return _load(ctx, h, cur, new_format=ctx.binlog_version >= 4, file_id=True)
 
 
 @register(ET.APPEND_BLOCK_EVENT, ET.BEGIN_LOAD_QUERY_EVENT)
-def append_block(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def append_block(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     return E.AppendBlockEvent(**h, file_id=cur.u32(), block=cur.rest())
 
 
 @register(ET.EXEC_LOAD_EVENT, ET.DELETE_FILE_EVENT)
-def file_id_event(ctx: BinlogDecoder, h: dict[str, Any], cur: Cursor) -> E.Event:
+def file_id_event(ctx: DecodeContext, h: dict[str, Any], cur: Cursor) -> E.Event:
     return E.FileIdEvent(**h, file_id=cur.u32())
