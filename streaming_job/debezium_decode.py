@@ -35,7 +35,7 @@ from ingester.records.statement import TableStatement
 from .debezium_types import UnknownField, default_sql, lake_column
 from .decode import CHANGE_HEAD, ROWS, RecordRow, _Out, withheld
 from .lake_types import arrow_type
-from .worker import keep_spark_archive_listings
+from .spark_archives import keep_spark_archive_listings
 
 OPS = {"c": "insert", "u": "update", "d": "delete", "r": "read"}
 _PAYLOAD = b',"payload":'

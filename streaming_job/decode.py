@@ -31,7 +31,7 @@ from ingester.records.statement import TableStatementEvent
 
 from .arrow_rows import ArrowImages, Buffers, LakeColumn, WalkedColumn, compile_arrow_rows
 from .lake_types import arrow_type
-from .worker import keep_spark_archive_listings
+from .spark_archives import keep_spark_archive_listings
 
 RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("kind", pa.string(), "string"),  # row | verify | error | chunk | withheld

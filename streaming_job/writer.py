@@ -27,7 +27,7 @@ from .delta_log import CommitConflict, TableLog
 from .lake_files import LakeFiles
 from .lake_paths import join
 from .mirror import candidate_schema, candidates_ddl, mirror_candidates
-from .worker import keep_spark_archive_listings
+from .spark_archives import keep_spark_archive_listings
 
 PARTITION_COLUMN = "commit_date"
 _TS = pa.timestamp("us", tz="UTC")
@@ -103,7 +103,7 @@ def land_partition(columns: list[tuple[str, str]], pk: list[str], table_path: st
     candidates = candidate_schema(columns)
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        keep_spark_archive_listings()  # see worker.py
+        keep_spark_archive_listings()  # see spark_archives.py
         files: dict[str, _File] = {}
         for typed in typed_batches(columns, batches):
             if table_path is not None:
