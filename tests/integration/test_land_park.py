@@ -87,6 +87,33 @@ def _assert_mirror(conn, lake: Path, db: str, table: str, lake_format: str) -> p
     return found
 
 
+def _database(server, db: str, *statements: str) -> Any:
+    """The test's own database, made afresh (the session's server holds other tests' databases), and its tables
+    (``statements``, committed): a connection to it."""
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
+    server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
+    conn = server.connect(db)
+    with conn.cursor() as cur:
+        for statement in statements:
+            cur.execute(statement)
+    conn.commit()
+    return conn
+
+
+def _landed_in_process(server, kafka, monkeypatch, tmp_path: Path, db: str, lake_format: str,
+                       *statements: str) -> tuple[Any, Path, list[str]]:
+    """The database ``db`` (its tables: ``statements``) captured alone (topic prefix ``db``), every rewrite parked,
+    and landed in this process (`--trigger available-now`): a connection to it, the lake, and the land job's
+    arguments."""
+    lake, land = tmp_path / "lake", ["--format", lake_format, "--kafka-source", "binlake"]
+    monkeypatch.setenv("BINLAKE_LAND_PARK_ROWS", "0")
+    monkeypatch.setenv("BINLAKE_FILTERS_INCLUDE", f"{db}.*")
+    conn = _database(server, db, *statements)
+    run_daemon(server, kafka, db)
+    assert run_land(kafka, db, lake, *land) == 0
+    return conn, lake, land
+
+
 def _assert_changes_once(server, lake: Path, db: str, lake_format: str, generations: dict[str, int]) -> None:
     """Every row change of the binlog once in its table's change logs (every generation's; ``generations``: how
     many each table has)."""
@@ -111,20 +138,16 @@ def test_a_parked_table_lands_beside_the_others_across_kills_while_parked_and_ca
     db = prefix = f"park_{lake_format}"
     lake = tmp_path / "lake"
     checkpoint, gate, catch_up_gate = lake / "_checkpoint", tmp_path / "gate", tmp_path / "catch-up-gate"
-    mariadb.execute(f"DROP DATABASE IF EXISTS {db}")
-    mariadb.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
     where = ["--kafka", kafka.bootstrap, "--topic-prefix", prefix, "--lake", str(lake), "--checkpoint",
              str(checkpoint), "--format", lake_format]
     args = ["land", *where, "--kafka-source", "binlake"]
     env = {**os.environ, "PYTHONPATH": os.getcwd(), "BINLAKE_LAND_PARK_ROWS": "0"}
     gated = [sys.executable, "-m", "tests.harness.park_gate", *args]
-    conn = mariadb.connect(db)
-    with conn.cursor() as cur:
-        cur.execute("CREATE TABLE big (id INT PRIMARY KEY, a VARCHAR(24) CHARACTER SET latin1, d DECIMAL(10,4))")
-        cur.execute(f"INSERT INTO big SELECT seq, IF(seq % 7 = 0, NULL, CONCAT('caf\u00e9-', seq)), seq / 10000 "
-                    f"FROM seq_1_to_{ROWS}")
-        cur.execute("CREATE TABLE o (id INT PRIMARY KEY, n BIGINT)")
-    conn.commit()
+    conn = _database(mariadb, db,
+                     "CREATE TABLE big (id INT PRIMARY KEY, a VARCHAR(24) CHARACTER SET latin1, d DECIMAL(10,4))",
+                     f"INSERT INTO big SELECT seq, IF(seq % 7 = 0, NULL, CONCAT('caf\u00e9-', seq)), seq / 10000 "
+                     f"FROM seq_1_to_{ROWS}",
+                     "CREATE TABLE o (id INT PRIMARY KEY, n BIGINT)")
     timings: dict[str, float] = {}
     started = time.monotonic()
     # the session's server holds other tests' databases: the daemon captures this one alone
@@ -219,20 +242,11 @@ def test_tables_swapped_by_rename_while_one_is_parked(mariadb, kafka, spark, tmp
     """An ALTER parks `a`; RENAME TABLE a TO tmp, b TO a, tmp TO b names it: `b` and `tmp` join its park, in
     the same batch (`--trigger available-now`), and catch up with it; each changed afterwards under its new name."""
     db = prefix = f"parkren_{lake_format}"
-    lake = tmp_path / "lake"
-    mariadb.execute(f"DROP DATABASE IF EXISTS {db}")
-    mariadb.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
-    monkeypatch.setenv("BINLAKE_LAND_PARK_ROWS", "0")
-    monkeypatch.setenv("BINLAKE_FILTERS_INCLUDE", f"{db}.*")
-    conn = mariadb.connect(db)
-    with conn.cursor() as cur:
-        cur.execute("CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20) CHARACTER SET latin1)")
-        cur.execute("INSERT INTO a SELECT seq, CONCAT('a-', seq) FROM seq_1_to_40")
-        cur.execute("CREATE TABLE b (id INT PRIMARY KEY, w INT, t VARCHAR(10))")
-        cur.execute("INSERT INTO b SELECT seq, seq * 10, CONCAT('b', seq) FROM seq_1_to_30")
-    conn.commit()
-    run_daemon(mariadb, kafka, prefix)
-    assert run_land(kafka, prefix, lake, "--format", lake_format, "--kafka-source", "binlake") == 0
+    conn, lake, land = _landed_in_process(mariadb, kafka, monkeypatch, tmp_path, db, lake_format,
+                                          "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20) CHARACTER SET latin1)",
+                                          "INSERT INTO a SELECT seq, CONCAT('a-', seq) FROM seq_1_to_40",
+                                          "CREATE TABLE b (id INT PRIMARY KEY, w INT, t VARCHAR(10))",
+                                          "INSERT INTO b SELECT seq, seq * 10, CONCAT('b', seq) FROM seq_1_to_30")
     assert len(_ids(lake, db, "a", lake_format)) == 40 and len(_ids(lake, db, "b", lake_format)) == 30
 
     with conn.cursor() as cur:
@@ -253,7 +267,7 @@ def test_tables_swapped_by_rename_while_one_is_parked(mariadb, kafka, spark, tmp
     conn.commit()
     run_daemon(mariadb, kafka, prefix)
     capfd.readouterr()
-    assert run_land(kafka, prefix, lake, "--format", lake_format, "--kafka-source", "binlake") == 0
+    assert run_land(kafka, prefix, lake, *land) == 0
     said = capfd.readouterr().err  # (the job's log)
     assert "parked (park 1)" in said and "parked too (park 1)" in said, said[-3000:]
     assert read_parks(LakeFiles.on_disk(), str(lake / "_checkpoint")) == []
@@ -273,21 +287,11 @@ def test_a_parked_table_renamed_in_a_later_batch(mariadb, kafka, spark, tmp_path
     from streaming_job import sink
 
     db = prefix = f"parkmv_{lake_format}"
-    lake = tmp_path / "lake"
-    mariadb.execute(f"DROP DATABASE IF EXISTS {db}")
-    mariadb.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
-    monkeypatch.setenv("BINLAKE_LAND_PARK_ROWS", "0")
-    monkeypatch.setenv("BINLAKE_FILTERS_INCLUDE", f"{db}.*")
-    land = ["--format", lake_format, "--kafka-source", "binlake"]
-    conn = mariadb.connect(db)
-    with conn.cursor() as cur:
-        cur.execute("CREATE TABLE p (id INT PRIMARY KEY, v VARCHAR(20) CHARACTER SET latin1)")
-        cur.execute("INSERT INTO p SELECT seq, CONCAT('p-', seq) FROM seq_1_to_40")
-        cur.execute("CREATE TABLE q (id INT PRIMARY KEY, w INT)")
-        cur.execute("INSERT INTO q SELECT seq, seq * 10 FROM seq_1_to_30")
-    conn.commit()
-    run_daemon(mariadb, kafka, prefix)
-    assert run_land(kafka, prefix, lake, *land) == 0
+    conn, lake, land = _landed_in_process(mariadb, kafka, monkeypatch, tmp_path, db, lake_format,
+                                          "CREATE TABLE p (id INT PRIMARY KEY, v VARCHAR(20) CHARACTER SET latin1)",
+                                          "INSERT INTO p SELECT seq, CONCAT('p-', seq) FROM seq_1_to_40",
+                                          "CREATE TABLE q (id INT PRIMARY KEY, w INT)",
+                                          "INSERT INTO q SELECT seq, seq * 10 FROM seq_1_to_30")
 
     with conn.cursor() as cur:
         cur.execute("SET SESSION sql_mode = ''")
