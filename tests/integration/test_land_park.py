@@ -18,8 +18,10 @@ And a RENAME TABLE that ties tables to a park (in-process runs, `--trigger avail
 rewriting; each table changed afterwards under its new name.
 
 At the end every mirror equals the server's SELECT as a reader other than Spark and binlake reads it (delta-rs,
-pyiceberg), and every row change of the binlog is once in the change logs (mariadb-binlog --verbose's counts).
-binlake's Kafka source."""
+pyiceberg), and every row change of the binlog is once in the change logs (mariadb-binlog --verbose's counts), each
+under the name its table had (docs/LAND.md, "Renames": a renamed table's change log stays with its name and ends with
+the `rename` row the new name's starts or goes on with; the name left without a table: its mirror emptied and ended,
+`binlake status` showing it renamed). binlake's Kafka source."""
 
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ import orjson
 import pyarrow as pa
 import pytest
 
+from ingester.cli.main import main
 from streaming_job.generations import change_log_name
 from streaming_job.lake_files import LakeFiles
 from streaming_job.parking import State, read_parks
@@ -51,6 +54,7 @@ pytestmark = pytest.mark.integration
 FORMATS = ["delta", "iceberg"]
 ROWS = 300  # every rewrite parks (land.park_rows 0): a small table
 ALTER = "ALTER TABLE big MODIFY a VARBINARY(40), MODIFY d DECIMAL(10,2)"
+COLUMNS = ("op", "seq", "row_index", "rename_from", "rename_to")  # of a change log, read
 
 
 def _read(lake: Path, db: str, table: str, lake_format: str) -> pa.Table | None:
@@ -114,22 +118,82 @@ def _landed_in_process(server, kafka, monkeypatch, tmp_path: Path, db: str, lake
     return conn, lake, land
 
 
+def _status(kafka, db: str, lake: Path, lake_format: str, capfd) -> dict[str, Any]:
+    """`binlake status --json`'s tables by name (the lake's checkpoint in ``_checkpoint``)."""
+    capfd.readouterr()
+    assert main(["status", "--kafka", kafka.bootstrap, "--topic-prefix", db, "--lake", str(lake), "--checkpoint",
+                 str(lake / "_checkpoint"), "--format", lake_format, "--json"]) == 0
+    return {t["table"]: t for t in orjson.loads(capfd.readouterr().out)["tables"]}
+
+
+def _change_log(lake: Path, db: str, table: str, lake_format: str) -> list[list[dict[str, Any]]]:
+    """A table name's change log, every generation's rows (in order of ``seq`` and ``row_index``) as delta-rs or
+    pyiceberg reads them."""
+    generations, number = [], 1
+    while (found := _read(lake, db, change_log_name(table, number), lake_format)) is not None:
+        rows = found.select([c for c in COLUMNS if c in found.column_names]).to_pylist()  # (rename_*: once a rename)
+        generations.append(sorted(rows, key=lambda r: (r["seq"], r["row_index"])))
+        number += 1
+    return generations
+
+
 def _assert_changes_once(server, lake: Path, db: str, lake_format: str, generations: dict[str, int]) -> None:
     """Every row change of the binlog once in its table's change logs (every generation's; ``generations``: how
-    many each table has)."""
+    many each table name has: mariadb-binlog names a row change's table as it was named then)."""
     server.flush_logs()
     counts = verbose_counts(server.binlog_files()[:-1], db)
     for table, expected in generations.items():
-        rows, number = [], 1
-        while (found := _read(lake, db, change_log_name(table, number), lake_format)) is not None:
-            rows += found.select(["op", "seq", "row_index"]).to_pylist()
-            number += 1
-        assert number - 1 == expected, table
-        changes = [r for r in rows if r["op"] in ("insert", "update", "delete")]
+        logs = _change_log(lake, db, table, lake_format)
+        assert len(logs) == expected, table
+        changes = [r for rows in logs for r in rows if r["op"] in ("insert", "update", "delete")]
         got = collections.Counter(r["op"] for r in changes)
         assert dict(got) == {op: counts[(op, table)] for op in ("insert", "update", "delete")
                              if counts[(op, table)]}, table
         assert len({(r["seq"], r["row_index"]) for r in changes}) == len(changes), (table, "twice")
+
+
+def _assert_renamed(lake: Path, db: str, lake_format: str, pairs: list[tuple[str, str]], ended: dict[str, str],
+                    status: dict[str, Any]) -> None:
+    """One RENAME TABLE of ``pairs`` (old, new), as docs/LAND.md ("Table statements", "Renames") has it: change logs
+    stay with names, each name's has a `rename` row per pair naming it (both names, ``db.table``), the same row
+    (its ``seq``: the statement's plus the pair's step, in the pairs' order) in both names' change logs; a name new
+    at the rename starts with its pair's row, a name left without a table (``ended``: old name -> the name it went
+    to) ends with it, its mirror emptied and its ``binlake.ended`` naming the new one, and `binlake status`
+    (``status``: its --json tables by name) shows it renamed."""
+    seqs: dict[int, set[bytes]] = collections.defaultdict(set)
+    for name in {n for pair in pairs for n in pair}:
+        rows = [r for generation in _change_log(lake, db, name, lake_format) for r in generation]
+        renames = [r for r in rows if r["op"] == "rename"]
+        mine = [i for i, pair in enumerate(pairs) if name in pair]
+        assert [(r.get("rename_from"), r.get("rename_to")) for r in renames] == [
+            (f"{db}.{pairs[i][0]}", f"{db}.{pairs[i][1]}") for i in mine], name
+        for i, r in zip(mine, renames, strict=True):
+            seqs[i].add(r["seq"])
+        if pairs[mine[0]][1] == name:  # a name new at the rename
+            assert rows[0]["op"] == "rename" and rows[0]["rename_to"] == f"{db}.{name}", (name, rows[:3])
+        if name in ended:
+            assert (rows[-1]["op"], rows[-1]["rename_from"], rows[-1]["rename_to"]) == (
+                "rename", f"{db}.{name}", f"{db}.{ended[name]}"), (name, rows[-3:])
+            mirror = _read(lake, db, name, lake_format)
+            assert mirror is not None and mirror.num_rows == 0, name
+            properties = _properties(lake, db, name, lake_format)
+            assert f"{db}.{ended[name]}" in orjson.loads(properties["binlake.ended"]).values(), properties
+            assert (status[f"{db}.{name}"]["ended"] or "").startswith(f"renamed to {db}.{ended[name]} at "), status
+        else:
+            assert status[f"{db}.{name}"]["ended"] is None, status[f"{db}.{name}"]
+    assert all(len(seqs[i]) == 1 for i in range(len(pairs))), seqs  # one row in both names' change logs
+    assert sorted(seqs, key=lambda i: min(seqs[i])) == list(range(len(pairs))), seqs  # in the pairs' order
+
+
+def _properties(lake: Path, db: str, table: str, lake_format: str) -> dict[str, str]:
+    """A lake table's properties as delta-rs (its metadata's configuration) or pyiceberg reads them."""
+    if lake_format == "iceberg":
+        from pyiceberg.table import StaticTable
+
+        return dict(StaticTable.from_metadata(str(lake / db / table)).properties)
+    import deltalake
+
+    return dict(deltalake.DeltaTable(str(lake / db / table)).metadata().configuration)
 
 
 @pytest.mark.parametrize("lake_format", FORMATS)
@@ -276,6 +340,11 @@ def test_tables_swapped_by_rename_while_one_is_parked(mariadb, kafka, spark, tmp
         _assert_mirror(conn, lake, db, table, lake_format)
     moved = _read(lake, db, "b", lake_format)
     assert moved is not None and _is_binary(moved.schema.field("v").type)
+    # the change logs stay with the names: `a`'s (a second generation since its ALTER: no join of latin1 text and
+    # binary) holds the first table's changes, the rename's rows, then the former `b`'s; `tmp`'s the rename alone
+    _assert_changes_once(mariadb, lake, db, lake_format, {"a": 2, "b": 1, "tmp": 1})
+    _assert_renamed(lake, db, lake_format, [("a", "tmp"), ("b", "a"), ("tmp", "b")], {"tmp": "b"},
+                    _status(kafka, db, lake, lake_format, capfd))
 
 
 @pytest.mark.parametrize("lake_format", FORMATS)
@@ -339,3 +408,8 @@ def test_a_parked_table_renamed_in_a_later_batch(mariadb, kafka, spark, tmp_path
         _assert_mirror(conn, lake, db, table, lake_format)
     moved = _read(lake, db, "p2", lake_format)
     assert moved is not None and _is_binary(moved.schema.field("v").type)
+    # the change logs stay with the names: `p`'s (a second generation since its ALTER) holds the first table's
+    # changes, the rename's rows, then the former `q`'s; `p2`'s starts with the rename, `q`'s ends with it
+    _assert_changes_once(mariadb, lake, db, lake_format, {"p": 2, "p2": 1, "q": 1})
+    _assert_renamed(lake, db, lake_format, [("p", "p2"), ("q", "p")], {"q": "p"},
+                    _status(kafka, db, lake, lake_format, capfd))
