@@ -7,10 +7,11 @@ The mirror's rewrite runs beside the batches. A rewrite of a few hundred rows ta
 with its parked tables' rewrites held at their start until the test opens a gate (tests/harness/park_gate.py);
 everything else is the job as it is. While the rewrite waits: the park file says so, and batches go on landing the
 other table (its rows written after the ALTER are in its mirror) and none of the parked table's changes made after
-the ALTER. Then the job is killed with SIGKILL, `binlake status` shows the park, and the job started again rewrites
-the mirror and catches the table up from Kafka, held by another gate once the catch-up's first part has committed
-(the changes between the ALTER and a later ADD COLUMN of the table): killed again there, mid-catch-up, and started
-once more (no gate), it lands the catch-up again (its committed part skipped) and goes on.
+the ALTER. Then the job is killed with SIGKILL, on each format at another point of the park: on Iceberg as the
+rewrite waits; on Delta once the gate lets the rewrite go and its catch-up (from Kafka) is held by another gate after
+its first part has committed (the changes between the ALTER and a later ADD COLUMN of the table). `binlake status`
+shows the park, and the job started again (no gate) runs the rewrite again and catches the table up (Iceberg), or
+lands the catch-up again, its committed part skipped (Delta), and goes on.
 
 And a RENAME TABLE that ties tables to a park (in-process runs, `--trigger available-now`): two tables swapped
 (RENAME TABLE a TO tmp, b TO a, tmp TO b) in the batch whose ALTER parked one of them; and a parked table renamed
@@ -18,15 +19,16 @@ And a RENAME TABLE that ties tables to a park (in-process runs, `--trigger avail
 rewriting; each table changed afterwards under its new name.
 
 At the end every mirror equals the server's SELECT as a reader other than Spark and binlake reads it (delta-rs,
-pyiceberg), and every row change of the binlog is once in the change logs (mariadb-binlog --verbose's counts).
-binlake's Kafka source."""
+pyiceberg), and every row change of the binlog is once in the change logs (mariadb-binlog --verbose's counts), each
+under the name its table had (docs/LAND.md, "Renames": a renamed table's change log stays with its name and ends with
+the `rename` row the new name's starts or goes on with; the name left without a table: its mirror emptied and ended,
+`binlake status` showing it renamed). binlake's Kafka source."""
 
 from __future__ import annotations
 
 import collections
 import contextlib
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -36,6 +38,7 @@ import orjson
 import pyarrow as pa
 import pytest
 
+from ingester.cli.main import main
 from streaming_job.generations import change_log_name
 from streaming_job.lake_files import LakeFiles
 from streaming_job.parking import State, read_parks
@@ -51,6 +54,7 @@ pytestmark = pytest.mark.integration
 FORMATS = ["delta", "iceberg"]
 ROWS = 300  # every rewrite parks (land.park_rows 0): a small table
 ALTER = "ALTER TABLE big MODIFY a VARBINARY(40), MODIFY d DECIMAL(10,2)"
+COLUMNS = ("op", "seq", "row_index", "rename_from", "rename_to")  # of a change log, read
 
 
 def _read(lake: Path, db: str, table: str, lake_format: str) -> pa.Table | None:
@@ -87,51 +91,134 @@ def _assert_mirror(conn, lake: Path, db: str, table: str, lake_format: str) -> p
     return found
 
 
+def _database(server, db: str, *statements: str) -> Any:
+    """The test's own database, made afresh (the session's server holds other tests' databases), and its tables
+    (``statements``, committed): a connection to it."""
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
+    server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
+    conn = server.connect(db)
+    with conn.cursor() as cur:
+        for statement in statements:
+            cur.execute(statement)
+    conn.commit()
+    return conn
+
+
+def _landed_in_process(server, kafka, monkeypatch, tmp_path: Path, db: str, lake_format: str,
+                       *statements: str) -> tuple[Any, Path, list[str]]:
+    """The database ``db`` (its tables: ``statements``) captured alone (topic prefix ``db``), every rewrite parked,
+    and landed in this process (`--trigger available-now`): a connection to it, the lake, and the land job's
+    arguments."""
+    lake, land = tmp_path / "lake", ["--format", lake_format, "--kafka-source", "binlake"]
+    monkeypatch.setenv("BINLAKE_LAND_PARK_ROWS", "0")
+    monkeypatch.setenv("BINLAKE_FILTERS_INCLUDE", f"{db}.*")
+    conn = _database(server, db, *statements)
+    run_daemon(server, kafka, db)
+    assert run_land(kafka, db, lake, *land) == 0
+    return conn, lake, land
+
+
+def _status(kafka, db: str, lake: Path, lake_format: str, capfd) -> dict[str, Any]:
+    """`binlake status --json`'s tables by name (the lake's checkpoint in ``_checkpoint``)."""
+    capfd.readouterr()
+    assert main(["status", "--kafka", kafka.bootstrap, "--topic-prefix", db, "--lake", str(lake), "--checkpoint",
+                 str(lake / "_checkpoint"), "--format", lake_format, "--json"]) == 0
+    return {t["table"]: t for t in orjson.loads(capfd.readouterr().out)["tables"]}
+
+
+def _change_log(lake: Path, db: str, table: str, lake_format: str) -> list[list[dict[str, Any]]]:
+    """A table name's change log, every generation's rows (in order of ``seq`` and ``row_index``) as delta-rs or
+    pyiceberg reads them."""
+    generations, number = [], 1
+    while (found := _read(lake, db, change_log_name(table, number), lake_format)) is not None:
+        rows = found.select([c for c in COLUMNS if c in found.column_names]).to_pylist()  # (rename_*: once a rename)
+        generations.append(sorted(rows, key=lambda r: (r["seq"], r["row_index"])))
+        number += 1
+    return generations
+
+
 def _assert_changes_once(server, lake: Path, db: str, lake_format: str, generations: dict[str, int]) -> None:
     """Every row change of the binlog once in its table's change logs (every generation's; ``generations``: how
-    many each table has)."""
+    many each table name has: mariadb-binlog names a row change's table as it was named then)."""
     server.flush_logs()
     counts = verbose_counts(server.binlog_files()[:-1], db)
     for table, expected in generations.items():
-        rows, number = [], 1
-        while (found := _read(lake, db, change_log_name(table, number), lake_format)) is not None:
-            rows += found.select(["op", "seq", "row_index"]).to_pylist()
-            number += 1
-        assert number - 1 == expected, table
-        changes = [r for r in rows if r["op"] in ("insert", "update", "delete")]
+        logs = _change_log(lake, db, table, lake_format)
+        assert len(logs) == expected, table
+        changes = [r for rows in logs for r in rows if r["op"] in ("insert", "update", "delete")]
         got = collections.Counter(r["op"] for r in changes)
         assert dict(got) == {op: counts[(op, table)] for op in ("insert", "update", "delete")
                              if counts[(op, table)]}, table
         assert len({(r["seq"], r["row_index"]) for r in changes}) == len(changes), (table, "twice")
 
 
+def _assert_renamed(lake: Path, db: str, lake_format: str, pairs: list[tuple[str, str]], ended: dict[str, str],
+                    status: dict[str, Any]) -> None:
+    """One RENAME TABLE of ``pairs`` (old, new), as docs/LAND.md ("Table statements", "Renames") has it: change logs
+    stay with names, each name's has a `rename` row per pair naming it (both names, ``db.table``), the same row
+    (its ``seq``: the statement's plus the pair's step, in the pairs' order) in both names' change logs; a name new
+    at the rename starts with its pair's row, a name left without a table (``ended``: old name -> the name it went
+    to) ends with it, its mirror emptied and its ``binlake.ended`` naming the new one, and `binlake status`
+    (``status``: its --json tables by name) shows it renamed."""
+    seqs: dict[int, set[bytes]] = collections.defaultdict(set)
+    for name in {n for pair in pairs for n in pair}:
+        rows = [r for generation in _change_log(lake, db, name, lake_format) for r in generation]
+        renames = [r for r in rows if r["op"] == "rename"]
+        mine = [i for i, pair in enumerate(pairs) if name in pair]
+        assert [(r.get("rename_from"), r.get("rename_to")) for r in renames] == [
+            (f"{db}.{pairs[i][0]}", f"{db}.{pairs[i][1]}") for i in mine], name
+        for i, r in zip(mine, renames, strict=True):
+            seqs[i].add(r["seq"])
+        if pairs[mine[0]][1] == name:  # a name new at the rename
+            assert rows[0]["op"] == "rename" and rows[0]["rename_to"] == f"{db}.{name}", (name, rows[:3])
+        if name in ended:
+            assert (rows[-1]["op"], rows[-1]["rename_from"], rows[-1]["rename_to"]) == (
+                "rename", f"{db}.{name}", f"{db}.{ended[name]}"), (name, rows[-3:])
+            mirror = _read(lake, db, name, lake_format)
+            assert mirror is not None and mirror.num_rows == 0, name
+            properties = _properties(lake, db, name, lake_format)
+            assert f"{db}.{ended[name]}" in orjson.loads(properties["binlake.ended"]).values(), properties
+            assert (status[f"{db}.{name}"]["ended"] or "").startswith(f"renamed to {db}.{ended[name]} at "), status
+        else:
+            assert status[f"{db}.{name}"]["ended"] is None, status[f"{db}.{name}"]
+    assert all(len(seqs[i]) == 1 for i in range(len(pairs))), seqs  # one row in both names' change logs
+    assert sorted(seqs, key=lambda i: min(seqs[i])) == list(range(len(pairs))), seqs  # in the pairs' order
+
+
+def _properties(lake: Path, db: str, table: str, lake_format: str) -> dict[str, str]:
+    """A lake table's properties as delta-rs (its metadata's configuration) or pyiceberg reads them."""
+    if lake_format == "iceberg":
+        from pyiceberg.table import StaticTable
+
+        return dict(StaticTable.from_metadata(str(lake / db / table)).properties)
+    import deltalake
+
+    return dict(deltalake.DeltaTable(str(lake / db / table)).metadata().configuration)
+
+
 @pytest.mark.parametrize("lake_format", FORMATS)
 def test_a_parked_table_lands_beside_the_others_across_kills_while_parked_and_catching_up(
-        mariadb, kafka, tmp_path, lake_format) -> None:
+        mariadb, kafka, tmp_path, capfd, lake_format) -> None:
     db = prefix = f"park_{lake_format}"
     lake = tmp_path / "lake"
     checkpoint, gate, catch_up_gate = lake / "_checkpoint", tmp_path / "gate", tmp_path / "catch-up-gate"
-    mariadb.execute(f"DROP DATABASE IF EXISTS {db}")
-    mariadb.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
-    where = ["--kafka", kafka.bootstrap, "--topic-prefix", prefix, "--lake", str(lake), "--checkpoint",
-             str(checkpoint), "--format", lake_format]
-    args = ["land", *where, "--kafka-source", "binlake"]
+    args = ["land", "--kafka", kafka.bootstrap, "--topic-prefix", prefix, "--lake", str(lake), "--checkpoint",
+            str(checkpoint), "--format", lake_format, "--kafka-source", "binlake"]
     env = {**os.environ, "PYTHONPATH": os.getcwd(), "BINLAKE_LAND_PARK_ROWS": "0"}
     gated = [sys.executable, "-m", "tests.harness.park_gate", *args]
-    conn = mariadb.connect(db)
-    with conn.cursor() as cur:
-        cur.execute("CREATE TABLE big (id INT PRIMARY KEY, a VARCHAR(24) CHARACTER SET latin1, d DECIMAL(10,4))")
-        cur.execute(f"INSERT INTO big SELECT seq, IF(seq % 7 = 0, NULL, CONCAT('caf\u00e9-', seq)), seq / 10000 "
-                    f"FROM seq_1_to_{ROWS}")
-        cur.execute("CREATE TABLE o (id INT PRIMARY KEY, n BIGINT)")
-    conn.commit()
+    conn = _database(mariadb, db,
+                     "CREATE TABLE big (id INT PRIMARY KEY, a VARCHAR(24) CHARACTER SET latin1, d DECIMAL(10,4))",
+                     f"INSERT INTO big SELECT seq, IF(seq % 7 = 0, NULL, CONCAT('caf\u00e9-', seq)), seq / 10000 "
+                     f"FROM seq_1_to_{ROWS}",
+                     "CREATE TABLE o (id INT PRIMARY KEY, n BIGINT)")
     timings: dict[str, float] = {}
     started = time.monotonic()
     # the session's server holds other tests' databases: the daemon captures this one alone
     with daemon_running(mariadb, kafka, prefix, 4949, {"BINLAKE_FILTERS_INCLUDE": f"{db}.*"}) as watcher, \
             Trickle(mariadb, db, "o") as workload, contextlib.ExitStack() as jobs:
         workload.start()
-        landing = jobs.enter_context(RunningLand(gated, {**env, GATE: str(gate)}, tmp_path / "land-1.log"))
+        landing = jobs.enter_context(RunningLand(gated, {**env, GATE: str(gate), CATCH_UP_GATE: str(catch_up_gate)},
+                                                 tmp_path / "land-1.log"))
         landing.until(lambda: len(_ids(lake, db, "big", lake_format)) >= ROWS, timeout=180)  # the table's rows landed
         timings["first landed"] = time.monotonic() - started
 
@@ -168,34 +255,36 @@ def test_a_parked_table_lands_beside_the_others_across_kills_while_parked_and_ca
         assert not any("rewritten in" in line for line in landing.lines[parked:])
         timings["parked, the other table landing"] = time.monotonic() - started
 
-        os.killpg(landing.proc.pid, 9)  # the job killed while the table is parked
+        # One kill while the table is parked, on each format at another point: on Iceberg as its rewrite waits (the
+        # next run runs it again); on Delta once the gate lets the rewrite go, mid-catch-up (the catch-up held once
+        # its first part has committed; the next run lands it again, its committed part skipped). What either does
+        # is the parks' own, the formats' alike (streaming_job/parking_work.py, sink_parks.py), and a format's part
+        # of a catch-up landed again (its writer identity's skip, lake_format.LakeFormat.part) is a batch's part's,
+        # killed on both formats by test_land_statements.py
+        if lake_format == "delta":
+            gate.touch()
+            landing.wait_for("park gate: the catch-up waits")
+            parks = read_parks(LakeFiles.on_disk(), str(checkpoint))
+            assert [(p.state, [t.table for t in p.tables]) for p in parks] == [(State.CATCHING_UP, ["big"])]
+            big = _read(lake, db, "big", lake_format)
+            assert big is not None and _is_binary(big.schema.field("a").type)  # rewritten
+            ids = set(big.column("id").to_pylist())
+            assert {ROWS + 1, ROWS + 3} <= ids and 13 not in ids  # the changes before the ADD COLUMN: landed
+            assert ROWS + 4 not in ids and 52 in ids and "z" not in big.schema.names  # those after it: not yet
+            timings["catching up"] = time.monotonic() - started
+        os.killpg(landing.proc.pid, 9)
         landing.proc.wait()
-        status = subprocess.run([*BINLAKE, "status", *where, "--json"], env=env, capture_output=True, text=True,
-                                timeout=120)
-        assert status.returncode == 0, status.stderr[-2000:]
-        tables = {t["table"]: t for t in orjson.loads(status.stdout)["tables"]}
-        assert (tables[f"{db}.big"]["parked"] or "").startswith("rewriting"), tables[f"{db}.big"]
+        tables = _status(kafka, prefix, lake, lake_format, capfd)
+        state = State.CATCHING_UP if lake_format == "delta" else State.REWRITING
+        assert (tables[f"{db}.big"]["parked"] or "").startswith(state), tables[f"{db}.big"]
         assert time.time() - 300 < tables[f"{db}.big"]["parked_since"] < time.time()
         assert tables[f"{db}.o"]["parked"] is None
 
-        # The job started again: the park's rewrite, and its catch-up held once its first part has committed
-        landing = jobs.enter_context(RunningLand(gated, {**env, CATCH_UP_GATE: str(catch_up_gate)},
-                                                 tmp_path / "land-2.log"))
-        landing.wait_for("park gate: the catch-up waits")
-        parks = read_parks(LakeFiles.on_disk(), str(checkpoint))
-        assert [(p.state, [t.table for t in p.tables]) for p in parks] == [(State.CATCHING_UP, ["big"])]
-        big = _read(lake, db, "big", lake_format)
-        assert big is not None and _is_binary(big.schema.field("a").type)  # rewritten
-        ids = set(big.column("id").to_pylist())
-        assert {ROWS + 1, ROWS + 3} <= ids and 13 not in ids  # the changes before the ADD COLUMN: landed
-        assert ROWS + 4 not in ids and 52 in ids and "z" not in big.schema.names  # those after it: not yet
-        timings["catching up"] = time.monotonic() - started
-        os.killpg(landing.proc.pid, 9)  # the job killed mid-catch-up
-        landing.proc.wait()
-
-        # Once more (no gate): the catch-up landed again (its committed part skipped), the batches after it
-        landing = jobs.enter_context(RunningLand([*BINLAKE, *args], env, tmp_path / "land-3.log"))
-        landing.wait_for("its catch-up was interrupted: landing it again")
+        # The job started again (no gate): the catch-up landed again, or the rewrite run again and its catch-up; the
+        # batches after it
+        landing = jobs.enter_context(RunningLand([*BINLAKE, *args], env, tmp_path / "land-2.log"))
+        landing.wait_for("its catch-up was interrupted: landing it again" if lake_format == "delta"
+                         else "park 1: its rewrite runs again")
         timings["caught up"] = time.monotonic() - started
         workload.stop.set()
         workload.join()
@@ -219,20 +308,11 @@ def test_tables_swapped_by_rename_while_one_is_parked(mariadb, kafka, spark, tmp
     """An ALTER parks `a`; RENAME TABLE a TO tmp, b TO a, tmp TO b names it: `b` and `tmp` join its park, in
     the same batch (`--trigger available-now`), and catch up with it; each changed afterwards under its new name."""
     db = prefix = f"parkren_{lake_format}"
-    lake = tmp_path / "lake"
-    mariadb.execute(f"DROP DATABASE IF EXISTS {db}")
-    mariadb.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
-    monkeypatch.setenv("BINLAKE_LAND_PARK_ROWS", "0")
-    monkeypatch.setenv("BINLAKE_FILTERS_INCLUDE", f"{db}.*")
-    conn = mariadb.connect(db)
-    with conn.cursor() as cur:
-        cur.execute("CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20) CHARACTER SET latin1)")
-        cur.execute("INSERT INTO a SELECT seq, CONCAT('a-', seq) FROM seq_1_to_40")
-        cur.execute("CREATE TABLE b (id INT PRIMARY KEY, w INT, t VARCHAR(10))")
-        cur.execute("INSERT INTO b SELECT seq, seq * 10, CONCAT('b', seq) FROM seq_1_to_30")
-    conn.commit()
-    run_daemon(mariadb, kafka, prefix)
-    assert run_land(kafka, prefix, lake, "--format", lake_format, "--kafka-source", "binlake") == 0
+    conn, lake, land = _landed_in_process(mariadb, kafka, monkeypatch, tmp_path, db, lake_format,
+                                          "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20) CHARACTER SET latin1)",
+                                          "INSERT INTO a SELECT seq, CONCAT('a-', seq) FROM seq_1_to_40",
+                                          "CREATE TABLE b (id INT PRIMARY KEY, w INT, t VARCHAR(10))",
+                                          "INSERT INTO b SELECT seq, seq * 10, CONCAT('b', seq) FROM seq_1_to_30")
     assert len(_ids(lake, db, "a", lake_format)) == 40 and len(_ids(lake, db, "b", lake_format)) == 30
 
     with conn.cursor() as cur:
@@ -253,7 +333,7 @@ def test_tables_swapped_by_rename_while_one_is_parked(mariadb, kafka, spark, tmp
     conn.commit()
     run_daemon(mariadb, kafka, prefix)
     capfd.readouterr()
-    assert run_land(kafka, prefix, lake, "--format", lake_format, "--kafka-source", "binlake") == 0
+    assert run_land(kafka, prefix, lake, *land) == 0
     said = capfd.readouterr().err  # (the job's log)
     assert "parked (park 1)" in said and "parked too (park 1)" in said, said[-3000:]
     assert read_parks(LakeFiles.on_disk(), str(lake / "_checkpoint")) == []
@@ -262,6 +342,11 @@ def test_tables_swapped_by_rename_while_one_is_parked(mariadb, kafka, spark, tmp
         _assert_mirror(conn, lake, db, table, lake_format)
     moved = _read(lake, db, "b", lake_format)
     assert moved is not None and _is_binary(moved.schema.field("v").type)
+    # the change logs stay with the names: `a`'s (a second generation since its ALTER: no join of latin1 text and
+    # binary) holds the first table's changes, the rename's rows, then the former `b`'s; `tmp`'s the rename alone
+    _assert_changes_once(mariadb, lake, db, lake_format, {"a": 2, "b": 1, "tmp": 1})
+    _assert_renamed(lake, db, lake_format, [("a", "tmp"), ("b", "a"), ("tmp", "b")], {"tmp": "b"},
+                    _status(kafka, db, lake, lake_format, capfd))
 
 
 @pytest.mark.parametrize("lake_format", FORMATS)
@@ -273,21 +358,11 @@ def test_a_parked_table_renamed_in_a_later_batch(mariadb, kafka, spark, tmp_path
     from streaming_job import sink
 
     db = prefix = f"parkmv_{lake_format}"
-    lake = tmp_path / "lake"
-    mariadb.execute(f"DROP DATABASE IF EXISTS {db}")
-    mariadb.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
-    monkeypatch.setenv("BINLAKE_LAND_PARK_ROWS", "0")
-    monkeypatch.setenv("BINLAKE_FILTERS_INCLUDE", f"{db}.*")
-    land = ["--format", lake_format, "--kafka-source", "binlake"]
-    conn = mariadb.connect(db)
-    with conn.cursor() as cur:
-        cur.execute("CREATE TABLE p (id INT PRIMARY KEY, v VARCHAR(20) CHARACTER SET latin1)")
-        cur.execute("INSERT INTO p SELECT seq, CONCAT('p-', seq) FROM seq_1_to_40")
-        cur.execute("CREATE TABLE q (id INT PRIMARY KEY, w INT)")
-        cur.execute("INSERT INTO q SELECT seq, seq * 10 FROM seq_1_to_30")
-    conn.commit()
-    run_daemon(mariadb, kafka, prefix)
-    assert run_land(kafka, prefix, lake, *land) == 0
+    conn, lake, land = _landed_in_process(mariadb, kafka, monkeypatch, tmp_path, db, lake_format,
+                                          "CREATE TABLE p (id INT PRIMARY KEY, v VARCHAR(20) CHARACTER SET latin1)",
+                                          "INSERT INTO p SELECT seq, CONCAT('p-', seq) FROM seq_1_to_40",
+                                          "CREATE TABLE q (id INT PRIMARY KEY, w INT)",
+                                          "INSERT INTO q SELECT seq, seq * 10 FROM seq_1_to_30")
 
     with conn.cursor() as cur:
         cur.execute("SET SESSION sql_mode = ''")
@@ -335,3 +410,8 @@ def test_a_parked_table_renamed_in_a_later_batch(mariadb, kafka, spark, tmp_path
         _assert_mirror(conn, lake, db, table, lake_format)
     moved = _read(lake, db, "p2", lake_format)
     assert moved is not None and _is_binary(moved.schema.field("v").type)
+    # the change logs stay with the names: `p`'s (a second generation since its ALTER) holds the first table's
+    # changes, the rename's rows, then the former `q`'s; `p2`'s starts with the rename, `q`'s ends with it
+    _assert_changes_once(mariadb, lake, db, lake_format, {"p": 2, "p2": 1, "q": 1})
+    _assert_renamed(lake, db, lake_format, [("p", "p2"), ("q", "p")], {"q": "p"},
+                    _status(kafka, db, lake, lake_format, capfd))
