@@ -59,7 +59,7 @@ class Parking:
                     self.book.caught_up(park.id)
         for park in sorted(self.book.parks(), key=lambda p: p.id):
             for r in park.rewrites:
-                if not r.done:
+                if r.runs:
                     log.info("park %d: its rewrite runs again: %s", park.id, r.action.describe())
                     self._submit(park.id, r)
         self._thread(self._catcher, "binlake-park-catch-up")
@@ -75,9 +75,14 @@ class Parking:
         return _Landing(self, batch_id)
 
     def submit(self, park: Park) -> None:
-        """A new park's rewrite starts."""
+        """A new park's rewrite starts (not one that awaits entries: ``run``, once they came)."""
         for r in park.rewrites:
-            self._submit(park.id, r)
+            if r.runs:
+                self._submit(park.id, r)
+
+    def run(self, park_id: int, rewrite: Rewrite) -> None:
+        """A park's rewrite whose awaited entries have come starts."""
+        self._submit(park_id, rewrite)
 
     def parked(self) -> int:
         """How many tables are parked."""
