@@ -112,3 +112,11 @@ def test_a_table_tied_again_from_an_earlier_statement_is_held_back_from_it(tmp_p
     assert book.holding(("d", "b"), b"\x06") is not None
     book.join(park.id, [ParkedTable("d", "b", "p.d.b", b"\x08", {0: 20}, 5)])  # a later one: no change
     assert book.get(park.id).table(("d", "b")).seq == b"\x06"
+
+
+def test_the_last_batch_leaves_a_park_awaiting_an_entry_to_the_next_run(tmp_path: Path) -> None:
+    book = ParkBook(LakeFiles.on_disk(), str(tmp_path / "checkpoint"))
+    parking = Parking(book, lambda r: None, lambda p, landed: None, lambda: Landed(3, 0, {}), poll=0.02)
+    book.park(Rewrite(_rename("from", 3, True), "app~s1.0", awaiting=["p.d.k"]), _tables(3))
+    parking.settle(timeout=1)  # returns: no batch of this query brings the entry
+    assert len(book.parks()) == 1
