@@ -21,14 +21,23 @@ is "no park"):
                skipped where it committed
   None         caught up (the park is removed): its tables land with the batches again
 
-  PARK       None -> REWRITING          a long action of an unparked table: a park of its tables (a rename: both)
+  PARK       None -> REWRITING          a long action of an unparked table: a park of its tables (a rename: both);
+                                        or a rename whose other entry a bounded batch has not read yet (below)
   JOIN       REWRITING -> REWRITING     a statement names a parked table and others: those are parked too, from
              REWRITTEN -> REWRITTEN     the statement on (they catch up together: e.g. RENAME TABLE t TO t2)
   MERGE      REWRITING -> REWRITING     a statement names the tables of two parks: one park of both (REWRITING
              REWRITTEN -> REWRITING     until every rewrite of either has committed: the other's input)
+  ARRIVED    REWRITING -> REWRITING     an awaited rewrite's last entry came: it runs (below)
   REWRITTEN  REWRITING -> REWRITTEN     its last rewrite committed (written by the rewrite's thread)
   CATCH_UP   REWRITTEN -> CATCHING_UP   under the landing lock, between batches (recorded before its first write)
   CAUGHT_UP  CATCHING_UP -> None        after its last write, before the lock is let go
+
+A rewrite *awaits* (``Rewrite.awaiting``: topics) where a micro-batch bounded by ``--max-offsets-per-trigger`` has
+only some of a rename pair's entries (the old name's topic cut before its entry, or the new name's): the rename is
+not applied there, its tables are parked from it on, and the rows before it of the topic still to come land with
+the batches; the batch (or catch-up) that brings the last entry records it (``arrived``: ARRIVED, and the batch in
+``Rewrite.arrived``), and the rename then runs as any rewrite. A park with such a rewrite is settled only once the
+batch that brought its last entry has committed too.
 
 Anything else is a bug (``transition`` raises). A park made while a batch (or a catch-up) lands is recorded before
 the batch goes on, so the batch replayed after a kill finds its tables parked and leaves them as the first run did.
@@ -48,7 +57,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, NamedTuple
 
@@ -77,6 +86,7 @@ class Input(StrEnum):
     JOIN = "join"
     MERGE = "merge"  # with a park that is still rewriting
     MERGE_REWRITTEN = "merge rewritten"  # with a park whose rewrites have all committed
+    ARRIVED = "arrived"  # an awaited rewrite's entries have all come
     REWRITTEN = "rewritten"
     CATCH_UP = "catch up"
     CAUGHT_UP = "caught up"
@@ -90,6 +100,7 @@ TRANSITIONS: dict[tuple[State | None, Input], State | None] = {
     (State.REWRITTEN, Input.MERGE): State.REWRITING,
     (State.REWRITING, Input.MERGE_REWRITTEN): State.REWRITING,
     (State.REWRITTEN, Input.MERGE_REWRITTEN): State.REWRITTEN,
+    (State.REWRITING, Input.ARRIVED): State.REWRITING,
     (State.REWRITING, Input.REWRITTEN): State.REWRITTEN,
     (State.REWRITTEN, Input.CATCH_UP): State.CATCHING_UP,
     (State.CATCHING_UP, Input.CAUGHT_UP): None,
@@ -137,18 +148,29 @@ class ParkedTable:
 
 @dataclass
 class Rewrite:
-    """A long action run beside the batches, with the writer identity it would have had in its batch."""
+    """A long action run beside the batches, with the writer identity it would have had in its batch; or a rename
+    awaiting its entries in ``awaiting`` (topics a bounded batch cut before them), run once they came (in batch
+    ``arrived``)."""
 
     action: Action
     identity: str
     done: bool = False
+    awaiting: list[str] = field(default_factory=list)
+    arrived: int | None = None
+
+    @property
+    def runs(self) -> bool:
+        """Whether it is to run (or runs): not done, and awaiting no entry."""
+        return not self.done and not self.awaiting
 
     def to_json(self) -> dict[str, Any]:
-        return {"action": action_json(self.action), "identity": self.identity, "done": self.done}
+        return {"action": action_json(self.action), "identity": self.identity, "done": self.done,
+                "awaiting": self.awaiting, "arrived": self.arrived}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Rewrite:
-        return cls(action_of(d["action"]), d["identity"], bool(d.get("done")))
+        return cls(action_of(d["action"]), d["identity"], bool(d.get("done")), list(d.get("awaiting") or []),
+                   d.get("arrived"))
 
 
 @dataclass
@@ -172,11 +194,13 @@ class Park:
     def settled(self, committed: int, parks: Iterable[int]) -> bool:
         """Whether every table was parked by a committed batch and by no catch-up still under way."""
         live = set(parks)
-        return all(t.batch <= committed and (t.context is None or t.context not in live) for t in self.tables)
+        return all(t.batch <= committed and (t.context is None or t.context not in live) for t in self.tables) \
+            and all(r.arrived is None or r.arrived <= committed for r in self.rewrites)
 
     def describe(self) -> str:
         """What holds it back, for the log and ``binlake status``."""
-        actions = "; ".join(r.action.describe() for r in self.rewrites)
+        actions = "; ".join(r.action.describe() + (f": waits for its entry in {', '.join(r.awaiting)}"
+                                                   if r.awaiting else "") for r in self.rewrites)
         return f"{self.state.value} ({actions})"
 
     def to_json(self) -> dict[str, Any]:
@@ -297,6 +321,11 @@ class ParkBook:
                     return park
         return None
 
+    def containing(self, name: Name, scope: int | None = None) -> Park | None:
+        """The park the table is in, from whichever sequence (None: none; ``scope`` as ``holding``'s)."""
+        with self._lock:
+            return next((p for p in self._parks.values() if p.id != scope and p.table(name) is not None), None)
+
     def tables(self) -> dict[Name, Park]:
         """Every parked table and its park."""
         with self._lock:
@@ -312,16 +341,42 @@ class ParkBook:
             self._next += 1
             self._parks[park.id] = park
             self._save()
-        log.info("`%s`.`%s`: parked (park %d) at %s: %s runs beside the batches; %s wait%s for it",
-                 *rewrite.action.name, park.id, rewrite.action.at.position, rewrite.action.describe(),
+        what = f"waits for its entry in {', '.join(rewrite.awaiting)}" if rewrite.awaiting else \
+            "runs beside the batches"
+        log.info("`%s`.`%s`: parked (park %d) at %s: %s %s; %s wait%s for it",
+                 *rewrite.action.name, park.id, rewrite.action.at.position, rewrite.action.describe(), what,
                  ", ".join(f"`{t.db}`.`{t.table}`" for t in tables), "s" if len(tables) == 1 else "")
         return park
+
+    def arrived(self, park_id: int, action: Action, topics: set[str], batch: int) -> Rewrite | None:
+        """Entries of ``action`` came in ``topics`` (in batch ``batch``, or a catch-up to it): the park's rewrite
+        awaiting them, where that was its last awaited entry (it runs now; None: nothing more to run)."""
+        with self._lock:
+            park = self._parks[park_id]
+            for r in park.rewrites:
+                if not r.awaiting or not same_action(r.action, action) or not topics & set(r.awaiting):
+                    continue
+                r.awaiting = [t for t in r.awaiting if t not in topics]
+                if r.awaiting:
+                    self._save()
+                    return None
+                park.state = _required(transition(park.state, Input.ARRIVED))
+                r.arrived = batch
+                if r.action.statement.columns is None and action.statement.columns is not None:
+                    r.action = replace(r.action, at=replace(action.at, batch_id=r.action.at.batch_id))
+                r.action = replace(r.action, pair_seen=r.action.pair_seen | action.pair_seen)
+                self._save()
+                log.info("park %d: %s: its entries have all come (batch %d): it runs", park_id,
+                         r.action.describe(), batch)
+                return r
+        return None
 
     def join(self, park_id: int, tables: list[ParkedTable]) -> None:
         with self._lock:
             park = self._parks[park_id]
             park.state = _required(transition(park.state, Input.JOIN))
-            park.tables += [t for t in tables if park.table(t.name) is None]
+            for t in tables:
+                _add(park, t)
             self._save()
         log.info("%s: parked too (park %d), tied to its tables by a statement",
                  ", ".join(f"`{t.db}`.`{t.table}`" for t in tables), park_id)
@@ -335,7 +390,8 @@ class ParkBook:
                 raise ParkError(f"park {other.id} is {other.state.value}: it cannot be merged")
             park.state = _required(transition(park.state, what))
             park.rewrites += other.rewrites
-            park.tables += [t for t in other.tables if park.table(t.name) is None]
+            for t in other.tables:
+                _add(park, t)
             park.since = min(park.since, other.since)
             self._save()
 
@@ -368,6 +424,25 @@ class ParkBook:
                 raise ParkError(f"park {park_id}: caught up into a state")
             del self._parks[park_id]
             self._save()
+
+
+def _add(park: Park, table: ParkedTable) -> None:
+    """A table joins the park; one it has already is held back from the earlier of the two sequences (a bounded
+    batch can tie it to the park by another topic's later statement before its own topic reaches an earlier one):
+    read again from the earlier offsets (a partition either lacks: from its first)."""
+    have = park.table(table.name)
+    if have is None:
+        park.tables.append(table)
+    elif table.seq < have.seq:
+        have.seq = table.seq
+        have.start = {p: min(o, table.start[p]) for p, o in have.start.items() if p in table.start}
+        have.batch = max(have.batch, table.batch)
+        have.context = table.context if table.context is not None else have.context
+
+
+def same_action(a: Action, b: Action) -> bool:
+    """Whether two actions are the same statement's same action (seen in two batches: its index may differ)."""
+    return (a.at.seq, a.op, a.name, a.to) == (b.at.seq, b.op, b.name, b.to)
 
 
 def _required(state: State | None) -> State:

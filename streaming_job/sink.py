@@ -153,7 +153,7 @@ class Lander(ParkedTables):
         self.format.table_statements.forget = self._forget
         if self.format.table_statements.alters is not None:
             self.format.table_statements.alters.mode = "stop" if self.on_incompatible_change == "stop" else "rewrite"
-        if self.park_rows >= 0 and self.checkpoint_files is not None:
+        if self.checkpoint_files is not None:  # (a rename a bounded batch splits parks too: land.park_rows -1 or not)
             files = self.checkpoint_files
             self.parking = Parking(ParkBook(files, self.checkpoint), self._rewrite, self._catch_up,
                                    lambda: read_landed(files, self.checkpoint))
@@ -325,7 +325,8 @@ class Lander(ParkedTables):
             if isinstance(step, ApplyPart):
                 for action in step.actions:
                     with self.format.part(f"{step.part}.{action.index}"):
-                        if self._tied(action, scope, where) or self._parks(action, scope, where):
+                        if self._tied(action, scope, where) or self._waits(action, scope, where) \
+                                or self._parks(action, scope, where):
                             continue
                         log.info("batch %d: %s", batch_id, action.describe())
                         self.format.apply(action)

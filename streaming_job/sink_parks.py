@@ -124,12 +124,17 @@ class ParkedTables:
 
     def _tied(self, action: Action, scope: Scope, where: TableRecords) -> bool:
         """Whether the action names a parked table: then it waits for that park's catch-up, and so do the other
-        tables it names, parked with it from here (two parks it names become one)."""
+        tables it names, parked with it from here (two parks it names become one). So does a rename awaiting its
+        other entry (``_awaited``) that names a table parked from a later statement (a bounded batch read another
+        topic past it): that table is held back from here on. A park's rename whose awaited entries have all come
+        runs."""
         if self.parking is None:
             return False
         book = self.parking.book
         seq = action.at.seq
         found = {p.id for n in action.names if (p := book.holding(n, seq, scope.park_id)) is not None}
+        if found or self._awaited(action, scope, where):
+            found |= {p.id for n in action.names if (p := book.containing(n, scope.park_id)) is not None}
         if not found:
             return False
         first, *others = sorted(found)
@@ -138,12 +143,51 @@ class ParkedTables:
         free = sorted(n for n in action.names if book.holding(n, seq, scope.park_id) is None)
         if free:
             book.join(first, [self._parked_table(n, seq, scope, where) for n in free])
+        sides = {self._topic(n, where) for side, n in self._sides(action) if side in action.pair_seen}
+        ready = book.arrived(first, action, sides, scope.batch_id) if sides else None
+        if ready is not None:
+            self.parking.run(first, ready)
         return True
+
+    def _waits(self, action: Action, scope: Scope, where: TableRecords) -> bool:
+        """Whether the action is a rename pair the scope has only one entry of, the other's topic cut before it (a
+        batch bounded by --max-offsets-per-trigger): then its tables are parked from it on, the rename awaiting its
+        other entry; the rows of that topic before it land with the batches, and the rename runs once it came."""
+        if self.parking is None:
+            return False
+        awaiting = self._awaited(action, scope, where)
+        if not awaiting:
+            return False
+        tables = [self._parked_table(n, action.at.seq, scope, where) for n in sorted(action.names)]
+        log.info("batch %d: %s waits for its entry in %s (the batch ends before it there)", scope.batch_id,
+                 action.describe(), ", ".join(awaiting))
+        self.parking.book.park(Rewrite(action, self.format.identity, awaiting=awaiting), tables)
+        return True
+
+    def _awaited(self, action: Action, scope: Scope, where: TableRecords) -> list[str]:
+        """The topics of a rename pair's entries the scope lacks though it reads them (a bounded batch cut them
+        before the entry), unless the pair is applied already ([]: not a rename, or nothing awaited)."""
+        ends = scope.ends()
+        awaiting = sorted({topic for side, n in self._sides(action) if side not in action.pair_seen
+                           and (topic := self._topic(n, where)) in ends})
+        if not awaiting or self.format.table_statements.applied_already(action):
+            return []
+        return awaiting
+
+    @staticmethod
+    def _sides(action: Action) -> list[tuple[str, Name]]:
+        """A rename pair's entries: "to" in the old name's topic, "from" in the new name's ([]: not a rename)."""
+        if action.op != "rename" or action.to is None:
+            return []
+        return [("to", action.name), ("from", action.to)]
+
+    def _topic(self, name: Name, where: TableRecords) -> str:
+        return where.get(name, f"{self.topic_prefix}.{name[0]}.{name[1]}").topic
 
     def _parks(self, action: Action, scope: Scope, where: TableRecords) -> bool:
         """Whether the action's rewrite is long (more than land.park_rows mirror rows): then its tables are parked
         and the action runs beside the batches, with the writer identity it has here."""
-        if self.parking is None:
+        if self.parking is None or self.park_rows < 0:
             return False
         rows = self.format.table_statements.rewrite_rows(action)
         if rows <= self.park_rows:

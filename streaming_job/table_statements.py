@@ -167,6 +167,12 @@ class TableStatements:
             return self.tables.copy_rows(action.name, action.to)
         return 0
 
+    def applied_already(self, action: Action) -> bool:
+        """Whether the action's last write has committed: the old name's change log records it (or later)."""
+        db, table = action.name
+        properties = self.tables.properties(db, self.change_log(db, table))
+        return properties is not None and applied(properties, action.marker)
+
     def recreate(self, db: str, table: str, columns: list[tuple[str, str]], key: list[str], seq: bytes,
                  batch_id: int) -> None:
         """A table's first rows after it ended, without a create entry (one that names no columns, or none at
