@@ -4,7 +4,7 @@ small topic of a rename's new name past the rename's entry while the old name's 
 rows and its entry. The rename waits for its other entry (its tables held from it on, as a park's), the old name's
 last rows land before it, and the tables catch up after it. A plain rename and a swap (`RENAME TABLE a TO tmp, b TO
 a, tmp TO b`) in one stream, landed by a bounded run killed (SIGKILL) as a batch brings an awaited entry, then by
-another to the end: every mirror equals the server's SELECT (delta-rs's read),
+another to the end, on Delta and Iceberg: every mirror equals the server's SELECT (delta-rs's or pyiceberg's read),
 every row change of the binlog is once in the change logs (mariadb-binlog --verbose's counts)."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from streaming_job.parking import read_parks
 from tests.harness.binlogs import verbose_counts
 from tests.harness.daemon import run_daemon
 from tests.harness.delta_rs import delta_rs_table
+from tests.harness.iceberg import pyiceberg_table
 from tests.harness.land import RunningLand, land_command, plain_rows, run_land
 
 pytestmark = pytest.mark.integration
@@ -28,7 +29,10 @@ DB = "boundst"
 BOUND = "8"  # offsets per batch: the large topics' rows before a statement in several batches
 
 
-def _read(lake: Path, table: str) -> Any:
+def _read(lake: Path, table: str, lake_format: str) -> Any:
+    """A lake table as delta-rs or pyiceberg reads it (None: not there)."""
+    if lake_format == "iceberg":
+        return pyiceberg_table(lake, DB, table)
     path = lake / DB / table
     return delta_rs_table(path) if (path / "_delta_log").is_dir() else None
 
@@ -37,10 +41,12 @@ def _plain(v: Any) -> Any:
     return bytes(v) if isinstance(v, bytearray) else v
 
 
-def test_statements_split_by_the_bound_land_once_in_order(mariadb, kafka, spark, tmp_path, monkeypatch,
-                                                          capfd) -> None:
-    lake = tmp_path / "lake"
-    mariadb.execute(f"DROP DATABASE IF EXISTS {DB}")
+@pytest.mark.parametrize("lake_format", ["delta", "iceberg"])
+def test_statements_split_by_the_bound_land_once_in_order(make_mariadb, kafka, spark, tmp_path, monkeypatch,
+                                                          capfd, lake_format) -> None:
+    mariadb = make_mariadb()  # a binlog of this test's alone
+    lake, prefix = tmp_path / "lake", f"{DB}{lake_format}"
+    bounded = ["--max-offsets-per-trigger", BOUND, "--format", lake_format]
     mariadb.execute(f"CREATE DATABASE {DB}")
     monkeypatch.setenv("BINLAKE_FILTERS_INCLUDE", f"{DB}.*")
     conn = mariadb.connect(DB, autocommit=True)
@@ -63,34 +69,34 @@ def test_statements_split_by_the_bound_land_once_in_order(mariadb, kafka, spark,
         cur.execute("INSERT INTO a VALUES (3, 'a-now')")  # the former b
         cur.execute("UPDATE b SET s = 'b-now' WHERE id = 7")  # the former a
         cur.execute("DELETE FROM b WHERE id = 8")
-    run_daemon(mariadb, kafka, DB)
+    run_daemon(mariadb, kafka, prefix)
     # killed (SIGKILL) as a batch brings a rename's awaited entry (mid-batch: recorded, the batch not committed), then
     # landed to the end by another run
-    cmd, env = land_command(kafka, DB, lake)
-    with RunningLand([*cmd, "--max-offsets-per-trigger", BOUND], env, tmp_path / "land.log") as first:
+    cmd, env = land_command(kafka, prefix, lake)
+    with RunningLand([*cmd, *bounded], env, tmp_path / "land.log") as first:
         first.kill_at("its entries have all come (batch", timeout=120)
     said = "".join(line for line in first.lines if " binlake.land " in line)
     assert "waits for its entry in" in said, said[-6000:]
     capfd.readouterr()
-    assert run_land(kafka, DB, lake, "--max-offsets-per-trigger", BOUND) == 0
+    assert run_land(kafka, prefix, lake, *bounded) == 0
     said += "\n".join(line for line in capfd.readouterr().err.splitlines() if " binlake.land " in line)  # its log
     assert read_parks(LakeFiles.on_disk(), str(lake / "_checkpoint")) == []
 
     for table in ("k2", "a", "b"):  # each mirror: its server table's rows, under its name now
         want = {k[0]: {c: _plain(v) for c, v in r.items()} for k, r in plain_rows(conn, table, "id").items()}
-        found = _read(lake, table)
+        found = _read(lake, table, lake_format)
         assert found is not None, table
         names = list(next(iter(want.values())))
         assert {r["id"]: r for r in found.select(names).to_pylist()} == want, (table, said[-6000:])
     for table in ("k", "tmp"):  # renamed away: ended, empty
-        found = _read(lake, table)
+        found = _read(lake, table, lake_format)
         assert found is None or found.num_rows == 0, (table, found.to_pylist())
 
     mariadb.flush_logs()
     counts = verbose_counts(mariadb.binlog_files()[:-1], DB)
     for table in ("k", "k2", "a", "b"):
         rows, number = [], 1
-        while (found := _read(lake, change_log_name(table, number))) is not None:
+        while (found := _read(lake, change_log_name(table, number), lake_format)) is not None:
             rows += found.select(["op", "seq", "row_index"]).to_pylist()
             number += 1
         changes = [r for r in rows if r["op"] in ("insert", "update", "delete")]
