@@ -325,7 +325,8 @@ class Lander(ParkedTables):
             if isinstance(step, ApplyPart):
                 for action in step.actions:
                     with self.format.part(f"{step.part}.{action.index}"):
-                        if self._tied(action, scope, where) or self._waits(action, scope, where) \
+                        awaiting = self._awaited(action, scope, where)  # a rename's entry a bounded batch cut
+                        if self._tied(action, scope, where, awaiting) or self._waits(action, scope, where, awaiting) \
                                 or self._parks(action, scope, where):
                             continue
                         log.info("batch %d: %s", batch_id, action.describe())

@@ -122,18 +122,18 @@ class ParkedTables:
             return False
         return self.parking.book.holding((r.db, r.tbl), bytes(r.first_seq), scope.park_id) is not None
 
-    def _tied(self, action: Action, scope: Scope, where: TableRecords) -> bool:
+    def _tied(self, action: Action, scope: Scope, where: TableRecords, awaiting: list[str]) -> bool:
         """Whether the action names a parked table: then it waits for that park's catch-up, and so do the other
         tables it names, parked with it from here (two parks it names become one). So does a rename awaiting its
         other entry (``_awaited``) that names a table parked from a later statement (a bounded batch read another
         topic past it): that table is held back from here on. A park's rename whose awaited entries have all come
-        runs."""
+        runs. ``awaiting``: ``_awaited``'s."""
         if self.parking is None:
             return False
         book = self.parking.book
         seq = action.at.seq
         found = {p.id for n in action.names if (p := book.holding(n, seq, scope.park_id)) is not None}
-        if found or self._awaited(action, scope, where):
+        if found or awaiting:
             found |= {p.id for n in action.names if (p := book.containing(n, scope.park_id)) is not None}
         if not found:
             return False
@@ -149,14 +149,12 @@ class ParkedTables:
             self.parking.run(first, ready)
         return True
 
-    def _waits(self, action: Action, scope: Scope, where: TableRecords) -> bool:
+    def _waits(self, action: Action, scope: Scope, where: TableRecords, awaiting: list[str]) -> bool:
         """Whether the action is a rename pair the scope has only one entry of, the other's topic cut before it (a
         batch bounded by --max-offsets-per-trigger): then its tables are parked from it on, the rename awaiting its
-        other entry; the rows of that topic before it land with the batches, and the rename runs once it came."""
-        if self.parking is None:
-            return False
-        awaiting = self._awaited(action, scope, where)
-        if not awaiting:
+        other entry; the rows of that topic before it land with the batches, and the rename runs once it came.
+        ``awaiting``: ``_awaited``'s."""
+        if self.parking is None or not awaiting:
             return False
         tables = [self._parked_table(n, action.at.seq, scope, where) for n in sorted(action.names)]
         log.info("batch %d: %s waits for its entry in %s (the batch ends before it there)", scope.batch_id,
@@ -166,9 +164,12 @@ class ParkedTables:
 
     def _awaited(self, action: Action, scope: Scope, where: TableRecords) -> list[str]:
         """The topics of a rename pair's entries the scope lacks though it reads them (a bounded batch cut them
-        before the entry), unless the pair is applied already ([]: not a rename, or nothing awaited)."""
+        before the entry), unless the pair is applied already ([]: not a rename, nothing awaited, or no parking)."""
+        sides = self._sides(action)
+        if self.parking is None or not sides:
+            return []
         ends = scope.ends()
-        awaiting = sorted({topic for side, n in self._sides(action) if side not in action.pair_seen
+        awaiting = sorted({topic for side, n in sides if side not in action.pair_seen
                            and (topic := self._topic(n, where)) in ends})
         if not awaiting or self.format.table_statements.applied_already(action):
             return []
