@@ -17,7 +17,7 @@ from .run import overrides
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", metavar="FILE", help="YAML configuration (see README)")
+    p.add_argument("--config", metavar="FILE", help="YAML configuration (see docs/CONFIGURATION.md)")
     p.add_argument("--kafka", metavar="HOST:PORT", help="Kafka bootstrap server")
     p.add_argument("--topic-prefix", metavar="P")
     add_lake_arguments(p)

@@ -14,7 +14,7 @@ from .logs import setup_logging
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="stream a server's binlog into Kafka, exactly once")
-    p.add_argument("--config", metavar="FILE", help="YAML configuration (see README)")
+    p.add_argument("--config", metavar="FILE", help="YAML configuration (see docs/CONFIGURATION.md)")
     p.add_argument("--source", metavar="URL", help="mysql://USER[:PASSWORD]@HOST:PORT")
     p.add_argument("--source-hosts", metavar="HOST:PORT,...",
                    help="servers to fail over to (same GTID history, same user); resumes by GTIDs")

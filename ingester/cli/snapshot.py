@@ -14,7 +14,7 @@ from ..sources.errors import ReplicationError
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("snapshot", help="re-snapshot chosen tables while the daemon keeps streaming")
-    p.add_argument("--config", metavar="FILE", help="YAML configuration (see README)")
+    p.add_argument("--config", metavar="FILE", help="YAML configuration (see docs/CONFIGURATION.md)")
     p.add_argument("--source", metavar="URL", help="mysql://USER[:PASSWORD]@HOST:PORT")
     p.add_argument("--signal-table", metavar="DB.TABLE", help="the daemon's snapshot_signal_table")
     p.add_argument("--tables", metavar="DB.T1,DB.T2", required=True, help="the tables to read again")

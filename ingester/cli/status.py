@@ -20,7 +20,7 @@ from .land import add_lake_arguments, land_overrides, store_settings, verify_res
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("status", help="the source's, the daemon's and the land job's positions and lags")
-    p.add_argument("--config", metavar="FILE", help="YAML configuration (see README)")
+    p.add_argument("--config", metavar="FILE", help="YAML configuration (see docs/CONFIGURATION.md)")
     p.add_argument("--source", metavar="URL", help="mysql://USER[:PASSWORD]@HOST:PORT")
     p.add_argument("--source-hosts", metavar="HOST:PORT,...", help="the other servers of source.hosts")
     p.add_argument("--kafka", metavar="HOST:PORT", help="Kafka bootstrap server")

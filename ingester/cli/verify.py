@@ -22,7 +22,7 @@ _SYSTEM = ("mysql", "information_schema", "performance_schema", "sys")
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify", help="compare mirrors with the source, online, chunk by chunk")
-    p.add_argument("--config", metavar="FILE", help="YAML configuration (see README)")
+    p.add_argument("--config", metavar="FILE", help="YAML configuration (see docs/CONFIGURATION.md)")
     p.add_argument("--source", metavar="URL", help="mysql://USER[:PASSWORD]@HOST:PORT")
     p.add_argument("--signal-table", metavar="DB.TABLE", help="the daemon's snapshot_signal_table")
     p.add_argument("--tables", metavar="DB.T1,DB.T2",

@@ -1,5 +1,6 @@
-"""The README's configuration reference lists every setting of ingester/config.py with its default,
-and the README's first screen stays two commands."""
+"""docs/CONFIGURATION.md lists every setting of ingester/config.py with its default, the README's short
+table of the main settings names real settings with their defaults, and the README's first screen stays two
+commands."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from typing import Any
 
 from ingester.config import Config
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+CONFIGURATION = ROOT / "docs" / "CONFIGURATION.md"
 
 
 def _settings(obj: Any, prefix: str = "") -> dict[str, Any]:
@@ -25,10 +28,10 @@ def _settings(obj: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _reference_rows() -> dict[str, str]:
-    """Setting -> default cell of the table under '### Configuration reference'."""
-    text = README.read_text()
-    section = text.split("### Configuration reference", 1)[1].split("\n#", 1)[0]
+def _table_rows(path: Path, heading: str) -> dict[str, str]:
+    """Setting -> default cell of the table under the heading (up to the next heading)."""
+    text = path.read_text()
+    section = text.split(f"\n{heading}\n", 1)[1].split("\n#", 1)[0]
     rows: dict[str, str] = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -50,11 +53,24 @@ def _documented(default: Any) -> str:
 
 
 def test_every_setting_is_in_the_configuration_reference_with_its_default() -> None:
-    settings, rows = _settings(Config()), _reference_rows()
-    assert not settings.keys() - rows.keys(), f"missing from the README: {sorted(settings.keys() - rows.keys())}"
+    settings, rows = _settings(Config()), _table_rows(CONFIGURATION, "## Configuration reference")
+    missing = sorted(settings.keys() - rows.keys())
+    assert not missing, f"missing from docs/CONFIGURATION.md: {missing}"
     assert not rows.keys() - settings.keys(), f"not settings (any more): {sorted(rows.keys() - settings.keys())}"
     for name, default in settings.items():
         cell = rows[name]
+        if default is None:
+            assert cell == "none" or cell.startswith("none:"), (name, cell)
+        else:
+            assert cell == _documented(default), (name, cell, _documented(default))
+
+
+def test_the_readme_s_main_settings_are_settings_with_their_defaults() -> None:
+    settings, rows = _settings(Config()), _table_rows(README, "## Configuration")
+    assert len(rows) >= 5
+    assert not rows.keys() - settings.keys(), f"not settings (any more): {sorted(rows.keys() - settings.keys())}"
+    for name, cell in rows.items():
+        default = settings[name]
         if default is None:
             assert cell == "none" or cell.startswith("none:"), (name, cell)
         else:
