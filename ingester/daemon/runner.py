@@ -12,7 +12,6 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from ..codec import header as H
 from ..config import Config
 from ..records.builder import Checkpoint, Record, RecordBuilder
 from ..records.debezium.columns import Modes
@@ -32,6 +31,7 @@ from .producers import RdkafkaProducer
 from .resnapshot import Resnapshotter
 from .schema_io import history_topic
 from .server_id import ServerIdClaim
+from .stream_loop import StreamLoop
 
 log = logging.getLogger("binlake.run")
 
@@ -275,7 +275,7 @@ class Runner:
                         " (a snapshot captures it at the snapshot's point instead)")
             return history
         log.info("schema history: streaming from %s:%s, where the captured schema is valid", file, position)
-        self._commit(publisher, Checkpoint(file, position, gtid_set, Sequence(file_number(file), position)), 0)
+        self.commit(publisher, Checkpoint(file, position, gtid_set, Sequence(file_number(file), position)), 0)
         publisher.wait()
         return history
 
@@ -310,41 +310,13 @@ class Runner:
         return done
 
     def _stream(self, publisher: Publisher) -> None:
+        """Stream from the checkpoint (or source.start_*) through a StreamLoop (stream_loop.py)."""
         cfg = self.cfg
-        start_file, start_pos = cfg.source.start_file, cfg.source.start_position
-        history = None
-        if self.schema_history:  # what was committed with the checkpoint; captured when there is none yet
-            from . import schema_io
-
-            history = schema_io.load(cfg) or self._capture_schema(publisher)
-            history.collations = self.collations
-            if self.lenient_history:
-                history.on_unparsed = "warn"
-        accept: Callable[[str, str], bool] = cfg.filters.accepts
-        resnap = None
-        if cfg.snapshot_signal_table:  # its rows are signals: routed to the re-snapshotter, never published
-            signal = cfg.snapshot_signal_table
-
-            def with_signals(db: str, table: str) -> bool:
-                return f"{db}.{table}" == signal or cfg.filters.accepts(db, table)
-
-            accept = with_signals
-
-            resnap = self.resnap = Resnapshotter(cfg, metrics=self.metrics)
-            if self.committed and self.committed.get("resnapshot"):
-                # a deep copy: uncommitted progress must not change what a retry resumes from
-                resnap.state = json.loads(json.dumps(self.committed["resnapshot"]))
-                log.info("resuming the re-snapshot of %s%s", ", ".join(resnap.state["tables"]) or "no table",
-                         "".join(f", verify run {v['run']} of {', '.join(v['tables'])}"
-                                 for v in resnap.state.get("verify", [])))
-        builder = RecordBuilder(accept=accept, max_record_bytes=cfg.kafka.max_record_bytes, schema=history,
-                                masks=cfg.filters.column_rules(), names=self.binlog_names,
-                                together=publisher.across_tables, mapped=self._mapped(publisher),
-                                named_entries=cfg.schema.history == "always")
-        if resnap is not None:  # partition maintenance's rows read again (reload entries)
-            builder.reload = resnap.reload
+        resnap = self._resnapshotter()
+        builder = self._builder(publisher, resnap)
         took_over = self._take_over(builder)
         builder.xa.load = self._prepared_reader(publisher)
+        start_file, start_pos = cfg.source.start_file, cfg.source.start_position
         if self.committed:
             builder.xa.resume(self.committed.get("prepared"))
             start_file, start_pos = self.committed["file"], self.committed["position"]
@@ -361,101 +333,13 @@ class Runner:
         stream = BinlogStream(cfg.source_url(), server_id=cfg.source.server_id, start_file=start_file,
                               start_position=start_pos, non_blocking=cfg.exit_at_end,
                               heartbeat=cfg.source.heartbeat, gtid_set=gtid_set)
-        batch_s = cfg.kafka.batch_ms / 1000
-        committed_transactions = 0
-        last_commit = time.monotonic()
-        unreported = [0, 0, 0]  # events and bytes since the last report, the newest event's timestamp
-
-        def report() -> None:
-            events, size, newest = unreported
-            self.stats["events"] += events
-            self.metrics.progress(events, size, newest)
-            unreported[0] = unreported[1] = 0
-
-        def commit_pending() -> None:
-            nonlocal committed_transactions, last_commit
-            report()
-            checkpoint = builder.checkpoint()
-            if checkpoint is None:
-                return
-            for record in builder.flush():
-                self.send(publisher, record)
-            if resnap is not None:
-                for record in resnap.before_commit():
-                    self.send(publisher, record)
-                checkpoint.resnapshot = resnap.progress()
-            if builder.xa.pending:  # prepared XA transactions still open: into _prepared, and named in the checkpoint
-                for prepared, records in builder.xa.persist():
-                    offsets = [publisher.send_prepared(record) for record in records]
-                    prepared.offset = offsets[0]
-                checkpoint.prepared = builder.xa.checkpoint()
-            self._commit(publisher, checkpoint, builder.transactions - committed_transactions)
-            committed_transactions, last_commit = builder.transactions, time.monotonic()
-            if resnap is not None and not self.stop_requested:
-                resnap.next_chunk()
-
-        def idle() -> None:
-            """Everything received is routed and the next read would wait: commit now, after the commit in
-            flight if there is one, or the last batch would wait for the next event (a heartbeat away)."""
-            if not builder.in_transaction:
-                publisher.wait()
-                commit_pending()
-
-        def commit_wanted() -> bool:
-            """Would the loop commit at the next transaction's end? Then native routing stops there."""
-            return not publisher.committing and (not batch_s or time.monotonic() - last_commit >= batch_s)
-
-        stream.on_idle = idle
-        stream.commit_wanted = commit_wanted
-        stream.stopping = lambda: self.stop_requested
-        feed = builder.feed
-        dec = None
+        loop = StreamLoop(self, publisher, builder, stream, resnap)
         connecting = time.monotonic()
         try:
-            if resnap is not None:
-                resnap.next_chunk()  # a re-snapshot the checkpoint left unfinished
-            for raw, position in stream.positioned(builder):
-                if raw is None:  # a run of events the native router fed to the builder
-                    events, size, newest = stream.routed
-                    unreported[0] += events
-                    unreported[1] += size
-                    unreported[2] = newest
-                    if unreported[0] >= 4096:
-                        report()
-                else:
-                    if dec is None:  # connected: the stream's decoder and file are known now
-                        dec = stream.decoder
-                        assert dec is not None
-                        builder.file = builder.file or stream.file or ""
-                        self.metrics.source_connected = True
-                    unreported[0] += 1
-                    unreported[1] += len(raw)
-                    if unreported[0] >= 4096:
-                        unreported[2] = H.timestamp(raw)
-                        report()
-                    closed = feed(dec, raw, position)
-                    if closed:
-                        for record in closed:
-                            self.send(publisher, record)
-                if builder.in_transaction:
-                    if self.stop_requested and time.monotonic() - self.stop_requested_at > _STOP_GRACE:
-                        # A huge transaction is still streaming: drop it rather than ignore the
-                        # operator; the next start resumes before it (nothing is lost).
-                        log.warning("stopping inside a transaction: it will be published on the next start")
-                        publisher.abort()
-                        return
-                    continue
-                if raw is not None:
-                    unreported[2] = H.timestamp(raw)
-                if not publisher.committing and (not batch_s or time.monotonic() - last_commit >= batch_s):
-                    commit_pending()
-                if self.stop_requested:
-                    break
-            commit_pending()
-            publisher.wait()
-            # From connecting to the source to the last commit: the rate a running daemon sustains.
-            self.stats["streaming_ms"] = self.stats.get("streaming_ms", 0) + round(
-                (time.monotonic() - connecting) * 1000)
+            if loop.run():
+                # From connecting to the source to the last commit: the rate a running daemon sustains.
+                self.stats["streaming_ms"] = self.stats.get("streaming_ms", 0) + round(
+                    (time.monotonic() - connecting) * 1000)
         except ReplicationError as exc:
             if exc.code != BINLOG_GONE:
                 raise
@@ -468,11 +352,52 @@ class Runner:
                              f"{(self.committed or {}).get('gtid_set') or 'none'}) on "
                              f"{self.source}: {exc}; snapshot: when-needed would take a new snapshot") from None
         finally:
-            report()
+            loop.report()
             stream.close()
             if resnap is not None:
                 resnap.close()
                 self.resnap = None
+
+    def _resnapshotter(self) -> Resnapshotter | None:
+        """With snapshot_signal_table: on-demand re-snapshots and verify runs, resumed from the checkpoint."""
+        cfg = self.cfg
+        if not cfg.snapshot_signal_table:
+            return None
+        resnap = self.resnap = Resnapshotter(cfg, metrics=self.metrics)
+        if self.committed and self.committed.get("resnapshot"):
+            # a deep copy: uncommitted progress must not change what a retry resumes from
+            resnap.state = json.loads(json.dumps(self.committed["resnapshot"]))
+            log.info("resuming the re-snapshot of %s%s", ", ".join(resnap.state["tables"]) or "no table",
+                     "".join(f", verify run {v['run']} of {', '.join(v['tables'])}"
+                             for v in resnap.state.get("verify", [])))
+        return resnap
+
+    def _builder(self, publisher: Publisher, resnap: Resnapshotter | None) -> RecordBuilder:
+        """The record builder: the filters (and the signal table, whose rows are signals, never published), the
+        schema history if followed, masks, the publisher's hooks."""
+        cfg = self.cfg
+        history = None
+        if self.schema_history:  # what was committed with the checkpoint; captured when there is none yet
+            from . import schema_io
+
+            history = schema_io.load(cfg) or self._capture_schema(publisher)
+            history.collations = self.collations
+            if self.lenient_history:
+                history.on_unparsed = "warn"
+        accept: Callable[[str, str], bool] = cfg.filters.accepts
+        if signal_table := cfg.snapshot_signal_table:
+
+            def with_signals(db: str, table: str) -> bool:
+                return f"{db}.{table}" == signal_table or cfg.filters.accepts(db, table)
+
+            accept = with_signals
+        builder = RecordBuilder(accept=accept, max_record_bytes=cfg.kafka.max_record_bytes, schema=history,
+                                masks=cfg.filters.column_rules(), names=self.binlog_names,
+                                together=publisher.across_tables, mapped=self._mapped(publisher),
+                                named_entries=cfg.schema.history == "always")
+        if resnap is not None:  # partition maintenance's rows read again (reload entries)
+            builder.reload = resnap.reload
+        return builder
 
     def _take_over(self, builder: RecordBuilder) -> str | None:
         """With ``source.hosts``, before streaming from a server: refuse one whose GTID history diverges from
@@ -533,7 +458,7 @@ class Runner:
         self.stats["records"] += 1
         self.metrics.records.inc()
 
-    def _commit(self, publisher: Publisher, checkpoint: Checkpoint, transactions: int) -> None:
+    def commit(self, publisher: Publisher, checkpoint: Checkpoint, transactions: int) -> None:
         """Queue the Kafka commit; the bookkeeping happens once the broker has committed it."""
         queued = time.monotonic()
         checkpoint.source = self.source
@@ -562,7 +487,6 @@ class BinlogGone(ReplicationError):
 
 
 _SWITCH_INTERVAL = 0.0005
-_STOP_GRACE = 10.0  # seconds a stop request waits for the current transaction to end
 # Kafka retries wait at most this long: an attempt costs one connection, and a longer wait would add to the
 # lag once the broker is back (the source is not read meanwhile: back-pressure)
 _KAFKA_RETRY_MAX = 5.0
