@@ -397,7 +397,7 @@ def victim_order(rnd: random.Random, rounds: int, victims: tuple[str, ...]) -> l
 def run_rounds(base: Path, rounds: int, seed: int, victims: tuple[str, ...] = VICTIMS, rate: float = 40.0,
                spark: SparkSession | None = None, say: Any = print) -> list[RoundResult]:
     """Start the stack in base, run the rounds, stop everything; one line per round through say()."""
-    from streaming_job.job import build_session
+    from streaming_job.land.job import build_session
 
     rnd = random.Random(seed)
     say(f"faults: seed {seed}, {rounds} rounds, victims {', '.join(victims)}, workload {rate:g} tx/s, in {base}")

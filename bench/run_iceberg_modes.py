@@ -10,7 +10,7 @@ delete files); this measures all three on the same rows, side by side in one run
   in ten appends of key-ordered rows (as a mirror that landed in batches: ten data files);
 - ``--batches`` batches of K distinct random existing keys each (K from ``--keys``), every key's row replaced
   (v = the batch's number): pyiceberg's delete of the keys (key_filter, the job's own) and append of the new
-  rows in one transaction, as streaming_job/iceberg_format.py does; Spark's ``MERGE INTO ... WHEN MATCHED THEN
+  rows in one transaction, as streaming_job/iceberg/format.py does; Spark's ``MERGE INTO ... WHEN MATCHED THEN
   UPDATE SET * WHEN NOT MATCHED THEN INSERT *`` from a cached source, per table property;
 - then the read cost: a full scan of each table by Spark (count and sum of v) and by pyiceberg (to Arrow), and
   its data and delete files; every table's rows checked against the expected count and sum of v.
@@ -79,7 +79,7 @@ def main() -> int:
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args()
     (BENCH_DIR / "data").mkdir(exist_ok=True)
-    from streaming_job.job import build_session
+    from streaming_job.land.job import build_session
 
     with tempfile.TemporaryDirectory(prefix="bl-icemodes-", dir=BENCH_DIR / "data") as root:
         warehouse = Path(root) / "spark"
@@ -127,7 +127,7 @@ def expectation(n: int, plan: list[pa.Array]) -> tuple[int, int]:
 def pyiceberg_run(root: Path, n: int, plan: list[pa.Array]) -> Outcome:
     from pyiceberg.catalog.sql import SqlCatalog
 
-    from streaming_job.iceberg_tables import key_filter
+    from streaming_job.iceberg.tables import key_filter
 
     root.mkdir()
     catalog = SqlCatalog("bench", uri=f"sqlite:///{root}/catalog.db", warehouse=root.as_uri())
@@ -219,7 +219,7 @@ def render(args: argparse.Namespace, outcomes: list[Outcome], before: tuple[floa
     import pyiceberg
     import pyspark
 
-    from streaming_job.versions import ICEBERG_VERSION as ICEBERG
+    from streaming_job.runtime.versions import ICEBERG_VERSION as ICEBERG
 
     lines = [
         "# Iceberg mirrors: copy-on-write (pyiceberg, binlake's path) and Spark's MERGE, copy-on-write and "

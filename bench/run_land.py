@@ -5,7 +5,7 @@ statements) is published by `binlake run --exit-at-end` into a private Kafka bro
 landed twice, each result checked (change log rows = the workload's row changes, mirror rows = the
 server's):
 
-- by a running job: one Spark application (a child process, `streaming_job.job.run`) lands the topics
+- by a running job: one Spark application (a child process, `streaming_job.land.job.run`) lands the topics
   into a lake WARM_UP_PASSES times, then, warm (its JVM has compiled the hot paths, its Python workers
   run), lands them again into a new lake and checkpoint, three times: the rate a long-running `binlake
   land` has on a backlog (the median of the three);
@@ -99,8 +99,8 @@ class Shape:
 
     def iceberg(self, local: Path) -> Any:
         """The Iceberg catalog of the run whose lake is ``local``'s, as pyiceberg opens it."""
-        from streaming_job.iceberg_catalog import IcebergCatalog
-        from streaming_job.object_store import ObjectStoreSettings
+        from streaming_job.iceberg.catalog import IcebergCatalog
+        from streaming_job.lake.object_store import ObjectStoreSettings
 
         if self.bucket_root is None:
             return IcebergCatalog(str(local)).open()
@@ -222,8 +222,8 @@ def land_in_one_application(bootstrap: str, prefix: str, lakes: list[str], optio
 
     from ingester.cli.run import setup_logging
     from ingester.config import Config, LandConfig
-    from streaming_job.job import LandSettings, build_session, run
-    from streaming_job.object_store import ObjectStoreSettings
+    from streaming_job.lake.object_store import ObjectStoreSettings
+    from streaming_job.land.job import LandSettings, build_session, run
 
     parsed = ap.ArgumentParser()
     parsed.add_argument("--min-partitions", type=int)
@@ -375,7 +375,7 @@ def _wait_landed(log: Path, rows: int, procs: list[subprocess.Popen], timeout: f
 
 def _first_versions(path: Path) -> dict[int, float]:
     """Row id -> commit time (s) of the first mirror version that holds it (Delta time travel)."""
-    from streaming_job.job import build_session
+    from streaming_job.land.job import build_session
 
     spark = build_session("local[2]", 2, "binlake-land-bench-latency")
     try:
@@ -423,7 +423,7 @@ def _first_values(path: Path) -> dict[int, float]:
 
 def _count(shape: Shape, local: Path, lake_format: str = "delta") -> tuple[int, int]:
     """Rows of the change log and of the mirror, read back with a fresh Spark session (pyiceberg: Iceberg's)."""
-    from streaming_job.job import build_session
+    from streaming_job.land.job import build_session
 
     if lake_format == "iceberg":
         catalog = shape.iceberg(local)

@@ -1,7 +1,7 @@
 """The land job's decoding step alone, in one process: records -> typed Arrow row changes.
 
 The decode benchmark's workloads (bench/workloads.py) are cut into records as `binlake run` publishes
-them (RecordBuilder, 900 kB records), then every record goes through `streaming_job.decode.decode_record`
+them (RecordBuilder, 900 kB records), then every record goes through `streaming_job.decode.decode.decode_record`
 (what each Spark task runs): once with the C column walker (ingester/codec/_columns.c) and once with
 the Python decoder it falls back to (the walker switched off, as BINLAKE_PURE_PYTHON=1 does), in the
 same run. Reported: row changes per second and microseconds per row change, median of --repeat runs.
@@ -26,8 +26,8 @@ from ingester.codec import BinlogDecoder
 from ingester.records import format as record_format
 from ingester.records.builder import Record, RecordBuilder
 from ingester.sources.binlog_file import binlog_frames
-from streaming_job import arrow_rows
-from streaming_job import decode as land_decode
+from streaming_job.decode import arrow_rows
+from streaming_job.decode import decode as land_decode
 
 RESULTS = Path(__file__).resolve().parent / "results" / "land-decode.md"
 

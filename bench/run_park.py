@@ -38,8 +38,8 @@ from run_decode import BenchError, _cpu_model, _git_revision
 from run_land_tables import BENCH_DIR, _stop, bench_stack
 
 from ingester.devstack.mariadb import MariaDBServer
-from streaming_job.delta_log import TableLog
-from streaming_job.lake_files import LakeFiles
+from streaming_job.lake.delta_log import TableLog
+from streaming_job.lake.files import LakeFiles
 
 RESULTS = BENCH_DIR / "results" / "park.md"
 MODES = {"in the batch": "-1", "parked": "100000"}  # land.park_rows: -1 none; the default (a rewrite of more rows)

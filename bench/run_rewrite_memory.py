@@ -1,4 +1,4 @@
-"""What an Iceberg mirror's rewrite holds in the driver's memory as the mirror grows (streaming_job/iceberg_schema.py,
+"""What an Iceberg mirror's rewrite holds in the driver's memory as the mirror grows (streaming_job/iceberg/schema.py,
 iceberg_statements.py; docs/LAND.md, "Schema changes"): a mirror of ``--rows`` rows (run_schema_rewrite.py's
 table: id INT key, v VARCHAR, d DECIMAL(10,4), n INT, t DATETIME(6) and binlake's columns) rewritten by an ALTER
 (``convert``: v to VARBINARY, d to DECIMAL(10,2)) and copied by a RENAME TABLE (Iceberg writes the rows anew), each
@@ -39,8 +39,8 @@ def make(lake: str, n: int) -> None:
     sys.path.insert(0, str(ROOT / "bench"))
     from run_schema_rewrite import COLUMNS, rows
 
-    from streaming_job.iceberg_tables import mirror_properties, mirror_schema
-    from streaming_job.keys import key_property
+    from streaming_job.batch.keys import key_property
+    from streaming_job.iceberg.tables import mirror_properties, mirror_schema
     from tests.harness.iceberg import local_format
 
     fmt = local_format(Path(lake), app_id="bench")
@@ -58,12 +58,12 @@ def measure(code: str, lake: str, work: str) -> None:
     """One rewrite (``work``: convert, rename) by the streaming_job at ``code``; prints a JSON line."""
     sys.path.insert(0, code)
     import ingester  # noqa: F401  (both packages from ``code``, before run_schema_rewrite puts this checkout first)
-    from streaming_job.iceberg_catalog import IcebergCatalog
-    from streaming_job.iceberg_format import IcebergFormat
-    from streaming_job.iceberg_schema import IcebergMirrorRewrite
-    from streaming_job.iceberg_statements import IcebergStatementTables
-    from streaming_job.keys import MirrorKeys
-    from streaming_job.schema_alter import transform
+    from streaming_job.batch.keys import MirrorKeys
+    from streaming_job.iceberg.catalog import IcebergCatalog
+    from streaming_job.iceberg.format import IcebergFormat
+    from streaming_job.iceberg.schema import IcebergMirrorRewrite
+    from streaming_job.iceberg.statements import IcebergStatementTables
+    from streaming_job.statements.schema_alter import transform
 
     sys.path.insert(1, str(ROOT / "bench"))
     from run_schema_rewrite import META, plans

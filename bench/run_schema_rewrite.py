@@ -1,5 +1,5 @@
-"""The cost of an ALTER's mirror rewrite (streaming_job/schema_alter.py; docs/LAND.md, "Schema changes"): a mirror of
-``--rows`` rows rewritten by the land job's own writes, Delta (the driver's pyarrow rewrite, file by file, one
+"""The cost of an ALTER's mirror rewrite (streaming_job/statements/schema_alter.py; docs/LAND.md, "Schema changes"): a
+mirror of ``--rows`` rows rewritten by the land job's own writes, Delta (the driver's pyarrow rewrite, file by file, one
 commit; and Spark's overwrite, the path of a lake only Spark reaches) and Iceberg (pyiceberg, one transaction).
 
 The mirror: id INT key, v VARCHAR (ASCII, ~24 characters), d DECIMAL(10,4), n INT, t DATETIME(6), and binlake's
@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ingester.codec.constants import ColumnType as T
 from ingester.codec.table_map import Column
-from streaming_job.schema_alter import AlterPlan, plan_alter, transform
-from streaming_job.schema_changes import Statement
+from streaming_job.statements.schema_alter import AlterPlan, plan_alter, transform
+from streaming_job.statements.schema_changes import Statement
 
 RESULTS = Path(__file__).resolve().parent / "results" / "schema-rewrite.md"
 COLUMNS = [("id", "int"), ("v", "string"), ("d", "decimal(10,4)"), ("n", "int"), ("t", "timestamp_ntz")]
@@ -73,7 +73,7 @@ def plans() -> dict[str, tuple[AlterPlan, dict[str, Any]]]:
     z = Column(5, "z", T.LONG, T.LONG, 0, True, unsigned=False)
     conv = [after[0], Column(1, "v", T.VARCHAR, T.VARCHAR, 40, True, collation=63),
             Column(2, "d", T.NEWDECIMAL, T.NEWDECIMAL, 10 << 8 | 2, True, unsigned=False), after[3], after[4]]
-    from streaming_job import defaults as D
+    from streaming_job.batch import defaults as D
 
     value = datetime.datetime(2020, 2, 2, 2, 2, 2, 123000)
     latin1 = {**BEFORE, "v": Column(1, "v", T.VARCHAR, T.VARCHAR, 40, True, collation=8),
@@ -94,9 +94,9 @@ def plans() -> dict[str, tuple[AlterPlan, dict[str, Any]]]:
 
 
 def delta_mirror(spark: Any, path: Path, data: pa.Table) -> None:
-    from streaming_job.delta_tables import DeltaTables
-    from streaming_job.lake_files import LakeFiles
-    from streaming_job.mirror_driver import _write_mirror_files
+    from streaming_job.batch.delta_tables import DeltaTables
+    from streaming_job.batch.mirror_driver import _write_mirror_files
+    from streaming_job.lake.files import LakeFiles
 
     tables = DeltaTables(spark, "bench", LakeFiles.on_disk())
     commit = tables.transaction(str(path))
@@ -114,12 +114,12 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=1_000_000)
     args = parser.parse_args()
-    from streaming_job.delta_schema import DeltaMirrorRewrite
-    from streaming_job.delta_statements import DeltaStatementTables
-    from streaming_job.delta_tables import DeltaTables
-    from streaming_job.evolution import SchemaEvolution
-    from streaming_job.job import build_session
-    from streaming_job.lake_files import LakeFiles
+    from streaming_job.batch.delta_tables import DeltaTables
+    from streaming_job.batch.evolution import SchemaEvolution
+    from streaming_job.delta.schema import DeltaMirrorRewrite
+    from streaming_job.delta.statements import DeltaStatementTables
+    from streaming_job.lake.files import LakeFiles
+    from streaming_job.land.job import build_session
 
     spark = build_session("local[2]", 2, "binlake-bench-schema-rewrite", iceberg={})
     data = rows(args.rows)
@@ -156,12 +156,12 @@ def main() -> int:
 
 
 def iceberg(tmp: Path, data: pa.Table, spark: Any) -> list[tuple[str, str, float]]:
-    from streaming_job.iceberg_catalog import IcebergCatalog
-    from streaming_job.iceberg_format import IcebergFormat
-    from streaming_job.iceberg_schema import IcebergMirrorRewrite
-    from streaming_job.iceberg_statements import IcebergStatementTables
-    from streaming_job.iceberg_tables import mirror_properties, mirror_schema
-    from streaming_job.keys import MirrorKeys, key_property
+    from streaming_job.batch.keys import MirrorKeys, key_property
+    from streaming_job.iceberg.catalog import IcebergCatalog
+    from streaming_job.iceberg.format import IcebergFormat
+    from streaming_job.iceberg.schema import IcebergMirrorRewrite
+    from streaming_job.iceberg.statements import IcebergStatementTables
+    from streaming_job.iceberg.tables import mirror_properties, mirror_schema
 
     out = []
     for label, (plan, values) in plans().items():

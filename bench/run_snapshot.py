@@ -104,7 +104,7 @@ def land(kafka: KafkaBroker, prefix: str, rows: int) -> tuple[list[float], float
         if proc.returncode != 0:
             raise SystemExit(f"binlake land failed: {proc.stderr[-2000:]}")
         fresh = _batches(proc.stderr)
-        from streaming_job.job import build_session
+        from streaming_job.land.job import build_session
 
         spark = build_session("local[2]", 2, "binlake-snapshot-bench-check")
         try:

@@ -140,7 +140,7 @@ def _nice(v: float) -> float:
 def run_soak(base: Path, minutes: float, rate: float, every: float = 5.0, out: Path | None = None,
              seed: int = 1, say: Any = print) -> tuple[list[dict[str, float]], str]:
     """Run the soak in base; returns the samples and the mirror check's result ('' when equal)."""
-    from streaming_job.job import build_session
+    from streaming_job.land.job import build_session
 
     stack = Stack(base)
     ctx = multiprocessing.get_context("spawn")

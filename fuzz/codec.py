@@ -3,7 +3,7 @@
 Each input goes through every path `binlake dump` has: the Python decoder with the text renderer
 (hexdump included), the Python JSONL renderer and the native C emitter, which must give the same
 lines and the same error as Python; and both paths of the land job's decoder: the Python columnar
-decoder and the C column walker (streaming_job/arrow_rows.py), which must give the same lake values.
+decoder and the C column walker (streaming_job/decode/arrow_rows.py), which must give the same lake values.
 Any other exception, a hang (libFuzzer's -timeout) or runaway
 memory (-rss_limit_mb) is a finding. Run:
 
@@ -71,7 +71,7 @@ def one_input(data: bytes) -> None:
 def land_alike(data: bytes) -> None:
     """The land job's two row decoders give the same lake values, or fail alike."""
     from ingester.codec import BinlogDecoder
-    from streaming_job import arrow_rows
+    from streaming_job.decode import arrow_rows
 
     if arrow_rows.native is None:
         return
@@ -105,7 +105,7 @@ def land_outcome(data: bytes, dec: Any) -> list[Any]:
 def lake_values(ev: Any) -> list[tuple[str, str]]:
     """An event's images as (lake type, repr of the values) per present column in table order (repr: NaN
     equals NaN), whichever land decoder built them."""
-    from streaming_job.arrow_rows import ArrowImages, LakeColumn
+    from streaming_job.decode.arrow_rows import ArrowImages, LakeColumn
 
     rows, columns = ev.rows, ev.table_map.columns
     arrays = []
@@ -184,7 +184,7 @@ def main(argv: list[str]) -> None:
         import ingester.codec
         import ingester.dump.native
         import ingester.dump.text  # noqa: F401
-        import streaming_job.arrow_rows  # noqa: F401
+        import streaming_job.decode.arrow_rows  # noqa: F401
     args = list(argv)
     if not any(not a.startswith("-") for a in args[1:]):
         live = _WORK / "corpus"

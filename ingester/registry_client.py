@@ -1,7 +1,7 @@
 """The schema registry of the Avro formats, over Confluent's REST API (Confluent Schema Registry, Apicurio's
 ``/apis/ccompat/v7``, Karapace, Redpanda): the daemon's ``kafka.format: debezium-avro`` registers schemas (the
 ``SchemaIds`` of records/debezium/layouts.py), ``binlake land --source-format debezium-avro`` reads them by id
-(streaming_job/debezium_avro.py, in Spark's executors: a client pickles without its TLS context).
+(streaming_job/decode/debezium_avro.py, in Spark's executors: a client pickles without its TLS context).
 
 A schema is registered with ``POST /subjects/{subject}/versions``, which answers the id of the schema, new or
 already registered (the same schema again is no new version); ids are cached per (subject, schema). What the

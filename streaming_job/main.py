@@ -1,6 +1,6 @@
 """spark-submit entry point: the same options as ``binlake land``; the cluster's master is used.
 
-    spark-submit --jars <the jars `python -m streaming_job.versions` prints> streaming_job/main.py \\
+    spark-submit --jars <the jars `python -m streaming_job.runtime.versions` prints> streaming_job/main.py \\
         --kafka broker:9092 --topic-prefix binlake --lake s3a://lake --checkpoint s3a://lake/_checkpoint
 """
 

@@ -154,7 +154,7 @@ def lake_shape(request) -> LocalShape | ClusterS3Shape:
 @pytest.fixture(scope="session")
 def spark():
     """One local[2] session for the in-process runs and for reading the lake (jars fetched once)."""
-    from streaming_job.job import build_session
+    from streaming_job.land.job import build_session
 
     session = build_session("local[2]", 2, "binlake-land-tests", iceberg={})  # Iceberg's runtime: its tests read
     yield session

@@ -11,7 +11,7 @@
 #   SPARK_IMAGE       on Kubernetes: the image (Dockerfile.spark built with --build-arg WITH_S3A=true)
 #   SPARK_NAMESPACE   on Kubernetes: the namespace (default binlake), service account binlake-land
 #   BINLAKE_JARS      comma-separated jars (default: the Kafka source and Delta jars that
-#                     `python -m streaming_job.versions` resolves, plus $S3A_JARS)
+#                     `python -m streaming_job.runtime.versions` resolves, plus $S3A_JARS)
 #   S3A_JARS          comma-separated hadoop-aws and AWS SDK bundle jars for s3a:// (hadoop-aws must
 #                     match pyspark's Hadoop: 3.4.1 for Spark 4.0.0; the bundle it was built with, 2.24.6)
 #   AWS_*             S3 credentials when there is no instance role or IRSA (the default AWS chain reads them)
@@ -50,7 +50,7 @@ esac
 
 jars=${BINLAKE_JARS:-}
 if [ -z "$jars" ]; then
-    jars=$(cd "$repo" && "$python" -m streaming_job.versions | paste -sd, -)
+    jars=$(cd "$repo" && "$python" -m streaming_job.runtime.versions | paste -sd, -)
 fi
 if [ -n "${S3A_JARS:-}" ]; then
     jars="$jars,$S3A_JARS"

@@ -200,9 +200,9 @@ class _Pipeline:
 
     def _land(self) -> None:
         """Start Spark (the slow part: ~20 s) and run the query until stop() stops it."""
-        from streaming_job.job import LandSettings, build_session
-        from streaming_job.job import run as run_job
-        from streaming_job.object_store import ObjectStoreSettings
+        from streaming_job.lake.object_store import ObjectStoreSettings
+        from streaming_job.land.job import LandSettings, build_session
+        from streaming_job.land.job import run as run_job
 
         from ..config import LandConfig
 
@@ -308,7 +308,7 @@ def kafka_end_offsets(bootstrap: str, prefix: str) -> dict[str, dict[str, int]]:
     landing job has read all of once its query's offsets equal them)."""
     from kafka import KafkaConsumer, TopicPartition
 
-    from streaming_job.source_formats import topic_pattern
+    from streaming_job.source.source_formats import topic_pattern
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
     try:

@@ -67,7 +67,7 @@ def add_lake_arguments(p: argparse.ArgumentParser) -> None:
 
 def store_settings(cfg: Config) -> Any:
     """The object store of an s3a:// lake, from land.s3_*."""
-    from streaming_job.object_store import ObjectStoreSettings
+    from streaming_job.lake.object_store import ObjectStoreSettings
 
     return ObjectStoreSettings(cfg.land.s3_endpoint, cfg.land.s3_path_style, cfg.land.s3_region,
                                cfg.land.s3_credentials_file)
@@ -75,11 +75,11 @@ def store_settings(cfg: Config) -> Any:
 
 def verify_results(cfg: Config) -> Any:
     """The lake's ``binlake verify`` results as its format (land.format) keeps them
-    (streaming_job/verify_results.py): a Delta table in the lake, or an Iceberg table in the lake's catalog."""
-    from streaming_job.errors import LandError
-    from streaming_job.iceberg_catalog import IcebergCatalog
-    from streaming_job.lake_files import LakeFiles
-    from streaming_job.verify_results import DeltaResults, IcebergResults
+    (streaming_job/format/verify_results.py): a Delta table in the lake, or an Iceberg table in the lake's catalog."""
+    from streaming_job.format.verify_results import DeltaResults, IcebergResults
+    from streaming_job.iceberg.catalog import IcebergCatalog
+    from streaming_job.lake.files import LakeFiles
+    from streaming_job.runtime.errors import LandError
 
     lake, store = cfg.land.lake or "", store_settings(cfg)
 
@@ -104,7 +104,7 @@ def _results_format(configured: str, lake: str) -> str:
     there) is read as one."""
     from pathlib import Path
 
-    from streaming_job.lake_paths import scheme
+    from streaming_job.lake.paths import scheme
 
     root = Path(lake)
     if configured != "delta" or scheme(lake) or (root / "_verify" / "_delta_log").exists():
@@ -136,7 +136,7 @@ def land_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def settings(cfg: Config, master: str | None) -> Any:
-    from streaming_job.job import LandSettings
+    from streaming_job.land.job import LandSettings
 
     dbz = cfg.debezium
     registry = None
@@ -155,8 +155,8 @@ def run(args: argparse.Namespace, master_from_config: bool = True) -> int:
         if os.environ.get("BINLAKE_DEBUG"):
             logging.getLogger("binlake.land").setLevel(logging.DEBUG)  # per-step timings of each batch
         logging.getLogger("binlake.land").info("configuration: %s", json.dumps(cfg.redacted()))
-        from streaming_job.errors import LandError
-        from streaming_job.job import run as run_job
+        from streaming_job.land.job import run as run_job
+        from streaming_job.runtime.errors import LandError
 
         try:
             job = settings(cfg, cfg.land.master if master_from_config else None)  # LandError without a lake

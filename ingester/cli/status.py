@@ -150,7 +150,7 @@ def collect(cfg: Config) -> Status:
 
 
 def _land(cfg: Config, status: Status) -> None:
-    from streaming_job.source_formats import topic_pattern
+    from streaming_job.source.source_formats import topic_pattern
 
     ends = _end_offsets(cfg, topic_pattern(cfg.kafka.topic_prefix, cfg.land.source_format))
     landed = None
@@ -214,15 +214,15 @@ def _land(cfg: Config, status: Status) -> None:
 
 def _ended(cfg: Config, tables: list[TableStatus]) -> dict[str, str]:
     """The tables whose lake tables ended (dropped, renamed away), by ``db.table``: table_statements.py."""
-    from streaming_job.lake_files import LakeFiles
-    from streaming_job.lake_state import delta_properties, ended_tables, iceberg_properties
+    from streaming_job.format.lake_state import delta_properties, ended_tables, iceberg_properties
+    from streaming_job.lake.files import LakeFiles
 
     from .land import _results_format
 
     lake, store = cfg.land.lake or "", store_settings(cfg)
     names = [(t.table.split(".", 1)[0], t.table.split(".", 1)[1]) for t in tables if "." in t.table]
     if _results_format(cfg.land.format, lake) == "iceberg":
-        from streaming_job.iceberg_catalog import IcebergCatalog
+        from streaming_job.iceberg.catalog import IcebergCatalog
 
         read = iceberg_properties(IcebergCatalog(lake, cfg.land.iceberg_catalog, store, cfg.land.checkpoint).open())
     else:
@@ -234,9 +234,10 @@ def _ended(cfg: Config, tables: list[TableStatus]) -> dict[str, str]:
 
 
 def _parked(cfg: Config) -> dict[str, tuple[str, float]]:
-    """The parked tables by ``db.table``: what their park is doing, and since when (streaming_job/parking.py)."""
-    from streaming_job.lake_files import LakeFiles
-    from streaming_job.parking import read_parks
+    """The parked tables by ``db.table``: what their park is doing, and since when
+    (streaming_job/statements/parking.py)."""
+    from streaming_job.lake.files import LakeFiles
+    from streaming_job.statements.parking import read_parks
 
     files = LakeFiles.of(cfg.land.checkpoint or "", store_settings(cfg))
     if files is None:
@@ -264,8 +265,8 @@ def _verified(cfg: Config) -> dict[str, VerifyStatus]:
 
 
 def _read_landed(cfg: Config) -> Any:
-    from streaming_job.lake_files import LakeFiles
-    from streaming_job.progress import read_landed
+    from streaming_job.lake.files import LakeFiles
+    from streaming_job.source.progress import read_landed
 
     files = LakeFiles.of(cfg.land.checkpoint or "", store_settings(cfg))
     if files is None:

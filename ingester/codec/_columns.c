@@ -1,13 +1,13 @@
 /* Row images -> column buffers in Arrow's memory layout, for the land job's decoder.
  *
  * A rows event's body (after the column bitmaps) is walked by a plan built once per table map, rows
- * event type and bitmaps (streaming_job/arrow_rows.py): one op per present column of each image,
+ * event type and bitmaps (streaming_job/decode/arrow_rows.py): one op per present column of each image,
  * saying how to read its value and how wide its lake value is. The result per column is a validity
  * bitmap, a data buffer and (for variable-width values) int32 offsets, which Python wraps into Arrow
  * arrays without touching a value.
  *
  * Like the JSONL emitter it never reports errors: anything malformed, truncated or outside what it
- * converts exactly as the Python reference path (codec/rows.py + streaming_job/lake_types.py) does --
+ * converts exactly as the Python reference path (codec/rows.py + streaming_job/decode/lake_types.py) does --
  * a negative DATETIME2, an impossible date, a fraction out of range -- makes decode() return None, and
  * Python decodes that event (or raises the codec's BinlogError with its position). Every read is
  * bounds-checked against the event's end.
@@ -656,7 +656,7 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit__columns(void) {
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;
-    /* the ops by name: streaming_job/arrow_rows.py's copies are checked against them (tests/unit) */
+    /* the ops by name: streaming_job/decode/arrow_rows.py's copies are checked against them (tests/unit) */
     static const struct { const char *name; int value; } ops[] = {
         {"OP_INT", OP_INT}, {"OP_COPY", OP_COPY}, {"OP_YEAR", OP_YEAR}, {"OP_DECIMAL", OP_DECIMAL},
         {"OP_DATE", OP_DATE}, {"OP_DATETIME2", OP_DATETIME2}, {"OP_TIMESTAMP2", OP_TIMESTAMP2},

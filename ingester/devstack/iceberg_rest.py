@@ -2,7 +2,7 @@
 server (``org.apache.iceberg.rest.RESTCatalogServer``, the class of the ``apache/iceberg-rest-fixture``
 image), from Maven Central: ``iceberg-open-api``'s ``test-fixtures`` jar with ``iceberg-core`` (and its
 ``tests`` jar: the servlet and adapter), Jetty 11 and SQLite's JDBC driver, of the pinned Iceberg version
-(streaming_job/versions.py), plus pyspark's own Hadoop client (its HadoopFileIO). It keeps its catalog in
+(streaming_job/runtime/versions.py), plus pyspark's own Hadoop client (its HadoopFileIO). It keeps its catalog in
 an in-memory SQLite database (gone when it stops) and writes the tables' metadata files with HadoopFileIO
 where their locations say (the lake's paths)."""
 
@@ -27,7 +27,7 @@ def rest_classpath() -> list[Path]:
     """The REST catalog server's jars (cached: offline once fetched)."""
     import pyspark
 
-    from streaming_job.versions import ICEBERG_VERSION
+    from streaming_job.runtime.versions import ICEBERG_VERSION
 
     jars = fetch_classpath([f"org.apache.iceberg:iceberg-core:{ICEBERG_VERSION}",
                             "org.eclipse.jetty:jetty-servlet:11.0.25", "org.xerial:sqlite-jdbc:3.49.1.0"])

@@ -1,5 +1,5 @@
 """A column's DEFAULT: the DDL parser's tokens (ddl.py) of it as a literal value, shared by the land job's defaults
-of added columns (streaming_job/defaults.py) and the schema history's defaults for the Debezium formats' field
+of added columns (streaming_job/batch/defaults.py) and the schema history's defaults for the Debezium formats' field
 schemas; information_schema's COLUMN_DEFAULT as those tokens."""
 
 from __future__ import annotations

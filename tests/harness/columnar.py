@@ -17,8 +17,8 @@ from ingester.codec.rows import JsonDiff, RowImages
 from ingester.records.builder import Record
 from ingester.records.format import record_events
 from ingester.sources.binlog_file import binlog_frames
-from streaming_job import arrow_rows
-from streaming_job.decode import _OPS, _Out, _shape, decode_record
+from streaming_job.decode import arrow_rows
+from streaming_job.decode.decode import _OPS, _Out, _shape, decode_record
 from tests.harness.records import build_records
 
 

@@ -9,7 +9,7 @@ from typing import Any
 def catalog(lake: Path, uri: str | None = None) -> Any:
     """The lake's catalog as pyiceberg opens it (``uri``: its database; default: the Hadoop catalog on the lake's
     path, or an earlier lake's SQLite catalog in it)."""
-    from streaming_job.iceberg_catalog import IcebergCatalog
+    from streaming_job.iceberg.catalog import IcebergCatalog
 
     return IcebergCatalog(str(lake), uri).open()
 
@@ -21,7 +21,7 @@ def pyiceberg_table(lake: Path, db: str, table: str, uri: str | None = None) -> 
     from pyiceberg.exceptions import NoSuchTableError
     from pyiceberg.table import StaticTable
 
-    from streaming_job.iceberg_catalog import IcebergCatalog
+    from streaming_job.iceberg.catalog import IcebergCatalog
 
     if IcebergCatalog(str(lake), uri).hadoop:
         path = lake / db / table
@@ -40,9 +40,9 @@ def snapshot_count(lake: Path, db: str, table: str) -> int:
 
 _SPARK_READ = """
 import json, sys
-from streaming_job.iceberg_catalog import IcebergCatalog
-from streaming_job.job import build_session
-from streaming_job.object_store import ObjectStoreSettings
+from streaming_job.iceberg.catalog import IcebergCatalog
+from streaming_job.land.job import build_session
+from streaming_job.lake.object_store import ObjectStoreSettings
 lake, checkpoint, endpoint, db, tables = json.loads(sys.argv[1])
 store = ObjectStoreSettings(endpoint, path_style=True)
 spark = build_session("local[1]", 1, "binlake-iceberg-read", store=store,
@@ -73,8 +73,8 @@ def spark_rows_in_store(store: Any, lake: str, checkpoint: Path, db: str,
 def local_format(lake: Path, app_id: str = "app-1", uri: str | None = None) -> Any:
     """An IcebergFormat on the lake's default catalog (Iceberg's Hadoop catalog on its path, or the SQLite one an
     earlier lake has), or on the catalog ``uri`` names, without Spark (no defaults of added columns)."""
-    from streaming_job.iceberg_catalog import IcebergCatalog
-    from streaming_job.iceberg_format import IcebergFormat
-    from streaming_job.keys import MirrorKeys
+    from streaming_job.batch.keys import MirrorKeys
+    from streaming_job.iceberg.catalog import IcebergCatalog
+    from streaming_job.iceberg.format import IcebergFormat
 
     return IcebergFormat(IcebergCatalog(str(lake), uri), app_id, MirrorKeys({}, None, lambda d, t: "", lambda p: None))

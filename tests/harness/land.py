@@ -85,7 +85,7 @@ def lake_frame(spark, lake: Path, db: str, table: str, lake_format: str = "delta
     (by default Iceberg's HadoopCatalog on the lake's path; ``catalog``: the JDBC or REST catalog pyiceberg wrote;
     a REST catalog's with ``auth``, an iceberg_auth.RestAuth)."""
     if lake_format == "iceberg":
-        from streaming_job.iceberg_catalog import IcebergCatalog
+        from streaming_job.iceberg.catalog import IcebergCatalog
 
         conf = {k: v for k, v in IcebergCatalog(str(lake), catalog, auth=auth).spark_conf().items()
                 if k.startswith("spark.sql.catalog.")}  # (not Spark's redaction: a setting of its start)
@@ -136,15 +136,15 @@ def committed_batches(checkpoint: Path) -> int:
 
 def landed_everything(kafka, prefix: str, checkpoint: Path) -> bool:
     """Whether the land job's committed batches reach the end of every table topic of ``prefix`` (its committed
-    records), and no table is parked (streaming_job/parking.py): the lake has everything Kafka has."""
+    records), and no table is parked (streaming_job/statements/parking.py): the lake has everything Kafka has."""
     import re
 
     from kafka import KafkaConsumer, TopicPartition
 
-    from streaming_job.lake_files import LakeFiles
-    from streaming_job.parking import read_parks
-    from streaming_job.progress import read_landed
-    from streaming_job.source_formats import topic_pattern
+    from streaming_job.lake.files import LakeFiles
+    from streaming_job.source.progress import read_landed
+    from streaming_job.source.source_formats import topic_pattern
+    from streaming_job.statements.parking import read_parks
 
     files = LakeFiles.on_disk()
     landed = read_landed(files, str(checkpoint))

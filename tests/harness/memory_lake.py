@@ -7,7 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from streaming_job.table_statements import Properties, StatementTables
+from streaming_job.statements.table_statements import Properties, StatementTables
 
 
 class MemoryTables(StatementTables):

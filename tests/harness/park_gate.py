@@ -1,5 +1,5 @@
-"""`binlake land` whose parked tables' rewrites (streaming_job/parking.py) wait for a gate: a file the test creates;
-and whose catch-ups can be held mid-way by another.
+"""`binlake land` whose parked tables' rewrites (streaming_job/statements/parking.py) wait for a gate: a file the test
+creates; and whose catch-ups can be held mid-way by another.
 
 A rewrite of a few thousand rows takes milliseconds; a test that shows the batches landing the other tables while a
 mirror is rewritten, and a job killed while the table is parked, holds the rewrite at its start until the gate's
@@ -33,7 +33,7 @@ def _wait(gate: Path, what: str) -> None:
 
 def gate_rewrites(gate: Path) -> None:
     """Every parked table's rewrite of this process waits until ``gate`` exists."""
-    from streaming_job import sink
+    from streaming_job.land import sink
 
     rewrite = sink.Lander._rewrite
 
@@ -47,7 +47,7 @@ def gate_rewrites(gate: Path) -> None:
 def gate_catch_ups(gate: Path) -> None:
     """Every park's catch-up of this process waits, after its first part with rows committed, until ``gate``
     exists."""
-    from streaming_job import sink
+    from streaming_job.land import sink
 
     records, land = sink.Lander._records, sink.Lander._land
     catching = threading.local()

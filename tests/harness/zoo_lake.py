@@ -1,5 +1,5 @@
 """The type zoo in the lake: what each zoo column lands as, written down independently of
-streaming_job/lake_types.py, and the check that a landed zoo (with the mixed workload's tables) equals the
+streaming_job/decode/lake_types.py, and the check that a landed zoo (with the mixed workload's tables) equals the
 server's SELECT, computed by the server (HEX, +0, TIME_TO_SEC, UNIX_TIMESTAMP, ...)."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tests.harness.iceberg import pyiceberg_table
 from tests.harness.land import assert_change_log, assert_change_rows, lake_frame, plain_rows
 from tests.harness.workloads import mixed_workload, mixed_workload_tables
 
-# What each zoo column lands as (docs/LAND.md), written down independently of streaming_job/lake_types.py.
+# What each zoo column lands as (docs/LAND.md), written down independently of streaming_job/decode/lake_types.py.
 LAKE_TYPES = {
     "ti": "tinyint", "tiu": "smallint", "si": "smallint", "siu": "int", "mi": "int", "miu": "int", "i": "int",
     "iu": "bigint", "bi": "bigint", "biu": "decimal(20,0)", "b1": "bigint", "b17": "bigint", "b64": "bigint",

@@ -9,13 +9,13 @@ import pytest
 
 from ingester.records.format import Sequence
 from ingester.records.statement import TableStatement
-from streaming_job.delta_statements import DeltaStatementTables
-from streaming_job.delta_tables import DeltaTables
-from streaming_job.evolution import SchemaEvolution
-from streaming_job.generations import ChangeLogGenerations
-from streaming_job.kafka_read import KafkaReader
-from streaming_job.statements import ApplyPart, StatementAt, plan
-from streaming_job.table_statements import TableStatements
+from streaming_job.batch.delta_tables import DeltaTables
+from streaming_job.batch.evolution import SchemaEvolution
+from streaming_job.delta.statements import DeltaStatementTables
+from streaming_job.lake.generations import ChangeLogGenerations
+from streaming_job.source.kafka_read import KafkaReader
+from streaming_job.statements.statements import ApplyPart, StatementAt, plan
+from streaming_job.statements.table_statements import TableStatements
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""binlake's Kafka source (streaming_job/kafka_source.py) against a real broker: it reads what Spark's own
+"""binlake's Kafka source (streaming_job/source/kafka_source.py) against a real broker: it reads what Spark's own
 Kafka source reads (committed records only, with their headers), stops on records gone from Kafka, and one
 checkpoint goes on from either source to the other with every change landed once."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from streaming_job.kafka_read import KafkaReader
-from streaming_job.kafka_source import SourceError, Span, close_readers, read_spans
+from streaming_job.source.kafka_read import KafkaReader
+from streaming_job.source.kafka_source import SourceError, Span, close_readers, read_spans
 from tests.harness.binlogs import verbose_counts
 from tests.harness.daemon import run_daemon
 from tests.harness.land import assert_change_log, mirror_rows, plain_rows, run_land

@@ -1,9 +1,9 @@
-"""ALTER TABLE statements applied at their place (streaming_job/schema_alter.py; docs/LAND.md, "Schema changes"):
-quiet schema changes (ADD COLUMN with defaults, SET DEFAULT after it, DROP and RENAME COLUMN, no row changed after
-them) and changes that are no safe widening (text -> binary, DECIMAL scale, ENUM relabelled, a narrowing, DATETIME
-fractional digits), each mirror equal to the server's SELECT (Spark and delta-rs / pyiceberg), the change logs
-versioned where a type cannot join them, another table landing in the same batches; land.on_incompatible_change:
-stop stops with one line.
+"""ALTER TABLE statements applied at their place (streaming_job/statements/schema_alter.py; docs/LAND.md, "Schema
+changes"): quiet schema changes (ADD COLUMN with defaults, SET DEFAULT after it, DROP and RENAME COLUMN, no row changed
+after them) and changes that are no safe widening (text -> binary, DECIMAL scale, ENUM relabelled, a narrowing, DATETIME
+fractional digits), each mirror equal to the server's SELECT (Spark and delta-rs / pyiceberg), the change logs versioned
+where a type cannot join them, another table landing in the same batches; land.on_incompatible_change: stop stops with
+one line.
 
 The daemon publishes the table statement entries (with its schema history: the columns before and after each)."""
 

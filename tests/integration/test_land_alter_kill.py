@@ -1,8 +1,8 @@
 """An ALTER's mirror rewrite is exactly once across a kill -9 of the land job in the middle of it
-(streaming_job/schema_alter.py, delta_schema.py): the rewrite's files are written, then committed in one commit with
-the statement's marker, so a job killed while writing them leaves the mirror as it was (the files unnamed by the
-log), and the next run rewrites it once; the change log's generations hold every change once. The rewrite runs in its
-batch here (land.park_rows -1: the batch is not committed when it is killed); a parked table's rewrite, beside the
+(streaming_job/statements/schema_alter.py, delta_schema.py): the rewrite's files are written, then committed in one
+commit with the statement's marker, so a job killed while writing them leaves the mirror as it was (the files unnamed by
+the log), and the next run rewrites it once; the change log's generations hold every change once. The rewrite runs in
+its batch here (land.park_rows -1: the batch is not committed when it is killed); a parked table's rewrite, beside the
 batches, is test_land_park.py's."""
 
 from __future__ import annotations

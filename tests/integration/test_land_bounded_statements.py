@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from streaming_job.generations import change_log_name
-from streaming_job.lake_files import LakeFiles
-from streaming_job.parking import read_parks
+from streaming_job.lake.files import LakeFiles
+from streaming_job.lake.generations import change_log_name
+from streaming_job.statements.parking import read_parks
 from tests.harness.binlogs import verbose_counts
 from tests.harness.daemon import run_daemon
 from tests.harness.delta_rs import delta_rs_table

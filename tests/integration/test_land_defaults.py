@@ -110,7 +110,7 @@ def test_added_columns_get_their_defaults_in_the_mirror_minimal_metadata(make_ma
 def test_defaults_pending_at_a_crash_are_given_at_the_next_start(spark, tmp_path) -> None:
     """A crash between adding a mirror's columns and giving their defaults: the mirror's pending mark makes the
     next start finish it, and only rows older than the ALTER change."""
-    from streaming_job import defaults as D
+    from streaming_job.batch import defaults as D
 
     path = str(tmp_path / "mirror")
     spark.createDataFrame([(1, b"\x00" * 16), (2, b"\xff" * 16)], "id int, _binlake_seq binary").write.format(

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 
-from streaming_job.iceberg_auth import RestAuth
+from streaming_job.iceberg.auth import RestAuth
 from tests.harness.auth_proxy import AuthProxy
 from tests.harness.binlogs import verbose_counts
 from tests.harness.daemon import BINLAKE, run_daemon

@@ -14,8 +14,8 @@ from functools import partial
 import pytest
 
 from ingester.devstack.objectstore import ObjectStore
-from streaming_job.iceberg_catalog import IcebergCatalog
-from streaming_job.object_store import ObjectStoreSettings
+from streaming_job.iceberg.catalog import IcebergCatalog
+from streaming_job.lake.object_store import ObjectStoreSettings
 from tests.harness.daemon import run_daemon
 from tests.harness.iceberg import spark_rows_in_store
 from tests.harness.iceberg_files import local_path, metadata_locations, named, on_disk

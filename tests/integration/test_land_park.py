@@ -1,6 +1,6 @@
-"""A parked table (streaming_job/parking.py; docs/LAND.md, "Parked tables"), on Delta and on Iceberg (a local lake,
-Iceberg's Hadoop catalog): a table gets an ALTER that is no safe widening (latin1 text -> VARBINARY, a DECIMAL scale)
-while another table takes a steady trickle of writes and a running land job (`--trigger 1s`) lands them. The job
+"""A parked table (streaming_job/statements/parking.py; docs/LAND.md, "Parked tables"), on Delta and on Iceberg (a local
+lake, Iceberg's Hadoop catalog): a table gets an ALTER that is no safe widening (latin1 text -> VARBINARY, a DECIMAL
+scale) while another table takes a steady trickle of writes and a running land job (`--trigger 1s`) lands them. The job
 parks every rewrite (land.park_rows 0).
 
 The mirror's rewrite runs beside the batches. A rewrite of a few hundred rows takes milliseconds, so the job runs
@@ -39,9 +39,9 @@ import pyarrow as pa
 import pytest
 
 from ingester.cli.main import main
-from streaming_job.generations import change_log_name
-from streaming_job.lake_files import LakeFiles
-from streaming_job.parking import State, read_parks
+from streaming_job.lake.files import LakeFiles
+from streaming_job.lake.generations import change_log_name
+from streaming_job.statements.parking import State, read_parks
 from tests.harness.binlogs import verbose_counts
 from tests.harness.daemon import BINLAKE, daemon_running, run_daemon
 from tests.harness.delta_rs import delta_rs_table
@@ -258,9 +258,9 @@ def test_a_parked_table_lands_beside_the_others_across_kills_while_parked_and_ca
         # One kill while the table is parked, on each format at another point: on Iceberg as its rewrite waits (the
         # next run runs it again); on Delta once the gate lets the rewrite go, mid-catch-up (the catch-up held once
         # its first part has committed; the next run lands it again, its committed part skipped). What either does
-        # is the parks' own, the formats' alike (streaming_job/parking_work.py, sink_parks.py), and a format's part
-        # of a catch-up landed again (its writer identity's skip, lake_format.LakeFormat.part) is a batch's part's,
-        # killed on both formats by test_land_statements.py
+        # is the parks' own, the formats' alike (streaming_job/statements/parking_work.py, sink_parks.py), and a
+        # format's part of a catch-up landed again (its writer identity's skip, lake_format.LakeFormat.part) is a
+        # batch's part's, killed on both formats by test_land_statements.py
         if lake_format == "delta":
             gate.touch()
             landing.wait_for("park gate: the catch-up waits")
@@ -355,7 +355,7 @@ def test_a_parked_table_renamed_in_a_later_batch(mariadb, kafka, spark, tmp_path
     """An ALTER parks `p` and its rewrite fails (the run stops; the park stays, rewriting); the next run's first
     batch has RENAME TABLE p TO p2, q TO p while the park's rewrite, run again, is held until that batch has
     landed: `p2` and `q` join the park, and each table's later changes land under its new name."""
-    from streaming_job import sink
+    from streaming_job.land import sink
 
     db = prefix = f"parkmv_{lake_format}"
     conn, lake, land = _landed_in_process(mariadb, kafka, monkeypatch, tmp_path, db, lake_format,

@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from ingester.cli.main import main
-from streaming_job.generations import change_log_name
+from streaming_job.lake.generations import change_log_name
 from tests.harness.binlogs import verbose_counts
 from tests.harness.daemon import run_daemon
 from tests.harness.delta_rs import plain_value

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from streaming_job.generations import change_log_name
+from streaming_job.lake.generations import change_log_name
 from tests.harness.binlogs import verbose_counts
 from tests.harness.daemon import BINLAKE, CheckpointWatcher
 from tests.harness.land import RunningLand, kill_group, land_command, landed_everything, plain_rows, store_land_command
@@ -64,8 +64,8 @@ def _read_tables(fmt: str, lake: Path, store: Any, checkpoint: Path, monkeypatch
         return delta
     from pyiceberg.exceptions import NoSuchTableError
 
-    from streaming_job.iceberg_catalog import IcebergCatalog
-    from streaming_job.object_store import ObjectStoreSettings
+    from streaming_job.iceberg.catalog import IcebergCatalog
+    from streaming_job.lake.object_store import ObjectStoreSettings
 
     for name, value in store.environment().items():
         monkeypatch.setenv(name, value)

@@ -67,8 +67,8 @@ def _operations(spark, path: str) -> list[str]:
 
 
 def test_the_driver_keeps_the_mirror_equal_to_the_source(spark, tmp_path) -> None:
-    from streaming_job.mirror import candidate_schema
-    from streaming_job.sink import Lander
+    from streaming_job.batch.mirror import candidate_schema
+    from streaming_job.land.sink import Lander
 
     lander = Lander(spark, str(tmp_path / "lake"), str(tmp_path / "cp"))
     path = lander.path("db", "t")
@@ -94,8 +94,8 @@ def test_the_driver_keeps_the_mirror_equal_to_the_source(spark, tmp_path) -> Non
 def test_a_batch_of_new_keys_reads_no_mirror_file(spark, tmp_path) -> None:
     """Keys committed out of order (several writers): a key below the mirror's largest that no file's
     range holds reads nothing; one that a file's range holds reads that file and leaves it as it is."""
-    from streaming_job.mirror import candidate_schema
-    from streaming_job.sink import Lander
+    from streaming_job.batch.mirror import candidate_schema
+    from streaming_job.land.sink import Lander
 
     lander = Lander(spark, str(tmp_path / "lake"), str(tmp_path / "cp"))
     path = lander.path("db", "t")
@@ -122,10 +122,10 @@ def test_a_conflicting_commit_names_the_table_and_the_replay_lands_the_batch(spa
     batch, and the batch replayed lands on top of the other writer's change."""
     from delta.tables import DeltaTable
 
-    from streaming_job import mirror_driver
-    from streaming_job.errors import LandError
-    from streaming_job.mirror import candidate_schema
-    from streaming_job.sink import Lander
+    from streaming_job.batch import mirror_driver
+    from streaming_job.batch.mirror import candidate_schema
+    from streaming_job.land.sink import Lander
+    from streaming_job.runtime.errors import LandError
 
     lander = Lander(spark, str(tmp_path / "lake"), str(tmp_path / "cp"))
     path = lander.path("db", "t")
@@ -156,10 +156,10 @@ def test_a_conflicting_commit_names_the_table_and_the_replay_lands_the_batch(spa
 
 def test_warm_up_runs_and_workers_fork_from_the_daemon_with_the_decoder(spark, caplog) -> None:
     """job.warm_up starts the workers and Delta's commit path without a warning, and local workers are
-    forked from streaming_job.worker (which imported the decoder), not pyspark's bare daemon."""
+    forked from streaming_job.land.worker (which imported the decoder), not pyspark's bare daemon."""
     import logging
 
-    from streaming_job.job import warm_up
+    from streaming_job.land.job import warm_up
 
     def parent_command(batches):  # defined here: pickled by value, the workers cannot import this module
         import os
@@ -174,7 +174,7 @@ def test_warm_up_runs_and_workers_fork_from_the_daemon_with_the_decoder(spark, c
     assert "warmed up Spark's Python workers and Delta" in caplog.text
     assert "warm-up failed" not in caplog.text
     parents = spark.range(2, numPartitions=2).mapInArrow(parent_command, "cmd string").collect()
-    assert parents and all("-m streaming_job.worker" in r.cmd for r in parents), parents
+    assert parents and all("-m streaming_job.land.worker" in r.cmd for r in parents), parents
 
 
 def test_a_large_batch_is_written_as_files_of_consecutive_key_ranges(spark, tmp_path) -> None:
@@ -183,8 +183,8 @@ def test_a_large_batch_is_written_as_files_of_consecutive_key_ranges(spark, tmp_
     equals the model."""
     import json
 
-    from streaming_job.mirror import candidate_schema
-    from streaming_job.sink import Lander
+    from streaming_job.batch.mirror import candidate_schema
+    from streaming_job.land.sink import Lander
 
     lander = Lander(spark, str(tmp_path / "lake"), str(tmp_path / "cp"))
     path = lander.path("db", "t")
@@ -216,8 +216,8 @@ def test_a_trickle_of_small_batches_keeps_few_mirror_files(spark, tmp_path) -> N
     trickle), every seventh also updating and deleting an older key: once the mirror has
     ``compact_files`` small files the driver's commit rewrites them with the batch, so it keeps a
     handful of files, and after every batch it still equals the model."""
-    from streaming_job.mirror import candidate_schema
-    from streaming_job.sink import Lander
+    from streaming_job.batch.mirror import candidate_schema
+    from streaming_job.land.sink import Lander
 
     lander = Lander(spark, str(tmp_path / "lake"), str(tmp_path / "cp"), compact_files=4)
     path = lander.path("db", "t")

@@ -195,8 +195,8 @@ def test_verify_across_many_tables_in_a_bucket_from_a_cluster(make_mariadb, kafk
     reading the results through the store's API. 24 tables in one run under writes to all of them: every
     chunk matches and the rows compared are the server's COUNT(*); then a row changed with the binlog off is
     found in its table, with its column."""
-    from streaming_job.lake_files import LakeFiles
-    from streaming_job.verify_results import read_results
+    from streaming_job.format.verify_results import read_results
+    from streaming_job.lake.files import LakeFiles
 
     server = make_mariadb()
     db = "s3vf"

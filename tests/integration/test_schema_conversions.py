@@ -1,9 +1,9 @@
-"""The value conversions of streaming_job/schema_changes.py against the server's own: a table with many values
-of each source type, read as binlake reads it (the snapshot's reader: the TABLE_MAP the server would log, the
-codec's values, the lake's Arrow arrays), then ALTER TABLE ... MODIFY, read again; each column's values after the
-ALTER equal the conversion of its values before (docs/LAND.md, "Schema changes"). Run on MariaDB and on MySQL 8.0,
-each with its own rules (``Statement.mariadb``); the session's sql_mode is '' on both (the non-strict rules: a
-strict ALTER succeeds only where every value converts exactly, and refused, never reaches the binlog)."""
+"""The value conversions of streaming_job/statements/schema_changes.py against the server's own: a table with many
+values of each source type, read as binlake reads it (the snapshot's reader: the TABLE_MAP the server would log, the
+codec's values, the lake's Arrow arrays), then ALTER TABLE ... MODIFY, read again; each column's values after the ALTER
+equal the conversion of its values before (docs/LAND.md, "Schema changes"). Run on MariaDB and on MySQL 8.0, each with
+its own rules (``Statement.mariadb``); the session's sql_mode is '' on both (the non-strict rules: a strict ALTER
+succeeds only where every value converts exactly, and refused, never reaches the binlog)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import pytest
 from ingester.codec.constants import ColumnType as T
 from ingester.codec.jsonb import JSON_NULL
 from ingester.daemon.table_reader import table_reader
-from streaming_job.arrow_rows import LakeColumn
-from streaming_job.schema_changes import (
+from streaming_job.decode.arrow_rows import LakeColumn
+from streaming_job.statements.schema_changes import (
     ZERO,
     Statement,
     Unknown,

@@ -182,8 +182,8 @@ def test_the_object_stores_secret_key_never_shows(kafka, tmp_path) -> None:
     """An s3a:// lake's secret key (here from a shared-credentials file, land.s3_credentials_file) is in no
     output of `binlake land`: a good run (its configuration line, Spark's settings) and a wrong key."""
     from ingester.devstack.objectstore import ObjectStore
-    from streaming_job.lake_files import LakeFiles
-    from streaming_job.object_store import ObjectStoreSettings
+    from streaming_job.lake.files import LakeFiles
+    from streaming_job.lake.object_store import ObjectStoreSettings
 
     with ObjectStore(tmp_path / "s3", secret_key=PASSWORD) as store:
         store.create_bucket("lake")

@@ -1,5 +1,5 @@
 """binlake verify: the daemon reads a table chunk by chunk between watermarks, the land job compares each
-chunk with the mirror at the same point of the stream (streaming_job/verify.py), under a steady write
+chunk with the mirror at the same point of the stream (streaming_job/land/verify.py), under a steady write
 workload. What is compared against: the server's own rows, and differences made behind binlake's back
 (a Delta write to the mirror; a source change with the binlog off for the session)."""
 
@@ -15,8 +15,8 @@ import pytest
 
 from ingester.cli.main import main
 from ingester.daemon.kafka_io import read_checkpoint
-from streaming_job.lake_files import LakeFiles
-from streaming_job.verify_results import read_results
+from streaming_job.format.verify_results import read_results
+from streaming_job.lake.files import LakeFiles
 from tests.harness.daemon import BINLAKE
 from tests.harness.land import mirror_rows, run_land
 from tests.harness.verify_run import (
@@ -114,7 +114,7 @@ def test_verify_matches_on_every_type_with_masks_and_a_schema_change(make_mariad
     compared), a column added after the rows (the mirror's default), on servers with and without column
     names in their TABLE_MAPs (MINIMAL: the schema history names them); then a source change with the binlog
     off is found in the zoo's table."""
-    from streaming_job.delta_verify import DeltaMirrors
+    from streaming_job.delta.verify import DeltaMirrors
     from tests.harness import zoo
 
     reads = {"driver": 0, "spark": 0}

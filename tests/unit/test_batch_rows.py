@@ -7,7 +7,7 @@ import random
 
 import pyarrow as pa
 
-from streaming_job.batch_rows import _row_indices
+from streaming_job.batch.batch_rows import _row_indices
 
 
 def test_rows_are_found_per_table_in_batch_order() -> None:

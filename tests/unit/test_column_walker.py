@@ -1,4 +1,4 @@
-"""The land job's C column walker (ingester/codec/_columns.c, streaming_job/arrow_rows.py) against the
+"""The land job's C column walker (ingester/codec/_columns.c, streaming_job/decode/arrow_rows.py) against the
 Python columnar decoder and lake conversions, which stay the reference.
 
 Differential, on data we did not pick the answers for: random tables of every column type with random
@@ -20,7 +20,7 @@ from fuzz.codec import land_alike
 from ingester.codec import BinlogDecoder
 from ingester.codec.events import RowsEvent
 from ingester.sources.binlog_file import _check_header, frames_in
-from streaming_job import arrow_rows
+from streaming_job.decode import arrow_rows
 from tests.harness.binlogs import MARIADB_FDE, binlog_event, format_description, synthetic_binlog
 
 

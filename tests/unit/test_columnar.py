@@ -22,8 +22,8 @@ from ingester.codec import events as E
 from ingester.daemon.table_reader import _b64
 from ingester.records.builder import Record
 from ingester.sources.binlog_file import binlog_frames
-from streaming_job import arrow_rows
-from streaming_job.decode import _Out, decode_partition, decode_record
+from streaming_job.decode import arrow_rows
+from streaming_job.decode.decode import _Out, decode_partition, decode_record
 from tests.corpus import BROKEN, CORPUS, manifest
 from tests.harness.columnar import (
     assert_columnar_equals_dicts,

@@ -217,7 +217,7 @@ def test_compaction_and_retention_settings_are_checked_where_they_are_set(tmp_pa
     it was set; they reach the Iceberg tables' upkeep and the Delta side's compaction."""
     from ingester.cli.main import main
     from ingester.config import ConfigError
-    from streaming_job.iceberg_maintenance import IcebergMaintenance
+    from streaming_job.iceberg.maintenance import IcebergMaintenance
 
     defaults = load_config(None, environ={}).land
     assert (defaults.compact_files, defaults.small_file_bytes, defaults.compact_bytes) == (32, 8 << 20, 256 << 20)
@@ -254,8 +254,8 @@ def test_a_rest_catalogs_token_or_credential_is_read_checked_and_never_shown(tmp
     catalog; redacted in the configuration line; pyiceberg's and Spark's properties, Spark's redaction covering
     the credential."""
     from ingester.config import ConfigError
-    from streaming_job.iceberg_auth import RestAuth
-    from streaming_job.iceberg_catalog import IcebergCatalog
+    from streaming_job.iceberg.auth import RestAuth
+    from streaming_job.iceberg.catalog import IcebergCatalog
 
     rest = {"BINLAKE_LAND_ICEBERG_CATALOG": "https://cat.example/api", "BINLAKE_LAND_FORMAT": "iceberg"}
     cfg = load_config(None, environ={**rest, "BINLAKE_LAND_ICEBERG_CATALOG_TOKEN": "tok-123"})

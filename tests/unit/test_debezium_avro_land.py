@@ -24,10 +24,10 @@ from ingester.records.debezium.columns import Modes
 from ingester.records.debezium.encoder import DebeziumOptions
 from ingester.records.debezium.envelope import TRANSACTION_KEY_SCHEMA, TRANSACTION_VALUE_SCHEMA, table_codec
 from ingester.registry_client import RegistryClient, UnknownSchema
-from streaming_job.debezium_avro import AvroEvents, connect_schema
-from streaming_job.debezium_decode import DebeziumReader, decode_debezium_partition
-from streaming_job.decode import _Out
-from streaming_job.source_formats import topic_pattern
+from streaming_job.decode.debezium_avro import AvroEvents, connect_schema
+from streaming_job.decode.debezium_decode import DebeziumReader, decode_debezium_partition
+from streaming_job.decode.decode import _Out
+from streaming_job.source.source_formats import topic_pattern
 from tests.corpus import CORPUS
 from tests.harness.records import CORPUS_FILES, debezium_messages, source_batch
 
@@ -247,7 +247,7 @@ def test_the_registry_setting_and_failures_are_one_line(monkeypatch, tmp_path) -
     from ingester.cli.land import settings
     from ingester.config import ConfigError, load_config
     from ingester.registry_client import SchemaRefused
-    from streaming_job.errors import registry_error
+    from streaming_job.runtime.errors import registry_error
 
     with pytest.raises(ConfigError, match=r"^debezium.schema_registry_url: land.source_format debezium-avro needs a "
                                           r"schema registry \(its Confluent-compatible API"):

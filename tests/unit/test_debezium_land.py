@@ -16,7 +16,7 @@ import pytest
 from ingester.codec import events as E
 from ingester.records.debezium.encoder import DebeziumOptions
 from ingester.sources.binlog_file import read_binlog_file
-from streaming_job.debezium_decode import (
+from streaming_job.decode.debezium_decode import (
     DIGEST,
     POSITION,
     DebeziumReader,
@@ -24,9 +24,9 @@ from streaming_job.debezium_decode import (
     merged,
     position,
 )
-from streaming_job.debezium_types import UnknownField, lake_column
-from streaming_job.decode import _Out
-from streaming_job.source_formats import topic_pattern
+from streaming_job.decode.debezium_types import UnknownField, lake_column
+from streaming_job.decode.decode import _Out
+from streaming_job.source.source_formats import topic_pattern
 from tests.corpus import CORPUS
 from tests.harness.records import CORPUS_FILES, debezium_messages, source_batch
 

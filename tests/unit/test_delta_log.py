@@ -1,4 +1,4 @@
-"""The driver's own Delta log reading and writing (streaming_job/delta_log.py), checked against delta-rs (the
+"""The driver's own Delta log reading and writing (streaming_job/lake/delta_log.py), checked against delta-rs (the
 `deltalake` package), an implementation of the protocol that is not ours: what we commit it reads, what it
 commits (and checkpoints) we read."""
 
@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streaming_job.delta_log import CommitConflict, TableLog, UnreadableLog, simple_type, table_protocol
-from streaming_job.writer import file_actions
+from streaming_job.batch.writer import file_actions
+from streaming_job.lake.delta_log import CommitConflict, TableLog, UnreadableLog, simple_type, table_protocol
 
 SCHEMA = {"type": "struct", "fields": [
     {"name": "id", "type": "long", "nullable": True, "metadata": {}},
@@ -136,7 +136,7 @@ def test_protocols_types_and_what_the_driver_may_write(tmp_path) -> None:
 
 
 def test_the_checkpoint_the_driver_asks_for_is_read_back(tmp_path) -> None:
-    from streaming_job.writer import checkpoint
+    from streaming_job.batch.writer import checkpoint
 
     path = str(tmp_path / "t")
     table = TableLog.read(path)
@@ -152,7 +152,7 @@ def test_the_checkpoint_the_driver_asks_for_is_read_back(tmp_path) -> None:
 
 
 def test_a_blind_append_goes_on_over_another_writers_rows_but_not_over_its_schema_change(tmp_path) -> None:
-    from streaming_job.writer import LogCommit
+    from streaming_job.batch.writer import LogCommit
 
     path = str(tmp_path / "t")
     seed = TableLog.read(path)

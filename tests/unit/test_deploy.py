@@ -192,7 +192,7 @@ def test_daemon_image_runs_binlake_run() -> None:
 
 
 def test_spark_image_matches_the_pinned_versions() -> None:
-    """Dockerfile.spark's Spark and Hadoop versions are those of streaming_job/versions.py and pyspark."""
+    """Dockerfile.spark's Spark and Hadoop versions are those of streaming_job/runtime/versions.py and pyspark."""
     text = (REPO / "Dockerfile.spark").read_text()
     spark_tag = re.search(r"ARG SPARK_IMAGE=spark:(\S+)", text)
     hadoop = re.search(r"ARG HADOOP_VERSION=(\S+)", text)
@@ -211,7 +211,7 @@ def test_spark_image_matches_the_pinned_versions() -> None:
 
 def test_spark_script_directory_shadows_no_standard_module() -> None:
     """spark-submit puts the script's directory first on sys.path: deploy/spark/land.py exists because
-    streaming_job/types.py would shadow `types` there; nothing beside land.py may do the same."""
+    streaming_job/delta/ would shadow delta-spark's `delta` there; nothing beside land.py may do the same."""
     script = REPO / "deploy" / "spark" / "land.py"
     assert "from streaming_job.main import main" in script.read_text()
     beside = {p.stem for p in script.parent.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
@@ -223,7 +223,7 @@ def test_spark_jars_directory_is_on_every_class_path(production) -> None:
     Dockerfile.spark fills is on it in the image's command, in compose and in the SparkApplication."""
     text = (REPO / "Dockerfile.spark").read_text()
     jars = "/opt/binlake/jars"
-    assert f"cp $(/opt/venv/bin/python -m streaming_job.versions) {jars}/" in text
+    assert f"cp $(/opt/venv/bin/python -m streaming_job.runtime.versions) {jars}/" in text
     assert f"-DoutputDirectory={jars}" in text and f"SPARK_EXTRA_CLASSPATH={jars}/*" in text
     cmd = json.loads(next(i.args for i in dc.parse_dockerfile(text) if i.op == "CMD"))
     land = [str(a) for a in compose()["services"]["land"]["command"]]

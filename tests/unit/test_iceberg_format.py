@@ -9,10 +9,10 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from streaming_job.errors import LandError
-from streaming_job.iceberg_catalog import IcebergCatalog, batch_properties, jdbc_url, landed_batch
-from streaming_job.iceberg_format import IcebergFormat
-from streaming_job.iceberg_tables import change_log_schema, key_filter, mirror_schema
+from streaming_job.iceberg.catalog import IcebergCatalog, batch_properties, jdbc_url, landed_batch
+from streaming_job.iceberg.format import IcebergFormat
+from streaming_job.iceberg.tables import change_log_schema, key_filter, mirror_schema
+from streaming_job.runtime.errors import LandError
 from tests.harness.iceberg import local_format
 
 
@@ -103,7 +103,7 @@ def test_quarantined_records_land_once_per_batch(tmp_path) -> None:
 
 
 def test_old_snapshots_are_expired_as_the_job_commits_and_its_last_batch_stays_known(tmp_path) -> None:
-    from streaming_job.iceberg_maintenance import IcebergMaintenance
+    from streaming_job.iceberg.maintenance import IcebergMaintenance
 
     fmt = _format(tmp_path)
     fmt.maintenance = IcebergMaintenance(retention=datetime.timedelta(0), expire_every=3)
@@ -119,8 +119,8 @@ def test_old_snapshots_are_expired_as_the_job_commits_and_its_last_batch_stays_k
 
 
 def test_rows_older_than_an_add_column_get_its_default_where_null() -> None:
-    from streaming_job.defaults import Default
-    from streaming_job.iceberg_defaults import fill_older, with_columns
+    from streaming_job.batch.default_values import fill_older, with_columns
+    from streaming_job.batch.defaults import Default
 
     rows = pa.table({"id": [1, 2, 3], "_binlake_seq": [b"\x01", b"\x05", b"\x09"]})
     schema = pa.schema([("id", pa.int32()), ("_binlake_seq", pa.binary()), ("c", pa.string())])

@@ -27,8 +27,8 @@ from pyiceberg.table import StaticTable
 from pyiceberg.table.update import AssertRefSnapshotId, SetPropertiesUpdate
 from pyiceberg.types import LongType
 
-from streaming_job.iceberg_catalog import IcebergCatalog
-from streaming_job.iceberg_hadoop import HadoopCatalog
+from streaming_job.iceberg.catalog import IcebergCatalog
+from streaming_job.iceberg.hadoop import HadoopCatalog
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 

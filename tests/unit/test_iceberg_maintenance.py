@@ -12,9 +12,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from streaming_job.iceberg_catalog import landed_batch
-from streaming_job.iceberg_maintenance import IcebergMaintenance
-from streaming_job.iceberg_tables import key_filter
+from streaming_job.iceberg.catalog import landed_batch
+from streaming_job.iceberg.maintenance import IcebergMaintenance
+from streaming_job.iceberg.tables import key_filter
 from tests.harness.iceberg import catalog, local_format
 
 _DAYS = [datetime.date(2026, 11, 25), datetime.date(2026, 11, 26)]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from streaming_job.iceberg_maintenance import IcebergMaintenance
+from streaming_job.iceberg.maintenance import IcebergMaintenance
 from tests.harness.iceberg import catalog, local_format
 from tests.harness.iceberg_files import local_path, metadata_locations, named, on_disk
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from streaming_job.defaults import Default
-from streaming_job.evolution import SchemaGroup
-from streaming_job.iceberg_renames import in_place, renamed, renamed_images
-from streaming_job.iceberg_tables import change_log_schema, mirror_schema
+from streaming_job.batch.defaults import Default
+from streaming_job.batch.evolution import SchemaGroup
+from streaming_job.iceberg.renames import in_place, renamed, renamed_images
+from streaming_job.iceberg.tables import change_log_schema, mirror_schema
 from tests.harness.iceberg import catalog, local_format
 
 

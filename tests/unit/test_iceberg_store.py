@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from streaming_job.errors import LandError
-from streaming_job.iceberg_catalog import IcebergCatalog
-from streaming_job.object_store import ObjectStoreSettings
+from streaming_job.iceberg.catalog import IcebergCatalog
+from streaming_job.lake.object_store import ObjectStoreSettings
+from streaming_job.runtime.errors import LandError
 
 
 def test_the_default_catalog_of_a_bucket_lake_is_sqlite_in_the_local_checkpoint(tmp_path) -> None:
@@ -67,8 +67,8 @@ def test_tables_of_one_new_namespace_created_on_many_threads(tmp_path) -> None:
 
     import pyarrow as pa
 
-    from streaming_job.iceberg_format import IcebergFormat
-    from streaming_job.keys import MirrorKeys
+    from streaming_job.batch.keys import MirrorKeys
+    from streaming_job.iceberg.format import IcebergFormat
 
     lake = IcebergFormat(IcebergCatalog(str(tmp_path / "lake")), "app-1",
                          MirrorKeys({}, None, lambda d, t: "", lambda p: None))

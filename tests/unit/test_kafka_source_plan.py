@@ -1,4 +1,4 @@
-"""The Kafka source's planning (streaming_job/kafka_source.py): a batch's offsets split into tasks, each
+"""The Kafka source's planning (streaming_job/source/kafka_source.py): a batch's offsets split into tasks, each
 offset read once; offsets that cannot be a continuation stop the query with one line."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from streaming_job.kafka_source import (
+from streaming_job.source.kafka_source import (
     BinlakeKafka,
     KafkaStreamReader,
     SourceError,
@@ -86,7 +86,7 @@ def test_a_bounded_batch_takes_sparks_source_and_an_unbounded_one_binlakes() -> 
 def test_an_available_now_round_short_of_the_offsets_at_the_start_is_named() -> None:
     """The job's check after each available-now round (a Python source's runs one batch in Spark 4.0): the last
     batch's end offsets (either source's JSON, as its progress gives them) against Kafka's at the job's start."""
-    from streaming_job.available_now import short_of
+    from streaming_job.source.available_now import short_of
 
     target = {"p.a": {"0": 40, "1": 7}, "p.b": {"0": 3}}
     sparks = {"sources": [{"endOffset": '{"p.b":{"0":3},"p.a":{"1":7,"0":12}}'}]}  # a replayed batch of Spark's

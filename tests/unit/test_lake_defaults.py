@@ -1,4 +1,4 @@
-"""DEFAULT clauses of ADD COLUMN -> the lake value of the rows the server fills (streaming_job/defaults.py).
+"""DEFAULT clauses of ADD COLUMN -> the lake value of the rows the server fills (streaming_job/batch/defaults.py).
 The proof against the server's SELECT is tests/integration/test_land_defaults.py; these pin the parsing."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ingester.schema.ddl import AddColumn, parse_ddl
-from streaming_job.defaults import Uncomputable, lake_default
+from streaming_job.batch.defaults import Uncomputable, lake_default
 
 T0 = 1_700_000_000_123_456  # a statement's start, microseconds
 

@@ -1,4 +1,4 @@
-"""One job per lake (streaming_job/lake_lease.py): a lease that a live job keeps renewing refuses a second
+"""One job per lake (streaming_job/lake/lease.py): a lease that a live job keeps renewing refuses a second
 job with one line naming it; a holder that died (this host: its pid is gone; elsewhere: it stops renewing)
 is taken over, and a holder whose lease was taken stops at its next batch."""
 
@@ -10,10 +10,10 @@ import time
 import orjson
 import pytest
 
-from streaming_job import lake_lease
-from streaming_job.errors import LandError
-from streaming_job.lake_files import LakeFiles
-from streaming_job.lake_lease import LEASE, LakeLease
+from streaming_job.lake import lease as lake_lease
+from streaming_job.lake.files import LakeFiles
+from streaming_job.lake.lease import LEASE, LakeLease
+from streaming_job.runtime.errors import LandError
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streaming_job.lake_paths import is_local, join
+from streaming_job.lake.paths import is_local, join
 
 
 def test_uri_lakes_keep_the_bucket() -> None:

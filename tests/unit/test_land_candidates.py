@@ -1,4 +1,4 @@
-"""The mirror's candidates (streaming_job/mirror.py), computed on the executors: what each row change leaves
+"""The mirror's candidates (streaming_job/batch/mirror.py), computed on the executors: what each row change leaves
 in the mirror, reduced to the last change per key of a chunk. Checked against a plain replay of the
 same changes in source order (a dict keyed by primary key)."""
 
@@ -8,8 +8,8 @@ import random
 
 import pyarrow as pa
 
-from streaming_job.decode import TYPED_HEAD, arrow_type
-from streaming_job.mirror import ROW_INDEX, SEQ, SUB, candidate_schema, last_per_key, mirror_candidates
+from streaming_job.batch.mirror import ROW_INDEX, SEQ, SUB, candidate_schema, last_per_key, mirror_candidates
+from streaming_job.decode.decode import TYPED_HEAD, arrow_type
 
 COLUMNS = [("id", "int"), ("k2", "string"), ("v", "bigint")]
 PK = ["id", "k2"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streaming_job.errors import python_error
+from streaming_job.runtime.errors import python_error
 
 SPARK = ("[STREAM_FAILED] Query [id = 2a76, runId = 5fe6] terminated with exception: [FOREACH_BATCH_USER_FUNCTION_"
          "ERROR] An error occurred in the user provided function in foreach batch sink. Reason: An exception was "
@@ -10,7 +10,7 @@ SPARK = ("[STREAM_FAILED] Query [id = 2a76, runId = 5fe6] terminated with except
   File "/venv/lib/python3.11/site-packages/py4j/clientserver.py", line 617, in _call_proxy
     return_value = getattr(self.pool[obj_id], method)(*params)
                    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
-  File "/repo/streaming_job/sink.py", line 150, in __call__
+  File "/repo/streaming_job/land/sink.py", line 150, in __call__
     self.process(batch, batch_id)
 sqlalchemy.exc.IntegrityError: (sqlite3.IntegrityError) UNIQUE constraint failed: iceberg_namespace_properties.namespace
 [SQL: INSERT INTO iceberg_namespace_properties ...]

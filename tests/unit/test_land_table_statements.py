@@ -12,7 +12,8 @@ import pytest
 
 from ingester.records.format import Sequence
 from ingester.records.statement import TableStatement
-from streaming_job.generations import (
+from streaming_job.format.lake_format import LakeFormat
+from streaming_job.lake.generations import (
     CURRENT_PROPERTY,
     STARTED_BY,
     ChangeLogGenerations,
@@ -20,8 +21,7 @@ from streaming_job.generations import (
     conflicts,
     parse_change_log,
 )
-from streaming_job.lake_format import LakeFormat
-from streaming_job.statements import (
+from streaming_job.statements.statements import (
     ENDED_PROPERTY,
     STATEMENT_PROPERTY,
     ApplyPart,
@@ -34,7 +34,7 @@ from streaming_job.statements import (
     plan,
     rename_order,
 )
-from streaming_job.table_statements import TableStatements
+from streaming_job.statements.table_statements import TableStatements
 from tests.harness.memory_lake import MemoryTables
 
 

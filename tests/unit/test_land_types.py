@@ -1,4 +1,4 @@
-"""The lake's value conversions and schema rules (streaming_job/lake_types.py), without Spark.
+"""The lake's value conversions and schema rules (streaming_job/decode/lake_types.py), without Spark.
 
 Expected values are computed independently (datetime arithmetic), not with the functions under test.
 """
@@ -13,9 +13,9 @@ import pyarrow as pa
 import pytest
 
 from ingester.records.format import ChunkAssembler, chunk_index
-from streaming_job.arrow_rows import column_array
-from streaming_job.decode import ERROR, HEADERS, RAW, Reader, _Out, reassemble
-from streaming_job.lake_types import date_days, datetime_micros, time_micros, widens
+from streaming_job.decode.arrow_rows import column_array
+from streaming_job.decode.decode import ERROR, HEADERS, RAW, Reader, _Out, reassemble
+from streaming_job.decode.lake_types import date_days, datetime_micros, time_micros, widens
 
 EPOCH = datetime.datetime(1970, 1, 1)
 

@@ -1,4 +1,4 @@
-"""The key of a table's mirror (streaming_job/keys.py): the records' key or land.keys, recorded in the mirror,
+"""The key of a table's mirror (streaming_job/batch/keys.py): the records' key or land.keys, recorded in the mirror,
 checked batch after batch; NULLs in land.keys columns. The end-to-end proof is
 tests/integration/test_land_keys.py."""
 
@@ -11,10 +11,10 @@ import pytest
 
 from ingester.config import load_config
 from ingester.records.format import Sequence
-from streaming_job.delta_log import TableLog
-from streaming_job.errors import LandError
-from streaming_job.keys import KEY_PROPERTY, MirrorKeys, key_property, recorded_key
-from streaming_job.mirror import SEQ
+from streaming_job.batch.keys import KEY_PROPERTY, MirrorKeys, key_property, recorded_key
+from streaming_job.batch.mirror import SEQ
+from streaming_job.lake.delta_log import TableLog
+from streaming_job.runtime.errors import LandError
 
 
 class _Spark:

@@ -8,7 +8,7 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize(("extension", "python"), [("ingester.codec._columns", "streaming_job.arrow_rows"),
+@pytest.mark.parametrize(("extension", "python"), [("ingester.codec._columns", "streaming_job.decode.arrow_rows"),
                                                    ("ingester.dump._native", "ingester.dump.native"),
                                                    ("ingester.records.debezium._native",
                                                     "ingester.records.debezium.native")])

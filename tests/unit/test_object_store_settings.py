@@ -1,12 +1,12 @@
-"""Where an s3a:// lake's credentials come from (streaming_job/object_store.py): the AWS environment
+"""Where an s3a:// lake's credentials come from (streaming_job/lake/object_store.py): the AWS environment
 variables, else an AWS shared-credentials file; what reaches Spark's s3a settings; clear errors."""
 
 from __future__ import annotations
 
 import pytest
 
-from streaming_job.errors import LandError
-from streaming_job.object_store import ObjectStoreSettings, on_object_store
+from streaming_job.lake.object_store import ObjectStoreSettings, on_object_store
+from streaming_job.runtime.errors import LandError
 
 
 @pytest.fixture(autouse=True)

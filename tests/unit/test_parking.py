@@ -1,6 +1,6 @@
-"""The park state machine (streaming_job/parking.py): its transitions, the park file kept beside the checkpoint, which
-records a park holds back, where a parked table is read again, and the rewrites and catch-ups at work (their order
-across a batch in flight, a failure, a job started again), without Spark or a lake."""
+"""The park state machine (streaming_job/statements/parking.py): its transitions, the park file kept beside the
+checkpoint, which records a park holds back, where a parked table is read again, and the rewrites and catch-ups at work
+(their order across a batch in flight, a failure, a job started again), without Spark or a lake."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from ingester.records.statement import TableStatement
-from streaming_job.lake_files import LakeFiles
-from streaming_job.parking import (
+from streaming_job.lake.files import LakeFiles
+from streaming_job.source.progress import Landed
+from streaming_job.statements.parking import (
     EARLIEST,
     PARKS_FILE,
     TRANSITIONS,
@@ -29,9 +30,8 @@ from streaming_job.parking import (
     start_offsets,
     transition,
 )
-from streaming_job.parking_work import Parking
-from streaming_job.progress import Landed
-from streaming_job.statements import Action, StatementAt
+from streaming_job.statements.parking_work import Parking
+from streaming_job.statements.statements import Action, StatementAt
 
 
 def _action(table: str = "t", seq: bytes = b"\x05", batch: int = 3, op: str = "alter", to: str | None = None) -> Action:
@@ -118,7 +118,7 @@ def test_two_parks_tied_by_a_statement_become_one(tmp_path: Path) -> None:
 
 
 def test_a_park_settles_once_its_batches_committed_and_its_maker_caught_up() -> None:
-    from streaming_job.parking import Park
+    from streaming_job.statements.parking import Park
 
     park = Park(3, State.REWRITTEN, 0.0, [], [_table(batch=4), _table("u", batch=6, context=2)])
     assert not park.settled(5, [2, 3])  # u was parked by batch 6, not committed

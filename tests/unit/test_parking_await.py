@@ -9,11 +9,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from ingester.records.statement import TableStatement
-from streaming_job.lake_files import LakeFiles
-from streaming_job.parking import Input, Park, ParkBook, ParkedTable, Rewrite, State, transition
-from streaming_job.parking_work import Parking
-from streaming_job.progress import Landed
-from streaming_job.statements import Action, StatementAt
+from streaming_job.lake.files import LakeFiles
+from streaming_job.source.progress import Landed
+from streaming_job.statements.parking import Input, Park, ParkBook, ParkedTable, Rewrite, State, transition
+from streaming_job.statements.parking_work import Parking
+from streaming_job.statements.statements import Action, StatementAt
 
 SEQ = b"\x05"
 

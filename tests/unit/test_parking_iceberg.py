@@ -1,7 +1,7 @@
-"""A parked table's Iceberg parts (streaming_job/parking.py, sink_parks.py over iceberg_format.py; pyiceberg, no
-Spark): what a rewrite costs (the mirror's rows, from its snapshot), the rewrite run on a thread of its own with the
-writer identity its batch gave it while the batch's thread writes with its own, and the statement applied once (a
-second run of the park's rewrite writes nothing). The job's park and catch-up as a whole, on Delta and Iceberg:
+"""A parked table's Iceberg parts (streaming_job/statements/parking.py, sink_parks.py over iceberg_format.py; pyiceberg,
+no Spark): what a rewrite costs (the mirror's rows, from its snapshot), the rewrite run on a thread of its own with the
+writer identity its batch gave it while the batch's thread writes with its own, and the statement applied once (a second
+run of the park's rewrite writes nothing). The job's park and catch-up as a whole, on Delta and Iceberg:
 tests/integration/test_land_park.py."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pyarrow as pa
 
 from ingester.records.format import Sequence
 from ingester.records.statement import TableStatement
-from streaming_job.iceberg_tables import change_log_schema, columns_property, mirror_schema
-from streaming_job.keys import key_property
-from streaming_job.statements import Action, ApplyPart, StatementAt, plan
+from streaming_job.batch.keys import key_property
+from streaming_job.iceberg.tables import change_log_schema, columns_property, mirror_schema
+from streaming_job.statements.statements import Action, ApplyPart, StatementAt, plan
 from tests.harness.iceberg import catalog, local_format
 
 LATIN1, BINARY = 8, 63
@@ -102,7 +102,7 @@ def test_the_rewrite_runs_on_its_thread_with_its_batchs_identity_and_once(tmp_pa
 def test_rows_written_anew_go_a_part_at_a_time_in_one_commit(tmp_path, monkeypatch) -> None:
     """A rewrite and a rename's copy read and write the mirror in parts of PART_ROWS rows (the driver never holds
     the whole mirror), every row once, all in one commit."""
-    monkeypatch.setattr("streaming_job.iceberg_statements.PART_ROWS", 100)
+    monkeypatch.setattr("streaming_job.iceberg.statements.PART_ROWS", 100)
     fmt = local_format(tmp_path)
     _lake(fmt, 1050)
     before = len(list(catalog(tmp_path).load_table(("d", "t")).snapshots()))

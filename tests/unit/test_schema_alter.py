@@ -1,6 +1,6 @@
-"""ALTER table statements without Spark or a lake (streaming_job/schema_alter.py over in-memory tables): the plan of
-each column, the mirror's rows rewritten once, the change log's row and generation, a replay that writes nothing,
-the stop mode's line, and the fallback without schema history."""
+"""ALTER table statements without Spark or a lake (streaming_job/statements/schema_alter.py over in-memory tables): the
+plan of each column, the mirror's rows rewritten once, the change log's row and generation, a replay that writes
+nothing, the stop mode's line, and the fallback without schema history."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ import pytest
 
 from ingester.records.format import Sequence
 from ingester.records.statement import TableStatement
-from streaming_job.errors import LandError
-from streaming_job.generations import CURRENT_PROPERTY, ChangeLogGenerations
-from streaming_job.lake_types import arrow_type
-from streaming_job.schema_alter import SOURCE_PROPERTY, Alters, MirrorRewrite, Transform
-from streaming_job.statements import STATEMENT_PROPERTY, ApplyPart, StatementAt, plan
-from streaming_job.table_statements import Properties, TableStatements
+from streaming_job.decode.lake_types import arrow_type
+from streaming_job.lake.generations import CURRENT_PROPERTY, ChangeLogGenerations
+from streaming_job.runtime.errors import LandError
+from streaming_job.statements.schema_alter import SOURCE_PROPERTY, Alters, MirrorRewrite, Transform
+from streaming_job.statements.statements import STATEMENT_PROPERTY, ApplyPart, StatementAt, plan
+from streaming_job.statements.table_statements import Properties, TableStatements
 from tests.harness.memory_lake import MemoryTables
 
 META = ["_binlake_seq", "_binlake_commit_ts"]

@@ -5,8 +5,8 @@ batch's metadata, one line of offsets per source; commits/<batch> once the batch
 from __future__ import annotations
 
 from ingester.sources.position import bytes_after
-from streaming_job.lake_files import LakeFiles
-from streaming_job.progress import read_landed
+from streaming_job.lake.files import LakeFiles
+from streaming_job.source.progress import read_landed
 
 LOGS = [("binlog.000001", 1000), ("binlog.000002", 700), ("binlog.000003", 256)]
 

@@ -1,4 +1,4 @@
-"""streaming_job/verify.py's comparison of a verify chunk with the mirror's rows (no Spark: the rows as the
+"""streaming_job/land/verify.py's comparison of a verify chunk with the mirror's rows (no Spark: the rows as the
 land job has them in the driver). Expected values are written by hand."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from streaming_job.verify import Verifier, _key_text, _SourceSide, exact_order
+from streaming_job.land.verify import Verifier, _key_text, _SourceSide, exact_order
 
 AT = bytes.fromhex("00000001000003e80000000000000005")
 BEFORE, AFTER = bytes.fromhex("00000001000003e80000000000000001"), bytes.fromhex("00000001000003e80000000000000009")

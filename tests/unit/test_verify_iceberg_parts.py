@@ -8,12 +8,12 @@ import datetime
 
 import pyarrow as pa
 
-from streaming_job.iceberg_catalog import IcebergCatalog
-from streaming_job.iceberg_tables import columns_property, mirror_schema
-from streaming_job.iceberg_verify import IcebergMirror
-from streaming_job.mirror import COMMIT_TS, SEQ
-from streaming_job.mirror_read import KeyCut
-from streaming_job.verify_results import IcebergResults
+from streaming_job.batch.mirror import COMMIT_TS, SEQ
+from streaming_job.format.mirror_read import KeyCut
+from streaming_job.format.verify_results import IcebergResults
+from streaming_job.iceberg.catalog import IcebergCatalog
+from streaming_job.iceberg.tables import columns_property, mirror_schema
+from streaming_job.iceberg.verify import IcebergMirror
 from tests.harness.iceberg import catalog, local_format
 
 _COLUMNS = [("a", "string"), ("n", "int"), ("v", "bigint")]

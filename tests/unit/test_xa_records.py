@@ -271,7 +271,7 @@ def test_prepared_records_are_no_tables_records() -> None:
     """`binlake land` (either source format) and `binlake consume` leave <prefix>._prepared out."""
     import re
 
-    from streaming_job.source_formats import topic_pattern
+    from streaming_job.source.source_formats import topic_pattern
 
     for name in ("binlake", "debezium-json"):
         pattern = re.compile(topic_pattern("p", name))

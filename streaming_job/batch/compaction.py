@@ -1,0 +1,120 @@
+"""Compaction of small files: a table gains a file per micro-batch, so once enough small ones gather, a
+batch's commit rewrites them together. The change log's here (ChangeLogCompaction: files of one commit
+date read and written again as one); the mirror's small files are picked by mirror_driver.MirrorFiles and
+rewritten with the batch that the driver keeps the mirror with."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from ..lake.files import LakeFiles
+from ..lake.paths import join, scheme
+from .writer import PARTITION_COLUMN, Commit, Moved, write_change_log_file
+
+log = logging.getLogger("binlake.land")
+
+
+@dataclass
+class ChangeLogFiles:
+    """A change log's small files as the driver last saw them (Delta version), by commit date."""
+
+    version: int
+    sizes: dict[str, int]
+    dates: dict[str, str]
+    skipped: set[str] = field(default_factory=set)  # files a compaction could not read together
+
+    @classmethod
+    def read(cls, commit: Commit, below: int) -> ChangeLogFiles:
+        found = cls(commit.version, {}, {})
+        for name, size, _, dv, values in commit.files():
+            if size < below and not dv and PARTITION_COLUMN in values and not (scheme(name) or name.startswith("/")):
+                found.sizes[name], found.dates[name] = size, values[PARTITION_COLUMN]
+        return found
+
+    def pick(self, at_least: int, budget: int) -> tuple[str, list[str]] | None:
+        """The commit date with the most small files, and those within ``budget`` bytes, if at least
+        ``at_least`` of them."""
+        by_date: dict[str, list[str]] = {}
+        for name, date in self.dates.items():
+            if name not in self.skipped:
+                by_date.setdefault(date, []).append(name)
+        if not by_date:
+            return None
+        date, names = max(by_date.items(), key=lambda kv: len(kv[1]))
+        if len(names) < at_least:
+            return None
+        out = within(sorted(names), self.sizes, budget)
+        return (date, out) if len(out) >= 2 else None
+
+    def skip(self, names: list[str]) -> None:
+        self.skipped.update(names)
+
+    def update(self, version: int, added: list[tuple[str, dict[str, str], int]], removed: list[str],
+               below: int) -> None:
+        for name in removed:
+            self.sizes.pop(name, None)
+            self.dates.pop(name, None)
+        for name, values, size in added:
+            if size < below and PARTITION_COLUMN in values:
+                self.sizes[name], self.dates[name] = size, values[PARTITION_COLUMN]
+        self.version = version
+
+
+class ChangeLogCompaction:
+    """The change logs' small files, kept up to date by this job's commits: once one of a change log's
+    commit dates holds ``compact_files`` files under ``small_file_bytes``, up to ``budget`` bytes of them
+    are compacted by the table's next commit."""
+
+    def __init__(self, compact_files: int, small_file_bytes: int, budget: int, files: LakeFiles | None) -> None:
+        self.compact_files = compact_files
+        self.small_file_bytes = small_file_bytes
+        self.budget = budget
+        self._files: dict[str, ChangeLogFiles] = {}  # path -> its small files
+        self.lake = files  # where they are read and written (None: nothing compacted, Spark lands the lake)
+
+    def moved(self, commit: Commit, path: str) -> Moved:
+        """A change log gains a file per micro-batch; once one of its commit dates holds ``compact_files``
+        files under ``small_file_bytes``, they are read and written again as one file of that date, which
+        the batch's commit adds in their place (Delta's ``dataChange`` false: the same rows, which a
+        stream reading the change log does not see again). Files whose schemas Arrow cannot unify (none
+        that binlake wrote: columns are only added) are left as they are."""
+        lake = self.lake
+        if lake is None:
+            return (), ()
+        files = self._files.get(path)
+        if files is None or files.version != commit.version:
+            files = self._files[path] = ChangeLogFiles.read(commit, self.small_file_bytes)
+        picked = files.pick(self.compact_files, self.budget)
+        if picked is None:
+            return (), ()
+        date, names = picked
+        started = time.monotonic()
+        try:
+            rows = pa.concat_tables([lake.read_parquet(join(path, n)) for n in names], promote_options="permissive")
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            log.debug("%s: %d small change-log files of %s not compacted: %s", path, len(names), date, exc)
+            files.skip(names)
+            return (), ()
+        add = write_change_log_file(lake, path, date, rows)
+        log.debug("%s: %d small change-log files of %s compacted into one in %.1fs", path, len(names), date,
+                  time.monotonic() - started)
+        return [add], [(n, files.sizes[n], {PARTITION_COLUMN: date}) for n in names]
+
+    def committed(self, path: str, version: int, files: list[tuple[Any, ...]], moved: Moved) -> None:
+        """The batch's commit (``version``) added the change-log ``files`` (FILE_COLUMNS tuples) and made
+        the compaction ``moved`` returned for it."""
+        self._files[path].update(version, [(n, {PARTITION_COLUMN: d}, size) for n, d, size, *_ in files]
+                                 + [(n, v, size) for n, v, size, _ in moved[0]],
+                                 [n for n, _, _ in moved[1]], self.small_file_bytes)
+
+
+def within(names: list[str], sizes: dict[str, int], budget: int) -> list[str]:
+    """The first of ``names`` whose sizes add up to at most ``budget`` bytes (a compaction's files)."""
+    total = itertools.accumulate(sizes[n] for n in names)
+    return [name for name, upto in zip(names, total, strict=True) if upto <= budget]

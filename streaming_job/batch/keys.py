@@ -1,0 +1,159 @@
+"""The key of each table's mirror, and that it stays the key (docs/LAND.md, "Mirrors").
+
+A mirror is kept by the table's key as its records carry it (the schema's ``pk``: the primary key, or the
+UNIQUE index of NOT NULL columns the server uses in its place), or by the columns ``land.keys`` names for
+the table, which replace it. A new mirror records its key in its Delta properties (``binlake.key``, a JSON
+list of column names). Every batch is checked against it: changes keyed otherwise (a primary key added or
+dropped, the UNIQUE index dropped or made nullable, land.keys changed) stop the query with a message
+naming the table, both keys and the binlog position, instead of applying changes reduced by one key to a
+mirror kept by another. A table without a key has no mirror; one that gets a key starts its mirror then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ingester.records.format import Sequence
+
+from ..decode.decode import quote
+from ..lake.delta_log import TableLog
+from ..runtime.errors import LandError
+from .mirror import SEQ
+
+KEY_PROPERTY = "binlake.key"
+
+
+def key_property(key: list[str]) -> dict[str, str]:
+    """A new mirror's Delta property that records its key."""
+    return {KEY_PROPERTY: orjson.dumps(key).decode()}
+
+
+def recorded_key(configuration: dict[str, str]) -> list[str] | None:
+    """The key a mirror recorded (None: none, e.g. a mirror an older binlake created)."""
+    text = configuration.get(KEY_PROPERTY)
+    return None if text is None else list(orjson.loads(text))
+
+
+def record_key(spark: Any, path: str, key: list[str]) -> None:
+    """Record a mirror's key in a table that has none yet (a mirror Spark's writer created, or an older one)."""
+    value = orjson.dumps(key).decode().replace("\\", "\\\\").replace("'", "\\'")
+    spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ('{KEY_PROPERTY}' = '{value}')")
+
+
+def read_key(spark: Any, path: str, log: TableLog | None) -> tuple[bool, list[str] | None]:
+    """Whether the mirror at ``path`` exists, and the key it recorded. ``log``: the table's log as the driver
+    reads it (None: a table the JVM's Delta writes, asked through Spark)."""
+    if log is not None:
+        return log.version >= 0, recorded_key(log.configuration)
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, path):
+        return False, None
+    detail = DeltaTable.forPath(spark, path).detail().first()
+    assert detail is not None  # a Delta table's detail is one row
+    properties = detail["properties"]
+    return True, recorded_key(dict(properties or {}))
+
+
+def _listed(key: list[str]) -> str:
+    return ", ".join(f"`{k}`" for k in key)
+
+
+@dataclass
+class MirrorKeys:
+    """land.keys, and the key of every mirror checked so far in this process."""
+
+    configured: dict[str, list[str]]  # "<db>.<table>" -> its key columns (land.keys)
+    spark: Any
+    path: Callable[[str, str], str]  # (db, table) -> the mirror's path
+    table_log: Callable[[str], TableLog | None]  # a local table's log, as the driver reads it
+    _known: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # []: no mirror
+    # the lake format's own reading of a mirror's key (lake_format.LakeFormat.stored_key); None: Delta's here
+    stored: Callable[[str, str], tuple[bool, list[str] | None] | None] | None = None
+
+    def forget(self, db: str, table: str) -> None:
+        """A statement made the table's mirror anew (table_statements.py): its key is read from it again."""
+        self._known.pop((db, table), None)
+
+    def configured_for(self, db: str, table: str) -> list[str] | None:
+        return self.configured.get(f"{db}.{table}")
+
+    def key(self, db: str, table: str, schemas: list[tuple[dict[str, Any], str]]) -> list[str]:
+        """The key of the table's mirror for a batch whose rows have ``schemas`` (meta, first binlog position;
+        in source order); [] for a table without a key (no mirror). Raises LandError where the key changes,
+        in the batch or against the mirror's."""
+        configured = self.configured_for(db, table)
+        if configured is not None:
+            key = _spelled(configured, [n for n, _ in schemas[-1][0]["columns"]], db, table)
+            keys = [(key, position) for _, position in schemas]
+        else:
+            keys = [(list(meta["pk"]), position) for meta, position in schemas]
+        for (before, _), (after, position) in pairwise(keys):  # a table may get a key; never another, or none
+            if before and after != before:
+                raise LandError(self._changed(db, table, before, after, position))
+        key = keys[-1][0]
+        known = self._known.get((db, table))
+        if known is None:
+            path = self.path(db, table)
+            found = self.stored(db, table) if self.stored is not None else None
+            exists, known = found if found is not None else read_key(self.spark, path, self.table_log(path))
+            if not exists:
+                known = []
+            elif known is None and key:  # a mirror from before keys were recorded: kept by this key, it must be
+                record_key(self.spark, path, key)
+                known = key
+            elif known is None:
+                raise LandError(self._changed(db, table, None, [], keys[0][1]))
+        if known and key != known:
+            position = next(p for k, p in keys if k != known)
+            raise LandError(self._changed(db, table, known, key, position))
+        self._known[(db, table)] = key
+        return key
+
+    def _changed(self, db: str, table: str, old: list[str] | None, new: list[str], position: str) -> str:
+        """One line: the table, both keys (``old`` None: a mirror that recorded none), where, and what to do."""
+        what = (f"its rows from binlog position {position} (file:position:index) on are keyed by ({_listed(new)})"
+                if new else f"the table has no key from binlog position {position} (file:position:index) on")
+        keep = "" if old is None else (f"keep the mirror's key with land.keys ({db}.{table}: [{', '.join(old)}]) "
+                                       "if those columns still identify its rows, or ")
+        return (f"`{db}`.`{table}`: its mirror is kept by "
+                f"{'the key the table had' if old is None else f'the key ({_listed(old)})'}, but {what} (a primary "
+                "key added or dropped, the UNIQUE index that keyed it dropped or made nullable, or land.keys "
+                f"changed); one mirror cannot follow two keys, so the query stops: {keep}move the mirror "
+                f"{self.path(db, table)} away and re-snapshot the table (binlake snapshot --tables {db}.{table}) "
+                "to build it anew")
+
+    def check_nulls(self, candidates: Any, db: str, table: str, key: list[str]) -> None:
+        """land.keys columns must identify each row: a NULL in one (an Arrow table or a Spark DataFrame of the
+        batch's mirror candidates) stops the query, naming the column and the row's binlog position."""
+        if self.configured_for(db, table) is None:
+            return
+        found: list[Any]
+        if isinstance(candidates, pa.Table):
+            found = [pc.min(candidates.filter(candidates.column(k).is_null()).column(SEQ)).as_py() for k in key]
+        else:
+            from pyspark.sql import functions as F
+
+            found = list(candidates.agg(*[F.min(F.when(F.col(quote(k)).isNull(), F.col(SEQ))) for k in key]).first())
+        for k, seq in zip(key, found, strict=True):
+            if seq is not None:
+                raise LandError(f"`{db}`.`{table}`: its land.keys column `{k}` is NULL in a row at binlog position "
+                                f"{Sequence.decode(bytes(seq))} (file:position:index); a mirror's key must "
+                                "identify each row, so the query stops: name NOT NULL columns in land.keys")
+
+
+def _spelled(configured: list[str], columns: list[str], db: str, table: str) -> list[str]:
+    """land.keys' columns as the table spells them (names are case-insensitive)."""
+    spelling = {c.lower(): c for c in columns}
+    for c in configured:
+        if c.lower() not in spelling:
+            raise LandError(f"land.keys: `{db}`.`{table}` has no column `{c}` (its columns: "
+                            f"{', '.join(columns)})")
+    return [spelling[c.lower()] for c in configured]

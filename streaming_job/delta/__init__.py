@@ -1,0 +1,1 @@
+"""Delta Lake as the lake's format (format.lake_format.LakeFormat)."""

@@ -1,0 +1,127 @@
+"""Delta Lake as the lake's format (lake_format.LakeFormat): a table's change log and mirror at
+``<lake>/<db>/<table>[__changes]``, each write of batch N carrying Delta's SetTransaction (txnAppId = the
+job's app id, txnVersion = N). The driver writes the Delta logs of tables it reaches itself (writer.Commit),
+delta-spark the others; the table's share lands by the driver or in Spark tasks (table_landing)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from ..batch.batch_rows import TableRows
+from ..batch.delta_tables import DeltaTables, stats_columns
+from ..batch.evolution import SchemaEvolution
+from ..batch.table_landing import DriverLanding, SparkLanding, TableBatch
+from ..batch.writer import PARTITION_COLUMN, Commit, land_partition
+from ..decode.decode import typed_batches, typed_ddl
+from ..format.lake_format import (
+    QUARANTINE_DDL,
+    QUARANTINE_TABLE,
+    LakeFormat,
+    TableChanges,
+    Undecodable,
+    quarantine_rows,
+)
+from ..format.mirror_read import MirrorRead
+from ..lake.files import LakeFiles
+from ..lake.generations import ChangeLogGenerations
+from ..lake.paths import join
+from ..statements.table_statements import TableStatements
+from .schema import delta_alters
+from .statements import DeltaStatementTables
+from .verify import DeltaMirrors
+
+log = logging.getLogger("binlake.land")
+_CHANGE_LOG_STATS = ["commit_ts", "kafka_offset"]  # Delta refuses statistics columns of BINARY type (seq)
+
+
+@dataclass
+class DeltaFormat(LakeFormat):
+    spark: SparkSession
+    lake: str
+    delta: DeltaTables
+    evolution: SchemaEvolution
+    files: LakeFiles | None  # None: a lake only Spark's own filesystems reach, landed by Spark's writer
+    driver_rows: int
+    on_driver: DriverLanding
+    in_spark: SparkLanding
+    name: str = "delta"
+    verify: DeltaMirrors = field(init=False)
+    generations: ChangeLogGenerations = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.verify = DeltaMirrors(self.spark, self.lake, self.delta)
+        tables = DeltaStatementTables(self.spark, self.lake, self.delta, self.evolution, self.files)
+        self.generations = ChangeLogGenerations(tables.properties)
+        self.table_statements = TableStatements(tables, self.generations, self.forget)
+        self.table_statements.alters = delta_alters(tables, self.table_statements)
+
+    @property
+    def identity(self) -> str:
+        return self.delta.app_id
+
+    @identity.setter
+    def identity(self, value: str) -> None:
+        self.delta.app_id = value
+
+    def change_log(self, db: str, table: str) -> str:
+        """The table's current change log (generations.py)."""
+        return join(self.lake, db, self.table_statements.change_log(db, table))
+
+    def lake_columns(self, db: str, table: str) -> list[tuple[str, str]]:
+        return self.evolution.lake_columns(db, table, self.change_log(db, table))
+
+    def verify_mirror(self, db: str, table: str) -> MirrorRead | None:
+        return self.verify.open(db, table)
+
+    def record_verify(self, rows: list[dict[str, Any]], batch_id: int) -> None:
+        self.verify.record(rows, batch_id)
+
+    def quarantine(self, errors: list[Undecodable], batch_id: int) -> None:
+        df = (self.spark.createDataFrame(quarantine_rows(errors), QUARANTINE_DDL)
+              .withColumn("batch_id", F.lit(batch_id)).withColumn("ingest_ts", F.current_timestamp()))
+        self.delta.append(df, join(self.lake, QUARANTINE_TABLE), batch_id)
+
+    def land(self, rows: TableRows, changes: TableChanges) -> None:
+        """The change log brought to the batch's schema and its transaction opened; then one pass over the
+        table's row changes (writer.land_partition) writes the change-log files, committed at once, and
+        leaves the mirror's candidates: by the driver where the batch is small and the driver commits
+        (table_landing.DriverLanding), else by Spark (SparkLanding). On lakes only Spark reaches, Spark's own
+        writer lands the change log first (slower), idempotent by txnVersion."""
+        db, table, lake, columns, batch_id = changes.db, changes.table, changes.lake, changes.columns, changes.batch_id
+        path = self.change_log(db, table)
+        t = time.monotonic()
+        ddl = f"{typed_ddl(columns)}, {PARTITION_COLUMN} date, ingest_ts timestamp"
+        if lake:
+            self.evolution.add_columns(path, lake, columns, nested=True)
+        elif self.files is None:  # a new change log: its schema, partitioning and statistics columns, no rows yet
+            empty = self.spark.createDataFrame([], ddl)
+            self.delta.append(empty, path, -1, partition_by=PARTITION_COLUMN, stats=_CHANGE_LOG_STATS,
+                              idempotent=False)
+        txn: Commit | None = None
+        if self.files is not None:
+            txn = commit = self.delta.transaction(path)
+            if not lake:  # a new change log, created by the commit of its first files
+                commit.create(ddl, [PARTITION_COLUMN], stats_columns(_CHANGE_LOG_STATS))
+            write = not self.delta.done(commit, path, batch_id)  # else a replay: the change log has this batch
+            log.debug("%s.%s: change log schema and transaction %.1fs", db, table, time.monotonic() - t)
+        else:  # a lake only Spark reaches: Spark's own writer (slower), idempotent by txnVersion
+            write = False
+            t = time.monotonic()
+            changed = (rows.frame().mapInArrow(partial(typed_batches, columns), typed_ddl(columns))
+                       .withColumn(PARTITION_COLUMN, F.to_date("commit_ts"))
+                       .withColumn("ingest_ts", F.timestamp_micros(F.lit(changes.ingest_micros))))
+            self.delta.append(changed, path, batch_id, partition_by=PARTITION_COLUMN)
+            log.debug("%s.%s: change log (Spark writer) %.1fs", db, table, time.monotonic() - t)
+        if not (write or changes.pk):
+            return
+        land = land_partition(columns, changes.pk, path if write else None, changes.ingest_micros, self.files)
+        landing = self.on_driver if txn is not None and changes.rows <= self.driver_rows else self.in_spark
+        landing.land(rows, TableBatch(db, table, path, columns, changes.pk, changes.schemas, batch_id, txn, write,
+                                      land))

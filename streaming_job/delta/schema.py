@@ -1,0 +1,124 @@
+"""A Delta mirror's schema changes (schema_alter.MirrorRewrite): a rewrite of every row into the new columns, or
+columns added. Where the driver writes the table's log (a local lake, S3) it reads each data file with pyarrow,
+writes its rows anew (schema_alter's transform: converted, renamed, dropped, added columns), and commits the new
+files, the old ones' removal, the new schema and the action's marker in one commit, with the batch part's
+SetTransaction; file by file, so a mirror of any size needs a file's rows in memory at a time. A lake only Spark
+reaches: Spark reads the mirror and overwrites it (its schema too), idempotent by txnVersion, then the properties.
+
+Dropping a column rewrites the mirror rather than enabling Delta column mapping, which would drop it in the
+metadata alone: column mapping raises a table's protocol (reader 2, writer 5: every writer must write its physical
+column names, which binlake's own log writer does not), and a rewrite keeps every mirror readable by every Delta
+reader (docs/LAND.md, "Schema changes": the measured cost)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+import pyarrow as pa
+
+from ..batch.default_values import default_values
+from ..batch.mirror_driver import DRIVER_KEYS, conform
+from ..batch.mirrors import META
+from ..batch.writer import file_name, parquet_options, write_mirror_file
+from ..decode.decode import quote
+from ..lake.paths import join
+from ..statements.schema_alter import Alters, MirrorRewrite, Transform
+from ..statements.table_statements import Properties, TableStatements
+from .statements import DeltaStatementTables, _configured, _protocol
+
+log = logging.getLogger("binlake.land")
+
+
+class DeltaMirrorRewrite(MirrorRewrite):
+    def __init__(self, tables: DeltaStatementTables) -> None:
+        self.tables = tables
+
+    def rewrite_mirror(self, db: str, table: str, columns: list[tuple[str, str]], key: list[str],
+                       transform: Transform, properties: Properties, batch_id: int) -> None:
+        t = self.tables
+        path = t.path(db, table)
+        found = t._log(db, table)
+        ddl = ", ".join(f"{quote(n)} {d}" for n, d in [*columns, *META])
+        if found is None or any(a.get("deletionVector") for a in found.files.values()):
+            self._rewrite_spark(path, ddl, transform, properties, batch_id)
+            return
+        lake = t.files
+        assert lake is not None
+        old = pa.schema([pa.field(n, _arrow(d)) for n, d in [*t.columns(db, table), *META]])
+        types = dict(columns)
+        adds, removes = [], []
+        for name, add in found.files.items():
+            rows = transform(conform(lake.read_parquet(join(path, name)), old))
+            removes.append((name, int(add["size"])))
+            if len(rows):
+                adds.append(_write(lake, path, rows, key[0] if key and types.get(key[0]) in DRIVER_KEYS else None))
+        schema = t._schema_of(ddl)
+        metadata = {**found.metadata, "schemaString": orjson.dumps(schema).decode(),
+                    "configuration": _configured(found.configuration, properties)}
+        commit = t.delta.transaction(path)
+        version = commit.rewrite(adds, removes, t.delta.app_id, batch_id, metadata, _protocol(found.protocol, schema))
+        t.delta.committed(path, version, batch_id)
+
+    def _rewrite_spark(self, path: str, ddl: str, transform: Transform, properties: Properties,
+                       batch_id: int) -> None:
+        t = self.tables
+
+        def rewrite(batches: Any) -> Any:
+            for batch in batches:
+                yield from transform(pa.Table.from_batches([batch])).to_batches()
+
+        frame = t.spark.read.format("delta").load(path).mapInArrow(rewrite, ddl)
+        (frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+         .option("txnAppId", t.delta.app_id).option("txnVersion", batch_id).save(path))
+        t._alter_properties(path, properties)
+
+    def add_mirror_columns(self, db: str, table: str, added: list[tuple[str, str]], properties: Properties,
+                           batch_id: int) -> None:
+        t = self.tables
+        path = t.path(db, table)
+        found = t._log(db, table)
+        if found is None:
+            if added:
+                if any(d == "timestamp_ntz" for _, d in added):
+                    t.spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES "
+                                "('delta.feature.timestampNtz' = 'supported')")
+                specs = ", ".join(f"{quote(n)} {d}" for n, d in added)
+                t.spark.sql(f"ALTER TABLE delta.{quote(path)} ADD COLUMNS ({specs})")
+            t._alter_properties(path, properties)
+            return
+        schema = orjson.loads(orjson.dumps(found.schema))
+        if added:
+            fields = t._schema_of(", ".join(f"{quote(n)} {d}" for n, d in added))["fields"]
+            at = next((i for i, f in enumerate(schema["fields"]) if f["name"].startswith("_binlake_")),
+                      len(schema["fields"]))
+            schema["fields"][at:at] = fields  # before binlake's own columns
+        metadata = {**found.metadata, "schemaString": orjson.dumps(schema).decode(),
+                    "configuration": _configured(found.configuration, properties)}
+        commit = t.delta.transaction(path)
+        version = commit.rewrite([], [], t.delta.app_id, batch_id, metadata, _protocol(found.protocol, schema),
+                                 "ADD COLUMNS" if added else "SET TBLPROPERTIES")
+        t.delta.committed(path, version, batch_id)
+
+
+def _arrow(dtype: str) -> pa.DataType:
+    from ..decode.lake_types import arrow_type
+
+    return arrow_type(dtype)
+
+
+def _write(lake: Any, path: str, rows: pa.Table, key: str | None) -> tuple[str, dict[str, str], int, dict[str, Any]]:
+    """A mirror file of ``rows``: with its integer key's range (mirror_driver reads it) where ``key`` is one."""
+    if key is not None:
+        return write_mirror_file(lake, path, rows, key)
+    options = parquet_options(len(rows))
+    name = file_name("", options)
+    size = lake.write_parquet(join(path, name), rows, **options)
+    return name, {}, size, {"numRecords": len(rows)}
+
+
+def delta_alters(tables: DeltaStatementTables, statements: TableStatements) -> Alters:
+    """ALTER statements on a Delta lake (schema_alter.py)."""
+    return Alters(statements, DeltaMirrorRewrite(tables),
+                  lambda fills, types: default_values(tables.spark, fills, types), [n for n, _ in META])

@@ -1,0 +1,134 @@
+"""The lake's table format, one strategy behind one interface (``land.format``): what a micro-batch asks of
+the tables it lands -- their columns, a table's share of the batch landed exactly once (its change log, and
+its mirror where the table has a key), the quarantine's rows, a mirror's recorded key. Delta Lake
+(delta_format.DeltaFormat: the driver's own Delta log commits, or the JVM's Delta) and Apache Iceberg
+(iceberg_format.IcebergFormat: pyiceberg's commits in a SQL catalog). Everything format-independent --
+decoding, the union schema, the mirror's candidates and key -- stays with sink.Lander. ``binlake verify``
+(verify.py) reads a mirror's rows through the format and records its results with it."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..batch.batch_rows import TableRows
+from ..batch.evolution import SchemaGroup
+from .mirror_read import MirrorRead
+
+if TYPE_CHECKING:
+    from ..statements.statements import Action
+    from ..statements.table_statements import TableStatements
+
+QUARANTINE_TABLE = "_quarantine"
+# An undecodable record: topic, partition, offset, why, the record's value, its headers (pickled dict)
+Undecodable = tuple[str, int, int, str, bytes, bytes]
+
+
+@dataclass
+class TableChanges:
+    """One table's share of a micro-batch, its schema settled (evolution.SchemaEvolution.evolve)."""
+
+    db: str
+    table: str
+    lake: list[tuple[str, str]]  # the change log's columns before this batch (none: a new table)
+    columns: list[tuple[str, str]]  # the batch's union schema: the row images' columns
+    pk: list[str]  # the mirror's key (none: change log only)
+    schemas: list[SchemaGroup]
+    batch_id: int
+    ingest_micros: int  # the batch's ingest_ts
+
+    @property
+    def rows(self) -> int:
+        return sum(g.n for g in self.schemas)
+
+
+class LakeFormat(ABC):
+    """A lake's table format. Every write of batch N is idempotent by (the job's app id, N): a batch replayed
+    after a crash skips each table that already has it."""
+
+    name: str
+
+    @abstractmethod
+    def lake_columns(self, db: str, table: str) -> list[tuple[str, str]]:
+        """The table's columns in the lake (its change log's row images, Spark DDL types); none for a new one."""
+
+    @abstractmethod
+    def land(self, rows: TableRows, changes: TableChanges) -> None:
+        """The table's change log brought to the batch's schema and given its row changes, and its mirror
+        (a key: ``changes.pk``) their last state per key; each skipped where it has the batch already."""
+
+    # Table statements (table_statements.py) over the format's own writes of them; its change logs' generations
+    table_statements: TableStatements
+
+    def apply(self, action: Action) -> None:
+        """What a table statement did to a table (statements.Action), applied to its lake tables at its place in
+        the batch: a row of its own in the change log, and its effect on the mirror; each lake table skipped where
+        it has the action already (table_statements.py)."""
+        self.table_statements.apply(action)
+
+    def forget(self, db: str, table: str) -> None:  # noqa: B027 (a format that keeps nothing of a table)
+        """A statement changed the table's lake tables: what the format keeps of them is read again."""
+
+    @contextmanager
+    def part(self, name: str) -> Iterator[None]:
+        """The writes inside are part ``name`` of the batch (statements.py; "" the batch's own): idempotent on their
+        own, so that a replay skips the parts that committed."""
+        base = self.identity
+        with self.identified(f"{base}~{name}" if name else base):
+            yield
+
+    @contextmanager
+    def identified(self, identity: str) -> Iterator[None]:
+        """The writes inside carry ``identity`` (a parked table's rewrite: the identity it had in its batch,
+        parking.py). The identity is the calling thread's own (a context variable): a rewrite beside the batches and
+        the batches' parts do not see each other's; threads that land a part's tables are given the part's (a copied
+        context)."""
+        base = self.identity
+        self.identity = identity
+        try:
+            yield
+        finally:
+            self.identity = base
+
+    @property
+    @abstractmethod
+    def identity(self) -> str:
+        """The writer identity the format's idempotent writes carry (the job's app id, with the batch's part)."""
+
+    @identity.setter
+    @abstractmethod
+    def identity(self, value: str) -> None: ...
+
+    @abstractmethod
+    def quarantine(self, errors: list[Undecodable], batch_id: int) -> None:
+        """Undecodable records landed in the lake's quarantine table (``--quarantine``)."""
+
+    @abstractmethod
+    def verify_mirror(self, db: str, table: str) -> MirrorRead | None:
+        """The table's mirror as it is in the lake now, opened for verify's comparison (None: it has none)."""
+
+    @abstractmethod
+    def record_verify(self, rows: list[dict[str, Any]], batch_id: int) -> None:
+        """Verify results (verify_results.RESULT_COLUMNS' values by name) recorded in the lake's results table,
+        once per batch: a batch replayed after a crash that recorded them adds none."""
+
+    def stored_key(self, db: str, table: str) -> tuple[bool, list[str] | None] | None:
+        """Whether the table's mirror exists, and the key it recorded; None: the format leaves it to
+        keys.MirrorKeys' own reading (Delta's)."""
+        return None
+
+    def close(self) -> None:  # noqa: B027 (most formats keep nothing open)
+        """The job ends."""
+
+
+def quarantine_rows(errors: list[Undecodable]) -> list[tuple[Any, ...]]:
+    """The quarantine table's rows of ``errors`` (its columns: QUARANTINE_DDL), without batch_id and ingest_ts."""
+    import pickle
+
+    return [(t, p, o, m, raw, dict(pickle.loads(h).items())) for t, p, o, m, raw, h in errors]
+
+
+QUARANTINE_DDL = "topic string, partition int, offset bigint, error string, value binary, headers map<string,binary>"

@@ -1,0 +1,97 @@
+"""The results of ``binlake verify``: their columns, and reading them back without Spark, for ``binlake verify
+--wait`` and ``binlake status``. On a Delta lake they are the Delta table ``<lake>/_verify`` (its log read by
+delta_log, its files by pyarrow: ``DeltaResults``); on an Iceberg lake the Iceberg table
+``_binlake.verify`` of the lake's catalog, at ``<lake>/_binlake/verify`` (a SQL or REST catalog: ``<lake>/_verify``;
+read by pyiceberg: ``IcebergResults``).
+The land job writes them through its lake format (lake_format.LakeFormat.record_verify)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from ..decode.lake_types import arrow_type
+from ..lake.delta_log import TableLog
+from ..lake.files import LakeFiles
+from ..lake.paths import join
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+    from ..iceberg.catalog import IcebergCatalog
+
+VERIFY_TABLE = "_verify"
+ICEBERG_VERIFY = ("_binlake", "verify")  # an Iceberg lake's results: its namespace and name in the catalog
+# A result's columns with their lake (Spark DDL) types (docs/VERIFY.md)
+RESULT_COLUMNS = [("run", "string"), ("table", "string"), ("chunk", "int"), ("low", "string"), ("high", "string"),
+                  ("source_rows", "bigint"), ("lake_rows", "bigint"), ("excluded", "bigint"), ("missing", "bigint"),
+                  ("extra", "bigint"), ("different", "bigint"), ("match", "boolean"), ("keys", "string"),
+                  ("exact", "boolean"), ("at", "string"), ("kafka_topic", "string"), ("kafka_partition", "int"),
+                  ("kafka_offset", "bigint"), ("batch_id", "bigint"), ("checked_ts", "timestamp")]
+
+
+def result_schema() -> pa.Schema:
+    return pa.schema([pa.field(n, arrow_type(t)) for n, t in RESULT_COLUMNS])
+
+
+class VerifyResults(ABC):
+    """A lake's verify results."""
+
+    def read(self, run: str | None = None) -> list[dict[str, Any]]:
+        """Every result row (of ``run`` only, if given), oldest first by check time; [] without results."""
+        rows = self._rows(run)
+        for r in rows:  # Spark writes INT96 by default: naive, in UTC
+            if r["checked_ts"].tzinfo is None:
+                r["checked_ts"] = r["checked_ts"].replace(tzinfo=dt.UTC)
+        if run is not None:
+            rows = [r for r in rows if r["run"] == run]
+        return sorted(rows, key=lambda r: (r["checked_ts"], r["chunk"]))
+
+    @abstractmethod
+    def _rows(self, run: str | None) -> list[dict[str, Any]]:
+        """The rows (those of ``run`` at least, if given)."""
+
+
+class DeltaResults(VerifyResults):
+    def __init__(self, files: LakeFiles, lake: str) -> None:
+        self.files = files
+        self.lake = lake
+
+    def _rows(self, run: str | None) -> list[dict[str, Any]]:
+        path = join(self.lake, VERIFY_TABLE)
+        log = TableLog.read(path, self.files)
+        if log.version < 0:
+            return []
+        tables = [self.files.read_parquet(join(path, name)) for name in log.files]
+        return pa.concat_tables(tables, promote_options="permissive").to_pylist() if tables else []
+
+
+class IcebergResults(VerifyResults):
+    def __init__(self, where: IcebergCatalog) -> None:
+        self.where = where
+        self._catalog: Catalog | None = None  # opened once: a reader polls
+
+    def _rows(self, run: str | None) -> list[dict[str, Any]]:
+        from pyiceberg import expressions
+        from pyiceberg.exceptions import NoSuchTableError
+
+        E: Any = expressions  # pydantic models whose constructors mypy misreads
+
+        if self._catalog is None:
+            self._catalog = self.where.open()
+        try:
+            table = self._catalog.load_table(ICEBERG_VERIFY)
+        except NoSuchTableError:
+            return []
+        if table.current_snapshot() is None:
+            return []
+        where = E.AlwaysTrue() if run is None else E.EqualTo("run", run)
+        return table.scan(row_filter=where).to_arrow().to_pylist()
+
+
+def read_results(files: LakeFiles, lake: str, run: str | None = None) -> list[dict[str, Any]]:
+    """A Delta lake's results (``DeltaResults``): every row (of ``run`` only, if given), oldest first."""
+    return DeltaResults(files, lake).read(run)

@@ -1,0 +1,397 @@
+"""Apache Iceberg as the lake's format (lake_format.LakeFormat), written by pyiceberg from the driver.
+
+Why pyiceberg and not Spark's Iceberg runtime (docs/LAND.md, "Iceberg"): the Delta side writes its Parquet
+files and commits with pyarrow from the driver, a MERGE costs seconds per micro-batch; pyiceberg writes
+the same Arrow tables (its Parquet writer is pyarrow's) and commits in milliseconds, in the lake's catalog
+(iceberg_catalog.py: Iceberg's Hadoop catalog, iceberg_hadoop.py, or a SQL or REST one). A table's share of a
+batch:
+
+- the change log ``<db>.<table>__changes`` gets the typed row changes in one append snapshot;
+- the mirror ``<db>.<table>``, for a table with a key, the batch's last change per key (mirror.py): in one
+  transaction the rows of every key the batch touches are deleted (copy-on-write: files holding one are
+  rewritten without it; skipped where no data file's key range meets the batch's) and the surviving after
+  images appended.
+
+After each commit the table's small files are compacted and its old snapshots expired where due
+(iceberg_maintenance.py); files a crash left (named by no live metadata) are removed when the job first loads a
+table and every land.iceberg_orphan_every commits of it (iceberg_orphans.py); renamed columns are renamed in
+place (iceberg_renames.py).
+
+Exactly once: every snapshot carries (app id, batch id) in its summary; a table whose newest snapshot of
+this job has batch N already is skipped when batch N is replayed. The job is the tables' only writer."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from contextvars import ContextVar
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.expressions import AlwaysTrue
+
+from ..batch.batch_rows import TableRows
+from ..batch.default_values import default_values, fill_older, with_columns
+from ..batch.evolution import SchemaEvolution
+from ..batch.keys import MirrorKeys, key_property, recorded_key
+from ..batch.mirror import COMMIT_TS, DELETED, SEQ, candidate_schema, last_per_key, mirror_candidates
+from ..batch.mirrors import mirror_columns, statement_seq
+from ..batch.table_landing import full_images
+from ..batch.writer import PARTITION_COLUMN
+from ..decode.decode import typed_batches
+from ..format.lake_format import QUARANTINE_TABLE, LakeFormat, TableChanges, Undecodable, quarantine_rows
+from ..format.mirror_read import MirrorRead
+from ..format.verify_results import ICEBERG_VERIFY, VERIFY_TABLE, result_schema
+from ..lake.files import LakeFiles
+from ..lake.generations import ChangeLogGenerations, parse_change_log
+from ..runtime.errors import LandError
+from ..statements.table_statements import TableStatements
+from .catalog import IcebergCatalog, batch_properties, first_line, landed_batch
+from .maintenance import IcebergMaintenance
+from .orphans import OrphanFiles
+from .renames import Renames, field_paths, in_place, renamed, renamed_images
+from .schema import iceberg_alters
+from .statements import IcebergStatementTables, append_parts, mirror_parts
+from .tables import (
+    change_log_properties,
+    change_log_schema,
+    change_rows,
+    columns_property,
+    key_filter,
+    key_range,
+    mirror_properties,
+    mirror_schema,
+    recorded_columns,
+)
+from .verify import IcebergMirror
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+
+log = logging.getLogger("binlake.land")
+QUARANTINE = ("_binlake", "quarantine")
+_QUARANTINE_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
+                                ("error", pa.string()), ("value", pa.binary()),
+                                ("headers", pa.map_(pa.string(), pa.binary())), ("batch_id", pa.int64()),
+                                ("ingest_ts", pa.timestamp("us", tz="UTC"))])
+
+
+class IcebergFormat(LakeFormat):
+    name = "iceberg"
+
+    def __init__(self, where: IcebergCatalog, app_id: str, keys: MirrorKeys, evolution: SchemaEvolution | None = None,
+                 spark: Any = None, maintenance: IcebergMaintenance | None = None) -> None:
+        """``evolution`` and ``spark``: the defaults of added columns (none without them); ``maintenance``:
+        compaction and expiry after each commit (iceberg_maintenance.py's defaults without it)."""
+        self.where = where
+        # the snapshots' app id (with the batch's part: lake_format.LakeFormat.part), the calling thread's own
+        self._app_id: ContextVar[str] = ContextVar(f"binlake-iceberg-app-id-{id(self)}", default=app_id)
+        self.keys = keys
+        self.evolution = evolution
+        self.spark = spark
+        self._catalog: Catalog | None = None
+        self._opening = threading.Lock()
+        self._namespaces = threading.Lock()  # pyiceberg checks, then inserts: two tables' threads would collide
+        self._tables: dict[tuple[str, str], Table] = {}
+        self._loading: dict[tuple[str, str], threading.Lock] = {}
+        self._orphans: OrphanFiles | None = None
+        self._columns: dict[tuple[str, str], list[tuple[str, str]]] = {}  # as the table has them (property)
+        self.maintenance = maintenance or IcebergMaintenance()
+        self.generations = ChangeLogGenerations(self._properties)
+        statement_tables = IcebergStatementTables(self)
+        self.table_statements = TableStatements(statement_tables, self.generations, self.forget)
+        self.table_statements.alters = iceberg_alters(statement_tables, self.table_statements)
+
+    def _properties(self, db: str, name: str) -> dict[str, str] | None:
+        found = self.table(db, name)
+        return None if found is None else dict(found.metadata.properties)
+
+    @property
+    def app_id(self) -> str:
+        return self._app_id.get()
+
+    @property
+    def identity(self) -> str:
+        return self._app_id.get()
+
+    @identity.setter
+    def identity(self, value: str) -> None:
+        self._app_id.set(value)
+
+    def forget(self, db: str, table: str) -> None:
+        """A statement changed the table's lake tables: their columns are read again (the tables themselves are
+        this job's objects, committed in place)."""
+        for key in [k for k in list(self._columns) if k[0] == db]:  # (a copy: a parked table's rewrite forgets on
+            # a thread of its own while the batches land)
+            if key[1] == table or (parse_change_log(key[1]) or ("",))[0] == table:
+                self._columns.pop(key, None)
+
+    @property
+    def orphans(self) -> OrphanFiles:
+        """The removal of the tables' orphan files (iceberg_orphans.py), with the maintenance's settings."""
+        with self._opening:
+            if self._orphans is None:
+                files = LakeFiles.of(self.where.lake, self.where.store) or LakeFiles.on_disk()
+                self._orphans = OrphanFiles(files, self.where.warehouse, self.maintenance.orphan_age,
+                                            self.maintenance.orphan_every)
+            return self._orphans
+
+    @property
+    def catalog(self) -> Catalog:
+        with self._opening:
+            if self._catalog is None:
+                self._catalog = self.where.open()
+            return self._catalog
+
+    def table(self, namespace: str, name: str) -> Table | None:
+        """A table as this job last committed it (loaded once per process: the job is its only writer), its
+        orphan files removed when it is first loaded (before this job commits to it)."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        found = self._tables.get((namespace, name))
+        if found is None:
+            with self._opening:
+                first = self._loading.setdefault((namespace, name), threading.Lock())
+            with first:  # a table's first load and its orphans' removal once, before any commit to it
+                found = self._tables.get((namespace, name))
+                if found is None:
+                    try:
+                        found = self.catalog.load_table((namespace, name))
+                    except NoSuchTableError:
+                        return None
+                    self._remove_orphans(found)
+                    self._tables[(namespace, name)] = found
+        return found
+
+    def _remove_orphans(self, table: Table) -> None:
+        try:
+            self.orphans.remove(table)
+        except Exception as exc:  # never a batch's failure: the files stay, looked at again later
+            log.warning("%s: orphan files not removed: %s", ".".join(table.name()), first_line(exc))
+
+    def lake_columns(self, db: str, table: str) -> list[tuple[str, str]]:
+        found = self.table(db, self.table_statements.change_log(db, table))
+        return (recorded_columns(dict(found.metadata.properties)) or []) if found is not None else []
+
+    def stored_key(self, db: str, table: str) -> tuple[bool, list[str] | None]:
+        found = self.table(db, table)
+        return (False, None) if found is None else (True, recorded_key(dict(found.metadata.properties)))
+
+    def land(self, rows: TableRows, changes: TableChanges) -> None:
+        db, table, union, pk, batch_id = changes.db, changes.table, changes.columns, changes.pk, changes.batch_id
+        t = time.monotonic()
+        name = self.table_statements.change_log(db, table)
+        moves = self._renames(changes)
+        columns = renamed(union, moves)
+        changes_table = self._ready(db, name, change_log_schema(columns), columns,
+                                    lambda: change_log_properties(columns), partition=PARTITION_COLUMN,
+                                    renames=moves, nested=True)
+        write = not self._has(changes_table, batch_id)
+        if not (write or pk):
+            return
+        typed = list(typed_batches(union, rows.records(db, table).to_batches()))
+        if moves:
+            typed = [renamed_images(b, moves, columns) for b in typed]
+        log.debug("%s.%s: typed %.1fs", db, table, time.monotonic() - t)
+        if write:
+            t = time.monotonic()
+            properties = self._batch(batch_id)
+            self._commit(db, name, changes_table, lambda tx: tx.append(
+                change_rows(typed, columns, changes.ingest_micros), snapshot_properties=properties), properties)
+            log.debug("%s.%s: change log %.1fs", db, table, time.monotonic() - t)
+        if pk:
+            t = time.monotonic()
+            self._mirror(db, table, columns, pk, changes, typed, moves)
+            log.debug("%s.%s: mirror %.1fs", db, table, time.monotonic() - t)
+
+    def _renames(self, changes: TableChanges) -> Renames:
+        """The batch's renamed columns the tables take in place (iceberg_renames.py): looked for only where the
+        batch has a column the lake lacks."""
+        lake = dict(changes.lake)
+        if self.evolution is None or not lake or all(n in lake for n, _ in changes.columns):
+            return []
+        found = self.evolution.renames(changes.db, changes.table, changes.lake, changes.columns)
+        return in_place(found, changes.schemas) if found else []
+
+    def _mirror(self, db: str, table: str, columns: list[tuple[str, str]], pk: list[str], changes: TableChanges,
+                typed: list[pa.RecordBatch], moves: Renames) -> None:
+        full_images(db, table, changes.schemas)
+        schema = candidate_schema(columns)
+        found = [mirror_candidates(b, pk, schema) for b in typed]
+        latest = last_per_key(pa.concat_tables(found) if found else schema.empty_table(), pk)
+        self.keys.check_nulls(latest, db, table, pk)
+        existing = self.table(db, table)
+        known = renamed(recorded_columns(dict(existing.metadata.properties)) or [], moves) if existing else []
+        if existing is not None:  # the mirror's columns and the batch's: not those of an earlier table of the name
+            since = statement_seq(dict(existing.metadata.properties))  # a replayed part's older rows add no column
+            columns = mirror_columns(columns, known, [g for g in changes.schemas if g.first_seq > since])
+        fills = self._fills(db, table, columns, [n for n, _ in columns if existing is not None
+                                                 and n not in dict(known)])
+        values = default_values(self.spark, fills, dict(columns))
+        latest = fill_older(latest, fills, values, SEQ)  # images older than an ADD COLUMN
+        mirror = self._ready(db, table, mirror_schema(columns), columns,
+                             lambda: mirror_properties(columns, key_property(pk), pk),
+                             rows=(lambda rows, names: fill_older(with_columns(rows, names, mirror_schema(columns)),
+                                                                  fills, values, SEQ)) if values else None,
+                             renames=moves)
+        if self._has(mirror, changes.batch_id):
+            return
+        upserts = latest.filter(pc.invert(latest.column(DELETED))).select([*(n for n, _ in columns), SEQ, COMMIT_TS])
+        properties = self._batch(changes.batch_id)
+
+        def apply(tx: Any) -> None:
+            if len(latest) and self._may_hold(mirror, latest, pk):
+                tx.delete(key_filter(latest, pk), snapshot_properties=properties)
+            if len(upserts):
+                tx.append(upserts, snapshot_properties=properties)
+
+        self._commit(db, table, mirror, apply, properties, pk)
+
+    def _fills(self, db: str, table: str, columns: list[tuple[str, str]], added: list[str]) -> list[Any]:
+        """The defaults the mirror needs (evolution.SchemaEvolution.defaults), renames left out."""
+        if self.evolution is None or self.spark is None:
+            return []
+        fills = self.evolution.defaults(db, table, columns, added)
+        renamed = [d.column for d in fills if d.source]
+        if renamed:
+            log.warning("`%s`.`%s`: renamed columns %s of the Iceberg mirror stay null in older rows", db, table,
+                        ", ".join(renamed))
+        return [d for d in fills if not d.source]
+
+    @staticmethod
+    def _may_hold(mirror: Table, keys: pa.Table, pk: list[str]) -> bool:
+        """Whether a data file of the mirror may hold one of the keys (by its key statistics): a batch of new
+        keys above the mirror's (AUTO_INCREMENT inserts) deletes nothing, and skips the delete's planning."""
+        if mirror.current_snapshot() is None:
+            return False
+        bounds = key_range(keys, pk[0])
+        return bounds is None or bool(mirror.scan(row_filter=bounds).plan_files())
+
+    def quarantine(self, errors: list[Undecodable], batch_id: int) -> None:
+        rows = [(*r, batch_id, int(time.time() * 1e6)) for r in quarantine_rows(errors)]
+        table = pa.Table.from_pylist([dict(zip(_QUARANTINE_SCHEMA.names, r, strict=True)) for r in rows],
+                                     schema=_QUARANTINE_SCHEMA)
+        self._append_once(QUARANTINE, QUARANTINE_TABLE, table, batch_id)
+
+    def verify_mirror(self, db: str, table: str) -> MirrorRead | None:
+        """The mirror loaded from the catalog anew (not the job's own copy): a write behind the job's back is
+        what verify looks for."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        try:
+            return IcebergMirror(self.catalog.load_table((db, table)))
+        except NoSuchTableError:
+            return None
+
+    def record_verify(self, rows: list[dict[str, Any]], batch_id: int) -> None:
+        self._append_once(ICEBERG_VERIFY, VERIFY_TABLE, pa.Table.from_pylist(rows, schema=result_schema()), batch_id)
+
+    def _append_once(self, name: tuple[str, str], location: str, rows: pa.Table, batch_id: int) -> None:
+        """``rows`` appended to the job's own table ``name`` (created at ``<lake>/<location>``), once per batch."""
+        found = self._ready(*name, rows.schema, [], dict, location=location)
+        if not self._has(found, batch_id):
+            properties = self._batch(batch_id)
+            self._commit(*name, found, lambda tx: tx.append(rows, snapshot_properties=properties), properties)
+
+    def _batch(self, batch_id: int) -> dict[str, str]:
+        return batch_properties(self.app_id, batch_id)
+
+    def _has(self, table: Table, batch_id: int) -> bool:
+        landed = landed_batch(table, self.app_id)
+        return landed is not None and landed >= batch_id
+
+    def _ready(self, namespace: str, name: str, schema: pa.Schema, columns: list[tuple[str, str]],
+               properties: Any, partition: str | None = None, location: str | None = None, rows: Any = None,
+               renames: Renames | None = None, nested: bool = False) -> Table:
+        """The table, created where it does not exist, and given the batch's columns where it lacks some
+        (added columns, Iceberg's type promotions: int to long, float to double, a wider decimal). ``rows(a part
+        of the table's rows, column names)``: the part as it is to be with the added columns (their defaults);
+        None where the rows stay as they are; rewritten a part at a time (mirror_parts) in the commit that adds
+        the columns. ``renames``:
+        columns renamed first (in the images' structs where ``nested``)."""
+        found = self.table(namespace, name)
+        if found is None:
+            return self._create(namespace, name, schema, properties(), partition, location)
+        if columns and self._columns.get((namespace, name)) != columns:
+            if recorded_columns(dict(found.metadata.properties)) != columns:
+                try:
+                    names = _moved([f.name for f in found.schema().fields], renames or [])
+                    names += [n for n in schema.names if n not in names]
+
+                    def rewrite(part: pa.Table) -> pa.Table:
+                        return rows(part.rename_columns(_moved(part.column_names, renames or [])), names)
+
+                    rewritten = mirror_parts(found, rewrite) if rows is not None and found.current_snapshot() else None
+                    with found.transaction() as tx:
+                        for move in renames or []:  # one at a time: a -> b, then b -> c
+                            present = partial(_present, tx)
+                            paths = field_paths([move], present, nested)
+                            if paths:
+                                with tx.update_schema() as update:
+                                    for path, new in paths:
+                                        update.rename_column(path, new)
+                        with tx.update_schema() as update:
+                            update.union_by_name(schema)
+                        tx.set_properties(columns_property(columns))
+                        if rewritten is not None:
+                            tx.delete(AlwaysTrue())
+                            append_parts(tx, rewritten)
+                except Exception as exc:
+                    raise LandError(f"the Iceberg table {namespace}.{name} cannot take the batch's columns "
+                                    f"(Iceberg's promotions: int to long, float to double, a wider decimal): "
+                                    f"{first_line(exc)}") from None
+            self._columns[(namespace, name)] = columns
+        return found
+
+    def _create(self, namespace: str, name: str, schema: pa.Schema, properties: dict[str, str],
+                partition: str | None, location: str | None) -> Table:
+        catalog = self.catalog
+        with self._namespaces:
+            catalog.create_namespace_if_not_exists(namespace)
+        # the Hadoop catalog's tables are where their names say (the quarantine too: <lake>/_binlake/quarantine)
+        where = None if self.where.hadoop else self.where.location(*([location] if location else [namespace, name]))
+        properties = {**properties, **self.maintenance.table_properties()}
+        with catalog.create_table_transaction((namespace, name), schema, location=where,
+                                              properties=properties) as tx:
+            if partition is not None:
+                with tx.update_spec() as spec:
+                    spec.add_identity(partition)
+        found = self._tables[(namespace, name)] = catalog.load_table((namespace, name))
+        log.info("created the Iceberg table %s.%s at %s", namespace, name, found.location())
+        return found
+
+    def _commit(self, namespace: str, name: str, table: Table, write: Any, properties: dict[str, str],
+                key: list[str] | None = None) -> None:
+        """``write(transaction)``'s snapshots (summary ``properties``: the batch's) committed together; then the
+        table's small files compacted and its old snapshots expired where due (iceberg_maintenance.py). ``key``:
+        a mirror's."""
+        before = table.metadata.current_snapshot_id
+        with table.transaction() as tx:
+            write(tx)
+        if table.metadata.current_snapshot_id != before:  # a commit that wrote nothing needs no upkeep
+            self.maintenance.committed((namespace, name), table, properties, key or [])
+            if self.orphans.due((namespace, name)):
+                self._remove_orphans(table)
+
+    def close(self) -> None:
+        self._tables.clear()
+
+
+def _present(tx: Any, path: tuple[str, ...]) -> bool:
+    """Whether the table (as ``tx`` has staged it) has the field at ``path``."""
+    try:
+        tx.table_metadata.schema().find_field(".".join(path))
+    except ValueError:
+        return False
+    return True
+
+
+def _moved(names: list[str], renames: Renames) -> list[str]:
+    """Column ``names`` after the renames."""
+    for old, new in renames:
+        names = [new if n == old else n for n in names]
+    return names

@@ -1,0 +1,122 @@
+"""The Iceberg tables' schemas and the mirror's key filters (pure: pyarrow and pyiceberg's expressions, no
+catalog). Types: a lake column's Arrow type (decode.arrow_type) as pyiceberg maps it to Iceberg's: TINYINT
+and SMALLINT (and their unsigned widenings) are Iceberg ``int``, unsigned BIGINT ``decimal(20,0)``, TIME
+and BIT ``long``, DATETIME ``timestamp``, TIMESTAMP ``timestamptz``, ENUM/SET/JSON ``string``, binary
+strings and BLOBs ``binary`` (docs/LAND.md, "Iceberg")."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg import expressions
+from pyiceberg.expressions import BooleanExpression
+
+from ..batch.mirror import COMMIT_TS, SEQ
+from ..batch.writer import PARTITION_COLUMN
+from ..decode.decode import TYPED_HEAD, arrow_type
+
+E: Any = expressions  # pyiceberg's predicates (pydantic models whose constructors mypy misreads)
+TS = pa.timestamp("us", tz="UTC")
+COLUMNS_PROPERTY = "binlake.columns"  # a table's row columns with their lake (Spark DDL) types, as JSON
+# Statistics (Iceberg's column metrics) only where readers and the job prune by them, as Delta's tables do:
+# every nested image column's bounds cost a share of each write
+_CHANGE_LOG_METRICS = ("commit_ts", "kafka_offset", PARTITION_COLUMN)
+
+
+def image_fields(columns: list[tuple[str, str]]) -> list[pa.Field]:
+    return [pa.field(n, arrow_type(t)) for n, t in columns]
+
+
+def change_log_schema(columns: list[tuple[str, str]]) -> pa.Schema:
+    """The change log's columns, in the Delta change log's order."""
+    image = pa.struct(image_fields(columns))
+    return pa.schema([*(pa.field(n, arrow_type(t)) for n, t in TYPED_HEAD), ("before", image), ("after", image),
+                      (PARTITION_COLUMN, pa.date32()), ("ingest_ts", TS)])
+
+
+def mirror_schema(columns: list[tuple[str, str]]) -> pa.Schema:
+    return pa.schema([*image_fields(columns), (SEQ, pa.binary()), (COMMIT_TS, TS)])
+
+
+def columns_property(columns: list[tuple[str, str]]) -> dict[str, str]:
+    return {COLUMNS_PROPERTY: orjson.dumps(columns).decode()}
+
+
+def recorded_columns(properties: dict[str, str]) -> list[tuple[str, str]] | None:
+    text = properties.get(COLUMNS_PROPERTY)
+    return None if text is None else [(n, t) for n, t in orjson.loads(text)]
+
+
+def metrics(full: Sequence[str]) -> dict[str, str]:
+    """Table properties: column metrics of ``full`` only."""
+    return {"write.metadata.metrics.default": "none",
+            **{f"write.metadata.metrics.column.{c}": "full" for c in full}}
+
+
+def change_log_properties(columns: list[tuple[str, str]]) -> dict[str, str]:
+    return {**metrics(_CHANGE_LOG_METRICS), **columns_property(columns), **_METADATA}
+
+
+def mirror_properties(columns: list[tuple[str, str]], key: dict[str, str], pk: list[str]) -> dict[str, str]:
+    return {**metrics(pk), **columns_property(columns), **key, **_METADATA}
+
+
+# Each commit writes a new metadata file: keep the newest (land.iceberg_metadata_versions, 20: the property is
+# iceberg_maintenance.IcebergMaintenance.table_properties'), delete older ones (the table's history beyond them
+# is its snapshots', expired by the job: iceberg_maintenance.py). Each append adds a manifest: merged
+# once a snapshot would list 100 of them (Iceberg's default count), so that planning a read or the mirror's
+# delete does not read a manifest per micro-batch ever landed
+_METADATA = {"write.metadata.delete-after-commit.enabled": "true", "commit.manifest-merge.enabled": "true"}
+
+
+def change_rows(typed: list[pa.RecordBatch], columns: list[tuple[str, str]], ingest_micros: int) -> pa.Table:
+    """Typed row changes (decode.typed_batches) as the change log's rows: with commit_date and ingest_ts."""
+    schema = change_log_schema(columns)
+    if not typed:
+        return schema.empty_table()
+    rows = pa.Table.from_batches(typed)
+    dates = pc.cast(pc.cast(rows.column("commit_ts"), pa.timestamp("us")), pa.date32())
+    rows = rows.append_column(PARTITION_COLUMN, dates)
+    return rows.append_column("ingest_ts", pa.repeat(pa.scalar(ingest_micros, TS), len(rows)))
+
+
+def literals(values: pa.ChunkedArray | pa.Array) -> list[Any]:
+    """A key column's values as pyiceberg's literals take them: temporal ones as their integers."""
+    if pa.types.is_timestamp(values.type):
+        values = pc.cast(values, pa.int64())
+    elif pa.types.is_date32(values.type):
+        values = pc.cast(values, pa.int32())
+    return values.to_pylist()
+
+
+def key_filter(keys: pa.Table, pk: list[str]) -> BooleanExpression:
+    """Rows whose key is one of ``keys``' rows: a key of several columns grouped by its leading columns (one
+    IN of the last column per prefix), the alternatives as a balanced OR (no deep expression trees)."""
+    if len(pk) == 1:
+        values = sorted(set(literals(keys.column(pk[0]))), key=repr)
+        return E.EqualTo(pk[0], values[0]) if len(values) == 1 else E.In(pk[0], values)
+    first = literals(keys.column(pk[0]))
+    groups: dict[Any, list[int]] = {}
+    for i, v in enumerate(first):
+        groups.setdefault(v, []).append(i)
+    return _any([E.And(E.EqualTo(pk[0], v), key_filter(keys.take(rows), pk[1:])) for v, rows in groups.items()])
+
+
+def _any(expressions: list[BooleanExpression]) -> BooleanExpression:
+    if len(expressions) == 1:
+        return expressions[0]
+    half = len(expressions) // 2
+    return E.Or(_any(expressions[:half]), _any(expressions[half:]))
+
+
+def key_range(keys: pa.Table, key: str) -> BooleanExpression | None:
+    """The range of ``keys``' first key column (None where it has no order pyiceberg compares)."""
+    column = keys.column(key)
+    if not (pa.types.is_integer(column.type) or pa.types.is_decimal(column.type) or pa.types.is_string(column.type)):
+        return None
+    bounds = pc.min_max(column)
+    return E.And(E.GreaterThanOrEqual(key, bounds["min"].as_py()), E.LessThanOrEqual(key, bounds["max"].as_py()))

@@ -1,0 +1,51 @@
+"""``binlake verify`` on an Iceberg lake (iceberg_format.IcebergFormat): a mirror's rows read by pyiceberg for
+the comparison (verify.py). The scan is pruned by the mirror's key statistics (the key columns are the
+mirror's only column metrics): by the chunks' range of the first key column where it is an integer or a
+decimal, by the chunks' keys where they are looked up; the rows are then cut in Arrow as Delta's are. The
+results themselves are the Iceberg table ``_binlake.verify`` (verify_results.py), written by the format."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from ..batch.mirror import SEQ
+from ..batch.mirror_driver import conform
+from ..format.mirror_read import KeyCut, MirrorRead
+from .tables import E, key_filter, recorded_columns
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
+
+class IcebergMirror(MirrorRead):
+    """A mirror as pyiceberg loaded it from the catalog."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+        self.columns = recorded_columns(dict(table.metadata.properties)) or []
+
+    def rows(self, cut: KeyCut) -> pa.Table:
+        schema = cut.schema
+        if self.table.current_snapshot() is None or (cut.keys is not None and not cut.keys):
+            return schema.empty_table()
+        scan = self.table.scan(row_filter=_pruned(cut), selected_fields=(*cut.names, SEQ))
+        return cut.filter(conform(scan.to_arrow(), schema))
+
+
+def _pruned(cut: KeyCut) -> Any:
+    """pyiceberg's row filter for the cut (files whose key statistics rule it out are not read): the keys looked
+    up, or the first key column's range where pyiceberg compares it as MySQL orders it (integers, decimals)."""
+    if cut.keys is not None:
+        return key_filter(cut.key_table(), cut.pk)
+    first = cut.pk[0]
+    kind = cut.types[first]
+    if not (kind in ("tinyint", "smallint", "int", "bigint") or kind.startswith("decimal(")):
+        return E.AlwaysTrue()
+    low, high = cut.bounds()
+    parts = [*([E.GreaterThanOrEqual(first, low)] if low is not None else []),
+             *([E.LessThanOrEqual(first, high)] if high is not None else [])]
+    if not parts:
+        return E.AlwaysTrue()
+    return parts[0] if len(parts) == 1 else E.And(*parts)

@@ -1,0 +1,1 @@
+"""The land query: Spark's streaming query, its foreachBatch (the sink), verify chunks, and its Python workers."""
