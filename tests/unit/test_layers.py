@@ -5,6 +5,7 @@ module imports a test module (their shared helpers are tests/harness/)."""
 from __future__ import annotations
 
 import ast
+import itertools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,3 +91,105 @@ def test_no_module_imports_a_test_module() -> None:
             if target.name.startswith("test_") and target.is_file():
                 wrong.append(f"{module} imports {name}")
     assert not wrong, "\n".join(wrong)
+
+
+# streaming_job's packages by concern (docs/LAND.md, "The code"): its only top-level modules are the package and
+# the spark-submit entry point; every other module lives in a package
+JOB = ROOT / "streaming_job"
+# package cycles left, each a (importer, imported) edge with why it stays; none else may appear
+JOB_CYCLES_ALLOWED = {
+    ("format", "iceberg"): "format/verify_results.py names iceberg/catalog.py's IcebergCatalog in an annotation "
+                           "only (under TYPE_CHECKING); iceberg/format.py writes verify results with format/'s columns",
+}
+
+
+def _job_modules() -> dict[str, Path]:
+    return {_module(p): p for p in sorted(JOB.glob("**/*.py"))}
+
+
+def _job_package(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 2 and parts[0] == "streaming_job" and (JOB / parts[1]).is_dir() else None
+
+
+def _job_package_imports() -> dict[tuple[str, str], set[str]]:
+    """(importer's package, imported package) -> the imports that make the edge, every import counted."""
+    edges: dict[tuple[str, str], set[str]] = {}
+    for module, path in _job_modules().items():
+        source = _job_package(module)
+        if source is None:
+            continue
+        for name in _imports(path, module):
+            target = _job_package(name)
+            if target is not None and target != source:
+                edges.setdefault((source, target), set()).add(f"{module} imports {name}")
+    return edges
+
+
+def test_streaming_job_modules_live_in_packages() -> None:
+    top = {p.name for p in JOB.glob("*.py")}
+    assert top == {"__init__.py", "main.py"}, top
+    for package in (p for p in JOB.iterdir() if p.is_dir() and p.name != "__pycache__"):
+        assert (package / "__init__.py").is_file(), package
+
+
+def _module_level_imports(path: Path) -> set[str]:
+    """What a module imports when it is imported: every import outside a function's body."""
+    out: set[str] = set()
+
+    def walk(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            if isinstance(child, ast.Import):
+                out.update(a.name for a in child.names)
+            elif isinstance(child, ast.ImportFrom) and not child.level:
+                out.add(child.module or "")
+            walk(child)
+
+    walk(ast.parse(path.read_text()))
+    return out
+
+
+def test_decode_never_imports_pyspark_at_module_level() -> None:
+    """decode/ runs on the executors (mapInArrow) and in the workers' daemon: importing it costs no pyspark.sql
+    (pyspark only inside the functions that need it)."""
+    wrong = [f"{module} imports {name}" for module, path in _job_modules().items()
+             if _job_package(module) == "decode" or module == "streaming_job.decode"
+             for name in sorted(_module_level_imports(path)) if name.split(".")[0] == "pyspark"]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_delta_and_iceberg_never_import_each_other() -> None:
+    edges = _job_package_imports()
+    wrong = sorted(edges.get(("delta", "iceberg"), set()) | edges.get(("iceberg", "delta"), set()))
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_import_cycle_between_streaming_job_packages() -> None:
+    """The packages' imports (every import, also inside functions and under TYPE_CHECKING) form no cycle, but
+    for the edges JOB_CYCLES_ALLOWED names (each still there: a cycle gone is taken off the list)."""
+    edges = _job_package_imports()
+    assert set(JOB_CYCLES_ALLOWED) <= set(edges), set(JOB_CYCLES_ALLOWED) - set(edges)
+    graph: dict[str, set[str]] = {}
+    for (a, b) in edges:
+        if (a, b) not in JOB_CYCLES_ALLOWED:
+            graph.setdefault(a, set()).add(b)
+    done: set[str] = set()
+
+    def cycle(node: str, path: list[str]) -> list[str] | None:
+        if node in path:
+            return [*path[path.index(node):], node]
+        if node in done:
+            return None
+        for nxt in sorted(graph.get(node, ())):
+            found = cycle(nxt, [*path, node])
+            if found:
+                return found
+        done.add(node)
+        return None
+
+    for package in sorted(graph):
+        found = cycle(package, [])
+        assert not found, " -> ".join(found) + "\n" + "\n".join(
+            sorted(i for a, b in itertools.pairwise(found) for i in edges[(a, b)]))
