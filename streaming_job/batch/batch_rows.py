@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ..decode.decode import RECORD_ARROW, RECORD_DDL
+from ..decode.decode import RECORD_ARROW, RECORD_DDL, RecordRow
 
 log = logging.getLogger("binlake.land")
 SeqRange = tuple[bytes | None, bytes | None] | None
@@ -75,7 +75,7 @@ class BatchRows(ABC):
         """Every record row but its data, read like Spark's Rows (``r.kind``, ``r.db``, ...)."""
 
     @abstractmethod
-    def add(self, good: list[tuple[Any, ...]]) -> list[Any]:
+    def add(self, good: list[RecordRow]) -> list[Any]:
         """Rows of records reassembled by the driver (RECORD_ARROW tuples) join the batch's row changes;
         returns them but their data, as ``info``."""
 
@@ -84,9 +84,9 @@ class BatchRows(ABC):
         """One table's row changes; ``between``: only its records whose first sequence is in the open range
         (lo, hi) (either None: unbounded), the rows between two table statements (statements.py)."""
 
-    def verify_rows(self, more: list[tuple[Any, ...]]) -> pa.Table:
+    def verify_rows(self, more: list[RecordRow]) -> pa.Table:
         """The batch's verify rows (streaming_job/land/verify.py), in the driver, in batch order, and ``more`` (verify
-        rows of records reassembled by the driver, RECORD_ARROW tuples)."""
+        rows of records reassembled by the driver)."""
         found = self._verify_rows()
         if not more:
             return found
@@ -112,7 +112,7 @@ class DriverBatch(BatchRows):
     def info(self) -> list[Any]:
         return _record_rows(self.shipped.drop_columns(["data"]))
 
-    def add(self, good: list[tuple[Any, ...]]) -> list[Any]:
+    def add(self, good: list[RecordRow]) -> list[Any]:
         more = _arrow(good)
         self.rows, self._spans = _by_table(pa.concat_tables([self.rows, more]))
         return _record_rows(more.drop_columns(["data"]))
@@ -144,7 +144,7 @@ class SparkBatch(BatchRows):
     def info(self) -> list[Any]:
         return self.decoded.drop("data").collect()
 
-    def add(self, good: list[tuple[Any, ...]]) -> list[Any]:
+    def add(self, good: list[RecordRow]) -> list[Any]:
         extra = self.spark.createDataFrame(good, RECORD_DDL)
         self.rows = self.rows.unionByName(extra)
         return extra.drop("data").collect()
@@ -177,8 +177,8 @@ def _in_range(seqs: pa.ChunkedArray, between: tuple[bytes | None, bytes | None])
     return inside if inside is not None else pc.is_valid(seqs)
 
 
-def _arrow(rows: list[tuple[Any, ...]]) -> pa.Table:
-    """Record rows (RECORD_ARROW tuples) as an Arrow table."""
+def _arrow(rows: list[RecordRow]) -> pa.Table:
+    """Record rows as an Arrow table (RECORD_ARROW)."""
     return pa.Table.from_batches([pa.RecordBatch.from_pylist(
         [dict(zip(RECORD_ARROW.names, r, strict=True)) for r in rows], schema=RECORD_ARROW)])
 

@@ -34,7 +34,7 @@ from ingester.records.statement import TableStatement
 
 from ..runtime.spark_archives import keep_spark_archive_listings
 from .debezium_types import UnknownField, default_sql, lake_column
-from .decode import CHANGE_HEAD, ROWS, RecordRow, _Out, withheld
+from .decode import CHANGE_HEAD, RecordRow, _Out, withheld
 from .lake_types import arrow_type
 
 OPS = {"c": "insert", "u": "update", "d": "delete", "r": "read"}
@@ -347,7 +347,7 @@ def decode_debezium_partition(batches: Iterable[pa.RecordBatch], marks: Marks, s
     keep_spark_archive_listings()
     shipped = 0
     for out in _outputs(batches, DebeziumReader(marks, codec)):
-        shipped += sum(r[ROWS] or 0 for r in out.rows)
+        shipped += sum(r.rows or 0 for r in out.rows)
         if ship is not None and shipped > ship:
             first = out.rows[0]
             yield withheld(first[1], first[2], first[3])

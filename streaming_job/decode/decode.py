@@ -54,7 +54,6 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("mark", pa.binary(), "binary"),  # Debezium's change events: the newest position of the row's (debezium_decode.py)
     ("statement", pa.string(), "string"),  # a statement row's table statement (JSON: ingester/records/statement.py)
 ]
-ROWS, ERROR, RAW, HEADERS = 9, 13, 14, 15  # indexes of those fields in a record row
 
 
 class RecordRow(NamedTuple):
@@ -249,7 +248,7 @@ class _Out:
     """Record rows of one output batch."""
 
     def __init__(self) -> None:
-        self.rows: list[tuple[Any, ...]] = []
+        self.rows: list[RecordRow] = []
 
     def special(self, kind: str, topic: str, partition: int, offset: int, error: str | None,
                 raw: bytes, headers: dict[str, bytes]) -> None:
@@ -386,7 +385,7 @@ def decode_partition(batches: Iterable[pa.RecordBatch], ship: int | None = None)
             before = len(out.rows)
             reader.feed(out, topic, partition, offset, {h["key"]: h["value"] for h in headers or ()}, value)
             if ship is not None:
-                shipped += sum(r[ROWS] or 0 for r in out.rows[before:])
+                shipped += sum(r.rows or 0 for r in out.rows[before:])
                 if shipped > ship:
                     yield withheld(topic, partition, offset)
                     return
@@ -397,11 +396,22 @@ def decode_partition(batches: Iterable[pa.RecordBatch], ship: int | None = None)
         yield out.batch()
 
 
-def reassemble(pieces: list[tuple[str, int, int, bytes, bytes]],
+class ChunkPiece(NamedTuple):
+    """A chunk of a record that its decode task could not reassemble (its other chunks were in another task's
+    partition or another batch): the driver reassembles it (``reassemble``)."""
+
+    topic: str
+    partition: int
+    offset: int
+    headers: bytes  # pickled dict
+    value: bytes
+
+
+def reassemble(pieces: list[ChunkPiece],
                fetch: Callable[[str, int, int, int], list[tuple[int, dict[str, bytes], bytes]]],
-               ) -> tuple[list[tuple[Any, ...]], list[tuple[str, int, int]]]:
-    """Driver side: chunk rows (topic, partition, offset, headers pickle, value) of one batch -> generic
-    rows, and the (topic, partition, offset) of chunks carried over to the next batch.
+               ) -> tuple[list[RecordRow], list[tuple[str, int, int]]]:
+    """Driver side: one batch's chunk pieces -> record rows, and the (topic, partition, offset) of chunks
+    carried over to the next batch.
 
     maxOffsetsPerTrigger may cut a chunked record between micro-batches: its first chunks end one
     batch (carried over: they land with the next) and its last ones start the next, which ``fetch``es
@@ -424,8 +434,8 @@ def reassemble(pieces: list[tuple[str, int, int, bytes, bytes]],
     carried = [(topic, partition, offset) for (topic, partition), rest in reader.pending.items()
                for offset, _, _ in rest]
     reader.pending.clear()
-    rows = [r if r[0] != "chunk" else ("error", *r[1:ERROR], "chunk of a record whose earlier chunks are missing",
-                                       *r[RAW:]) for r in out.rows]
+    rows = [r if r.kind != "chunk" else r._replace(kind="error", error="chunk of a record whose earlier chunks are "
+                                                                     "missing") for r in out.rows]
     return rows, carried
 
 

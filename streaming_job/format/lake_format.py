@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..batch.batch_rows import TableRows
 from ..batch.evolution import SchemaGroup
@@ -23,8 +23,17 @@ if TYPE_CHECKING:
     from ..statements.table_statements import TableStatements
 
 QUARANTINE_TABLE = "_quarantine"
-# An undecodable record: topic, partition, offset, why, the record's value, its headers (pickled dict)
-Undecodable = tuple[str, int, int, str, bytes, bytes]
+
+
+class Undecodable(NamedTuple):
+    """A record the job could not decode: quarantined (``--quarantine``) or the job stops naming the first."""
+
+    topic: str
+    partition: int
+    offset: int
+    error: str  # why
+    value: bytes  # the record's value
+    headers: bytes  # its headers, a pickled dict
 
 
 @dataclass
@@ -128,7 +137,7 @@ def quarantine_rows(errors: list[Undecodable]) -> list[tuple[Any, ...]]:
     """The quarantine table's rows of ``errors`` (its columns: QUARANTINE_DDL), without batch_id and ingest_ts."""
     import pickle
 
-    return [(t, p, o, m, raw, dict(pickle.loads(h).items())) for t, p, o, m, raw, h in errors]
+    return [(e.topic, e.partition, e.offset, e.error, e.value, dict(pickle.loads(e.headers).items())) for e in errors]
 
 
 QUARANTINE_DDL = "topic string, partition int, offset bigint, error string, value binary, headers map<string,binary>"

@@ -36,7 +36,7 @@ from ..batch.mirror_driver import DriverMirror
 from ..batch.mirror_spark import SparkMirror
 from ..batch.mirrors import Mirrors
 from ..batch.table_landing import DriverLanding, SparkLanding
-from ..decode.decode import ERROR, HEADERS, RAW, RECORD_DDL, reassemble, typed_batches
+from ..decode.decode import RECORD_DDL, ChunkPiece, RecordRow, reassemble, typed_batches
 from ..delta.format import DeltaFormat
 from ..format.lake_format import QUARANTINE_TABLE, LakeFormat, TableChanges, Undecodable
 from ..iceberg.auth import RestAuth
@@ -222,10 +222,11 @@ class Lander(ParkedTables):
         info = rows.info()
         meta = [r for r in info if r.kind == "row"]
         said = [r for r in info if r.kind == "statement"]  # table statements (statements.py)
-        orphans = [(r.topic, r.partition, r.offset, bytes(r.headers), bytes(r.raw)) for r in info if r.kind == "chunk"]
-        errors = [(r.topic, r.partition, r.offset, r.error, bytes(r.raw), bytes(r.headers)) for r in info
+        orphans = [ChunkPiece(r.topic, r.partition, r.offset, bytes(r.headers), bytes(r.raw)) for r in info
+                   if r.kind == "chunk"]
+        errors = [Undecodable(r.topic, r.partition, r.offset, r.error, bytes(r.raw), bytes(r.headers)) for r in info
                   if r.kind == "error"]
-        verified: list[tuple[Any, ...]] = []  # verify rows reassembled from chunks
+        verified: list[RecordRow] = []  # verify rows reassembled from chunks
         if orphans:
             log.info("batch %d: %d chunk pieces reassembled across partition splits", batch_id, len(orphans))
             extra, carried = reassemble(orphans, self.kafka.fetch)
@@ -233,11 +234,12 @@ class Lander(ParkedTables):
                 first = min(carried)
                 log.info("batch %d: %d chunks of a record cut by maxOffsetsPerTrigger carried over to the next "
                          "batch, from %s[%d]@%d", batch_id, len(carried), *first)
-            errors += [(r[1], r[2], r[3], r[ERROR], r[RAW], r[HEADERS]) for r in extra if r[0] == "error"]
-            good = [r for r in extra if r[0] == "row"]
+            errors += [Undecodable(r.topic, r.partition, r.offset, r.error or "", r.raw or b"", r.headers or b"")
+                       for r in extra if r.kind == "error"]
+            good = [r for r in extra if r.kind == "row"]
             if good:
                 meta += rows.add(good)
-            verified += [r for r in extra if r[0] == "verify"]
+            verified += [r for r in extra if r.kind == "verify"]
         if errors and scope.park is None:  # (a catch-up's were the batches': quarantined, or the job stopped)
             self._undecodable(errors, batch_id)
         if scope.park is not None:  # a catch-up: its tables' records from where each was parked
@@ -294,12 +296,12 @@ class Lander(ParkedTables):
         return changed
 
     def _undecodable(self, errors: list[Undecodable], batch_id: int) -> None:
-        topic, partition, offset, message, _, _ = min(errors)
+        first = min(errors)
         if not self.quarantine:
-            raise LandError(f"undecodable record at {topic}[{partition}]@{offset}: {message} "
+            raise LandError(f"undecodable record at {first.topic}[{first.partition}]@{first.offset}: {first.error} "
                             f"({len(errors)} in this batch; --quarantine lands them in {QUARANTINE_TABLE})")
-        log.warning("quarantined %d undecodable records, first %s[%s]@%s: %s", len(errors), topic, partition,
-                    offset, message)
+        log.warning("quarantined %d undecodable records, first %s[%s]@%s: %s", len(errors), first.topic,
+                    first.partition, first.offset, first.error)
         self.format.quarantine(errors, batch_id)
 
     def _type_changes(self, meta: list[Any], said: list[Any], batch_id: int) -> list[StatementAt]:

@@ -93,8 +93,8 @@ def assert_record_images(topic: str, headers: dict[str, bytes], value: bytes) ->
     assert [r.kind for r in rows] == ["row"] * len(expected), rows[0].error
     compared = 0
     for row, (schema, ops, before, after) in zip(rows, expected, strict=True):
-        got = pa.ipc.open_stream(row[12]).read_all().combine_chunks()
-        assert row[6] == schema and got["op"].to_pylist() == ops
+        got = pa.ipc.open_stream(row.data).read_all().combine_chunks()
+        assert row.schema == schema and got["op"].to_pylist() == ops
         for name, want in (("before", before), ("after", after)):
             have = got[name].chunk(0)
             assert have.type == want.type

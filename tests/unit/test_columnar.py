@@ -103,7 +103,7 @@ def test_snapshot_json_null_documents_land_as_text_null() -> None:
     headers, value = json_null_record()
     rows = _Out()
     decode_record(rows, "db.t", 0, 0, headers, value)
-    after = pa.ipc.open_stream(rows.rows[0][12]).read_all()["after"].combine_chunks()
+    after = pa.ipc.open_stream(rows.rows[0].data).read_all()["after"].combine_chunks()
     assert after.field("j").to_pylist() == ["null", None, "[null]", '"null"']
     assert assert_record_images("db.t", headers, value) == 4
 

@@ -175,7 +175,7 @@ def test_wire_format_errors_are_undecodable_records_naming_why() -> None:
                                      (key, value[:-3]), (key, value + b"\x00"), (b"7", value), (key, value)]):
         reader.feed(out, "p.db.t", 0, offset, k, v)
     reader.finish(out)
-    errors = {r[3]: r[13] for r in out.rows if r[0] == "error"}
+    errors = {r.offset: r.error for r in out.rows if r.kind == "error"}
     assert errors[0] == ("DebeziumError: the value is not in Confluent's Avro wire format (first byte 0x7b, 13 "
                          "bytes; a magic byte 0 and a 4-byte schema id expected): not a debezium-avro message")
     assert "(first byte 0x00, 2 bytes;" in errors[1]
@@ -184,10 +184,10 @@ def test_wire_format_errors_are_undecodable_records_naming_why() -> None:
     assert errors[4].startswith("DebeziumError: not the Avro binary encoding of schema id 101: ")
     assert errors[5] == "DebeziumError: 1 bytes after the Avro value of schema id 101"
     assert errors[6].startswith("DebeziumError: the key is not in Confluent's Avro wire format (first byte 0x37")
-    rows = [r for r in out.rows if r[0] == "row"]
-    assert len(errors) == 7 and len(rows) == 1 and rows[0][9] == 1
-    assert orjson.loads(rows[0][6]) == {"columns": [["id", "int"], ["b", "binary"]], "pk": ["id"]}
-    images = pa.ipc.open_stream(rows[0][12]).read_all()
+    rows = [r for r in out.rows if r.kind == "row"]
+    assert len(errors) == 7 and len(rows) == 1 and rows[0].rows == 1
+    assert orjson.loads(rows[0].schema) == {"columns": [["id", "int"], ["b", "binary"]], "pk": ["id"]}
+    images = pa.ipc.open_stream(rows[0].data).read_all()
     assert images.column("after").to_pylist() == [{"id": 7, "b": b"\x00\xff"}]
 
 
@@ -205,7 +205,7 @@ def test_the_codec_pickles_without_its_caches_and_digests_like_the_reader() -> N
         reader.feed(out, "p.db.t", 0, offset, key, v)
     reader.finish(out)
     assert reader.repeats == 1
-    mark = out.rows[0][17]
+    mark = out.rows[0].mark
     assert mark.endswith(codec.digest(value))  # what the driver reads again from Kafka at the newest position
 
 

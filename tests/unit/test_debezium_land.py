@@ -131,18 +131,18 @@ def test_repeats_are_dropped_by_source_position_per_partition() -> None:
     for partition, offset, key, value in feed:
         reader.feed(out, "srv.shop.t", partition, offset, key, value)
     reader.finish(out)
-    by_partition = {r[2]: r for r in out.rows}
+    by_partition = {r.partition: r for r in out.rows}
     assert _changes([by_partition[0]]) == [
         ("read", "3:100:0", 0, 0, None, 9), ("read", "3:100:0", 0, 1, None, 8), ("insert", "3:200:0", 0, 2, None, 1),
         ("update", "3:300:0", 0, 3, 1, 1), ("delete", "3:400:0", 1, 4, 1, None), ("insert", "3:400:0", 1, 5, None, 2)]
     assert _changes([by_partition[1]]) == [("insert", "3:200:0", 0, 0, None, 1)]
     assert reader.repeats == 3
-    meta = orjson.loads(by_partition[0][6])
+    meta = orjson.loads(by_partition[0].schema)
     assert meta == {"columns": [["id", "int"], ["s", "string"]], "pk": ["id"]}
-    assert by_partition[0][17][:POSITION] == position(_seq(3, 400), 1, "insert")
-    assert len(by_partition[0][17]) == POSITION + 2 * DIGEST  # the two events landed at that binlog position
+    assert by_partition[0].mark[:POSITION] == position(_seq(3, 400), 1, "insert")
+    assert len(by_partition[0].mark) == POSITION + 2 * DIGEST  # the two events landed at that binlog position
     # the next batch starts from the marks landed: the same events again are all repeats but the reads
-    again = DebeziumReader({("srv.shop.t", 0): by_partition[0][17]})
+    again = DebeziumReader({("srv.shop.t", 0): by_partition[0].mark})
     out = _Out()
     for partition, offset, key, value in feed[:6]:
         again.feed(out, "srv.shop.t", partition, offset, key, value)
@@ -167,7 +167,7 @@ def test_several_rows_events_at_one_binlog_position_are_no_repeats() -> None:
     assert [(c[0], c[2], c[3]) for c in _changes(out.rows)] == [
         ("insert", 0, 0), ("insert", 1, 1), ("insert", 2, 2), ("update", 0, 3), ("delete", 0, 4)]
     assert reader.repeats == 3
-    mark = out.rows[0][17]
+    mark = out.rows[0].mark
     assert len(mark) == POSITION + 5 * DIGEST and mark[:POSITION] == position(_seq(3, 500), 2, "insert")
     again = DebeziumReader({("srv.shop.t", 0): mark})
     out = _Out()
@@ -187,21 +187,21 @@ def test_events_sharing_a_position_are_told_apart_by_their_images() -> None:
         reader.feed(out, "srv.shop.t", 0, offset, key, value)
     reader.finish(out)
     assert [c[5] for c in _changes(out.rows)] == [5, 6] and reader.repeats == 2
-    landed = out.rows[0][17]
+    landed = out.rows[0].mark
     assert len(landed) == POSITION + 2 * DIGEST
     # a batch boundary between the two: the next batch starts from the first one's mark
     reader = DebeziumReader({})
     out = _Out()
     reader.feed(out, "srv.shop.t", 0, 0, *first)
     reader.finish(out)
-    after_first = out.rows[0][17]
+    after_first = out.rows[0].mark
     nxt = DebeziumReader({("srv.shop.t", 0): after_first})
     out = _Out()
     for offset, (key, value) in enumerate([first, second], start=1):
         nxt.feed(out, "srv.shop.t", 0, offset, key, value)
     nxt.finish(out)
     assert [c[5] for c in _changes(out.rows)] == [6] and nxt.repeats == 1
-    assert merged(after_first, out.rows[0][17]) == landed
+    assert merged(after_first, out.rows[0].mark) == landed
     assert merged(landed, after_first) == landed and merged(None, landed) == landed
     # a mark of a position alone (its events gone from Kafka): anything at that position is taken for landed
     blind = DebeziumReader({("srv.shop.t", 0): landed[:POSITION]})
@@ -223,7 +223,7 @@ def test_a_message_without_schema_or_change_is_an_error_row_naming_why() -> None
     key, value = _event("c", 1, 0, None, {"id": 1, "s": None})
     reader.feed(out, "srv.shop.t", 0, 6, key, value.replace(b'"op":"c"', b'"op":"m"'))
     reader.finish(out)
-    errors = [(r[3], r[13]) for r in out.rows]
+    errors = [(r.offset, r.error) for r in out.rows]
     assert errors[0][0] == 5 and "has no schema" in errors[0][1] and "schemas.enable=true" in errors[0][1]
     assert errors[1][0] == 6 and "op 'm' is not a row change (c, u, d, r) or a truncate (t)" in errors[1][1]
 
@@ -297,4 +297,4 @@ def test_a_columns_default_in_the_schema_is_the_mirrors_default_for_older_rows(f
     out = _Out()
     reader.feed(out, "srv.shop.t", 0, 0, None, value)
     reader.finish(out)
-    assert orjson.loads(out.rows[0][6])["defaults"] == {"x": sql}
+    assert orjson.loads(out.rows[0].schema)["defaults"] == {"x": sql}

@@ -9,6 +9,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
+from streaming_job.format.lake_format import Undecodable
 from streaming_job.iceberg.catalog import IcebergCatalog, batch_properties, jdbc_url, landed_batch
 from streaming_job.iceberg.format import IcebergFormat
 from streaming_job.iceberg.tables import change_log_schema, key_filter, mirror_schema
@@ -93,7 +94,7 @@ def test_quarantined_records_land_once_per_batch(tmp_path) -> None:
     import pickle
 
     fmt = _format(tmp_path)
-    errors = [("p.db.t", 0, 5, "bad record", b"\x00", pickle.dumps({"h": b"v"}))]
+    errors = [Undecodable("p.db.t", 0, 5, "bad record", b"\x00", pickle.dumps({"h": b"v"}))]
     fmt.quarantine(errors, 3)
     fmt.quarantine(errors, 3)  # the batch replayed
     rows = IcebergCatalog(str(tmp_path / "lake")).open().load_table(("_binlake", "quarantine")).scan().to_arrow()

@@ -27,6 +27,7 @@ from pyiceberg.table import StaticTable
 from pyiceberg.table.update import AssertRefSnapshotId, SetPropertiesUpdate
 from pyiceberg.types import LongType
 
+from streaming_job.format.lake_format import Undecodable
 from streaming_job.iceberg.catalog import IcebergCatalog
 from streaming_job.iceberg.hadoop import HadoopCatalog
 
@@ -235,7 +236,8 @@ def test_a_local_lake_gets_the_hadoop_catalog_and_an_earlier_lakes_sqlite_catalo
                                 "spark.sql.catalog.binlake.type": "hadoop",
                                 "spark.sql.catalog.binlake.warehouse": (tmp_path / "new").as_uri()}
     fmt = local_format(tmp_path / "new")
-    fmt.quarantine([("p.db.t", 0, 5, "bad record", b"\x00", pickle.dumps({}))], 3)  # a table's path is its name here
+    # a table's path is its name here
+    fmt.quarantine([Undecodable("p.db.t", 0, 5, "bad record", b"\x00", pickle.dumps({}))], 3)
     assert _hint(tmp_path / "new" / "_binlake" / "quarantine") == "2"  # created, then the batch's append
     assert not (tmp_path / "new" / "_quarantine").exists() and not (tmp_path / "new" / "_iceberg_catalog.db").exists()
 
@@ -249,6 +251,6 @@ def test_a_local_lake_gets_the_hadoop_catalog_and_an_earlier_lakes_sqlite_catalo
     assert kept.spark_conf()["spark.sql.catalog.binlake.type"] == "jdbc"
     fmt = local_format(old)
     assert fmt.table("db", "t") is not None  # found in the SQLite catalog
-    fmt.quarantine([("p.db.t", 0, 5, "bad record", b"\x00", pickle.dumps({}))], 3)
+    fmt.quarantine([Undecodable("p.db.t", 0, 5, "bad record", b"\x00", pickle.dumps({}))], 3)
     assert (old / "_quarantine" / "metadata").is_dir() and not (old / "_binlake").exists()
     assert not list(old.glob("**/version-hint.text"))

@@ -14,7 +14,7 @@ import pytest
 
 from ingester.records.format import ChunkAssembler, chunk_index
 from streaming_job.decode.arrow_rows import column_array
-from streaming_job.decode.decode import ERROR, HEADERS, RAW, Reader, _Out, reassemble
+from streaming_job.decode.decode import ChunkPiece, Reader, _Out, reassemble
 from streaming_job.decode.lake_types import date_days, datetime_micros, time_micros, widens
 
 EPOCH = datetime.datetime(1970, 1, 1)
@@ -74,11 +74,12 @@ def test_chunks_cut_by_a_split_go_to_the_driver_and_come_back_whole() -> None:
     second.feed(out2, "t", 0, 11, _piece(1, 3), b"garbage-1")
     second.feed(out2, "t", 0, 12, _piece(2, 3), b"garbage-2")
     second.finish(out2)
-    pieces = [r for r in out1.rows + out2.rows if r[0] == "chunk"]
-    assert [r[3] for r in pieces] == [10, 11, 12]
-    rows, carried = reassemble([(r[1], r[2], r[3], r[HEADERS], r[RAW]) for r in pieces], _no_fetch)
+    pieces = [r for r in out1.rows + out2.rows if r.kind == "chunk"]
+    assert [r.offset for r in pieces] == [10, 11, 12]
+    rows, carried = reassemble([ChunkPiece(r.topic, r.partition, r.offset, r.headers or b"", r.raw or b"")
+                                for r in pieces], _no_fetch)
     # Reassembled whole (the bytes are no record, so it is one error row for the first offset, not three).
-    assert [(r[0], r[3]) for r in rows] == [("error", 12)] and carried == []
+    assert [(r.kind, r.offset) for r in rows] == [("error", 12)] and carried == []
     assert ChunkAssembler().feed("p", _piece(0, 1), b"x") == b"x"
 
 
@@ -89,7 +90,7 @@ def _no_fetch(topic: str, partition: int, start: int, end: int) -> list:
 def test_a_record_cut_by_the_batch_end_is_carried_over_and_read_again_by_the_next_batch() -> None:
     """maxOffsetsPerTrigger cut a 3-chunk record after its first chunk (offset 5): this batch carries it
     over; the next one starts at offset 6 and reads offset 5 again from Kafka."""
-    rows, carried = reassemble([("t", 0, 5, _pickle(_piece(0, 3)), b"garbage-0")], _no_fetch)
+    rows, carried = reassemble([ChunkPiece("t", 0, 5, _pickle(_piece(0, 3)), b"garbage-0")], _no_fetch)
     assert rows == [] and carried == [("t", 0, 5)]
     asked = []
 
@@ -97,17 +98,18 @@ def test_a_record_cut_by_the_batch_end_is_carried_over_and_read_again_by_the_nex
         asked.append((topic, partition, start, end))
         return [(5, _piece(0, 3), b"garbage-0")]
 
-    rows, carried = reassemble([("t", 0, 6, _pickle(_piece(1, 3)), b"garbage-1"),
-                                ("t", 0, 7, _pickle(_piece(2, 3)), b"garbage-2")], fetch)
+    rows, carried = reassemble([ChunkPiece("t", 0, 6, _pickle(_piece(1, 3)), b"garbage-1"),
+                                ChunkPiece("t", 0, 7, _pickle(_piece(2, 3)), b"garbage-2")], fetch)
     assert asked == [("t", 0, 5, 6)] and carried == []
     # Whole again (the bytes are no record: one error row at the last chunk's offset).
-    assert [(r[0], r[3]) for r in rows] == [("error", 7)] and "bad magic" in rows[0][ERROR]
+    assert [(r.kind, r.offset) for r in rows] == [("error", 7)] and "bad magic" in (rows[0].error or "")
 
 
 def test_a_chunk_whose_head_kafka_does_not_give_back_is_an_error_not_lost() -> None:
-    rows, carried = reassemble([("t", 0, 9, _pickle(_piece(2, 3)), b"x")], lambda *a: [(8, _piece(1, 3), b"y")])
-    assert carried == [] and [(r[0], r[3]) for r in rows] == [("error", 8), ("error", 9)]
-    assert all("earlier chunks are missing" in r[ERROR] for r in rows)
+    rows, carried = reassemble([ChunkPiece("t", 0, 9, _pickle(_piece(2, 3)), b"x")],
+                               lambda *a: [(8, _piece(1, 3), b"y")])
+    assert carried == [] and [(r.kind, r.offset) for r in rows] == [("error", 8), ("error", 9)]
+    assert all("earlier chunks are missing" in (r.error or "") for r in rows)
 
 
 def _pickle(headers: dict[str, bytes]) -> bytes:
