@@ -86,6 +86,10 @@ class _Unpacked(NamedTuple):
     rendered: RenderedEvent | None  # C's rendering (None: the reference path's row dicts)
 
 
+# builds an _Unpacked in C: its class's own __new__ is a Python function, a call more per event
+_unpacked = tuple.__new__
+
+
 class DebeziumOut:
     """The Outbound strategy of the Debezium formats: change events, serialized by ``layout`` (the Kafka
     Connect converter: layouts.py). ``file_name`` maps a sequence's binlog file number to the file's name
@@ -258,9 +262,10 @@ class DebeziumOut:
             event = self._unpack(item)
             if event is None:
                 continue
-            if not event.snapshot:
-                yield from self._transaction(event.gtid, event.file_number, event.position, event.commit_ts)
-            yield from self._messages(item, event, None if event.snapshot else self._tx, now)
+            file_number, position, gtid, commit_ts, snapshot, _ = event
+            if not snapshot:
+                yield from self._transaction(gtid, file_number, position, commit_ts)
+            yield from self._messages(item, event, None if snapshot else self._tx, now)
 
     def _transaction(self, gtid: str, file_number: int, position: int, commit_ts: int) -> Iterator[Message]:
         """The transaction topic's END of the transaction before an event's, and its BEGIN, where they change."""
@@ -276,7 +281,7 @@ class DebeziumOut:
         """A record's event as where it is, GTID, commit time, whether a snapshot's and C's rendering (if any); None
         for what is not a rows event (table topics hold rows events and their table maps only)."""
         if type(item) is tuple:  # a rows event C rendered
-            return _Unpacked(item[0], item[1], item[3], item[4], False, item)  # type: ignore[arg-type]
+            return _unpacked(_Unpacked, (item[0], item[1], item[3], item[4], False, item))
         assert isinstance(item, RecordEvent)
         ev = item.event
         if not isinstance(ev, E.RowsEvent):
@@ -286,8 +291,8 @@ class DebeziumOut:
         if type(ev.rows) is RenderedRows:  # the codec's rows compiler rendered this one
             rendered = (seq.file_number, seq.position, seq.sub, item.gtid, item.commit_ts, ev.timestamp,
                         ev.server_id, ev.type_code, ev.table_map, ev.rows.rows)
-        return _Unpacked(seq.file_number, seq.position, item.gtid, item.commit_ts, isinstance(ev, E.SnapshotRowsEvent),
-                         rendered)
+        return _unpacked(_Unpacked, (seq.file_number, seq.position, item.gtid, item.commit_ts,
+                                     isinstance(ev, E.SnapshotRowsEvent), rendered))
 
     def _messages(self, item: RenderedEvent | RecordEvent, event: _Unpacked, tx: _Transaction | None,
                   now: int) -> Iterator[Message]:
