@@ -1,12 +1,13 @@
 /* Debezium's change events put together in C: the envelope around the Value and Key structs walk() rendered,
- * byte-identical to the Python reference composition (records/debezium/encoder.py: _rendered and _compose, the
- * JSON layout; the Avro layout's messages are those JSON payloads transcoded, _avro.h) without transaction
- * metadata. Included by _native.c after _json.h and _avro.h.
+ * byte-identical to the Python reference composition (records/debezium/composed_events.py: rendered and
+ * compose, the JSON layout; the Avro layout's messages are those JSON payloads transcoded, _avro.h) without
+ * transaction metadata. Included by _native.c after _json.h and _avro.h.
  *
  * envelopes(events, shape_of, now_ns, tombstones, message) -> [message, ...]
  *   events: walk()'s list for one record; shape_of(table_map, file_number) gives the byte pieces of a table's
- *   events (encoder.py: _Shape), asked again whenever the table map or the binlog file changes; now_ns the
- *   processing time of every event; message the Message type (a tuple subclass: topic, key, value, headers).
+ *   events (table_shapes.py: TableShapes.shape), asked again whenever the table map or the binlog file
+ *   changes; now_ns the processing time of every event; message the Message type (a tuple subclass: topic, key,
+ *   value, headers).
  *   A delete is followed by a tombstone (value None) when tombstones is true; an update that changes the key is a
  *   delete (and its tombstone) then a create, as Debezium publishes it, with the __debezium.newkey and oldkey
  *   headers; other messages have no headers.

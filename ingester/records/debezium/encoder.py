@@ -18,20 +18,19 @@ described by the schema history's entries of the statement.
 The rows events of the held records are decoded straight to each row's Value and Key structs as JSON
 (native.py: ``_native.c``), and each payload is put together from byte pieces: the event's source block,
 the row's structs; the layout frames it (JSON) or encodes it (Avro: transcoded in C, _avro.h). Without
-transaction metadata C puts whole messages together (_envelope.h), in either layout. Events C leaves to
-Python (and every event without the extension or with ``BINLAKE_PURE_PYTHON=1``) take the reference path:
-the codec's row dicts, columns.py's converters and orjson (and for Avro payload_fixer and fastavro), to the
-same messages.
+transaction metadata C puts whole messages together (_envelope.h), in either layout (composed_events.py).
+Events C leaves to Python (and every event without the extension or with ``BINLAKE_PURE_PYTHON=1``) take the
+reference path: the codec's row dicts, columns.py's converters and orjson (and for Avro payload_fixer and
+fastavro), to the same messages (python_events.py). Both take each table's shape from table_shapes.py's cache;
+this module orders the events and hands each to one of them.
 """
 
 from __future__ import annotations
 
 import heapq
-import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -44,43 +43,21 @@ from ..builder import SCHEMA_TOPIC
 from ..format import RecordEvent, record_decoder, record_events
 from ..open_records import Record
 from ..outbound import BinlakeOut, Message
-from ..statement import TableStatement, TableStatementEvent, is_statement_record
-from .columns import Modes
-from .envelope import TableCodec, snapshot_marker, table_codec, topic_name
-from .layouts import AvroLayout, JsonLayout, Layout, Role, SchemaIds, Strategy
+from ..statement import TableStatementEvent, is_statement_record
+from .composed_events import ComposedEvents
+from .envelope import snapshot_marker, table_codec, topic_name
+from .layouts import AvroLayout, JsonLayout, Layout, Role, SchemaIds
 from .native import RenderedEvent, RenderedRows, rows_renderer
+from .options import DebeziumOptions
+from .python_events import NEW_KEY, OLD_KEY, PythonEvents
 from .schema_change import SNAPSHOT_TOPIC
-from .schema_events import VERSION, SchemaEvents, Snapshot, Statement
+from .schema_events import SchemaEvents, Snapshot, Statement
+from .table_shapes import TableShapes
 from .transaction_topic import Transaction as _Transaction
 from .transaction_topic import TransactionTopic
 
-log = logging.getLogger("binlake.debezium")
-_OPS = {"write": "c", "update": "u", "delete": "d"}
-_OP_FIELDS = {op: b',"op":"%s"' % op.encode() for op in ("c", "u", "d")}
-_CODE_OPS = {23: "c", 30: "c", 24: "u", 31: "u", 25: "d", 32: "d"}  # rows event type codes C renders
-# Headers of the delete and the create a changed primary key becomes (and of the delete's tombstone): the other
-# key, its struct's fields as Kafka Connect's SimpleHeaderConverter writes them (compact JSON)
-NEW_KEY, OLD_KEY = "__debezium.newkey", "__debezium.oldkey"
-
-
-def _every_table(database: str, table: str) -> bool:
-    return True
-
-
-@dataclass(frozen=True)
-class DebeziumOptions:
-    prefix: str  # topic.prefix: topics <prefix>.<db>.<table>, the transaction topic <prefix>.transaction
-    modes: Modes = field(default_factory=Modes)
-    schemas: bool = True  # the JSON converter's schemas.enable
-    tombstones: bool = True  # tombstones.on.delete
-    transactions: bool = False  # provide.transaction.metadata
-    schema_changes: bool = True  # include.schema.changes: the schema change topic <prefix>
-    accept: Callable[[str, str], bool] = _every_table  # the tables published (filters): their schema changes
-    subjects: tuple[Strategy, Strategy] = ("TopicNameStrategy", "TopicNameStrategy")  # Avro: key's, value's
-    skipped: frozenset[str] = frozenset(("t",))  # skipped.operations: "t", TRUNCATE's change events not published
-    # whether records carry the schema history's column defaults with their table maps (docs/FORMAT.md, "Schema
-    # entries"): a table statement's columns give them too then, where a truncate's schema comes from them
-    history_defaults: bool = False
+# what other modules import from here (the options, a changed key's headers, source.snapshot's marker)
+__all__ = ["NEW_KEY", "OLD_KEY", "DebeziumAvro", "DebeziumJson", "DebeziumOptions", "DebeziumOut", "snapshot_marker"]
 
 
 def _order(item: RenderedEvent | RecordEvent | Statement | Snapshot) -> tuple[int, int, int]:
@@ -97,17 +74,20 @@ _QUEUED_BYTES = 8 << 20
 # rows events composed at once (each up to ~8 KiB of row images): their messages are in memory together
 _COMPOSED = 16
 
-@dataclass(frozen=True)
-class _Table:
-    """A table map's Debezium shape, and the source block of its events."""
 
-    codec: TableCodec
-    name: str  # db.table, as the transaction topic counts events
-    source: bytes  # the source block of a binlog event, to fill in with its ts, server id, gtid, file and pos
-    # the native composer's pieces (_envelope.h): (topic, value head, source a, b, c), then the key's head (None:
-    # no key) and tail, the value's tail and Avro's transcoder programs and headers (None: JSON, framed as it
-    # is); None when C does not compose them
-    pieces: tuple[tuple[str, bytes, bytes, bytes, bytes], tuple[Any, ...]] | None
+class _Unpacked(NamedTuple):
+    """A record's rows event as the ordering reads it (``DebeziumOut._unpack``)."""
+
+    file_number: int
+    position: int
+    gtid: str
+    commit_ts: int
+    snapshot: bool
+    rendered: RenderedEvent | None  # C's rendering (None: the reference path's row dicts)
+
+
+# builds an _Unpacked in C: its class's own __new__ is a Python function, a call more per event
+_unpacked = tuple.__new__
 
 
 class DebeziumOut:
@@ -129,28 +109,20 @@ class DebeziumOut:
         self._held_bytes = 0
         self._tx: _Transaction | None = None  # the binlog transaction whose END is next (transaction metadata)
         self._now: int | None = None  # the open Kafka transaction's processing time (ns): read at its first event
-        self._tables: dict[int, tuple[TableMap, _Table]] = {}
-        self._codecs: dict[int, tuple[TableMap, TableCodec]] = {}  # tables whose schemas _new_schemas gave
         self._native = rows_renderer(options.modes)  # C's structs (None: Python's)
+        # the tables' shapes (cached by table map), and what turns an event into change events from them: the
+        # reference path (row dicts) and the composition of C's rendered structs; their methods bound once, the
+        # per-event calls as cheap as methods of this class
+        shapes = TableShapes(options, layout, file_name, bool(self._native))
+        python, composer = PythonEvents(options, layout, shapes), ComposedEvents(options, layout, shapes, self._native)
+        self._file, self._new_schemas = shapes.file, shapes.new_schemas
+        self._rows, self._table_statement = python.rows, python.table_statement
+        self._rendered, self._composed = composer.rendered, composer.composed
         self.transaction_topic = topic_name(options.prefix, "transaction")
         self._tx_topic = TransactionTopic(layout, self.transaction_topic)
-        self._last_file: tuple[int, str] = (-1, "")
-        self._last_file_json = b'""'
         self.schema_topic = topic_name(options.prefix)
         self._schema_events = SchemaEvents(layout, self.schema_topic, options.prefix, options.accept, self._file)
         self._history: dict[str, dict[Name, dict[str, Any]]] = {}  # seq -> the history's entries of a statement
-        # each table's schema as its latest change events had it, or a table statement's columns since: a truncate's
-        self._schemas: dict[Name, TableMap] = {}
-
-    def _file(self, number: int) -> str:
-        if self._last_file[0] != number:
-            self._last_file = (number, self.file_name(number))
-            self._last_file_json = orjson.dumps(self._last_file[1])
-        return self._last_file[1]
-
-    def _file_json(self, number: int) -> bytes:
-        self._file(number)
-        return self._last_file_json
 
     # -- Outbound
 
@@ -304,19 +276,12 @@ class DebeziumOut:
             self._tx = _Transaction(tx_id, commit_ts // 1000)
             yield self._tx_topic.begin(self._tx)
 
-    def _composed(self, walked: list[RenderedEvent], now: int) -> Iterable[Message]:
-        """The messages of rows events C walked: composed by C, or by Python where C leaves an event to it (Avro)."""
-        composed = self._native.envelopes(walked, self._shape, now, self.options.tombstones)  # type: ignore[union-attr]
-        if composed is not None:
-            return composed
-        return (m for item in walked for m in self._rendered(item, None, now))
-
     @staticmethod
-    def _unpack(item: RenderedEvent | RecordEvent) -> tuple[int, int, str, int, bool, RenderedEvent | None] | None:
-        """A record's event as (file number, position, GTID, commit time, snapshot, C's rendering or None); None
+    def _unpack(item: RenderedEvent | RecordEvent) -> _Unpacked | None:
+        """A record's event as where it is, GTID, commit time, whether a snapshot's and C's rendering (if any); None
         for what is not a rows event (table topics hold rows events and their table maps only)."""
         if type(item) is tuple:  # a rows event C rendered
-            return item[0], item[1], item[3], item[4], False, item  # type: ignore[return-value]
+            return _unpacked(_Unpacked, (item[0], item[1], item[3], item[4], False, item))
         assert isinstance(item, RecordEvent)
         ev = item.event
         if not isinstance(ev, E.RowsEvent):
@@ -326,218 +291,16 @@ class DebeziumOut:
         if type(ev.rows) is RenderedRows:  # the codec's rows compiler rendered this one
             rendered = (seq.file_number, seq.position, seq.sub, item.gtid, item.commit_ts, ev.timestamp,
                         ev.server_id, ev.type_code, ev.table_map, ev.rows.rows)
-        return (seq.file_number, seq.position, item.gtid, item.commit_ts, isinstance(ev, E.SnapshotRowsEvent),
-                rendered)
+        return _unpacked(_Unpacked, (seq.file_number, seq.position, item.gtid, item.commit_ts,
+                                     isinstance(ev, E.SnapshotRowsEvent), rendered))
 
-    def _messages(self, item: RenderedEvent | RecordEvent, event: tuple[int, int, str, int, bool, RenderedEvent | None],
-                  tx: _Transaction | None, now: int) -> Iterator[Message]:
-        rendered = event[5]
+    def _messages(self, item: RenderedEvent | RecordEvent, event: _Unpacked, tx: _Transaction | None,
+                  now: int) -> Iterator[Message]:
+        rendered = event.rendered
         if rendered is not None:
             return self._rendered(rendered, tx, now)
-        return self._rows(item, item.event, event[4], tx, now)  # type: ignore[union-attr, arg-type]
+        return self._rows(item, item.event, event.snapshot, tx, now)  # type: ignore[union-attr, arg-type]
 
-    def _shape(self, tm: TableMap, file_number: int) -> tuple[Any, ...] | None:
-        """The pieces of a table's change events in one binlog file, for the native composer (_envelope.h); None
-        when it does not compose them."""
-        pieces = self._table(tm).pieces
-        return None if pieces is None else (*pieces[0], self._file_json(file_number), *pieces[1])
-
-    # -- change events
-
-    def _new_schemas(self, streams: list[tuple[str, Iterable[RenderedEvent | RecordEvent]]]) \
-            -> Iterator[tuple[str, Role, bytes]]:
-        """The key and value schemas of the tables first met in C's walks of a Kafka transaction's records (topic
-        and stream), in the order their events need them. A topic's walks after a record Python reads (whose
-        table maps are only known once read) are left out: its events ask in their order."""
-        python: set[str] = set()
-        seen: set[int] = set()
-        for topic, stream in streams:
-            if type(stream) is not list:
-                python.add(topic)
-                continue
-            if topic in python:
-                continue
-            for event in stream:
-                tm = event[8]
-                if id(tm) in seen:
-                    continue
-                seen.add(id(tm))
-                cached = self._tables.get(id(tm))
-                if cached is not None and cached[0] is tm:
-                    continue
-                codec = table_codec(tm, self.options.prefix, self.options.modes)
-                self._codecs[id(tm)] = (tm, codec)
-                if codec.key_schema is not None:
-                    yield codec.topic, "key", codec.key_schema
-                yield codec.topic, "value", codec.value_schema
-
-    def _table(self, tm: TableMap) -> _Table:
-        cached = self._tables.get(id(tm))
-        if cached is not None and cached[0] is tm:
-            self._schemas[(tm.database, tm.table)] = tm
-            return cached[1]
-        self._schemas[(tm.database, tm.table)] = tm
-        known = self._codecs.pop(id(tm), None)
-        codec = known[1] if known is not None and known[0] is tm else table_codec(tm, self.options.prefix,
-                                                                                  self.options.modes)
-        text = [orjson.dumps(x) for x in (VERSION, self.options.prefix, tm.database, tm.table)]
-        # as _rows' source dict: a, ts_ms, b, ts_us, "ts_ns", c, server_id, then gtid, file, pos and row
-        a = b"".join((b'{"version":', text[0], b',"connector":', b'"mariadb"' if tm.is_mariadb else b'"mysql"',
-                      b',"name":', text[1], b',"ts_ms":'))
-        b = b"".join((b',"snapshot":"false","db":', text[2], b',"sequence":null,"ts_us":'))
-        c = b"".join((b',"table":', text[3], b',"server_id":'))
-        a_, b_, c_ = (x.replace(b"%", b"%%") for x in (a, b, c))  # for the bytes % (ts_ms, ts_us, ts_ns, server_id,
-        source = a_ + b"%d" + b_ + b'%d,"ts_ns":%d' + c_ + b'%d,"gtid":%b,"file":%b,"pos":%d,"row":'  # gtid, file, pos)
-        table = _Table(codec, f"{tm.database}.{tm.table}", source, self._pieces(codec, a, b, c))
-        if len(self._tables) >= 4096:
-            self._tables.clear()
-            self._codecs.clear()
-        self._tables[id(tm)] = (tm, table)
-        return table
-
-    def _pieces(self, codec: TableCodec, a: bytes, b: bytes, c: bytes) -> tuple[Any, Any] | None:
-        """The native composer's pieces of a table's events (_Table.pieces); Avro's schemas registered (the key's
-        first, as its first event would)."""
-        if not self._native:
-            return None
-        value_frame = self.layout.json_frame(codec.value_schema)
-        if value_frame is not None:  # JSON
-            key_frame = self.layout.json_frame(codec.key_schema) if codec.key_schema is not None else None
-            return ((codec.topic, value_frame[0], a, b, c),
-                    (None, b"", value_frame[1], None) if key_frame is None else (*key_frame, value_frame[1], None))
-        key = None if codec.key_schema is None else self.layout.transcoder(codec.topic, "key", codec.key_schema)
-        value = self.layout.transcoder(codec.topic, "value", codec.value_schema)
-        if value is None or (key is None and codec.key_schema is not None):
-            return None
-        return ((codec.topic, b"", a, b, c),
-                (None if key is None else b"", b"", b"", (*(key or (None, b"")), *value)))
-
-    def _table_statement(self, item: RecordEvent, statement: TableStatement, tx: _Transaction | None,
-                         now: int) -> Iterator[Message]:
-        """What a table statement entry becomes: a truncate, Debezium's truncate change event (op "t", no key, no
-        before or after; unless skipped.operations has "t"), in the table's schema as its change events have it;
-        other statements none (Debezium publishes them on the schema change topic alone). Entries with the table's
-        columns make its schema for a truncate that comes before its next change event."""
-        name = (statement.database, statement.table)
-        if statement.op != "truncate":
-            if statement.op != "partition":
-                self._schemas.pop(name, None)
-            tm = statement.table_map(self.options.history_defaults)
-            if tm is not None and name not in self._schemas:
-                self._schemas[name] = tm
-            return
-        if "t" in self.options.skipped:
-            return
-        tm = self._schemas.get(name) or statement.table_map(self.options.history_defaults)
-        if tm is None:
-            log.warning("the truncate of %s.%s at %s: its columns are not known (no change event of the table yet, no "
-                        "schema history): no truncate change event", *name, item.seq)
-            return
-        codec = self._table(tm).codec
-        ts_ms = statement.micros // 1_000_000 * 1000
-        source = {
-            "version": VERSION, "connector": "mariadb" if statement.mariadb else "mysql", "name": self.options.prefix,
-            "ts_ms": ts_ms, "snapshot": "false", "db": statement.database, "sequence": None, "ts_us": ts_ms * 1000,
-            "ts_ns": ts_ms * 1_000_000, "table": statement.table, "server_id": statement.server_id,
-            "gtid": item.gtid or None, "file": self._file(item.seq.file_number), "pos": item.seq.position, "row": 0,
-            "thread": None, "query": None}
-        block = None
-        if tx is not None:
-            total, n = tx.count(f"{statement.database}.{statement.table}")
-            block = {"id": tx.id, "total_order": total, "data_collection_order": n}
-        payload = {"before": None, "after": None, "source": source, "transaction": block, "op": "t",
-                   "ts_ms": now // 1_000_000, "ts_us": now // 1000, "ts_ns": now}
-        yield Message(codec.topic, None, self.layout.encode(codec.topic, "value", codec.value_schema, payload), ())
-
-    def _rows(self, item: RecordEvent, ev: E.RowsEvent, snapshot: bool, tx: _Transaction | None,
-              now: int) -> Iterator[Message]:
-        table = self._table(ev.table_map)
-        codec = table.codec
-        tm = codec.table_map
-        encode_key = codec.key_schema is not None
-        ts_ms = ev.timestamp * 1000 if not snapshot else item.commit_ts // 1000
-        source = {
-            "version": VERSION, "connector": "mariadb" if tm.is_mariadb else "mysql", "name": self.options.prefix,
-            "ts_ms": ts_ms, "snapshot": "true" if snapshot else "false", "db": tm.database, "sequence": None,
-            "ts_us": ts_ms * 1000, "ts_ns": ts_ms * 1_000_000, "table": tm.table,
-            "server_id": 0 if snapshot else ev.server_id, "gtid": (item.gtid or None) if not snapshot else None,
-            "file": self._file(item.seq.file_number), "pos": item.seq.position + 1 if snapshot else ev.position,
-            "row": 0, "thread": None, "query": None}
-        kind = "r" if snapshot else _OPS[ev.kind]
-        table_name = table.name
-        marks = ev.marks if snapshot else None  # type: ignore[attr-defined]
-        last = len(ev.rows) - 1
-        for index, change in enumerate(ev.rows):
-            if marks is not None:
-                source["snapshot"] = snapshot_marker(marks, index, last)
-            before = codec.row(change["before"]) if "before" in change else None
-            after = codec.row(change["after"]) if "after" in change else None
-            if kind == "u" and encode_key and codec.key(before) != codec.key(after):  # type: ignore[arg-type]
-                # a changed key: a delete of the old key (and its tombstone), then a create of the new one
-                old, new = orjson.dumps(codec.key(before)), orjson.dumps(codec.key(after))  # type: ignore[arg-type]
-                yield from self._event(codec, source, index, "d", before, None, tx, table_name, now,
-                                       ((NEW_KEY, new),))
-                yield from self._event(codec, source, index, "c", None, after, tx, table_name, now,
-                                       ((OLD_KEY, old),))
-                continue
-            yield from self._event(codec, source, index, kind, before, after, tx, table_name, now)
-
-    def _event(self, codec: TableCodec, source: dict[str, Any], index: int, op: str, before: dict[str, Any] | None,
-               after: dict[str, Any] | None, tx: _Transaction | None, table_name: str, now: int,
-               headers: tuple[tuple[str, bytes], ...] = ()) -> Iterator[Message]:
-        block = None
-        if tx is not None:
-            total, n = tx.count(table_name)
-            block = {"id": tx.id, "total_order": total, "data_collection_order": n}
-        key = None
-        if codec.key_schema is not None:
-            key = self.layout.encode(codec.topic, "key", codec.key_schema,
-                                     codec.key(after if after is not None else before))  # type: ignore[arg-type]
-        payload = {"before": before, "after": after, "source": {**source, "row": index}, "transaction": block,
-                   "op": op, "ts_ms": now // 1_000_000, "ts_us": now // 1000, "ts_ns": now}
-        yield Message(codec.topic, key, self.layout.encode(codec.topic, "value", codec.value_schema, payload), headers)
-        if op == "d" and self.options.tombstones:
-            yield Message(codec.topic, key, None, headers)
-
-    def _rendered(self, event: RenderedEvent, tx: _Transaction | None, now: int) -> Iterator[Message]:
-        """``_rows`` of the structs C rendered: the same messages, put together from bytes (the reference of the
-        native composer, _envelope.h)."""
-        file_number, position, _, gtid, _, timestamp, server_id, code, tm, rows = event
-        table = self._table(tm)
-        ts_ms = timestamp * 1000
-        source = table.source % (ts_ms, ts_ms * 1000, ts_ms * 1_000_000, server_id,
-                                 orjson.dumps(gtid) if gtid else b"null", self._file_json(file_number), position)
-        end = b',"ts_ms":%d,"ts_us":%d,"ts_ns":%d}' % (now // 1_000_000, now // 1000, now)
-        kind = _CODE_OPS[code]
-        for index, (before, after, key_before, key_after) in enumerate(rows):
-            row = b"%d" % index
-            if kind == "u" and key_before != key_after:  # a changed key: a delete, then a create (as _rows)
-                assert key_before is not None and key_after is not None
-                yield from self._compose(table, before, None, source, row, "d", key_before, tx, end,
-                                         ((NEW_KEY, key_after),))
-                yield from self._compose(table, None, after, source, row, "c", key_after, tx, end,
-                                         ((OLD_KEY, key_before),))
-            else:
-                yield from self._compose(table, before, after, source, row, kind,
-                                         key_after if after is not None else key_before, tx, end)
-
-    def _compose(self, table: _Table, before: bytes | None, after: bytes | None, source: bytes, row: bytes, op: str,
-                 key_struct: bytes | None, tx: _Transaction | None, end: bytes,
-                 headers: tuple[tuple[str, bytes], ...] = ()) -> Iterator[Message]:
-        block = b"null"
-        if tx is not None:
-            total, n = tx.count(table.name)
-            block = b'{"id":%b,"total_order":%d,"data_collection_order":%d}' % (tx.id_json, total, n)
-        codec = table.codec
-        key = None
-        if key_struct is not None:
-            key = self.layout.encode_json(codec.topic, "key", codec.key_schema, key_struct)  # type: ignore[arg-type]
-        value = b"".join((b'{"before":', before or b"null", b',"after":', after or b"null", b',"source":', source,
-                          row, b',"thread":null,"query":null},"transaction":', block, _OP_FIELDS[op], end))
-        yield Message(codec.topic, key, self.layout.encode_json(codec.topic, "value", codec.value_schema, value),
-                      headers)
-        if op == "d" and self.options.tombstones:
-            yield Message(table.codec.topic, key, None, headers)
 
 class DebeziumJson(DebeziumOut):
     """``kafka.format: debezium-json``: Kafka Connect's JsonConverter."""
