@@ -209,6 +209,7 @@ class Stack:
         conn.close()
         self.start_daemon()
         self.start_land()
+        self.wait_daemon_ready(time.monotonic() + CATCH_UP_TIMEOUT)
 
     def _spawn(self, args: list[str], log_name: str) -> subprocess.Popen[bytes]:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))}
@@ -278,6 +279,21 @@ class Stack:
             self._wait_step(deadline, f"binlake run has not committed {file}:{position} to Kafka")
         while (landed := self.landed_offsets()) != (end := self.kafka_end_offsets()):
             self._wait_step(deadline, f"binlake land has not landed everything: at {landed}, Kafka ends at {end}")
+
+    def wait_daemon_ready(self, deadline: float) -> None:
+        """Until the daemon is streaming (its /readyz: connected to the source and Kafka): the rounds kill a running
+        pipeline. (A source that refuses the daemon's first connection stops it: its preflight exits with one line.)"""
+        import urllib.error
+        import urllib.request
+
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.daemon_port}/readyz", timeout=2) as reply:
+                    if reply.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            self._wait_step(deadline, "binlake run did not become ready")
 
     def _wait_step(self, deadline: float, what: str) -> None:
         self.check_alive()

@@ -35,10 +35,11 @@ def _workload(server) -> None:
 
 
 def _wait_for_checkpoint(path: Path) -> None:
-    """MariaDB writes a new binlog's BINLOG_CHECKPOINT in the background after FLUSH: a reader racing it
-    sees the file end before the event, which a later read of the file then has."""
+    """MariaDB writes a new binlog's BINLOG_CHECKPOINT naming it in the background after FLUSH (after one naming
+    the file before, if that one's transactions were still being committed): a reader racing it sees the file end
+    before the event, which a later read of the file then has."""
     deadline = time.monotonic() + 30
-    while not any(type(ev) is BinlogCheckpointEvent for ev in read_binlog_file(path)):
+    while not any(type(ev) is BinlogCheckpointEvent and ev.log_file == path.name for ev in read_binlog_file(path)):
         assert time.monotonic() < deadline, f"no BINLOG_CHECKPOINT in {path}"
         time.sleep(0.05)
 
