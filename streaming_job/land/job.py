@@ -25,8 +25,10 @@ from pyspark.sql.streaming import StreamingQueryListener
 from ingester.config import LandConfig
 from ingester.registry_client import RegistryClient
 
-from ..batch.writer import DeltaCommit, write_mirror_file
+from ..batch.writer import write_mirror_file
+from ..delta.commit import DeltaCommit
 from ..iceberg.auth import RestAuth
+from ..iceberg.catalog import IcebergCatalog
 from ..iceberg.maintenance import IcebergMaintenance
 from ..lake.files import LakeFiles
 from ..lake.lease import LakeLease
@@ -232,14 +234,13 @@ def _started(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
     """Run the query until it stops (available-now: once everything committed so far has landed)."""
     store = settings.store if on_object_store(settings.lake) else None
-    iceberg = None
-    if settings.land.format == "iceberg":  # Spark reads the lake's Iceberg catalog (the job writes it with pyiceberg)
-        from ..iceberg.catalog import IcebergCatalog
-
-        iceberg = IcebergCatalog(settings.lake, settings.land.iceberg_catalog, store, settings.checkpoint,
-                                 RestAuth.of(settings.land)).spark_conf()
+    catalog = None
+    if settings.land.format == "iceberg":  # the lake's Iceberg catalog, built once: the job writes it with pyiceberg,
+        # Spark reads it
+        catalog = IcebergCatalog(settings.lake, settings.land.iceberg_catalog, store, settings.checkpoint,
+                                 RestAuth.of(settings.land))
     spark = spark or build_session(settings.master, settings.land.shuffle_partitions, store=store,
-                                   jvm_log=settings.jvm_log, iceberg=iceberg)
+                                   jvm_log=settings.jvm_log, iceberg=catalog.spark_conf() if catalog else None)
     if store is not None:
         probe(spark, settings.lake)
     master = spark.sparkContext.master or ""
@@ -250,13 +251,14 @@ def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
     files = LakeFiles.of(settings.lake, store)
     lease = LakeLease(files, settings.lake).acquire() if files is not None else None
     try:
-        return _run(spark, settings, files, lease)
+        return _run(spark, settings, files, lease, catalog)
     finally:
         if lease is not None:
             lease.release()
 
 
-def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, lease: LakeLease | None) -> int:
+def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, lease: LakeLease | None,
+         catalog: IcebergCatalog | None = None) -> int:
     land = settings.land
     source_kind = source_format(land.source_format, spark, settings.lake, settings.bootstrap, settings.registry)
     source_kind.check(land.min_partitions)
@@ -265,9 +267,9 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
     lander = Lander(spark, settings.lake, settings.checkpoint, land.quarantine, settings.bootstrap,
                     settings.topic_prefix, driver_rows=land.driver_rows, min_tasks=land.min_partitions or 0,
                     keys=land.keys, files=files, lease=lease, source=source_kind, lake_format=land.format,
-                    iceberg_catalog=land.iceberg_catalog, compact_files=land.compact_files,
+                    iceberg_catalog=catalog, compact_files=land.compact_files,
                     small_file_bytes=land.small_file_bytes, compact_bytes=land.compact_bytes,
-                    iceberg_maintenance=IcebergMaintenance.of(land), iceberg_auth=RestAuth.of(land),
+                    iceberg_maintenance=IcebergMaintenance.of(land),
                     on_incompatible_change=land.on_incompatible_change, park_rows=land.park_rows,
                     checkpoint_files=checkpoint_files)
     listener = LandMetrics(lander)

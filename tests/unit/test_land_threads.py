@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
-from streaming_job.batch.table_landing import _THREADED_BYTES, land_on_threads
+from streaming_job.delta.landing import _THREADED_BYTES, land_on_threads
 
 SCHEMA = pa.schema([("offsets", pa.list_(pa.int64()))])
 

@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from ..decode.decode import quote
 from ..lake.delta_log import CommitConflict, TableLog, UnreadableLog
 from ..lake.files import LakeFiles
-from .writer import Commit, DeltaCommit, LogCommit
+from .commit import Commit, DeltaCommit, LogCommit
 
 log = logging.getLogger("binlake.land")
 _STATS_PROPERTY = "delta.dataSkippingStatsColumns"
