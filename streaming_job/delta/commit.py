@@ -10,14 +10,18 @@ they are invisible to readers (VACUUM removes them).
 
 from __future__ import annotations
 
+import os
+import tempfile
 import time
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import orjson
+import pyarrow as pa
 
-from ..batch.writer import PARTITION_COLUMN, Added, change_log_stats
+from ..batch.writer import PARTITION_COLUMN, Added, change_log_stats, write_mirror_file
 from ..lake.delta_log import CommitConflict, TableLog
 from ..lake.files import LakeFiles
 
@@ -250,3 +254,24 @@ def checkpoint(path: str, lake: LakeFiles | None = None) -> None:
     except Exception as exc:
         logging.getLogger("binlake.land").warning("%s: no checkpoint written (%s: %s); the next one is tried at the "
                                                   "next interval", path, type(exc).__name__, exc)
+
+
+def warm_up_commits(spark: Any) -> None:
+    """Delta's commit path loaded in the JVM (land/job.py's warm_up), on a scratch table: created, appended to, its
+    files and transactions read, checkpointed."""
+    with tempfile.TemporaryDirectory(prefix="binlake-warm-up-") as scratch:
+        path = os.path.join(scratch, "table")  # the driver's own disk: a URI, or a cluster's default
+        uri = Path(path).as_uri()  # file system (HDFS, S3) would take the path for one of its own
+        commit = DeltaCommit(spark, uri)
+        commit.create("id bigint", [], {})
+        rows = pa.table({"id": pa.array([1], pa.int64())})
+        commit.append([write_mirror_file(LakeFiles.on_disk(), path, rows, "id")],
+                      "binlake-warm-up", 0, [])
+        again = DeltaCommit(spark, uri)
+        again.files()
+        again.done("binlake-warm-up", 0)
+        # a checkpoint: a batch's first one then takes ~1 s, not 3-4 (and the JVM grows its heap here)
+        jvm = spark._jvm
+        assert jvm is not None  # a local session (classic Spark)
+        delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, uri)
+        delta_log.checkpoint(delta_log.unsafeVolatileSnapshot(), jvm.scala.Option.empty())

@@ -1,7 +1,7 @@
 """Delta Lake as the lake's format (lake_format.LakeFormat): a table's change log and mirror at
 ``<lake>/<db>/<table>[__changes]``, each write of batch N carrying Delta's SetTransaction (txnAppId = the
-job's app id, txnVersion = N). The driver writes the Delta logs of tables it reaches itself (writer.Commit),
-delta-spark the others; the table's share lands by the driver or in Spark tasks (table_landing)."""
+job's app id, txnVersion = N). The driver writes the Delta logs of tables it reaches itself (commit.Commit),
+delta-spark the others; the table's share lands by the driver or in Spark tasks (landing.py)."""
 
 from __future__ import annotations
 
@@ -137,7 +137,7 @@ class DeltaFormat(LakeFormat):
         """The change log brought to the batch's schema and its transaction opened; then one pass over the
         table's row changes (writer.land_partition) writes the change-log files, committed at once, and
         leaves the mirror's candidates: by the driver where the batch is small and the driver commits
-        (table_landing.DriverLanding), else by Spark (SparkLanding). On lakes only Spark reaches, Spark's own
+        (landing.DriverLanding), else by Spark (SparkLanding). On lakes only Spark reaches, Spark's own
         writer lands the change log first (slower), idempotent by txnVersion."""
         db, table, lake, columns, batch_id = changes.db, changes.table, changes.lake, changes.columns, changes.batch_id
         path = self.change_log(db, table)

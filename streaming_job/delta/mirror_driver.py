@@ -1,6 +1,6 @@
 """The mirror kept by the driver: a batch's candidates (an Arrow table in the driver) applied to a mirror
 keyed first by an integer column with pyarrow, and committed to its Delta log by the driver itself
-(writer.Commit) with the batch's SetTransaction. Spark's writer and MERGE cost seconds per batch; this
+(commit.Commit) with the batch's SetTransaction. Spark's writer and MERGE cost seconds per batch; this
 costs milliseconds for a batch of new keys, and the files it reads for one of updates."""
 
 from __future__ import annotations

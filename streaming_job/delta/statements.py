@@ -1,7 +1,7 @@
 """Table statements (table_statements.py) on a Delta lake: each write one commit of the table's log with the batch
 part's SetTransaction (txnAppId with the part: lake_format.LakeFormat.part) and the action's marker in the table's
 properties. The driver commits the log itself where it writes the table's log (a local lake, S3: delta_log.py),
-else the JVM's Delta does (writer.DeltaCommit); a statement row's file is written with pyarrow, a renamed mirror's
+else the JVM's Delta does (commit.DeltaCommit); a statement row's file is written with pyarrow, a renamed mirror's
 files copied (LakeFiles.copy: a hard link on local disk, a server-side copy on S3). A lake only Spark reaches
 (no LakeFiles) gets Spark's writer and SQL instead."""
 

@@ -1,6 +1,6 @@
 """The lake's Delta tables as the land job reads and writes them: a local table's log read and committed
-by the driver itself where it can (delta_log.TableLog, writer.LogCommit), any other table's through the
-JVM's Delta (writer.DeltaCommit, Spark's writer); every write idempotent by the job's txnAppId and the
+by the driver itself where it can (delta_log.TableLog, commit.LogCommit), any other table's through the
+JVM's Delta (commit.DeltaCommit, Spark's writer); every write idempotent by the job's txnAppId and the
 batch as txnVersion, so that a batch replayed after a crash skips the writes that already committed."""
 
 from __future__ import annotations

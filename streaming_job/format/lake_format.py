@@ -1,10 +1,11 @@
 """The lake's table format, one strategy behind one interface (``land.format``): what a micro-batch asks of
 the tables it lands -- their columns, a table's share of the batch landed exactly once (its change log, and
-its mirror where the table has a key), the quarantine's rows, a mirror's recorded key. Delta Lake
-(delta_format.DeltaFormat: the driver's own Delta log commits, or the JVM's Delta) and Apache Iceberg
-(iceberg_format.IcebergFormat: pyiceberg's commits in a SQL catalog). Everything format-independent --
-decoding, the union schema, the mirror's candidates and key -- stays with sink.Lander. ``binlake verify``
-(verify.py) reads a mirror's rows through the format and records its results with it."""
+its mirror where the table has a key), the quarantine's rows, the mirrors' keys as they recorded them. Delta Lake
+(delta/format.py's DeltaFormat: the driver's own Delta log commits, or the JVM's Delta) and Apache Iceberg
+(iceberg/format.py's IcebergFormat: pyiceberg's commits in the lake's catalog), each building its own parts from
+``FormatSettings`` and ``FormatServices`` (land/formats.py's make_format). Everything format-independent --
+decoding, the union schema, the mirror's candidates and the rules of its key -- stays with sink.Lander and batch/.
+``binlake verify`` (verify.py) reads a mirror's rows through the format and records its results with it."""
 
 from __future__ import annotations
 

@@ -9,11 +9,9 @@ import logging
 import os
 import re
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -25,8 +23,6 @@ from pyspark.sql.streaming import StreamingQueryListener
 from ingester.config import LandConfig
 from ingester.registry_client import RegistryClient
 
-from ..batch.writer import write_mirror_file
-from ..delta.commit import DeltaCommit
 from ..iceberg.auth import RestAuth
 from ..iceberg.catalog import IcebergCatalog
 from ..iceberg.maintenance import IcebergMaintenance
@@ -91,7 +87,7 @@ def build_session(master: str | None, shuffle_partitions: int, app_name: str = "
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
                # No table feature by default (no type widening, deletion vectors, column mapping): a new table
                # gets the lowest protocol its columns need, which delta-rs, Polars and pandas read too; type
-               # widening is enabled on a table at its first widening (evolution.SchemaEvolution.add_columns,
+               # widening is enabled on a table at its first widening (delta/evolution.py, DeltaEvolution.add_columns;
                # docs/LAND.md)
                # A checkpoint (a Spark job writing the table's state) every 1,000 commits, not 10: with a commit
                # per micro-batch and table, the batch writing one is slower (~1 s warm, more in a busy JVM, which
@@ -203,22 +199,9 @@ def warm_up(spark: SparkSession, delta: bool = True) -> None:
         if not delta:
             log.info("warmed up Spark's Python workers in %.1fs", time.monotonic() - started)
             return
-        with tempfile.TemporaryDirectory(prefix="binlake-warm-up-") as scratch:
-            path = os.path.join(scratch, "table")  # the driver's own disk: a URI, or a cluster's default
-            uri = Path(path).as_uri()  # file system (HDFS, S3) would take the path for one of its own
-            commit = DeltaCommit(spark, uri)
-            commit.create("id bigint", [], {})
-            rows = pa.table({"id": pa.array([1], pa.int64())})
-            commit.append([write_mirror_file(LakeFiles.on_disk(), path, rows, "id")],
-                          "binlake-warm-up", 0, [])
-            again = DeltaCommit(spark, uri)
-            again.files()
-            again.done("binlake-warm-up", 0)
-            # a checkpoint: a batch's first one then takes ~1 s, not 3-4 (and the JVM grows its heap here)
-            jvm = spark._jvm
-            assert jvm is not None  # a local session (classic Spark)
-            delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, uri)
-            delta_log.checkpoint(delta_log.unsafeVolatileSnapshot(), jvm.scala.Option.empty())
+        from ..delta.commit import warm_up_commits
+
+        warm_up_commits(spark)
     except Exception as exc:  # an optimisation: the query itself says what is wrong
         log.warning("warm-up failed, the first micro-batch pays Spark's and Delta's start: %s",
                     str(exc).splitlines()[0] if str(exc) else type(exc).__name__)

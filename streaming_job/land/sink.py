@@ -1,15 +1,14 @@
-"""foreachBatch: one micro-batch of Kafka records -> Delta change logs, mirrors, quarantine.
+"""foreachBatch: one micro-batch of Kafka records -> the lake's change logs, mirrors, quarantine.
 
-Exactly once: every Delta write of batch N carries (txnAppId, txnVersion=N), so a batch replayed
-after a crash skips the writes that already committed. Mirrors apply the batch's changes in source
-order (seq, row index): per primary key the last change wins, an update that moves the key deletes
-the old key, deletes delete.
+Exactly once: every write of batch N carries the job's app id and N (Delta's txnAppId, txnVersion; Iceberg's
+snapshot summary), so a batch replayed after a crash skips the writes that already committed. Mirrors apply the
+batch's changes in source order (seq, row index): per primary key the last change wins, an update that moves the
+key deletes the old key, deletes delete.
 
-``Lander`` orchestrates a batch: its decoding (batch_rows), the records read again from Kafka
-(kafka_read), quarantine, and per table the schema (evolution), the change log's schema and transaction,
-then the table's landing (table_landing: by the driver or by Spark), which lands the mirror (mirrors:
-kept by the driver, mirror_driver, or by Spark, mirror_spark) and compacts the change log (compaction).
-The Delta tables are read and written through delta_tables.
+``Lander`` orchestrates a batch, format-neutral: its decoding (batch_rows), the records read again from Kafka
+(kafka_read), quarantine, per table the union schema (evolution) and the mirror's key (keys), then the table's
+share handed to the lake format (lake_format.LakeFormat, made by formats.make_format: delta/format.py, whose
+landing is by the driver or by Spark, or iceberg/format.py), table statements, parking and verify.
 """
 
 from __future__ import annotations
