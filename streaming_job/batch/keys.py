@@ -30,7 +30,7 @@ KEY_PROPERTY = "binlake.key"
 
 
 def key_property(key: list[str]) -> dict[str, str]:
-    """A new mirror's Delta property that records its key."""
+    """A new mirror's table property that records its key."""
     return {KEY_PROPERTY: orjson.dumps(key).decode()}
 
 

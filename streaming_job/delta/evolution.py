@@ -11,6 +11,7 @@ from ..batch import defaults as D
 from ..batch.evolution import widened
 from ..decode.decode import quote
 from ..lake.delta_log import simple_type
+from .defaults import give_existing_rows, mark_pending
 from .tables import DeltaTables
 
 
@@ -61,11 +62,11 @@ class DeltaEvolution:
                 self.spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES "
                                "('delta.feature.timestampNtz' = 'supported')")
             if defaults:
-                D.mark_pending(self.spark, path, defaults)
+                mark_pending(self.spark, path, defaults)
             specs = ", ".join(f"{p}{quote(n)} {t}" for p in prefixes for n, t in added)
             self.spark.sql(f"ALTER TABLE delta.{quote(path)} ADD COLUMNS ({specs})")
             if defaults:
-                D.give_existing_rows(self.spark, path, defaults)
+                give_existing_rows(self.spark, path, defaults)
         found = widened(lake, columns)
         if found:
             # Delta's typeWidening is a reader feature (reader 3, writer 7) that delta-rs cannot read yet, so a

@@ -18,6 +18,7 @@ from ..batch.evolution import SchemaEvolution, SchemaGroup, widened
 from ..batch.keys import MirrorKeys
 from ..batch.mirror import COMMIT_TS, SEQ, candidates_ddl, mirror_columns, statement_seq
 from ..lake.paths import join
+from .defaults import give_existing_rows
 from .tables import DeltaTables
 
 INTEGER = ("tinyint", "smallint", "int", "bigint")
@@ -109,7 +110,7 @@ class Mirrors:
             self._since[(db, table)] = statement_seq(properties)
             pending = D.pending_in(properties)
             if pending:
-                D.give_existing_rows(self.spark, path, pending)
+                give_existing_rows(self.spark, path, pending)
             schema = found.columns() if found is not None else [
                 (f.name, f.dataType.simpleString()) for f in DeltaTable.forPath(self.spark, path).toDF().schema]
             known = [(n, t) for n, t in schema if not n.startswith("_binlake_")]
