@@ -58,7 +58,6 @@ def measure(code: str, lake: str, work: str) -> None:
     """One rewrite (``work``: convert, rename) by the streaming_job at ``code``; prints a JSON line."""
     sys.path.insert(0, code)
     import ingester  # noqa: F401  (both packages from ``code``, before run_schema_rewrite puts this checkout first)
-    from streaming_job.batch.keys import MirrorKeys
     from streaming_job.iceberg.catalog import IcebergCatalog
     from streaming_job.iceberg.format import IcebergFormat
     from streaming_job.iceberg.schema import IcebergMirrorRewrite
@@ -70,7 +69,7 @@ def measure(code: str, lake: str, work: str) -> None:
 
     assert Path(sys.modules["streaming_job"].__file__ or "").is_relative_to(code)
 
-    fmt = IcebergFormat(IcebergCatalog(lake), "bench", MirrorKeys({}, None, lambda d, t: "", lambda p: None))
+    fmt = IcebergFormat(IcebergCatalog(lake), "bench")
     tables = IcebergStatementTables(fmt)
     assert fmt.table("db", "t") is not None
     base = _rss_mib()

@@ -94,8 +94,8 @@ def plans() -> dict[str, tuple[AlterPlan, dict[str, Any]]]:
 
 
 def delta_mirror(spark: Any, path: Path, data: pa.Table) -> None:
-    from streaming_job.batch.delta_tables import DeltaTables
-    from streaming_job.batch.mirror_driver import _write_mirror_files
+    from streaming_job.delta.mirror_driver import _write_mirror_files
+    from streaming_job.delta.tables import DeltaTables
     from streaming_job.lake.files import LakeFiles
 
     tables = DeltaTables(spark, "bench", LakeFiles.on_disk())
@@ -114,10 +114,10 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=1_000_000)
     args = parser.parse_args()
-    from streaming_job.batch.delta_tables import DeltaTables
-    from streaming_job.batch.evolution import SchemaEvolution
+    from streaming_job.delta.evolution import DeltaEvolution
     from streaming_job.delta.schema import DeltaMirrorRewrite
     from streaming_job.delta.statements import DeltaStatementTables
+    from streaming_job.delta.tables import DeltaTables
     from streaming_job.lake.files import LakeFiles
     from streaming_job.land.job import build_session
 
@@ -133,8 +133,7 @@ def main() -> int:
                 shutil.copytree(base.parent.parent, lake)
                 files = LakeFiles.on_disk() if path_kind == "driver" else None
                 delta = DeltaTables(spark, "bench", files)
-                tables = DeltaStatementTables(spark, str(lake), delta, SchemaEvolution(spark, delta, None, None),  # type: ignore[arg-type]
-                                              files)
+                tables = DeltaStatementTables(spark, str(lake), delta, DeltaEvolution(spark, delta), files)
                 rewrite = DeltaMirrorRewrite(tables)
                 start = time.monotonic()
                 if plan.rewrite:
@@ -156,7 +155,7 @@ def main() -> int:
 
 
 def iceberg(tmp: Path, data: pa.Table, spark: Any) -> list[tuple[str, str, float]]:
-    from streaming_job.batch.keys import MirrorKeys, key_property
+    from streaming_job.batch.keys import key_property
     from streaming_job.iceberg.catalog import IcebergCatalog
     from streaming_job.iceberg.format import IcebergFormat
     from streaming_job.iceberg.schema import IcebergMirrorRewrite
@@ -166,8 +165,7 @@ def iceberg(tmp: Path, data: pa.Table, spark: Any) -> list[tuple[str, str, float
     out = []
     for label, (plan, values) in plans().items():
         lake = tmp / f"ice-{label}".replace(" ", "-")
-        fmt = IcebergFormat(IcebergCatalog(str(lake)), "bench", MirrorKeys({}, None, lambda d, t: "", lambda p: None),
-                            None, spark)
+        fmt = IcebergFormat(IcebergCatalog(str(lake)), "bench", None, None, spark)
         table = fmt._create("db", "t", mirror_schema(COLUMNS), mirror_properties(COLUMNS, key_property(["id"]), ["id"]),
                             None, None)
         with table.transaction() as tx:

@@ -5,9 +5,9 @@ type's implicit default: 0, '', the first ENUM label, the zero date), but writes
 rows written before the ALTER and not changed since have the default on the server while their binlog
 images lack the column. The land job learns the default from the ALTER statement itself (the daemon
 publishes it on ``<prefix>._schema``, with its sequence, time and time zone) and gives it to those rows
-in the mirror: to the rows already there when the column is added to the mirror (an UPDATE), and to the
-batch's own images older than the ALTER (``mirror_image``). The change log keeps the images as written
-(null: the column did not exist yet).
+in the mirror: to the rows already there when the column is added to the mirror (an UPDATE: Delta's in
+delta/defaults.py), and to the batch's own images older than the ALTER (``mirror_image``). The change log
+keeps the images as written (null: the column did not exist yet).
 
 What the land job cannot compute (expressions, DATETIME/DATE defaults of the current time or TIMESTAMP
 literals in a session time zone the binlog names only as ``SYSTEM``) is an ``Uncomputable`` default: the
@@ -80,7 +80,8 @@ def lake_default(column: ColumnDef, dtype: str, micros: int, time_zone: str | No
     return _typed(column, dtype, literal(toks), time_zone)
 
 
-def _quote(text: str) -> str:
+def quote_string(text: str) -> str:
+    """A SQL string literal of ``text``."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
@@ -95,7 +96,7 @@ def _typed(column: ColumnDef, dtype: str, value: str | int | bytes, time_zone: s
         value = value.decode("utf-8", "replace")
     if dtype == "string":
         text = str(value)
-        return _quote(text.rstrip(" ") if kind in ("char", "character", "nchar") else text)
+        return quote_string(text.rstrip(" ") if kind in ("char", "character", "nchar") else text)
     if kind == "time":
         return str(time_micros(str(value)))
     if kind == "bit":
@@ -155,7 +156,7 @@ def _implicit(column: ColumnDef, dtype: str) -> str | None:
     if dtype in ("date", "timestamp", "timestamp_ntz"):
         return None
     if column.type == "enum" and column.enum_values:
-        return _quote(column.enum_values[0])
+        return quote_string(column.enum_values[0])
     if dtype == "string":
         return "''"
     if dtype == "binary":
@@ -244,46 +245,6 @@ def mirror_images(columns: list[str], defaults: list[Default], image: str = "aft
             exprs[d.column] = f"CASE WHEN {quote(seq)} < X'{d.seq.hex()}' THEN {value} ELSE {exprs[d.column]} END"
             changed.append(d.column)
     return {n: F.expr(exprs[n]) for n in changed}
-
-
-def give_existing_rows(spark: Any, path: str, defaults: list[Default]) -> None:
-    """The defaults for the mirror rows last changed before their ADD COLUMN (idempotent: only NULLs of
-    rows older than the statement change), then the pending mark goes."""
-    from ..decode.decode import quote
-
-    table = f"delta.{quote(path)}"
-    columns = set(spark.read.format("delta").load(path).columns)
-    exprs: dict[str, str] = {}
-    conditions = []
-    for d in defaults:
-        if d.column not in columns or (d.source and d.source not in columns):
-            continue
-        c = quote(d.column)
-        older = f"{c} IS NULL AND _binlake_seq < X'{d.seq.hex()}'"
-        value = f"CAST(({exprs[d.source]}) AS {d.sql})" if d.source in exprs else d.value()
-        exprs[d.column] = f"CASE WHEN {older} THEN {value} ELSE {c} END"
-        conditions.append(f"({older})")
-    if exprs:  # one UPDATE for all columns: each rewrites the files it touches
-        sets = ", ".join(f"{quote(n)} = {e}" for n, e in exprs.items())
-        spark.sql(f"UPDATE {table} SET {sets} WHERE {' OR '.join(conditions)}")
-    spark.sql(f"ALTER TABLE {table} UNSET TBLPROPERTIES IF EXISTS ('{PROPERTY}')")
-
-
-def mark_pending(spark: Any, path: str, defaults: list[Default]) -> None:
-    """Before the columns are added: a crash between adding them and ``give_existing_rows`` must not
-    leave the rows null, so the mirror says what is pending (``pending``, at the next start)."""
-    from ..decode.decode import quote
-
-    value = orjson.dumps([d.to_json() for d in defaults]).decode()
-    spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ('{PROPERTY}' = {_quote(value)})")
-
-
-def pending(spark: Any, path: str) -> list[Default]:
-    from delta.tables import DeltaTable
-
-    detail = DeltaTable.forPath(spark, path).detail().select("properties").first()
-    assert detail is not None  # a Delta table's detail is one row
-    return pending_in(detail[0] or {})
 
 
 def pending_in(properties: dict[str, str]) -> list[Default]:

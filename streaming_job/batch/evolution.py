@@ -1,7 +1,7 @@
-"""Schema evolution of a table's lake tables: the union of the lake's columns and a batch's table maps
-(added columns, safe widenings; anything else stops the query), the ALTERs that bring a table to it, and
-the defaults of added columns, learnt from the ADD COLUMN statements on the schema topic (defaults.py;
-docs/LAND.md, "Schema changes")."""
+"""Schema evolution of a table's lake tables, format-neutral: the union of the lake's columns and a batch's table
+maps (added columns, safe widenings; anything else stops the query), and the defaults of added columns, learnt
+from the ADD COLUMN statements on the schema topic (defaults.py; docs/LAND.md, "Schema changes"). The lake's
+own columns and the ALTERs that bring a table to the union are the format's (delta/evolution.py)."""
 
 from __future__ import annotations
 
@@ -13,19 +13,14 @@ from functools import cached_property
 from typing import Any
 
 import orjson
-from pyspark.sql import SparkSession
-from pyspark.sql.types import StructType
 
 from ingester.codec.events import QueryEvent
 from ingester.records.format import record_events
 
-from ..decode.decode import quote
 from ..decode.lake_types import widens
-from ..lake.delta_log import simple_type
 from ..runtime.errors import LandError
 from ..source.kafka_read import KafkaReader
 from . import defaults as D
-from .delta_tables import DeltaTables
 
 log = logging.getLogger("binlake.land")
 _DDL = re.compile(r"\s*(/\*.*?\*/\s*)*(ALTER|CREATE|RENAME|DROP|TRUNCATE)\b", re.IGNORECASE | re.DOTALL)
@@ -56,16 +51,14 @@ class SchemaGroup:
 
 
 class SchemaEvolution:
-    """The tables' lake columns as this job knows them, and the schema topic's statements read so far."""
+    """The batch's union schema per table, and the schema topic's statements read so far (the lake's own columns
+    and the ALTERs that bring a table to the union are the format's: delta/evolution.py, iceberg/format.py)."""
 
-    def __init__(self, spark: SparkSession, delta: DeltaTables, kafka: KafkaReader, schema_topic: str | None) -> None:
+    def __init__(self, kafka: KafkaReader, schema_topic: str | None) -> None:
         """``schema_topic``: binlake's topic of DDL statements (``<prefix>._schema``); None where the source has
         none (Debezium's change events)."""
-        self.spark = spark
-        self.delta = delta
         self.kafka = kafka
         self.schema_topic = schema_topic
-        self._columns: dict[tuple[str, str], list[tuple[str, str]]] = {}
         # per table of the batch: column -> first sequence with it, and the columns older images lack (ADD COLUMN)
         self._appear: dict[tuple[str, str], tuple[dict[str, bytes], set[str]]] = {}
         # per table of the batch: its columns' defaults as the change events' schemas give them (no schema topic)
@@ -73,30 +66,6 @@ class SchemaEvolution:
         self._added = D.AddedColumns()  # ADD COLUMN statements read so far
         self._schema_next = 0  # the schema topic's next offset to read
         self._statements = threading.Lock()  # the schema topic's reading
-
-    def lake_columns(self, db: str, table: str, path: str) -> list[tuple[str, str]]:
-        """The table's columns in the lake: its change log's (at ``path``) row images, none for a new table."""
-        key = (db, table)
-        if key not in self._columns:
-            columns: list[tuple[str, str]] = []
-            found = self.delta.log(path)
-            if found is not None and found.version >= 0:  # read from the log by the driver: no Spark job
-                after = next(f["type"] for f in found.schema["fields"] if f["name"] == "after")
-                columns = [(f["name"], simple_type(f["type"])) for f in after["fields"]]
-            elif found is None and self.delta.exists(path):
-                after = self.spark.read.format("delta").load(path).schema["after"].dataType
-                assert isinstance(after, StructType)  # the change log's row images
-                columns = [(f.name, f.dataType.simpleString()) for f in after.fields]
-            self._columns[key] = columns
-        return self._columns[key]
-
-    def forget(self, db: str, table: str) -> None:
-        """A statement changed the table's change log (table_statements.py): its columns are read again."""
-        self._columns.pop((db, table), None)
-
-    def landed(self, db: str, table: str, columns: list[tuple[str, str]]) -> None:
-        """The table's batch landed: the lake now has ``columns``."""
-        self._columns[(db, table)] = columns
 
     def evolve(self, db: str, table: str, lake: list[tuple[str, str]],
                schemas: list[SchemaGroup]) -> list[tuple[str, str]]:
@@ -227,41 +196,6 @@ class SchemaEvolution:
         if found is None:
             return f"no DDL statement naming the table before it on {topic}"
         return f"after the DDL statement at {found[0]}: {' '.join(found[1].split())}"
-
-    def add_columns(self, path: str, lake: list[tuple[str, str]], columns: list[tuple[str, str]],
-                    nested: bool, defaults: list[D.Default] | None = None) -> None:
-        """ALTER a table from the lake's columns to the union: added columns, widened types (type widening,
-        enabled on the table at its first widening). ``defaults``: of added mirror columns, for the rows
-        already there."""
-        current = dict(lake)
-        prefixes = ("before.", "after.") if nested else ("",)
-        added = [(n, t) for n, t in columns if n not in current]
-        if added and not defaults and self.delta.add_columns(path, added, nested):  # the driver's commit
-            added = []
-        if added:
-            if any(t == "timestamp_ntz" for _, t in added):  # Delta adds this feature only to new tables itself
-                self.spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES "
-                               "('delta.feature.timestampNtz' = 'supported')")
-            if defaults:
-                D.mark_pending(self.spark, path, defaults)
-            specs = ", ".join(f"{p}{quote(n)} {t}" for p in prefixes for n, t in added)
-            self.spark.sql(f"ALTER TABLE delta.{quote(path)} ADD COLUMNS ({specs})")
-            if defaults:
-                D.give_existing_rows(self.spark, path, defaults)
-        found = widened(lake, columns)
-        if found:
-            # Delta's typeWidening is a reader feature (reader 3, writer 7) that delta-rs cannot read yet, so a
-            # table gets it only now, at its first widening (setting it again at a later one, or after a crash
-            # before the ALTER, is harmless). date -> timestamp_ntz also needs timestampNtz, which Delta
-            # enables by itself only on new tables.
-            features = {"delta.enableTypeWidening": "true"}
-            if any(t == "timestamp_ntz" for _, t in found):
-                features["delta.feature.timestampNtz"] = "supported"
-            spec = ", ".join(f"'{k}' = '{v}'" for k, v in features.items())
-            self.spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ({spec})")
-        for name, dtype in found:
-            for p in prefixes:
-                self.spark.sql(f"ALTER TABLE delta.{quote(path)} ALTER COLUMN {p}{quote(name)} TYPE {dtype}")
 
 
 def widened(lake: list[tuple[str, str]], columns: list[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -23,7 +23,6 @@ import pyarrow.compute as pc
 from ingester.records.format import Sequence
 
 from ..decode.decode import quote
-from ..lake.delta_log import TableLog
 from ..runtime.errors import LandError
 from .mirror import SEQ
 
@@ -31,7 +30,7 @@ KEY_PROPERTY = "binlake.key"
 
 
 def key_property(key: list[str]) -> dict[str, str]:
-    """A new mirror's Delta property that records its key."""
+    """A new mirror's table property that records its key."""
     return {KEY_PROPERTY: orjson.dumps(key).decode()}
 
 
@@ -39,27 +38,6 @@ def recorded_key(configuration: dict[str, str]) -> list[str] | None:
     """The key a mirror recorded (None: none, e.g. a mirror an older binlake created)."""
     text = configuration.get(KEY_PROPERTY)
     return None if text is None else list(orjson.loads(text))
-
-
-def record_key(spark: Any, path: str, key: list[str]) -> None:
-    """Record a mirror's key in a table that has none yet (a mirror Spark's writer created, or an older one)."""
-    value = orjson.dumps(key).decode().replace("\\", "\\\\").replace("'", "\\'")
-    spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ('{KEY_PROPERTY}' = '{value}')")
-
-
-def read_key(spark: Any, path: str, log: TableLog | None) -> tuple[bool, list[str] | None]:
-    """Whether the mirror at ``path`` exists, and the key it recorded. ``log``: the table's log as the driver
-    reads it (None: a table the JVM's Delta writes, asked through Spark)."""
-    if log is not None:
-        return log.version >= 0, recorded_key(log.configuration)
-    from delta.tables import DeltaTable
-
-    if not DeltaTable.isDeltaTable(spark, path):
-        return False, None
-    detail = DeltaTable.forPath(spark, path).detail().first()
-    assert detail is not None  # a Delta table's detail is one row
-    properties = detail["properties"]
-    return True, recorded_key(dict(properties or {}))
 
 
 def _listed(key: list[str]) -> str:
@@ -71,12 +49,13 @@ class MirrorKeys:
     """land.keys, and the key of every mirror checked so far in this process."""
 
     configured: dict[str, list[str]]  # "<db>.<table>" -> its key columns (land.keys)
-    spark: Any
-    path: Callable[[str, str], str]  # (db, table) -> the mirror's path
-    table_log: Callable[[str], TableLog | None]  # a local table's log, as the driver reads it
+    path: Callable[[str, str], str]  # (db, table) -> the mirror's path (named in messages)
+    # the lake format's reading of a mirror: whether it exists, and the key it recorded (None: none)
+    stored: Callable[[str, str], tuple[bool, list[str] | None]]
+    # the lake format's recording of the key in a mirror that has none (one an older binlake made); None: the
+    # format's mirrors always record theirs (Iceberg's), such a mirror is taken as kept by the batch's key
+    record: Callable[[str, str, list[str]], None] | None = None
     _known: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # []: no mirror
-    # the lake format's own reading of a mirror's key (lake_format.LakeFormat.stored_key); None: Delta's here
-    stored: Callable[[str, str], tuple[bool, list[str] | None] | None] | None = None
 
     def forget(self, db: str, table: str) -> None:
         """A statement made the table's mirror anew (table_statements.py): its key is read from it again."""
@@ -101,13 +80,12 @@ class MirrorKeys:
         key = keys[-1][0]
         known = self._known.get((db, table))
         if known is None:
-            path = self.path(db, table)
-            found = self.stored(db, table) if self.stored is not None else None
-            exists, known = found if found is not None else read_key(self.spark, path, self.table_log(path))
+            exists, known = self.stored(db, table)
             if not exists:
                 known = []
             elif known is None and key:  # a mirror from before keys were recorded: kept by this key, it must be
-                record_key(self.spark, path, key)
+                if self.record is not None:
+                    self.record(db, table, key)
                 known = key
             elif known is None:
                 raise LandError(self._changed(db, table, None, [], keys[0][1]))

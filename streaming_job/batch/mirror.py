@@ -9,10 +9,16 @@ rows instead of every nested change.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..decode.decode import arrow_type, quote
+from ..runtime.errors import LandError
+
+if TYPE_CHECKING:
+    from .evolution import SchemaGroup
 
 DELETED, SEQ, ROW_INDEX, SUB, COMMIT_TS = ("_binlake_deleted", "_binlake_seq", "_binlake_row_index", "_binlake_sub",
                                            "_binlake_commit_ts")
@@ -90,3 +96,34 @@ def last_per_key(table: pa.Table, pk: list[str]) -> pa.Table:
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return table
     return ordered.take(last).drop_columns(["_binlake_i"])
+
+
+def conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A mirror file's rows (Spark's or ours; columns added since are missing) in the mirror's Arrow schema."""
+    have = set(rows.column_names)
+    return pa.Table.from_arrays([rows.column(f.name).cast(f.type) if f.name in have else pa.nulls(len(rows), f.type)
+                                 for f in schema], schema=schema)
+
+
+def mirror_columns(columns: list[tuple[str, str]], known: list[tuple[str, str]],
+                   schemas: list[SchemaGroup]) -> list[tuple[str, str]]:
+    """The columns a batch gives an existing mirror: of the batch's union (``columns``, the change log's and the
+    batch's), those the mirror has (``known``: a column dropped since stays) or the batch's rows carry; not
+    those of an earlier table of the name that only the change log still has (a table dropped and created
+    again: table_statements.py)."""
+    keep = {n for n, _ in known} | {n for g in schemas for n, _ in g.meta["columns"]}
+    return [(n, t) for n, t in columns if n in keep]
+
+
+def statement_seq(properties: dict[str, str]) -> bytes:
+    """The sequence of the last table statement a lake table took (statements.STATEMENT_PROPERTY; b"": none)."""
+    text = properties.get("binlake.statement") or ""
+    return bytes.fromhex(text.partition(":")[0]) if text else b""
+
+
+def full_images(db: str, table: str, schemas: list[SchemaGroup]) -> None:
+    """The mirror needs the rows' full images: partial ones stop the query."""
+    if any(g.partial for g in schemas):
+        raise LandError(f"`{db}`.`{table}`: partial row images (binlog_row_image MINIMAL or NOBLOB) "
+                        f"from {min(g.first_position for g in schemas)}: the mirror needs FULL images; "
+                        "set binlog_row_image=FULL")

@@ -1,29 +1,25 @@
-"""Change-log files written with pyarrow (on the executors, or by the driver for a table's small batch),
-committed by the driver through Delta's own transaction API (delta-spark's OptimisticTransaction, over
-py4j); the driver's mirror files (mirror_driver.DriverMirror) the same way.
+"""The lake's Parquet files written with pyarrow (on the executors, or by the driver for a table's small batch):
+a batch's change-log files and mirror candidates in one pass (land_partition), a compaction's change-log file,
+the driver's mirror files; each an ``Added`` (path, partition values, size, statistics) for the format to commit
+(Delta: delta/commit.py).
 
 Why not ``DataFrame.write``: Spark's Parquet writer walks the nested before/after images a value at a
-time, ~40 us per row change on our 2-CPU reference machine; pyarrow writes the same columns in ~2. The
-Delta side stays delta-spark's: one commit per table and batch with the files and the batch's
-SetTransaction (txnAppId, txnVersion), so a replayed batch finds its version and writes nothing twice.
-Files of a crashed attempt were never committed: they are invisible to readers (VACUUM removes them).
+time, ~40 us per row change on our 2-CPU reference machine; pyarrow writes the same columns in ~2.
 """
 
 from __future__ import annotations
 
-import time
+import itertools
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..decode.decode import typed_batches
-from ..lake.delta_log import CommitConflict, TableLog
 from ..lake.files import LakeFiles
 from ..lake.paths import join
 from ..runtime.spark_archives import keep_spark_archive_listings
@@ -32,16 +28,22 @@ from .mirror import candidate_schema, candidates_ddl, mirror_candidates
 PARTITION_COLUMN = "commit_date"
 _TS = pa.timestamp("us", tz="UTC")
 _LOCAL = LakeFiles.on_disk()  # a local lake's files: named, not inferred from paths
-# Files rewritten without a change of the table's rows (compaction): adds (relative path, partition
-# values, size, statistics) and removes (relative path, size, partition values)
-Moved = tuple[Sequence[tuple[str, dict[str, str], int, dict[str, Any]]], Sequence[tuple[str, int, dict[str, str]]]]
 # A file's row (the candidate columns null); names prefixed so they never meet a source column's
 FILE_FIELDS = [("_binlake_file", pa.string(), "string"), ("_binlake_partition", pa.string(), "string"),
                ("_binlake_size", pa.int64(), "bigint"), ("_binlake_rows", pa.int64(), "bigint"),
                ("_binlake_min_offset", pa.int64(), "bigint"), ("_binlake_max_offset", pa.int64(), "bigint")]
-Added = tuple[str, dict[str, str], int, dict[str, Any]]  # a file added: path, partition values, size, statistics
 FILE_DDL = ", ".join(f"`{n}` {d}" for n, _, d in FILE_FIELDS)
 FILE_COLUMNS = [n for n, _, _ in FILE_FIELDS]
+
+
+class Added(NamedTuple):
+    """A data file added to a table: its path relative to the table, its partition values, size and statistics
+    (a tuple: it travels and unpacks as the 4-tuple it replaces)."""
+
+    path: str
+    partition_values: dict[str, str]
+    size: int
+    stats: dict[str, Any]
 
 
 # A file of at most this many rows (a table's share of a small micro-batch) is written without compression
@@ -149,231 +151,6 @@ def _write(typed: pa.RecordBatch, files: dict[str, _File], lake: LakeFiles, tabl
         f.write(part)
 
 
-class Commit:
-    """A batch's commit on one table, whoever writes the log (DeltaCommit: the JVM's Delta; LogCommit: the
-    driver itself): whether the batch is there already, the table's files, and the commit of new ones."""
-
-    def create(self, ddl: str, partition_by: list[str], configuration: dict[str, str]) -> None:
-        raise NotImplementedError
-
-    def done(self, app_id: str, batch_id: int) -> bool:
-        raise NotImplementedError
-
-    @property
-    def version(self) -> int:
-        raise NotImplementedError
-
-    def files(self) -> list[tuple[str, int, str | None, bool, dict[str, str]]]:
-        raise NotImplementedError
-
-    def append(self, adds: list[tuple[str, dict[str, str], int, dict[str, Any]]], app_id: str, batch_id: int,
-               partition_by: list[str], removes: Sequence[tuple[str, int]] = (), moved: Moved = ((), ())) -> int:
-        raise NotImplementedError
-
-    def rewrite(self, adds: Sequence[Added], removes: Sequence[tuple[str, int]],
-                app_id: str, batch_id: int, metadata: dict[str, Any] | None = None,
-                protocol: dict[str, Any] | None = None, operation: str = "UPDATE") -> int:
-        """A table statement's commit (table_statements.py): ``adds`` and ``removes`` (unpartitioned files'
-        relative path and size) with the batch's SetTransaction, and where given the table's new ``metadata``
-        (its schema, its properties) and ``protocol``, in one commit, named ``operation`` in the table's history where
-        the writer names it (the driver's). Returns the version written."""
-        raise NotImplementedError
-
-    def commit(self, files: list[Any], app_id: str, batch_id: int, moved: Moved = ((), ())) -> int:
-        """Add change-log ``files`` (FILE_COLUMNS tuples) and the batch's SetTransaction in one commit;
-        ``moved``: change-log files compacted in the same commit (compaction.ChangeLogCompaction)."""
-        adds = [(name, {PARTITION_COLUMN: partition}, size, change_log_stats(rows, low, high))
-                for name, partition, size, rows, low, high in files]
-        return self.append(adds, app_id, batch_id, [PARTITION_COLUMN], moved=moved)
-
-
-class DeltaCommit(Commit):
-    """One Delta transaction on a table, opened before the batch's files are written: its txnVersion
-    says whether this batch already committed there. Actions travel as Delta's own JSON log entries."""
-
-    def __init__(self, spark: Any, path: str) -> None:
-        self.spark = spark
-        self.jvm = spark._jvm
-        self.delta = self.jvm.org.apache.spark.sql.delta
-        self.txn = self.delta.DeltaLog.forTable(spark._jsparkSession, path).startTransaction()
-
-    def create(self, ddl: str, partition_by: list[str], configuration: dict[str, str]) -> None:
-        """Make this transaction's commit create the table, which has no version yet: its schema (Spark
-        DDL), partitioning and properties. Delta adds the session's table defaults (the checkpoint
-        interval) and the lowest protocol the schema needs (reader 1, writer 2; reader 3, writer 7 with the
-        timestampNtz feature where a column is timestamp_ntz). Cheaper than Spark's writer of
-        an empty DataFrame (seconds in a cold JVM), and the table's first files come in the same commit."""
-        if self.version >= 0:
-            raise ValueError("the table exists")
-        schema = self.jvm.org.apache.spark.sql.types.StructType.fromDDL(ddl).json()
-        metadata = {"metaData": {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
-                                 "schemaString": schema, "partitionColumns": partition_by,
-                                 "configuration": configuration, "createdTime": int(time.time() * 1000)}}
-        self.txn.updateMetadataForNewTable(self.delta.actions.Action.fromJson(orjson.dumps(metadata).decode()))
-
-    def done(self, app_id: str, batch_id: int) -> bool:
-        if self.version < 0:  # no table yet, so no transaction either
-            return False
-        return bool(self.txn.txnVersion(app_id) >= batch_id)
-
-    @property
-    def version(self) -> int:
-        """The table version this transaction read."""
-        return int(self.txn.readVersion())
-
-    def files(self) -> list[tuple[str, int, str | None, bool, dict[str, str]]]:
-        """(path, size, statistics JSON, whether it has a deletion vector, partition values) of every file
-        of the version read."""
-        from pyspark.sql import DataFrame
-
-        if self.version < 0:
-            return []
-        found = DataFrame(self.txn.snapshot().allFiles().toDF(), self.spark).selectExpr(
-            "path", "size", "stats", "deletionVector IS NOT NULL AS dv", "partitionValues")
-        return [(r.path, r.size, r.stats, r.dv, dict(r.partitionValues or {})) for r in found.collect()]
-
-    def append(self, adds: list[tuple[str, dict[str, str], int, dict[str, Any]]], app_id: str, batch_id: int,
-               partition_by: list[str], removes: Sequence[tuple[str, int]] = (), moved: Moved = ((), ())) -> int:
-        """``adds`` (relative path, partition values, size, statistics), ``removes`` (unpartitioned files'
-        relative path, size) and the batch's SetTransaction in one commit: a blind append, or with
-        removes a rewrite of those files. ``moved``: files rewritten without a change of the table's rows
-        (compaction: adds like ``adds``, removes with their partition values), marked as Delta's OPTIMIZE
-        marks them (``dataChange`` false), so that a stream reading the table skips them instead of seeing
-        their rows twice. Returns the table version written."""
-        jvm = self.jvm
-        utils = jvm.org.apache.spark.api.python.PythonUtils
-        none = jvm.scala.Option.empty()
-        entries = file_actions(adds, app_id, batch_id, removes, moved)
-        actions = [self.delta.actions.Action.fromJson(orjson.dumps(e).decode()) for e in entries]
-        if removes or moved[1]:
-            self.txn.readWholeTable()  # a concurrent rewrite of the same files is a conflict
-            operation = getattr(self.delta, "DeltaOperations$Update")(none)
-        else:
-            operation = getattr(self.delta, "DeltaOperations$Write")(
-                jvm.org.apache.spark.sql.SaveMode.Append,
-                jvm.scala.Option.apply(utils.toSeq(partition_by)) if partition_by else none, none, none)
-        return int(self.txn.commit(utils.toSeq(actions), operation))
-
-
-    def rewrite(self, adds: Sequence[Added], removes: Sequence[tuple[str, int]],
-                app_id: str, batch_id: int, metadata: dict[str, Any] | None = None,
-                protocol: dict[str, Any] | None = None, operation: str = "UPDATE") -> int:
-        jvm = self.jvm
-        action = self.delta.actions.Action
-        if protocol is not None:
-            self.txn.updateProtocol(action.fromJson(orjson.dumps({"protocol": protocol}).decode()))
-        if metadata is not None:
-            self.txn.updateMetadata(action.fromJson(orjson.dumps({"metaData": metadata}).decode()))
-        if removes:
-            self.txn.readWholeTable()
-        actions = [action.fromJson(orjson.dumps(e).decode()) for e in file_actions(adds, app_id, batch_id, removes)]
-        operation = getattr(self.delta, "DeltaOperations$Update")(jvm.scala.Option.empty())
-        return int(self.txn.commit(jvm.org.apache.spark.api.python.PythonUtils.toSeq(actions), operation))
-
-
-def file_actions(adds: Sequence[tuple[str, dict[str, str], int, dict[str, Any]]], app_id: str, batch_id: int,
-                 removes: Sequence[tuple[str, int]] = (), moved: Moved = ((), ())) -> list[dict[str, Any]]:
-    """The Delta log actions of a batch's commit: its files added (and ``removes`` of a rewrite, ``moved``
-    of a compaction: dataChange false) and its SetTransaction."""
-    now_ms = int(time.time() * 1000)
-    moved_adds, moved_removes = moved
-    entries: list[dict[str, Any]] = [
-        {"add": {"path": name, "partitionValues": values, "size": size, "modificationTime": now_ms,
-                 "dataChange": change, "stats": orjson.dumps(stats).decode()}}
-        for change, group in ((True, adds), (False, moved_adds)) for name, values, size, stats in group]
-    entries += [{"remove": {"path": name, "deletionTimestamp": now_ms, "dataChange": change,
-                            "extendedFileMetadata": True, "partitionValues": values, "size": size}}
-                for change, group in ((True, [(n, s, {}) for n, s in removes]), (False, moved_removes))
-                for name, size, values in group]
-    entries.append({"txn": {"appId": app_id, "version": batch_id, "lastUpdated": now_ms}})
-    return entries
-
-
-class LogCommit(Commit):
-    """DeltaCommit's interface over the driver's own reading and writing of the log (delta_log.TableLog):
-    no JVM work but the schema of a new table. ``log`` is the table's state, brought up to date here."""
-
-    def __init__(self, spark: Any, log: TableLog, table_defaults: dict[str, str]) -> None:
-        self.spark = spark
-        self.log = log
-        self.table_defaults = table_defaults
-        self._create: list[dict[str, Any]] = []
-
-    def create(self, ddl: str, partition_by: list[str], configuration: dict[str, str]) -> None:
-        """As DeltaCommit.create: the session's table defaults (``table_defaults``) and ``configuration``."""
-        schema = orjson.loads(self.spark._jvm.org.apache.spark.sql.types.StructType.fromDDL(ddl).json())
-        self._create = self.log.create_actions(schema, partition_by, {**self.table_defaults, **configuration})
-
-    def done(self, app_id: str, batch_id: int) -> bool:
-        return self.log.txn_version(app_id) >= batch_id
-
-    @property
-    def version(self) -> int:
-        return self.log.version
-
-    def files(self) -> list[tuple[str, int, str | None, bool, dict[str, str]]]:
-        return [(a["path"], int(a["size"]), a.get("stats"), a.get("deletionVector") is not None,
-                 dict(a.get("partitionValues") or {})) for a in self.log.files.values()]
-
-    def append(self, adds: list[tuple[str, dict[str, str], int, dict[str, Any]]], app_id: str, batch_id: int,
-               partition_by: list[str], removes: Sequence[tuple[str, int]] = (), moved: Moved = ((), ())) -> int:
-        """As DeltaCommit.append. A blind append that finds its version taken (another writer's commit in
-        between) is made again on top of it, unless that commit changed the table's schema or protocol (the
-        files were written for the old ones); a rewrite raises delta_log.CommitConflict."""
-        actions = [*self._create, *file_actions(adds, app_id, batch_id, removes, moved)]
-        rewrite = bool(removes or moved[1])
-        operation, parameters = ("UPDATE", {}) if rewrite else (
-            "WRITE", {"mode": "Append", "partitionBy": orjson.dumps(partition_by).decode()})
-        while True:
-            try:
-                version = self.log.commit(actions, operation, parameters, blind_append=not rewrite)
-                break
-            except CommitConflict:
-                if rewrite or self._create:
-                    raise
-                read = (self.log.metadata, self.log.protocol)
-                self.log.refresh()
-                if self.done(app_id, batch_id):
-                    return self.log.version
-                if (self.log.metadata, self.log.protocol) != read:
-                    raise CommitConflict(f"Concurrent commit: another writer changed the metadata or protocol of "
-                                         f"{self.log.path} (now version {self.log.version}) while batch "
-                                         f"{batch_id} was committed") from None
-        self._create = []
-        interval = int(self.log.configuration.get("delta.checkpointInterval", "10"))
-        if version and version % interval == 0:
-            checkpoint(self.log.path, self.log.lake)
-        return version
-
-    def rewrite(self, adds: Sequence[Added], removes: Sequence[tuple[str, int]],
-                app_id: str, batch_id: int, metadata: dict[str, Any] | None = None,
-                protocol: dict[str, Any] | None = None, operation: str = "UPDATE") -> int:
-        actions = list(self._create) if self._create else [
-            *([{"protocol": protocol}] if protocol is not None else []),
-            *([{"metaData": metadata}] if metadata is not None else [])]
-        actions += file_actions(adds, app_id, batch_id, removes)
-        version = self.log.commit(actions, operation if removes or metadata else "WRITE", {}, blind_append=False)
-        self._create = []
-        return version
-
-
-def checkpoint(path: str, lake: LakeFiles | None = None) -> None:
-    """A checkpoint of the table's state (delta-rs writes it): readers, and this job after a restart, read
-    it instead of every commit since the last. Only an optimization: a failure is logged."""
-    import logging
-
-    from deltalake import DeltaTable
-
-    try:
-        lake = lake or _LOCAL
-        table = DeltaTable(lake.uri(path), storage_options=lake.storage_options() or None)
-        table.create_checkpoint()
-        table.cleanup_metadata()  # commits older than delta.logRetentionDuration (30 days), as the JVM's Delta does
-    except Exception as exc:
-        logging.getLogger("binlake.land").warning("%s: no checkpoint written (%s: %s); the next one is tried at the "
-                                                  "next interval", path, type(exc).__name__, exc)
-
-
 def change_log_stats(rows: int, low: int, high: int) -> dict[str, Any]:
     """A change-log file's statistics in the Delta log: its rows and their ``kafka_offset`` bounds."""
     return {"numRecords": rows, "minValues": {"kafka_offset": low}, "maxValues": {"kafka_offset": high},
@@ -381,18 +158,18 @@ def change_log_stats(rows: int, low: int, high: int) -> dict[str, Any]:
 
 
 def write_change_log_file(lake: LakeFiles, table_path: str, date: str,
-                          rows: pa.Table) -> tuple[str, dict[str, str], int, dict[str, Any]]:
+                          rows: pa.Table) -> Added:
     """One change-log file of ``rows`` (all of commit date ``date``) in that date's partition: a compaction's."""
     options = parquet_options(len(rows))
     name = file_name(f"{PARTITION_COLUMN}={date}/", options)
     size = lake.write_parquet(join(table_path, name), rows, **options)
     bounds = pc.min_max(rows.column("kafka_offset"))
-    return (name, {PARTITION_COLUMN: date}, size,
-            change_log_stats(len(rows), bounds["min"].as_py(), bounds["max"].as_py()))
+    return Added(name, {PARTITION_COLUMN: date}, size,
+                 change_log_stats(len(rows), bounds["min"].as_py(), bounds["max"].as_py()))
 
 
 def write_mirror_file(lake: LakeFiles, table_path: str, rows: pa.Table,
-                      key: str) -> tuple[str, dict[str, str], int, dict[str, Any]]:
+                      key: str) -> Added:
     """One unpartitioned mirror file of ``rows`` (written by the driver), with its statistics of the
     (integer) ``key`` column, by which MERGEs and the driver (mirror_driver.MirrorFiles) skip files."""
     options = parquet_options(len(rows))
@@ -404,4 +181,10 @@ def write_mirror_file(lake: LakeFiles, table_path: str, rows: pa.Table,
         low, high = int(low), int(high)
     stats = {"numRecords": len(rows), "minValues": {key: low}, "maxValues": {key: high},
              "nullCount": {key: rows.column(key).null_count}}
-    return name, {}, size, stats
+    return Added(name, {}, size, stats)
+
+
+def within(names: list[str], sizes: dict[str, int], budget: int) -> list[str]:
+    """The first of ``names`` whose sizes add up to at most ``budget`` bytes (a compaction's files)."""
+    total = itertools.accumulate(sizes[n] for n in names)
+    return [name for name, upto in zip(names, total, strict=True) if upto <= budget]

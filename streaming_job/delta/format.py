@@ -1,7 +1,7 @@
 """Delta Lake as the lake's format (lake_format.LakeFormat): a table's change log and mirror at
 ``<lake>/<db>/<table>[__changes]``, each write of batch N carrying Delta's SetTransaction (txnAppId = the
-job's app id, txnVersion = N). The driver writes the Delta logs of tables it reaches itself (writer.Commit),
-delta-spark the others; the table's share lands by the driver or in Spark tasks (table_landing)."""
+job's app id, txnVersion = N). The driver writes the Delta logs of tables it reaches itself (commit.Commit),
+delta-spark the others; the table's share lands by the driver or in Spark tasks (landing.py)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from ..batch.batch_rows import TableRows
-from ..batch.delta_tables import DeltaTables, stats_columns
-from ..batch.evolution import SchemaEvolution
-from ..batch.table_landing import DriverLanding, SparkLanding, TableBatch
-from ..batch.writer import PARTITION_COLUMN, Commit, land_partition
+from ..batch.keys import MirrorKeys
+from ..batch.writer import PARTITION_COLUMN, land_partition
 from ..decode.decode import typed_batches, typed_ddl
 from ..format.lake_format import (
     QUARANTINE_DDL,
     QUARANTINE_TABLE,
+    FormatServices,
+    FormatSettings,
     LakeFormat,
     TableChanges,
     Undecodable,
@@ -33,8 +33,17 @@ from ..lake.files import LakeFiles
 from ..lake.generations import ChangeLogGenerations
 from ..lake.paths import join
 from ..statements.table_statements import TableStatements
+from .commit import Commit
+from .compaction import ChangeLogCompaction
+from .evolution import DeltaEvolution
+from .keys import DeltaKeys
+from .landing import DriverLanding, SparkLanding, TableBatch
+from .mirror_driver import DriverMirror
+from .mirror_spark import SparkMirror
+from .mirrors import Mirrors
 from .schema import delta_alters
 from .statements import DeltaStatementTables
+from .tables import DeltaTables, stats_columns
 from .verify import DeltaMirrors
 
 log = logging.getLogger("binlake.land")
@@ -46,21 +55,53 @@ class DeltaFormat(LakeFormat):
     spark: SparkSession
     lake: str
     delta: DeltaTables
-    evolution: SchemaEvolution
+    columns: DeltaEvolution  # the tables' columns as their Delta logs have them, and their ALTERs
     files: LakeFiles | None  # None: a lake only Spark's own filesystems reach, landed by Spark's writer
     driver_rows: int
+    keys: MirrorKeys
+    mirrors: Mirrors
     on_driver: DriverLanding
     in_spark: SparkLanding
+    on_incompatible_change: str = "rewrite"  # land.on_incompatible_change (schema_alter.py)
     name: str = "delta"
     verify: DeltaMirrors = field(init=False)
     generations: ChangeLogGenerations = field(init=False)
 
+    @classmethod
+    def build(cls, settings: FormatSettings, services: FormatServices) -> DeltaFormat:
+        """A Delta lake's parts: its tables (the driver's log or the JVM's Delta), the mirrors' keys as their logs
+        record them, the mirrors (kept by the driver or by Spark's MERGE), the change logs' compaction, and a
+        table's landing by the driver or in Spark."""
+        spark, files, threads = services.spark, services.files, services.threads
+        delta = DeltaTables(spark, services.app_id, files)
+        columns = DeltaEvolution(spark, delta)
+        compaction = ChangeLogCompaction(settings.compact_files, settings.small_file_bytes, settings.compact_bytes,
+                                         files)
+        driver = DriverMirror(delta, threads, settings.driver_merge_bytes, settings.compact_files,
+                              settings.small_file_bytes, settings.compact_bytes)
+        keys = DeltaKeys(spark, partial(join, settings.lake), delta.log).mirror_keys(settings.keys)
+        mirrors = Mirrors(spark, settings.lake, delta, services.evolution, keys, driver,
+                          SparkMirror(spark, delta, columns))
+        return cls(spark, settings.lake, delta, columns, files, settings.driver_rows, keys, mirrors,
+                   DriverLanding(delta, threads, compaction, mirrors), SparkLanding(delta, mirrors),
+                   settings.on_incompatible_change)
+
     def __post_init__(self) -> None:
         self.verify = DeltaMirrors(self.spark, self.lake, self.delta)
-        tables = DeltaStatementTables(self.spark, self.lake, self.delta, self.evolution, self.files)
+        tables = DeltaStatementTables(self.spark, self.lake, self.delta, self.columns, self.files)
         self.generations = ChangeLogGenerations(tables.properties)
         self.table_statements = TableStatements(tables, self.generations, self.forget)
         self.table_statements.alters = delta_alters(tables, self.table_statements)
+        self.table_statements.alters.mode = "stop" if self.on_incompatible_change == "stop" else "rewrite"
+
+    def forget(self, db: str, table: str) -> None:
+        """A statement changed the table's lake tables: their columns, their mirror's (and its key), what the
+        driver's and Spark's mirror strategies keep of it are read again."""
+        self.columns.forget(db, table)
+        self.mirrors.forget(db, table)
+        super().forget(db, table)
+        self.mirrors.driver.forget(db, table)
+        self.mirrors.in_spark.forget(db, table)
 
     @property
     def identity(self) -> str:
@@ -75,7 +116,7 @@ class DeltaFormat(LakeFormat):
         return join(self.lake, db, self.table_statements.change_log(db, table))
 
     def lake_columns(self, db: str, table: str) -> list[tuple[str, str]]:
-        return self.evolution.lake_columns(db, table, self.change_log(db, table))
+        return self.columns.lake_columns(db, table, self.change_log(db, table))
 
     def verify_mirror(self, db: str, table: str) -> MirrorRead | None:
         return self.verify.open(db, table)
@@ -89,17 +130,21 @@ class DeltaFormat(LakeFormat):
         self.delta.append(df, join(self.lake, QUARANTINE_TABLE), batch_id)
 
     def land(self, rows: TableRows, changes: TableChanges) -> None:
+        self._land(rows, changes)
+        self.columns.landed(changes.db, changes.table, changes.columns)  # the lake now has the batch's columns
+
+    def _land(self, rows: TableRows, changes: TableChanges) -> None:
         """The change log brought to the batch's schema and its transaction opened; then one pass over the
         table's row changes (writer.land_partition) writes the change-log files, committed at once, and
         leaves the mirror's candidates: by the driver where the batch is small and the driver commits
-        (table_landing.DriverLanding), else by Spark (SparkLanding). On lakes only Spark reaches, Spark's own
+        (landing.DriverLanding), else by Spark (SparkLanding). On lakes only Spark reaches, Spark's own
         writer lands the change log first (slower), idempotent by txnVersion."""
         db, table, lake, columns, batch_id = changes.db, changes.table, changes.lake, changes.columns, changes.batch_id
         path = self.change_log(db, table)
         t = time.monotonic()
         ddl = f"{typed_ddl(columns)}, {PARTITION_COLUMN} date, ingest_ts timestamp"
         if lake:
-            self.evolution.add_columns(path, lake, columns, nested=True)
+            self.columns.add_columns(path, lake, columns, nested=True)
         elif self.files is None:  # a new change log: its schema, partitioning and statistics columns, no rows yet
             empty = self.spark.createDataFrame([], ddl)
             self.delta.append(empty, path, -1, partition_by=PARTITION_COLUMN, stats=_CHANGE_LOG_STATS,

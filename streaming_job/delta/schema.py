@@ -19,13 +19,14 @@ import orjson
 import pyarrow as pa
 
 from ..batch.default_values import default_values
-from ..batch.mirror_driver import DRIVER_KEYS, conform
-from ..batch.mirrors import META
-from ..batch.writer import file_name, parquet_options, write_mirror_file
+from ..batch.mirror import conform
+from ..batch.writer import Added, file_name, parquet_options, write_mirror_file
 from ..decode.decode import quote
 from ..lake.paths import join
 from ..statements.schema_alter import Alters, MirrorRewrite, Transform
 from ..statements.table_statements import Properties, TableStatements
+from .mirror_driver import DRIVER_KEYS
+from .mirrors import META
 from .statements import DeltaStatementTables, _configured, _protocol
 
 log = logging.getLogger("binlake.land")
@@ -108,14 +109,14 @@ def _arrow(dtype: str) -> pa.DataType:
     return arrow_type(dtype)
 
 
-def _write(lake: Any, path: str, rows: pa.Table, key: str | None) -> tuple[str, dict[str, str], int, dict[str, Any]]:
+def _write(lake: Any, path: str, rows: pa.Table, key: str | None) -> Added:
     """A mirror file of ``rows``: with its integer key's range (mirror_driver reads it) where ``key`` is one."""
     if key is not None:
         return write_mirror_file(lake, path, rows, key)
     options = parquet_options(len(rows))
     name = file_name("", options)
     size = lake.write_parquet(join(path, name), rows, **options)
-    return name, {}, size, {"numRecords": len(rows)}
+    return Added(name, {}, size, {"numRecords": len(rows)})
 
 
 def delta_alters(tables: DeltaStatementTables, statements: TableStatements) -> Alters:

@@ -1,7 +1,7 @@
 """Table statements (table_statements.py) on a Delta lake: each write one commit of the table's log with the batch
 part's SetTransaction (txnAppId with the part: lake_format.LakeFormat.part) and the action's marker in the table's
 properties. The driver commits the log itself where it writes the table's log (a local lake, S3: delta_log.py),
-else the JVM's Delta does (writer.DeltaCommit); a statement row's file is written with pyarrow, a renamed mirror's
+else the JVM's Delta does (commit.DeltaCommit); a statement row's file is written with pyarrow, a renamed mirror's
 files copied (LakeFiles.copy: a hard link on local disk, a server-side copy on S3). A lake only Spark reaches
 (no LakeFiles) gets Spark's writer and SQL instead."""
 
@@ -17,11 +17,8 @@ import orjson
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from ..batch.delta_tables import DeltaTables, stats_columns
-from ..batch.evolution import SchemaEvolution
 from ..batch.keys import key_property
-from ..batch.mirrors import META, key_stats
-from ..batch.writer import PARTITION_COLUMN, write_change_log_file
+from ..batch.writer import PARTITION_COLUMN, Added, write_change_log_file
 from ..decode.decode import quote, typed_ddl
 from ..lake.delta_log import TableLog, simple_type, table_protocol
 from ..lake.files import LakeFiles
@@ -29,6 +26,9 @@ from ..lake.generations import parse_change_log
 from ..lake.paths import join, scheme
 from ..statements.statements import STATEMENT_COLUMNS, Name, statement_column_ddl
 from ..statements.table_statements import Properties, StatementTables
+from .evolution import DeltaEvolution
+from .mirrors import META, key_stats
+from .tables import DeltaTables, stats_columns
 
 log = logging.getLogger("binlake.land")
 _TS = pa.timestamp("us", tz="UTC")
@@ -36,12 +36,12 @@ _CHANGE_LOG_STATS = ["commit_ts", "kafka_offset"]
 
 
 class DeltaStatementTables(StatementTables):
-    def __init__(self, spark: SparkSession, lake: str, delta: DeltaTables, evolution: SchemaEvolution,
+    def __init__(self, spark: SparkSession, lake: str, delta: DeltaTables, evolution: DeltaEvolution,
                  files: LakeFiles | None) -> None:
         self.spark = spark
         self.lake = lake
         self.delta = delta
-        self.evolution = evolution
+        self.evolution = evolution  # the tables' ALTERs
         self.files = files
 
     def path(self, db: str, name: str) -> str:
@@ -106,13 +106,13 @@ class DeltaStatementTables(StatementTables):
                                  for n in STATEMENT_COLUMNS if n not in have]
             metadata = {**table.metadata, "schemaString": orjson.dumps(schema).decode(),
                         "configuration": _configured(table.configuration, properties)}
-        adds = []
+        adds: list[Added] = []
         if row is not None:
             assert self.files is not None
             rows = row.append_column("ingest_ts", pa.array([time.time_ns() // 1000], _TS))
             date = time.strftime("%Y-%m-%d", time.gmtime(row.column("commit_ts")[0].value / 1e6))
             adds.append(write_change_log_file(self.files, path, date, rows))
-        version = commit.rewrite([(n, v, s, st) for n, v, s, st in adds], [], self.delta.app_id, batch_id, metadata,
+        version = commit.rewrite(adds, [], self.delta.app_id, batch_id, metadata,
                                  protocol)
         self.delta.committed(path, version, batch_id)
 
@@ -182,15 +182,15 @@ class DeltaStatementTables(StatementTables):
             self._copy_spark(src_path, dst_path, properties, batch_id)
             return
         assert self.files is not None
-        adds = []
+        adds: list[Added] = []
         for name, add in src.files.items():
             if scheme(name) or name.startswith("/"):  # an absolute path (a shallow clone's): its own name here
                 relative, origin = unquote(name.rsplit("/", 1)[-1]), (name if scheme(name) else unquote(name))
             else:
                 relative, origin = name, join(src_path, unquote(name))
             self.files.copy(origin, join(dst_path, unquote(relative)))
-            adds.append((relative, dict(add.get("partitionValues") or {}), int(add["size"]),
-                         orjson.loads(add["stats"]) if add.get("stats") else {}))
+            adds.append(Added(relative, dict(add.get("partitionValues") or {}), int(add["size"]),
+                              orjson.loads(add["stats"]) if add.get("stats") else {}))
         commit = self.delta.transaction(dst_path)
         configuration = _configured(src.configuration, properties)
         if dst.version < 0:  # a new table: the source's own schema (its type changes' metadata and all), protocol

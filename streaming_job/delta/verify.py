@@ -13,14 +13,14 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ..batch.delta_tables import DeltaTables
-from ..batch.mirror import SEQ
-from ..batch.mirror_driver import conform, key_range
+from ..batch.mirror import SEQ, conform
 from ..format.mirror_read import KeyCut, MirrorRead
 from ..format.verify_results import RESULT_COLUMNS, VERIFY_TABLE
 from ..lake.delta_log import TableLog
 from ..lake.files import LakeFiles
 from ..lake.paths import join
+from .mirror_driver import key_range
+from .tables import DeltaTables
 
 RESULT_DDL = ", ".join(f"`{n}` {t}" for n, t in RESULT_COLUMNS)
 

@@ -1,24 +1,30 @@
 """The lake's table format, one strategy behind one interface (``land.format``): what a micro-batch asks of
 the tables it lands -- their columns, a table's share of the batch landed exactly once (its change log, and
-its mirror where the table has a key), the quarantine's rows, a mirror's recorded key. Delta Lake
-(delta_format.DeltaFormat: the driver's own Delta log commits, or the JVM's Delta) and Apache Iceberg
-(iceberg_format.IcebergFormat: pyiceberg's commits in a SQL catalog). Everything format-independent --
-decoding, the union schema, the mirror's candidates and key -- stays with sink.Lander. ``binlake verify``
-(verify.py) reads a mirror's rows through the format and records its results with it."""
+its mirror where the table has a key), the quarantine's rows, the mirrors' keys as they recorded them. Delta Lake
+(delta/format.py's DeltaFormat: the driver's own Delta log commits, or the JVM's Delta) and Apache Iceberg
+(iceberg/format.py's IcebergFormat: pyiceberg's commits in the lake's catalog), each building its own parts from
+``FormatSettings`` and ``FormatServices`` (land/formats.py's make_format). Everything format-independent --
+decoding, the union schema, the mirror's candidates and the rules of its key -- stays with sink.Lander and batch/.
+``binlake verify`` (verify.py) reads a mirror's rows through the format and records its results with it."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..batch.batch_rows import TableRows
-from ..batch.evolution import SchemaGroup
+from ..batch.evolution import SchemaEvolution, SchemaGroup
+from ..batch.keys import MirrorKeys
+from ..lake.files import LakeFiles
+from ..runtime.driver_threads import DriverThreads
 from .mirror_read import MirrorRead
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from ..statements.statements import Action
     from ..statements.table_statements import TableStatements
 
@@ -34,6 +40,38 @@ class Undecodable(NamedTuple):
     error: str  # why
     value: bytes  # the record's value
     headers: bytes  # its headers, a pickled dict
+
+
+@dataclass(frozen=True)
+class FormatSettings:
+    """What a lake format is built with (land.*, as the Lander has them: land/formats.py's make_format)."""
+
+    name: str  # land.format: "delta" or "iceberg"
+    lake: str
+    keys: dict[str, list[str]] = field(default_factory=dict)  # land.keys: "<db>.<table>" -> its mirror's key
+    # Delta: a table's batch of at most this many row changes lands by the driver (delta/landing.py), which keeps
+    # the mirror itself where that reads at most driver_merge_bytes of its files (delta/mirror_driver.py)
+    driver_rows: int = 1_000_000
+    driver_merge_bytes: int = 256 << 20
+    # land.compact_*: small files rewritten together (delta/compaction.py, delta/mirror_driver.py,
+    # iceberg/maintenance.py's defaults)
+    compact_files: int = 32
+    small_file_bytes: int = 8 << 20
+    compact_bytes: int = 256 << 20
+    on_incompatible_change: str = "rewrite"  # land.on_incompatible_change (schema_alter.py)
+
+
+@dataclass
+class FormatServices:
+    """The job's shared parts a lake format uses (the Lander's)."""
+
+    spark: SparkSession
+    app_id: str  # the job's identity for idempotent writes
+    # the lake's files as the driver and the executors write them (lake/files.py); None: a lake only Spark's own
+    # filesystems reach (e.g. abfss://)
+    files: LakeFiles | None
+    threads: DriverThreads
+    evolution: SchemaEvolution  # the batch's union schema, the defaults of added columns
 
 
 @dataclass
@@ -71,6 +109,8 @@ class LakeFormat(ABC):
 
     # Table statements (table_statements.py) over the format's own writes of them; its change logs' generations
     table_statements: TableStatements
+    # The mirrors' keys (keys.py), read from and recorded in the format's own mirrors
+    keys: MirrorKeys
 
     def apply(self, action: Action) -> None:
         """What a table statement did to a table (statements.Action), applied to its lake tables at its place in
@@ -78,8 +118,10 @@ class LakeFormat(ABC):
         it has the action already (table_statements.py)."""
         self.table_statements.apply(action)
 
-    def forget(self, db: str, table: str) -> None:  # noqa: B027 (a format that keeps nothing of a table)
-        """A statement changed the table's lake tables: what the format keeps of them is read again."""
+    def forget(self, db: str, table: str) -> None:
+        """A statement changed the table's lake tables: what the format keeps of them (their mirror's key too) is
+        read again."""
+        self.keys.forget(db, table)
 
     @contextmanager
     def part(self, name: str) -> Iterator[None]:
@@ -123,11 +165,6 @@ class LakeFormat(ABC):
     def record_verify(self, rows: list[dict[str, Any]], batch_id: int) -> None:
         """Verify results (verify_results.RESULT_COLUMNS' values by name) recorded in the lake's results table,
         once per batch: a batch replayed after a crash that recorded them adds none."""
-
-    def stored_key(self, db: str, table: str) -> tuple[bool, list[str] | None] | None:
-        """Whether the table's mirror exists, and the key it recorded; None: the format leaves it to
-        keys.MirrorKeys' own reading (Delta's)."""
-        return None
 
     def close(self) -> None:  # noqa: B027 (most formats keep nothing open)
         """The job ends."""

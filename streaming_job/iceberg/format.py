@@ -37,16 +37,33 @@ from ..batch.batch_rows import TableRows
 from ..batch.default_values import default_values, fill_older, with_columns
 from ..batch.evolution import SchemaEvolution
 from ..batch.keys import MirrorKeys, key_property, recorded_key
-from ..batch.mirror import COMMIT_TS, DELETED, SEQ, candidate_schema, last_per_key, mirror_candidates
-from ..batch.mirrors import mirror_columns, statement_seq
-from ..batch.table_landing import full_images
+from ..batch.mirror import (
+    COMMIT_TS,
+    DELETED,
+    SEQ,
+    candidate_schema,
+    full_images,
+    last_per_key,
+    mirror_candidates,
+    mirror_columns,
+    statement_seq,
+)
 from ..batch.writer import PARTITION_COLUMN
 from ..decode.decode import typed_batches
-from ..format.lake_format import QUARANTINE_TABLE, LakeFormat, TableChanges, Undecodable, quarantine_rows
+from ..format.lake_format import (
+    QUARANTINE_TABLE,
+    FormatServices,
+    FormatSettings,
+    LakeFormat,
+    TableChanges,
+    Undecodable,
+    quarantine_rows,
+)
 from ..format.mirror_read import MirrorRead
 from ..format.verify_results import ICEBERG_VERIFY, VERIFY_TABLE, result_schema
 from ..lake.files import LakeFiles
 from ..lake.generations import ChangeLogGenerations, parse_change_log
+from ..lake.paths import join
 from ..runtime.errors import LandError
 from ..statements.table_statements import TableStatements
 from .catalog import IcebergCatalog, batch_properties, first_line, landed_batch
@@ -83,14 +100,16 @@ _QUARANTINE_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()
 class IcebergFormat(LakeFormat):
     name = "iceberg"
 
-    def __init__(self, where: IcebergCatalog, app_id: str, keys: MirrorKeys, evolution: SchemaEvolution | None = None,
-                 spark: Any = None, maintenance: IcebergMaintenance | None = None) -> None:
-        """``evolution`` and ``spark``: the defaults of added columns (none without them); ``maintenance``:
-        compaction and expiry after each commit (iceberg_maintenance.py's defaults without it)."""
+    def __init__(self, where: IcebergCatalog, app_id: str, keys: dict[str, list[str]] | None = None,
+                 evolution: SchemaEvolution | None = None, spark: Any = None,
+                 maintenance: IcebergMaintenance | None = None, on_incompatible_change: str = "rewrite") -> None:
+        """``keys``: land.keys; ``evolution`` and ``spark``: the defaults of added columns (none without them);
+        ``maintenance``: compaction and expiry after each commit (iceberg_maintenance.py's defaults without it)."""
         self.where = where
         # the snapshots' app id (with the batch's part: lake_format.LakeFormat.part), the calling thread's own
         self._app_id: ContextVar[str] = ContextVar(f"binlake-iceberg-app-id-{id(self)}", default=app_id)
-        self.keys = keys
+        # the mirrors' keys, as each mirror records its own (its properties: mirror_properties, from its creation)
+        self.keys = MirrorKeys(keys or {}, partial(join, where.lake), self.stored_key)
         self.evolution = evolution
         self.spark = spark
         self._catalog: Catalog | None = None
@@ -105,6 +124,17 @@ class IcebergFormat(LakeFormat):
         statement_tables = IcebergStatementTables(self)
         self.table_statements = TableStatements(statement_tables, self.generations, self.forget)
         self.table_statements.alters = iceberg_alters(statement_tables, self.table_statements)
+        self.table_statements.alters.mode = "stop" if on_incompatible_change == "stop" else "rewrite"
+
+    @classmethod
+    def build(cls, settings: FormatSettings, services: FormatServices, catalog: IcebergCatalog,
+              maintenance: IcebergMaintenance | None = None) -> IcebergFormat:
+        """An Iceberg lake's format in the lake's ``catalog`` (built once by the job: Spark's session reads it too);
+        ``maintenance``: land.iceberg_* (None: IcebergMaintenance's defaults with land.compact_*)."""
+        upkeep = maintenance or IcebergMaintenance(settings.compact_files, settings.small_file_bytes,
+                                                   settings.compact_bytes)
+        return cls(catalog, services.app_id, settings.keys, services.evolution, services.spark, upkeep,
+                   settings.on_incompatible_change)
 
     def _properties(self, db: str, name: str) -> dict[str, str] | None:
         found = self.table(db, name)
@@ -124,7 +154,8 @@ class IcebergFormat(LakeFormat):
 
     def forget(self, db: str, table: str) -> None:
         """A statement changed the table's lake tables: their columns are read again (the tables themselves are
-        this job's objects, committed in place)."""
+        this job's objects, committed in place); the mirror's key too."""
+        super().forget(db, table)
         for key in [k for k in list(self._columns) if k[0] == db]:  # (a copy: a parked table's rewrite forgets on
             # a thread of its own while the batches land)
             if key[1] == table or (parse_change_log(key[1]) or ("",))[0] == table:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ingester.config import LandConfig
 from ingester.config_values import duration_seconds
 
-from ..batch.compaction import within
+from ..batch.writer import within
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile

@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ..batch.mirror import SEQ
-from ..batch.mirror_driver import conform
+from ..batch.mirror import SEQ, conform
 from ..format.mirror_read import KeyCut, MirrorRead
 from .tables import E, key_filter, recorded_columns
 

@@ -9,11 +9,9 @@ import logging
 import os
 import re
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -25,8 +23,8 @@ from pyspark.sql.streaming import StreamingQueryListener
 from ingester.config import LandConfig
 from ingester.registry_client import RegistryClient
 
-from ..batch.writer import DeltaCommit, write_mirror_file
 from ..iceberg.auth import RestAuth
+from ..iceberg.catalog import IcebergCatalog
 from ..iceberg.maintenance import IcebergMaintenance
 from ..lake.files import LakeFiles
 from ..lake.lease import LakeLease
@@ -89,7 +87,7 @@ def build_session(master: str | None, shuffle_partitions: int, app_name: str = "
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
                # No table feature by default (no type widening, deletion vectors, column mapping): a new table
                # gets the lowest protocol its columns need, which delta-rs, Polars and pandas read too; type
-               # widening is enabled on a table at its first widening (evolution.SchemaEvolution.add_columns,
+               # widening is enabled on a table at its first widening (delta/evolution.py, DeltaEvolution.add_columns;
                # docs/LAND.md)
                # A checkpoint (a Spark job writing the table's state) every 1,000 commits, not 10: with a commit
                # per micro-batch and table, the batch writing one is slower (~1 s warm, more in a busy JVM, which
@@ -201,22 +199,9 @@ def warm_up(spark: SparkSession, delta: bool = True) -> None:
         if not delta:
             log.info("warmed up Spark's Python workers in %.1fs", time.monotonic() - started)
             return
-        with tempfile.TemporaryDirectory(prefix="binlake-warm-up-") as scratch:
-            path = os.path.join(scratch, "table")  # the driver's own disk: a URI, or a cluster's default
-            uri = Path(path).as_uri()  # file system (HDFS, S3) would take the path for one of its own
-            commit = DeltaCommit(spark, uri)
-            commit.create("id bigint", [], {})
-            rows = pa.table({"id": pa.array([1], pa.int64())})
-            commit.append([write_mirror_file(LakeFiles.on_disk(), path, rows, "id")],
-                          "binlake-warm-up", 0, [])
-            again = DeltaCommit(spark, uri)
-            again.files()
-            again.done("binlake-warm-up", 0)
-            # a checkpoint: a batch's first one then takes ~1 s, not 3-4 (and the JVM grows its heap here)
-            jvm = spark._jvm
-            assert jvm is not None  # a local session (classic Spark)
-            delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, uri)
-            delta_log.checkpoint(delta_log.unsafeVolatileSnapshot(), jvm.scala.Option.empty())
+        from ..delta.commit import warm_up_commits
+
+        warm_up_commits(spark)
     except Exception as exc:  # an optimisation: the query itself says what is wrong
         log.warning("warm-up failed, the first micro-batch pays Spark's and Delta's start: %s",
                     str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
@@ -232,14 +217,13 @@ def _started(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
     """Run the query until it stops (available-now: once everything committed so far has landed)."""
     store = settings.store if on_object_store(settings.lake) else None
-    iceberg = None
-    if settings.land.format == "iceberg":  # Spark reads the lake's Iceberg catalog (the job writes it with pyiceberg)
-        from ..iceberg.catalog import IcebergCatalog
-
-        iceberg = IcebergCatalog(settings.lake, settings.land.iceberg_catalog, store, settings.checkpoint,
-                                 RestAuth.of(settings.land)).spark_conf()
+    catalog = None
+    if settings.land.format == "iceberg":  # the lake's Iceberg catalog, built once: the job writes it with pyiceberg,
+        # Spark reads it
+        catalog = IcebergCatalog(settings.lake, settings.land.iceberg_catalog, store, settings.checkpoint,
+                                 RestAuth.of(settings.land))
     spark = spark or build_session(settings.master, settings.land.shuffle_partitions, store=store,
-                                   jvm_log=settings.jvm_log, iceberg=iceberg)
+                                   jvm_log=settings.jvm_log, iceberg=catalog.spark_conf() if catalog else None)
     if store is not None:
         probe(spark, settings.lake)
     master = spark.sparkContext.master or ""
@@ -250,13 +234,14 @@ def run(settings: LandSettings, spark: SparkSession | None = None) -> int:
     files = LakeFiles.of(settings.lake, store)
     lease = LakeLease(files, settings.lake).acquire() if files is not None else None
     try:
-        return _run(spark, settings, files, lease)
+        return _run(spark, settings, files, lease, catalog)
     finally:
         if lease is not None:
             lease.release()
 
 
-def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, lease: LakeLease | None) -> int:
+def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, lease: LakeLease | None,
+         catalog: IcebergCatalog | None = None) -> int:
     land = settings.land
     source_kind = source_format(land.source_format, spark, settings.lake, settings.bootstrap, settings.registry)
     source_kind.check(land.min_partitions)
@@ -265,9 +250,9 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
     lander = Lander(spark, settings.lake, settings.checkpoint, land.quarantine, settings.bootstrap,
                     settings.topic_prefix, driver_rows=land.driver_rows, min_tasks=land.min_partitions or 0,
                     keys=land.keys, files=files, lease=lease, source=source_kind, lake_format=land.format,
-                    iceberg_catalog=land.iceberg_catalog, compact_files=land.compact_files,
+                    iceberg_catalog=catalog, compact_files=land.compact_files,
                     small_file_bytes=land.small_file_bytes, compact_bytes=land.compact_bytes,
-                    iceberg_maintenance=IcebergMaintenance.of(land), iceberg_auth=RestAuth.of(land),
+                    iceberg_maintenance=IcebergMaintenance.of(land),
                     on_incompatible_change=land.on_incompatible_change, park_rows=land.park_rows,
                     checkpoint_files=checkpoint_files)
     listener = LandMetrics(lander)

@@ -1,15 +1,14 @@
-"""foreachBatch: one micro-batch of Kafka records -> Delta change logs, mirrors, quarantine.
+"""foreachBatch: one micro-batch of Kafka records -> the lake's change logs, mirrors, quarantine.
 
-Exactly once: every Delta write of batch N carries (txnAppId, txnVersion=N), so a batch replayed
-after a crash skips the writes that already committed. Mirrors apply the batch's changes in source
-order (seq, row index): per primary key the last change wins, an update that moves the key deletes
-the old key, deletes delete.
+Exactly once: every write of batch N carries the job's app id and N (Delta's txnAppId, txnVersion; Iceberg's
+snapshot summary), so a batch replayed after a crash skips the writes that already committed. Mirrors apply the
+batch's changes in source order (seq, row index): per primary key the last change wins, an update that moves the
+key deletes the old key, deletes delete.
 
-``Lander`` orchestrates a batch: its decoding (batch_rows), the records read again from Kafka
-(kafka_read), quarantine, and per table the schema (evolution), the change log's schema and transaction,
-then the table's landing (table_landing: by the driver or by Spark), which lands the mirror (mirrors:
-kept by the driver, mirror_driver, or by Spark, mirror_spark) and compacts the change log (compaction).
-The Delta tables are read and written through delta_tables.
+``Lander`` orchestrates a batch, format-neutral: its decoding (batch_rows), the records read again from Kafka
+(kafka_read), quarantine, per table the union schema (evolution) and the mirror's key (keys), then the table's
+share handed to the lake format (lake_format.LakeFormat, made by formats.make_format: delta/format.py, whose
+landing is by the driver or by Spark, or iceberg/format.py), table statements, parking and verify.
 """
 
 from __future__ import annotations
@@ -28,18 +27,10 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from ..batch.batch_rows import BatchRows, DriverBatch, SeqRange, SparkBatch
-from ..batch.compaction import ChangeLogCompaction
-from ..batch.delta_tables import DeltaTables
 from ..batch.evolution import SchemaEvolution, SchemaGroup
-from ..batch.keys import MirrorKeys
-from ..batch.mirror_driver import DriverMirror
-from ..batch.mirror_spark import SparkMirror
-from ..batch.mirrors import Mirrors
-from ..batch.table_landing import DriverLanding, SparkLanding
 from ..decode.decode import RECORD_DDL, ChunkPiece, RecordRow, reassemble, typed_batches
-from ..delta.format import DeltaFormat
-from ..format.lake_format import QUARANTINE_TABLE, LakeFormat, TableChanges, Undecodable
-from ..iceberg.auth import RestAuth
+from ..format.lake_format import QUARANTINE_TABLE, FormatServices, FormatSettings, LakeFormat, TableChanges, Undecodable
+from ..iceberg.catalog import IcebergCatalog
 from ..iceberg.maintenance import IcebergMaintenance
 from ..lake.files import LakeFiles
 from ..lake.lease import LakeLease
@@ -53,6 +44,7 @@ from ..statements.parking import ParkBook
 from ..statements.parking_work import Parking
 from ..statements.statements import ApplyPart, StatementAt, plan
 from ..statements.type_changes import type_changes
+from .formats import make_format
 from .sink_parks import ParkedTables, Scope, TableRecords
 from .verify import Verifier
 
@@ -102,26 +94,19 @@ class Lander(ParkedTables):
     compact_bytes: int = 256 << 20
     # format iceberg: the tables' upkeep (land.iceberg_*; None: IcebergMaintenance's defaults with the three above)
     iceberg_maintenance: IcebergMaintenance | None = None
-    lake_format: str = "delta"  # land.format: "delta" or "iceberg" (lake_format.py)
-    iceberg_catalog: str | None = None  # land.iceberg_catalog (iceberg_catalog.py)
-    iceberg_auth: RestAuth | None = None  # a REST catalog's token or credential (land.iceberg_catalog_token...)
+    lake_format: str = "delta"  # land.format: "delta" or "iceberg" (formats.py)
+    # format iceberg: the lake's catalog (iceberg/catalog.py), built once by job.run (its Spark session reads it too)
+    iceberg_catalog: IcebergCatalog | None = None
     on_incompatible_change: str = "rewrite"  # land.on_incompatible_change (schema_alter.py)
     # A table statement that rewrites more mirror rows than this parks its table (land.park_rows; -1: never):
     # the rewrite runs beside the batches, kept in a file beside the checkpoint (``checkpoint_files``: the
     # checkpoint's files; None: no parking), parking.py
     park_rows: int = 100_000
     checkpoint_files: LakeFiles | None = None
-    # Its parts, each a job of its own
-    delta: DeltaTables = field(init=False)
+    # Its parts, each a job of its own; the lake format (formats.make_format: Delta's or Iceberg's) builds its own
     threads: DriverThreads = field(init=False)
     kafka: KafkaReader = field(init=False)
     evolution: SchemaEvolution = field(init=False)
-    compaction: ChangeLogCompaction = field(init=False)
-    driver_mirror: DriverMirror = field(init=False)
-    mirrors: Mirrors = field(init=False)
-    on_driver: DriverLanding = field(init=False)
-    in_spark: SparkLanding = field(init=False)
-    mirror_keys: MirrorKeys = field(init=False)
     verifier: Verifier = field(init=False)
     format: LakeFormat = field(init=False)
     parking: Parking | None = field(init=False, default=None)
@@ -133,44 +118,20 @@ class Lander(ParkedTables):
             self.app_id = f"binlake-land-{digest}"
         if self.files is None:
             self.files = LakeFiles.of(self.lake)
-        self.delta = DeltaTables(self.spark, self.app_id, self.files)
         self.threads = DriverThreads(self.spark, remote=self.files is not None and not self.files.local)
         self.kafka = KafkaReader(self.spark, self.bootstrap)
-        self.evolution = SchemaEvolution(self.spark, self.delta, self.kafka,
+        self.evolution = SchemaEvolution(self.kafka,
                                          f"{self.topic_prefix}._schema" if self.source.schema_topic else None)
-        self.compaction = ChangeLogCompaction(self.compact_files, self.small_file_bytes, self.compact_bytes,
-                                              self.files)
-        self.driver_mirror = DriverMirror(self.delta, self.threads, self.driver_merge_bytes, self.compact_files,
-                                          self.small_file_bytes, self.compact_bytes)
-        self.mirror_keys = MirrorKeys(self.keys, self.spark, self.path, self.delta.log)
-        self.mirrors = Mirrors(self.spark, self.lake, self.delta, self.evolution, self.mirror_keys, self.driver_mirror,
-                               SparkMirror(self.spark, self.delta, self.evolution))
-        self.on_driver = DriverLanding(self.delta, self.threads, self.compaction, self.mirrors)
-        self.in_spark = SparkLanding(self.delta, self.mirrors)
-        self.format = self._format()
+        settings = FormatSettings(self.lake_format, self.lake, self.keys, self.driver_rows, self.driver_merge_bytes,
+                                  self.compact_files, self.small_file_bytes, self.compact_bytes,
+                                  self.on_incompatible_change)
+        services = FormatServices(self.spark, self.app_id, self.files, self.threads, self.evolution)
+        self.format = make_format(settings, services, self.iceberg_catalog, self.iceberg_maintenance)
         self.verifier = Verifier(self.format)
-        self.mirror_keys.stored = self.format.stored_key
-        self.format.table_statements.forget = self._forget
-        if self.format.table_statements.alters is not None:
-            self.format.table_statements.alters.mode = "stop" if self.on_incompatible_change == "stop" else "rewrite"
         if self.checkpoint_files is not None:  # (a rename a bounded batch splits parks too: land.park_rows -1 or not)
             files = self.checkpoint_files
             self.parking = Parking(ParkBook(files, self.checkpoint), self._rewrite, self._catch_up,
                                    lambda: read_landed(files, self.checkpoint))
-
-    def _format(self) -> LakeFormat:
-        if self.lake_format == "iceberg":
-            from ..iceberg.catalog import IcebergCatalog
-            from ..iceberg.format import IcebergFormat
-
-            store = self.files.store if self.files is not None else None
-            upkeep = self.iceberg_maintenance or IcebergMaintenance(self.compact_files, self.small_file_bytes,
-                                                                    self.compact_bytes)
-            where = IcebergCatalog(self.lake, self.iceberg_catalog, store, self.checkpoint, self.iceberg_auth)
-            return IcebergFormat(where, self.app_id,
-                                 self.mirror_keys, self.evolution, self.spark, upkeep)
-        return DeltaFormat(self.spark, self.lake, self.delta, self.evolution, self.files, self.driver_rows,
-                           self.on_driver, self.in_spark)
 
     def path(self, db: str, table: str) -> str:
         return join(self.lake, db, table)
@@ -345,15 +306,6 @@ class Lander(ParkedTables):
                 stats.newest_commit_ts = max(stats.newest_commit_ts or 0.0, more.newest_commit_ts or 0.0)
         return stats
 
-    def _forget(self, db: str, table: str) -> None:
-        """A statement changed the table's lake tables: every cache of them is read again when next needed."""
-        self.evolution.forget(db, table)
-        self.mirrors.forget(db, table)
-        self.mirror_keys.forget(db, table)
-        self.driver_mirror.forget(db, table)
-        self.mirrors.in_spark.forget(db, table)
-        self.format.forget(db, table)
-
     def _land(self, rows: BatchRows, meta: list[Any], batch_id: int, between: SeqRange = None) -> BatchStats:
         stats = BatchStats()
         groups: dict[tuple[str, str, str], SchemaGroup] = {}
@@ -368,7 +320,7 @@ class Lander(ParkedTables):
         for (db, table), schemas in ordered:
             if self.format.table_statements.ended(db, table):  # rows of a table created anew after a DROP or RENAME
                 head = schemas[0]
-                key = self.mirror_keys.configured_for(db, table) or list(head.meta["pk"])
+                key = self.format.keys.configured_for(db, table) or list(head.meta["pk"])
                 with self.format.part("create"):  # before the tables land side by side: the identity is the format's
                     self.format.table_statements.recreate(db, table, [(n, t) for n, t in head.meta["columns"]], key,
                                                           head.first_seq, batch_id)
@@ -408,10 +360,9 @@ class Lander(ParkedTables):
         lake = self.format.lake_columns(db, table)
         columns = self.evolution.evolve(db, table, lake, schemas)
         # The mirror's key: the table's (or land.keys'), the same as the mirror's own (keys.py)
-        pk = self.mirror_keys.key(db, table, [(g.meta, g.first_position) for g in schemas])
+        pk = self.format.keys.key(db, table, [(g.meta, g.first_position) for g in schemas])
         log.debug("%s.%s: schema %.1fs", db, table, time.monotonic() - t)
         subset = rows.table(db, table, between)
         t = time.monotonic()
         self.format.land(subset, TableChanges(db, table, lake, columns, pk, schemas, batch_id, ingest))
         log.debug("%s.%s: landed in %.1fs", db, table, time.monotonic() - t)
-        self.evolution.landed(db, table, columns)

@@ -73,8 +73,7 @@ def spark_rows_in_store(store: Any, lake: str, checkpoint: Path, db: str,
 def local_format(lake: Path, app_id: str = "app-1", uri: str | None = None) -> Any:
     """An IcebergFormat on the lake's default catalog (Iceberg's Hadoop catalog on its path, or the SQLite one an
     earlier lake has), or on the catalog ``uri`` names, without Spark (no defaults of added columns)."""
-    from streaming_job.batch.keys import MirrorKeys
     from streaming_job.iceberg.catalog import IcebergCatalog
     from streaming_job.iceberg.format import IcebergFormat
 
-    return IcebergFormat(IcebergCatalog(str(lake), uri), app_id, MirrorKeys({}, None, lambda d, t: "", lambda p: None))
+    return IcebergFormat(IcebergCatalog(str(lake), uri), app_id)

@@ -9,11 +9,10 @@ import pytest
 
 from ingester.records.format import Sequence
 from ingester.records.statement import TableStatement
-from streaming_job.batch.delta_tables import DeltaTables
-from streaming_job.batch.evolution import SchemaEvolution
+from streaming_job.delta.evolution import DeltaEvolution
 from streaming_job.delta.statements import DeltaStatementTables
+from streaming_job.delta.tables import DeltaTables
 from streaming_job.lake.generations import ChangeLogGenerations
-from streaming_job.source.kafka_read import KafkaReader
 from streaming_job.statements.statements import ApplyPart, StatementAt, plan
 from streaming_job.statements.table_statements import TableStatements
 
@@ -38,7 +37,7 @@ def _at(op: str, table: str, pos: int, **more) -> StatementAt:
 def test_statements_on_a_delta_lake_only_spark_reaches(spark, tmp_path) -> None:
     lake, files = (tmp_path / "lake").as_uri(), None
     delta = DeltaTables(spark, "app", files)
-    evolution = SchemaEvolution(spark, delta, KafkaReader(spark, ""), None)
+    evolution = DeltaEvolution(spark, delta)
     tables = DeltaStatementTables(spark, lake, delta, evolution, files)
     statements = TableStatements(tables, ChangeLogGenerations(tables.properties),
                                  lambda db, table: evolution.forget(db, table))

@@ -339,7 +339,7 @@ def test_undecodable_records_stop_the_query_or_go_to_quarantine(make_mariadb, ka
 def test_mirror_key_bounds_are_exact_for_every_key_type(spark, tmp_path) -> None:
     """The MERGE's key bounds travel as SQL text: each must come back as the batch's exact smallest and
     largest key (a bound off by a microsecond or a quote would make MERGE miss a row)."""
-    from streaming_job.batch.mirror_spark import key_ranges
+    from streaming_job.delta.mirror_spark import key_ranges
 
     keys = {
         "bigint": [-(2**63), 5, 2**63 - 1],

@@ -111,14 +111,16 @@ def test_defaults_pending_at_a_crash_are_given_at_the_next_start(spark, tmp_path
     """A crash between adding a mirror's columns and giving their defaults: the mirror's pending mark makes the
     next start finish it, and only rows older than the ALTER change."""
     from streaming_job.batch import defaults as D
+    from streaming_job.delta.defaults import give_existing_rows, mark_pending
+    from streaming_job.delta.defaults import pending as pending_of
 
     path = str(tmp_path / "mirror")
     spark.createDataFrame([(1, b"\x00" * 16), (2, b"\xff" * 16)], "id int, _binlake_seq binary").write.format(
         "delta").save(path)
     pending = [D.Default("a", b"\x10" * 16, "CAST(42 AS int)", "ALTER TABLE t ADD COLUMN a INT DEFAULT 42")]
-    D.mark_pending(spark, path, pending)
+    mark_pending(spark, path, pending)
     spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS (a int)")  # ... and the process dies here
-    assert D.pending(spark, path) == pending
-    D.give_existing_rows(spark, path, D.pending(spark, path))
+    assert pending_of(spark, path) == pending
+    give_existing_rows(spark, path, pending_of(spark, path))
     assert {r.id: r.a for r in spark.read.format("delta").load(path).collect()} == {1: 42, 2: None}
-    assert D.pending(spark, path) == []
+    assert pending_of(spark, path) == []

@@ -79,11 +79,11 @@ def test_the_driver_keeps_the_mirror_equal_to_the_source(spark, tmp_path) -> Non
     for batch_id in range(8):
         changes = _batch(rnd, model, batch_id, 400 if batch_id == 0 else 150)
         table = pa.Table.from_pylist([dict(zip(schema.names, c, strict=True)) for c in changes], schema=schema)
-        lander.driver_mirror.merge_bytes = 0 if batch_id in spark_batches else 256 << 20
-        lander.mirrors.from_driver(table, "db", "t", COLUMNS, ["id"], batch_id)
+        lander.format.mirrors.driver.merge_bytes = 0 if batch_id in spark_batches else 256 << 20
+        lander.format.mirrors.from_driver(table, "db", "t", COLUMNS, ["id"], batch_id)
         if batch_id == 6:  # replayed after a crash: the commit is there, nothing changes
-            lander.driver_mirror.files.clear()
-            lander.mirrors.from_driver(table, "db", "t", COLUMNS, ["id"], batch_id)
+            lander.format.mirrors.driver.files.clear()
+            lander.format.mirrors.from_driver(table, "db", "t", COLUMNS, ["id"], batch_id)
         assert _mirror(spark, path) == model, batch_id
     operations = _operations(spark, path)
     # created by the driver's append of the first batch, then its rewrites (UPDATE), Spark's MERGEs
@@ -106,7 +106,7 @@ def test_a_batch_of_new_keys_reads_no_mirror_file(spark, tmp_path) -> None:
         rows = [(k, "x", when, Decimal("1.00"), False, batch_id.to_bytes(4, "big"), i, 1, when)
                 for i, k in enumerate(keys)]
         table = pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema)
-        lander.mirrors.from_driver(table, "db", "t", COLUMNS, ["id"], batch_id)
+        lander.format.mirrors.from_driver(table, "db", "t", COLUMNS, ["id"], batch_id)
 
     batch([10, 11, 12, 20], 0)
     batch([13, 30], 1)  # 13 lies in the first file's range 10..20, which does not hold it
@@ -122,7 +122,7 @@ def test_a_conflicting_commit_names_the_table_and_the_replay_lands_the_batch(spa
     batch, and the batch replayed lands on top of the other writer's change."""
     from delta.tables import DeltaTable
 
-    from streaming_job.batch import mirror_driver
+    from streaming_job.delta import mirror_driver
     from streaming_job.batch.mirror import candidate_schema
     from streaming_job.land.sink import Lander
     from streaming_job.runtime.errors import LandError
@@ -136,7 +136,7 @@ def test_a_conflicting_commit_names_the_table_and_the_replay_lands_the_batch(spa
         rows = [(k, value, when, Decimal("1.00"), False, batch_id.to_bytes(4, "big"), i, 1, when)
                 for i, k in enumerate(keys)]
         table = pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema)
-        lander.mirrors.from_driver(table, "db", "t", COLUMNS, ["id"], batch_id)
+        lander.format.mirrors.from_driver(table, "db", "t", COLUMNS, ["id"], batch_id)
 
     batch([10, 11, 12, 20], "a", 0)
     write = mirror_driver.write_mirror_file
@@ -197,7 +197,7 @@ def test_a_large_batch_is_written_as_files_of_consecutive_key_ranges(spark, tmp_
     first = pa.Table.from_arrays([arrays.get(f.name) or (pa.array([same[f.name]] * n, f.type) if f.name in same
                                                         else pa.array(range(n), f.type)) for f in schema],
                                  schema=schema)
-    lander.mirrors.from_driver(first, "db", "t", COLUMNS, ["id"], 0)
+    lander.format.mirrors.from_driver(first, "db", "t", COLUMNS, ["id"], 0)
     adds = [json.loads(line)["add"] for line in (tmp_path / "lake/db/t/_delta_log/00000000000000000000.json")
             .read_text().splitlines() if '"add"' in line]
     stats = [json.loads(a["stats"]) for a in adds]
@@ -205,7 +205,7 @@ def test_a_large_batch_is_written_as_files_of_consecutive_key_ranges(spark, tmp_
     assert ranges == [(0, 59_999), (60_000, n - 1)], ranges
     rows = [(k, "new", when, Decimal("2.00"), False, b"\0\0\0\1", i, 1, when) for i, k in enumerate((10, 100_000))]
     table = pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema)
-    lander.mirrors.from_driver(table, "db", "t", COLUMNS, ["id"], 1)
+    lander.format.mirrors.from_driver(table, "db", "t", COLUMNS, ["id"], 1)
     mirror = {r.id: r.v for r in spark.read.format("delta").load(path).select("id", "v").collect()}
     assert mirror == {i: ("new" if i in (10, 100_000) else f"v{i}") for i in range(n)}
     assert _operations(spark, path) == ["WRITE", "UPDATE"]
@@ -238,8 +238,8 @@ def test_a_trickle_of_small_batches_keeps_few_mirror_files(spark, tmp_path) -> N
             del model[deleted]
         model.update({c[0]: image for c in changes[:20]})
         table = pa.Table.from_pylist([dict(zip(schema.names, c, strict=True)) for c in changes], schema=schema)
-        lander.mirrors.from_driver(table, "db", "t", COLUMNS, ["id"], batch_id)
+        lander.format.mirrors.from_driver(table, "db", "t", COLUMNS, ["id"], batch_id)
         assert _mirror(spark, path) == model, batch_id
-        most = max(most, len(lander.driver_mirror.files[("db", "t")].sizes))
+        most = max(most, len(lander.format.mirrors.driver.files[("db", "t")].sizes))
     assert most <= 4 + 1, most  # four small files, and the batch's own until the next commit merges them
     assert len(spark.read.format("delta").load(path).inputFiles()) <= 5

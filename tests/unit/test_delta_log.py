@@ -14,7 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streaming_job.batch.writer import file_actions
+from streaming_job.batch.writer import Added
+from streaming_job.delta.commit import file_actions
 from streaming_job.lake.delta_log import CommitConflict, TableLog, UnreadableLog, simple_type, table_protocol
 
 SCHEMA = {"type": "struct", "fields": [
@@ -29,7 +30,7 @@ ARROW = pa.schema([("id", pa.int64()), ("v", pa.string()), ("d", pa.decimal128(1
                    ("img", pa.struct([("x", pa.int32()), ("f", pa.list_(pa.float32()))]))])
 
 
-def _file(path: str, ids: list[int]) -> tuple[str, dict[str, str], int, dict]:
+def _file(path: str, ids: list[int]) -> Added:
     name = f"part-{uuid.uuid4()}.parquet"
     os.makedirs(path, exist_ok=True)
     rows = pa.Table.from_pylist([{"id": i, "v": f"v{i}", "d": None, "img": {"x": i, "f": [0.5]}} for i in ids],
@@ -37,7 +38,7 @@ def _file(path: str, ids: list[int]) -> tuple[str, dict[str, str], int, dict]:
     pq.write_table(rows, os.path.join(path, name))
     stats = {"numRecords": len(ids), "minValues": {"id": min(ids)}, "maxValues": {"id": max(ids)},
              "nullCount": {"id": 0}}
-    return name, {}, os.path.getsize(os.path.join(path, name)), stats
+    return Added(name, {}, os.path.getsize(os.path.join(path, name)), stats)
 
 
 def _ids(path: str) -> list[int]:
@@ -136,7 +137,7 @@ def test_protocols_types_and_what_the_driver_may_write(tmp_path) -> None:
 
 
 def test_the_checkpoint_the_driver_asks_for_is_read_back(tmp_path) -> None:
-    from streaming_job.batch.writer import checkpoint
+    from streaming_job.delta.commit import checkpoint
 
     path = str(tmp_path / "t")
     table = TableLog.read(path)
@@ -152,7 +153,7 @@ def test_the_checkpoint_the_driver_asks_for_is_read_back(tmp_path) -> None:
 
 
 def test_a_blind_append_goes_on_over_another_writers_rows_but_not_over_its_schema_change(tmp_path) -> None:
-    from streaming_job.batch.writer import LogCommit
+    from streaming_job.delta.commit import LogCommit
 
     path = str(tmp_path / "t")
     seed = TableLog.read(path)

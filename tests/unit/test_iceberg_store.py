@@ -67,11 +67,9 @@ def test_tables_of_one_new_namespace_created_on_many_threads(tmp_path) -> None:
 
     import pyarrow as pa
 
-    from streaming_job.batch.keys import MirrorKeys
     from streaming_job.iceberg.format import IcebergFormat
 
-    lake = IcebergFormat(IcebergCatalog(str(tmp_path / "lake")), "app-1",
-                         MirrorKeys({}, None, lambda d, t: "", lambda p: None))
+    lake = IcebergFormat(IcebergCatalog(str(tmp_path / "lake")), "app-1")
     schema = pa.schema([("a", pa.int64())])
     with ThreadPoolExecutor(16) as pool:  # 8 new namespaces, each one's first 16 tables at once
         made = list(pool.map(lambda i: lake._ready(f"db{i // 16}", f"t{i}", schema, [], dict), range(128)))

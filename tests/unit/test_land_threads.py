@@ -1,5 +1,5 @@
-"""The driver's split of a table's records into one run per core (table_landing.land_on_threads): large batches
-are split at record boundaries into runs of about equal bytes, in order, every record in exactly one run;
+"""The driver's split of a table's records into one run per core (delta/landing.py's land_on_threads): large
+batches are split at record boundaries into runs of about equal bytes, in order, every record in exactly one run;
 small ones stay one run (one change-log file), and an empty batch gives nothing."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
-from streaming_job.batch.table_landing import _THREADED_BYTES, land_on_threads
+from streaming_job.delta.landing import _THREADED_BYTES, land_on_threads
 
 SCHEMA = pa.schema([("offsets", pa.list_(pa.int64()))])
 

@@ -193,3 +193,12 @@ def test_no_import_cycle_between_streaming_job_packages() -> None:
         found = cycle(package, [])
         assert not found, " -> ".join(found) + "\n" + "\n".join(
             sorted(i for a, b in itertools.pairwise(found) for i in edges[(a, b)]))
+
+
+def test_the_lander_names_no_delta_part() -> None:
+    """The micro-batch's Lander (land/sink.py, land/sink_parks.py) is format-neutral: it asks land/formats.py's
+    make_format for the lake's format, which builds its own parts; it imports nothing of delta/."""
+    wrong = [f"{module} imports {name}" for module, path in _job_modules().items()
+             if module in ("streaming_job.land.sink", "streaming_job.land.sink_parks")
+             for name in sorted(_imports(path, module)) if _job_package(name) == "delta"]
+    assert not wrong, "\n".join(wrong)

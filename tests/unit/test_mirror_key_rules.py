@@ -1,6 +1,6 @@
-"""The key of a table's mirror (streaming_job/batch/keys.py): the records' key or land.keys, recorded in the mirror,
-checked batch after batch; NULLs in land.keys columns. The end-to-end proof is
-tests/integration/test_land_keys.py."""
+"""The key of a table's mirror (streaming_job/batch/keys.py; a Delta mirror's, read and recorded:
+streaming_job/delta/keys.py): the records' key or land.keys, recorded in the mirror, checked batch after batch;
+NULLs in land.keys columns. The end-to-end proof is tests/integration/test_land_keys.py."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ingester.config import load_config
 from ingester.records.format import Sequence
 from streaming_job.batch.keys import KEY_PROPERTY, MirrorKeys, key_property, recorded_key
 from streaming_job.batch.mirror import SEQ
+from streaming_job.delta.keys import DeltaKeys
 from streaming_job.lake.delta_log import TableLog
 from streaming_job.runtime.errors import LandError
 
@@ -39,7 +40,7 @@ def _keys(tmp_path: Path, configuration: dict[str, str] | None = None,
           configured: dict[str, list[str]] | None = None) -> tuple[MirrorKeys, _Spark]:
     spark = _Spark()
     log = _log(tmp_path, configuration)
-    return MirrorKeys(configured or {}, spark, lambda db, t: f"/lake/{db}/{t}", lambda path: log), spark
+    return DeltaKeys(spark, lambda db, t: f"/lake/{db}/{t}", lambda path: log).mirror_keys(configured or {}), spark
 
 
 def _schemas(*keys: list[str], columns: tuple[str, ...] = ("a", "b", "c")) -> list[tuple[dict, str]]:

@@ -13,12 +13,13 @@ from typing import Generic, TypeVar
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
+from ..batch import defaults as D
+from ..batch.evolution import SchemaEvolution, SchemaGroup, widened
+from ..batch.keys import MirrorKeys
+from ..batch.mirror import COMMIT_TS, SEQ, candidates_ddl, mirror_columns, statement_seq
 from ..lake.paths import join
-from . import defaults as D
-from .delta_tables import DeltaTables
-from .evolution import SchemaEvolution, SchemaGroup, widened
-from .keys import MirrorKeys
-from .mirror import COMMIT_TS, SEQ, candidates_ddl
+from .defaults import give_existing_rows
+from .tables import DeltaTables
 
 INTEGER = ("tinyint", "smallint", "int", "bigint")
 META = [(SEQ, "binary"), (COMMIT_TS, "timestamp")]  # kept in the mirror: the row's last change
@@ -109,7 +110,7 @@ class Mirrors:
             self._since[(db, table)] = statement_seq(properties)
             pending = D.pending_in(properties)
             if pending:
-                D.give_existing_rows(self.spark, path, pending)
+                give_existing_rows(self.spark, path, pending)
             schema = found.columns() if found is not None else [
                 (f.name, f.dataType.simpleString()) for f in DeltaTable.forPath(self.spark, path).toDF().schema]
             known = [(n, t) for n, t in schema if not n.startswith("_binlake_")]
@@ -120,22 +121,6 @@ class Mirrors:
         fills = self.evolution.defaults(db, table, columns, added)
         return MirrorTable(db, table, path, columns, pk, exists, known, added, fills,
                            bool(widened(known or [], columns)) if exists else False)
-
-
-def mirror_columns(columns: list[tuple[str, str]], known: list[tuple[str, str]],
-                   schemas: list[SchemaGroup]) -> list[tuple[str, str]]:
-    """The columns a batch gives an existing mirror: of the batch's union (``columns``, the change log's and the
-    batch's), those the mirror has (``known``: a column dropped since stays) or the batch's rows carry; not
-    those of an earlier table of the name that only the change log still has (a table dropped and created
-    again: table_statements.py)."""
-    keep = {n for n, _ in known} | {n for g in schemas for n, _ in g.meta["columns"]}
-    return [(n, t) for n, t in columns if n in keep]
-
-
-def statement_seq(properties: dict[str, str]) -> bytes:
-    """The sequence of the last table statement a lake table took (statements.STATEMENT_PROPERTY; b"": none)."""
-    text = properties.get("binlake.statement") or ""
-    return bytes.fromhex(text.partition(":")[0]) if text else b""
 
 
 def _properties(spark: SparkSession, path: str) -> dict[str, str]:

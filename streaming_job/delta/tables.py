@@ -1,6 +1,6 @@
 """The lake's Delta tables as the land job reads and writes them: a local table's log read and committed
-by the driver itself where it can (delta_log.TableLog, writer.LogCommit), any other table's through the
-JVM's Delta (writer.DeltaCommit, Spark's writer); every write idempotent by the job's txnAppId and the
+by the driver itself where it can (delta_log.TableLog, commit.LogCommit), any other table's through the
+JVM's Delta (commit.DeltaCommit, Spark's writer); every write idempotent by the job's txnAppId and the
 batch as txnVersion, so that a batch replayed after a crash skips the writes that already committed."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from ..decode.decode import quote
 from ..lake.delta_log import CommitConflict, TableLog, UnreadableLog
 from ..lake.files import LakeFiles
-from .writer import Commit, DeltaCommit, LogCommit
+from .commit import Commit, DeltaCommit, LogCommit
 
 log = logging.getLogger("binlake.land")
 _STATS_PROPERTY = "delta.dataSkippingStatsColumns"

@@ -1,6 +1,6 @@
 """The mirror kept by the driver: a batch's candidates (an Arrow table in the driver) applied to a mirror
 keyed first by an integer column with pyarrow, and committed to its Delta log by the driver itself
-(writer.Commit) with the batch's SetTransaction. Spark's writer and MERGE cost seconds per batch; this
+(commit.Commit) with the batch's SetTransaction. Spark's writer and MERGE cost seconds per batch; this
 costs milliseconds for a batch of new keys, and the files it reads for one of updates."""
 
 from __future__ import annotations
@@ -10,24 +10,23 @@ import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..batch.keys import key_property
+from ..batch.mirror import DELETED, conform, last_per_key
+from ..batch.writer import SMALL_FILE_ROWS, Added, within, write_mirror_file
 from ..decode.decode import quote
 from ..lake.files import LakeFiles
 from ..lake.paths import join, scheme
 from ..runtime.driver_threads import DriverThreads
 from ..runtime.errors import LandError
-from .compaction import within
-from .delta_tables import DeltaTables, stats_columns
-from .keys import key_property
-from .mirror import DELETED, last_per_key
+from .commit import Commit
 from .mirrors import INTEGER, META, MirrorStrategy, MirrorTable, key_stats
-from .writer import SMALL_FILE_ROWS, Commit, write_mirror_file
+from .tables import DeltaTables, stats_columns
 
 log = logging.getLogger("binlake.land")
 # the first key column types of mirrors the driver keeps: integers, and unsigned BIGINT (decimal(20,0))
@@ -163,7 +162,7 @@ class MirrorFiles:
         found.sort(key=lambda n: self.ranges[n] or (0, 0))
         return within(found, self.sizes, budget)
 
-    def update(self, version: int, adds: list[tuple[str, dict[str, str], int, dict[str, Any]]],
+    def update(self, version: int, adds: list[Added],
                removed: list[str], key: str) -> None:
         for name in removed:
             del self.sizes[name], self.ranges[name]
@@ -227,7 +226,7 @@ def _sorted_by(rows: pa.Table, key: str) -> pa.Table:
 
 
 def _write_mirror_files(lake: LakeFiles, path: str, rows: pa.Table, key: str, pool: ThreadPoolExecutor,
-                        threads: int) -> list[tuple[Any, ...]]:
+                        threads: int) -> list[Added]:
     """The driver's mirror rows (in key order) as files of consecutive key ranges: as many as the rows
     need at ``_FILE_ROWS`` each, or one per thread where each still gets ``_FILE_ROWS_PER_THREAD`` rows,
     written at once on ``pool`` (Parquet's encoding and compression release the GIL)."""
@@ -259,13 +258,6 @@ def key_range(stats: str | None, key: str) -> tuple[int, int] | None:
     if not (isinstance(low, int) and isinstance(high, int)):
         return None
     return low, high
-
-
-def conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
-    """A mirror file's rows (Spark's or ours; columns added since are missing) in the mirror's Arrow schema."""
-    have = set(rows.column_names)
-    return pa.Table.from_arrays([rows.column(f.name).cast(f.type) if f.name in have else pa.nulls(len(rows), f.type)
-                                 for f in schema], schema=schema)
 
 
 def _first_line(exc: Exception) -> str:

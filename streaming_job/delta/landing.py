@@ -19,14 +19,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..batch.batch_rows import TableRows
+from ..batch.evolution import SchemaGroup
+from ..batch.mirror import full_images
+from ..batch.writer import FILE_COLUMNS, landed_ddl, landed_schema
 from ..runtime.driver_threads import DriverThreads
-from ..runtime.errors import LandError
-from .batch_rows import TableRows
+from .commit import Commit
 from .compaction import ChangeLogCompaction
-from .delta_tables import DeltaTables
-from .evolution import SchemaGroup
 from .mirrors import Mirrors
-from .writer import FILE_COLUMNS, Commit, landed_ddl, landed_schema
+from .tables import DeltaTables
 
 log = logging.getLogger("binlake.land")
 _INLINE_BYTES = 1 << 20  # a table's records in a batch whose change log the driver commits without a thread
@@ -131,14 +132,6 @@ class SparkLanding(TableLanding):
                 log.debug("%s.%s: mirror %.1fs", db, table, time.monotonic() - t)
         finally:
             landed.unpersist()
-
-
-def full_images(db: str, table: str, schemas: list[SchemaGroup]) -> None:
-    """The mirror needs the rows' full images: partial ones stop the query."""
-    if any(g.partial for g in schemas):
-        raise LandError(f"`{db}`.`{table}`: partial row images (binlog_row_image MINIMAL or NOBLOB) "
-                        f"from {min(g.first_position for g in schemas)}: the mirror needs FULL images; "
-                        "set binlog_row_image=FULL")
 
 
 def land_on_threads(land: Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]], records: pa.Table,

@@ -5,7 +5,6 @@ rewritten with the batch that the driver keeps the mirror with."""
 
 from __future__ import annotations
 
-import itertools
 import logging
 import time
 from dataclasses import dataclass, field
@@ -13,9 +12,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..batch.writer import PARTITION_COLUMN, within, write_change_log_file
 from ..lake.files import LakeFiles
 from ..lake.paths import join, scheme
-from .writer import PARTITION_COLUMN, Commit, Moved, write_change_log_file
+from .commit import Commit, Moved
 
 log = logging.getLogger("binlake.land")
 
@@ -114,7 +114,3 @@ class ChangeLogCompaction:
                                  [n for n, _, _ in moved[1]], self.small_file_bytes)
 
 
-def within(names: list[str], sizes: dict[str, int], budget: int) -> list[str]:
-    """The first of ``names`` whose sizes add up to at most ``budget`` bytes (a compaction's files)."""
-    total = itertools.accumulate(sizes[n] for n in names)
-    return [name for name, upto in zip(names, total, strict=True) if upto <= budget]

@@ -11,23 +11,23 @@ from typing import Any, NamedTuple
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ..batch import defaults as D
+from ..batch.mirror import DELETED, ORDER, SEQ
 from ..decode.decode import quote
-from . import defaults as D
-from .delta_tables import DeltaTables
-from .evolution import SchemaEvolution
+from .evolution import DeltaEvolution
 from .keys import record_key
-from .mirror import DELETED, ORDER, SEQ
 from .mirrors import INTEGER, META, MirrorStrategy, MirrorTable, key_stats
+from .tables import DeltaTables
 
 log = logging.getLogger("binlake.land")
 _NUMBER: dict[str, Any] = {**dict.fromkeys(INTEGER, int), "decimal": Decimal}
 
 
 class SparkMirror(MirrorStrategy[DataFrame]):
-    def __init__(self, spark: SparkSession, delta: DeltaTables, evolution: SchemaEvolution) -> None:
+    def __init__(self, spark: SparkSession, delta: DeltaTables, columns: DeltaEvolution) -> None:
         self.spark = spark
         self.delta = delta
-        self.evolution = evolution
+        self.columns = columns  # the tables' ALTERs
         self._highest: dict[tuple[str, str], Any] = {}  # see _key_high
 
     def apply(self, candidates: DataFrame, mirror: MirrorTable, batch_id: int) -> bool:
@@ -51,7 +51,7 @@ class SparkMirror(MirrorStrategy[DataFrame]):
             record_key(self.spark, path, pk)  # Spark's writer sets no properties but Delta's own
             return True
         assert mirror.known is not None
-        self.evolution.add_columns(path, mirror.known, columns, nested=False,
+        self.columns.add_columns(path, mirror.known, columns, nested=False,
                                    defaults=[d for d in mirror.fills if d.column in mirror.added])
         ranges = key_ranges(candidates, columns, pk)
         high = self._key_high(path, db, table, columns, pk, ranges)
