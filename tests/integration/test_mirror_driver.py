@@ -122,8 +122,8 @@ def test_a_conflicting_commit_names_the_table_and_the_replay_lands_the_batch(spa
     batch, and the batch replayed lands on top of the other writer's change."""
     from delta.tables import DeltaTable
 
-    from streaming_job.delta import mirror_driver
     from streaming_job.batch.mirror import candidate_schema
+    from streaming_job.delta import mirror_driver
     from streaming_job.land.sink import Lander
     from streaming_job.runtime.errors import LandError
 
