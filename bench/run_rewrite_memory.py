@@ -40,12 +40,13 @@ def make(lake: str, n: int) -> None:
     from run_schema_rewrite import COLUMNS, rows
 
     from streaming_job.batch.keys import key_property
-    from streaming_job.iceberg.tables import mirror_properties, mirror_schema
+    from streaming_job.iceberg.tables import WantedTable, mirror_properties, mirror_schema
     from tests.harness.iceberg import local_format
 
     fmt = local_format(Path(lake), app_id="bench")
     schema = mirror_schema(COLUMNS)
-    table = fmt._create("db", "t", schema, mirror_properties(COLUMNS, key_property(["id"]), ["id"]), None, None)
+    table = fmt.create(WantedTable("db", "t", schema, COLUMNS,
+                                   lambda: mirror_properties(COLUMNS, key_property(["id"]), ["id"])))
     for start in range(0, n, PART):
         part = rows(min(PART, n - start))
         ids = part.column("id").to_numpy() + start

@@ -160,14 +160,14 @@ def iceberg(tmp: Path, data: pa.Table, spark: Any) -> list[tuple[str, str, float
     from streaming_job.iceberg.format import IcebergFormat
     from streaming_job.iceberg.schema import IcebergMirrorRewrite
     from streaming_job.iceberg.statements import IcebergStatementTables
-    from streaming_job.iceberg.tables import mirror_properties, mirror_schema
+    from streaming_job.iceberg.tables import WantedTable, mirror_properties, mirror_schema
 
     out = []
     for label, (plan, values) in plans().items():
         lake = tmp / f"ice-{label}".replace(" ", "-")
         fmt = IcebergFormat(IcebergCatalog(str(lake)), "bench", None, None, spark)
-        table = fmt._create("db", "t", mirror_schema(COLUMNS), mirror_properties(COLUMNS, key_property(["id"]), ["id"]),
-                            None, None)
+        table = fmt.create(WantedTable("db", "t", mirror_schema(COLUMNS), COLUMNS,
+                                       lambda: mirror_properties(COLUMNS, key_property(["id"]), ["id"])))
         with table.transaction() as tx:
             tx.append(data.cast(mirror_schema(COLUMNS)))
         fmt.forget("db", "t")

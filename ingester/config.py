@@ -158,7 +158,7 @@ class LandConfig:
     # (debezium.schema_registry_*) (binlake's debezium formats or a real Debezium MySQL/MariaDB connector's);
     # repeats of an at-least-once producer are dropped by source position
     source_format: Literal["binlake", "debezium-json", "debezium-avro"] = "binlake"
-    # the lake's table format (docs/LAND.md): Delta Lake, or Apache Iceberg (pyiceberg's writes, iceberg_catalog.py)
+    # the lake's table format (docs/LAND.md): Delta Lake, or Apache Iceberg (pyiceberg's writes, iceberg/catalog.py)
     format: Literal["delta", "iceberg"] = "delta"
     # format iceberg: the catalog's database, a SQLAlchemy URL (sqlite:///..., mysql+pymysql://user@host/db), or a
     # REST catalog (http(s)://...);

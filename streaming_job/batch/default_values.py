@@ -1,7 +1,7 @@
 """Defaults after ADD COLUMN in an Iceberg mirror (docs/LAND.md, "Schema changes"): rows last changed before
 a column was added -- the mirror's rows when it gains the column, and a batch's images older than the
 statement -- get the column's default (defaults.Default: a Spark SQL value, evaluated once to an Arrow
-scalar of the column's type). Renamed columns keep their values by Iceberg's field ids (iceberg_renames.py)."""
+scalar of the column's type). Renamed columns keep their values by Iceberg's field ids (iceberg/renames.py)."""
 
 from __future__ import annotations
 

@@ -134,7 +134,7 @@ class SchemaEvolution:
     def renames(self, db: str, table: str, lake: list[tuple[str, str]],
                 columns: list[tuple[str, str]]) -> list[D.Default]:
         """The RENAME COLUMN and CHANGE statements that named a column of ``columns`` after another of them
-        (a format that renames columns in place: iceberg_format.py), in source order; not a swap of two
+        (a format that renames columns in place: iceberg/format.py), in source order; not a swap of two
         columns the ``lake`` has both of. Empty without a schema topic."""
         if self.schema_topic is None:
             return []

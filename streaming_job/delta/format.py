@@ -168,5 +168,4 @@ class DeltaFormat(LakeFormat):
             return
         land = land_partition(columns, changes.pk, path if write else None, changes.ingest_micros, self.files)
         landing = self.on_driver if txn is not None and changes.rows <= self.driver_rows else self.in_spark
-        landing.land(rows, TableBatch(db, table, path, columns, changes.pk, changes.schemas, batch_id, txn, write,
-                                      land))
+        landing.land(rows, TableBatch(changes, path, txn, write, land))

@@ -20,9 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..batch.batch_rows import TableRows
-from ..batch.evolution import SchemaGroup
 from ..batch.mirror import full_images
 from ..batch.writer import FILE_COLUMNS, landed_ddl, landed_schema
+from ..format.lake_format import TableChanges
 from ..runtime.driver_threads import DriverThreads
 from .commit import Commit
 from .compaction import ChangeLogCompaction
@@ -36,15 +36,10 @@ _THREADED_BYTES = 8 << 20  # decoded row changes of a table's batch worth a run 
 
 @dataclass
 class TableBatch:
-    """One table's share of a batch, its change log's schema and transaction settled."""
+    """One table's share of a batch (its TableChanges) with its change log's schema and transaction settled."""
 
-    db: str
-    table: str
+    changes: TableChanges
     path: str  # the change log's
-    columns: list[tuple[str, str]]
-    pk: list[str]  # none: no mirror
-    schemas: list[SchemaGroup]
-    batch_id: int
     txn: Commit | None  # the change log's commit (None: Spark's writer landed it)
     write: bool  # whether the change log still needs this batch's files (else a replay)
     land: Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]  # writer.land_partition's function
@@ -69,8 +64,8 @@ class DriverLanding(TableLanding):
         self.mirrors = mirrors
 
     def land(self, rows: TableRows, batch: TableBatch) -> None:
-        db, table, path, columns, pk = batch.db, batch.table, batch.path, batch.columns, batch.pk
-        txn, write, batch_id = batch.txn, batch.write, batch.batch_id
+        changes, path, txn, write = batch.changes, batch.path, batch.txn, batch.write
+        db, table, columns, pk, batch_id = changes.db, changes.table, changes.columns, changes.pk, changes.batch_id
         assert txn is not None  # chosen for change logs the driver commits to
         t = time.monotonic()
         records = rows.records(db, table)
@@ -90,10 +85,10 @@ class DriverLanding(TableLanding):
             committing = self.threads.committer.submit(txn.commit, files, self.delta.app_id, batch_id, moved)
         try:
             if pk:
-                full_images(db, table, batch.schemas)
+                full_images(db, table, changes.schemas)
                 t = time.monotonic()
                 self.mirrors.from_driver(got.filter(pc.invert(is_file)).drop_columns(FILE_COLUMNS), db, table,
-                                         columns, pk, batch_id, batch.schemas)
+                                         columns, pk, batch_id, changes.schemas)
                 log.debug("%s.%s: mirror %.1fs", db, table, time.monotonic() - t)
         except BaseException:
             if committing is not None:
@@ -114,7 +109,8 @@ class SparkLanding(TableLanding):
         self.mirrors = mirrors
 
     def land(self, rows: TableRows, batch: TableBatch) -> None:
-        db, table, columns, pk, batch_id = batch.db, batch.table, batch.columns, batch.pk, batch.batch_id
+        changes = batch.changes
+        db, table, columns, pk, batch_id = changes.db, changes.table, changes.columns, changes.pk, changes.batch_id
         landed = rows.frame().mapInArrow(batch.land, landed_ddl(columns))
         if pk:
             landed = landed.persist()  # the files' job computes the candidates once, for the mirror
@@ -125,10 +121,10 @@ class SparkLanding(TableLanding):
                 batch.txn.commit([tuple(f) for f in files], self.delta.app_id, batch_id)
             log.debug("%s.%s: change log %.1fs (%d files)", db, table, time.monotonic() - t, len(files))
             if pk:
-                full_images(db, table, batch.schemas)
+                full_images(db, table, changes.schemas)
                 t = time.monotonic()
                 self.mirrors.from_spark(landed.filter("_binlake_file IS NULL").drop(*FILE_COLUMNS), db, table,
-                                        columns, pk, batch_id, batch.schemas)
+                                        columns, pk, batch_id, changes.schemas)
                 log.debug("%s.%s: mirror %.1fs", db, table, time.monotonic() - t)
         finally:
             landed.unpersist()

@@ -16,6 +16,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..batch.key_range import KeyRange
 from ..batch.keys import key_property
 from ..batch.mirror import DELETED, conform, last_per_key
 from ..batch.writer import SMALL_FILE_ROWS, Added, within, write_mirror_file
@@ -130,7 +131,7 @@ class MirrorFiles:
 
     version: int
     sizes: dict[str, int]
-    ranges: dict[str, tuple[int, int] | None]
+    ranges: dict[str, KeyRange | None]
     vectors: bool = False  # some file has a deletion vector: pyarrow alone would not see its deletes
 
     @classmethod
@@ -138,7 +139,7 @@ class MirrorFiles:
         sizes, ranges, vectors = {}, {}, False
         for name, size, stats, dv, _ in commit.files():
             sizes[name] = size
-            ranges[name] = key_range(stats, key)
+            ranges[name] = file_range(stats, key)
             vectors = vectors or dv
         return cls(commit.version, sizes, ranges, vectors)
 
@@ -148,7 +149,8 @@ class MirrorFiles:
             return None
         out = []
         for name, bounds in self.ranges.items():
-            if bounds is None or np.searchsorted(keys, bounds[0], "left") < np.searchsorted(keys, bounds[1], "right"):
+            if bounds is None or (np.searchsorted(keys, bounds.low, "left")
+                                  < np.searchsorted(keys, bounds.high, "right")):
                 out.append(name)
         return out
 
@@ -159,7 +161,7 @@ class MirrorFiles:
         found = [n for n, size in self.sizes.items() if size < below and n not in touched]
         if len(found) < at_least:
             return []
-        found.sort(key=lambda n: self.ranges[n] or (0, 0))
+        found.sort(key=lambda n: self.ranges[n] or KeyRange(0, 0))
         return within(found, self.sizes, budget)
 
     def update(self, version: int, adds: list[Added],
@@ -168,7 +170,7 @@ class MirrorFiles:
             del self.sizes[name], self.ranges[name]
         for name, _, size, stats in adds:
             self.sizes[name] = size
-            self.ranges[name] = (stats["minValues"][key], stats["maxValues"][key])
+            self.ranges[name] = KeyRange(stats["minValues"][key], stats["maxValues"][key])
         self.version = version
 
 
@@ -248,7 +250,7 @@ def key_numbers(keys: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return keys.to_numpy()
 
 
-def key_range(stats: str | None, key: str) -> tuple[int, int] | None:
+def file_range(stats: str | None, key: str) -> KeyRange | None:
     """A file's range of the first key from its statistics; None where there is none or it is not exact (a
     decimal statistic written in exponent form: the file may then hold any key)."""
     if not stats:
@@ -257,7 +259,7 @@ def key_range(stats: str | None, key: str) -> tuple[int, int] | None:
     low, high = parsed.get("minValues", {}).get(key), parsed.get("maxValues", {}).get(key)
     if not (isinstance(low, int) and isinstance(high, int)):
         return None
-    return low, high
+    return KeyRange(low, high)
 
 
 def _first_line(exc: Exception) -> str:

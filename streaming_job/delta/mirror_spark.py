@@ -12,6 +12,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..batch import defaults as D
+from ..batch.key_range import KeyRange
 from ..batch.mirror import DELETED, ORDER, SEQ
 from ..decode.decode import quote
 from .evolution import DeltaEvolution
@@ -54,30 +55,30 @@ class SparkMirror(MirrorStrategy[DataFrame]):
         self.columns.add_columns(path, mirror.known, columns, nested=False,
                                    defaults=[d for d in mirror.fills if d.column in mirror.added])
         ranges = key_ranges(candidates, columns, pk)
-        high = self._key_high(path, db, table, columns, pk, ranges)
+        growth = self._key_growth(path, db, table, columns, pk, ranges)
         if len(ranges) == len(pk) and (
-                (high is not None and high[0] < high[1])
+                (growth is not None and growth.highest < growth.batch.low)
                 or self.spark.read.format("delta").load(path).where(
-                    " AND ".join(f"{r.column} BETWEEN {r.low} AND {r.high}" for r in ranges)).isEmpty()):
+                    " AND ".join(r.between() for r in ranges)).isEmpty()):
             # No mirror row has a key in the batch's key ranges (known from the mirror's largest key, or
             # answered by Delta from file statistics when keys only grow): nothing can match, so MERGE would
             # just insert the surviving rows. An append is that, without MERGE's fixed cost of seconds.
             self.delta.append(surviving, path, batch_id)
             log.debug("%s.%s: no mirror row in the batch's key ranges: appended, no MERGE", db, table)
-            if high is not None:
-                self._highest[(db, table)] = max(high[0], high[2])
+            if growth is not None:
+                self._highest[(db, table)] = growth.after()
             return True
         assign: dict[str, str | Column] = {quote(n): f"s.{quote(n)}" for n, _ in [*columns, *META]}
         on = " AND ".join([f"t.{quote(k)} = s.{quote(k)}" for k in pk]
-                          + [f"t.{r.column} BETWEEN {r.low} AND {r.high}" for r in ranges])
+                          + [r.between("t.") for r in ranges])
         with self.delta.batch_writes(batch_id):
             (DeltaTable.forPath(self.spark, path).alias("t").merge(latest.alias("s"), on)
              .whenMatchedDelete(condition=f"s.{DELETED}")
              .whenMatchedUpdate(condition=f"NOT s.{DELETED}", set=assign)
              .whenNotMatchedInsert(condition=f"NOT s.{DELETED}", values=assign)
              .execute())
-        if high is not None:
-            self._highest[(db, table)] = max(high[0], high[2])
+        if growth is not None:
+            self._highest[(db, table)] = growth.after()
         return True
 
     def forget(self, db: str, table: str) -> None:
@@ -93,39 +94,57 @@ class SparkMirror(MirrorStrategy[DataFrame]):
             self._highest[key] = None if found is None else number(found)
         return self._highest[key]
 
-    def _key_high(self, path: str, db: str, table: str, columns: list[tuple[str, str]], pk: list[str],
-                  ranges: list[KeyRange]) -> tuple[Any, Any, Any] | None:
-        """For a mirror keyed by one integer or decimal column: (the largest key the mirror can hold, the
-        batch's smallest and largest key). The first is asked of the mirror once per process, then kept
-        up to date here (an upper bound: deletes do not lower it), so that a batch of new keys -- the
-        common case of an insert-mostly table -- needs no query of the mirror to skip the MERGE."""
+    def _key_growth(self, path: str, db: str, table: str, columns: list[tuple[str, str]], pk: list[str],
+                    ranges: list[KeyBounds]) -> KeyGrowth | None:
+        """For a mirror keyed by one integer or decimal column: the largest key the mirror can hold and the
+        batch's range of keys. The first is asked of the mirror once per process, then kept up to date here
+        (an upper bound: deletes do not lower it), so that a batch of new keys -- the common case of an
+        insert-mostly table -- needs no query of the mirror to skip the MERGE."""
         if len(pk) != 1 or len(ranges) != 1:
             return None
         number = _NUMBER.get(dict(columns)[pk[0]].split("(")[0])
         if number is None:
             return None
         highest = self._mirror_highest(path, db, table, pk[0], number)
-        low, high = number(ranges[0].text_low), number(ranges[0].text_high)
-        return (low - 1 if highest is None else highest), low, high
+        batch = KeyRange(number(ranges[0].text.low), number(ranges[0].text.high))
+        return KeyGrowth(batch.low - 1 if highest is None else highest, batch)
 
 
-class KeyRange(NamedTuple):
-    """A key column's bounds in a batch: SQL literals for the MERGE condition, and their text."""
+class KeyGrowth(NamedTuple):
+    """A mirror's largest key (an upper bound) and a batch's range of keys."""
 
-    column: str  # quoted
-    low: str
-    high: str
-    text_low: str
-    text_high: str
+    highest: Any
+    batch: KeyRange
+
+    def after(self) -> Any:
+        """The mirror's largest key once the batch is in."""
+        return max(self.highest, self.batch.high)
 
 
-def key_ranges(candidates: DataFrame, columns: list[tuple[str, str]], pk: list[str]) -> list[KeyRange]:
+class KeyBounds(NamedTuple):
+    """A key column's range in a batch, as text (hex for a binary key), rendered as SQL for the MERGE."""
+
+    column: str
+    dtype: str  # its Spark type
+    text: KeyRange
+
+    def literals(self) -> KeyRange:
+        """The bounds as SQL literals."""
+        return KeyRange(_literal(self.text.low, self.dtype), _literal(self.text.high, self.dtype))
+
+    def between(self, alias: str = "") -> str:
+        """The condition that the (``alias``-qualified) column lies in the range."""
+        low, high = self.literals()
+        return f"{alias}{quote(self.column)} BETWEEN {low} AND {high}"
+
+
+def key_ranges(candidates: DataFrame, columns: list[tuple[str, str]], pk: list[str]) -> list[KeyBounds]:
     """Target-only bounds for the MERGE condition: each key column between the batch's smallest and
     largest key. A matching row must lie inside them, and Delta skips every mirror file whose key
     statistics (collected since the mirror's creation) lie outside: without them MERGE reads the whole
     mirror each batch, which grows with the table; with them a batch of new keys reads none of it.
     The bounds travel as text (hex for binary keys) so that no value is converted through Python.
-    Returns a KeyRange per bounded key column."""
+    Returns the bounds of each bounded key column."""
     types = dict(columns)
     keys = [k for k in pk if types[k] not in ("float", "double")]  # NaN and -0.0 order oddly: no bounds
     bounds = []
@@ -139,7 +158,7 @@ def key_ranges(candidates: DataFrame, columns: list[tuple[str, str]], pk: list[s
         assert found is not None
         low, high = found[2 * i], found[2 * i + 1]
         if low is not None and high is not None:
-            ranges.append(KeyRange(quote(k), _literal(low, types[k]), _literal(high, types[k]), low, high))
+            ranges.append(KeyBounds(k, types[k], KeyRange(low, high)))
     return ranges
 
 

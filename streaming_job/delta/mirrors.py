@@ -27,7 +27,8 @@ META = [(SEQ, "binary"), (COMMIT_TS, "timestamp")]  # kept in the mirror: the ro
 
 @dataclass
 class MirrorTable:
-    """One table's mirror as a batch finds it."""
+    """One table's mirror as a batch finds it: its state, read for the batch's share (format.TableChanges);
+    ``columns``: the batch's union schema as the mirror takes it (mirror_columns)."""
 
     db: str
     table: str

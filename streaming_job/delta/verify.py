@@ -1,4 +1,4 @@
-"""``binlake verify`` on a Delta lake (delta_format.DeltaFormat): a mirror's rows read for the comparison, and
+"""``binlake verify`` on a Delta lake (delta/format.DeltaFormat): a mirror's rows read for the comparison, and
 the results appended to the Delta table ``<lake>/_verify`` (idempotent by the micro-batch's txnVersion).
 
 Where the driver reaches the lake's files (local disk, S3) it reads the mirror's Delta log and only the
@@ -19,7 +19,7 @@ from ..format.verify_results import RESULT_COLUMNS, VERIFY_TABLE
 from ..lake.delta_log import TableLog
 from ..lake.files import LakeFiles
 from ..lake.paths import join
-from .mirror_driver import key_range
+from .mirror_driver import file_range
 from .tables import DeltaTables
 
 RESULT_DDL = ", ".join(f"`{n}` {t}" for n, t in RESULT_COLUMNS)
@@ -66,13 +66,12 @@ class _DriverRead(MirrorRead):
         """The rows of the files whose first key may lie in the cut (files whose statistics say it cannot are
         not read): a superset of what Spark's read gives."""
         schema = cut.schema
-        low, high = cut.bounds() if cut.keys is None else (None, None)
+        wanted = cut.bounds()
+        exact = cut.keys is None and all(b is None or isinstance(b, int) for b in wanted)  # file ranges: integers
         parts = []
         for name, add in self.log.files.items():
-            held = key_range(add.get("stats"), cut.pk[0]) if cut.keys is None else None
-            before = held is not None and isinstance(low, int) and held[1] < low
-            after = held is not None and isinstance(high, int) and held[0] > high
-            if before or after:
+            held = file_range(add.get("stats"), cut.pk[0]) if exact else None
+            if held is not None and not held.meets(wanted):
                 continue  # the file's keys all lie outside the chunks' range
             parts.append(cut.filter(conform(self.files.read_parquet(join(self.log.path, name)), schema)))
         return pa.concat_tables(parts) if parts else schema.empty_table()

@@ -1,7 +1,7 @@
 """A mirror's rows as ``binlake verify`` compares them (verify.py), whatever the lake's format: the format
 (lake_format.LakeFormat.verify_mirror) opens a table's mirror as a ``MirrorRead``, which gives its columns
-and the rows a cut of keys (``KeyCut``) may hold. Delta's mirrors: delta_verify.py; Iceberg's:
-iceberg_format.py (pyiceberg's scan)."""
+and the rows a cut of keys (``KeyCut``) may hold. Delta's mirrors: delta/verify.py; Iceberg's:
+iceberg/verify.py (pyiceberg's scan)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..batch.key_range import KeyRange
 from ..batch.mirror import SEQ
 from ..decode.lake_types import arrow_type
 
@@ -45,9 +46,9 @@ class KeyCut:
         schema = pa.schema([pa.field(k, arrow_type(self.types[k])) for k in self.pk])
         return pa.Table.from_pylist([dict(zip(self.pk, key, strict=True)) for key in self.keys or []], schema=schema)
 
-    def bounds(self) -> tuple[Any, Any]:
-        """The range of the key's first column the cut may hold (None: unbounded on that side)."""
-        return (None if self.low is None else self.low[0]), (None if self.high is None else self.high[0])
+    def bounds(self) -> KeyRange:
+        """The range of the key's first column the cut may hold (a superset: its low end is included)."""
+        return KeyRange(None if self.low is None else self.low[0], None if self.high is None else self.high[0])
 
     def filter(self, rows: pa.Table) -> pa.Table:
         """``rows`` (the cut's schema or wider) kept where their first key column may be in the cut: a

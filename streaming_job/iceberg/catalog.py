@@ -1,6 +1,6 @@
 """The Iceberg catalog of a lake (``land.format: iceberg``), named ``binlake`` (Spark's name of it too). A lake on
 a local path, with ``land.iceberg_catalog`` unset: Iceberg's Hadoop catalog on the lake's path
-(iceberg_hadoop.py: metadata files found by ``version-hint.text``; Spark's ``type=hadoop``), unless the lake
+(iceberg/hadoop.py: metadata files found by ``version-hint.text``; Spark's ``type=hadoop``), unless the lake
 has the SQLite catalog an earlier binlake made (``<lake>/_iceberg_catalog.db``), which it keeps. Else
 pyiceberg's SQL catalog, whose tables (``iceberg_tables``, ``iceberg_namespace_properties``) are the layout of
 Iceberg's own JDBC catalog, read by Spark (and Trino, Flink...) as a JDBC catalog: in the database
@@ -57,7 +57,7 @@ class IcebergCatalog:
     uri: str | None = None  # land.iceberg_catalog (SQLAlchemy or REST URL); None: the default (class docstring)
     store: ObjectStoreSettings | None = None  # a lake on S3: where the store is and its credentials (land.s3_*)
     checkpoint: str | None = None  # a lake on S3: the default SQLite catalog's directory, if a local path
-    auth: RestAuth | None = None  # a REST catalog's token or OAuth2 credential (iceberg_auth.py)
+    auth: RestAuth | None = None  # a REST catalog's token or OAuth2 credential (iceberg/auth.py)
 
     def __post_init__(self) -> None:
         if scheme(self.lake) and not on_object_store(self.lake):

@@ -3,7 +3,7 @@
 Why pyiceberg and not Spark's Iceberg runtime (docs/LAND.md, "Iceberg"): the Delta side writes its Parquet
 files and commits with pyarrow from the driver, a MERGE costs seconds per micro-batch; pyiceberg writes
 the same Arrow tables (its Parquet writer is pyarrow's) and commits in milliseconds, in the lake's catalog
-(iceberg_catalog.py: Iceberg's Hadoop catalog, iceberg_hadoop.py, or a SQL or REST one). A table's share of a
+(iceberg/catalog.py: Iceberg's Hadoop catalog, iceberg/hadoop.py, or a SQL or REST one). A table's share of a
 batch:
 
 - the change log ``<db>.<table>__changes`` gets the typed row changes in one append snapshot;
@@ -13,9 +13,9 @@ batch:
   images appended.
 
 After each commit the table's small files are compacted and its old snapshots expired where due
-(iceberg_maintenance.py); files a crash left (named by no live metadata) are removed when the job first loads a
-table and every land.iceberg_orphan_every commits of it (iceberg_orphans.py); renamed columns are renamed in
-place (iceberg_renames.py).
+(iceberg/maintenance.py); files a crash left (named by no live metadata) are removed when the job first loads a
+table and every land.iceberg_orphan_every commits of it (iceberg/orphans.py); renamed columns are renamed in
+place (iceberg/renames.py).
 
 Exactly once: every snapshot carries (app id, batch id) in its summary; a table whose newest snapshot of
 this job has batch N already is skipped when batch N is replayed. The job is the tables' only writer."""
@@ -73,12 +73,14 @@ from .renames import Renames, field_paths, in_place, renamed, renamed_images
 from .schema import iceberg_alters
 from .statements import IcebergStatementTables, append_parts, mirror_parts
 from .tables import (
+    Reshape,
+    WantedTable,
     change_log_properties,
     change_log_schema,
     change_rows,
     columns_property,
     key_filter,
-    key_range,
+    keys_filter,
     mirror_properties,
     mirror_schema,
     recorded_columns,
@@ -104,7 +106,7 @@ class IcebergFormat(LakeFormat):
                  evolution: SchemaEvolution | None = None, spark: Any = None,
                  maintenance: IcebergMaintenance | None = None, on_incompatible_change: str = "rewrite") -> None:
         """``keys``: land.keys; ``evolution`` and ``spark``: the defaults of added columns (none without them);
-        ``maintenance``: compaction and expiry after each commit (iceberg_maintenance.py's defaults without it)."""
+        ``maintenance``: compaction and expiry after each commit (iceberg/maintenance.py's defaults without it)."""
         self.where = where
         # the snapshots' app id (with the batch's part: lake_format.LakeFormat.part), the calling thread's own
         self._app_id: ContextVar[str] = ContextVar(f"binlake-iceberg-app-id-{id(self)}", default=app_id)
@@ -163,7 +165,7 @@ class IcebergFormat(LakeFormat):
 
     @property
     def orphans(self) -> OrphanFiles:
-        """The removal of the tables' orphan files (iceberg_orphans.py), with the maintenance's settings."""
+        """The removal of the tables' orphan files (iceberg/orphans.py), with the maintenance's settings."""
         with self._opening:
             if self._orphans is None:
                 files = LakeFiles.of(self.where.lake, self.where.store) or LakeFiles.on_disk()
@@ -218,9 +220,10 @@ class IcebergFormat(LakeFormat):
         name = self.table_statements.change_log(db, table)
         moves = self._renames(changes)
         columns = renamed(union, moves)
-        changes_table = self._ready(db, name, change_log_schema(columns), columns,
-                                    lambda: change_log_properties(columns), partition=PARTITION_COLUMN,
-                                    renames=moves, nested=True)
+        changes_table = self.ready(
+            WantedTable(db, name, change_log_schema(columns), columns, lambda: change_log_properties(columns),
+                        partition=PARTITION_COLUMN),
+            Reshape(renames=moves, nested=True))
         write = not self._has(changes_table, batch_id)
         if not (write or pk):
             return
@@ -240,7 +243,7 @@ class IcebergFormat(LakeFormat):
             log.debug("%s.%s: mirror %.1fs", db, table, time.monotonic() - t)
 
     def _renames(self, changes: TableChanges) -> Renames:
-        """The batch's renamed columns the tables take in place (iceberg_renames.py): looked for only where the
+        """The batch's renamed columns the tables take in place (iceberg/renames.py): looked for only where the
         batch has a column the lake lacks."""
         lake = dict(changes.lake)
         if self.evolution is None or not lake or all(n in lake for n, _ in changes.columns):
@@ -264,11 +267,12 @@ class IcebergFormat(LakeFormat):
                                                  and n not in dict(known)])
         values = default_values(self.spark, fills, dict(columns))
         latest = fill_older(latest, fills, values, SEQ)  # images older than an ADD COLUMN
-        mirror = self._ready(db, table, mirror_schema(columns), columns,
-                             lambda: mirror_properties(columns, key_property(pk), pk),
-                             rows=(lambda rows, names: fill_older(with_columns(rows, names, mirror_schema(columns)),
-                                                                  fills, values, SEQ)) if values else None,
-                             renames=moves)
+        mirror = self.ready(
+            WantedTable(db, table, mirror_schema(columns), columns,
+                        lambda: mirror_properties(columns, key_property(pk), pk)),
+            Reshape(rows=(lambda rows, names: fill_older(with_columns(rows, names, mirror_schema(columns)),
+                                                         fills, values, SEQ)) if values else None,
+                    renames=moves))
         if self._has(mirror, changes.batch_id):
             return
         upserts = latest.filter(pc.invert(latest.column(DELETED))).select([*(n for n, _ in columns), SEQ, COMMIT_TS])
@@ -299,7 +303,7 @@ class IcebergFormat(LakeFormat):
         keys above the mirror's (AUTO_INCREMENT inserts) deletes nothing, and skips the delete's planning."""
         if mirror.current_snapshot() is None:
             return False
-        bounds = key_range(keys, pk[0])
+        bounds = keys_filter(keys, pk[0])
         return bounds is None or bool(mirror.scan(row_filter=bounds).plan_files())
 
     def quarantine(self, errors: list[Undecodable], batch_id: int) -> None:
@@ -323,7 +327,7 @@ class IcebergFormat(LakeFormat):
 
     def _append_once(self, name: tuple[str, str], location: str, rows: pa.Table, batch_id: int) -> None:
         """``rows`` appended to the job's own table ``name`` (created at ``<lake>/<location>``), once per batch."""
-        found = self._ready(*name, rows.schema, [], dict, location=location)
+        found = self.ready(WantedTable(*name, rows.schema, [], dict, location=location))
         if not self._has(found, batch_id):
             properties = self._batch(batch_id)
             self._commit(*name, found, lambda tx: tx.append(rows, snapshot_properties=properties), properties)
@@ -335,18 +339,16 @@ class IcebergFormat(LakeFormat):
         landed = landed_batch(table, self.app_id)
         return landed is not None and landed >= batch_id
 
-    def _ready(self, namespace: str, name: str, schema: pa.Schema, columns: list[tuple[str, str]],
-               properties: Any, partition: str | None = None, location: str | None = None, rows: Any = None,
-               renames: Renames | None = None, nested: bool = False) -> Table:
+    def ready(self, wanted: WantedTable, reshape: Reshape | None = None) -> Table:
         """The table, created where it does not exist, and given the batch's columns where it lacks some
-        (added columns, Iceberg's type promotions: int to long, float to double, a wider decimal). ``rows(a part
-        of the table's rows, column names)``: the part as it is to be with the added columns (their defaults);
-        None where the rows stay as they are; rewritten a part at a time (mirror_parts) in the commit that adds
-        the columns. ``renames``:
-        columns renamed first (in the images' structs where ``nested``)."""
+        (added columns, Iceberg's type promotions: int to long, float to double, a wider decimal), its rows and
+        columns brought along as ``reshape`` says."""
+        namespace, name, schema, columns = wanted.namespace, wanted.name, wanted.schema, wanted.columns
+        reshape = reshape or Reshape()
+        rows, renames, nested = reshape.rows, reshape.renames, reshape.nested
         found = self.table(namespace, name)
         if found is None:
-            return self._create(namespace, name, schema, properties(), partition, location)
+            return self.create(wanted)
         if columns and self._columns.get((namespace, name)) != columns:
             if recorded_columns(dict(found.metadata.properties)) != columns:
                 try:
@@ -354,6 +356,7 @@ class IcebergFormat(LakeFormat):
                     names += [n for n in schema.names if n not in names]
 
                     def rewrite(part: pa.Table) -> pa.Table:
+                        assert rows is not None  # only called where there is a rewrite
                         return rows(part.rename_columns(_moved(part.column_names, renames or [])), names)
 
                     rewritten = mirror_parts(found, rewrite) if rows is not None and found.current_snapshot() else None
@@ -378,19 +381,20 @@ class IcebergFormat(LakeFormat):
             self._columns[(namespace, name)] = columns
         return found
 
-    def _create(self, namespace: str, name: str, schema: pa.Schema, properties: dict[str, str],
-                partition: str | None, location: str | None) -> Table:
+    def create(self, wanted: WantedTable) -> Table:
+        """The table as ``wanted`` (it does not exist yet)."""
+        namespace, name, location = wanted.namespace, wanted.name, wanted.location
         catalog = self.catalog
         with self._namespaces:
             catalog.create_namespace_if_not_exists(namespace)
         # the Hadoop catalog's tables are where their names say (the quarantine too: <lake>/_binlake/quarantine)
         where = None if self.where.hadoop else self.where.location(*([location] if location else [namespace, name]))
-        properties = {**properties, **self.maintenance.table_properties()}
-        with catalog.create_table_transaction((namespace, name), schema, location=where,
+        properties = {**wanted.properties(), **self.maintenance.table_properties()}
+        with catalog.create_table_transaction((namespace, name), wanted.schema, location=where,
                                               properties=properties) as tx:
-            if partition is not None:
+            if wanted.partition is not None:
                 with tx.update_spec() as spec:
-                    spec.add_identity(partition)
+                    spec.add_identity(wanted.partition)
         found = self._tables[(namespace, name)] = catalog.load_table((namespace, name))
         log.info("created the Iceberg table %s.%s at %s", namespace, name, found.location())
         return found
@@ -398,7 +402,7 @@ class IcebergFormat(LakeFormat):
     def _commit(self, namespace: str, name: str, table: Table, write: Any, properties: dict[str, str],
                 key: list[str] | None = None) -> None:
         """``write(transaction)``'s snapshots (summary ``properties``: the batch's) committed together; then the
-        table's small files compacted and its old snapshots expired where due (iceberg_maintenance.py). ``key``:
+        table's small files compacted and its old snapshots expired where due (iceberg/maintenance.py). ``key``:
         a mirror's."""
         before = table.metadata.current_snapshot_id
         with table.transaction() as tx:

@@ -15,7 +15,7 @@ catalog of ``type=hadoop`` with the same warehouse (docs/LAND.md, "Iceberg"):
   newer versions until one is missing.
 
 Local file systems only: the commit needs an atomic create-if-absent, which an object store gives only with
-conditional writes (iceberg_catalog.py keeps SQL catalogs for lakes on S3). Not supported, as in Java's
+conditional writes (iceberg/catalog.py keeps SQL catalogs for lakes on S3). Not supported, as in Java's
 HadoopCatalog: table locations other than the name's, ``write.metadata.path``, namespace properties, renames,
 views. Dropping a table deletes its directory (Java's HadoopCatalog does the same: its metadata is its entry).
 """

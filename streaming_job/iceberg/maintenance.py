@@ -61,7 +61,7 @@ class IcebergMaintenance:
     retention: datetime.timedelta = datetime.timedelta(hours=1)
     expire_every: int = 100
     metadata_versions: int = 20  # previous metadata files a table keeps (write.metadata.previous-versions-max)
-    # orphan files (iceberg_orphans.py): removed where older than orphan_age, every orphan_every commits of a table
+    # orphan files (iceberg/orphans.py): removed where older than orphan_age, every orphan_every commits of a table
     orphan_age: datetime.timedelta = datetime.timedelta(hours=1)
     orphan_every: int = 1_000
     _small: dict[tuple[str, str], SmallFiles] = field(default_factory=dict)

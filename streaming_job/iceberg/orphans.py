@@ -2,7 +2,7 @@
 ``metadata/`` that no live metadata names, left by a crash (a batch's data files written but never committed,
 the files of snapshots expired just before it, a metadata file written but never made current).
 
-The job is the only writer of its lake (the lease, lake_lease.py) and a table is written by one thread at a
+The job is the only writer of its lake (the lease, lake/lease.py) and a table is written by one thread at a
 time, so the job looks at a table where nothing of it is in flight: when it first loads the table (after
 taking the lease, before its first commit to it) and after every ``every`` commits of it. A file is deleted
 only where all of these hold:

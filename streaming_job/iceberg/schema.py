@@ -66,7 +66,7 @@ class IcebergMirrorRewrite(MirrorRewrite):
         return False
 
     def rename_change_log(self, db: str, name: str, renames: list[tuple[str, str]]) -> None:
-        """The change log's images' fields renamed in place (iceberg_renames.py), its recorded columns with them;
+        """The change log's images' fields renamed in place (iceberg/renames.py), its recorded columns with them;
         those renamed already (a replay) left alone."""
         from .format import _present  # (iceberg_format makes this module's object)
 

@@ -23,6 +23,8 @@ from ..statements.statements import STATEMENT_COLUMNS, Name
 from ..statements.table_statements import Properties, StatementTables
 from .tables import (
     TS,
+    Reshape,
+    WantedTable,
     change_log_properties,
     change_log_schema,
     mirror_properties,
@@ -98,8 +100,8 @@ class IcebergStatementTables(StatementTables):
         schema = change_log_schema(columns)
         for n in STATEMENT_COLUMNS:
             schema = schema.append(pa.field(n, pa.string()))
-        table = self.fmt._ready(db, name, schema, columns, lambda: change_log_properties(columns),
-                                partition=PARTITION_COLUMN, nested=True)
+        table = self.fmt.ready(WantedTable(db, name, schema, columns, lambda: change_log_properties(columns),
+                                           partition=PARTITION_COLUMN), Reshape(nested=True))
         summary = self.fmt._batch(batch_id)
         rows = None
         if row is not None:
@@ -168,7 +170,7 @@ class IcebergStatementTables(StatementTables):
         own = mirror_properties(columns, key_property(key), key)
         found = self.fmt.table(db, table)
         if found is None:
-            found = self.fmt._create(db, table, schema, own, None, None)
+            found = self.fmt.create(WantedTable(db, table, schema, columns, lambda: own))
         summary = self.fmt._batch(batch_id)
         had = dict(recorded_columns(dict(found.metadata.properties)) or [])
         wanted = dict(columns)

@@ -6,7 +6,8 @@ strings and BLOBs ``binary`` (docs/LAND.md, "Iceberg")."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -15,9 +16,39 @@ import pyarrow.compute as pc
 from pyiceberg import expressions
 from pyiceberg.expressions import BooleanExpression
 
+from ..batch.key_range import KeyRange, range_of
 from ..batch.mirror import COMMIT_TS, SEQ
 from ..batch.writer import PARTITION_COLUMN
 from ..decode.decode import TYPED_HEAD, arrow_type
+from .renames import Renames
+
+
+@dataclass(frozen=True)
+class WantedTable:
+    """A table as a batch needs it (IcebergFormat.ready): created with ``properties()`` and ``partition`` (an
+    identity partition column), at ``location`` under the lake (else at its namespace and name), where it does
+    not exist; given ``columns`` (recorded in its properties; none: the job's own tables) where it lacks some."""
+
+    namespace: str
+    name: str
+    schema: pa.Schema
+    columns: list[tuple[str, str]]
+    properties: Callable[[], dict[str, str]]
+    partition: str | None = None
+    location: str | None = None
+
+
+@dataclass(frozen=True)
+class Reshape:
+    """How an existing table's rows and columns follow the batch's: ``renames`` first (inside the images'
+    structs where ``nested``), then ``rows(a part of the table's rows, column names)`` gives the part as it is
+    to be with the added columns (their defaults), rewritten a part at a time in the commit that adds them
+    (None: the rows stay as they are)."""
+
+    rows: Callable[[pa.Table, list[str]], pa.Table] | None = None
+    renames: Renames | None = None
+    nested: bool = False
+
 
 E: Any = expressions  # pyiceberg's predicates (pydantic models whose constructors mypy misreads)
 TS = pa.timestamp("us", tz="UTC")
@@ -66,8 +97,8 @@ def mirror_properties(columns: list[tuple[str, str]], key: dict[str, str], pk: l
 
 
 # Each commit writes a new metadata file: keep the newest (land.iceberg_metadata_versions, 20: the property is
-# iceberg_maintenance.IcebergMaintenance.table_properties'), delete older ones (the table's history beyond them
-# is its snapshots', expired by the job: iceberg_maintenance.py). Each append adds a manifest: merged
+# iceberg/maintenance.IcebergMaintenance.table_properties'), delete older ones (the table's history beyond them
+# is its snapshots', expired by the job: iceberg/maintenance.py). Each append adds a manifest: merged
 # once a snapshot would list 100 of them (Iceberg's default count), so that planning a read or the mirror's
 # delete does not read a manifest per micro-batch ever landed
 _METADATA = {"write.metadata.delete-after-commit.enabled": "true", "commit.manifest-merge.enabled": "true"}
@@ -113,10 +144,20 @@ def _any(expressions: list[BooleanExpression]) -> BooleanExpression:
     return E.Or(_any(expressions[:half]), _any(expressions[half:]))
 
 
-def key_range(keys: pa.Table, key: str) -> BooleanExpression | None:
-    """The range of ``keys``' first key column (None where it has no order pyiceberg compares)."""
+def keys_filter(keys: pa.Table, key: str) -> BooleanExpression | None:
+    """The range of ``keys``' first key column as a row filter (None where it has no order pyiceberg compares,
+    or no value)."""
     column = keys.column(key)
     if not (pa.types.is_integer(column.type) or pa.types.is_decimal(column.type) or pa.types.is_string(column.type)):
         return None
-    bounds = pc.min_max(column)
-    return E.And(E.GreaterThanOrEqual(key, bounds["min"].as_py()), E.LessThanOrEqual(key, bounds["max"].as_py()))
+    found = range_of(column)
+    return None if found is None else range_filter(key, found)
+
+
+def range_filter(key: str, bounds: KeyRange) -> BooleanExpression:
+    """A key column's range as pyiceberg's row filter (everything where it is unbounded)."""
+    parts = [*([E.GreaterThanOrEqual(key, bounds.low)] if bounds.low is not None else []),
+             *([E.LessThanOrEqual(key, bounds.high)] if bounds.high is not None else [])]
+    if not parts:
+        return E.AlwaysTrue()
+    return parts[0] if len(parts) == 1 else E.And(*parts)

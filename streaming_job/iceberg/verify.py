@@ -1,4 +1,4 @@
-"""``binlake verify`` on an Iceberg lake (iceberg_format.IcebergFormat): a mirror's rows read by pyiceberg for
+"""``binlake verify`` on an Iceberg lake (iceberg/format.IcebergFormat): a mirror's rows read by pyiceberg for
 the comparison (verify.py). The scan is pruned by the mirror's key statistics (the key columns are the
 mirror's only column metrics): by the chunks' range of the first key column where it is an integer or a
 decimal, by the chunks' keys where they are looked up; the rows are then cut in Arrow as Delta's are. The
@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from ..batch.mirror import SEQ, conform
 from ..format.mirror_read import KeyCut, MirrorRead
-from .tables import E, key_filter, recorded_columns
+from .tables import E, key_filter, range_filter, recorded_columns
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -42,9 +42,4 @@ def _pruned(cut: KeyCut) -> Any:
     kind = cut.types[first]
     if not (kind in ("tinyint", "smallint", "int", "bigint") or kind.startswith("decimal(")):
         return E.AlwaysTrue()
-    low, high = cut.bounds()
-    parts = [*([E.GreaterThanOrEqual(first, low)] if low is not None else []),
-             *([E.LessThanOrEqual(first, high)] if high is not None else [])]
-    if not parts:
-        return E.AlwaysTrue()
-    return parts[0] if len(parts) == 1 else E.And(*parts)
+    return range_filter(first, cut.bounds())

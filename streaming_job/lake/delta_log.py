@@ -224,7 +224,7 @@ class TableLog:
             info["commitInfo"].pop("readVersion")
         data = b"\n".join(orjson.dumps(a) for a in (info, *actions)) + b"\n"
         # never two commits of one version: an atomic put-if-absent on local disk; on S3 the lake's one job
-        # (lake_lease.py) commits each table from one thread
+        # (lake/lease.py) commits each table from one thread
         if not self.lake.create(join(self.log, f"{version:020d}.json"), data):
             raise CommitConflict(f"Concurrent commit: version {version} of {self.path} was written by another "
                                  "writer")

@@ -3,7 +3,7 @@ S3-compatible store (s3a://bucket/prefix), through pyarrow's filesystem of that 
 own (a local path, or an s3a:// URI); this module turns them into the filesystem's.
 
 S3 has no rename and (through pyarrow) no put-if-absent: ``create`` checks and writes, which is safe for
-one writer per table, the lake's lease (lake_lease.py) making sure that only one job writes a lake.
+one writer per table, the lake's lease (lake/lease.py) making sure that only one job writes a lake.
 """
 
 from __future__ import annotations

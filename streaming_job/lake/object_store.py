@@ -79,7 +79,7 @@ class ObjectStoreSettings:
         return conf
 
     def fileio_properties(self) -> dict[str, str]:
-        """pyiceberg's FileIO properties for this store (an Iceberg lake on it: iceberg_catalog.py). The region
+        """pyiceberg's FileIO properties for this store (an Iceberg lake on it: iceberg/catalog.py). The region
         is always given (us-east-1 by default, as for delta-rs): without one pyiceberg asks AWS for the
         bucket's."""
         found = self.credentials()

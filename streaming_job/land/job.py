@@ -75,7 +75,7 @@ def build_session(master: str | None, shuffle_partitions: int, app_name: str = "
                   iceberg: dict[str, str] | None = None) -> SparkSession:
     """A session with Delta Lake and the Kafka source from locally cached jars (no network once warm);
     with ``store``, Hadoop's s3a for a lake on it; with ``iceberg``, Iceberg's Spark runtime and these
-    settings (iceberg_catalog.IcebergCatalog.spark_conf: the lake's catalog)."""
+    settings (iceberg/catalog.IcebergCatalog.spark_conf: the lake's catalog)."""
     from ..runtime.versions import iceberg_jars, s3a_jars, spark_jars
 
     jars = [*spark_jars(), *(iceberg_jars() if iceberg is not None else [])]

@@ -80,7 +80,7 @@ class Lander(ParkedTables):
     min_tasks: int = 0
     keys: dict[str, list[str]] = field(default_factory=dict)  # land.keys: "<db>.<table>" -> its mirror's key
     source: SourceFormat = field(default_factory=BinlakeRecords)  # what the topics hold (land.source_format)
-    # The lake's files as the driver and the executors write them (local disk, or S3: lake_files.py); None:
+    # The lake's files as the driver and the executors write them (local disk, or S3: lake/files.py); None:
     # a lake only Spark's own filesystems reach (e.g. abfss://), landed by Spark's writer
     files: LakeFiles | None = None
     lease: LakeLease | None = None  # the lake's lease (job.run): a batch stops the job once another took it

@@ -2,7 +2,7 @@
 rows, read from the source between two watermarks: ingester/daemon/resnapshot.py) is compared with the
 mirror at exactly the chunk's point of the stream, and the result recorded in the lake's results table.
 The lake's format (lake_format.LakeFormat) reads the mirror (``verify_mirror``: Delta's files or Spark,
-delta_verify.py; pyiceberg, iceberg_verify.py) and records the results (``record_verify``: the Delta table
+delta/verify.py; pyiceberg, iceberg/verify.py) and records the results (``record_verify``: the Delta table
 ``<lake>/_verify``, the Iceberg table ``_binlake.verify``), once per micro-batch.
 
 The chunk's entries sit right after its high watermark H in the table's topic, so when the batch holding

@@ -16,7 +16,7 @@ MAVEN_COORDINATES = [
     f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_VERSION}:{SPARK_VERSION}",
     f"io.delta:delta-spark_{SCALA_VERSION}:{DELTA_VERSION}",
 ]
-# `land.format: iceberg`: Iceberg's Spark runtime (Spark reads the tables pyiceberg writes: iceberg_catalog.py)
+# `land.format: iceberg`: Iceberg's Spark runtime (Spark reads the tables pyiceberg writes: iceberg/catalog.py)
 # and the JDBC drivers of the catalog's databases (SQLite, MariaDB/MySQL); pyproject's `iceberg` extra pins pyiceberg
 ICEBERG_VERSION = "1.10.0"
 ICEBERG_COORDINATES = [

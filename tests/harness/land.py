@@ -83,7 +83,7 @@ def lake_frame(spark, lake: Path, db: str, table: str, lake_format: str = "delta
                auth: Any = None):
     """A lake table as Spark reads it: Delta's by its path, Iceberg's through the lake's catalog ``binlake``
     (by default Iceberg's HadoopCatalog on the lake's path; ``catalog``: the JDBC or REST catalog pyiceberg wrote;
-    a REST catalog's with ``auth``, an iceberg_auth.RestAuth)."""
+    a REST catalog's with ``auth``, an iceberg/auth.RestAuth)."""
     if lake_format == "iceberg":
         from streaming_job.iceberg.catalog import IcebergCatalog
 

@@ -10,6 +10,7 @@ import sqlite3
 import pyarrow as pa
 import pytest
 
+from streaming_job.iceberg.tables import WantedTable
 from tests.harness.iceberg import catalog, local_format
 from tests.harness.land import lake_frame
 
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.integration
 def test_the_jobs_commits_go_on_after_sparks_read_of_the_sqlite_catalog(spark, tmp_path) -> None:
     sqlite = f"sqlite:///{tmp_path / '_iceberg_catalog.db'}"  # a SQLite catalog (the Hadoop one is the default)
     fmt = local_format(tmp_path, uri=sqlite)
-    table = fmt._ready("db", "t", pa.schema([("id", pa.int64())]), [], dict)
+    table = fmt.ready(WantedTable("db", "t", pa.schema([("id", pa.int64())]), [], dict))
     for batch in range(3):
         rows = pa.table({"id": pa.array([batch], pa.int64())})
         properties = fmt._batch(batch)

@@ -353,8 +353,9 @@ def test_mirror_key_bounds_are_exact_for_every_key_type(spark, tmp_path) -> None
     for dtype, values in keys.items():
         # Mirror candidates (a moved key's old value is a delete candidate), in no particular order.
         candidates = spark.createDataFrame([(v,) for v in (values[1], max(values), min(values))], f"k {dtype}")
-        [(column, low, high, _, _)] = key_ranges(candidates, [("k", dtype)], ["k"])
-        assert column == "`k`"
+        [bounds] = key_ranges(candidates, [("k", dtype)], ["k"])
+        assert bounds.column == "k"
+        low, high = bounds.literals()
         got = spark.sql(f"SELECT {low} AS low, {high} AS high").first()
         assert (got.low, got.high) == (min(values), max(values)), dtype
 

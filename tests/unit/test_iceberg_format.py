@@ -12,7 +12,7 @@ import pytest
 from streaming_job.format.lake_format import Undecodable
 from streaming_job.iceberg.catalog import IcebergCatalog, batch_properties, jdbc_url, landed_batch
 from streaming_job.iceberg.format import IcebergFormat
-from streaming_job.iceberg.tables import change_log_schema, key_filter, mirror_schema
+from streaming_job.iceberg.tables import WantedTable, change_log_schema, key_filter, mirror_schema
 from streaming_job.runtime.errors import LandError
 from tests.harness.iceberg import local_format
 
@@ -73,18 +73,18 @@ def test_a_tables_last_batch_is_its_newest_snapshot_of_the_job(tmp_path) -> None
 def test_tables_are_created_evolved_by_icebergs_promotions_and_stop_on_others(tmp_path) -> None:
     fmt = _format(tmp_path)
     columns = [("id", "int"), ("f", "float"), ("t", "tinyint")]
-    fmt._ready("db", "t__changes", change_log_schema(columns), columns, dict, partition="commit_date")
-    assert fmt.lake_columns("db", "t") == []  # created by _ready without binlake's columns property: a new table
+    fmt.ready(WantedTable("db", "t__changes", change_log_schema(columns), columns, dict, partition="commit_date"))
+    assert fmt.lake_columns("db", "t") == []  # created by ready without binlake's columns property: a new table
     wider = [("id", "bigint"), ("f", "double"), ("t", "smallint"), ("added", "string")]
-    fmt._ready("db", "t", mirror_schema(columns), columns, dict)
-    mirror = fmt._ready("db", "t", mirror_schema(wider), wider, dict)
+    fmt.ready(WantedTable("db", "t", mirror_schema(columns), columns, dict))
+    mirror = fmt.ready(WantedTable("db", "t", mirror_schema(wider), wider, dict))
     # an added column comes last, after binlake's, as in a Delta mirror
     assert [(f.name, str(f.field_type)) for f in mirror.schema().fields] == [
         ("id", "long"), ("f", "double"), ("t", "int"), ("_binlake_seq", "binary"),
         ("_binlake_commit_ts", "timestamptz"), ("added", "string")]
     unsigned = [("id", "decimal(20,0)"), *wider[1:]]
     with pytest.raises(LandError, match=r"^the Iceberg table db.t cannot take the batch's columns \(Iceberg's "):
-        fmt._ready("db", "t", mirror_schema(unsigned), unsigned, dict)
+        fmt.ready(WantedTable("db", "t", mirror_schema(unsigned), unsigned, dict))
     log = IcebergCatalog(str(tmp_path / "lake")).open().load_table(("db", "t__changes"))
     assert [f.name for f in log.spec().fields] == ["commit_date"]
     assert log.location() == (tmp_path / "lake" / "db" / "t__changes").as_uri()
@@ -108,7 +108,7 @@ def test_old_snapshots_are_expired_as_the_job_commits_and_its_last_batch_stays_k
 
     fmt = _format(tmp_path)
     fmt.maintenance = IcebergMaintenance(retention=datetime.timedelta(0), expire_every=3)
-    table = fmt._ready("db", "t", pa.schema([("id", pa.int64())]), [], dict)
+    table = fmt.ready(WantedTable("db", "t", pa.schema([("id", pa.int64())]), [], dict))
     counts = []
     for batch in range(6):
         properties = fmt._batch(batch)

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from streaming_job.iceberg.catalog import landed_batch
 from streaming_job.iceberg.maintenance import IcebergMaintenance
-from streaming_job.iceberg.tables import key_filter
+from streaming_job.iceberg.tables import WantedTable, key_filter
 from tests.harness.iceberg import catalog, local_format
 
 _DAYS = [datetime.date(2026, 11, 25), datetime.date(2026, 11, 26)]
@@ -52,8 +52,8 @@ def test_small_files_are_compacted_in_replace_snapshots_that_keep_the_last_batch
     fmt = local_format(tmp_path)
     # snapshots expired after each commit: a compaction's snapshot is then all that is left of a table
     fmt.maintenance = IcebergMaintenance(compact_files=3, retention=datetime.timedelta(0), expire_every=1)
-    log = fmt._ready("db", "t__changes", _LOG, [], dict, partition="commit_date")
-    mirror = fmt._ready("db", "t", _MIRROR, [], dict)
+    log = fmt.ready(WantedTable("db", "t__changes", _LOG, [], dict, partition="commit_date"))
+    mirror = fmt.ready(WantedTable("db", "t", _MIRROR, [], dict))
     landed: list[dict[str, Any]] = []
     expected: dict[int, str] = {}
     rng = random.Random(7)
@@ -101,7 +101,7 @@ def _named(table: Any, needed: bool) -> set[str]:
 def test_expired_snapshots_files_are_deleted_and_every_live_snapshot_still_reads(tmp_path) -> None:
     fmt = local_format(tmp_path)
     fmt.maintenance = IcebergMaintenance(compact_files=4, retention=datetime.timedelta(0), expire_every=7)
-    mirror = fmt._ready("db", "t", _MIRROR, [], dict)
+    mirror = fmt.ready(WantedTable("db", "t", _MIRROR, [], dict))
     expected: dict[int, str] = {}
     rng = random.Random(3)
     for batch in range(13):
@@ -128,11 +128,12 @@ def test_the_metadata_versions_setting_bounds_new_and_existing_tables(tmp_path) 
     """land.iceberg_metadata_versions: a new table is made with it, a table made with another value takes it at
     the job's first commit to it; the table then keeps that many previous metadata files."""
     fmt = local_format(tmp_path)
-    made = fmt._ready("db", "t", _MIRROR, [], lambda: {"write.metadata.delete-after-commit.enabled": "true"})
+    made = fmt.ready(WantedTable("db", "t", _MIRROR, [],
+                                 lambda: {"write.metadata.delete-after-commit.enabled": "true"}))
     assert made.metadata.properties["write.metadata.previous-versions-max"] == "20"  # the default
     fmt = local_format(tmp_path)  # a job run again with the setting changed
     fmt.maintenance = IcebergMaintenance(metadata_versions=2)
-    mirror = fmt._ready("db", "t", _MIRROR, [], dict)
+    mirror = fmt.ready(WantedTable("db", "t", _MIRROR, [], dict))
     expected: dict[int, str] = {}
     rng = random.Random(5)
     for batch in range(6):

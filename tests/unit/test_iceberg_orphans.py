@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from streaming_job.iceberg.maintenance import IcebergMaintenance
+from streaming_job.iceberg.tables import WantedTable
 from tests.harness.iceberg import catalog, local_format
 from tests.harness.iceberg_files import local_path, metadata_locations, named, on_disk
 
@@ -36,7 +37,7 @@ def _age(paths, seconds: float) -> None:
 def test_only_files_no_live_metadata_names_and_older_than_the_bound_are_removed(tmp_path) -> None:
     fmt = local_format(tmp_path)
     fmt.maintenance = IcebergMaintenance(metadata_versions=5)
-    mirror = fmt._ready("db", "t", _MIRROR, [], dict)
+    mirror = fmt.ready(WantedTable("db", "t", _MIRROR, [], dict))
     for batch in range(4):
         _commit(fmt, mirror, batch)
     first = mirror.snapshots()[0]
@@ -83,7 +84,7 @@ def test_only_files_no_live_metadata_names_and_older_than_the_bound_are_removed(
 def test_orphans_are_looked_for_every_n_commits_with_the_bound_at_zero(tmp_path) -> None:
     fmt = local_format(tmp_path)
     fmt.maintenance = IcebergMaintenance(orphan_age=datetime.timedelta(0), orphan_every=3)
-    mirror = fmt._ready("db", "t", _MIRROR, [], dict)
+    mirror = fmt.ready(WantedTable("db", "t", _MIRROR, [], dict))
     _commit(fmt, mirror, 0)
     location = Path(mirror.location().removeprefix("file://"))
     crashed = location / "data" / "crashed.parquet"

@@ -9,7 +9,7 @@ import pyarrow as pa
 from streaming_job.batch.defaults import Default
 from streaming_job.batch.evolution import SchemaGroup
 from streaming_job.iceberg.renames import in_place, renamed, renamed_images
-from streaming_job.iceberg.tables import change_log_schema, mirror_schema
+from streaming_job.iceberg.tables import Reshape, WantedTable, change_log_schema, mirror_schema
 from tests.harness.iceberg import catalog, local_format
 
 
@@ -43,8 +43,8 @@ def test_older_images_move_their_value_to_the_new_name() -> None:
 def test_the_tables_rename_columns_by_field_id_and_older_rows_keep_their_values(tmp_path) -> None:
     fmt = local_format(tmp_path)
     before = [("id", "int"), ("a", "int")]
-    log = fmt._ready("db", "t__changes", change_log_schema(before), before, dict, partition="commit_date")
-    mirror = fmt._ready("db", "t", mirror_schema(before), before, dict)
+    log = fmt.ready(WantedTable("db", "t__changes", change_log_schema(before), before, dict, partition="commit_date"))
+    mirror = fmt.ready(WantedTable("db", "t", mirror_schema(before), before, dict))
     mirror.append(pa.table({"id": pa.array([1, 2], pa.int32()), "a": pa.array([10, 20], pa.int32()),
                             "_binlake_seq": [b"\x01", b"\x02"], "_binlake_commit_ts": pa.array(
                                 [0, 0], pa.timestamp("us", tz="UTC"))}))
@@ -57,8 +57,9 @@ def test_the_tables_rename_columns_by_field_id_and_older_rows_keep_their_values(
     assert after == [("id", "int"), ("c", "bigint"), ("d", "string")]
     for _ in range(2):  # the second time as a replayed batch: renamed already
         fmt._columns.clear()
-        fmt._ready("db", "t__changes", change_log_schema(after), after, dict, renames=moves, nested=True)
-        fmt._ready("db", "t", mirror_schema(after), after, dict, renames=moves)
+        fmt.ready(WantedTable("db", "t__changes", change_log_schema(after), after, dict),
+                  Reshape(renames=moves, nested=True))
+        fmt.ready(WantedTable("db", "t", mirror_schema(after), after, dict), Reshape(renames=moves))
     reread = catalog(tmp_path)
     rows = reread.load_table(("db", "t")).scan().to_arrow()
     assert rows.schema.names == ["id", "c", "_binlake_seq", "_binlake_commit_ts", "d"]

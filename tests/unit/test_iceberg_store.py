@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from streaming_job.iceberg.catalog import IcebergCatalog
+from streaming_job.iceberg.tables import WantedTable
 from streaming_job.lake.object_store import ObjectStoreSettings
 from streaming_job.runtime.errors import LandError
 
@@ -72,7 +73,7 @@ def test_tables_of_one_new_namespace_created_on_many_threads(tmp_path) -> None:
     lake = IcebergFormat(IcebergCatalog(str(tmp_path / "lake")), "app-1")
     schema = pa.schema([("a", pa.int64())])
     with ThreadPoolExecutor(16) as pool:  # 8 new namespaces, each one's first 16 tables at once
-        made = list(pool.map(lambda i: lake._ready(f"db{i // 16}", f"t{i}", schema, [], dict), range(128)))
+        made = list(pool.map(lambda i: lake.ready(WantedTable(f"db{i // 16}", f"t{i}", schema, [], dict)), range(128)))
     assert len(made) == 128
     assert sorted(t for n in range(8) for _, t in lake.catalog.list_tables(f"db{n}")) == sorted(
         f"t{i}" for i in range(128))

@@ -14,7 +14,7 @@ import pyarrow as pa
 from ingester.records.format import Sequence
 from ingester.records.statement import TableStatement
 from streaming_job.batch.keys import key_property
-from streaming_job.iceberg.tables import change_log_schema, columns_property, mirror_schema
+from streaming_job.iceberg.tables import WantedTable, change_log_schema, columns_property, mirror_schema
 from streaming_job.statements.statements import Action, ApplyPart, StatementAt, plan
 from tests.harness.iceberg import catalog, local_format
 
@@ -29,10 +29,10 @@ def _col(name: str, code: int, meta: int = 0, nullable: bool = True, collation: 
 
 def _lake(fmt: Any, rows: int) -> None:
     """A table ``d.t`` of ``rows`` rows, its mirror and change log as a batch would have left them."""
-    fmt._ready("d", "t__changes", change_log_schema(COLUMNS), COLUMNS, lambda: columns_property(COLUMNS),
-               partition="commit_date")
-    mirror = fmt._ready("d", "t", mirror_schema(COLUMNS), COLUMNS,
-                        lambda: {**columns_property(COLUMNS), **key_property(["id"])})
+    fmt.ready(WantedTable("d", "t__changes", change_log_schema(COLUMNS), COLUMNS,
+                          lambda: columns_property(COLUMNS), partition="commit_date"))
+    mirror = fmt.ready(WantedTable("d", "t", mirror_schema(COLUMNS), COLUMNS,
+                                   lambda: {**columns_property(COLUMNS), **key_property(["id"])}))
     mirror.append(pa.table({"id": pa.array(range(rows), pa.int32()), "v": [f"caf\u00e9 {i}" for i in range(rows)],
                             "_binlake_seq": [i.to_bytes(16, "big") for i in range(rows)],
                             "_binlake_commit_ts": pa.array([0] * rows, pa.timestamp("us", tz="UTC"))}))

@@ -1,6 +1,6 @@
 """Debezium's change-event layout for one table: topic, key and value schemas, and the payloads of a row
 change (before, after, source, transaction, op, ts_ms/us/ns), as Kafka Connect structures (dicts in
-schema field order). Serializing them is the converter's job (json_layout.py)."""
+schema field order). Serializing them is the converter's job (layouts.py)."""
 
 from __future__ import annotations
 
