@@ -40,6 +40,9 @@ class SourceConfig:
     password_file: str | None = None
     server_id: int = 54321  # our replica id: must differ from every server and replica
     heartbeat: float = 5.0  # seconds; a stream silent for 3 heartbeats is treated as dead
+    # seconds a starting daemon keeps trying a source it cannot reach (a server still starting, a network not yet
+    # up) before it stops with one line; 0: it stops at once. Once streaming, it retries for as long as it runs.
+    start_wait: float = 60.0
     start_file: str | None = None  # only used when there is no checkpoint yet
     start_position: int = 4
     resume: Literal["position", "gtid"] = "position"  # gtid: by executed GTIDs, e.g. after failing over

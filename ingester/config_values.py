@@ -54,7 +54,7 @@ def operations(value: Any) -> str | None:
 
 # Settings with a range or a form beyond their type, checked where they are set (the message names the place)
 CHECKS: dict[tuple[str, str], Any] = {
-    ("DebeziumConfig", "skipped_operations"): operations,
+    ("DebeziumConfig", "skipped_operations"): operations, ("SourceConfig", "start_wait"): at_least(0),
     ("LandConfig", "compact_files"): at_least(2), ("LandConfig", "small_file_bytes"): at_least(1),
     ("LandConfig", "compact_bytes"): at_least(1), ("LandConfig", "iceberg_expire_every"): at_least(1),
     ("LandConfig", "iceberg_snapshot_retention"): duration, ("LandConfig", "iceberg_metadata_versions"): at_least(1),

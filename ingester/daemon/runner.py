@@ -199,10 +199,27 @@ class Runner:
 
     def preflight(self) -> None:
         """The doctor's checks at start-up (preflight.start_checks); the first reachable server is streamed
-        from, with its server_id's lock held."""
+        from, with its server_id's lock held. Where no server can be reached, tried again with a growing pause
+        for up to ``source.start_wait`` seconds (a server still starting beside the daemon), then stopped
+        with that one line."""
         from .preflight import start_checks
 
-        index, self.claim = start_checks(self.cfg, self.sources)
+        wait = self.cfg.source.start_wait
+        deadline, delay = time.monotonic() + wait, 0.5
+        while True:
+            try:
+                index, self.claim = start_checks(self.cfg, self.sources)
+                break
+            except SourceUnreachable as exc:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    if wait > 0:
+                        raise SourceUnreachable(f"{exc} (tried for {wait:g} s: source.start_wait)") from None
+                    raise
+                pause = min(delay, left)
+                log.warning("%s; trying again in %.1f s (source.start_wait: %.0f s left)", exc, pause, left)
+                time.sleep(pause)
+                delay = min(delay * 2, 10.0)
         self._use_source(index)
 
     def _claim_quietly(self) -> None:

@@ -142,6 +142,36 @@ def test_source_restart_mid_stream_and_graceful_stop(make_mariadb, kafka) -> Non
     assert sum(expected.values()) == 800
 
 
+def test_a_daemon_started_before_its_server_waits_for_it(make_mariadb, kafka) -> None:
+    """The daemon starts while its server is still down (a host's services starting in any order): it tries
+    again (source.start_wait), streams once the server is up, and publishes every row once."""
+    server = make_mariadb()
+    server.execute("CREATE DATABASE w CHARACTER SET utf8mb4")
+    server.execute("CREATE TABLE w.t (id INT PRIMARY KEY)")
+    server.execute("INSERT INTO w.t VALUES (1), (2)")
+    server.stop()
+    prefix = "startwait"
+    proc = subprocess.Popen([*BINLAKE, "run", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix",
+                             prefix, "--server-id", "4747"], env={**os.environ, "PYTHONPATH": os.getcwd()},
+                            stderr=subprocess.PIPE)
+    try:
+        time.sleep(4)
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        server.start()
+        server.execute("INSERT INTO w.t VALUES (3)")
+        _wait_caught_up(kafka.bootstrap, prefix, server)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert b"cannot connect" in err and b"trying again in" in err, err.decode()[-2000:]
+    seen = gtid_rows(kafka, prefix)
+    assert all(n == 1 for n in seen.values())
+    expected = rows_events_per_gtid(server, "w")
+    assert collections.Counter(g for g, _ in seen) == expected
+    assert sum(expected.values()) == 3
+
+
 def test_sigterm_stops_a_quiet_stream_promptly(make_mariadb, kafka) -> None:
     """Heartbeats off and nothing written: no byte wakes the replication read, yet SIGTERM stops the daemon
     within 2 s (exit 0) with what it read committed; a restart publishes that row no second time."""

@@ -90,7 +90,9 @@ def test_error_paths_never_show_the_password(server, kafka, tmp_path) -> None:
                                                             "--exit-at-end"], env), 2))
     url, env_way, file_way = _ways(_free_port(), PASSWORD, tmp_path)
     runs.append(("doctor, unreachable, file", _start(["doctor", *file_way[1]], file_way[2]), 1))  # a NOT READY finding
-    runs.append(("run, unreachable, url", _start(["run", *url[1], "--kafka", kafka.bootstrap], url[2]), 2))
+    # a start's retries of the source (source.start_wait) log its error each time: never the password either
+    runs.append(("run, unreachable, url", _start(["run", *url[1], "--kafka", kafka.bootstrap],
+                                                 {**url[2], "BINLAKE_SOURCE_START_WAIT": "2"}), 2))
     url, env_way, file_way = _ways(server.port, PASSWORD, tmp_path)
     runs.append(("run, unreachable Kafka, env", _start(["run", *env_way[1], "--kafka", dead_kafka,
                                                         "--topic-prefix", "sec0"], env_way[2]), None))
@@ -117,6 +119,9 @@ def test_error_paths_never_show_the_password(server, kafka, tmp_path) -> None:
                 continue
             reason = "1045" if "wrong password" in what else "2003"  # the server's own error, named
             assert last.startswith("binlake: error: mysql://sec@127.0.0.1:") and reason in last, f"{what}: {last}"
+            if "unreachable" in what:
+                assert last.endswith("(tried for 2 s: source.start_wait)"), f"{what}: {last}"
+                assert b"trying again in" in err, f"{what}: {err.decode()[-2000:]}"
         else:
             assert b"127.0.0.1:" + dead_kafka.split(":")[1].encode() in err, f"{what}: {err.decode()[-2000:]}"
 

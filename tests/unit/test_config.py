@@ -236,6 +236,10 @@ def test_compaction_and_retention_settings_are_checked_where_they_are_set(tmp_pa
         load_config(f, environ={})
     with pytest.raises(ConfigError, match=r"^environment.land.iceberg_snapshot_retention: 'an hour' is not a duration"):
         load_config(None, environ={"BINLAKE_LAND_ICEBERG_SNAPSHOT_RETENTION": "an hour"})
+    assert load_config(None, environ={}).source.start_wait == 60.0
+    assert load_config(None, environ={"BINLAKE_SOURCE_START_WAIT": "2.5"}).source.start_wait == 2.5
+    with pytest.raises(ConfigError, match=r"^environment.source.start_wait: must be at least 0, got -1.0$"):
+        load_config(None, environ={"BINLAKE_SOURCE_START_WAIT": "-1"})
     with pytest.raises(ConfigError, match=r"^command line.land.small_file_bytes: must be at least 1, got 0$"):
         load_config(None, {"land": {"small_file_bytes": 0}}, environ={})
     with pytest.raises(ConfigError, match=r"^environment.land.compact_bytes: cannot use '8MiB' as int$"):
