@@ -72,8 +72,8 @@ class TableStatement:
     # alter: the table's columns before the statement (the form of ``columns``), where the history knows them: what
     # the land job converts the old values from (a column's charset, signedness, labels, fractional digits)
     before: list[dict[str, Any]] | None = None
-    # partition: {"action": one of schema/ddl.py's PARTITION_ACTIONS (truncate, drop, exchange, reorganize, coalesce,
-    #             add, remove, rebuild, repartition, discard, import, convert_to_table, convert_from_table),
+    # partition: {"action": one of schema/ddl_operations.py's PARTITION_ACTIONS (truncate, drop, exchange, reorganize,
+    #             coalesce, add, remove, rebuild, repartition, discard, import, convert_to_table, convert_from_table),
     #             "names": [partition names] ([]: ALL, or none named), "with": [db, table] of EXCHANGE's or CONVERT's
     #             other table, or absent, "count": COALESCE's and ADD PARTITIONS' number, or absent}
     partition: dict[str, Any] | None = None

@@ -17,7 +17,8 @@ from typing import Any
 
 from ..codec import events as E
 from ..column_rules import ColumnRules
-from ..schema.ddl import (
+from ..schema.ddl import parse_ddl
+from ..schema.ddl_operations import (
     AddColumn,
     AddIndex,
     AddPrimaryKey,
@@ -38,9 +39,8 @@ from ..schema.ddl import (
     RenameColumn,
     RenameTables,
     TruncateTable,
-    UnparsedDDL,
-    parse_ddl,
 )
+from ..schema.ddl_tokens import UnparsedDDL
 from ..schema.history import SchemaHistory
 from ..schema.table_columns import Described, history_columns
 from .statement import Op, TableStatement

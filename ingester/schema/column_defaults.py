@@ -1,12 +1,13 @@
-"""A column's DEFAULT: the DDL parser's tokens (ddl.py) of it as a literal value, shared by the land job's defaults
-of added columns (streaming_job/batch/defaults.py) and the schema history's defaults for the Debezium formats' field
-schemas; information_schema's COLUMN_DEFAULT as those tokens."""
+"""A column's DEFAULT: the DDL parser's tokens (ddl_tokens.py) of it as a literal value, shared by the land job's
+defaults of added columns (streaming_job/batch/defaults.py) and the schema history's defaults for the Debezium
+formats' field schemas; information_schema's COLUMN_DEFAULT as those tokens."""
 
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
 
-from .ddl import ColumnDef, tokens
+from .ddl_tokens import tokens
+from .table_schema import ColumnDef
 
 
 class Uncomputable(ValueError):

@@ -25,16 +25,14 @@ from ..codec.constants import ColumnType as T
 from ..codec.table_map import GEOMETRY_TYPES, STRING_TYPES, TableMap
 from .collations import Collations
 from .column_defaults import column_default, default_tokens
-from .ddl import (
-    BINARY_TYPES,
-    TEXT_TYPES,
+from .ddl import parse_ddl
+from .ddl_operations import (
     AddColumn,
     AddIndex,
     AddPrimaryKey,
     AlterSpec,
     AlterTable,
     ChangeColumn,
-    ColumnDef,
     ColumnDefault,
     ConvertCharset,
     CreateTable,
@@ -45,7 +43,6 @@ from .ddl import (
     DropIndex,
     DropPrimaryKey,
     DropTables,
-    Index,
     Name,
     Operation,
     RenameColumn,
@@ -53,14 +50,10 @@ from .ddl import (
     RenameTables,
     TableCharset,
     TableComment,
-    TableSchema,
     TruncateTable,
-    UnparsedDDL,
-    parse_ddl,
-    string_charset,
-    tokens,
-    with_charset,
 )
+from .ddl_tokens import UnparsedDDL, tokens
+from .table_schema import BINARY_TYPES, TEXT_TYPES, ColumnDef, Index, TableSchema, string_charset, with_charset
 
 log = logging.getLogger("binlake.schema")
 HISTORY_TOPIC = "_schema_history"

@@ -14,7 +14,8 @@ from ..codec.constants import ColumnType as T
 from ..codec.table_map import GEOMETRY_TYPES, Column
 from .collations import Collations
 from .column_defaults import Uncomputable, literal
-from .ddl import BINARY_TYPES, TEXT_TYPES, ColumnDef, TableSchema, default_text
+from .ddl_tokens import default_text
+from .table_schema import BINARY_TYPES, TEXT_TYPES, ColumnDef, TableSchema
 
 INTS = {"tinyint": T.TINY, "smallint": T.SHORT, "mediumint": T.INT24, "int": T.LONG, "bigint": T.LONGLONG}
 BLOBS = {"tinyblob": 1, "tinytext": 1, "blob": 2, "text": 2, "mediumblob": 3, "mediumtext": 3, "longblob": 4,

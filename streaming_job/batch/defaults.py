@@ -25,7 +25,10 @@ import orjson
 
 from ingester.codec.events import QueryEvent
 from ingester.schema.column_defaults import Uncomputable, literal
-from ingester.schema.ddl import AddColumn, AlterTable, ChangeColumn, ColumnDef, RenameColumn, UnparsedDDL, parse_ddl
+from ingester.schema.ddl import parse_ddl
+from ingester.schema.ddl_operations import AddColumn, AlterTable, ChangeColumn, RenameColumn
+from ingester.schema.ddl_tokens import UnparsedDDL
+from ingester.schema.table_schema import ColumnDef
 
 from ..decode.lake_types import date_days, datetime_micros, time_micros, widens
 

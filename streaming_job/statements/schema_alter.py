@@ -42,7 +42,10 @@ from ingester.codec.constants import ColumnType as T
 from ingester.codec.table_map import Column
 from ingester.records.snapshot import decode_descriptor
 from ingester.schema.column_defaults import Uncomputable
-from ingester.schema.ddl import AddColumn, AlterTable, ChangeColumn, ColumnDef, UnparsedDDL, parse_ddl
+from ingester.schema.ddl import parse_ddl
+from ingester.schema.ddl_operations import AddColumn, AlterTable, ChangeColumn
+from ingester.schema.ddl_tokens import UnparsedDDL
+from ingester.schema.table_schema import ColumnDef
 
 from ..batch import defaults as D
 from ..batch.keys import recorded_key

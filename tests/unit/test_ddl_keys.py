@@ -15,8 +15,10 @@ from hypothesis import strategies as st
 
 from ingester.codec.constants import ColumnType as T
 from ingester.codec.table_map import Column, TableMap
-from ingester.schema.ddl import AddIndex, AlterTable, CreateTable, DropIndex, DropPrimaryKey, Index, parse_ddl
+from ingester.schema.ddl import parse_ddl
+from ingester.schema.ddl_operations import AddIndex, AlterTable, CreateTable, DropIndex, DropPrimaryKey
 from ingester.schema.history import SchemaError, SchemaHistory, capture, enrich
+from ingester.schema.table_schema import Index
 
 
 def _history(*statements: str) -> SchemaHistory:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ingester.schema.ddl import AddColumn, parse_ddl
+from ingester.schema.ddl import parse_ddl
+from ingester.schema.ddl_operations import AddColumn
 from streaming_job.batch.defaults import Uncomputable, lake_default
 
 T0 = 1_700_000_000_123_456  # a statement's start, microseconds

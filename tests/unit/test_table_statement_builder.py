@@ -16,7 +16,8 @@ from ingester.codec import events as E
 from ingester.records.builder import Record, RecordBuilder
 from ingester.records.format import RecordEvent, Sequence, record_events
 from ingester.records.statement import TableStatement, TableStatementEvent
-from ingester.schema.ddl import Partition, TruncateTable, parse_ddl
+from ingester.schema.ddl import parse_ddl
+from ingester.schema.ddl_operations import Partition, TruncateTable
 from ingester.schema.history import SchemaHistory
 from ingester.sources.binlog_file import binlog_frames
 from tests.harness.binlogs import statement_binlog

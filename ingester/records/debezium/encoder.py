@@ -37,7 +37,7 @@ import orjson
 from ...codec import events as E
 from ...codec.errors import BinlogError
 from ...codec.table_map import TableMap
-from ...schema.ddl import Name
+from ...schema.ddl_operations import Name
 from ...schema.history import HISTORY_TOPIC, enrich
 from ..builder import SCHEMA_TOPIC
 from ..format import RecordEvent, record_decoder, record_events

@@ -17,7 +17,8 @@ from typing import Any
 
 import orjson
 
-from ...schema.ddl import (
+from ...schema.ddl import parse_ddl
+from ...schema.ddl_operations import (
     AlterTable,
     CreateTable,
     CreateTableLike,
@@ -27,10 +28,8 @@ from ...schema.ddl import (
     Name,
     Operation,
     RenameTables,
-    UnparsedDDL,
-    default_text,
-    parse_ddl,
 )
+from ...schema.ddl_tokens import UnparsedDDL, default_text
 from .envelope import source_schema
 
 

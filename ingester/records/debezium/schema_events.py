@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from ...codec import events as E
-from ...schema.ddl import Name
+from ...schema.ddl_operations import Name
 from ..format import RecordEvent, Sequence
 from ..open_records import Record
 from ..outbound import Message

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from ...codec.table_map import TableMap
-from ...schema.ddl import Name
+from ...schema.ddl_operations import Name
 from ..format import RecordEvent
 from .envelope import TableCodec, table_codec
 from .layouts import Layout, Role
