@@ -41,7 +41,29 @@ def check_source(url: str, server_id: int, claimed: bool = False, wait: float = 
 
 
 def start_checks(cfg: Config, sources: list[str]) -> tuple[int, ServerIdClaim | None]:
-    """The daemon's start: the checks on every listed server (warnings logged, failures raised as one
+    """The daemon's start (``_start_checks``), tried again with a growing pause while no server can be reached,
+    for up to ``source.start_wait`` seconds (a server still starting beside the daemon); then that one line."""
+    from ..sources.errors import SourceUnreachable
+
+    wait = cfg.source.start_wait
+    deadline, delay = time.monotonic() + wait, 0.5
+    while True:
+        try:
+            return _start_checks(cfg, sources)
+        except SourceUnreachable as exc:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if wait > 0:
+                    raise SourceUnreachable(f"{exc} (tried for {wait:g} s: source.start_wait)") from None
+                raise
+            pause = min(delay, left)
+            log.warning("%s; trying again in %.1f s (source.start_wait: %.0f s left)", exc, pause, left)
+            time.sleep(pause)
+            delay = min(delay * 2, 10.0)
+
+
+def _start_checks(cfg: Config, sources: list[str]) -> tuple[int, ServerIdClaim | None]:
+    """One try of the daemon's start: the checks on every listed server (warnings logged, failures raised as one
     ReplicationError); the first reachable server is the one to stream from, and its server_id's lock
     (server_id.py) is taken before its checks, so that its own stale registration is told from another
     replica's. Returns that server's index in ``sources`` and the lock (the caller releases it)."""

@@ -198,28 +198,11 @@ class Runner:
         self.cfg = dataclasses.replace(self.cfg, source=source)
 
     def preflight(self) -> None:
-        """The doctor's checks at start-up (preflight.start_checks); the first reachable server is streamed
-        from, with its server_id's lock held. Where no server can be reached, tried again with a growing pause
-        for up to ``source.start_wait`` seconds (a server still starting beside the daemon), then stopped
-        with that one line."""
+        """The doctor's checks at start-up (preflight.start_checks, which waits source.start_wait for a server it
+        cannot reach); the first reachable server is streamed from, with its server_id's lock held."""
         from .preflight import start_checks
 
-        wait = self.cfg.source.start_wait
-        deadline, delay = time.monotonic() + wait, 0.5
-        while True:
-            try:
-                index, self.claim = start_checks(self.cfg, self.sources)
-                break
-            except SourceUnreachable as exc:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    if wait > 0:
-                        raise SourceUnreachable(f"{exc} (tried for {wait:g} s: source.start_wait)") from None
-                    raise
-                pause = min(delay, left)
-                log.warning("%s; trying again in %.1f s (source.start_wait: %.0f s left)", exc, pause, left)
-                time.sleep(pause)
-                delay = min(delay * 2, 10.0)
+        index, self.claim = start_checks(self.cfg, self.sources)
         self._use_source(index)
 
     def _claim_quietly(self) -> None:
