@@ -109,15 +109,13 @@ def test_kill_minus_nine_of_the_driver_and_of_a_worker_on_a_cluster_into_a_bucke
     server = make_mariadb()
     db = "s3kill"
     conn = kill_workload(server, db)
-    # many small records: dozens of micro-batches (24 records each: a cluster's batch costs about a second
-    # however small, and the kills need only a few of them before, between and after)
-    monkeypatch.setenv("BINLAKE_KAFKA_MAX_RECORD_BYTES", "2000")
+    monkeypatch.setenv("BINLAKE_KAFKA_MAX_RECORD_BYTES", "2000")  # many small records: many batches
     run_daemon(server, kafka, db)
     lake = f"s3a://lake/{db}"
     checkpoint = object_store.data / "lake" / db / "_checkpoint"  # the bucket's objects, as files
     cmd = [*BINLAKE, "land", "--kafka", kafka.bootstrap, "--topic-prefix", db, "--lake", lake, "--checkpoint",
            f"{lake}/_checkpoint", "--s3-endpoint", object_store.endpoint, "--s3-path-style", "--master",
-           spark_cluster.master, "--max-offsets-per-trigger", "24"]
+           spark_cluster.master, "--max-offsets-per-trigger", "8"]
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **object_store.environment()}
     rnd = random.Random(21)
     proc = running_until(cmd, env, checkpoint, 1, rnd.uniform(0.5, 2.0))
