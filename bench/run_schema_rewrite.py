@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ingester.codec.constants import ColumnType as T
 from ingester.codec.table_map import Column
+from streaming_job.statements.column_kinds import Statement
 from streaming_job.statements.schema_alter import AlterPlan, plan_alter, transform
-from streaming_job.statements.schema_changes import Statement
 
 RESULTS = Path(__file__).resolve().parent / "results" / "schema-rewrite.md"
 COLUMNS = [("id", "int"), ("v", "string"), ("d", "decimal(10,4)"), ("n", "int"), ("t", "timestamp_ntz")]

@@ -52,16 +52,8 @@ from ..batch.keys import recorded_key
 from ..decode.lake_types import arrow_type, widens
 from ..lake.generations import CURRENT_PROPERTY
 from ..runtime.errors import LandError
-from .schema_changes import (
-    ZERO,
-    Statement,
-    Unknown,
-    converter,
-    kind,
-    same_values,
-    time_zone_offset,
-    vector_converter,
-)
+from .column_kinds import ZERO, Statement, Unknown, kind, time_zone_offset
+from .schema_changes import converter, same_values, vector_converter
 from .statements import STATEMENT_PROPERTY, Action, applied, marker_text, statement_key, statement_row
 from .table_statements import _union
 

@@ -18,15 +18,8 @@ from ingester.codec.constants import ColumnType as T
 from ingester.codec.jsonb import JSON_NULL
 from ingester.daemon.table_reader import table_reader
 from streaming_job.decode.arrow_rows import LakeColumn
-from streaming_job.statements.schema_changes import (
-    ZERO,
-    Statement,
-    Unknown,
-    converter,
-    same_values,
-    time_zone_offset,
-    vector_converter,
-)
+from streaming_job.statements.column_kinds import ZERO, Statement, Unknown, time_zone_offset
+from streaming_job.statements.schema_changes import converter, same_values, vector_converter
 
 pytestmark = pytest.mark.integration
 
