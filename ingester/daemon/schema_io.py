@@ -8,15 +8,8 @@ from typing import Any
 from ..config import Config
 from ..records.builder import Record
 from ..records.format import Sequence, file_number
-from ..schema.history import (
-    DATABASE,
-    HISTORY_TOPIC,
-    VALID_FROM_KEY,
-    SchemaHistory,
-    capture,
-    capture_databases,
-    history_key,
-)
+from ..schema.capture import capture, capture_databases
+from ..schema.history import DATABASE, HISTORY_TOPIC, VALID_FROM_KEY, SchemaHistory, history_key
 from .kafka_io import read_compacted
 
 log = logging.getLogger("binlake.schema")

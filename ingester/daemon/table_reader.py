@@ -23,7 +23,7 @@ from ..codec.table_map import STRING_TYPES, Column, TableMap
 from ..column_rules import ColumnRules
 from ..records import snapshot as S
 from ..records.mask import value_masker
-from ..schema.history import server_key
+from ..schema.capture import server_key
 from ..schema.table_columns import describe
 from ..sources.replication import ReplicationError
 from ..sources.resultset import ASCII, BYTES, INT, UTF8, UTF8_REPLACE, TextResult

@@ -20,48 +20,49 @@ from typing import Any
 import orjson
 
 from ..codec import BinlogError
-from ..codec.charsets import COLLATION_CHARSET, MAX_CHAR_BYTES, charset_of, collation_id_of
+from ..codec.charsets import COLLATION_CHARSET, collation_id_of
 from ..codec.constants import ColumnType as T
 from ..codec.table_map import GEOMETRY_TYPES, STRING_TYPES, TableMap
 from .collations import Collations
-from .column_defaults import column_default, default_tokens
+from .column_defaults import column_default
 from .ddl import parse_ddl
 from .ddl_operations import (
-    AddColumn,
-    AddIndex,
-    AddPrimaryKey,
-    AlterSpec,
     AlterTable,
-    ChangeColumn,
-    ColumnDefault,
     ConvertCharset,
     CreateTable,
     CreateTableLike,
     DatabaseCharset,
-    DropColumn,
     DropDatabase,
-    DropIndex,
-    DropPrimaryKey,
     DropTables,
     Name,
     Operation,
-    RenameColumn,
-    RenameIndex,
     RenameTables,
     TableCharset,
-    TableComment,
     TruncateTable,
 )
-from .ddl_tokens import UnparsedDDL, tokens
-from .table_schema import BINARY_TYPES, TEXT_TYPES, ColumnDef, Index, TableSchema, string_charset, with_charset
+from .ddl_tokens import UnparsedDDL
+from .table_alter import alter, settle
+from .table_schema import TEXT_TYPES, ColumnDef, Index, TableSchema
 
 log = logging.getLogger("binlake.schema")
+
+
 HISTORY_TOPIC = "_schema_history"
+
+
 VALID_FROM_KEY = b"[]"  # the history topic's entry of where the captured state applies from (no table has this key)
+
+
 ON_UNPARSED = ("stop", "skip-table")
+
+
 _INT_WORDS = frozenset(("tinyint", "smallint", "mediumint", "int", "integer", "bigint", "bool", "boolean", "int1",
                         "int2", "int3", "int4", "int8", "middleint"))
+
+
 _INT_TYPES = frozenset((T.TINY, T.SHORT, T.INT24, T.LONG, T.LONGLONG))
+
+
 DATABASE = ""  # (database, DATABASE) names a database's own history entry: its default charset
 
 
@@ -301,7 +302,7 @@ class SchemaHistory:
             added = False
             database = (self._database_charset(op.name[0]), self._database_collation(op.name[0]))
             for spec in sorted(op.specs, key=lambda s: not isinstance(s, (TableCharset, ConvertCharset))):
-                added = _alter(schema, spec, op.name, database) or added
+                added = alter(schema, spec, op.name, database) or added
             settle(schema, sort=added)
             tables[op.name] = schema
             partition = op.partition
@@ -403,19 +404,6 @@ def _entry_column(c: ColumnDef) -> dict[str, Any]:
     return column
 
 
-_TEXT_BYTES = {"tinytext": 255, "text": 65535, "mediumtext": (1 << 24) - 1, "longtext": (1 << 32) - 1}
-
-
-def _text_type_for(type_word: str, old: str | None, new: str | None) -> str:
-    """The TEXT type a converted column gets: the server keeps its length in characters, growing the type
-    when the new charset needs more bytes for them (never shrinking it)."""
-    if type_word not in _TEXT_BYTES or old is None or new is None:
-        return type_word
-    chars = _TEXT_BYTES[type_word] // MAX_CHAR_BYTES.get(old, 1)
-    need = chars * MAX_CHAR_BYTES.get(new, 1)
-    return type_word if need <= _TEXT_BYTES[type_word] else next(t for t, n in _TEXT_BYTES.items() if n >= need)
-
-
 def _geometry_type(type_word: str) -> int | None:
     upper = type_word.upper()
     return GEOMETRY_TYPES.index(upper) if upper in GEOMETRY_TYPES else None
@@ -428,310 +416,6 @@ def _mismatch(column: ColumnDef, binlog_type: int) -> bool:
     if column.type == "set" or binlog_type == T.SET:
         return (column.type == "set") != (binlog_type == T.SET)
     return (column.type in _INT_WORDS) != (binlog_type in _INT_TYPES)
-
-
-def _alter(schema: TableSchema, spec: AlterSpec, table: Name, database: tuple[str | None, str | None]) -> bool:
-    """Apply one clause (``database``: the database's default charset and collation); whether it added an index
-    (MariaDB then sorts them again: ``settle``)."""
-    cols = schema.columns
-    if isinstance(spec, (AddColumn, ChangeColumn)) and spec.column.default_charset:
-        with_charset(spec.column, schema.charset, schema.collation)
-
-    def missing(name: str) -> UnparsedDDL:
-        return UnparsedDDL(f"column {name} does not exist in the schema history", [table])
-
-    def place(column: ColumnDef, position: tuple[str, str] | None, default: int) -> None:
-        if position is None:
-            cols.insert(default, column)
-        elif position[0] == "first":
-            cols.insert(0, column)
-        else:
-            at = schema.index(position[1])
-            if at < 0:
-                raise missing(position[1])
-            cols.insert(at + 1, column)
-
-    if isinstance(spec, AddColumn):
-        if schema.index(spec.column.name) >= 0:
-            if spec.if_not_exists:
-                return False
-            raise UnparsedDDL(f"column {spec.column.name} exists already", [table])
-        place(spec.column, spec.position, len(cols))
-    elif isinstance(spec, (DropColumn, ChangeColumn)):
-        at = schema.index(spec.name if isinstance(spec, DropColumn) else spec.old)
-        if at < 0:
-            if spec.if_exists:
-                return False
-            raise missing(spec.name if isinstance(spec, DropColumn) else spec.old)
-        old = cols.pop(at).name
-        if isinstance(spec, DropColumn):
-            _rename_in_keys(schema, old, None)
-            return False
-        place(spec.column, spec.position, at)
-        _rename_in_keys(schema, old, spec.column.name)
-    elif isinstance(spec, RenameColumn):
-        at = schema.index(spec.old)
-        if at < 0:
-            raise missing(spec.old)
-        cols[at].name = spec.new
-        _rename_in_keys(schema, spec.old, spec.new)
-    elif isinstance(spec, ColumnDefault):
-        at = schema.index(spec.name)
-        if at < 0:
-            raise missing(spec.name)
-        cols[at].default = spec.default
-    elif isinstance(spec, AddPrimaryKey):
-        schema.primary_key = list(spec.columns)
-        schema.key_prefixes = dict(spec.prefixes)
-        return True
-    elif isinstance(spec, (AddIndex, DropIndex, RenameIndex)):
-        return _alter_index(schema, spec, table)
-    elif isinstance(spec, TableCharset):
-        schema.charset, schema.collation = _table_default(spec.charset, spec.collation, database)
-    elif isinstance(spec, TableComment):
-        schema.comment = spec.comment or None
-    elif isinstance(spec, ConvertCharset):
-        schema.charset, schema.collation = _table_default(spec.charset, spec.collation, database)
-        for c in cols:
-            if c.type in TEXT_TYPES:
-                c.type = _text_type_for(c.type, c.charset, schema.charset)
-                with_charset(c, schema.charset, schema.collation)
-            elif c.type in ("enum", "set"):
-                with_charset(c, schema.charset, schema.collation)
-            elif c.type == "json" and schema.charset is not None:  # MariaDB's JSON is LONGTEXT: converted too
-                c.charset, c.collation = charset_of(schema.charset), schema.collation  # (MySQL's has no charset)
-    else:
-        assert isinstance(spec, DropPrimaryKey)
-        schema.primary_key = []
-        schema.key_prefixes = {}
-    return False
-
-
-def _table_default(charset: str | None, collation: str | None,
-                   database: tuple[str | None, str | None]) -> tuple[str | None, str | None]:
-    """A table's default charset and collation from its options (None: DEFAULT, the database's)."""
-    if charset is None:
-        return database
-    return charset, collation or charset
-
-
-def _rename_in_keys(schema: TableSchema, old: str, new: str | None) -> None:
-    """A column renamed (``new``) or dropped (None) in the primary key and the indexes: an index left without
-    columns goes (as MySQL documents it; MariaDB refuses to drop a column of a UNIQUE index of several)."""
-    low = old.lower()
-    prefix = schema.key_prefixes.pop(low, 0)
-    if new is not None and prefix:
-        schema.key_prefixes[new.lower()] = prefix
-    if new is None:
-        schema.primary_key = [k for k in schema.primary_key if k.lower() != low]
-        for ix in schema.indexes:
-            ix.columns = [(c, p) for c, p in ix.columns if c.lower() != low]
-    else:
-        schema.primary_key = [new if k.lower() == low else k for k in schema.primary_key]
-        for ix in schema.indexes:
-            ix.columns = [(new if c.lower() == low else c, p) for c, p in ix.columns]
-    schema.indexes = [ix for ix in schema.indexes if ix.columns]
-
-
-def _alter_index(schema: TableSchema, spec: AddIndex | DropIndex | RenameIndex, table: Name) -> bool:
-    """An index added (True), dropped or renamed. Names the history does not know are let be (a warning):
-    the server accepted the statement, and tables whose entries an older binlake wrote have no indexes."""
-    name = spec.index.name if isinstance(spec, AddIndex) else spec.old if isinstance(spec, RenameIndex) else spec.name
-    at = next((i for i, ix in enumerate(schema.indexes) if name and ix.name.lower() == name.lower()), -1)
-    if isinstance(spec, AddIndex):
-        if at >= 0:
-            if spec.if_not_exists:
-                return False
-            log.warning("schema history: %s.%s: index %s added again (replaced)", *table, name)
-            del schema.indexes[at]
-        for column, _ in spec.index.columns:
-            if column and schema.index(column) < 0:
-                raise UnparsedDDL(f"column {column} of index {name or column} does not exist in the schema history",
-                                  [table])
-        schema.indexes.append(spec.index)
-        return True
-    if at < 0:
-        if not (isinstance(spec, DropIndex) and spec.constraint):  # a CHECK's or a FOREIGN KEY's name
-            log.warning("schema history: %s.%s: no index %s to %s (let be)", *table, name,
-                        "drop" if isinstance(spec, DropIndex) else "rename")
-    elif isinstance(spec, DropIndex):
-        if not spec.constraint or schema.indexes[at].unique:
-            del schema.indexes[at]
-    else:
-        schema.indexes[at].name = spec.new
-    return False
-
-
-_BLOBS = frozenset(("tinyblob", "blob", "mediumblob", "longblob", "tinytext", "text", "mediumtext", "longtext",
-                    "json"))
-_LENGTHS = frozenset(("char", "varchar", "binary", "varbinary"))
-
-
-def settle(schema: TableSchema, sort: bool) -> None:
-    """After a CREATE or ALTER, the table's indexes as the server keeps them: primary-key columns NOT NULL;
-    a FOREIGN KEY's own index dropped where another index serves it (begins with its columns); a prefix as
-    long as its column indexes the whole column; MariaDB's long UNIQUE (a BLOB or TEXT column without a
-    prefix) marked; indexes without a name named after their first column (``c``, ``c_2``, ...). With
-    ``sort`` (a statement that creates the table or adds an index: MariaDB keeps the order otherwise, even
-    when a column's nullability changes) the indexes in the server's order: UNIQUE ones first (of NOT NULL
-    columns before others, whole columns before prefixes, long UNIQUE last), FULLTEXT last, otherwise in the
-    order they had. The first decides which UNIQUE index is the table's key (``TableSchema.key``)."""
-    columns = {c.name.lower(): c for c in schema.columns}
-    for k in schema.primary_key:
-        if k.lower() in columns:
-            columns[k.lower()].not_null = True
-    for k, p in list(schema.key_prefixes.items()):  # as in indexes: a prefix as long as its column is none
-        col = columns.get(k)
-        if col is None or (col.type in _LENGTHS and col.args.isdigit() and p >= int(col.args)):
-            del schema.key_prefixes[k]
-
-    def serves(ix: Index, other: list[str]) -> bool:
-        want = [c.lower() for c, _ in ix.columns]
-        return [c.lower() for c in other[: len(want)]] == want
-
-    def redundant(at: int, ix: Index) -> bool:  # of two FOREIGN KEYs' own indexes of the same columns, one stays
-        return ix.generated and (serves(ix, schema.primary_key) or any(
-            serves(ix, [c for c, _ in o.columns]) and (not o.generated or len(o.columns) > len(ix.columns) or j < at)
-            for j, o in enumerate(schema.indexes) if j != at))
-
-    indexes = [ix for at, ix in enumerate(schema.indexes) if not redundant(at, ix)]
-    names = {ix.name.lower() for ix in indexes if ix.name}
-    for ix in indexes:
-        parts = []
-        for c, p in ix.columns:
-            col = columns.get(c.lower())
-            if col is not None and col.type in _LENGTHS and col.args.isdigit() and p >= int(col.args):
-                p = 0
-            parts.append((c, p))
-        ix.columns = parts
-        if ix.unique and any(p == 0 and c.lower() in columns and columns[c.lower()].type in _BLOBS
-                             for c, p in parts):
-            ix.hash = True
-        if not ix.name:
-            base = ix.columns[0][0] or "functional_index"
-            ix.name = next(n for n in (base, *(f"{base}_{i}" for i in range(2, 1000)))
-                           if n.lower() not in names and n.lower() != "primary")
-            names.add(ix.name.lower())
-
-    def order(ix: Index) -> tuple[bool, ...]:
-        if not ix.unique:
-            return (True, ix.fulltext)
-        nullable = any(not c or c.lower() not in columns or not columns[c.lower()].not_null for c, _ in ix.columns)
-        return (False, ix.hash, nullable, any(p for _, p in ix.columns))
-
-    schema.indexes = sorted(indexes, key=order) if sort else indexes
-
-
-def column_from_type(name: str, column_type: str, charset: str | None = None) -> ColumnDef:
-    """A column from information_schema's COLUMN_TYPE (``enum('a','b')``, ``int(10) unsigned``) and
-    CHARACTER_SET_NAME."""
-    toks = tokens(column_type)
-    word = toks[0][1].lower() if toks else ""
-    column = ColumnDef(name, word, any(t[0] == "word" and t[1].lower() in ("unsigned", "zerofill") for t in toks),
-                       charset=string_charset(word, charset),
-                       compressed=any(t[0] == "word" and t[1].lower() == "compressed" for t in toks))
-    if word in ("enum", "set"):
-        labels = [text for kind, text in toks if kind == "str"]
-        if word == "enum":
-            column.enum_values = labels
-        else:
-            column.set_values = labels
-    elif len(toks) > 2 and toks[1] == ("op", "("):  # int(11), decimal(10,2)
-        end = next((i for i, t in enumerate(toks) if t == ("op", ")")), len(toks))
-        column.args = "".join(text for _, text in toks[2:end])
-    return column
-
-
-def capture(cur: Any, accept: Callable[[str, str], bool]) -> dict[Name, TableSchema]:
-    """The accepted base tables' columns, charsets, nullability, primary keys and indexes, from
-    information_schema (two queries)."""
-    cur.execute("SELECT c.TABLE_SCHEMA, c.TABLE_NAME, c.COLUMN_NAME, c.COLUMN_TYPE, c.CHARACTER_SET_NAME,"
-                " t.TABLE_COLLATION, c.IS_NULLABLE, c.COLUMN_KEY, c.COLUMN_DEFAULT, c.EXTRA, c.COLUMN_COMMENT,"
-                " t.TABLE_COMMENT, @@version, c.COLLATION_NAME"
-                " FROM information_schema.COLUMNS c"
-                " JOIN information_schema.TABLES t USING (TABLE_SCHEMA, TABLE_NAME) WHERE t.TABLE_TYPE = 'BASE TABLE'"
-                f" AND c.TABLE_SCHEMA NOT IN {_SYSTEM} ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME, c.ORDINAL_POSITION")
-    tables: dict[Name, TableSchema] = {}
-    pri: dict[Name, list[str]] = {}
-    for (db, table, column, column_type, charset, table_collation, nullable, key, default, extra, comment,
-         table_comment, version, collation) in cur.fetchall():
-        name = (_text(db), _text(table))
-        if accept(*name):
-            schema = tables.setdefault(name, TableSchema([], charset=charset_of(_text(table_collation))
-                                                         if table_collation else None,
-                                                         comment=_text(table_comment) or None if table_comment
-                                                         else None,
-                                                         collation=_text(table_collation).lower() if table_collation
-                                                         else None))
-            col = column_from_type(_text(column), _text(column_type), _text(charset) if charset else None)
-            if collation and col.type not in BINARY_TYPES:
-                col.collation = _text(collation).lower()
-            col.not_null = _text(nullable) == "NO"
-            col.generated = any(w in _text(extra or "").upper() for w in ("VIRTUAL", "STORED", "PERSISTENT"))
-            if default is not None:
-                col.default = default_tokens(col, _text(default), _text(extra), "mariadb" in _text(version).lower())
-            col.auto_increment = "auto_increment" in _text(extra or "").lower()
-            col.comment = _text(comment) or None if comment else None
-            schema.columns.append(col)
-            if _text(key) == "PRI":
-                pri.setdefault(name, []).append(col.name)
-    # No ORDER BY: the rows come in the server's order of each table's indexes (which decides its key).
-    cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, NON_UNIQUE, SEQ_IN_INDEX, COLUMN_NAME, SUB_PART,"
-                f" INDEX_TYPE FROM information_schema.STATISTICS WHERE TABLE_SCHEMA NOT IN {_SYSTEM}")
-    found: dict[Name, dict[str, tuple[bool, str, list[tuple[int, str, int]]]]] = {}
-    for db, table, index, non_unique, seq, column, sub_part, kind in cur.fetchall():
-        name = (_text(db), _text(table))
-        if name in tables:
-            entry = found.setdefault(name, {}).setdefault(_text(index), (int(non_unique) == 0, _text(kind), []))
-            entry[2].append((int(seq), "" if column is None else _text(column), int(sub_part or 0)))
-    for name, indexes in found.items():
-        schema = tables[name]
-        for index, (unique, kind, parts) in indexes.items():
-            columns = [(c, p) for _, c, p in sorted(parts)]
-            if index == "PRIMARY":
-                schema.primary_key = [c for c, _ in columns]
-                schema.key_prefixes = {c.lower(): p for c, p in columns if p}
-            else:
-                schema.indexes.append(Index(index, columns, unique, unique and kind == "HASH", kind == "FULLTEXT"))
-        # Without a primary key, the index the server uses as the key comes first of all (as it does in the
-        # server's order, whatever order the rows came in).
-        key = None if schema.primary_key else server_key(
-            {ix.name: [c for c, _ in ix.columns] for ix in schema.indexes if ix.unique}, pri.get(name, ()))
-        at = next((i for i, ix in enumerate(schema.indexes) if ix.name == key), None)
-        if at is not None:
-            schema.indexes.insert(0, schema.indexes.pop(at))
-    return tables
-
-
-_SYSTEM = "('mysql', 'sys', 'performance_schema', 'information_schema')"
-
-
-def server_key(unique: dict[str, list[str]], pri: Iterable[str]) -> str | None:
-    """Which of a table's UNIQUE indexes (name -> columns) the server uses as its primary key: PRIMARY, or
-    the one whose columns information_schema marks PRI (MySQL and MariaDB document it: "a UNIQUE index may
-    be displayed as PRI if it cannot contain NULL values and there is no PRIMARY KEY in the table"); None
-    when there is none."""
-    if "PRIMARY" in unique:
-        return "PRIMARY"
-    want = {c.lower() for c in pri}
-    return next((n for n, cols in unique.items() if want and {c.lower() for c in cols} == want), None)
-
-
-def capture_databases(cur: Any, collations: dict[str, str | None] | None = None) -> dict[str, str | None]:
-    """Every database's default charset (the charset of tables created in it without one); ``collations`` gets
-    their default collations."""
-    cur.execute("SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME"
-                " FROM information_schema.SCHEMATA")
-    out = {}
-    for db, charset, collation in cur.fetchall():
-        out[_text(db)] = charset_of(_text(charset)) if charset else None
-        if collations is not None:
-            collations[_text(db)] = _text(collation).lower() if collation else None
-    return out
-
-
-def _text(v: Any) -> str:
-    return v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v)
 
 
 def enrich(tm: TableMap, attachment: bytes) -> TableMap:

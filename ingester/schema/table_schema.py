@@ -118,7 +118,7 @@ class TableSchema:
     columns: list[ColumnDef]
     primary_key: list[str] = field(default_factory=list)
     charset: str | None = None  # the table's default character set (None: not known)
-    indexes: list[Index] = field(default_factory=list)  # in the server's order (``history.settle``)
+    indexes: list[Index] = field(default_factory=list)  # in the server's order (``table_alter.settle``)
     comment: str | None = field(default=None, compare=False)  # COMMENT (Debezium's schema change events say it)
     # the table's default collation (a collation's name, or a charset's for its default; None: the charset's)
     collation: str | None = field(default=None, compare=False)

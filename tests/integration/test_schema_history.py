@@ -18,7 +18,8 @@ from ingester.cli.main import main
 from ingester.codec import events as E
 from ingester.daemon.kafka_io import read_compacted
 from ingester.records.format import Sequence, file_number
-from ingester.schema.history import SchemaHistory, capture, capture_databases
+from ingester.schema.capture import capture, capture_databases
+from ingester.schema.history import SchemaHistory
 from tests.harness.daemon import BINLAKE
 from tests.harness.land import mirror_rows, plain_rows, run_land
 

@@ -19,7 +19,8 @@ from ingester.codec import BinlogDecoder
 from ingester.codec import events as E
 from ingester.codec.table_map import TableMap
 from ingester.daemon.table_reader import table_reader
-from ingester.schema.history import SchemaHistory, capture, capture_databases, enrich
+from ingester.schema.capture import capture, capture_databases
+from ingester.schema.history import SchemaHistory, enrich
 
 pytestmark = pytest.mark.integration
 DB = "tablekeys"

@@ -8,9 +8,10 @@ import pytest
 from ingester.codec.constants import ColumnType as T
 from ingester.codec.table_map import Column, TableMap
 from ingester.records.format import RecordWriter, record_events
+from ingester.schema.capture import column_from_type
 from ingester.schema.ddl import parse_ddl
 from ingester.schema.ddl_tokens import UnparsedDDL, tokens
-from ingester.schema.history import SchemaError, SchemaHistory, column_from_type, enrich
+from ingester.schema.history import SchemaError, SchemaHistory, enrich
 from ingester.schema.table_schema import ColumnDef, TableSchema
 
 

@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 
 from ingester.codec.constants import ColumnType as T
 from ingester.codec.table_map import Column, TableMap
+from ingester.schema.capture import capture
 from ingester.schema.ddl import parse_ddl
 from ingester.schema.ddl_operations import AddIndex, AlterTable, CreateTable, DropIndex, DropPrimaryKey
-from ingester.schema.history import SchemaError, SchemaHistory, capture, enrich
+from ingester.schema.history import SchemaError, SchemaHistory, enrich
 from ingester.schema.table_schema import Index
 
 
