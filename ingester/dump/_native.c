@@ -392,7 +392,7 @@ static int xid_event(Out *o, const Event *e) {
     return 0;
 }
 
-/* MariaDB GTID, the common layout only (decoders.mariadb_gtid's fast path). */
+/* MariaDB GTID, the common layout only (decode_gtid.mariadb_gtid's fast path). */
 static int mariadb_gtid_event(Out *o, const Event *e) {
     static const char head[] = HEAD("mariadb_gtid", 162);
     const uint8_t *body = e->ev + EV_HEADER;

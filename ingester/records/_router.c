@@ -137,7 +137,7 @@ static Py_ssize_t verified_end(const uint8_t *ev, Py_ssize_t n, int crc, int ver
 }
 
 /* The original commit timestamp of a MySQL GTID event's body ev[HEADER:end] (0 when it has none), read
- * like decoders._gtid_fields reads it; -1 wherever that would fail (Python then raises its error). */
+ * like decode_gtid._gtid_fields reads it; -1 wherever that would fail (Python then raises its error). */
 static int mysql_gtid_commit_ts(const uint8_t *ev, Py_ssize_t end, uint64_t *original) {
     Py_ssize_t p = HEADER + 25; /* flags, uuid, gno */
     if (end < p) return -1;

@@ -142,7 +142,7 @@ class RowsRenderer:
 
     def _plan(self, tm: TableMap, key: bytes) -> Any:
         """The plan of rows events of type ``key[0]`` with column bitmaps ``key[1:]`` on ``tm`` (None: Python's),
-        as the codec reads their columns (decoders.rows)."""
+        as the codec reads their columns (decode_rows.rows)."""
         kind, width = _KINDS[key[0]], len(tm.columns)
         nbytes = (width + 7) >> 3
         if len(key) != 1 + nbytes * (2 if kind == "update" else 1):
