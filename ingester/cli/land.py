@@ -76,8 +76,9 @@ def store_settings(cfg: Config) -> Any:
 def verify_results(cfg: Config) -> Any:
     """The lake's ``binlake verify`` results as its format (land.format) keeps them
     (streaming_job/format/verify_results.py): a Delta table in the lake, or an Iceberg table in the lake's catalog."""
-    from streaming_job.format.verify_results import DeltaResults, IcebergResults
+    from streaming_job.format.verify_results import DeltaResults
     from streaming_job.iceberg.catalog import IcebergCatalog
+    from streaming_job.iceberg.verify import IcebergResults
     from streaming_job.lake.files import LakeFiles
     from streaming_job.runtime.errors import LandError
 

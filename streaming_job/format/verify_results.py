@@ -2,14 +2,14 @@
 --wait`` and ``binlake status``. On a Delta lake they are the Delta table ``<lake>/_verify`` (its log read by
 delta_log, its files by pyarrow: ``DeltaResults``); on an Iceberg lake the Iceberg table
 ``_binlake.verify`` of the lake's catalog, at ``<lake>/_binlake/verify`` (a SQL or REST catalog: ``<lake>/_verify``;
-read by pyiceberg: ``IcebergResults``).
+read by pyiceberg: iceberg/verify.py's ``IcebergResults``).
 The land job writes them through its lake format (lake_format.LakeFormat.record_verify)."""
 
 from __future__ import annotations
 
 import datetime as dt
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
@@ -17,11 +17,6 @@ from ..decode.lake_types import arrow_type
 from ..lake.delta_log import TableLog
 from ..lake.files import LakeFiles
 from ..lake.paths import join
-
-if TYPE_CHECKING:
-    from pyiceberg.catalog import Catalog
-
-    from ..iceberg.catalog import IcebergCatalog
 
 VERIFY_TABLE = "_verify"
 ICEBERG_VERIFY = ("_binlake", "verify")  # an Iceberg lake's results: its namespace and name in the catalog
@@ -67,29 +62,6 @@ class DeltaResults(VerifyResults):
             return []
         tables = [self.files.read_parquet(join(path, name)) for name in log.files]
         return pa.concat_tables(tables, promote_options="permissive").to_pylist() if tables else []
-
-
-class IcebergResults(VerifyResults):
-    def __init__(self, where: IcebergCatalog) -> None:
-        self.where = where
-        self._catalog: Catalog | None = None  # opened once: a reader polls
-
-    def _rows(self, run: str | None) -> list[dict[str, Any]]:
-        from pyiceberg import expressions
-        from pyiceberg.exceptions import NoSuchTableError
-
-        E: Any = expressions  # pydantic models whose constructors mypy misreads
-
-        if self._catalog is None:
-            self._catalog = self.where.open()
-        try:
-            table = self._catalog.load_table(ICEBERG_VERIFY)
-        except NoSuchTableError:
-            return []
-        if table.current_snapshot() is None:
-            return []
-        where = E.AlwaysTrue() if run is None else E.EqualTo("run", run)
-        return table.scan(row_filter=where).to_arrow().to_pylist()
 
 
 def read_results(files: LakeFiles, lake: str, run: str | None = None) -> list[dict[str, Any]]:

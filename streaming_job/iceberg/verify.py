@@ -2,7 +2,8 @@
 the comparison (verify.py). The scan is pruned by the mirror's key statistics (the key columns are the
 mirror's only column metrics): by the chunks' range of the first key column where it is an integer or a
 decimal, by the chunks' keys where they are looked up; the rows are then cut in Arrow as Delta's are. The
-results themselves are the Iceberg table ``_binlake.verify`` (verify_results.py), written by the format."""
+results themselves are the Iceberg table ``_binlake.verify`` (format/verify_results.py), written by the format and
+read back here (``IcebergResults``)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,14 @@ import pyarrow as pa
 
 from ..batch.mirror import SEQ, conform
 from ..format.mirror_read import KeyCut, MirrorRead
+from ..format.verify_results import ICEBERG_VERIFY, VerifyResults
 from .tables import E, key_filter, range_filter, recorded_columns
 
 if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
+
+    from .catalog import IcebergCatalog
 
 
 class IcebergMirror(MirrorRead):
@@ -43,3 +48,26 @@ def _pruned(cut: KeyCut) -> Any:
     if not (kind in ("tinyint", "smallint", "int", "bigint") or kind.startswith("decimal(")):
         return E.AlwaysTrue()
     return range_filter(first, cut.bounds())
+
+
+class IcebergResults(VerifyResults):
+    def __init__(self, where: IcebergCatalog) -> None:
+        self.where = where
+        self._catalog: Catalog | None = None  # opened once: a reader polls
+
+    def _rows(self, run: str | None) -> list[dict[str, Any]]:
+        from pyiceberg import expressions
+        from pyiceberg.exceptions import NoSuchTableError
+
+        E: Any = expressions  # pydantic models whose constructors mypy misreads
+
+        if self._catalog is None:
+            self._catalog = self.where.open()
+        try:
+            table = self._catalog.load_table(ICEBERG_VERIFY)
+        except NoSuchTableError:
+            return []
+        if table.current_snapshot() is None:
+            return []
+        where = E.AlwaysTrue() if run is None else E.EqualTo("run", run)
+        return table.scan(row_filter=where).to_arrow().to_pylist()

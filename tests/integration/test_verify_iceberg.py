@@ -15,8 +15,8 @@ import pyarrow.compute as pc
 import pytest
 
 from ingester.cli.main import main
-from streaming_job.format.verify_results import IcebergResults
 from streaming_job.iceberg.catalog import IcebergCatalog
+from streaming_job.iceberg.verify import IcebergResults
 from tests.harness.iceberg import catalog, pyiceberg_table
 from tests.harness.land import run_land
 from tests.harness.verify_run import (

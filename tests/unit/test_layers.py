@@ -96,11 +96,6 @@ def test_no_module_imports_a_test_module() -> None:
 # streaming_job's packages by concern (docs/LAND.md, "The code"): its only top-level modules are the package and
 # the spark-submit entry point; every other module lives in a package
 JOB = ROOT / "streaming_job"
-# package cycles left, each a (importer, imported) edge with why it stays; none else may appear
-JOB_CYCLES_ALLOWED = {
-    ("format", "iceberg"): "format/verify_results.py names iceberg/catalog.py's IcebergCatalog in an annotation "
-                           "only (under TYPE_CHECKING); iceberg/format.py writes verify results with format/'s columns",
-}
 
 
 def _job_modules() -> dict[str, Path]:
@@ -167,14 +162,11 @@ def test_delta_and_iceberg_never_import_each_other() -> None:
 
 
 def test_no_import_cycle_between_streaming_job_packages() -> None:
-    """The packages' imports (every import, also inside functions and under TYPE_CHECKING) form no cycle, but
-    for the edges JOB_CYCLES_ALLOWED names (each still there: a cycle gone is taken off the list)."""
+    """The packages' imports (every import, also inside functions and under TYPE_CHECKING) form no cycle."""
     edges = _job_package_imports()
-    assert set(JOB_CYCLES_ALLOWED) <= set(edges), set(JOB_CYCLES_ALLOWED) - set(edges)
     graph: dict[str, set[str]] = {}
     for (a, b) in edges:
-        if (a, b) not in JOB_CYCLES_ALLOWED:
-            graph.setdefault(a, set()).add(b)
+        graph.setdefault(a, set()).add(b)
     done: set[str] = set()
 
     def cycle(node: str, path: list[str]) -> list[str] | None:

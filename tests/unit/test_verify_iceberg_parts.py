@@ -10,10 +10,9 @@ import pyarrow as pa
 
 from streaming_job.batch.mirror import COMMIT_TS, SEQ
 from streaming_job.format.mirror_read import KeyCut
-from streaming_job.format.verify_results import IcebergResults
 from streaming_job.iceberg.catalog import IcebergCatalog
 from streaming_job.iceberg.tables import columns_property, mirror_schema
-from streaming_job.iceberg.verify import IcebergMirror
+from streaming_job.iceberg.verify import IcebergMirror, IcebergResults
 from tests.harness.iceberg import catalog, local_format
 
 _COLUMNS = [("a", "string"), ("n", "int"), ("v", "bigint")]
