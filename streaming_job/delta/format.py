@@ -9,7 +9,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -46,6 +46,9 @@ from .statements import DeltaStatementTables
 from .tables import DeltaTables, stats_columns
 from .verify import DeltaMirrors
 
+if TYPE_CHECKING:
+    from ..statements.schema_alter import Mode
+
 log = logging.getLogger("binlake.land")
 _CHANGE_LOG_STATS = ["commit_ts", "kafka_offset"]  # Delta refuses statistics columns of BINARY type (seq)
 
@@ -62,7 +65,7 @@ class DeltaFormat(LakeFormat):
     mirrors: Mirrors
     on_driver: DriverLanding
     in_spark: SparkLanding
-    on_incompatible_change: str = "rewrite"  # land.on_incompatible_change (schema_alter.py)
+    on_incompatible_change: Mode = "rewrite"  # land.on_incompatible_change (schema_alter.py)
     name: str = "delta"
     verify: DeltaMirrors = field(init=False)
     generations: ChangeLogGenerations = field(init=False)
@@ -92,7 +95,7 @@ class DeltaFormat(LakeFormat):
         self.generations = ChangeLogGenerations(tables.properties)
         self.table_statements = TableStatements(tables, self.generations, self.forget)
         self.table_statements.alters = delta_alters(tables, self.table_statements)
-        self.table_statements.alters.mode = "stop" if self.on_incompatible_change == "stop" else "rewrite"
+        self.table_statements.alters.mode = self.on_incompatible_change
 
     def forget(self, db: str, table: str) -> None:
         """A statement changed the table's lake tables: their columns, their mirror's (and its key), what the

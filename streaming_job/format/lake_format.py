@@ -25,6 +25,7 @@ from .mirror_read import MirrorRead
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from ..statements.schema_alter import Mode
     from ..statements.statements import Action
     from ..statements.table_statements import TableStatements
 
@@ -58,7 +59,7 @@ class FormatSettings:
     compact_files: int = 32
     small_file_bytes: int = 8 << 20
     compact_bytes: int = 256 << 20
-    on_incompatible_change: str = "rewrite"  # land.on_incompatible_change (schema_alter.py)
+    on_incompatible_change: Mode = "rewrite"  # land.on_incompatible_change (schema_alter.py)
 
 
 @dataclass

@@ -91,6 +91,8 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
+    from ..statements.schema_alter import Mode
+
 log = logging.getLogger("binlake.land")
 QUARANTINE = ("_binlake", "quarantine")
 _QUARANTINE_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
@@ -104,7 +106,7 @@ class IcebergFormat(LakeFormat):
 
     def __init__(self, where: IcebergCatalog, app_id: str, keys: dict[str, list[str]] | None = None,
                  evolution: SchemaEvolution | None = None, spark: Any = None,
-                 maintenance: IcebergMaintenance | None = None, on_incompatible_change: str = "rewrite") -> None:
+                 maintenance: IcebergMaintenance | None = None, on_incompatible_change: Mode = "rewrite") -> None:
         """``keys``: land.keys; ``evolution`` and ``spark``: the defaults of added columns (none without them);
         ``maintenance``: compaction and expiry after each commit (iceberg/maintenance.py's defaults without it)."""
         self.where = where
@@ -126,7 +128,7 @@ class IcebergFormat(LakeFormat):
         statement_tables = IcebergStatementTables(self)
         self.table_statements = TableStatements(statement_tables, self.generations, self.forget)
         self.table_statements.alters = iceberg_alters(statement_tables, self.table_statements)
-        self.table_statements.alters.mode = "stop" if on_incompatible_change == "stop" else "rewrite"
+        self.table_statements.alters.mode = on_incompatible_change
 
     @classmethod
     def build(cls, settings: FormatSettings, services: FormatServices, catalog: IcebergCatalog,

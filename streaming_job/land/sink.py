@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -47,6 +47,9 @@ from ..statements.type_changes import type_changes
 from .formats import make_format
 from .sink_parks import ParkedTables, Scope, TableRecords
 from .verify import Verifier
+
+if TYPE_CHECKING:
+    from ..statements.schema_alter import Mode
 
 log = logging.getLogger("binlake.land")
 _INLINE_ROWS = 1_000  # a table's row changes in a batch landed by the batch's own thread (Lander._land)
@@ -97,7 +100,7 @@ class Lander(ParkedTables):
     lake_format: str = "delta"  # land.format: "delta" or "iceberg" (formats.py)
     # format iceberg: the lake's catalog (iceberg/catalog.py), built once by job.run (its Spark session reads it too)
     iceberg_catalog: IcebergCatalog | None = None
-    on_incompatible_change: str = "rewrite"  # land.on_incompatible_change (schema_alter.py)
+    on_incompatible_change: Mode = "rewrite"  # land.on_incompatible_change (schema_alter.py)
     # A table statement that rewrites more mirror rows than this parks its table (land.park_rows; -1: never):
     # the rewrite runs beside the batches, kept in a file beside the checkpoint (``checkpoint_files``: the
     # checkpoint's files; None: no parking), parking.py
