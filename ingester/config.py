@@ -16,11 +16,11 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any, Literal, get_args, get_type_hints
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 from .column_rules import ColumnRules
-from .config_values import CHECKS, ConfigError, key_columns, secret_file
+from .config_values import CHECKS, ConfigError, coerce, secret_file
 from .redact import redact
 
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -375,70 +375,12 @@ def _merge(obj: Any, values: dict[str, Any], where: str) -> None:
                 raise ConfigError(f"{where}: {key} must be a mapping")
             _merge(current, value, f"{where}.{key}")
         else:
-            value = _coerce(value, hints[key], f"{where}.{key}")
+            value = coerce(value, hints[key], f"{where}.{key}")
             check = CHECKS.get((type(obj).__name__, key))
             problem = check(value) if check is not None and value is not None else None
             if problem is not None:
                 raise ConfigError(f"{where}.{key}: {problem}")
             setattr(obj, key, value)
-
-
-def _coerce(value: Any, annotation: Any, where: str) -> Any:
-    """``value`` (from YAML, or text from the environment or a flag) as the setting's annotated type:
-    bool, int, float, str, a Literal (its values matched regardless of case), list[str], dict[str, str]
-    or dict[str, Literal], dict[str, list[str]] (land.keys), each possibly optional (``| None``)."""
-    if value is None:
-        return None
-    origin, args = get_origin(annotation), get_args(annotation)
-    if origin is Union or str(origin) == "<class 'types.UnionType'>":  # X | None
-        (inner,) = [a for a in args if a is not type(None)]
-        if get_origin(inner) is Literal and isinstance(value, str) and value.strip().lower() in ("none", "null"):
-            return None  # an optional choice switched off from the environment or a flag (kafka.compression=none)
-        return _coerce(value, inner, where)
-    if origin is Literal:
-        allowed = {str(a).lower(): a for a in args}
-        text = str(value).strip().lower() if isinstance(value, str | int) else None
-        if text is None or text not in allowed:
-            raise ConfigError(f"{where}: {value!r} is not one of {', '.join(map(str, args))}")
-        return allowed[text]
-    if origin is dict and get_origin(args[1]) is list:  # land.keys; from the environment as YAML
-        import yaml  # (~8 ms: imported by those who use it)
-
-        try:
-            return key_columns(yaml.safe_load(value) if isinstance(value, str) else value, where)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{where}: not YAML ({str(exc).splitlines()[0]}): {value!r}") from None
-    try:
-        if origin is dict:  # from the environment: "pattern=value,pattern=value"
-            items = (dict(item.strip().split("=", 1) for item in value.split(",") if item.strip())
-                     if isinstance(value, str) else dict(value))
-            return {str(k): _coerce(v, args[1], f"{where}[{k!r}]") for k, v in items.items()}
-        if origin is list:
-            listed = [v.strip() for v in value.split(",")] if isinstance(value, str) else [str(v) for v in value]
-            if get_origin(args[0]) is Literal:  # each one of the choices (the error names them)
-                return [_coerce(v, args[0], where) for v in listed if v]
-            return listed
-        if annotation is bool:
-            if isinstance(value, str):
-                if value.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
-                    raise ValueError(value)
-                return value.lower() in ("1", "true", "yes", "on")
-            return bool(value)
-        if annotation is int:
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError(value)
-            return int(value)
-        if annotation is float:
-            return float(value)
-        if annotation is str:
-            if isinstance(value, dict | list):
-                raise ValueError(value)
-            return str(value)
-    except ConfigError:
-        raise
-    except (TypeError, ValueError):
-        raise ConfigError(f"{where}: cannot use {value!r} as {getattr(annotation, '__name__', annotation)}") from None
-    raise ConfigError(f"{where}: no conversion to {annotation}")  # a setting of a type this function lacks
 
 
 def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str, Any] | None = None,

@@ -1,11 +1,12 @@
-"""The configuration's values beyond their types (ingester.config): the error a bad setting raises, durations,
-bounds checked where a setting is set, secrets read from files, land.keys' mapping."""
+"""The configuration's values (ingester.config): a value from YAML, the environment or a flag as its setting's type
+(``coerce``), the error a bad setting raises, durations, bounds checked where a setting is set, secrets read from
+files, land.keys' mapping."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Union, get_args, get_origin
 
 
 class ConfigError(ValueError):
@@ -77,3 +78,61 @@ def key_columns(value: Any, where: str) -> dict[str, list[str]]:
             raise ConfigError(f"{where}: {table}: a column is named twice in {names}")
         out[table] = list(names)
     return out
+
+
+def coerce(value: Any, annotation: Any, where: str) -> Any:
+    """``value`` (from YAML, or text from the environment or a flag) as the setting's annotated type:
+    bool, int, float, str, a Literal (its values matched regardless of case), list[str], dict[str, str]
+    or dict[str, Literal], dict[str, list[str]] (land.keys), each possibly optional (``| None``)."""
+    if value is None:
+        return None
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Union or str(origin) == "<class 'types.UnionType'>":  # X | None
+        (inner,) = [a for a in args if a is not type(None)]
+        if get_origin(inner) is Literal and isinstance(value, str) and value.strip().lower() in ("none", "null"):
+            return None  # an optional choice switched off from the environment or a flag (kafka.compression=none)
+        return coerce(value, inner, where)
+    if origin is Literal:
+        allowed = {str(a).lower(): a for a in args}
+        text = str(value).strip().lower() if isinstance(value, str | int) else None
+        if text is None or text not in allowed:
+            raise ConfigError(f"{where}: {value!r} is not one of {', '.join(map(str, args))}")
+        return allowed[text]
+    if origin is dict and get_origin(args[1]) is list:  # land.keys; from the environment as YAML
+        import yaml  # (~8 ms: imported by those who use it)
+
+        try:
+            return key_columns(yaml.safe_load(value) if isinstance(value, str) else value, where)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{where}: not YAML ({str(exc).splitlines()[0]}): {value!r}") from None
+    try:
+        if origin is dict:  # from the environment: "pattern=value,pattern=value"
+            items = (dict(item.strip().split("=", 1) for item in value.split(",") if item.strip())
+                     if isinstance(value, str) else dict(value))
+            return {str(k): coerce(v, args[1], f"{where}[{k!r}]") for k, v in items.items()}
+        if origin is list:
+            listed = [v.strip() for v in value.split(",")] if isinstance(value, str) else [str(v) for v in value]
+            if get_origin(args[0]) is Literal:  # each one of the choices (the error names them)
+                return [coerce(v, args[0], where) for v in listed if v]
+            return listed
+        if annotation is bool:
+            if isinstance(value, str):
+                if value.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                    raise ValueError(value)
+                return value.lower() in ("1", "true", "yes", "on")
+            return bool(value)
+        if annotation is int:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError(value)
+            return int(value)
+        if annotation is float:
+            return float(value)
+        if annotation is str:
+            if isinstance(value, dict | list):
+                raise ValueError(value)
+            return str(value)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: cannot use {value!r} as {getattr(annotation, '__name__', annotation)}") from None
+    raise ConfigError(f"{where}: no conversion to {annotation}")  # a setting of a type this function lacks

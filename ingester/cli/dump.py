@@ -10,8 +10,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO
 
-from ..codec import BinlogDecoder, BinlogError
-from ..codec import rows as codec_rows
+from ..codec import BinlogDecoder, BinlogError, charset_notices
 from ..codec.events import TransactionPayloadEvent
 from ..dump import native
 from ..dump.jsonl import event_json
@@ -101,7 +100,7 @@ def _render_segment(args: tuple[str, int, int | None, str, bool, bool, str]) -> 
     dec = _worker_decoders.get((path, verify))
     if dec is None:
         dec = _worker_decoders[(path, verify)] = BinlogDecoder(path, verify_checksums=verify)
-    notices = codec_rows.notices = []
+    notices = charset_notices.notices = []
     with open(spool, "wb") as out:
         try:
             with open_binlog(path, dec) as buf:
@@ -142,7 +141,7 @@ def _emit(result: Any, spool: str, out: BinaryIO) -> None:
 
     error, notices = result.get()
     for notice in notices:
-        codec_rows.say_unknown_charsets(*notice)
+        charset_notices.say_unknown_charsets(*notice)
     with open(spool, "rb") as fh:
         shutil.copyfileobj(fh, out, 1 << 20)
     os.unlink(spool)

@@ -7,11 +7,11 @@ from typing import Any
 
 from . import events as E
 from .charsets import decoder_for
+from .compression import mariadb_uncompress_event
 from .constants import EventType as ET
 from .cursor import Cursor
 from .decoding import DecodeContext, register, text
 from .errors import BinlogError
-from .rows import mariadb_uncompress_event
 
 
 def _status_vars(cur: Cursor, end: int) -> dict[str, Any]:

@@ -6,11 +6,12 @@ import struct
 from typing import Any
 
 from . import events as E
+from .compression import mariadb_uncompress_event
 from .constants import EventType as ET
 from .cursor import Cursor
 from .decoding import DecodeContext, register
 from .errors import BinlogError
-from .rows import compile_rows, mariadb_uncompress_event
+from .rows import compile_rows
 from .table_map import parse_table_map
 
 

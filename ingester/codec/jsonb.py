@@ -1,4 +1,4 @@
-"""MySQL's binary JSON format: JSON column values, partial-update diffs, and MySQL's text rendering.
+"""MySQL's binary JSON format: JSON column values and MySQL's text rendering (partial-update diffs: json_diff.py).
 
 Decoded values are plain Python: ``dict`` (keys in stored order, which is MySQL's own key order),
 ``list``, ``str``, ``int``, ``float``, ``True``/``False``/``None``, plus ``decimal.Decimal`` for
@@ -17,10 +17,7 @@ with the offset inside the JSON value in its reason; the caller attaches the str
 from __future__ import annotations
 
 import base64
-import copy
-import json
 import math
-import re
 import struct
 from decimal import Decimal
 
@@ -57,10 +54,6 @@ _PACKED_FRACTION_BITS = 24
 _DECIMAL_DIGITS_PER_WORD = 9
 _DECIMAL_LEFTOVER_BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4)  # bytes for a group of 0..8 digits
 
-_DIFF_OPERATIONS = ("REPLACE", "INSERT", "REMOVE")
-# Array indexes are 32-bit in MySQL; the cap also keeps int() away from huge digit strings.
-_PATH_LEG = re.compile(r'\.(?:([^.\[\]"*\s]+)|("(?:[^"\\]|\\.)*"))|\[([0-9]{1,10})\]')
-
 _ESCAPES = {code: f"\\u{code:04x}" for code in range(0x20)} | {
     ord('"'): '\\"',
     ord("\\"): "\\\\",
@@ -93,7 +86,7 @@ class JsonNull:
 JSON_NULL = JsonNull()
 
 
-def _malformed(reason: str, offset: int) -> BinlogError:
+def malformed(reason: str, offset: int) -> BinlogError:
     return BinlogError(f"{reason} (JSON offset {offset})")
 
 
@@ -110,7 +103,7 @@ class _Reader:
         """Account for bytes a value occupies, so entries pointing at shared bytes cannot multiply work."""
         self.budget -= amount
         if self.budget < 0:
-            raise _malformed("JSON values overlap: more value bytes than the document holds", offset)
+            raise malformed("JSON values overlap: more value bytes than the document holds", offset)
 
     def value(self, kind: int, pos: int, end: int, depth: int) -> object:
         """The value of type ``kind`` stored at ``pos``; ``end`` bounds its enclosing container."""
@@ -121,21 +114,21 @@ class _Reader:
 
     def container(self, kind: int, pos: int, end: int, depth: int) -> object:
         if depth > MAX_DEPTH:
-            raise _malformed(f"JSON document nests deeper than {MAX_DEPTH} levels", pos)
+            raise malformed(f"JSON document nests deeper than {MAX_DEPTH} levels", pos)
         large = kind in (_LARGE_OBJECT, _LARGE_ARRAY)
         is_object = kind in (_SMALL_OBJECT, _LARGE_OBJECT)
         counts, offset_field = (_COUNTS_LARGE, _OFFSET_LARGE) if large else (_COUNTS_SMALL, _OFFSET_SMALL)
         word = offset_field.size
         if end - pos < counts.size:
-            raise _malformed("JSON container header is truncated", pos)
+            raise malformed("JSON container header is truncated", pos)
         count, size = counts.unpack_from(self.data, pos)
         if size > end - pos:
-            raise _malformed(f"JSON container of {size} bytes exceeds the {end - pos} available", pos)
+            raise malformed(f"JSON container of {size} bytes exceeds the {end - pos} available", pos)
         key_entry, value_entry = word + 2, 1 + word
         values_at = counts.size + (count * key_entry if is_object else 0)
         header = values_at + count * value_entry
         if header > size:
-            raise _malformed(f"JSON container header of {count} entries exceeds its {size} bytes", pos)
+            raise malformed(f"JSON container header of {count} entries exceeds its {size} bytes", pos)
         inlined = _INLINED_LARGE if large else _INLINED_SMALL
         limit = pos + size
         items = []
@@ -148,7 +141,7 @@ class _Reader:
                 continue
             offset = offset_field.unpack_from(self.data, entry + 1)[0]
             if not header <= offset <= size:
-                raise _malformed(f"JSON value offset {offset} lies outside its container", entry)
+                raise malformed(f"JSON value offset {offset} lies outside its container", entry)
             items.append(self.value(item_kind, pos + offset, limit, depth))
         if not is_object:
             return items
@@ -158,7 +151,7 @@ class _Reader:
             offset = offset_field.unpack_from(self.data, entry)[0]
             length = _KEY_LENGTH.unpack_from(self.data, entry + word)[0]
             if offset < header or offset + length > size:
-                raise _malformed(f"JSON key at offset {offset} lies outside its container", entry)
+                raise malformed(f"JSON key at offset {offset} lies outside its container", entry)
             members[self.text(pos + offset, length, limit)] = item
         return members
 
@@ -166,30 +159,30 @@ class _Reader:
         data = self.data
         if kind == _LITERAL:
             if pos >= end:
-                raise _malformed("JSON literal is truncated", pos)
+                raise malformed("JSON literal is truncated", pos)
             if data[pos] > 2:
-                raise _malformed(f"unknown JSON literal 0x{data[pos]:02x}", pos)
+                raise malformed(f"unknown JSON literal 0x{data[pos]:02x}", pos)
             return (None, True, False)[data[pos]]
         number = _NUMBERS.get(kind)
         if number is not None:
             if end - pos < number.size:
-                raise _malformed("JSON number is truncated", pos)
+                raise malformed("JSON number is truncated", pos)
             result = number.unpack_from(data, pos)[0]
             if kind == _DOUBLE and not math.isfinite(result):
-                raise _malformed("JSON double is not finite", pos)
+                raise malformed("JSON double is not finite", pos)
             return result
         if kind == _STRING:
             length, start = self.length(pos, end)
             return self.text(start, length, end)
         if kind == _OPAQUE:
             if pos >= end:
-                raise _malformed("JSON opaque value is truncated", pos)
+                raise malformed("JSON opaque value is truncated", pos)
             length, start = self.length(pos + 1, end)
             if length > end - start:
-                raise _malformed(f"JSON opaque value of {length} bytes exceeds its container", pos)
+                raise malformed(f"JSON opaque value of {length} bytes exceeds its container", pos)
             self.claim(length, start)
             return _opaque(data[pos], data[start : start + length], pos)
-        raise _malformed(f"unknown JSON value type 0x{kind:02x}", pos)
+        raise malformed(f"unknown JSON value type 0x{kind:02x}", pos)
 
     def length(self, pos: int, end: int) -> tuple[int, int]:
         """A variable-length size: 7 bits per byte, low bits first, at most 5 bytes (32 bits)."""
@@ -201,36 +194,36 @@ class _Reader:
                 if value > 0xFFFFFFFF:
                     break
                 return value, pos + index + 1
-        raise _malformed("JSON variable-length size is malformed or truncated", pos)
+        raise malformed("JSON variable-length size is malformed or truncated", pos)
 
     def text(self, pos: int, length: int, end: int) -> str:
         if length > end - pos:
-            raise _malformed(f"JSON string of {length} bytes exceeds its container", pos)
+            raise malformed(f"JSON string of {length} bytes exceeds its container", pos)
         self.claim(length, pos)
         try:
             return self.data[pos : pos + length].decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise _malformed("JSON string is not valid UTF-8", pos + exc.start) from None
+            raise malformed("JSON string is not valid UTF-8", pos + exc.start) from None
 
 
 def _opaque(field_type: int, payload: bytes, offset: int) -> object:
     """An opaque value as MySQL presents it: DECIMAL as a number, temporals and the rest as text."""
     if field_type == ColumnType.NEWDECIMAL:
         if len(payload) < 2:
-            raise _malformed("JSON DECIMAL lacks its precision and scale", offset)
+            raise malformed("JSON DECIMAL lacks its precision and scale", offset)
         digits, end = decode_mysql_decimal(payload, 2, payload[0], payload[1])
         if end != len(payload):
-            raise _malformed("JSON DECIMAL size does not match its precision and scale", offset)
+            raise malformed("JSON DECIMAL size does not match its precision and scale", offset)
         return Decimal(digits)
     if field_type in _TEMPORALS:
         if len(payload) != 8:
-            raise _malformed(f"JSON temporal value has {len(payload)} bytes instead of 8", offset)
+            raise malformed(f"JSON temporal value has {len(payload)} bytes instead of 8", offset)
         return _packed_temporal(field_type, int.from_bytes(payload, "little", signed=True), offset)
     if field_type == ColumnType.VAR_STRING:  # the server prints these as plain strings
         try:
             return payload.decode("utf-8")
         except UnicodeDecodeError:
-            raise _malformed("JSON opaque string is not valid UTF-8", offset) from None
+            raise malformed("JSON opaque string is not valid UTF-8", offset) from None
     encoded = base64.b64encode(payload).decode("ascii")
     # MySQL's base64_encode() breaks the text every 76 characters; the JSON printer escapes the newlines.
     lines = "\n".join(encoded[start : start + 76] for start in range(0, len(encoded), 76))
@@ -245,13 +238,13 @@ def _packed_temporal(field_type: int, packed: int, offset: int) -> str:
     if field_type == ColumnType.TIME:
         hour, minute, second = whole >> 12, (whole >> 6) & 0x3F, whole & 0x3F
         if hour > 838 or minute > 59 or second > 59 or fraction > 999_999:
-            raise _malformed("JSON TIME value is out of range", offset)
+            raise malformed("JSON TIME value is out of range", offset)
         return f"{'-' if negative else ''}{hour:02d}:{minute:02d}:{second:02d}.{fraction:06d}"
     day_part, time_part = whole >> 17, whole & 0x1FFFF
     year, month, day = (day_part >> 5) // 13, (day_part >> 5) % 13, day_part & 0x1F
     hour, minute, second = time_part >> 12, (time_part >> 6) & 0x3F, time_part & 0x3F
     if negative or year > 9999 or hour > 23 or minute > 59 or second > 59 or fraction > 999_999:
-        raise _malformed("JSON date/datetime value is out of range", offset)
+        raise malformed("JSON date/datetime value is out of range", offset)
     date = f"{year:04d}-{month:02d}-{day:02d}"
     if field_type == ColumnType.DATE:
         return date
@@ -299,14 +292,14 @@ def decode_mysql_decimal(data: bytes, offset: int, precision: int, scale: int) -
     return sign + integer + ("." + fraction if scale else ""), offset + size
 
 
-def _decode(raw: bytes) -> object:
+def decode_value(raw: bytes) -> object:
     """One binary JSON value; empty input is the null literal, as MySQL reads it."""
     return _Reader(raw).value(raw[0], 1, len(raw), 0) if raw else None
 
 
 def decode_json_binary(data: bytes | memoryview) -> object:
     """Decode one binary JSON document (a JSON column's bytes); the null document is :data:`JSON_NULL`."""
-    value = _decode(bytes(data))
+    value = decode_value(bytes(data))
     return JSON_NULL if value is None else value
 
 
@@ -372,155 +365,3 @@ def to_json_text(value: object) -> str:
     out: list[str] = []
     _render(value, out)
     return "".join(out)
-
-
-def _packed_integer(data: bytes, pos: int) -> tuple[int, int]:
-    """A length-encoded integer (net_field_length); 0xFB (NULL) and 0xFF are not lengths."""
-    if pos >= len(data):
-        raise _malformed("JSON diff is truncated before a length", pos)
-    first = data[pos]
-    if first < 0xFB:
-        return first, pos + 1
-    width = {0xFC: 2, 0xFD: 3, 0xFE: 8}.get(first)
-    if width is None:
-        raise _malformed(f"JSON diff has an invalid length prefix 0x{first:02x}", pos)
-    if width > len(data) - pos - 1:
-        raise _malformed("JSON diff is truncated inside a length", pos)
-    return int.from_bytes(data[pos + 1 : pos + 1 + width], "little"), pos + 1 + width
-
-
-def _parse_path(path: str, offset: int) -> list[str | int]:
-    """Legs of a concrete path as MySQL writes them in diffs: ``$``, ``.name``, ``."quoted"``, ``[n]``."""
-    if not path.startswith("$"):
-        raise _malformed(f"JSON diff path {path!r} does not start with '$'", offset)
-    legs: list[str | int] = []
-    pos = 1
-    while pos < len(path):
-        match = _PATH_LEG.match(path, pos)
-        if match is None:
-            raise _malformed(f"JSON diff path {path!r} has an unsupported leg at character {pos}", offset)
-        bare, quoted, index = match.groups()
-        if index is not None:
-            legs.append(int(index))
-        elif bare is not None:
-            legs.append(bare)
-        else:
-            try:
-                name = json.loads(quoted)
-                name.encode("utf-8")
-            except (ValueError, UnicodeEncodeError):
-                raise _malformed(f"JSON diff path {path!r} has a malformed quoted name", offset) from None
-            legs.append(name)
-        pos = match.end()
-    if not legs:
-        raise _malformed("JSON diff path addresses the whole document", offset)
-    return legs
-
-
-def _read_diffs(diff: bytes | memoryview) -> list[tuple[str, str, list[str | int], object | None]]:
-    """Parse the diff vector: (operation, path text, path legs, value or None for REMOVE) per diff."""
-    data = bytes(diff)
-    diffs = []
-    pos = 0
-    while pos < len(data):
-        start = pos
-        if data[pos] >= len(_DIFF_OPERATIONS):
-            raise _malformed(f"unknown JSON diff operation {data[pos]}", pos)
-        operation = _DIFF_OPERATIONS[data[pos]]
-        length, pos = _packed_integer(data, pos + 1)
-        if length > len(data) - pos:
-            raise _malformed(f"JSON diff path of {length} bytes exceeds the diff", pos)
-        try:
-            path = data[pos : pos + length].decode("utf-8")
-        except UnicodeDecodeError:
-            raise _malformed("JSON diff path is not valid UTF-8", pos) from None
-        legs = _parse_path(path, pos)
-        pos += length
-        value = None
-        if operation != "REMOVE":
-            length, pos = _packed_integer(data, pos)
-            if length > len(data) - pos:
-                raise _malformed(f"JSON diff value of {length} bytes exceeds the diff", pos)
-            try:
-                value = _decode(data[pos : pos + length])  # never a whole document: nulls are None
-            except BinlogError as exc:
-                raise BinlogError(f"{exc.reason} in the value of the JSON diff at offset {start}") from None
-            pos += length
-        diffs.append((operation, path, legs, value))
-    return diffs
-
-
-def decode_json_diff(diff: bytes | memoryview) -> list[tuple[str, str, object | None]]:
-    """The diffs of a partial JSON update as (``REPLACE``/``INSERT``/``REMOVE``, path, value) for display.
-
-    ``diff`` is the diff vector after its 4-byte little-endian length in the row image (the caller
-    reads that length to find the vector's end): per diff, one operation byte, a length-encoded path
-    length and the path text, then for REPLACE and INSERT a length-encoded size and a binary JSON value.
-    """
-    return [(operation, path, value) for operation, path, _, value in _read_diffs(diff)]
-
-
-def _nesting(value: object) -> int:
-    if isinstance(value, dict):
-        return 1 + max(map(_nesting, value.values()), default=0)
-    if isinstance(value, list):
-        return 1 + max(map(_nesting, value), default=0)
-    return 0
-
-
-def _mysql_key_order(key: str) -> tuple[int, bytes]:
-    encoded = key.encode("utf-8")
-    return len(encoded), encoded
-
-
-def apply_json_diff(document: object, diff: bytes | memoryview) -> object:
-    """Apply a partial-update diff vector (as for :func:`decode_json_diff`) to a copy of ``document``.
-
-    Mirrors the server: REPLACE needs an existing member or element, INSERT a new member or an array
-    position (past the end appends), REMOVE an existing one; anything else is a BinlogError. Objects
-    keep MySQL's key order (byte length, then bytes), so inserted members are sorted in.
-    """
-    diffs = _read_diffs(diff)
-    result = copy.deepcopy(document)
-    for operation, path, legs, value in diffs:
-        if operation != "REMOVE" and len(legs) + _nesting(value) > MAX_DEPTH:
-            raise BinlogError(f"JSON diff at {path} would nest the document deeper than {MAX_DEPTH} levels")
-        parent = result
-        for leg in legs[:-1]:
-            parent = _child(parent, leg, path)
-        _edit(parent, operation, legs[-1], value, path)
-    return result
-
-
-def _child(container: object, leg: str | int, path: str) -> object:
-    if isinstance(container, dict) and isinstance(leg, str) and leg in container:
-        return container[leg]
-    if isinstance(container, list) and isinstance(leg, int) and leg < len(container):
-        return container[leg]
-    raise BinlogError(f"JSON diff path {path} does not exist in the document")
-
-
-def _edit(parent: object, operation: str, leg: str | int, value: object, path: str) -> None:
-    if isinstance(parent, dict) and isinstance(leg, str):
-        if operation == "INSERT" and leg not in parent:
-            members = sorted([*parent.items(), (leg, value)], key=lambda item: _mysql_key_order(item[0]))
-            parent.clear()
-            parent.update(members)
-            return
-        if operation == "REPLACE" and leg in parent:
-            parent[leg] = value
-            return
-        if operation == "REMOVE" and leg in parent:
-            del parent[leg]
-            return
-    elif isinstance(parent, list) and isinstance(leg, int):
-        if operation == "INSERT":
-            parent.insert(min(leg, len(parent)), value)
-            return
-        if leg < len(parent):
-            if operation == "REPLACE":
-                parent[leg] = value
-            else:
-                del parent[leg]
-            return
-    raise BinlogError(f"JSON diff {operation} at {path} does not fit the document")

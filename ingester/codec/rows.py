@@ -8,18 +8,19 @@ dispatched per value, which is what makes the decoder fast.
 
 from __future__ import annotations
 
-import logging
 import struct
-import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import values as V
+from .charset_notices import notice_unknown_charsets
 from .charsets import charset_for, decoder_for, keeps_bytes
+from .compression import mariadb_uncompress_column
 from .constants import ColumnType as T
 from .errors import BinlogError
-from .jsonb import apply_json_diff, decode_json_binary, decode_json_diff
-from .table_map import STRING_TYPES, Column, TableMap
+from .json_diff import apply_json_diff, decode_json_diff
+from .jsonb import decode_json_binary
+from .table_map import Column, TableMap
 
 RowsDecoder = Callable[[bytes, int, int], Any]  # list of row dicts, or RowImages
 # (table map, kind, before columns, after columns, partial JSON, pre-GA) -> the decoder of such events' bodies
@@ -35,34 +36,6 @@ _STRUCT: dict[int, tuple[str, str, int]] = {
     T.DOUBLE: ("d", "d", 8),
 }
 _UTF8_CHARSETS = frozenset(("utf8mb4", "utf8mb3", "utf8"))
-log = logging.getLogger("binlake.codec")
-_noticed: set[tuple[str, str]] = set()
-# Where notices go instead of the log while not None (a worker process hands them to its parent).
-notices: list[tuple[str, str, list[str]]] | None = None
-
-
-def notice_unknown_charsets(tm: TableMap) -> None:
-    """Say once per table (per process) on the log (stderr) that string columns whose charset the binlog
-    does not give, and no schema told, keep their bytes: the user should know why they are not text."""
-    if (tm.database, tm.table) in _noticed:
-        return
-    unknown = [c.name for c in tm.columns
-               if c.type in STRING_TYPES and c.collation != 63 and keeps_bytes(c.collation, tm.is_mariadb)]
-    if unknown:
-        say_unknown_charsets(tm.database, tm.table, unknown)
-
-
-def say_unknown_charsets(database: str, table: str, columns: list[str]) -> None:
-    if notices is not None:
-        notices.append((database, table, columns))
-        return
-    if (database, table) not in _noticed:
-        _noticed.add((database, table))
-        log.warning("`%s`.`%s`: no character set known for %s (the binlog has no charset metadata, "
-                    "binlog_row_metadata is not FULL, and no schema history applies): their values are kept as "
-                    "bytes (base64 in JSONL)", database, table, ", ".join(columns))
-
-
 class JsonDiff:
     """A partial JSON update whose before value was not in the row image."""
 
@@ -75,40 +48,6 @@ class JsonDiff:
 
     def to_json(self) -> dict[str, Any]:
         return {"$json_diff": [{"op": op, "path": path, "value": value} for op, path, value in self.decoded]}
-
-
-def _inflate(data: bytes, size: int, wbits: int) -> bytes:
-    d = zlib.decompressobj(wbits)
-    try:
-        out = d.decompress(data, size)
-    except zlib.error as exc:
-        raise BinlogError(f"corrupt zlib data: {exc}") from None
-    if len(out) != size or d.unconsumed_tail:
-        raise BinlogError(f"compressed data inflates to {len(out)}+ bytes, its header says {size}")
-    return out
-
-
-def mariadb_uncompress_event(data: bytes) -> bytes:
-    """MariaDB compressed QUERY text / rows data: 0x80 | length bytes, big-endian length, zlib."""
-    head = data[0] if data else 0
-    nlen = head & 0x07
-    if not head & 0x80 or not 1 <= nlen <= 4 or len(data) < 1 + nlen:
-        raise BinlogError(f"bad MariaDB event compression header 0x{head:02x}")
-    return _inflate(data[1 + nlen :], int.from_bytes(data[1 : 1 + nlen], "big"), 15)
-
-
-def mariadb_uncompress_column(data: bytes) -> bytes:
-    """MariaDB COMPRESSED column value: 0x00 + raw bytes, or 0x80 | no-wrap 0x08 | length bytes,
-    big-endian length, then deflate data (zlib-wrapped only with column_compression_zlib_wrap)."""
-    if not data:
-        return b""
-    head = data[0]
-    if head == 0:
-        return data[1:]
-    nlen = head & 0x07
-    if not head & 0x80 or head & 0x70 or not 1 <= nlen <= 4 or len(data) < 1 + nlen:
-        raise BinlogError(f"bad MariaDB column compression header 0x{head:02x}")
-    return _inflate(data[1 + nlen :], int.from_bytes(data[1 : 1 + nlen], "big"), -15 if head & 0x08 else 15)
 
 
 class _Gen:

@@ -25,6 +25,7 @@ from ..schema.history import SchemaHistory
 from ..sources.errors import SourceUnreachable
 from ..sources.position import current_position
 from ..sources.replication import BinlogStream, ReplicationError, SourceURL
+from .failures import BINLOG_GONE, KAFKA_RETRY_MAX, BinlogGone, fatal, kafka_failure
 from .kafka_io import ClientErrors, Publisher, read_checkpoint, read_prepared
 from .metrics import Metrics
 from .producers import RdkafkaProducer
@@ -34,6 +35,7 @@ from .server_id import ServerIdClaim
 from .stream_loop import StreamLoop
 
 log = logging.getLogger("binlake.run")
+_SWITCH_INTERVAL = 0.0005
 
 
 def transactional_id(cfg: Config) -> str:
@@ -138,7 +140,7 @@ class Runner:
                     self.metrics.source_connected = False
                     if publisher is not None:
                         publisher.abort()
-                    if _fatal(exc):
+                    if fatal(exc):
                         raise
                     if self.stop_requested:  # everything committed stays; the rest is re-read on the next start
                         log.info("%s; stopping as requested", exc)
@@ -152,7 +154,7 @@ class Runner:
                     else:
                         log.warning("%s; reconnecting in %.1f s from the last checkpoint", exc, pause)
                 except Exception as exc:  # Kafka unavailable: stop reading the source until it is back
-                    if not _kafka_failure(exc):
+                    if not kafka_failure(exc):
                         raise
                     if self.stop_requested:
                         log.warning("kafka %s: %s; stopping as requested", cfg.kafka.bootstrap, exc)
@@ -161,7 +163,7 @@ class Runner:
                     if publisher is not None:
                         publisher.discard()
                         publisher = None
-                    pause = min(delay, _KAFKA_RETRY_MAX)
+                    pause = min(delay, KAFKA_RETRY_MAX)
                     cause = client_errors.take()
                     log.warning("kafka %s: %s%s; retrying in %.1f s from the last committed checkpoint",
                                 cfg.kafka.bootstrap, exc, f" ({cause})" if cause else "", pause)
@@ -480,39 +482,6 @@ class Runner:
         publisher.commit(checkpoint, committed)
 
 
-class BinlogGone(ReplicationError):
-    """The binlog to resume from is not on the server (purged): no retry helps, a snapshot does."""
-
-    fatal = True
-
-
-_SWITCH_INTERVAL = 0.0005
-# Kafka retries wait at most this long: an attempt costs one connection, and a longer wait would add to the
-# lag once the broker is back (the source is not read meanwhile: back-pressure)
-_KAFKA_RETRY_MAX = 5.0
-
-
 def _host_port(url: str) -> str:
     src = SourceURL.parse(url)
     return f"{src.host}:{src.port}"
-
-
-def _kafka_failure(exc: Exception) -> bool:
-    """Errors of the Kafka client or broker: retried with back-pressure, never fatal on their own."""
-    from kafka.errors import KafkaError as ClientError
-
-    from .kafka_io import KafkaError
-    from .producers import ProducerError
-
-    return isinstance(exc, (ClientError, KafkaError, ProducerError, TimeoutError, ConnectionError))
-
-
-def _fatal(exc: ReplicationError) -> bool:
-    """Errors a reconnect cannot fix: purged binlogs, bad credentials, missing privileges (SELECT too)."""
-    if getattr(exc, "fatal", False):  # e.g. a table the snapshot cannot read
-        return True
-    return exc.code in _FATAL_CODES
-
-
-BINLOG_GONE = 1236  # the server's error: the requested binlog position is not on it
-_FATAL_CODES = frozenset((BINLOG_GONE, 1045, 1044, 1227, 1698, 1047, 1142, 1143))

@@ -18,11 +18,11 @@ from typing import Any
 import orjson
 
 from ..codec import BinlogDecoder
+from ..codec.charset_notices import notice_unknown_charsets
 from ..codec.charsets import charset_for, keeps_bytes
 from ..codec.constants import ColumnType as T
 from ..codec.decoder import CHECKSUM_CRC32
 from ..codec.events import EVENT_NAMES
-from ..codec.rows import notice_unknown_charsets
 from ..codec.table_map import Column, TableMap
 from ..extensions import load as load_extension
 from ..sources.binlog_file import frames_in

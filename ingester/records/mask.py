@@ -21,9 +21,9 @@ from ..codec import BinlogError
 from ..codec import header as H
 from ..codec import values as V
 from ..codec.charsets import charset_for
+from ..codec.compression import mariadb_uncompress_column, mariadb_uncompress_event
 from ..codec.constants import HEADER_V3
 from ..codec.constants import ColumnType as T
-from ..codec.rows import mariadb_uncompress_column, mariadb_uncompress_event
 from ..codec.table_map import Column, TableMap
 
 _FIXED: dict[int, int] = {T.TINY: 1, T.SHORT: 2, T.INT24: 3, T.LONG: 4, T.LONGLONG: 8, T.FLOAT: 4, T.DOUBLE: 8,

@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..decode.decode import arrow_type, quote
+from ..decode.lake_types import arrow_type, quote
 from . import defaults as D
 
 

@@ -50,7 +50,7 @@ class Default:
 
     def value(self, prefix: str = "") -> str:
         """The value as SQL; ``prefix`` qualifies the old column of a rename (``after.``)."""
-        from ..decode.decode import quote
+        from ..decode.lake_types import quote
 
         return f"CAST({prefix}{quote(self.source)} AS {self.sql})" if self.source else self.sql
 
@@ -238,7 +238,7 @@ def mirror_images(columns: list[str], defaults: list[Default], image: str = "aft
     default (or the old column's value, itself perhaps a default)."""
     from pyspark.sql import functions as F
 
-    from ..decode.decode import quote
+    from ..decode.lake_types import quote
 
     exprs = {n: f"{image}{quote(n)}" for n in columns}
     changed = []

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from ingester.records.format import Sequence
 
-from ..decode.decode import quote
+from ..decode.lake_types import quote
 from ..runtime.errors import LandError
 from .mirror import SEQ
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..decode.decode import arrow_type, quote
+from ..decode.lake_types import arrow_type, quote
 from ..runtime.errors import LandError
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def candidate_schema(columns: list[tuple[str, str]]) -> pa.Schema:
 
 
 def mirror_candidates(typed: pa.RecordBatch, pk: list[str], schema: pa.Schema) -> pa.Table:
-    """One chunk of typed row changes (decode.typed_batches) -> its candidate mirror rows, the last per key."""
+    """One chunk of typed row changes (typed.typed_batches) -> its candidate mirror rows, the last per key."""
     names = schema.names[: -len(CANDIDATE_META)]
     return last_per_key(_candidates(typed, names, pk, schema), pk)
 

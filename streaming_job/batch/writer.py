@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..decode.decode import typed_batches
+from ..decode.typed import typed_batches
 from ..lake.files import LakeFiles
 from ..lake.paths import join
 from ..runtime.spark_archives import keep_spark_archive_listings

@@ -87,6 +87,11 @@ _ARROW_TYPES: dict[str, pa.DataType] = {
 }
 
 
+def quote(name: str) -> str:
+    """A column's or table's name in Spark SQL: in backquotes, its own doubled."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def arrow_type(dtype: str) -> pa.DataType:
     """The Arrow type of a lake type (its Spark DDL name)."""
     if dtype.startswith("decimal("):

@@ -10,7 +10,7 @@ import orjson
 
 from ..batch import defaults as D
 from ..batch.defaults import quote_string
-from ..decode.decode import quote
+from ..decode.lake_types import quote
 
 
 def give_existing_rows(spark: Any, path: str, defaults: list[D.Default]) -> None:

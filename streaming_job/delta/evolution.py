@@ -9,7 +9,7 @@ from pyspark.sql.types import StructType
 
 from ..batch import defaults as D
 from ..batch.evolution import widened
-from ..decode.decode import quote
+from ..decode.lake_types import quote
 from ..lake.delta_log import simple_type
 from .defaults import give_existing_rows, mark_pending
 from .tables import DeltaTables

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from ..batch.batch_rows import TableRows
 from ..batch.keys import MirrorKeys
 from ..batch.writer import PARTITION_COLUMN, land_partition
-from ..decode.decode import typed_batches, typed_ddl
+from ..decode.typed import typed_batches, typed_ddl
 from ..format.lake_format import (
     QUARANTINE_DDL,
     QUARANTINE_TABLE,

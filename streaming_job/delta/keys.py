@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from ..batch.keys import KEY_PROPERTY, MirrorKeys, recorded_key
-from ..decode.decode import quote
+from ..decode.lake_types import quote
 from ..lake.delta_log import TableLog
 
 

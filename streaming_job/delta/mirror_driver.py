@@ -20,7 +20,7 @@ from ..batch.key_range import KeyRange
 from ..batch.keys import key_property
 from ..batch.mirror import DELETED, conform, last_per_key
 from ..batch.writer import SMALL_FILE_ROWS, Added, within, write_mirror_file
-from ..decode.decode import quote
+from ..decode.lake_types import quote
 from ..lake.files import LakeFiles
 from ..lake.paths import join, scheme
 from ..runtime.driver_threads import DriverThreads

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from ..batch import defaults as D
 from ..batch.key_range import KeyRange
 from ..batch.mirror import DELETED, ORDER, SEQ
-from ..decode.decode import quote
+from ..decode.lake_types import quote
 from .evolution import DeltaEvolution
 from .keys import record_key
 from .mirrors import INTEGER, META, MirrorStrategy, MirrorTable, key_stats

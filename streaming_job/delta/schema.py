@@ -21,7 +21,7 @@ import pyarrow as pa
 from ..batch.default_values import default_values
 from ..batch.mirror import conform
 from ..batch.writer import Added, file_name, parquet_options, write_mirror_file
-from ..decode.decode import quote
+from ..decode.lake_types import quote
 from ..lake.paths import join
 from ..statements.schema_alter import Alters, MirrorRewrite, Transform
 from ..statements.table_statements import Properties, TableStatements

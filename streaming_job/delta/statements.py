@@ -19,7 +19,8 @@ from pyspark.sql import SparkSession
 
 from ..batch.keys import key_property
 from ..batch.writer import PARTITION_COLUMN, Added, write_change_log_file
-from ..decode.decode import quote, typed_ddl
+from ..decode.lake_types import quote
+from ..decode.typed import typed_ddl
 from ..lake.delta_log import TableLog, simple_type, table_protocol
 from ..lake.files import LakeFiles
 from ..lake.generations import parse_change_log

@@ -14,7 +14,7 @@ from contextvars import ContextVar
 import orjson
 from pyspark.sql import DataFrame, SparkSession
 
-from ..decode.decode import quote
+from ..decode.lake_types import quote
 from ..lake.delta_log import CommitConflict, TableLog, UnreadableLog
 from ..lake.files import LakeFiles
 from .commit import Commit, DeltaCommit, LogCommit

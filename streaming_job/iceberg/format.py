@@ -49,7 +49,7 @@ from ..batch.mirror import (
     statement_seq,
 )
 from ..batch.writer import PARTITION_COLUMN
-from ..decode.decode import typed_batches
+from ..decode.typed import typed_batches
 from ..format.lake_format import (
     QUARANTINE_TABLE,
     FormatServices,

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from ..batch.defaults import Default
 from ..batch.evolution import SchemaGroup
-from ..decode.decode import arrow_type
+from ..decode.lake_types import arrow_type
 
 Renames = list[tuple[str, str]]  # (old name, new name), in source order
 
@@ -42,7 +42,7 @@ def renamed(columns: list[tuple[str, str]], renames: Renames) -> list[tuple[str,
 
 
 def renamed_images(batch: pa.RecordBatch, renames: Renames, columns: list[tuple[str, str]]) -> pa.RecordBatch:
-    """Typed row changes (decode.typed_batches, in the union schema) with their images in the renamed
+    """Typed row changes (typed.typed_batches, in the union schema) with their images in the renamed
     ``columns``: an image older than a rename has the old name's value under the new one."""
     fields = [pa.field(n, arrow_type(t)) for n, t in columns]
     out = {}

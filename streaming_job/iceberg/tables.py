@@ -1,5 +1,5 @@
 """The Iceberg tables' schemas and the mirror's key filters (pure: pyarrow and pyiceberg's expressions, no
-catalog). Types: a lake column's Arrow type (decode.arrow_type) as pyiceberg maps it to Iceberg's: TINYINT
+catalog). Types: a lake column's Arrow type (lake_types.arrow_type) as pyiceberg maps it to Iceberg's: TINYINT
 and SMALLINT (and their unsigned widenings) are Iceberg ``int``, unsigned BIGINT ``decimal(20,0)``, TIME
 and BIT ``long``, DATETIME ``timestamp``, TIMESTAMP ``timestamptz``, ENUM/SET/JSON ``string``, binary
 strings and BLOBs ``binary`` (docs/LAND.md, "Iceberg")."""
@@ -19,7 +19,8 @@ from pyiceberg.expressions import BooleanExpression
 from ..batch.key_range import KeyRange, range_of
 from ..batch.mirror import COMMIT_TS, SEQ
 from ..batch.writer import PARTITION_COLUMN
-from ..decode.decode import TYPED_HEAD, arrow_type
+from ..decode.lake_types import arrow_type
+from ..decode.typed import TYPED_HEAD
 from .renames import Renames
 
 
@@ -105,7 +106,7 @@ _METADATA = {"write.metadata.delete-after-commit.enabled": "true", "commit.manif
 
 
 def change_rows(typed: list[pa.RecordBatch], columns: list[tuple[str, str]], ingest_micros: int) -> pa.Table:
-    """Typed row changes (decode.typed_batches) as the change log's rows: with commit_date and ingest_ts."""
+    """Typed row changes (typed.typed_batches) as the change log's rows: with commit_date and ingest_ts."""
     schema = change_log_schema(columns)
     if not typed:
         return schema.empty_table()

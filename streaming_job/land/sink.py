@@ -28,7 +28,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from ..batch.batch_rows import BatchRows, DriverBatch, SeqRange, SparkBatch
 from ..batch.evolution import SchemaEvolution, SchemaGroup
-from ..decode.decode import RECORD_DDL, ChunkPiece, RecordRow, reassemble, typed_batches
+from ..decode.decode import RECORD_DDL, ChunkPiece, RecordRow, reassemble
+from ..decode.typed import typed_batches
 from ..format.lake_format import QUARANTINE_TABLE, FormatServices, FormatSettings, LakeFormat, TableChanges, Undecodable
 from ..iceberg.catalog import IcebergCatalog
 from ..iceberg.maintenance import IcebergMaintenance

@@ -11,7 +11,7 @@ comparison, on both sides: the keys changed while the chunk was read (between it
 lists them), and the keys this batch changed after H (the mirror is past H there). Every other key's row
 is the same at H on both sides, or a real difference.
 
-The source's rows are decoded by the same path as snapshot rows (decode.py, typed_batches): one
+The source's rows are decoded by the same path as snapshot rows (decode.py, typed.typed_batches): one
 canonical value per column type on both sides. Where the key's order in Spark is MySQL's (integers,
 decimals, dates, timestamps, binary strings), the mirror's rows of the key range are compared both ways
 (rows missing, extra or different); for other keys (text under a collation, ...) the range cannot be cut
@@ -30,8 +30,8 @@ import orjson
 import pyarrow as pa
 
 from ..batch.mirror import SEQ
-from ..decode.decode import typed_batches
 from ..decode.lake_types import arrow_type
+from ..decode.typed import typed_batches
 from ..format.lake_format import LakeFormat
 from ..format.mirror_read import KeyCut
 
@@ -236,7 +236,7 @@ class Verifier:
 
 
 def _images(columns: list[tuple[str, str]], rows: pa.Table) -> pa.Table:
-    """Verify record rows -> their rows' images, typed as the mirror's ``columns`` (decode.typed_batches)."""
+    """Verify record rows -> their rows' images, typed as the mirror's ``columns`` (typed.typed_batches)."""
     schema = pa.schema([pa.field(n, arrow_type(t)) for n, t in columns])
     return pa.Table.from_batches([pa.RecordBatch.from_struct_array(b.column("after"))
                                   for b in typed_batches(columns, rows.to_batches())], schema=schema)

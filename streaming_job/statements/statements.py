@@ -31,8 +31,8 @@ from ingester.records.snapshot import decode_descriptor
 from ingester.records.statement import TableStatement
 
 from ..decode.arrow_rows import LakeColumn
-from ..decode.decode import TYPED_HEAD, quote
-from ..decode.lake_types import arrow_type
+from ..decode.lake_types import arrow_type, quote
+from ..decode.typed import TYPED_HEAD
 
 STATEMENT_COLUMN = "statement"  # a change log's column: the SQL text of a statement row (null for row changes)
 RENAME_FROM, RENAME_TO = "rename_from", "rename_to"  # a rename row's old and new name ("<db>.<table>")

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from ingester.cli.dump import dump_file
-from ingester.codec import rows as codec_rows
+from ingester.codec import charset_notices
 from ingester.dump import native
 from tests.harness import zoo
 from tests.harness.binlogs import verbose_counts
@@ -114,7 +114,7 @@ def test_bare_files_without_full_metadata_decode_alike_in_c_and_python(make_mari
     compared = sum((assert_columnar_equals_dicts(f) for f in files), collections.Counter())
     assert sum(assert_land_images_equal_reference(f) for f in files) == sum(compared.values()) > 20
     caplog.clear()
-    monkeypatch.setattr(codec_rows, "_noticed", set())  # said once per table and process: this process anew
+    monkeypatch.setattr(charset_notices, "_noticed", set())  # said once per table and process: this process anew
     jsonl = _dump(files, "jsonl")
     err = caplog.text
     with monkeypatch.context() as m:

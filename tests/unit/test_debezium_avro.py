@@ -250,7 +250,7 @@ def test_registry_settings(tmp_path) -> None:
 
 
 def test_registry_client_refusals_are_one_line_and_outages_are_retried(monkeypatch) -> None:
-    from ingester.daemon.runner import _kafka_failure
+    from ingester.daemon.failures import kafka_failure
     from ingester.registry_client import RegistryClient, RegistryUnavailable, SchemaRefused
 
     with socket.socket() as s:  # a port nothing listens on
@@ -259,7 +259,7 @@ def test_registry_client_refusals_are_one_line_and_outages_are_retried(monkeypat
     down = RegistryClient(f"http://u:secret@127.0.0.1:{closed}")
     with pytest.raises(RegistryUnavailable, match=rf"^schema registry http://u:\*\*\*@127.0.0.1:{closed}: ") as exc:
         down.schema_id("t-value", "{}")
-    assert _kafka_failure(exc.value)  # retried from the last checkpoint, like Kafka
+    assert kafka_failure(exc.value)  # retried from the last checkpoint, like Kafka
     answers = iter([(409, {"error_code": 409, "message": "Schema being registered is incompatible"}),
                     (200, {"compatibilityLevel": "FULL"}), (200, {"id": 7}), (401, {"message": "no"})])
     client = RegistryClient("https://registry:8081/", "user", "pw")

@@ -1,6 +1,6 @@
 """The deployment files (docker-compose.yml, Dockerfiles, deploy/) are checked offline against the code.
 
-No Docker engine, cluster or Grafana runs here: tests/deploy_checks.py reads the files and cross-checks
+No Docker engine, cluster or Grafana runs here: tests/harness/deploy/ reads the files and cross-checks
 every reference. Each checker is also shown to fail on a deliberately broken copy.
 """
 
@@ -22,8 +22,12 @@ import yaml
 
 from ingester.config import load_config
 from ingester.devstack.kafka import KAFKA_VERSION
-from tests import deploy_checks as dc
-from tests.deploy_checks import REPO
+from tests.harness.deploy.accepted import REPO, SECRET_PASSWORD, config_env_names, exported_metrics, load_yaml
+from tests.harness.deploy.compose import binds, compose_config, compose_problems, flag
+from tests.harness.deploy.dockerfile import dockerfile_entrypoint, dockerfile_problems, parse_dockerfile
+from tests.harness.deploy.grafana import grafana_problems, panels
+from tests.harness.deploy.kubernetes import kubernetes_problems
+from tests.harness.deploy.kustomize import CLUSTER_SCOPED, KustomizeError, containers, render_kustomization
 
 COMPOSE = REPO / "docker-compose.yml"
 KUBERNETES = REPO / "deploy" / "kubernetes"
@@ -32,7 +36,7 @@ GRAFANA = REPO / "deploy" / "grafana" / "binlake.json"
 
 
 def compose() -> dict[str, Any]:
-    return dc.load_yaml(COMPOSE)
+    return load_yaml(COMPOSE)
 
 
 def by_kind(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
@@ -45,11 +49,11 @@ def by_kind(objects: list[dict[str, Any]], kind: str, name: str | None = None) -
 
 
 def test_setting_names_come_from_the_config_dataclasses() -> None:
-    names = dc.config_env_names()
+    names = config_env_names()
     assert {"BINLAKE_SOURCE_URL", "BINLAKE_SOURCE_PASSWORD_FILE", "BINLAKE_SOURCE_TLS", "BINLAKE_KAFKA_BOOTSTRAP",
             "BINLAKE_METRICS_PORT", "BINLAKE_METRICS_HOST", "BINLAKE_LOG_FORMAT"} <= names
     default = dataclasses.asdict(load_config(None, environ={}))
-    for name in names - {dc.SECRET_PASSWORD}:  # every derived name really changes the configuration
+    for name in names - {SECRET_PASSWORD}:  # every derived name really changes the configuration
         changed = {value: dataclasses.asdict(load_config(None, environ={name: value}))
                    for value in ("7", "true", "mysql://u@h:1", "initial", "always", "skip-table", "SSL", "false",
                                  "a.b.c=mask", "db2:3306", "{d.t: [a]}", "PLAIN", "gtid", "gzip", "json",
@@ -68,7 +72,7 @@ def _loads(name: str, value: str) -> bool:
 
 
 def test_metric_names_come_from_the_daemon_source() -> None:
-    metrics = {m.name: m for m in dc.exported_metrics()}
+    metrics = {m.name: m for m in exported_metrics()}
     assert {"binlake_events", "binlake_lag_seconds", "binlake_kafka_commit_seconds"} <= set(metrics)
     assert "binlake_events_total" in metrics["binlake_events"].series()
     assert "binlake_kafka_commit_seconds_bucket" in metrics["binlake_kafka_commit_seconds"].series()
@@ -79,7 +83,7 @@ def test_metric_names_come_from_the_daemon_source() -> None:
 
 
 def test_compose_references_are_sound() -> None:
-    assert dc.compose_problems(compose()) == []
+    assert compose_problems(compose()) == []
 
 
 def test_compose_has_the_pipeline() -> None:
@@ -87,9 +91,9 @@ def test_compose_has_the_pipeline() -> None:
     assert {"mysql", "kafka", "binlake", "land", "seed"} <= set(services)
     assert services["mariadb"]["profiles"] == ["mariadb"]
     mysql_flags = " ".join(services["mysql"]["command"])
-    for flag in ("--gtid-mode=ON", "--enforce-gtid-consistency=ON", "--binlog-row-metadata=FULL",
+    for wanted in ("--gtid-mode=ON", "--enforce-gtid-consistency=ON", "--binlog-row-metadata=FULL",
                  "--binlog-transaction-compression=ON", "--binlog-format=ROW"):
-        assert flag in mysql_flags
+        assert wanted in mysql_flags
     assert services["mysql"]["image"].startswith("mysql:8.4.")
     assert services["mariadb"]["image"].startswith("mariadb:11.")
     assert services["kafka"]["image"] == f"apache/kafka:{KAFKA_VERSION}", "the broker version the tests run"
@@ -103,15 +107,15 @@ def test_compose_has_the_pipeline() -> None:
 def test_compose_daemon_and_land_agree_on_kafka() -> None:
     """The landing job reads the topics the daemon writes: same broker, same prefix."""
     services = compose()["services"]
-    cfg, _ = dc.compose_config(services["binlake"], REPO)
+    cfg, _ = compose_config(services["binlake"], REPO)
     assert cfg is not None
     land = [str(a) for a in services["land"]["command"]]
-    assert dc._flag(land, "--kafka") == cfg.kafka.bootstrap
-    assert dc._flag(land, "--topic-prefix") == cfg.kafka.topic_prefix
-    assert dc._flag(land, "--lake") == "/lake"
+    assert flag(land, "--kafka") == cfg.kafka.bootstrap
+    assert flag(land, "--topic-prefix") == cfg.kafka.topic_prefix
+    assert flag(land, "--lake") == "/lake"
     # The checkpoint is on a named volume, which takes its owner from the image's directory: the job's user.
-    checkpoint = dc._flag(land, "--checkpoint") or ""
-    (target,) = [t for s, t, local in dc._binds(services["land"]) if not local and checkpoint.startswith(t + "/")]
+    checkpoint = flag(land, "--checkpoint") or ""
+    (target,) = [t for s, t, local in binds(services["land"]) if not local and checkpoint.startswith(t + "/")]
     assert f"install -d -o binlake -g binlake {target}" in (REPO / "Dockerfile.spark").read_text()
 
 
@@ -155,7 +159,7 @@ def test_compose_passwords_agree() -> None:
 def test_compose_checks_catch_broken_references(mutate, problem: str) -> None:
     data = copy.deepcopy(compose())
     mutate(data)
-    problems = dc.compose_problems(data)
+    problems = compose_problems(data)
     assert any(problem in p for p in problems), problems
 
 
@@ -165,9 +169,9 @@ def test_compose_checks_see_a_file_deleted_from_a_copy(tmp_path: Path) -> None:
         shutil.copy(REPO / name, tmp_path / name)
     shutil.copytree(REPO / "deploy", tmp_path / "deploy")
     (tmp_path / "lake").mkdir()
-    assert dc.compose_problems(dc.load_yaml(tmp_path / "docker-compose.yml"), tmp_path) == []
+    assert compose_problems(load_yaml(tmp_path / "docker-compose.yml"), tmp_path) == []
     shutil.rmtree(tmp_path / "deploy" / "seed")
-    problems = dc.compose_problems(dc.load_yaml(tmp_path / "docker-compose.yml"), tmp_path)
+    problems = compose_problems(load_yaml(tmp_path / "docker-compose.yml"), tmp_path)
     assert "service seed: mounted ./deploy/seed does not exist" in problems
 
 
@@ -176,14 +180,14 @@ def test_compose_checks_see_a_file_deleted_from_a_copy(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["Dockerfile", "Dockerfile.spark"])
 def test_dockerfiles_are_sound(name: str) -> None:
-    assert dc.dockerfile_problems(REPO / name) == []
+    assert dockerfile_problems(REPO / name) == []
 
 
 def test_daemon_image_runs_binlake_run() -> None:
-    assert dc.dockerfile_entrypoint(REPO / "Dockerfile") == ["binlake", "run"]
+    assert dockerfile_entrypoint(REPO / "Dockerfile") == ["binlake", "run"]
     pyproject = (REPO / "pyproject.toml").read_text()
     assert 'binlake = "ingester.cli.main:main"' in pyproject
-    instructions = dc.parse_dockerfile((REPO / "Dockerfile").read_text())
+    instructions = parse_dockerfile((REPO / "Dockerfile").read_text())
     env = " ".join(i.args for i in instructions if i.op == "ENV")
     assert "BINLAKE_METRICS_HOST=0.0.0.0" in env and "BINLAKE_METRICS_PORT=9100" in env
     assert any(i.op == "HEALTHCHECK" and "/healthz" in i.args for i in instructions)
@@ -225,10 +229,10 @@ def test_spark_jars_directory_is_on_every_class_path(production) -> None:
     jars = "/opt/binlake/jars"
     assert f"cp $(/opt/venv/bin/python -m streaming_job.runtime.versions) {jars}/" in text
     assert f"-DoutputDirectory={jars}" in text and f"SPARK_EXTRA_CLASSPATH={jars}/*" in text
-    cmd = json.loads(next(i.args for i in dc.parse_dockerfile(text) if i.op == "CMD"))
+    cmd = json.loads(next(i.args for i in parse_dockerfile(text) if i.op == "CMD"))
     land = [str(a) for a in compose()["services"]["land"]["command"]]
     for argv in (cmd, land):
-        assert dc._flag(argv, "--driver-class-path") == f"{jars}/*"
+        assert flag(argv, "--driver-class-path") == f"{jars}/*"
     conf = by_kind(production, "SparkApplication")["spec"]["sparkConf"]
     assert conf["spark.driver.extraClassPath"] == conf["spark.executor.extraClassPath"] == f"{jars}/*"
     assert "/opt/binlake/land.py" in cmd and "/opt/binlake/land.py" in land
@@ -248,7 +252,7 @@ def test_dockerfile_checks_catch_mistakes(tmp_path: Path, dockerfile: str, old: 
     text = (REPO / dockerfile).read_text()
     assert old in text
     broken.write_text(text.replace(old, new))
-    problems = dc.dockerfile_problems(broken, REPO)
+    problems = dockerfile_problems(broken, REPO)
     assert any(problem in p for p in problems), problems
 
 
@@ -276,13 +280,13 @@ def test_deploy_configs_load(path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def production() -> list[dict[str, Any]]:
-    return dc.render_kustomization(OVERLAY)
+    return render_kustomization(OVERLAY)
 
 
 def test_base_and_overlay_validate_against_the_kubernetes_schemas(production) -> None:
-    base = dc.render_kustomization(KUBERNETES / "base")
-    assert dc.kubernetes_problems(base) == []
-    assert dc.kubernetes_problems(production) == []
+    base = render_kustomization(KUBERNETES / "base")
+    assert kubernetes_problems(base) == []
+    assert kubernetes_problems(production) == []
     kinds = {o["kind"] for o in production}
     assert {"Deployment", "ConfigMap", "Secret", "Service", "ServiceMonitor", "PodDisruptionBudget",
             "SparkApplication", "ServiceAccount", "Namespace"} <= kinds
@@ -332,7 +336,7 @@ def test_daemon_config_and_secret_are_wired(production, tmp_path: Path) -> None:
     (container,) = pod["containers"]
     volumes = {v["name"]: v for v in pod["volumes"]}
     mounts = {m["mountPath"]: volumes[m["name"]] for m in container["volumeMounts"]}
-    config_path = Path(dc._flag(container["args"], "--config") or "")
+    config_path = Path(flag(container["args"], "--config") or "")
     config_volume = mounts[str(config_path.parent)]["configMap"]["name"]
     config_map = by_kind(production, "ConfigMap", config_volume)
     local = tmp_path / "binlake.yaml"
@@ -359,7 +363,7 @@ def test_selectors_and_ports_line_up(production) -> None:
     assert {e["port"] for e in monitor["spec"]["endpoints"]} <= {p["name"] for p in service["spec"]["ports"]}
     pdb = by_kind(production, "PodDisruptionBudget")
     assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
-    assert {o["metadata"].get("namespace") for o in production if o["kind"] not in dc.CLUSTER_SCOPED} == {"binlake"}
+    assert {o["metadata"].get("namespace") for o in production if o["kind"] not in CLUSTER_SCOPED} == {"binlake"}
 
 
 def test_pods_meet_the_restricted_pod_security_standard(production) -> None:
@@ -384,10 +388,10 @@ def test_land_reads_what_the_daemon_writes(production, tmp_path: Path) -> None:
     config = tmp_path / "binlake.yaml"
     config.write_text(by_kind(production, "ConfigMap", "binlake-config")["data"]["binlake.yaml"])
     cfg = load_config(config, environ={})
-    assert dc._flag(spec["arguments"], "--kafka") == cfg.kafka.bootstrap
-    assert dc._flag(spec["arguments"], "--topic-prefix") == cfg.kafka.topic_prefix
-    assert (dc._flag(spec["arguments"], "--lake") or "").startswith("s3a://")
-    assert (dc._flag(spec["arguments"], "--checkpoint") or "").startswith("s3a://")
+    assert flag(spec["arguments"], "--kafka") == cfg.kafka.bootstrap
+    assert flag(spec["arguments"], "--topic-prefix") == cfg.kafka.topic_prefix
+    assert (flag(spec["arguments"], "--lake") or "").startswith("s3a://")
+    assert (flag(spec["arguments"], "--checkpoint") or "").startswith("s3a://")
     assert spec["image"] == "registry.example.com/binlake/binlake-land:0.1.0"
     assert spec["mainApplicationFile"] == "local:///opt/binlake/land.py"
     assert spec["executor"]["instances"] == 4
@@ -415,7 +419,7 @@ def broken_overlay(tmp_path: Path, file: str, old: str, new: str) -> Path:
 ])
 def test_kubernetes_schema_checks_catch_mistakes(tmp_path: Path, file: str, old: str, new: str,
                                                  problem: str) -> None:
-    problems = dc.kubernetes_problems(dc.render_kustomization(broken_overlay(tmp_path, file, old, new)))
+    problems = kubernetes_problems(render_kustomization(broken_overlay(tmp_path, file, old, new)))
     assert any(problem in p for p in problems), problems
 
 
@@ -428,8 +432,8 @@ def test_kubernetes_schema_checks_catch_mistakes(tmp_path: Path, file: str, old:
 def test_kustomize_rendering_catches_broken_references(tmp_path: Path, file: str, old: str, new: str,
                                                        error: str) -> None:
     overlay = broken_overlay(tmp_path, file, old, new)
-    with pytest.raises(dc.KustomizeError, match=error):
-        dc.render_kustomization(overlay)
+    with pytest.raises(KustomizeError, match=error):
+        render_kustomization(overlay)
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with its built-in kustomize) not installed")
@@ -439,7 +443,7 @@ def test_kubectl_kustomize_agrees_with_the_offline_rendering(production) -> None
     result = subprocess.run(["kubectl", "kustomize", str(OVERLAY)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     theirs = [d for d in yaml.safe_load_all(result.stdout) if d]
-    assert dc.kubernetes_problems(theirs) == []
+    assert kubernetes_problems(theirs) == []
 
     def identity(obj: dict[str, Any]) -> tuple[str, str, str | None]:
         name = obj["metadata"]["name"]
@@ -451,7 +455,7 @@ def test_kubectl_kustomize_agrees_with_the_offline_rendering(production) -> None
     mine = {identity(o): o for o in production}
     for obj in theirs:
         ours = mine[identity(obj)]
-        assert [c["image"] for c in dc.containers(obj)] == [c["image"] for c in dc.containers(ours)]
+        assert [c["image"] for c in containers(obj)] == [c["image"] for c in containers(ours)]
         assert obj["metadata"].get("labels") == ours["metadata"].get("labels")
         if obj["kind"] == "SparkApplication":
             assert obj["spec"] == ours["spec"]
@@ -470,11 +474,11 @@ def dashboard() -> dict[str, Any]:
 
 
 def test_dashboard_queries_use_exported_metrics() -> None:
-    assert dc.grafana_problems(dashboard(), dc.exported_metrics()) == []
+    assert grafana_problems(dashboard(), exported_metrics()) == []
 
 
 def test_dashboard_charts_what_operators_need() -> None:
-    exprs = " ".join(t["expr"] for p in dc._panels(dashboard()) for t in p.get("targets", []))
+    exprs = " ".join(t["expr"] for p in panels(dashboard()) for t in p.get("targets", []))
     for needed in ("binlake_lag_seconds", "rate(binlake_events_total", "rate(binlake_records_total",
                    "rate(binlake_transactions_total", "rate(binlake_bytes_total", "binlake_reconnects_total",
                    "binlake_committed_position", "histogram_quantile(0.99", "binlake_kafka_commit_seconds_bucket"):
@@ -490,5 +494,5 @@ def test_dashboard_charts_what_operators_need() -> None:
 def test_dashboard_checks_catch_mistakes(old: str, new: str, problem: str) -> None:
     text = GRAFANA.read_text()
     assert old in text
-    problems = dc.grafana_problems(json.loads(text.replace(old, new, 1)), dc.exported_metrics())
+    problems = grafana_problems(json.loads(text.replace(old, new, 1)), exported_metrics())
     assert any(problem in p for p in problems), problems

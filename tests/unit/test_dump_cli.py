@@ -90,9 +90,9 @@ def test_strings_of_unknown_charset_are_kept_as_bytes_and_said_once_per_table(mo
     (base64), and one line per table says why (the log, stderr), however many workers decode the file."""
     import base64
 
-    from ingester.codec import rows
+    from ingester.codec import charset_notices
 
-    monkeypatch.setattr(rows, "_noticed", set())
+    monkeypatch.setattr(charset_notices, "_noticed", set())
     monkeypatch.setattr(dump, "_PARALLEL_MIN_FILE", 0)
     monkeypatch.setattr(dump, "_SEGMENT", 1)  # a segment per transaction: each worker meets the table
     out = io.BytesIO()

@@ -1,11 +1,5 @@
-"""MySQL binary JSON: values, opaque types, DECIMAL, text rendering, partial-update diffs, hostile input.
-
-Byte vectors are built by hand from the format (sql-common/json_binary.h in the MySQL server):
-a value is a type byte and its data; objects and arrays start with an element count and a byte
-size (2 bytes each in the small format, 4 in the large one), counted from the count field, then
-key entries (offset, 2-byte length) for objects, then value entries (type byte + offset, or the
-scalar itself when it is inlined), then keys, then values. Offsets are relative to the count field.
-"""
+"""MySQL binary JSON (ingester.codec.jsonb): values, opaque types, DECIMAL, text rendering, hostile input (partial-
+update diffs: test_json_diff.py). Byte vectors are built by hand from the format (tests/harness/jsonb_encoder.py)."""
 
 from __future__ import annotations
 
@@ -16,162 +10,26 @@ import pickle
 import struct
 import time
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ingester.codec.errors import BinlogError
-from ingester.codec.jsonb import (
-    JSON_NULL,
-    apply_json_diff,
-    decode_json_binary,
-    decode_json_diff,
-    decode_mysql_decimal,
-    to_json_text,
-)
+from ingester.codec.jsonb import JSON_NULL, decode_json_binary, decode_mysql_decimal, to_json_text
 from tests.corpus import CORPUS as CORPUS_ROOT
+from tests.harness.jsonb_encoder import (
+    encode,
+    encode_decimal,
+    event_bodies,
+    json_values,
+    only_binlog_errors,
+    opaque,
+    packed_datetime,
+    packed_time,
+)
 
 CORPUS = CORPUS_ROOT / "rust-mysql-common"
-
-# ---------------------------------------------------------------------------------------------
-# An independent encoder written from the format description, for cross-checks.
-
-
-def _varlen(n: int) -> bytes:
-    """Variable-length size: 7 bits per byte, least significant first, high bit = more follow."""
-    out = bytearray()
-    while True:
-        low, n = n & 0x7F, n >> 7
-        out.append(low | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _scalar(value: object) -> tuple[int, bytes]:
-    if value is None:
-        return 0x04, b"\x00"
-    if value is True:
-        return 0x04, b"\x01"
-    if value is False:
-        return 0x04, b"\x02"
-    if isinstance(value, int):
-        for kind, fmt in ((0x05, "<h"), (0x07, "<i"), (0x09, "<q"), (0x0A, "<Q")):
-            try:
-                return kind, struct.pack(fmt, value)
-            except struct.error:
-                continue
-        raise ValueError(value)
-    if isinstance(value, float):
-        return 0x0B, struct.pack("<d", value)
-    data = value.encode("utf-8")  # type: ignore[union-attr]
-    return 0x0C, _varlen(len(data)) + data
-
-
-def _container(value: dict | list, large: bool) -> tuple[int, bytes]:
-    word = 4 if large else 2
-    fmt = "<I" if large else "<H"
-    is_object = isinstance(value, dict)
-    if is_object:
-        pairs = sorted(value.items(), key=lambda kv: (len(kv[0].encode()), kv[0].encode()))
-    else:
-        pairs = [(None, item) for item in value]
-    count = len(pairs)
-    header = 2 * word + count * ((word + 2) if is_object else 0) + count * (1 + word)
-    offset = header
-    key_entries, keys = b"", b""
-    for key, _ in pairs if is_object else ():
-        raw = key.encode("utf-8")
-        key_entries += struct.pack(fmt, offset) + struct.pack("<H", len(raw))
-        keys += raw
-        offset += len(raw)
-    value_entries, values = b"", b""
-    for _, item in pairs:
-        kind, payload = _encode_value(item, large)
-        inlined = kind in (0x04, 0x05, 0x06) or (large and kind in (0x07, 0x08))
-        if inlined:  # the scalar itself fills the offset slot, sign-extended
-            number = int.from_bytes(payload, "little", signed=True)
-            value_entries += bytes([kind]) + number.to_bytes(word, "little", signed=True)
-        else:
-            value_entries += bytes([kind]) + struct.pack(fmt, offset)
-            values += payload
-            offset += len(payload)
-    kind = (0x00 if is_object else 0x02) + (1 if large else 0)
-    counts = struct.pack(fmt, count) + struct.pack(fmt, offset)
-    return kind, counts + key_entries + value_entries + keys + values
-
-
-def _encode_value(value: object, large: bool) -> tuple[int, bytes]:
-    if isinstance(value, (dict, list)):
-        if not large:
-            try:
-                return _container(value, False)
-            except struct.error:  # an offset does not fit in 16 bits: MySQL uses the large format
-                pass
-        return _container(value, True)
-    return _scalar(value)
-
-
-def encode(value: object, large: bool = False) -> bytes:
-    kind, payload = _encode_value(value, large)
-    return bytes([kind]) + payload
-
-
-def encode_decimal(text: str, precision: int, scale: int) -> bytes:
-    """MySQL packed DECIMAL: 9-digit groups in 4 big-endian bytes, sign bit flipped, negatives inverted."""
-    negative = text.startswith("-")
-    whole, _, frac = text.lstrip("-").partition(".")
-    whole = whole.lstrip("0").rjust(precision - scale, "0")
-    frac = frac.ljust(scale, "0")
-    leftover_bytes = [0, 1, 1, 2, 2, 3, 3, 4, 4]
-    out = bytearray()
-    lead = len(whole) % 9
-    chunks = ([whole[:lead]] if lead else []) + [whole[i : i + 9] for i in range(lead, len(whole), 9)]
-    chunks += [frac[i : i + 9] for i in range(0, len(frac), 9)]
-    for chunk in chunks:
-        out += int(chunk).to_bytes(4 if len(chunk) == 9 else leftover_bytes[len(chunk)], "big")
-    if negative:
-        out = bytearray(b ^ 0xFF for b in out)
-    out[0] ^= 0x80
-    return bytes(out)
-
-
-def opaque(field_type: int, payload: bytes) -> bytes:
-    return b"\x0f" + bytes([field_type]) + _varlen(len(payload)) + payload
-
-
-def packed_datetime(y: int, mo: int, d: int, h: int = 0, mi: int = 0, s: int = 0, us: int = 0) -> bytes:
-    """In-memory packed DATETIME: ((year*13+month)<<5 | day)<<17 | h<<12 | m<<6 | s, then <<24 | usec."""
-    whole = ((y * 13 + mo) << 5 | d) << 17 | h << 12 | mi << 6 | s
-    return struct.pack("<q", whole << 24 | us)
-
-
-def packed_time(h: int, mi: int, s: int, us: int = 0, negative: bool = False) -> bytes:
-    """In-memory packed TIME: (hour<<12 | minute<<6 | second)<<24 | us, negated for negative times."""
-    value = (h << 12 | mi << 6 | s) << 24 | us
-    return struct.pack("<q", -value if negative else value)
-
-
-def packed_int(n: int) -> bytes:
-    """Length-encoded integer (net_field_length)."""
-    if n < 251:
-        return bytes([n])
-    if n < 1 << 16:
-        return b"\xfc" + n.to_bytes(2, "little")
-    if n < 1 << 24:
-        return b"\xfd" + n.to_bytes(3, "little")
-    return b"\xfe" + n.to_bytes(8, "little")
-
-
-def diff_entry(op: int, path: str, value: bytes | None = None) -> bytes:
-    raw = path.encode("utf-8")
-    out = bytes([op]) + packed_int(len(raw)) + raw
-    return out if value is None else out + packed_int(len(value)) + value
-
-
-REPLACE, INSERT, REMOVE = 0, 1, 2
-
 
 # ---------------------------------------------------------------------------------------------
 # Scalars
@@ -196,16 +54,6 @@ def test_null_document_is_json_null_and_nested_nulls_are_none() -> None:
     assert to_json_text(JSON_NULL) == "null"
     assert copy.deepcopy(JSON_NULL) is JSON_NULL and pickle.loads(pickle.dumps(JSON_NULL)) is JSON_NULL
     assert JSON_NULL.to_json() == {"$json": None}
-
-
-def test_diff_values_are_never_json_null() -> None:
-    """A diff's value replaces part of a document (a path is never the whole document): null is None."""
-    diff = diff_entry(REPLACE, "$.a", encode(None)) + diff_entry(INSERT, "$.b", b"")
-    assert decode_json_diff(diff) == [("REPLACE", "$.a", None), ("INSERT", "$.b", None)]
-    assert apply_json_diff({"a": 1}, diff) == {"a": None, "b": None}
-    assert apply_json_diff(JSON_NULL, b"") is JSON_NULL  # an empty diff of the null document
-    with pytest.raises(BinlogError, match="does not exist"):
-        apply_json_diff(JSON_NULL, diff_entry(REPLACE, "$.a.b", encode(1)))
 
 
 @pytest.mark.parametrize(
@@ -432,21 +280,9 @@ def test_opaque_var_string_is_a_plain_string() -> None:
 # Real values written by MySQL 9.0.1 (json-opaque.binlog, table foo.test (a json)).
 
 
-def _events(path: Path, event_type: int) -> list[bytes]:
-    """Bodies (after the 19-byte header, before the CRC32) of the events of one type."""
-    data = path.read_bytes()
-    bodies, pos = [], 4
-    while pos < len(data):
-        size = struct.unpack_from("<I", data, pos + 9)[0]
-        if data[pos + 4] == event_type:
-            bodies.append(data[pos + 19 : pos + size - 4])
-        pos += size
-    return bodies
-
-
 def test_real_opaque_values_from_mysql_9() -> None:
     texts = []
-    for body in _events(CORPUS / "json-opaque.binlog", 30):  # WRITE_ROWS v2
+    for body in event_bodies(CORPUS / "json-opaque.binlog", 30):  # WRITE_ROWS v2
         # table id (6) + flags (2) + extra-data length (2, value 2: none) + column count (1)
         # + columns bitmap (1) + null bitmap (1), then the JSON column: 4-byte length + bytes.
         length = struct.unpack_from("<I", body, 13)[0]
@@ -462,25 +298,6 @@ def test_real_opaque_values_from_mysql_9() -> None:
         '{"e": [0, 1, true, false]}',
         '{"e": null}',
     ]
-
-
-def test_real_partial_update_from_mysql_8() -> None:
-    binlog = CORPUS / "json.binlog.000001"
-    # Table mysql.t (id INT, json_col JSON, name VARCHAR AS (...), age INT AS (...)).
-    # WRITE_ROWS: 10 bytes of post-header, count, bitmap, null bitmap, id (4), then the JSON column.
-    first_row = _events(binlog, 30)[0]
-    length = struct.unpack_from("<I", first_row, 17)[0]
-    joe = decode_json_binary(first_row[21 : 21 + length])
-    assert to_json_text(joe) == '{"age": 24, "data": "xxxxxxxxxx", "name": "Joe"}'
-    # PARTIAL_UPDATE_ROWS: post-header (10), count, before bitmap, after bitmap, before image
-    # (null bitmap + id), then value options (1 = PARTIAL_JSON), partial bits, null bitmap, and
-    # the JSON column as a 4-byte length followed by the diff vector.
-    partial = _events(binlog, 39)[0]
-    assert partial[18] == 1
-    length = struct.unpack_from("<I", partial, 21)[0]
-    diff = partial[25 : 25 + length]
-    assert decode_json_diff(diff) == [("REPLACE", "$.age", 26)]
-    assert apply_json_diff(joe, diff) == {"age": 26, "data": "xxxxxxxxxx", "name": "Joe"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -640,110 +457,6 @@ def test_double_text_round_trips(number: float) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Partial-update diffs
-
-
-def test_diff_replace_insert_remove() -> None:
-    document = {"a": 1, "cc": [10, 20, 30]}
-    diff = (
-        diff_entry(REPLACE, "$.a", encode("one"))
-        + diff_entry(INSERT, "$.b", encode({"x": None}))
-        + diff_entry(INSERT, "$.cc[1]", encode(15))
-        + diff_entry(INSERT, "$.cc[99]", encode(99))  # past the end appends, like the server
-        + diff_entry(REMOVE, "$.cc[0]")
-        + diff_entry(REPLACE, "$.b.x", encode(2.5))
-    )
-    result = apply_json_diff(document, diff)
-    assert result == {"a": "one", "b": {"x": 2.5}, "cc": [15, 20, 30, 99]}
-    assert list(result) == ["a", "b", "cc"]  # inserted member sorted into MySQL's key order
-    assert document == {"a": 1, "cc": [10, 20, 30]}  # the input is not modified
-    assert decode_json_diff(diff) == [
-        ("REPLACE", "$.a", "one"),
-        ("INSERT", "$.b", {"x": None}),
-        ("INSERT", "$.cc[1]", 15),
-        ("INSERT", "$.cc[99]", 99),
-        ("REMOVE", "$.cc[0]", None),
-        ("REPLACE", "$.b.x", 2.5),
-    ]
-
-
-def test_diff_quoted_member_names() -> None:
-    document = {"a b": [{'k"q': 1}], "é": {"\n": 0}}
-    diff = (
-        diff_entry(REPLACE, '$."a b"[0]."k\\"q"', encode(2))
-        + diff_entry(REPLACE, '$."\\u00e9"."\\n"', encode(True))
-        + diff_entry(INSERT, '$."a b"[0]."\\ud83d\\ude00"', encode("smile"))  # surrogate pair escape
-        + diff_entry(REMOVE, "$.é")  # MySQL writes non-ASCII identifiers bare
-    )
-    result = apply_json_diff(document, diff)
-    assert result == {"a b": [{'k"q': 2, "😀": "smile"}]}
-
-
-def test_diff_long_value_uses_two_byte_length() -> None:
-    value = encode("v" * 300)
-    entry = diff_entry(REPLACE, "$[0]", value)
-    assert entry[6] == 0xFC  # op, path length 4, "$[0]", then 0xfc + 2-byte value length
-    assert apply_json_diff([1], entry) == ["v" * 300]
-
-
-def test_diff_value_may_be_empty_json_null() -> None:
-    assert apply_json_diff({"a": 1}, diff_entry(REPLACE, "$.a", b"")) == {"a": None}
-
-
-def test_empty_diff_vector_is_a_copy() -> None:
-    document = {"a": [1]}
-    result = apply_json_diff(document, b"")
-    assert result == document and result is not document and result["a"] is not document["a"]
-
-
-@pytest.mark.parametrize(
-    ("document", "diff"),
-    [
-        ({"a": 1}, diff_entry(REPLACE, "$.b", encode(1))),  # replace needs an existing member
-        ([1], diff_entry(REPLACE, "$[1]", encode(1))),
-        ({"a": 1}, diff_entry(INSERT, "$.a", encode(1))),  # insert needs a new member
-        ({"a": 1}, diff_entry(REMOVE, "$.b")),
-        ([1], diff_entry(REMOVE, "$[3]")),
-        ({"a": 1}, diff_entry(REPLACE, "$[0]", encode(1))),  # array leg on an object
-        ([1], diff_entry(INSERT, "$.a", encode(1))),  # member leg on an array
-        (5, diff_entry(REPLACE, "$.a", encode(1))),
-        ({"a": 1}, diff_entry(REPLACE, "$.x.y", encode(1))),  # missing intermediate member
-        ({"a": 1}, diff_entry(REPLACE, "$", encode(1))),  # the root is never a diff target
-        ({"a": 1}, diff_entry(REPLACE, "a", encode(1))),
-        ({"a": 1}, diff_entry(REMOVE, "$.*")),  # wildcards are not concrete paths
-        ([1], diff_entry(REMOVE, "$[last]")),
-        ([1], diff_entry(REMOVE, "$[0 to 1]")),
-        ([1], diff_entry(REMOVE, "$[" + "9" * 5000 + "]")),  # never handed to int()
-        ({"a": 1}, diff_entry(REMOVE, '$."unterminated')),
-        ({"a": 1}, diff_entry(REMOVE, '$."\\ud800"')),  # lone surrogate
-        ({"a": 1}, diff_entry(REMOVE, '$."bad \\x escape"')),
-        ({"a": 1}, bytes([3]) + diff_entry(REMOVE, "$.a")[1:]),  # operation 3 does not exist
-        ({"a": 1}, b"\x02\x04$.a"),  # path shorter than declared
-        ({"a": 1}, b"\x00\x03$.a"),  # value length missing
-        ({"a": 1}, b"\x00\x03$.a\x05\x05\x01\x00"),  # value shorter than declared
-        ({"a": 1}, b"\x00\x03$.a\x03\x99\x01\x00"),  # value of an unknown type
-        ({"a": 1}, b"\x02\xfb"),  # NULL is not a length
-        ({"a": 1}, b"\x02\xff"),
-        ({"a": 1}, b"\x02\xfc\x03"),  # truncated 2-byte length
-        ({"a": 1}, b"\x02\x03$.\xff"),  # path is not UTF-8
-        ({"a": 1}, b"\x02"),
-    ],
-)
-def test_diff_rejected(document: object, diff: bytes) -> None:
-    with pytest.raises(BinlogError):
-        apply_json_diff(document, diff)
-
-
-def test_diff_cannot_nest_past_the_limit() -> None:
-    deep: list = []
-    for _ in range(98):
-        deep = [deep]  # 99 levels
-    assert apply_json_diff({"a": 1}, diff_entry(REPLACE, "$.a", encode(deep))) == {"a": deep}
-    with pytest.raises(BinlogError, match="deeper than 100"):
-        apply_json_diff({"a": [1]}, diff_entry(REPLACE, "$.a[0]", encode(deep)))
-
-
-# ---------------------------------------------------------------------------------------------
 # Malformed input
 
 
@@ -807,18 +520,6 @@ def test_shared_values_cannot_multiply_work() -> None:
 # ---------------------------------------------------------------------------------------------
 # Properties
 
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda children: (
-        st.lists(children, max_size=6) | st.dictionaries(st.text(max_size=8), children, max_size=6)
-    ),
-    max_leaves=30,
-)
-
 
 @given(json_values, st.booleans())
 def test_encoder_round_trip(value: object, large: bool) -> None:
@@ -842,17 +543,10 @@ def test_object_keys_come_back_in_mysql_order(value: object) -> None:
     check(decode_json_binary(encode(value)))
 
 
-def _only_binlog_errors(call, *args) -> None:
-    try:
-        call(*args)
-    except BinlogError:
-        pass
-
-
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=300))
 def test_random_bytes_decode_or_raise_binlog_error(data: bytes) -> None:
-    _only_binlog_errors(decode_json_binary, data)
+    only_binlog_errors(decode_json_binary, data)
 
 
 @settings(max_examples=300)
@@ -862,30 +556,6 @@ def test_mutated_documents_decode_or_raise_binlog_error(value: object, data: st.
     for _ in range(data.draw(st.integers(min_value=1, max_value=4))):
         position = data.draw(st.integers(min_value=0, max_value=len(raw) - 1))
         raw[position] = data.draw(st.integers(min_value=0, max_value=255))
-    _only_binlog_errors(decode_json_binary, bytes(raw))
+    only_binlog_errors(decode_json_binary, bytes(raw))
 
 
-@settings(max_examples=300)
-@given(st.binary(max_size=200))
-def test_random_bytes_as_diff_raise_only_binlog_error(diff: bytes) -> None:
-    _only_binlog_errors(apply_json_diff, {"a": [1, {"b": 2}], "c": "d"}, diff)
-
-
-paths = st.sampled_from(["$.a", "$.a[0]", "$.a[1].b", "$.c", '$."a"', "$[0]", "$.a[5]", "$.z"]) | st.text(
-    max_size=12
-)
-
-
-@settings(max_examples=300)
-@given(
-    st.lists(
-        st.tuples(st.integers(min_value=0, max_value=3), paths, json_values | st.binary(max_size=20)),
-        max_size=4,
-    )
-)
-def test_structured_random_diffs_raise_only_binlog_error(entries: list) -> None:
-    diff = b""
-    for op, path, value in entries:
-        raw = value if isinstance(value, bytes) else encode(value)
-        diff += diff_entry(op, path, None if op == REMOVE else raw)
-    _only_binlog_errors(apply_json_diff, {"a": [1, {"b": 2}], "c": "d"}, diff)

@@ -9,14 +9,15 @@ import random
 import pyarrow as pa
 
 from streaming_job.batch.mirror import ROW_INDEX, SEQ, SUB, candidate_schema, last_per_key, mirror_candidates
-from streaming_job.decode.decode import TYPED_HEAD, arrow_type
+from streaming_job.decode.lake_types import arrow_type
+from streaming_job.decode.typed import TYPED_HEAD
 
 COLUMNS = [("id", "int"), ("k2", "string"), ("v", "bigint")]
 PK = ["id", "k2"]
 
 
 def _typed(changes: list[tuple[str, dict | None, dict | None]]) -> pa.RecordBatch:
-    """A typed chunk (decode.typed_batches' schema) of (op, before, after) changes, seq in list order."""
+    """A typed chunk (typed.typed_batches' schema) of (op, before, after) changes, seq in list order."""
     image = pa.struct([pa.field(n, arrow_type(t)) for n, t in COLUMNS])
     n = len(changes)
     head = {"op": [c[0] for c in changes], "seq": [i.to_bytes(4, "big") for i in range(n)],
