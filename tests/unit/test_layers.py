@@ -194,3 +194,12 @@ def test_the_lander_names_no_delta_part() -> None:
              if module in ("streaming_job.land.sink", "streaming_job.land.sink_parks")
              for name in sorted(_imports(path, module)) if _job_package(name) == "delta"]
     assert not wrong, "\n".join(wrong)
+
+
+MAX_MODULE_LINES = 500  # a module longer than this does several jobs: split it by job (docs/ARCHITECTURE.md)
+
+
+def test_no_package_module_is_longer_than_one_job() -> None:
+    long = {str(path.relative_to(ROOT)): n for root in (ROOT / "ingester", JOB) for path in root.rglob("*.py")
+            if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"split these by job: {long}"
