@@ -315,10 +315,14 @@ def _storage_error(text: str, settings: LandSettings) -> LandError | None:
 
 
 def _drain(query: Any, listener: LandMetrics, timeout: float = 10.0) -> None:
-    """Listener events arrive asynchronously: let the last batch's reach the metrics before returning."""
+    """Listener events arrive asynchronously: let the last batch's reach the metrics before returning. A query whose
+    last trigger found no new records reports that progress (no input rows) without a batch: no listener event
+    follows it (Spark posts a QueryIdleEvent instead), there is nothing to wait for."""
     last = query.lastProgress
+    if not last or not last["numInputRows"]:
+        return
     deadline = time.monotonic() + timeout
-    while last and listener.last_batch < last["batchId"] and time.monotonic() < deadline:
+    while listener.last_batch < last["batchId"] and time.monotonic() < deadline:
         time.sleep(0.05)
 
 

@@ -35,7 +35,7 @@ def run_rounds(writer: Any, target: Offsets | None, done: Callable[[Any], None],
     short: list[str] = []
     for _ in range(ROUNDS):
         query = writer.start()
-        while not query.awaitTermination(1):
+        while not query.awaitTermination(0.25):  # seconds (a float is taken): the run ends sooner after its batch
             if failed() is not None:
                 query.stop()
                 break
