@@ -27,12 +27,15 @@ def format_description(path: Path) -> bytes:
     return raw[4 : 4 + int.from_bytes(raw[13:17], "little")]
 
 
-def _packed(n: int) -> bytes:
+def packed_int(n: int) -> bytes:
+    """A length-encoded integer (net_field_length), as the binlog writes lengths and counts."""
     if n < 251:
         return bytes([n])
     if n < 1 << 16:
         return b"\xfc" + n.to_bytes(2, "little")
-    return b"\xfd" + n.to_bytes(3, "little")
+    if n < 1 << 24:
+        return b"\xfd" + n.to_bytes(3, "little")
+    return b"\xfe" + n.to_bytes(8, "little")
 
 
 def _decimal(draw, precision: int, scale: int) -> bytes:
@@ -144,36 +147,37 @@ def synthetic_binlog(data: Any, keys: bool = False) -> bytes:
     optional = b""
     if data.draw(st.booleans()):
         names = [data.draw(st.sampled_from([f"c{i}", "a\"b\\", "é\n", "c0"])) for i in range(n)]
-        optional += b"\x04" + _packed(len(b"".join(_packed(len(x.encode())) + x.encode() for x in names)))
-        optional += b"".join(_packed(len(x.encode())) + x.encode() for x in names)
+        optional += b"\x04" + packed_int(len(b"".join(packed_int(len(x.encode())) + x.encode() for x in names)))
+        optional += b"".join(packed_int(len(x.encode())) + x.encode() for x in names)
     numeric = [c for c in cols if c[0] in (1, 2, 3, 4, 5, 8, 9, 246)]
     if numeric and data.draw(st.booleans()):
         flags = data.draw(st.integers(0, (1 << len(numeric)) - 1)).to_bytes(8, "big")[-((len(numeric) + 7) // 8):]
-        optional += b"\x01" + _packed(len(flags)) + flags
+        optional += b"\x01" + packed_int(len(flags)) + flags
     character = [c for c in cols if c[0] in (15, 252) or (c[0] == 254 and c[1][0] == 254)]
     if character and data.draw(st.booleans()):
-        ids = b"".join(_packed(data.draw(st.sampled_from([c for c in COLLATIONS if c]))) for _ in character)
-        optional += b"\x03" + _packed(len(ids)) + ids
+        ids = b"".join(packed_int(data.draw(st.sampled_from([c for c in COLLATIONS if c]))) for _ in character)
+        optional += b"\x03" + packed_int(len(ids)) + ids
     enums = [c for c in cols if c[0] == 254 and c[1][0] == 247]
     sets = [c for c in cols if c[0] == 254 and c[1][0] == 248]
     for kind, group in ((6, enums), (5, sets)):
         if group and data.draw(st.booleans()):
-            one = _packed(3) + b"".join(_packed(len(x)) + x for x in (b"x", "ü".encode(), b'q"'))
+            one = packed_int(3) + b"".join(packed_int(len(x)) + x for x in (b"x", "ü".encode(), b'q"'))
             labels = one * len(group)
-            optional += bytes([kind]) + _packed(len(labels)) + labels
+            optional += bytes([kind]) + packed_int(len(labels)) + labels
     if keys and data.draw(st.booleans()):  # SIMPLE_PRIMARY_KEY (a column twice, now and then), GEOMETRY_TYPE
-        key = b"".join(_packed(i) for i in data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=3)))
-        optional += b"\x08" + _packed(len(key)) + key
+        key = b"".join(packed_int(i) for i in data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=3)))
+        optional += b"\x08" + packed_int(len(key)) + key
         geometries = sum(1 for c in cols if c[0] == 255)
         if geometries:
-            kinds = b"".join(_packed(data.draw(st.sampled_from([0, 1, 2]))) for _ in range(geometries))
-            optional += b"\x07" + _packed(len(kinds)) + kinds
+            kinds = b"".join(packed_int(data.draw(st.sampled_from([0, 1, 2]))) for _ in range(geometries))
+            optional += b"\x07" + packed_int(len(kinds)) + kinds
     if keys and data.draw(st.integers(0, 4)) == 0:  # COLUMN_VISIBILITY: a bit per column, most significant first
         visible = data.draw(st.integers(0, (1 << n) - 1)).to_bytes((n + 7) // 8, "big")
-        optional += b"\x0c" + _packed(len(visible)) + visible
+        optional += b"\x0c" + packed_int(len(visible)) + visible
     metadata = b"".join(c[1] for c in cols)
-    table_map = (b"\x2a\0\0\0\0\0\x01\0" + b"\x02db\0" + b"\x05t\"\xc3\xa9x\0" + _packed(n) + bytes(c[0] for c in cols)
-                 + _packed(len(metadata)) + metadata + b"\xff" * ((n + 7) // 8) + optional)
+    table_map = (b"\x2a\0\0\0\0\0\x01\0" + b"\x02db\0" + b"\x05t\"\xc3\xa9x\0" + packed_int(n)
+                 + bytes(c[0] for c in cols) + packed_int(len(metadata)) + metadata + b"\xff" * ((n + 7) // 8)
+                 + optional)
     events = [(160, _text(data.draw, 40))] if mariadb else []  # ANNOTATE_ROWS: the statement
     events.append((19, table_map))
     v2 = not mariadb
@@ -183,7 +187,7 @@ def synthetic_binlog(data: Any, keys: bool = False) -> bytes:
         images = 2 if kind == "update" else 1
         bitmaps = [data.draw(st.integers(0, (1 << n) - 1)) | (data.draw(st.integers(0, 1)) and (1 << n) - 1)
                    for _ in range(images)]
-        body = b"\x2a\0\0\0\0\0" + b"\x01\0" + (b"\x02\0" if v2 else b"") + _packed(n)
+        body = b"\x2a\0\0\0\0\0" + b"\x01\0" + (b"\x02\0" if v2 else b"") + packed_int(n)
         body += b"".join(b.to_bytes((n + 7) // 8, "little") for b in bitmaps)
         for _ in range(data.draw(st.integers(0, 4))):
             for bitmap in bitmaps:

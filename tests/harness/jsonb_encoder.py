@@ -16,6 +16,7 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 from ingester.codec.errors import BinlogError
+from tests.harness.binlogs import packed_int
 
 
 def _varlen(n: int) -> bytes:
@@ -130,17 +131,6 @@ def packed_time(h: int, mi: int, s: int, us: int = 0, negative: bool = False) ->
     """In-memory packed TIME: (hour<<12 | minute<<6 | second)<<24 | us, negated for negative times."""
     value = (h << 12 | mi << 6 | s) << 24 | us
     return struct.pack("<q", -value if negative else value)
-
-
-def packed_int(n: int) -> bytes:
-    """Length-encoded integer (net_field_length)."""
-    if n < 251:
-        return bytes([n])
-    if n < 1 << 16:
-        return b"\xfc" + n.to_bytes(2, "little")
-    if n < 1 << 24:
-        return b"\xfd" + n.to_bytes(3, "little")
-    return b"\xfe" + n.to_bytes(8, "little")
 
 
 def diff_entry(op: int, path: str, value: bytes | None = None) -> bytes:

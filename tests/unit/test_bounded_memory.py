@@ -10,18 +10,9 @@ import zlib
 import zstandard
 
 from tests.corpus import CORPUS
+from tests.harness.binlogs import packed_int
 
 FDE_SOURCE = CORPUS / "rust-mysql-common" / "transaction_compression.000001"
-
-
-def _packed(n: int) -> bytes:
-    if n < 0xFB:
-        return bytes([n])
-    if n < 1 << 16:
-        return b"\xfc" + n.to_bytes(2, "little")
-    if n < 1 << 24:
-        return b"\xfd" + n.to_bytes(3, "little")
-    return b"\xfe" + n.to_bytes(8, "little")
 
 
 def _query_event(text: bytes) -> bytes:
@@ -44,7 +35,7 @@ def _payload_file(path, events: int, text_size: int) -> int:
         chunks.append(comp.compress(inner))
     chunks.append(comp.flush())
     payload = b"".join(chunks)
-    fields = b"".join(_packed(k) + _packed(len(_packed(v))) + _packed(v)
+    fields = b"".join(packed_int(k) + packed_int(len(packed_int(v))) + packed_int(v)
                       for k, v in ((1, len(payload)), (2, 0), (3, total))) + b"\0"
     fde = FDE_SOURCE.read_bytes()[4:126]
     body = fields + payload
