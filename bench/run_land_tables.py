@@ -33,8 +33,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+from land_shapes import Shape, shape_of
 from run_decode import BenchError, _check, _cpu_model, _git_revision
-from run_land import Shape, shape_of
 
 from ingester.devstack.kafka import KafkaBroker
 from ingester.devstack.mariadb import MariaDBServer

@@ -32,8 +32,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from land_shapes import Shape, shape_of
 from run_decode import BenchError, _check, _cpu_model, _git_revision
-from run_land import Shape, shape_of
 from run_land_tables import bench_stack
 
 from ingester.cli.main import main as binlake
