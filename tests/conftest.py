@@ -183,6 +183,7 @@ def _group(item) -> str | None:
     return next((group for fixture, group in XDIST_GROUPS if fixture in names), None)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups (xdist_group marks) set here
 def pytest_collection_modifyitems(config, items) -> None:
     """The fast lane (`-m "not integration"`) must need no server: a test that takes a server fixture
     without the integration mark is a collection error naming it. Tests of a heavy server join its group."""
@@ -195,3 +196,25 @@ def pytest_collection_modifyitems(config, items) -> None:
         if groups[item.nodeid] is not None:
             item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
     items.sort(key=lambda item: groups[item.nodeid] is None)  # stable: the groups first, each in its order
+
+
+_UNGROUPED = pytest.StashKey[str]()
+
+
+def pytest_collection_finish(session) -> None:
+    """A pytest-xdist worker under `--dist loadgroup` tells the scheduler a test's group by the suffix it adds to
+    the test's id ("...@group"): a grouped test without one goes to any worker, each starting the group's heavy
+    servers again (pytest 9.2 with pytest-xdist 3.8 did that silently). Such tests fail, saying why."""
+    if not session.config.getoption("loadgroup", False):  # (set in xdist's workers only)
+        return
+    lost = [item.nodeid for item in session.items if (mark := item.get_closest_marker("xdist_group")) is not None
+            and not item.nodeid.endswith(f"@{mark.args[0]}")]
+    if lost:
+        session.config.stash[_UNGROUPED] = (f"pytest-xdist did not group {len(lost)} tests (their heavy servers would "
+                                            "start on every worker): use the pytest pyproject.toml names")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item) -> None:
+    if item.get_closest_marker("xdist_group") is not None and _UNGROUPED in item.config.stash:
+        pytest.fail(item.config.stash[_UNGROUPED], pytrace=False)

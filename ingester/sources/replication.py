@@ -24,6 +24,7 @@ from ..codec.decoder import CHECKSUM_CRC32, CHECKSUM_OFF
 from ..codec.events import Event, RotateEvent, TransactionPayloadEvent
 from ..redact import redact
 from .errors import ReplicationError, SourceUnreachable
+from .hints import SERVER_HINTS, certificate_hint
 
 if TYPE_CHECKING:
     from ..records.builder import RecordBuilder
@@ -115,13 +116,12 @@ class SourceURL:
                                    **options)
         except pymysql.err.OperationalError as exc:
             code = exc.args[0] if exc.args else 0
-            hint = _HINTS.get(code, "")
+            hint = SERVER_HINTS.get(code, "")
             if code == _NO_TLS:
                 hint = (f"the server does not offer TLS, and tls={self.tls} requires it: configure TLS on the "
                         "server, or set tls=disabled explicitly")
             elif "CERTIFICATE_VERIFY_FAILED" in str(exc):
-                hint = ("the server's certificate was not accepted: give its CA with tls-ca=FILE, or choose a "
-                        "weaker tls mode explicitly")
+                hint = certificate_hint(str(exc), self.host, self.tls_ca)
             error = SourceUnreachable if code in _UNREACHABLE else ReplicationError
             raise error(f"{self}: cannot connect: {_message(exc)}" + (f" ({hint})" if hint else ""),
                         code or None) from None
@@ -233,17 +233,6 @@ def parse_err(payload: bytes) -> tuple[int, str]:
     if rest[:1] == b"#":
         rest = rest[6:]
     return code, rest.decode("utf-8", "replace")
-
-
-_HINTS = {
-    1236: "the requested binlog position is not on the server (purged, or never existed): resume from a "
-          "position it still has (SHOW BINARY LOGS) or take a new snapshot",
-    1045: "check the user and password",
-    1227: "the user needs the REPLICATION SLAVE privilege",
-    1044: "the user needs the REPLICATION SLAVE privilege",
-    1047: "the server does not implement this dump command: servers that only serve GTID dumps (e.g. Dolt) need "
-          "source.resume: gtid",
-}
 
 
 class BinlogStream:
@@ -373,9 +362,11 @@ class BinlogStream:
         framer = PacketFramer(first_seq=1)
         dec = self.decoder = BinlogDecoder(f"{self.source}/{self.file}", checksum=self.checksum)
         routing = builder is not None and builder.routes_natively
+        readable = select.poll()  # (not select.select: a process with more than 1,024 files open could not use it)
+        readable.register(sock, select.POLLIN)
         try:
             while True:
-                if self.on_idle is not None and not select.select([sock], [], [], 0)[0]:
+                if self.on_idle is not None and not readable.poll(0):
                     self.on_idle()
                 waited = 0.0
                 while True:
@@ -453,7 +444,7 @@ class BinlogStream:
         head = payload[0] if payload else -1
         if head == 0xFF:
             code, message = parse_err(payload)
-            hint = f" ({_HINTS[code]})" if code in _HINTS else ""
+            hint = f" ({SERVER_HINTS[code]})" if code in SERVER_HINTS else ""
             raise ReplicationError(f"{self.source}: server error {code}: {message}{hint}", code)
         if head == 0xFE and len(payload) < 9:
             if self.non_blocking:

@@ -7,6 +7,7 @@ replicate like any other.
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -83,13 +84,15 @@ def test_verified_tls_replicates_into_kafka(tls_server, certificates, kafka) -> 
 
 
 def test_certificate_from_another_ca_is_refused(tls_server, certificates) -> None:
-    with pytest.raises(ReplicationError, match="certificate was not accepted"):
+    with pytest.raises(ReplicationError, match=re.escape("certificate was not accepted: it is not signed by the CA in "
+                                                         f"tls-ca={certificates['rogue']}")):
         SourceURL.parse(_url(tls_server, tls="verify-ca", tls_ca=str(certificates["rogue"]))).connect()
 
 
 def test_host_name_is_verified_unless_told_otherwise(tls_server, certificates) -> None:
     # The certificate names 127.0.0.1, not localhost: the same server by another name is refused...
-    with pytest.raises(ReplicationError, match="certificate was not accepted"):
+    with pytest.raises(ReplicationError, match=r"certificate was not accepted: it does not name localhost .*"
+                                               r"set tls=verify-ca to verify its CA alone"):
         SourceURL.parse(_url(tls_server, "localhost", tls_ca=str(certificates["ca"]))).connect()
     # ... unless the mode says the CA alone is enough.
     SourceURL.parse(_url(tls_server, "localhost", tls="verify-ca", tls_ca=str(certificates["ca"]))).connect().close()
@@ -118,3 +121,18 @@ def test_ed25519_account_replicates(make_mariadb, kafka) -> None:
     ids = sorted(r["after"]["id"] for ev in committed_events(kafka.bootstrap, "ed") if isinstance(ev, RowsEvent)
                  for r in ev.rows)
     assert ids == [7, 8]
+
+
+def test_mysqls_auto_generated_certificate_names_no_host_and_the_error_says_verify_ca(mysql80) -> None:
+    """Oracle MySQL 8.0 makes its own CA and server certificate at its first start, for no host name: verified
+    against that CA by name (the default, tls=verify-identity), it is refused with one line that names the mode that
+    verifies the CA alone; in that mode it connects over TLS."""
+    ca = mysql80.datadir / "ca.pem"
+    url = f"mysql://root@127.0.0.1:{mysql80.port}?tls-ca={ca}"
+    with pytest.raises(ReplicationError) as refused:
+        SourceURL.parse(url).connect()
+    assert str(refused.value).count("\n") == 0 and "does not name 127.0.0.1" in str(refused.value), refused.value
+    assert "set tls=verify-ca" in str(refused.value), refused.value
+    with SourceURL.parse(f"{url}&tls=verify-ca").connect() as conn, conn.cursor() as cur:
+        cur.execute("SHOW SESSION STATUS LIKE 'Ssl_version'")
+        assert cur.fetchone()[1].startswith("TLS")
