@@ -169,52 +169,22 @@ SERVER_FIXTURES = frozenset(("mariadb", "make_mariadb", "mysql80", "make_mysql80
                              "schema_registry"))
 
 
-# Servers heavy enough that one pytest-xdist worker alone starts them (`--dist loadgroup`, scripts/test): a test
-# using one goes to that fixture's group, the first that applies here; the groups are collected first, so their
-# long runs start early and the other tests fill in beside them.
-XDIST_GROUPS = (("spark_cluster", "spark-cluster"), ("cluster_lander", "cluster-lander"), ("kafka_connect", "connect"),
-                ("schema_registry", "connect"), ("iceberg_rest", "iceberg-rest"))
+# Tests of servers heavy to start (each pytest-xdist worker starts its own: scripts/test) go first, so their long
+# runs start early and the other tests fill in beside them.
+HEAVY_FIXTURES = frozenset(("spark_cluster", "cluster_lander", "kafka_connect", "schema_registry", "iceberg_rest"))
 
 
-def _group(item) -> str | None:
-    names = set(getattr(item, "fixturenames", ()))
+def _heavy(item) -> bool:
     if getattr(getattr(item, "callspec", None), "params", {}).get("lake_shape") == "cluster-s3":
-        names.add("cluster_lander")
-    return next((group for fixture, group in XDIST_GROUPS if fixture in names), None)
+        return True
+    return bool(HEAVY_FIXTURES & set(getattr(item, "fixturenames", ())))
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups (xdist_group marks) set here
 def pytest_collection_modifyitems(config, items) -> None:
     """The fast lane (`-m "not integration"`) must need no server: a test that takes a server fixture
-    without the integration mark is a collection error naming it. Tests of a heavy server join its group."""
+    without the integration mark is a collection error naming it. Tests of heavy servers go first."""
     unmarked = [item.nodeid for item in items if SERVER_FIXTURES & set(getattr(item, "fixturenames", ()))
                 and not item.get_closest_marker("integration")]
     if unmarked:
         raise pytest.UsageError("tests that start servers must be marked integration: " + ", ".join(unmarked))
-    groups = {item.nodeid: _group(item) for item in items}
-    for item in items:
-        if groups[item.nodeid] is not None:
-            item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
-    items.sort(key=lambda item: groups[item.nodeid] is None)  # stable: the groups first, each in its order
-
-
-_UNGROUPED = pytest.StashKey[str]()
-
-
-def pytest_collection_finish(session) -> None:
-    """A pytest-xdist worker under `--dist loadgroup` tells the scheduler a test's group by the suffix it adds to
-    the test's id ("...@group"): a grouped test without one goes to any worker, each starting the group's heavy
-    servers again (pytest 9.2 with pytest-xdist 3.8 did that silently). Such tests fail, saying why."""
-    if not session.config.getoption("loadgroup", False):  # (set in xdist's workers only)
-        return
-    lost = [item.nodeid for item in session.items if (mark := item.get_closest_marker("xdist_group")) is not None
-            and not item.nodeid.endswith(f"@{mark.args[0]}")]
-    if lost:
-        session.config.stash[_UNGROUPED] = (f"pytest-xdist did not group {len(lost)} tests (their heavy servers would "
-                                            "start on every worker): use the pytest pyproject.toml names")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item) -> None:
-    if item.get_closest_marker("xdist_group") is not None and _UNGROUPED in item.config.stash:
-        pytest.fail(item.config.stash[_UNGROUPED], pytrace=False)
+    items.sort(key=lambda item: not _heavy(item))  # stable: the heavy ones first, each in its order

@@ -49,8 +49,9 @@ class ClusterLander:
         assert self._proc.stdin is not None
         self._proc.stdin.write(json.dumps({"argv": argv, "log": str(log)}).encode() + b"\n")
         self._proc.stdin.flush()
-        ready, _, _ = select.select([self._reply], [], [], _TIMEOUT)
-        line = self._reply.readline() if ready else b""
+        answer = select.poll()  # (select.select fails once this process has more than 1,024 files open)
+        answer.register(self._reply, select.POLLIN)
+        line = self._reply.readline() if answer.poll(_TIMEOUT * 1000) else b""
         output = log.read_text(errors="replace") if log.exists() else ""
         sys.stderr.write(output)
         if not line:
