@@ -7,7 +7,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from run_decode import BenchError, _binlake, _check
+from run_decode import BenchError, _binlake, _check, stop_process
 
 from ingester.devstack.kafka import KafkaBroker
 from ingester.devstack.mariadb import MariaDBServer
@@ -160,13 +159,7 @@ def measure_latency(broker: KafkaBroker, rate: float, duration: float, writers: 
             if consumer.poll() is None:
                 consumer.kill()
                 consumer.wait()
-            if daemon.poll() is None:
-                daemon.send_signal(signal.SIGTERM)
-                try:
-                    daemon.wait(60)
-                except subprocess.TimeoutExpired:
-                    daemon.kill()
-                    daemon.wait()
+            stop_process(daemon)
         if not out.exists():
             raise BenchError("the latency consumer never saw the sentinel row; daemon log:\n" + _tail(daemon_log))
         seen = {int(k): v for k, v in json.loads(out.read_text()).items()}

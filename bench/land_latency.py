@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -16,7 +15,7 @@ from typing import Any
 
 from daemon_latency import steady_inserts
 from land_shapes import Shape
-from run_decode import BenchError, _check
+from run_decode import BenchError, _check, stop_process
 
 from ingester.devstack.kafka import KafkaBroker
 from ingester.devstack.mariadb import MariaDBServer
@@ -82,12 +81,7 @@ def measure_latency(rate: float, duration: float, shape: Shape, land_log: Path |
                 _wait_landed(logs / "land.log", 2 + len(commits), procs, 600)
         finally:
             for proc in procs:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(60)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+                stop_process(proc)
             if land_log:
                 land_log.with_suffix(".latency.log").write_bytes((logs / "land.log").read_bytes())
         if preload:

@@ -11,6 +11,7 @@ import itertools
 import os
 import platform
 import pstats
+import signal
 import statistics
 import subprocess
 import sys
@@ -147,6 +148,18 @@ def measure(dataset: Dataset, server: MariaDBServer, repeat: int) -> dict[str, R
 def _check(ok: bool, message: str) -> None:
     if not ok:
         raise BenchError(message)
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 60) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within ``timeout`` seconds."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _binlake() -> Path:
