@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from run_decode import BenchError, _binlake, _check, stop_process
+from run_decode import BenchError, _binlake, _check, stop_processes
 
 from ingester.devstack.kafka import KafkaBroker
 from ingester.devstack.mariadb import MariaDBServer
@@ -159,7 +159,7 @@ def measure_latency(broker: KafkaBroker, rate: float, duration: float, writers: 
             if consumer.poll() is None:
                 consumer.kill()
                 consumer.wait()
-            stop_process(daemon)
+            stop_processes([daemon])
         if not out.exists():
             raise BenchError("the latency consumer never saw the sentinel row; daemon log:\n" + _tail(daemon_log))
         seen = {int(k): v for k, v in json.loads(out.read_text()).items()}

@@ -15,7 +15,7 @@ from typing import Any
 
 from daemon_latency import steady_inserts
 from land_shapes import Shape
-from run_decode import BenchError, _check, stop_process
+from run_decode import BenchError, _check, stop_processes
 
 from ingester.devstack.kafka import KafkaBroker
 from ingester.devstack.mariadb import MariaDBServer
@@ -80,8 +80,7 @@ def measure_latency(rate: float, duration: float, shape: Shape, land_log: Path |
                                                   writers)
                 _wait_landed(logs / "land.log", 2 + len(commits), procs, 600)
         finally:
-            for proc in procs:
-                stop_process(proc)
+            stop_processes(procs)
             if land_log:
                 land_log.with_suffix(".latency.log").write_bytes((logs / "land.log").read_bytes())
         if preload:

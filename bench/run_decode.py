@@ -150,16 +150,17 @@ def _check(ok: bool, message: str) -> None:
         raise BenchError(message)
 
 
-def stop_process(proc: subprocess.Popen, timeout: float = 60) -> None:
-    """SIGTERM, then SIGKILL if it has not exited within ``timeout`` seconds."""
-    if proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+def stop_processes(procs: list[subprocess.Popen], timeout: float = 60) -> None:
+    """SIGTERM to each that still runs, then SIGKILL to any that has not exited within ``timeout`` seconds."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _binlake() -> Path:

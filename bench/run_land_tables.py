@@ -23,7 +23,6 @@ import contextlib
 import os
 import platform
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -34,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from land_shapes import Shape, shape_of
-from run_decode import BenchError, _check, _cpu_model, _git_revision
+from run_decode import BenchError, _check, _cpu_model, _git_revision, stop_processes
 
 from ingester.devstack.kafka import KafkaBroker
 from ingester.devstack.mariadb import MariaDBServer
@@ -91,18 +90,6 @@ def _land(bootstrap: str, prefix: str, lake: Path, log: Path, shape: Shape) -> s
                             env={**os.environ, **shape.env})
 
 
-def _stop(procs: list[subprocess.Popen]) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-    for proc in procs:
-        try:
-            proc.wait(120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def _round(server: MariaDBServer, db: str, n: int, value: int) -> float:
     """One single-row UPDATE per table (autocommit); the time the last one returned."""
     with server.connect(db) as conn, conn.cursor() as cur:
@@ -143,7 +130,7 @@ def measure(server: MariaDBServer, broker: KafkaBroker, root: Path, n: int, roun
             time.sleep(0.5)  # the batch line follows the commits
             durations += [b[2] for b in _batches(land_log)[seen:] if b[1]]
         store_cpu = (shape.store_cpu() - store_cpu) / rounds
-        _stop(procs[1:])
+        stop_processes(procs[1:], 120)
         before = _versions(lake, db, n)
         _round(server, db, n, rounds + 1)
         time.sleep(2)  # the daemon publishes the round before the job starts
@@ -151,7 +138,7 @@ def measure(server: MariaDBServer, broker: KafkaBroker, root: Path, n: int, roun
         procs[1] = _land(broker.bootstrap, prefix, written, land_log, shape)
         restart = _wait_mirrors(lake, db, before, procs, 1800) - started
     finally:
-        _stop(procs)
+        stop_processes(procs, 120)
         if keep is not None:
             import shutil
 

@@ -25,7 +25,6 @@ import contextlib
 import io
 import os
 import platform
-import signal
 import subprocess
 import sys
 import time
@@ -33,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from land_shapes import Shape, shape_of
-from run_decode import BenchError, _check, _cpu_model, _git_revision
+from run_decode import BenchError, _check, _cpu_model, _git_revision, stop_processes
 from run_land_tables import bench_stack
 
 from ingester.cli.main import main as binlake
@@ -129,13 +128,7 @@ def measure(server: MariaDBServer, broker: KafkaBroker, root: Path, n: int, tabl
         verify_s, verify_cpu = time.monotonic() - started, _cpu(pid) - cpu
         _check(status == 0, f"verify exited {status}; see {logs}")
     finally:
-        for proc in (land, daemon):
-            proc.send_signal(signal.SIGTERM)
-        for proc in (land, daemon):
-            try:
-                proc.wait(120)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_processes([land, daemon], 120)
     return {"rows": rows, "tables": tables, "select_s": select_s, "select_cpu_s": select_cpu, "verify_s": verify_s,
             "verify_cpu_s": verify_cpu}
 

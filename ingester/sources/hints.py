@@ -17,10 +17,11 @@ SERVER_HINTS = {
 def certificate_hint(error: str, host: str, tls_ca: str | None) -> str:
     """What to do about a server certificate the TLS handshake refused (``error``: the SSL error's text)."""
     if "mismatch" in error:  # the CA was accepted; the certificate names another host (or none)
-        return (f"the server's certificate was not accepted: it does not name {host} (MySQL's own auto-generated "
-                "certificates name no host): connect by a name it holds, or set tls=verify-ca to verify its CA alone")
-    if tls_ca:
-        return (f"the server's certificate was not accepted: it is not signed by the CA in tls-ca={tls_ca} (give the "
-                "CA that signed it), or choose a weaker tls mode explicitly")
-    return ("the server's certificate was not accepted: give its CA with tls-ca=FILE, or choose a weaker tls mode "
-            "explicitly")
+        what = (f"it does not name {host} (MySQL's own auto-generated certificates name no host): connect by a name "
+                "it holds, or set tls=verify-ca to verify its CA alone")
+    elif tls_ca:
+        what = (f"it is not signed by the CA in tls-ca={tls_ca} (give the CA that signed it), or choose a weaker tls "
+                "mode explicitly")
+    else:
+        what = "give its CA with tls-ca=FILE, or choose a weaker tls mode explicitly"
+    return f"the server's certificate was not accepted: {what}"
