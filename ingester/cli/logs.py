@@ -57,9 +57,7 @@ def setup_logging(cfg: Config, command: str) -> Path | None:
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
     logging.getLogger("py4j").setLevel(logging.WARNING)
     if cfg.verbose:
-        for name in LIBRARIES:
-            logging.getLogger(name).handlers = []
-            logging.getLogger(name).propagate = True
+        _libraries_to([])
         return None
     directory = log_dir(cfg)
     path = directory / f"{command}.log"
@@ -77,9 +75,19 @@ def libraries_to_file(path: Path) -> bool:
                                              path.parent, exc.strerror or exc)
         return False
     to_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    _libraries_to([to_file])
+    return True
+
+
+def _libraries_to(handlers: list[logging.Handler]) -> None:
+    """The libraries' lines to ``handlers`` (none: up to the root's, i.e. stderr). The handlers they had are
+    closed: a CLI run in-process again (tests, notebooks) leaves no file open per run."""
     for name in LIBRARIES:
         lib = logging.getLogger(name)
-        lib.handlers = [to_file]
-        lib.propagate = False
-        lib.setLevel(logging.WARNING)  # their INFO is a line per connection, metadata update or py4j call
-    return True
+        for old in lib.handlers:
+            if old not in handlers:
+                old.close()
+        lib.handlers = list(handlers)
+        lib.propagate = not handlers
+        if handlers:
+            lib.setLevel(logging.WARNING)  # their INFO is a line per connection, metadata update or py4j call

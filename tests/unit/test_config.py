@@ -201,6 +201,11 @@ def test_the_libraries_log_lines_go_to_a_file_unless_verbose(tmp_path, capsys) -
     logged = path.read_text()
     assert "Node 1 connection failed" in logged and "Error while sending" in logged and "resuming" not in logged
 
+    # a second run in this process (tests, notebooks) closes the first's file: no open file per run
+    first = logging.getLogger("kafka").handlers[0]
+    assert setup_logging(load_config(None, {"log_dir": str(tmp_path)}, environ={}), "run") == path
+    assert first.stream is None and logging.getLogger("kafka").handlers[0] is not first  # type: ignore[attr-defined]
+
     assert setup_logging(load_config(None, {"log_dir": str(tmp_path), "verbose": True}, environ={}), "run") is None
     logging.getLogger("kafka.conn").warning("Node 2 connection failed")
     assert "Node 2 connection failed" in capsys.readouterr().err
