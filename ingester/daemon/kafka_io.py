@@ -16,7 +16,6 @@ from ..records.builder import Checkpoint, Record
 from ..records.format import ChunkAssembler, chunk_index
 from ..records.outbound import BinlakeOut, Message, Outbound, chunks
 from ..records.xa import PREPARED_TOPIC, Prepared, from_prepared_topic
-from .open_transactions import settle
 from .producers import Cleanup, Producer, ProducerError, PythonProducer, RdkafkaProducer, TopicAdmin
 
 log = logging.getLogger("binlake.kafka")
@@ -93,7 +92,7 @@ class Publisher:
         # all of it lag once the broker is back after an outage).
         options = {"reconnect_backoff_max_ms": 1000, **(security or {})}
         try:
-            settle(bootstrap, prefix, transactional_id, options)  # before any checkpoint is read (open_transactions)
+            client.settle(bootstrap, prefix, transactional_id, options)  # before any checkpoint is read
             # the producer first: librdkafka's transactional start-up goes on while the admin makes sure of topics
             self.producer: Producer = client(bootstrap, transactional_id, compression, self.max_message_bytes,
                                              options)

@@ -14,6 +14,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
+from .open_transactions import settle
+
 _TRANSACTION_TIMEOUT_MS = 900_000  # a huge binlog transaction is one Kafka transaction: the broker maximum
 _RETRY_BACKOFF_MS = 10
 UNACKNOWLEDGED_BYTES = 16 << 20  # at most this much (keys and values) sent and not yet acknowledged in memory
@@ -192,6 +194,7 @@ class RdkafkaAdmin:
 
 class PythonProducer:
     admin: type[TopicAdmin] = PythonAdmin
+    settle = staticmethod(settle)  # transactions a broker left open, before the producer starts (open_transactions.py)
 
     def __init__(self, bootstrap: str, transactional_id: str, compression: str | None, max_request_size: int,
                  options: Mapping[str, Any]) -> None:
@@ -282,6 +285,8 @@ def rdkafka_options(options: Mapping[str, Any]) -> dict[str, Any]:
 
 class RdkafkaProducer:
     admin: type[TopicAdmin] = RdkafkaAdmin
+    settle = staticmethod(settle)  # (with kafka-python's admin and producer: librdkafka has no such calls)
+
     def __init__(self, bootstrap: str, transactional_id: str, compression: str | None, max_request_size: int,
                  options: Mapping[str, Any]) -> None:
         from confluent_kafka import Producer as Client
