@@ -1,0 +1,113 @@
+"""A class-data archive (the JDK's AppCDS) for the Spark drivers the tests start: the classes Spark, Delta and
+Iceberg load at start and in their first jobs, parsed and verified once and mapped by every later driver JVM.
+On 2 CPUs it took a third of a driver's CPU time to start and to run its first Delta write and MERGE
+(about 6 of 21 CPU-s). It changes nothing a test sees: a JVM that cannot use the archive (another JDK,
+another classpath, e.g. the s3a jars on a cluster driver's) loads its classes as before.
+
+The archive is made once per machine and set of jars, by a driver running a small workload of the land job's
+kinds (`python -m tests.harness.jvm_archive PATH OPTIONS`), and kept in binlake's cache beside the jars.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+from ingester.maven import default_cache_dir, find_java
+
+_TIMEOUT_S = 300
+
+
+def archive_for(options: str) -> Path | None:
+    """The archive for driver JVMs started with `options` (made now if missing); None if it cannot be made
+    (a warning says why: the tests run as well without it, only slower)."""
+    path = default_cache_dir() / "jvm" / f"spark-driver-{_fingerprint(options)}.jsa"
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=path.parent) as work:
+        made = Path(work) / path.name
+        try:
+            run = subprocess.run([sys.executable, "-m", __name__, str(made), options], cwd=Path(__file__).parents[2],
+                                 capture_output=True, text=True, timeout=_TIMEOUT_S, check=False)
+            why = "" if run.returncode == 0 and made.exists() else \
+                ((run.stderr or run.stdout).strip().splitlines() or ["no output"])[-1]
+        except subprocess.TimeoutExpired:
+            why = f"not made within {_TIMEOUT_S} s"
+        if why:
+            warnings.warn(f"no class-data archive for the Spark drivers (tests run slower): {why}", stacklevel=2)
+            return None
+        os.replace(made, path)  # whole or not at all: another run may be reading the directory
+    return path
+
+
+def _fingerprint(options: str) -> str:
+    """What the archive depends on: the JDK, the JVM options, and every jar a driver may load."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    from streaming_job.runtime.versions import iceberg_jars, spark_jars
+
+    digest = hashlib.sha256()
+    java = subprocess.run([str(find_java()), "-version"], capture_output=True, text=True, check=True)
+    digest.update(java.stderr.encode())
+    digest.update(options.encode())
+    for jar in [*sorted(Path(_find_spark_home(), "jars").glob("*.jar")), *spark_jars(), *iceberg_jars()]:
+        stat = jar.stat()
+        digest.update(f"{jar}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def _train(archive: Path, options: str) -> None:
+    """A driver that writes `archive` as it exits, after the land job's kinds of work: a stream from Kafka,
+    Delta and Iceberg writes, MERGEs and reads, and Arrow batches through Python workers."""
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{options} -XX:ArchiveClassesAtExit={archive} -Xlog:cds=off"
+    from kafka import KafkaProducer
+    from pyspark import SparkContext
+
+    from ingester.devstack.kafka import KafkaBroker
+    from streaming_job.land.job import build_session
+
+    with tempfile.TemporaryDirectory() as lake, KafkaBroker() as broker:
+        broker.create_topic("train")
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="train")
+        producer.init_transactions()
+        producer.begin_transaction()
+        for n in range(100):
+            producer.send("train", key=str(n).encode(), value=b"{}")
+        producer.commit_transaction()
+        producer.close()
+        catalog = {"spark.sql.catalog.train": "org.apache.iceberg.spark.SparkCatalog",
+                   "spark.sql.catalog.train.type": "hadoop", "spark.sql.catalog.train.warehouse": f"{lake}/iceberg"}
+        spark = build_session("local[2]", 2, "binlake-jvm-archive", iceberg=catalog)
+        rows = spark.range(1000).selectExpr("id", "CAST(id AS STRING) AS s", "id * 2 AS v")
+        rows.write.format("delta").save(f"{lake}/delta")
+        spark.sql(f"MERGE INTO delta.`{lake}/delta` t USING (SELECT id, 'x' AS s, 7L AS v FROM range(10)) u "
+                  "ON t.id = u.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+        spark.read.format("delta").load(f"{lake}/delta").groupBy("s").count().collect()
+        spark.sql("CREATE TABLE train.db.t (id BIGINT, s STRING, v BIGINT) USING iceberg")
+        rows.writeTo("train.db.t").append()
+        spark.sql("MERGE INTO train.db.t t USING (SELECT id, 'x' AS s, 7L AS v FROM range(10)) u ON t.id = u.id "
+                  "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+        spark.table("train.db.t").mapInArrow(lambda batches: batches, rows.schema).count()
+        stream = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap)
+                  .option("subscribe", "train").option("startingOffsets", "earliest")
+                  .option("kafka.isolation.level", "read_committed").load()
+                  .writeStream.trigger(availableNow=True).option("checkpointLocation", f"{lake}/checkpoint")
+                  .foreachBatch(lambda batch, _: batch.write.format("delta").mode("append").save(f"{lake}/kafka"))
+                  .start())
+        stream.awaitTermination(_TIMEOUT_S)
+        spark.stop()
+    gateway = SparkContext._gateway
+    if gateway is not None:  # the JVM writes the archive as it exits, which it does at the end of its stdin
+        proc = gateway.proc
+        proc.stdin.close()
+        proc.wait(timeout=_TIMEOUT_S)
+
+
+if __name__ == "__main__":
+    _train(Path(sys.argv[1]), sys.argv[2])
