@@ -245,6 +245,9 @@ class TableStatements:
                         "no rows yet): its mirror cannot have the table's rows; run `binlake snapshot --tables "
                         "%s.%s` to read them", to_db, to_table, db, table, action.at.position, to_db, to_table)
             target = self._generation(to_db, to_table, columns, action.at.seq)
+            if self._landed_since(to_db, target, action.marker):
+                self.generations.started(to_db, to_table, target)
+                return
             self._end_mirror(to_db, to_table, action.marker, None, batch_id)
             self._continue(to_db, to_table, target, columns, action, action.marker, batch_id)
             return
@@ -274,6 +277,15 @@ class TableStatements:
                         "`binlake snapshot --replace --tables %s.%s` reads the table again", db, table,
                         action.describe(), db, table, db, table)
         self._row(action, action.name)
+
+    def _landed_since(self, db: str, target: Generation, marker: tuple[bytes, int]) -> bool:
+        """Whether a table renamed to ``target``'s name from one binlake never landed was applied, and its rows after
+        the statement landed, in an earlier run (a replay): its change log records the statement, or is live without
+        it. No live table of a name can be there when a table is renamed to it, so a live change log (and mirror)
+        without the statement's marker is the renamed table's own, made by its rows after the statement (where no
+        columns were known, the statement wrote nothing): emptying it would lose them."""
+        properties = self.tables.properties(db, target.name)
+        return properties is not None and (applied(properties, marker) or ended_of(properties) is None)
 
     # --- the writes
 

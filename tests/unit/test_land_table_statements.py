@@ -247,6 +247,26 @@ def test_a_rename_from_a_table_binlake_never_landed_says_what_to_do(caplog) -> N
     assert tables.tables[("d", "t__changes")]["rows"] == [("rename", "d.hidden", "d.t")]
 
 
+@pytest.mark.parametrize("history", [False, True])
+def test_a_rename_from_a_table_binlake_never_landed_replayed_after_its_rows_keeps_them(history) -> None:
+    """The run that applied the rename landed the table's rows after it, then died before its batch committed: the
+    replay applies the rename again, and the rows (in the lake tables they made) stay, with nothing written again."""
+    tables, lake = _lake()
+    known = {"columns": _columns(("id", "int", True), ("v", "int", False)), "primary_key": [[0, 0]]} if history else {}
+    entries = [_at("rename", "d", "t", 100, "RENAME TABLE hidden TO t", source=("d", "hidden"), **known)]
+    _apply(lake, entries)
+    assert tables.tables.get(("d", "t__changes"), {}).get("rows", []) == ([("rename", "d.hidden", "d.t")]
+                                                                          if history else [])
+    cols = [("id", "int"), ("v", "int")]
+    tables.tables[("d", "t")] = {"properties": {"key": "id"}, "columns": cols, "rows": [2]}  # made by its rows
+    changes = tables.tables.setdefault(("d", "t__changes"), {"properties": {}, "columns": cols, "rows": []})
+    changes["rows"].append(("update", None, None))
+    writes, rows = tables.writes, list(changes["rows"])
+    _apply(lake, entries)
+    assert tables.tables[("d", "t")]["rows"] == [2] and tables.tables[("d", "t__changes")]["rows"] == rows
+    assert tables.writes == writes and not lake.ended("d", "t")
+
+
 @pytest.mark.parametrize("reload", [False, True])
 def test_a_partition_statement_warns_or_is_followed_by_the_daemons_reload(caplog, reload) -> None:
     """Partition maintenance leaves the mirror as it is (the binlog names no rows): a reload entry after it empties
