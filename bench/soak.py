@@ -138,8 +138,9 @@ def _nice(v: float) -> float:
 
 
 def run_soak(base: Path, minutes: float, rate: float, every: float = 5.0, out: Path | None = None,
-             seed: int = 1, say: Any = print) -> tuple[list[dict[str, float]], str]:
-    """Run the soak in base; returns the samples and the mirror check's result ('' when equal)."""
+             seed: int = 1, say: Any = print, spark: Any = None) -> tuple[list[dict[str, float]], str]:
+    """Run the soak in base; returns the samples and the mirror check's result ('' when equal). The mirrors are
+    read by ``spark``, or by a session of its own."""
     from streaming_job.land.job import build_session
 
     stack = Stack(base)
@@ -196,7 +197,7 @@ def run_soak(base: Path, minutes: float, rate: float, every: float = 5.0, out: P
             proc.join(60)
         say("soak: workload stopped; waiting until everything has landed ...")
         stack.wait_caught_up(time.monotonic() + CATCH_UP_TIMEOUT)
-        spark = build_session("local[1]", 1, "binlake-soak-check")
+        spark = spark or build_session("local[1]", 1, "binlake-soak-check")
         mirror_rows, problems = check_mirrors(stack, spark)
         mirrors = "; ".join(problems)
         say(f"soak: mirrors == SELECT ({mirror_rows:,} rows)" if not problems else f"soak: MIRRORS DIFFER: {mirrors}")

@@ -20,28 +20,21 @@ from ingester.devstack.registry import SchemaRegistry
 from ingester.devstack.spark_cluster import SparkCluster
 from tests.harness.cluster_lander import ClusterLander
 from tests.harness.datadirs import TemplateMariaDB
-from tests.harness.jvm_archive import archive_for
+from tests.harness.jvm_archive import TEST_JVM, driver_options
 from tests.harness.lake_shapes import ClusterS3Shape, LocalShape
 from tests.harness.servers import MySQL84Server, docker_engine_available
 
-# Every JVM the tests start runs a short, small workload on 2 CPUs: C1 only (no C2 compilations) and the serial
-# collector (no GC threads) spent about a third less CPU per land test than the JVM's defaults; the suite is
-# CPU-bound. The land driver reads SPARK_SUBMIT_OPTS (and passes the executors theirs as a Spark setting), a
-# cluster's master and workers SPARK_DAEMON_JAVA_OPTS. The servers started by ingester.devstack set their own
-# options. Set one of these variables to run the tests with other options.
-_TEST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", _TEST_JVM)
+# The servers started by ingester.devstack set their own JVM options; a cluster's master and workers read
+# SPARK_DAEMON_JAVA_OPTS, the Spark drivers SPARK_SUBMIT_OPTS (tests/harness/jvm_archive.py). Set one of these
+# variables to run the tests with other options.
+os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", TEST_JVM)
 
 
 def pytest_configure(config) -> None:
     """The Spark drivers' options; with integration tests selected, also the drivers' class-data archive
-    (tests/harness/jvm_archive.py: made once per machine, before pytest-xdist's workers start)."""
-    if "SPARK_SUBMIT_OPTS" in os.environ:
-        return
-    options = f"{_TEST_JVM} -Dspark.executor.extraJavaOptions='{_TEST_JVM}'"
-    if "not integration" not in (config.option.markexpr or "") and (archive := archive_for(options)) is not None:
-        options += f" -XX:SharedArchiveFile={archive} -Xlog:cds=off"
-    os.environ["SPARK_SUBMIT_OPTS"] = options
+    (made once per machine, before pytest-xdist's workers start, if scripts/test has not made it)."""
+    if "SPARK_SUBMIT_OPTS" not in os.environ:
+        os.environ["SPARK_SUBMIT_OPTS"] = driver_options("not integration" not in (config.option.markexpr or ""))
 
 
 @pytest.fixture(scope="session")

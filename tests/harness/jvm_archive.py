@@ -5,7 +5,8 @@ On 2 CPUs it took a third of a driver's CPU time to start and to run its first D
 another classpath, e.g. the s3a jars on a cluster driver's) loads its classes as before.
 
 The archive is made once per machine and set of jars, by a driver running a small workload of the land job's
-kinds (`python -m tests.harness.jvm_archive PATH OPTIONS`), and kept in binlake's cache beside the jars.
+kinds, and kept in binlake's cache beside the jars (the two newest: a checkout's jars are another set). scripts/test
+makes it beside ruff and mypy (`python -m tests.harness.jvm_archive`); tests/conftest.py finds it, or makes it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,23 @@ from pathlib import Path
 from ingester.maven import default_cache_dir, find_java
 
 _TIMEOUT_S = 300
+_KEEP = 2
+
+# Every JVM the tests start runs a short, small workload on 2 CPUs: C1 only (no C2 compilations) and the serial
+# collector (no GC threads) spent about a third less CPU per land test than the JVM's defaults; the suite is
+# CPU-bound. (C2 for the two long-lived in-process sessions, and Spark's expressions interpreted instead of
+# compiled, were tried too: no less CPU.)
+TEST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# The drivers' options (SPARK_SUBMIT_OPTS); the executors' go to them as a Spark setting, which SparkConf reads
+# from a driver's system properties.
+DRIVER_OPTIONS = f"{TEST_JVM} -Dspark.executor.extraJavaOptions='{TEST_JVM}'"
+
+
+def driver_options(archive: bool) -> str:
+    """The tests' SPARK_SUBMIT_OPTS; with ``archive``, mapping the class-data archive (made now if missing)."""
+    if archive and (path := archive_for(DRIVER_OPTIONS)) is not None:
+        return f"{DRIVER_OPTIONS} -XX:SharedArchiveFile={path} -Xlog:cds=off"
+    return DRIVER_OPTIONS
 
 
 def archive_for(options: str) -> Path | None:
@@ -43,6 +61,8 @@ def archive_for(options: str) -> Path | None:
             warnings.warn(f"no class-data archive for the Spark drivers (tests run slower): {why}", stacklevel=2)
             return None
         os.replace(made, path)  # whole or not at all: another run may be reading the directory
+    for old in sorted(path.parent.glob("spark-driver-*.jsa"), key=lambda p: p.stat().st_mtime)[:-_KEEP]:
+        old.unlink(missing_ok=True)  # a JVM mapping it keeps its pages
     return path
 
 
@@ -110,4 +130,7 @@ def _train(archive: Path, options: str) -> None:
 
 
 if __name__ == "__main__":
-    _train(Path(sys.argv[1]), sys.argv[2])
+    if len(sys.argv) == 3:
+        _train(Path(sys.argv[1]), sys.argv[2])
+    else:
+        archive_for(DRIVER_OPTIONS)
