@@ -23,6 +23,7 @@ from ingester.maven import default_cache_dir, find_java
 
 _TIMEOUT_S = 300
 _KEEP = 2
+_MODULE = "tests.harness.jvm_archive"  # (run as `python -m`, this module is __main__)
 
 # Every JVM the tests start runs a short, small workload on 2 CPUs: C1 only (no C2 compilations) and the serial
 # collector (no GC threads) spent about a third less CPU per land test than the JVM's defaults; the suite is
@@ -51,7 +52,7 @@ def archive_for(options: str) -> Path | None:
     with tempfile.TemporaryDirectory(dir=path.parent) as work:
         made = Path(work) / path.name
         try:
-            run = subprocess.run([sys.executable, "-m", __name__, str(made), options], cwd=Path(__file__).parents[2],
+            run = subprocess.run([sys.executable, "-m", _MODULE, str(made), options], cwd=Path(__file__).parents[2],
                                  capture_output=True, text=True, timeout=_TIMEOUT_S, check=False)
             why = "" if run.returncode == 0 and made.exists() else \
                 ((run.stderr or run.stdout).strip().splitlines() or ["no output"])[-1]
