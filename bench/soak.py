@@ -27,11 +27,14 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.faults import CATCH_UP_TIMEOUT, DB, FaultError, Stack, Workload, check_mirrors
 from ingester.cli.demo import _metrics
 from ingester.devstack.mariadb import MariaDBServer
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 PER_WORKER = 250.0  # transactions/s one workload process paces reliably
 FIELDS = ("t_s", "source_tps", "daemon_tps", "land_rows_per_s", "daemon_rss_mib", "land_rss_mib", "daemon_lag_s",
@@ -138,7 +141,7 @@ def _nice(v: float) -> float:
 
 
 def run_soak(base: Path, minutes: float, rate: float, every: float = 5.0, out: Path | None = None,
-             seed: int = 1, say: Any = print, spark: Any = None) -> tuple[list[dict[str, float]], str]:
+             seed: int = 1, say: Any = print, spark: SparkSession | None = None) -> tuple[list[dict[str, float]], str]:
     """Run the soak in base; returns the samples and the mirror check's result ('' when equal). The mirrors are
     read by ``spark``, or by a session of its own."""
     from streaming_job.land.job import build_session
