@@ -150,11 +150,13 @@ class LandConfig:
     trigger: str = "1s"  # micro-batch interval, or "available-now": land what is committed, then stop
     quarantine: bool = False  # undecodable records go to <lake>/_quarantine instead of stopping the query
     min_partitions: int | None = None  # Kafka source minPartitions: decode one hot table in many tasks
-    max_offsets_per_trigger: int | None = None  # bound a micro-batch (e.g. the first run on a backlog)
-    # the stream's Kafka source (docs/LAND.md): "binlake" (a task per core, one consumer each: batches that
-    # touch many tables), "spark" (a task per topic partition: a few hot tables), or "auto": binlake's where
-    # the topics have KAFKA_SOURCE_PARTITIONS partitions or more when the job starts; max_offsets_per_trigger
-    # takes Spark's
+    # a micro-batch reads about this many bytes of Kafka records at most, whatever the backlog (binlake's Kafka
+    # source; 0: all there is); max_offsets_per_trigger bounds it in records instead (Spark's source)
+    max_batch_bytes: int = 64 << 20
+    max_offsets_per_trigger: int | None = None
+    # the stream's Kafka source (docs/LAND.md): "binlake" (a task per core, one consumer each, batches bounded in
+    # bytes), "spark" (Spark's: a task per topic partition, batches bounded by max_offsets_per_trigger alone), or
+    # "auto": binlake's unless max_offsets_per_trigger is set
     kafka_source: Literal["auto", "binlake", "spark"] = "auto"
     # what the topics hold (docs/DEBEZIUM.md, "Landing Debezium topics"): binlake's records, or Debezium's
     # change events in Kafka Connect's JSON converter layout with schemas, or in Avro with a schema registry
@@ -436,6 +438,8 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
         raise ConfigError(f"debezium.schema_registry_url: {redact(registry)!r} is not an http(s) URL")
     if config.snapshot_chunk_rows < 1:
         raise ConfigError(f"snapshot_chunk_rows: must be at least 1, got {config.snapshot_chunk_rows}")
+    if config.land.max_batch_bytes < 0:
+        raise ConfigError(f"land.max_batch_bytes: must be 0 (no bound) or more, got {config.land.max_batch_bytes}")
     if config.land.trigger != "available-now" and not _INTERVAL.fullmatch(config.land.trigger.strip()):
         raise ConfigError(f"land.trigger: {config.land.trigger!r} is neither an interval (1s, 500ms, 2m) nor "
                           "available-now")

@@ -33,7 +33,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--schema-registry-url", metavar="URL",
                    help="debezium-avro: the registry's Confluent-compatible API (debezium.schema_registry_url; "
                         "credentials: debezium.schema_registry_username/password_file)")
-    p.add_argument("--max-offsets-per-trigger", type=int, metavar="N", help="bound each micro-batch")
+    p.add_argument("--max-batch-bytes", type=int, metavar="BYTES",
+                   help="a micro-batch reads about this many bytes of Kafka records at most (default 64 MiB; 0: all)")
+    p.add_argument("--max-offsets-per-trigger", type=int, metavar="N",
+                   help="bound each micro-batch in records instead (Spark's Kafka source)")
     p.add_argument("--driver-rows", type=int, metavar="N",
                    help="a table's batch of at most N row changes is reduced for its mirror by the driver")
     p.add_argument("--compact-files", type=int, metavar="N",
@@ -125,9 +128,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def land_overrides(args: argparse.Namespace) -> dict[str, Any]:
     out = overrides(args)
-    names = ("lake", "checkpoint", "trigger", "quarantine", "min_partitions", "max_offsets_per_trigger", "master",
-             "driver_rows", "kafka_source", "source_format", "s3_endpoint", "s3_path_style", "format",
-             "iceberg_catalog", "compact_files", "small_file_bytes", "compact_bytes", "iceberg_snapshot_retention")
+    names = ("lake", "checkpoint", "trigger", "quarantine", "min_partitions", "max_offsets_per_trigger",
+             "max_batch_bytes", "master", "driver_rows", "kafka_source", "source_format", "s3_endpoint",
+             "s3_path_style", "format", "iceberg_catalog", "compact_files", "small_file_bytes", "compact_bytes",
+             "iceberg_snapshot_retention")
     land = {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
     if land:
         out["land"] = land

@@ -412,7 +412,7 @@ def reassemble(pieces: list[ChunkPiece],
     """Driver side: one batch's chunk pieces -> record rows, and the (topic, partition, offset) of chunks
     carried over to the next batch.
 
-    maxOffsetsPerTrigger may cut a chunked record between micro-batches: its first chunks end one
+    A batch's bound may cut a chunked record between micro-batches: its first chunks end one
     batch (carried over: they land with the next) and its last ones start the next, which ``fetch``es
     (topic, partition, start, end) the first ones again from Kafka. A chunk is at offset o - i from its
     record's chunk 0 (chunks are consecutive in one Kafka transaction), so replays after a crash find

@@ -5,6 +5,7 @@ Used by ``binlake land`` (local mode by default) and by ``streaming_job/main.py`
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -34,6 +35,7 @@ from ..runtime.errors import LandError, python_error
 from ..runtime.spark_logs import driver_java_options, jvm_stderr
 from ..source.available_now import run_rounds, start_offsets
 from ..source.kafka_source import stream_source
+from ..source.progress import read_newest_planned
 from ..source.source_formats import source_format
 from .sink import Lander
 from .worker import DAEMON_MODULE
@@ -263,9 +265,13 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
     spark.streams.addListener(listener)
     if settings.metrics_port is not None:
         start_http_server(settings.metrics_port, settings.metrics_host, registry=listener.registry)
+    planned = read_newest_planned(checkpoint_files, settings.checkpoint) if checkpoint_files is not None else None
     source = stream_source(settings.bootstrap, source_kind.topic_pattern(settings.topic_prefix),
                            settings.land.min_partitions,
-                           settings.land.max_offsets_per_trigger, settings.land.kafka_source)
+                           settings.land.max_offsets_per_trigger, settings.land.kafka_source,
+                           settings.land.max_batch_bytes,
+                           None if planned is None else {t: {str(p): o for p, o in parts.items()}
+                                                         for t, parts in planned.offsets.items()})
     log.info("Kafka source: %s", type(source).__name__)
     reader = source.reader(spark)
     writer = (reader.load().writeStream.foreachBatch(lander)
@@ -277,6 +283,7 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
         target = start_offsets(source)  # binlake's source: Spark 4.0 runs one batch (available_now.py)
     else:
         writer = writer.trigger(processingTime=_interval(settings.land.trigger))
+    jvm_log_start = _size(settings.jvm_log)
     try:
         lander.start()  # parked tables a stopped job left (parking.py)
         run_rounds(writer, target, lambda query: _drain(query, listener), lander.background_failure)
@@ -290,11 +297,16 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
                    ) from None
         if lander.error is not None:
             raise lander.error from None
-        text = str(exc)
-        raise _storage_error(text, settings) or LandError(
-            f"streaming query failed: {python_error(text) or text.splitlines()[0]}") from exc
+        try:
+            text = str(exc)
+        except Exception:  # py4j's error of a JVM that died has no text ("<exception str() failed>")
+            text = f"{type(exc).__name__}: Connection refused"
+        raise _storage_error(text, settings) or _memory_error(text, settings, jvm_log_start) or LandError(
+            f"streaming query failed: {python_error(text) or (text.splitlines() or [type(exc).__name__])[0]}"
+        ) from exc
     finally:
-        spark.streams.removeListener(listener)
+        with contextlib.suppress(Exception):  # a JVM that died: the error above is the one to tell
+            spark.streams.removeListener(listener)
         lander.close()
     return 0
 
@@ -312,6 +324,38 @@ def _storage_error(text: str, settings: LandSettings) -> LandError | None:
     paths = [p for p in (settings.lake, settings.checkpoint) if p in text] or [settings.lake, settings.checkpoint]
     return LandError(f"cannot write {' or '.join(paths)}: {cause}; nothing committed is lost: fix the storage and "
                      "run again, landing resumes after the last committed micro-batch")
+
+
+_MEMORY_ERRORS = ("OutOfDirectMemoryError", "OutOfMemoryError", "Java heap space", "MemoryError")
+
+
+def _size(path: str | None) -> int:
+    try:
+        return os.path.getsize(path) if path else 0
+    except OSError:
+        return 0
+
+
+def _memory_error(text: str, settings: LandSettings, jvm_log_start: int = 0) -> LandError | None:
+    """A micro-batch that needed more memory than the driver (or a Python worker) had, in one line: what, and the
+    settings that change it. Where the JVM died of it, the query's error says only that the connection to it is
+    gone: its log (settings.jvm_log, from ``jvm_log_start``: this run's lines) tells."""
+    said = text
+    if settings.jvm_log and any(e in text for e in ("Connection refused", "Error while receiving",
+                                                     "Answer from Java side is empty")):
+        try:
+            with open(settings.jvm_log, "rb") as log_file:
+                log_file.seek(max(jvm_log_start, _size(settings.jvm_log) - 1_000_000))
+                said += "\n" + log_file.read().decode(errors="replace")
+        except OSError:
+            pass
+    cause = next((e for e in _MEMORY_ERRORS if e in said), None)
+    if cause is None:
+        return None
+    bound = f"{settings.land.max_batch_bytes >> 20} MiB" if settings.land.max_batch_bytes else "0: no bound"
+    return LandError(f"a micro-batch ran out of memory ({cause}); nothing committed is lost: lower "
+                     f"land.max_batch_bytes (--max-batch-bytes, now {bound}) or give the Spark driver more memory "
+                     "(e.g. SPARK_DRIVER_MEMORY=4g), and run again")
 
 
 def _drain(query: Any, listener: LandMetrics, timeout: float = 10.0) -> None:

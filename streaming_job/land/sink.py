@@ -71,7 +71,7 @@ class Lander(ParkedTables):
     lake: str
     checkpoint: str
     quarantine: bool = False
-    bootstrap: str = ""  # Kafka, for records read again: chunks cut by maxOffsetsPerTrigger, DDL statements
+    bootstrap: str = ""  # Kafka, for records read again: chunks cut by a batch's bound, DDL statements
     topic_prefix: str = ""
     app_id: str = ""
     last: BatchStats = field(default_factory=BatchStats)
@@ -197,7 +197,7 @@ class Lander(ParkedTables):
             extra, carried = reassemble(orphans, self.kafka.fetch)
             if carried:
                 first = min(carried)
-                log.info("batch %d: %d chunks of a record cut by maxOffsetsPerTrigger carried over to the next "
+                log.info("batch %d: %d chunks of a record cut by the batch's bound carried over to the next "
                          "batch, from %s[%d]@%d", batch_id, len(carried), *first)
             errors += [Undecodable(r.topic, r.partition, r.offset, r.error or "", r.raw or b"", r.headers or b"")
                        for r in extra if r.kind == "error"]

@@ -151,9 +151,9 @@ class ParkedTables:
 
     def _waits(self, action: Action, scope: Scope, where: TableRecords, awaiting: list[str]) -> bool:
         """Whether the action is a rename pair the scope has only one entry of, the other's topic cut before it (a
-        batch bounded by --max-offsets-per-trigger): then its tables are parked from it on, the rename awaiting its
-        other entry; the rows of that topic before it land with the batches, and the rename runs once it came.
-        ``awaiting``: ``_awaited``'s."""
+        bounded batch: --max-batch-bytes, --max-offsets-per-trigger): then its tables are parked from it on, the
+        rename awaiting its other entry; the rows of that topic before it land with the batches, and the rename
+        runs once it came. ``awaiting``: ``_awaited``'s."""
         if self.parking is None or not awaiting:
             return False
         tables = [self._parked_table(n, action.at.seq, scope, where) for n in sorted(action.names)]

@@ -4,8 +4,8 @@ Spark 4.0 runs an available-now query whose source does not support Trigger.Avai
 binlake's Kafka source) as a single batch (SPARK-45178: "Falling back to single batch execution"), and after a
 stop between a batch's plan and its commit (a kill) that single batch is the pending one, replayed: what Kafka
 held beyond it waited for the next run. The job records Kafka's offsets at its start and runs the query again
-while a round's batch ends short of them (the replay, then one batch to Kafka's offsets then). Spark's Kafka
-source supports available-now itself: its query runs once.
+while a round's batch ends short of them and moved on (the replay, then batches of at most land.max_batch_bytes
+up to Kafka's offsets then). Spark's Kafka source supports available-now itself: its query runs once.
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ from .kafka_source import BinlakeKafka, Offsets, StreamSource, end_offsets
 
 log = logging.getLogger("binlake.land")
 
-ROUNDS = 3  # the replay, a batch to the end, and one to spare
-
 
 def start_offsets(source: StreamSource) -> Offsets | None:
     """Kafka's end offsets now where ``source`` is binlake's; None for Spark's (no rounds needed)."""
@@ -30,10 +28,11 @@ def start_offsets(source: StreamSource) -> Offsets | None:
 def run_rounds(writer: Any, target: Offsets | None, done: Callable[[Any], None],
                failed: Callable[[], BaseException | None] = lambda: None) -> None:
     """Starts the query of ``writer`` (a DataStreamWriter) until it stops, ``done(query)`` after each run; again
-    while its last batch ended short of ``target`` (at most ROUNDS runs). ``failed()``: the work the job does beside
-    its batches (a parked table's rewrite: parking.py) failed: the query is stopped and that raised."""
-    short: list[str] = []
-    for _ in range(ROUNDS):
+    while its last batch ended short of ``target`` and moved on from the run before (a bounded batch lands a part of
+    the backlog per run). ``failed()``: the work the job does beside its batches (a parked table's rewrite:
+    parking.py) failed: the query is stopped and that raised."""
+    before: object = None
+    while True:
         query = writer.start()
         while not query.awaitTermination(0.25):  # seconds (a float is taken): the run ends sooner after its batch
             if failed() is not None:
@@ -47,19 +46,29 @@ def run_rounds(writer: Any, target: Offsets | None, done: Callable[[Any], None],
         short = short_of(progress, target or {})
         if not short:
             return
-        log.info("available-now: batch %s was the one a stopped run had planned, short of what Kafka held at the "
-                 "start in %s: another round", progress["batchId"] if progress is not None else "?", _named(short))
-    log.warning("available-now: %d rounds did not reach what Kafka held at the start in %s: the next run lands it",
-                ROUNDS, _named(short))
+        end = _end(progress)
+        if end == before:
+            log.warning("available-now: a run's batch ended where the one before it did, short of what Kafka held at "
+                        "the start in %s: the next run lands it", _named(short))
+            return
+        before = end
+        log.info("available-now: batch %s ended short of what Kafka held at the start in %s (a bounded batch, or the "
+                 "one a stopped run had planned): another round", progress["batchId"] if progress is not None else "?",
+                 _named(short))
+
+
+def _end(progress: Any) -> object:
+    """The end offsets of the batch of ``progress`` (a query's lastProgress), None where it has none."""
+    try:
+        return json.loads(progress["sources"][0]["endOffset"]) if progress is not None else None
+    except (IndexError, KeyError, TypeError, ValueError):
+        return None
 
 
 def short_of(progress: Any, target: Offsets) -> list[str]:
     """The topic partitions (``topic-partition``) whose offsets in ``target`` the batch of ``progress`` (a query's
     lastProgress) ended before; none where no batch ran (its offsets then were Kafka's latest)."""
-    try:
-        end = json.loads(progress["sources"][0]["endOffset"]) if progress is not None else None
-    except (IndexError, KeyError, TypeError, ValueError):
-        end = None
+    end = _end(progress)
     if not isinstance(end, dict):
         return []
     return [f"{topic}-{p}" for topic, parts in target.items() for p, offset in parts.items()

@@ -1,4 +1,4 @@
-"""Batch reads of Kafka beside the stream: records read again (chunks cut by maxOffsetsPerTrigger, a parked table's
+"""Batch reads of Kafka beside the stream: records read again (chunks cut by a batch's bound, a parked table's
 records when it catches up), the schema topic's statements (ADD COLUMN defaults, the DDL named in an error)."""
 
 from __future__ import annotations

@@ -6,10 +6,15 @@ two fetches (the record, then the transaction marker after it): a batch touching
 task per core, each with one consumer fetching all of its partitions in the same requests.
 
 It gives the same columns as Spark's Kafka source, and its offsets are the same JSON
-(``{"<topic>": {"<partition>": <offset>}}``), so one checkpoint goes on with either source (the job
-uses Spark's where ``maxOffsetsPerTrigger`` bounds a batch: Python sources have no admission control in
-Spark 4.0). Only committed records are read (read_committed); records gone from Kafka before they were
-read stop the query (Spark's ``failOnDataLoss``).
+(``{"<topic>": {"<partition>": <offset>}}``), so one checkpoint goes on with either source. Only committed
+records are read (read_committed); records gone from Kafka before they were read stop the query (Spark's
+``failOnDataLoss``).
+
+A batch is bounded in bytes (``max_bytes``, land.max_batch_bytes): whatever the backlog, a batch reads about that
+many bytes of records, each topic partition cut in proportion to what it holds beyond the last batch (Spark 4.0
+has no admission control for Python sources; the reader knows where the next batch starts: the end it gave last,
+or after a restart the end of the last batch in the checkpoint, which Spark hands a Python source as its
+``AcceptsLatestSeenOffset``, a call of ``partitions(end, end)``).
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from pyspark.sql.streaming import DataStreamReader
 from pyspark.sql.types import StructType
 
 from .kafka_read import KAFKA_READ
+
+log = logging.getLogger("binlake.land")
 
 # The columns of Spark's Kafka source (includeHeaders), in its order
 KAFKA_DDL = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
@@ -58,14 +65,16 @@ class StreamSource:
 
 @dataclass(frozen=True)
 class BinlakeKafka(StreamSource):
-    """A batch's partitions read by one task per core (KafkaSource)."""
+    """A batch's partitions read by one task per core (KafkaSource), about ``max_bytes`` of records at most
+    (0: all there is)."""
+    max_bytes: int = 0
 
     def reader(self, spark: SparkSession) -> DataStreamReader:
         spark.dataSource.register(KafkaSource)
         tasks = max(spark.sparkContext.defaultParallelism, self.min_partitions)
         return (spark.readStream.format(KafkaSource.name()).option("bootstrap", self.bootstrap)
                 .option("pattern", self.pattern).option("tasks", str(tasks))
-                .option("min_partitions", str(self.min_partitions)))
+                .option("min_partitions", str(self.min_partitions)).option("max_bytes", str(self.max_bytes)))
 
 
 @dataclass(frozen=True)
@@ -93,31 +102,40 @@ KAFKA_SOURCE_PARTITIONS = 8  # "auto": binlake's source from this many topic par
 
 
 def stream_source(bootstrap: str, pattern: str, min_partitions: int | None, max_offsets_per_trigger: int | None,
-                  choice: str = "auto") -> StreamSource:
-    """Spark's source where a batch is bounded (no admission control for Python sources in Spark 4.0) or
-    asked for; binlake's where asked for, or (``auto``) where the topics have many partitions when the job
-    starts: a batch touching many of them costs a task, a consumer and two fetches each with Spark's, while
-    Spark's Java consumer reads a few large partitions faster (a single-table bulk batch of 230,000 row
-    changes: 1.9-2.3 s against 2.1-3.0 s)."""
-    if max_offsets_per_trigger or choice == "spark" or (
-            choice == "auto" and count_partitions(bootstrap, pattern) < KAFKA_SOURCE_PARTITIONS):
+                  choice: str = "auto", max_bytes: int = 0, start: Offsets | None = None) -> StreamSource:
+    """Spark's source where asked for, or where a batch is bounded in records (``max_offsets_per_trigger``,
+    Spark's maxOffsetsPerTrigger); binlake's where asked for, its batches bounded in bytes (``max_bytes``). ``auto``:
+    binlake's where the topics have many partitions when the job starts (a batch touching many of them costs a
+    task, a consumer and two fetches each with Spark's), or where what Kafka holds past ``start`` (where the
+    query's next batch starts: None, the topics' first offsets) is more than one batch of ``max_bytes``; Spark's
+    otherwise: its Java consumer reads a few large partitions faster (a single-table bulk batch of 230,000 row
+    changes: 1.8-1.9 s against 2.5-2.7 s), but cannot bound a batch in bytes."""
+    if max_offsets_per_trigger or choice == "spark":
         return SparkKafka(bootstrap, pattern, min_partitions or 0, max_offsets_per_trigger or 0)
-    return BinlakeKafka(bootstrap, pattern, min_partitions or 0)
+    if choice == "auto" and not _binlakes_needed(bootstrap, pattern, max_bytes, start):
+        return SparkKafka(bootstrap, pattern, min_partitions or 0)
+    return BinlakeKafka(bootstrap, pattern, min_partitions or 0, max_bytes)
 
 
-def count_partitions(bootstrap: str, pattern: str) -> int:
-    """The partitions of the topics matching ``pattern`` (0 where Kafka does not answer: the query then
-    waits for it)."""
+def _binlakes_needed(bootstrap: str, pattern: str, max_bytes: int, start: Offsets | None) -> bool:
+    """Whether the topics have KAFKA_SOURCE_PARTITIONS partitions or more, or hold more than ``max_bytes`` past
+    ``start`` (False where Kafka does not answer: the query then waits for it)."""
     from kafka.errors import KafkaError
 
     try:
-        reader = KafkaStreamReader(bootstrap, pattern, 1, 0)
+        reader = KafkaStreamReader(bootstrap, pattern, 1, 0, max_bytes)
         try:
-            return len(reader._partitions())
+            if len(reader._partitions()) >= KAFKA_SOURCE_PARTITIONS:
+                return True
+            if not max_bytes:
+                return False
+            reader._remember(start if start is not None else reader.initialOffset())
+            latest = reader._ask(lambda kafka: kafka.end_offsets(reader._partitions()))
+            return reader._bounded(latest) != latest
         finally:
             reader.stop()
     except KafkaError:
-        return 0
+        return False
 
 
 def end_offsets(bootstrap: str, pattern: str) -> Offsets:
@@ -165,7 +183,8 @@ class KafkaSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return KafkaStreamReader(self.options["bootstrap"], self.options["pattern"],
-                                 int(self.options.get("tasks", "2")), int(self.options.get("min_partitions", "0")))
+                                 int(self.options.get("tasks", "2")), int(self.options.get("min_partitions", "0")),
+                                 int(self.options.get("max_bytes", "0")))
 
 
 def _consumer(bootstrap: str):  # type: ignore[no-untyped-def]
@@ -185,15 +204,17 @@ def _consumer(bootstrap: str):  # type: ignore[no-untyped-def]
 
 
 class KafkaStreamReader(DataSourceStreamReader):
-    """The driver's side: a batch's end offsets (the last stable offsets of the matching topics) and its
-    tasks."""
+    """The driver's side: a batch's end offsets (the last stable offsets of the matching topics, cut to about
+    ``max_bytes`` of records past the last batch's end) and its tasks."""
 
-    def __init__(self, bootstrap: str, pattern: str, tasks: int, min_partitions: int) -> None:
+    def __init__(self, bootstrap: str, pattern: str, tasks: int, min_partitions: int, max_bytes: int = 0) -> None:
         self.bootstrap = bootstrap
         self.pattern = re.compile(pattern)
         self.tasks = max(1, tasks, min_partitions)
         self.min_partitions = min_partitions
+        self.max_bytes = max_bytes
         self._kafka = None
+        self._sizes = PartitionSizes(bootstrap)
         # every topic partition this process has seen, with its last end offset: a batch's end offsets
         # name them all, even when Kafka's metadata leaves one out for a moment (a topic being created
         # answers with an error, and the consumer then lists it no more): the next batch starts where the
@@ -233,8 +254,33 @@ class KafkaStreamReader(DataSourceStreamReader):
         return self._remember(self._ask(lambda kafka: kafka.beginning_offsets(self._partitions())))
 
     def latestOffset(self) -> Offsets:
-        """The last stable offsets (read_committed) of the matching topics' partitions."""
-        return self._remember(self._ask(lambda kafka: kafka.end_offsets(self._partitions())))
+        """The last stable offsets (read_committed) of the matching topics' partitions, cut to about max_bytes of
+        records past where the next batch starts."""
+        latest = self._ask(lambda kafka: kafka.end_offsets(self._partitions()))
+        if self.max_bytes > 0:
+            latest = self._bounded(latest)
+        return self._remember(latest)
+
+    def _bounded(self, latest: Offsets) -> Offsets:
+        """``latest`` cut so that the batch from the known ends holds about max_bytes: each partition's part of
+        it in proportion to its estimated bytes past its start, at least one record each (so a batch moves on)."""
+        start = {(t, int(p)): self._known.get((t, int(p)), 0) for t, parts in latest.items() for p in parts}
+        behind = {key: latest[key[0]][str(key[1])] - first for key, first in start.items()
+                  if latest[key[0]][str(key[1])] > first}
+        if sum(behind.values()) * _LARGEST_RECORD <= self.max_bytes:  # within the bound whatever their sizes
+            return latest
+        per_offset = self._sizes.bytes_per_offset({key: start[key] for key in behind})
+        estimate = {key: n * per_offset.get(key, _LARGEST_RECORD) for key, n in behind.items()}
+        total = sum(estimate.values())
+        if total <= self.max_bytes:
+            return latest
+        share = self.max_bytes / total
+        cut = {topic: dict(parts) for topic, parts in latest.items()}
+        for (topic, p), n in behind.items():
+            cut[topic][str(p)] = start[(topic, p)] + max(1, int(n * share))
+        log.info("binlake_kafka: a batch of about %d MiB of the %d MiB held past the last batch", self.max_bytes >> 20,
+                 int(total) >> 20)
+        return cut
 
     def _ask(self, question: Callable[[Any], dict]) -> Offsets:  # type: ignore[type-arg]
         """Offsets from Kafka, asked again while it is unreachable (a broker restarting), for up to
@@ -284,6 +330,51 @@ class KafkaStreamReader(DataSourceStreamReader):
         if self._kafka is not None:
             self._kafka.close()
             self._kafka = None
+        self._sizes.close()
+
+
+_LARGEST_RECORD = 1 << 20  # a record's bytes at most (Kafka's default message.max.bytes; binlake's: 900,000)
+_SAMPLE_BYTES = 1 << 20  # a partition's sample: its records from the batch's start, up to about this many bytes
+_SAMPLE_WAIT_MS = 2000
+
+
+class PartitionSizes:
+    """The bytes per offset of topic partitions where the next batch starts: their records' keys, values and headers
+    (as the batch will hold them, uncompressed), from one fetch of about _SAMPLE_BYTES at that offset. A partition
+    whose sample does not come is taken at _LARGEST_RECORD per offset."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self._sampler: Any = None
+
+    def bytes_per_offset(self, starts: dict[tuple[str, int], int]) -> dict[tuple[str, int], float]:
+        from kafka import KafkaConsumer, TopicPartition
+
+        if self._sampler is None:
+            self._sampler = KafkaConsumer(bootstrap_servers=self.bootstrap, isolation_level="read_uncommitted",
+                                          enable_auto_commit=False, group_id=None, auto_offset_reset="earliest",
+                                          max_partition_fetch_bytes=_SAMPLE_BYTES, fetch_max_bytes=64 << 20,
+                                          fetch_max_wait_ms=10, retry_backoff_ms=10, client_id="binlake-land-sizes")
+        wanted = {TopicPartition(t, p): start for (t, p), start in starts.items()}
+        self._sampler.assign(list(wanted))
+        for tp, start in wanted.items():
+            self._sampler.seek(tp, start)
+        seen: dict[tuple[str, int], tuple[int, int]] = {}  # (bytes, offsets from the start)
+        deadline = time.monotonic() + _SAMPLE_WAIT_MS / 1000
+        while len(seen) < len(wanted) and time.monotonic() < deadline:
+            for tp, records in self._sampler.poll(timeout_ms=100).items():
+                if records and (tp.topic, tp.partition) not in seen:
+                    size = sum(len(r.value or b"") + len(r.key or b"") + sum(len(k) + len(v or b"")
+                                                                              for k, v in r.headers) for r in records)
+                    seen[(tp.topic, tp.partition)] = (size, records[-1].offset + 1 - wanted[tp])
+                    self._sampler.pause(tp)
+        self._sampler.assign([])
+        return {key: size / max(1, offsets) for key, (size, offsets) in seen.items()}
+
+    def close(self) -> None:
+        if self._sampler is not None:
+            self._sampler.close()
+            self._sampler = None
 
 
 def _offsets(found: dict) -> Offsets:  # type: ignore[type-arg]

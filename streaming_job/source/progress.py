@@ -49,3 +49,14 @@ def read_planned(files: LakeFiles, checkpoint: str, batch: int) -> Landed | None
             for topic, parts in orjson.loads(line).items():
                 offsets[topic] = {int(p): int(o) for p, o in parts.items()}
     return Landed(batch, int(meta.get("batchTimestampMs", 0)), offsets)
+
+
+def read_newest_planned(files: LakeFiles, checkpoint: str) -> Landed | None:
+    """The newest micro-batch Spark planned (committed or to be run again), where the query's next new batch
+    starts; None where the checkpoint has planned none."""
+    planned = sorted((int(n) for n in files.list(join(checkpoint, "offsets")) if n.isdigit()), reverse=True)
+    for batch in planned:
+        found = read_planned(files, checkpoint, batch)
+        if found is not None:
+            return found
+    return None

@@ -32,12 +32,12 @@ is "no park"):
   CATCH_UP   REWRITTEN -> CATCHING_UP   under the landing lock, between batches (recorded before its first write)
   CAUGHT_UP  CATCHING_UP -> None        after its last write, before the lock is let go
 
-A rewrite *awaits* (``Rewrite.awaiting``: topics) where a micro-batch bounded by ``--max-offsets-per-trigger`` has
-only some of a rename pair's entries (the old name's topic cut before its entry, or the new name's): the rename is
-not applied there, its tables are parked from it on, and the rows before it of the topic still to come land with
-the batches; the batch (or catch-up) that brings the last entry records it (``arrived``: ARRIVED, and the batch in
-``Rewrite.arrived``), and the rename then runs as any rewrite. A park with such a rewrite is settled only once the
-batch that brought its last entry has committed too.
+A rewrite *awaits* (``Rewrite.awaiting``: topics) where a bounded micro-batch (``--max-batch-bytes``, or
+``--max-offsets-per-trigger``) has only some of a rename pair's entries (the old name's topic cut before its entry,
+or the new name's): the rename is not applied there, its tables are parked from it on, and the rows before it of the
+topic still to come land with the batches; the batch (or catch-up) that brings the last entry records it
+(``arrived``: ARRIVED, and the batch in ``Rewrite.arrived``), and the rename then runs as any rewrite. A park with
+such a rewrite is settled only once the batch that brought its last entry has committed too.
 
 Anything else is a bug (``transition`` raises). A park made while a batch (or a catch-up) lands is recorded before
 the batch goes on, so the batch replayed after a kill finds its tables parked and leaves them as the first run did.

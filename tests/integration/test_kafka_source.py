@@ -96,10 +96,12 @@ def test_records_gone_from_kafka_stop_the_read_with_the_partition_named(kafka) -
     assert sum(len(b) for b in read_spans(kafka.bootstrap, [Span(topic, 0, 4, 10)])) > 0  # what is left reads
 
 
-def test_one_checkpoint_goes_on_from_either_kafka_source_to_the_other(make_mariadb, kafka, spark,
+def test_one_checkpoint_goes_on_from_either_kafka_source_to_the_other(make_mariadb, kafka, spark, capfd,
                                                                        tmp_path: Path) -> None:
-    """``--max-offsets-per-trigger`` takes Spark's Kafka source (it bounds batches); ``--kafka-source binlake``
-    binlake's.
+    """``--max-offsets-per-trigger`` takes Spark's Kafka source (it bounds batches in records); a bound in bytes
+    (``--max-batch-bytes``, a batch of ~6 records here) binlake's, where Kafka holds more than a batch past where the
+    checkpoint's next batch starts (``auto``; ``--kafka-source binlake`` always): each run of it lands its backlog in
+    rounds, starting where the checkpoint's last batch ended, as Spark hands it to a restarted Python source.
     Their offsets are the same JSON: a job restarted with the other keeps its checkpoint."""
     server = make_mariadb()
     db = "srcswitch"
@@ -110,16 +112,22 @@ def test_one_checkpoint_goes_on_from_either_kafka_source_to_the_other(make_maria
     with conn.cursor() as cur:
         for t in ("a", "b"):
             cur.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v VARCHAR(20))")
-    binlake = ("--kafka-source", "binlake")
-    for step, extra in enumerate([("--max-offsets-per-trigger", "3"), binlake, ("--max-offsets-per-trigger", "2"),
-                                  binlake]):
+    auto = ("--max-batch-bytes", "1500")
+    for step, extra in enumerate([("--max-offsets-per-trigger", "3"), auto, ("--max-offsets-per-trigger", "2"),
+                                  ("--kafka-source", "binlake", *auto)]):
         with conn.cursor() as cur:
             for i in range(6):
                 cur.execute("INSERT INTO a VALUES (%s, %s)", (step * 10 + i, f"s{step}"))
                 cur.execute("INSERT INTO b VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = VALUES(v)", (i, f"s{step}"))
             cur.execute("DELETE FROM a WHERE id = %s", (step * 10,))
         run_daemon(server, kafka, prefix)
+        capfd.readouterr()
         assert run_land(kafka, prefix, lake, *extra) == 0
+        said = capfd.readouterr().err
+        if "--max-batch-bytes" in extra:  # binlake's source, bounded: the backlog in several runs of the query
+            assert "Kafka source: BinlakeKafka" in said and said.count("ended short of what Kafka held") >= 2, said
+        else:
+            assert "Kafka source: SparkKafka" in said, said
         for t in ("a", "b"):
             assert mirror_rows(spark, lake, db, t)[0] == plain_rows(conn, t, "id"), (step, t)
     server.flush_logs()

@@ -4,6 +4,7 @@ offset read once; offsets that cannot be a continuation stop the query with one 
 from __future__ import annotations
 
 import collections
+import json
 import random
 
 import pytest
@@ -76,11 +77,79 @@ def test_a_partition_left_out_of_a_batchs_end_stops_the_query_unless_nothing_was
     assert _reader().partitions({"p.a": {"0": 5, "1": 0}}, {"p.a": {"0": 6}})
 
 
-def test_a_bounded_batch_takes_sparks_source_and_an_unbounded_one_binlakes() -> None:
+def test_a_bound_in_records_takes_sparks_source_and_a_backlog_past_the_bound_in_bytes_binlakes(monkeypatch) -> None:
+    import streaming_job.source.kafka_source as kafka_source
+
     assert stream_source("k:9092", "p", None, 1000) == SparkKafka("k:9092", "p", 0, 1000)
-    assert stream_source("k:9092", "p", None, 1000, "binlake") == SparkKafka("k:9092", "p", 0, 1000)
-    assert stream_source("k:9092", "p", 4, None, "binlake") == BinlakeKafka("k:9092", "p", 4)
-    assert stream_source("k:9092", "p", 4, None, "spark") == SparkKafka("k:9092", "p", 4)
+    assert stream_source("k:9092", "p", None, 1000, "binlake", 1 << 20) == SparkKafka("k:9092", "p", 0, 1000)
+    assert stream_source("k:9092", "p", 4, None, "binlake", 1 << 20) == BinlakeKafka("k:9092", "p", 4, 1 << 20)
+    assert stream_source("k:9092", "p", 4, None, "spark", 1 << 20) == SparkKafka("k:9092", "p", 4)
+    asked = []
+    for needed in (True, False):
+        monkeypatch.setattr(kafka_source, "_binlakes_needed", lambda *args, needed=needed: asked.append(args) or needed)
+        found = stream_source("k:9092", "p", None, None, "auto", 1 << 20, {"p.a": {"0": 7}})
+        assert found == (BinlakeKafka("k:9092", "p", 0, 1 << 20) if needed else SparkKafka("k:9092", "p", 0))
+    assert asked[0] == ("k:9092", "p", 1 << 20, {"p.a": {"0": 7}})  # from where the checkpoint's next batch starts
+
+
+class _Sizes:
+    """The partitions' samples, as PartitionSizes gives them (bytes per offset); None: no sample came."""
+
+    def __init__(self, per_offset: dict[tuple[str, int], float] | None) -> None:
+        self.per_offset = per_offset
+        self.asked: list[dict[tuple[str, int], int]] = []
+
+    def bytes_per_offset(self, starts):  # type: ignore[no-untyped-def]
+        self.asked.append(dict(starts))
+        return {k: v for k, v in (self.per_offset or {}).items() if k in starts}
+
+    def close(self) -> None:
+        pass
+
+
+def _bounded_reader(max_bytes: int, sizes: dict[tuple[str, int], float] | None) -> KafkaStreamReader:
+    reader = KafkaStreamReader("127.0.0.1:9", r"p\..*", 2, 0, max_bytes)
+    reader._sizes = _Sizes(sizes)  # type: ignore[assignment]
+    return reader
+
+
+def test_a_backlog_within_the_bound_is_one_batch() -> None:
+    reader = _bounded_reader(1000, {("p.a", 0): 10.0, ("p.b", 0): 10.0})
+    reader.partitions({"p.a": {"0": 5}, "p.b": {"0": 0}}, {"p.a": {"0": 5}, "p.b": {"0": 0}})  # a restart's call
+    latest = {"p.a": {"0": 55}, "p.b": {"0": 50}}  # 500 + 500 bytes
+    assert reader._bounded(latest) == latest
+
+
+def test_a_backlog_past_the_bound_is_cut_in_proportion_from_where_the_next_batch_starts() -> None:
+    """After a restart Spark hands the source the last batch's end (AcceptsLatestSeenOffset: partitions(end, end));
+    the next batch starts there, and each partition gives its share of the bound, at least one record."""
+    reader = _bounded_reader(10_000, {("p.a", 0): 100.0, ("p.b", 0): 1000.0, ("p.c", 0): 50.0})
+    seen = {"p.a": {"0": 100}, "p.b": {"0": 0}, "p.c": {"0": 7}, "p.d": {"0": 3}}
+    reader.partitions(seen, seen)
+    latest = {"p.a": {"0": 1100}, "p.b": {"0": 90}, "p.c": {"0": 8}, "p.d": {"0": 3}}
+    # behind: a 1,000 x 100 B, b 90 x 1,000 B, c 1 x 50 B = 190,050 B; the bound's share 10,000 / 190,050
+    cut = reader._bounded(latest)
+    assert cut == {"p.a": {"0": 100 + 52}, "p.b": {"0": 4}, "p.c": {"0": 8}, "p.d": {"0": 3}}
+    held = 52 * 100 + 4 * 1000 + 1 * 50
+    assert held <= 10_000
+    # the next batch starts at the cut (the source remembers what it gave): the rest, cut again
+    reader._remember(cut)
+    assert reader._bounded(latest)["p.a"]["0"] == 152 + int(948 * 10_000 / (948 * 100 + 86 * 1000 + 0))
+
+
+def test_partitions_without_a_sample_are_cut_as_records_of_the_largest_size() -> None:
+    from streaming_job.source.kafka_source import _LARGEST_RECORD
+
+    reader = _bounded_reader(100 * _LARGEST_RECORD, None)
+    reader.partitions({"p.a": {"0": 20}}, {"p.a": {"0": 20}})
+    assert reader._bounded({"p.a": {"0": 1000}}) == {"p.a": {"0": 120}}
+    assert reader._sizes.asked == [{("p.a", 0): 20}]  # type: ignore[attr-defined]  # sampled where it starts
+
+
+def test_a_batch_always_moves_on_even_when_one_record_is_larger_than_the_bound() -> None:
+    reader = _bounded_reader(10, {("p.a", 0): 900_000.0, ("p.b", 0): 900_000.0})
+    reader.partitions({"p.a": {"0": 4}, "p.b": {"0": 0}}, {"p.a": {"0": 4}, "p.b": {"0": 0}})
+    assert reader._bounded({"p.a": {"0": 9}, "p.b": {"0": 2}}) == {"p.a": {"0": 5}, "p.b": {"0": 1}}
 
 
 def test_an_available_now_round_short_of_the_offsets_at_the_start_is_named() -> None:
@@ -95,3 +164,40 @@ def test_an_available_now_round_short_of_the_offsets_at_the_start_is_named() -> 
     assert short_of(ours, target) == []
     assert short_of({"sources": [{"endOffset": '{"p.a": {"0": 40}}'}]}, target) == ["p.a-1", "p.b-0"]
     assert short_of(None, target) == [] and short_of({"sources": [{"endOffset": "None"}]}, target) == []
+
+
+class _Query:
+    def __init__(self, end: dict | None) -> None:
+        self.lastProgress = None if end is None else {"batchId": 1, "sources": [{"endOffset": json.dumps(end)}]}
+
+    def awaitTermination(self, timeout: float) -> bool:
+        return True
+
+
+class _Writer:
+    """A DataStreamWriter whose runs end their one batch at the given offsets in turn."""
+
+    def __init__(self, ends: list[dict | None]) -> None:
+        self.ends = ends
+        self.runs = 0
+
+    def start(self) -> _Query:
+        self.runs += 1
+        return _Query(self.ends[min(self.runs, len(self.ends)) - 1])
+
+
+def test_available_now_runs_the_query_again_while_its_bounded_batches_move_on_short_of_the_start() -> None:
+    from streaming_job.source.available_now import run_rounds
+
+    target = {"p.a": {"0": 30}, "p.b": {"0": 4}}
+    steps = [{"p.a": {"0": n}, "p.b": {"0": 4}} for n in (8, 16, 24, 31)]
+    writer = _Writer([*steps, None])
+    done: list[object] = []
+    run_rounds(writer, target, done.append)
+    assert writer.runs == 4 and len(done) == 4  # the fourth batch reached the offsets Kafka held at the start
+    stuck = _Writer([steps[0], steps[0], steps[1]])  # a run whose batch ended where the one before did: no more
+    run_rounds(stuck, target, lambda q: None)
+    assert stuck.runs == 2
+    once = _Writer([None])  # nothing to land: no batch
+    run_rounds(once, target, lambda q: None)
+    assert once.runs == 1

@@ -23,3 +23,28 @@ def test_the_line_is_the_python_exceptions_not_sparks_header() -> None:
     assert python_error(SPARK) == ("sqlalchemy.exc.IntegrityError: (sqlite3.IntegrityError) UNIQUE constraint "
                                    "failed: iceberg_namespace_properties.namespace")
     assert python_error("org.apache.kafka.common.errors.TimeoutException: no broker") is None
+
+
+def test_a_batch_out_of_memory_is_one_line_naming_the_bound_and_the_drivers_memory(tmp_path) -> None:
+    """Arrow's OutOfDirectMemoryError killed the driver JVM mid-batch (issue 39: a backlog of 10,000,000 row changes
+    in one batch): the query's error says only that py4j's connection is gone; the JVM's log tells why."""
+    from ingester.config import LandConfig
+    from streaming_job.land.job import LandSettings, _memory_error
+
+    jvm_log = tmp_path / "land-spark.log"
+    jvm_log.write_text("Exception in thread \"stream execution thread\" io.netty.util.internal.OutOfDirectMemoryError: "
+                       "failed to allocate 536870912 byte(s) of direct memory (used: 603979776, max: 1073741824)\n")
+    settings = LandSettings("k:9092", "p", LandConfig(lake="/lake", checkpoint="/cp", max_batch_bytes=0),
+                            jvm_log=str(jvm_log))
+    error = _memory_error("An error occurred while calling o73.awaitTermination: [Errno 111] Connection refused",
+                          settings)
+    assert error is not None and "\n" not in str(error)
+    assert str(error).startswith("a micro-batch ran out of memory (OutOfDirectMemoryError); nothing committed is lost")
+    assert "--max-batch-bytes, now 0: no bound" in str(error) and "SPARK_DRIVER_MEMORY" in str(error)
+    settings.land.max_batch_bytes = 64 << 20
+    assert "now 64 MiB" in str(_memory_error("java.lang.OutOfMemoryError: Java heap space", settings))
+    assert _memory_error("Connection refused", LandSettings("k:9092", "p", LandConfig(lake="/l", checkpoint="/c"),
+                                                            jvm_log=str(tmp_path / "none.log"))) is None
+    assert _memory_error("org.apache.kafka.common.errors.TimeoutException: no broker", settings) is None
+    # an earlier run's lines in the same log tell nothing about this one
+    assert _memory_error("Connection refused", settings, jvm_log.stat().st_size) is None
