@@ -270,7 +270,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         if sum(behind.values()) * _LARGEST_RECORD <= self.max_bytes:  # within the bound whatever their sizes
             return latest
         per_offset = self._sizes.bytes_per_offset({key: start[key] for key in behind})
-        estimate = {key: n * per_offset.get(key, _LARGEST_RECORD) for key, n in behind.items()}
+        estimate = {key: n * per_offset[key] for key, n in behind.items()}
         total = sum(estimate.values())
         if total <= self.max_bytes:
             return latest
@@ -336,18 +336,32 @@ class KafkaStreamReader(DataSourceStreamReader):
 _LARGEST_RECORD = 1 << 20  # a record's bytes at most (Kafka's default message.max.bytes; binlake's: 900,000)
 _SAMPLE_BYTES = 1 << 20  # a partition's sample: its records from the batch's start, up to about this many bytes
 _SAMPLE_WAIT_MS = 2000
+_SAMPLE_TTL_S = 30.0  # a partition's sample serves the batches planned this long after it
+_UNSAMPLED = 1024  # bytes per offset of a partition with no record to sample where it starts (markers, aborted ones)
 
 
 class PartitionSizes:
     """The bytes per offset of topic partitions where the next batch starts: their records' keys, values and headers
-    (as the batch will hold them, uncompressed), from one fetch of about _SAMPLE_BYTES at that offset. A partition
-    whose sample does not come is taken at _LARGEST_RECORD per offset."""
+    (as the batch will hold them, uncompressed), from one fetch of about _SAMPLE_BYTES at that offset, kept for
+    _SAMPLE_TTL_S. A partition that gives no record there (only transaction markers or aborted records) counts at
+    _UNSAMPLED per offset."""
 
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
         self._sampler: Any = None
+        self._known: dict[tuple[str, int], tuple[float, float]] = {}  # (bytes per offset, when sampled)
 
     def bytes_per_offset(self, starts: dict[tuple[str, int], int]) -> dict[tuple[str, int], float]:
+        now = time.monotonic()
+        stale = {key: start for key, start in starts.items()
+                 if now - self._known.get(key, (0.0, -_SAMPLE_TTL_S))[1] >= _SAMPLE_TTL_S}
+        if stale:
+            sampled = self._sample(stale)
+            for key in stale:
+                self._known[key] = (sampled.get(key, _UNSAMPLED), now)
+        return {key: self._known[key][0] for key in starts}
+
+    def _sample(self, starts: dict[tuple[str, int], int]) -> dict[tuple[str, int], float]:
         from kafka import KafkaConsumer, TopicPartition
 
         if self._sampler is None:
@@ -361,8 +375,11 @@ class PartitionSizes:
             self._sampler.seek(tp, start)
         seen: dict[tuple[str, int], tuple[int, int]] = {}  # (bytes, offsets from the start)
         deadline = time.monotonic() + _SAMPLE_WAIT_MS / 1000
-        while len(seen) < len(wanted) and time.monotonic() < deadline:
-            for tp, records in self._sampler.poll(timeout_ms=100).items():
+        empty = 0
+        while len(seen) < len(wanted) and time.monotonic() < deadline and empty < 3:
+            polled = self._sampler.poll(timeout_ms=100)
+            empty = 0 if polled else empty + 1  # (a partition with nothing to give: no more fetches come)
+            for tp, records in polled.items():
                 if records and (tp.topic, tp.partition) not in seen:
                     size = sum(len(r.value or b"") + len(r.key or b"") + sum(len(k) + len(v or b"")
                                                                               for k, v in r.headers) for r in records)

@@ -101,7 +101,9 @@ class _Sizes:
 
     def bytes_per_offset(self, starts):  # type: ignore[no-untyped-def]
         self.asked.append(dict(starts))
-        return {k: v for k, v in (self.per_offset or {}).items() if k in starts}
+        from streaming_job.source.kafka_source import _UNSAMPLED
+
+        return {k: (self.per_offset or {}).get(k, _UNSAMPLED) for k in starts}
 
     def close(self) -> None:
         pass
@@ -137,13 +139,17 @@ def test_a_backlog_past_the_bound_is_cut_in_proportion_from_where_the_next_batch
     assert reader._bounded(latest)["p.a"]["0"] == 152 + int(948 * 10_000 / (948 * 100 + 86 * 1000 + 0))
 
 
-def test_partitions_without_a_sample_are_cut_as_records_of_the_largest_size() -> None:
-    from streaming_job.source.kafka_source import _LARGEST_RECORD
+def test_partitions_without_a_sample_count_as_small_records_and_samples_serve_a_while() -> None:
+    """A partition with no record where the batch starts (only markers, aborted records) counts at _UNSAMPLED per
+    offset; a sample serves the batches planned within _SAMPLE_TTL_S."""
+    from streaming_job.source.kafka_source import _UNSAMPLED, PartitionSizes
 
-    reader = _bounded_reader(100 * _LARGEST_RECORD, None)
-    reader.partitions({"p.a": {"0": 20}}, {"p.a": {"0": 20}})
-    assert reader._bounded({"p.a": {"0": 1000}}) == {"p.a": {"0": 120}}
-    assert reader._sizes.asked == [{("p.a", 0): 20}]  # type: ignore[attr-defined]  # sampled where it starts
+    sizes = PartitionSizes("127.0.0.1:9")
+    asked = []
+    sizes._sample = lambda starts: asked.append(dict(starts)) or {("p.a", 0): 500.0}  # type: ignore[method-assign]
+    assert sizes.bytes_per_offset({("p.a", 0): 3, ("p.b", 0): 0}) == {("p.a", 0): 500.0, ("p.b", 0): _UNSAMPLED}
+    assert sizes.bytes_per_offset({("p.a", 0): 9}) == {("p.a", 0): 500.0}
+    assert asked == [{("p.a", 0): 3, ("p.b", 0): 0}]  # sampled where the batch starts, once
 
 
 def test_a_batch_always_moves_on_even_when_one_record_is_larger_than_the_bound() -> None:
