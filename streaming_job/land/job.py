@@ -30,10 +30,10 @@ from ..iceberg.maintenance import IcebergMaintenance
 from ..lake.files import LakeFiles
 from ..lake.lease import LakeLease
 from ..lake.object_store import ObjectStoreSettings, on_object_store, probe
-from ..lake.paths import is_local
+from ..lake.paths import is_local, scheme
 from ..runtime.errors import LandError, python_error
 from ..runtime.spark_logs import driver_java_options, jvm_stderr
-from ..source.available_now import run_rounds, start_offsets
+from ..source.available_now import last_progress, run_rounds, start_offsets
 from ..source.kafka_source import stream_source
 from ..source.progress import read_newest_planned
 from ..source.source_formats import source_format
@@ -274,6 +274,7 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
                                                          for t, parts in planned.offsets.items()})
     log.info("Kafka source: %s", type(source).__name__)
     reader = source.reader(spark)
+    checkpoint_files_of(spark, settings.checkpoint)
     writer = (reader.load().writeStream.foreachBatch(lander)
               .option("checkpointLocation", settings.checkpoint)
               .queryName("binlake-land"))
@@ -358,11 +359,28 @@ def _memory_error(text: str, settings: LandSettings, jvm_log_start: int = 0) -> 
                      "(e.g. SPARK_DRIVER_MEMORY=4g), and run again")
 
 
+# Spark's checkpoint files (offsets, commits, metadata) are written through Hadoop's FileContext by default: on a
+# local disk, without Hadoop's native library, that starts a `chmod` process per file written and `readlink` ones per
+# rename, ~20 processes and 60-90 ms per micro-batch. Its FileSystem-based manager writes the same files the same way
+# (a temporary file renamed into place, never over an existing one) with a `chmod` per file only.
+_LOCAL_CHECKPOINTS = "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager"
+_CHECKPOINT_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
+
+
+def checkpoint_files_of(spark: SparkSession, checkpoint: str) -> None:
+    """The session's checkpoint file manager for a query checkpointed at ``checkpoint``: the FileSystem-based one on
+    a local disk, Spark's default elsewhere (an object store's renames are its file system's either way)."""
+    if scheme(checkpoint) in (None, "file"):
+        spark.conf.set(_CHECKPOINT_MANAGER, _LOCAL_CHECKPOINTS)
+    else:
+        spark.conf.unset(_CHECKPOINT_MANAGER)
+
+
 def _drain(query: Any, listener: LandMetrics, timeout: float = 10.0) -> None:
     """Listener events arrive asynchronously: let the last batch's reach the metrics before returning. A query whose
     last trigger found no new records reports that progress (no input rows) without a batch: no listener event
     follows it (Spark posts a QueryIdleEvent instead), there is nothing to wait for."""
-    last = query.lastProgress
+    last = last_progress(query)
     if not last or not last["numInputRows"]:
         return
     deadline = time.monotonic() + timeout

@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import json
 import random
+from types import SimpleNamespace
 
 import pytest
 
@@ -164,17 +165,21 @@ def test_an_available_now_round_short_of_the_offsets_at_the_start_is_named() -> 
     from streaming_job.source.available_now import short_of
 
     target = {"p.a": {"0": 40, "1": 7}, "p.b": {"0": 3}}
-    sparks = {"sources": [{"endOffset": '{"p.b":{"0":3},"p.a":{"1":7,"0":12}}'}]}  # a replayed batch of Spark's
+    sparks = {"sources": [{"endOffset": {"p.b": {"0": 3}, "p.a": {"1": 7, "0": 12}}}]}  # a replayed batch of Spark's
     assert short_of(sparks, target) == ["p.a-0"]
-    ours = {"sources": [{"endOffset": '{"p.a": {"0": 41, "1": 7}, "p.b": {"0": 3}, "p.c": {"0": 2}}'}]}
+    ours = {"sources": [{"endOffset": {"p.a": {"0": 41, "1": 7}, "p.b": {"0": 3}, "p.c": {"0": 2}}}]}
     assert short_of(ours, target) == []
-    assert short_of({"sources": [{"endOffset": '{"p.a": {"0": 40}}'}]}, target) == ["p.a-1", "p.b-0"]
+    assert short_of({"sources": [{"endOffset": {"p.a": {"0": 40}}}]}, target) == ["p.a-1", "p.b-0"]
     assert short_of(None, target) == [] and short_of({"sources": [{"endOffset": "None"}]}, target) == []
 
 
 class _Query:
+    """A StreamingQuery whose last progress (its JVM object's JSON) is of a batch that ended at ``end``."""
+
     def __init__(self, end: dict | None) -> None:
-        self.lastProgress = None if end is None else {"batchId": 1, "sources": [{"endOffset": json.dumps(end)}]}
+        progress = None if end is None else SimpleNamespace(json=lambda: json.dumps(
+            {"batchId": 1, "sources": [{"endOffset": end}]}))
+        self._jsq = SimpleNamespace(lastProgress=lambda: progress)
 
     def awaitTermination(self, timeout: float) -> bool:
         return True

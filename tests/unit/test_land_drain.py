@@ -4,6 +4,7 @@ batch landed rows waits until the listener has seen it."""
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -11,8 +12,11 @@ import pytest
 from streaming_job.land import job
 
 
-def _query(batch: int, rows: int) -> SimpleNamespace:
-    return SimpleNamespace(lastProgress={"batchId": batch, "numInputRows": rows})
+def _query(batch: int | None, rows: int = 0) -> SimpleNamespace:
+    """A StreamingQuery whose last progress (its JVM object's JSON) is of ``batch`` (None: no trigger ran)."""
+    progress = None if batch is None else SimpleNamespace(
+        json=lambda: json.dumps({"batchId": batch, "numInputRows": rows}))
+    return SimpleNamespace(_jsq=SimpleNamespace(lastProgress=lambda: progress))
 
 
 def test_a_run_that_found_nothing_new_returns_at_once(monkeypatch) -> None:
@@ -20,7 +24,7 @@ def test_a_run_that_found_nothing_new_returns_at_once(monkeypatch) -> None:
     listener = SimpleNamespace(last_batch=-1)
     job._drain(_query(0, 0), listener)  # the first run of a query over empty topics
     job._drain(_query(7, 0), SimpleNamespace(last_batch=6))  # a later run: nothing since batch 6
-    job._drain(SimpleNamespace(lastProgress=None), listener)  # no trigger ran
+    job._drain(_query(None), listener)  # no trigger ran
 
 
 def test_a_run_whose_last_batch_landed_rows_waits_for_its_event(monkeypatch) -> None:
@@ -37,3 +41,17 @@ def test_a_run_whose_last_batch_landed_rows_waits_for_its_event(monkeypatch) -> 
     naps.clear()
     job._drain(_query(6, 120), listener)  # seen already
     assert not naps
+
+
+def test_a_local_checkpoint_is_written_without_hadoops_filecontext_and_an_object_stores_with_it() -> None:
+    """Spark's FileContext-based checkpoint manager starts chmod and readlink processes per file on a local disk
+    (~20 per micro-batch): local checkpoints get its FileSystem-based one; any other is left to Spark's default."""
+    conf: dict[str, str] = {}
+    spark = SimpleNamespace(conf=SimpleNamespace(set=conf.__setitem__, unset=lambda k: conf.pop(k, None)))
+    for where in ("/data/lake/_checkpoint", "file:///data/lake/_checkpoint"):
+        conf.clear()
+        job.checkpoint_files_of(spark, where)
+        assert conf == {"spark.sql.streaming.checkpointFileManagerClass":
+                        "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager"}, where
+    job.checkpoint_files_of(spark, "s3a://bucket/lake/_checkpoint")
+    assert conf == {}
