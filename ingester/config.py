@@ -156,7 +156,8 @@ class LandConfig:
     max_offsets_per_trigger: int | None = None
     # the stream's Kafka source (docs/LAND.md): "binlake" (a task per core, one consumer each, batches bounded in
     # bytes), "spark" (Spark's: a task per topic partition, batches bounded by max_offsets_per_trigger alone), or
-    # "auto": binlake's unless max_offsets_per_trigger is set
+    # "auto": binlake's where the topics have 8 partitions or more, or hold more than one batch of max_batch_bytes
+    # past where the checkpoint's next batch starts; Spark's otherwise, and wherever max_offsets_per_trigger is set
     kafka_source: Literal["auto", "binlake", "spark"] = "auto"
     # what the topics hold (docs/DEBEZIUM.md, "Landing Debezium topics"): binlake's records, or Debezium's
     # change events in Kafka Connect's JSON converter layout with schemas, or in Avro with a schema registry

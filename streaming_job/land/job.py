@@ -293,7 +293,7 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
                                                          for t, parts in planned.offsets.items()})
     log.info("Kafka source: %s", type(source).__name__)
     reader = source.reader(spark)
-    checkpoint_files_of(spark, settings.checkpoint)
+    use_checkpoint_manager(spark, settings.checkpoint)
     writer = (reader.load().writeStream.foreachBatch(lander)
               .option("checkpointLocation", settings.checkpoint)
               .queryName("binlake-land"))
@@ -386,7 +386,7 @@ _LOCAL_CHECKPOINTS = "org.apache.spark.sql.execution.streaming.FileSystemBasedCh
 _CHECKPOINT_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 
 
-def checkpoint_files_of(spark: SparkSession, checkpoint: str) -> None:
+def use_checkpoint_manager(spark: SparkSession, checkpoint: str) -> None:
     """The session's checkpoint file manager for a query checkpointed at ``checkpoint``: the FileSystem-based one on
     a local disk, Spark's default elsewhere (an object store's renames are its file system's either way)."""
     if scheme(checkpoint) in (None, "file"):

@@ -26,12 +26,15 @@ class Landed:
 
 def read_landed(files: LakeFiles, checkpoint: str) -> Landed | None:
     """The newest committed micro-batch of the checkpoint, or None where none has committed yet."""
-    committed = sorted((int(n) for n in files.list(join(checkpoint, "commits")) if n.isdigit()), reverse=True)
-    for batch in committed:
+    return _newest(files, checkpoint, "commits")
+
+
+def _newest(files: LakeFiles, checkpoint: str, log: str) -> Landed | None:
+    """The newest micro-batch with a file in the checkpoint's ``log`` (commits/ or offsets/), as planned."""
+    for batch in sorted((int(n) for n in files.list(join(checkpoint, log)) if n.isdigit()), reverse=True):
         found = read_planned(files, checkpoint, batch)
-        if found is None:  # cleaned up by Spark while we listed: an older one
-            continue
-        return found
+        if found is not None:  # (None: cleaned up by Spark while we listed: an older one)
+            return found
     return None
 
 
@@ -54,9 +57,4 @@ def read_planned(files: LakeFiles, checkpoint: str, batch: int) -> Landed | None
 def read_newest_planned(files: LakeFiles, checkpoint: str) -> Landed | None:
     """The newest micro-batch Spark planned (committed or to be run again), where the query's next new batch
     starts; None where the checkpoint has planned none."""
-    planned = sorted((int(n) for n in files.list(join(checkpoint, "offsets")) if n.isdigit()), reverse=True)
-    for batch in planned:
-        found = read_planned(files, checkpoint, batch)
-        if found is not None:
-            return found
-    return None
+    return _newest(files, checkpoint, "offsets")

@@ -50,8 +50,8 @@ def test_a_local_checkpoint_is_written_without_hadoops_filecontext_and_an_object
     spark = SimpleNamespace(conf=SimpleNamespace(set=conf.__setitem__, unset=lambda k: conf.pop(k, None)))
     for where in ("/data/lake/_checkpoint", "file:///data/lake/_checkpoint"):
         conf.clear()
-        job.checkpoint_files_of(spark, where)
+        job.use_checkpoint_manager(spark, where)
         assert conf == {"spark.sql.streaming.checkpointFileManagerClass":
                         "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager"}, where
-    job.checkpoint_files_of(spark, "s3a://bucket/lake/_checkpoint")
+    job.use_checkpoint_manager(spark, "s3a://bucket/lake/_checkpoint")
     assert conf == {}
