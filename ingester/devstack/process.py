@@ -8,6 +8,7 @@ import contextlib
 import ctypes
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -33,9 +34,35 @@ class PortTaken(RuntimeError):
         self.port = port
 
 
+_LOWEST_PORT = 10000
+_pick = random.SystemRandom()
+
+
+def _ephemeral_start() -> int:
+    """The first port of the kernel's range for ports it hands out itself (outgoing connections, listeners
+    on port 0)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
 def free_tcp_port() -> int:
-    """A loopback TCP port that nothing listens on right now (callers retry if it is taken meanwhile)."""
-    with socket.socket() as sock:
+    """A loopback TCP port that nothing listens on right now (callers retry if it is taken meanwhile), chosen
+    below the kernel's ephemeral range. There the kernel never hands it to another process, so a client still
+    knocking at a stopped server's port (a Kafka client retrying a broker that is gone) cannot meet a listener
+    that took the port by asking for port 0, such as Spark's socket for a Python worker, which then fails the
+    query with "Authentication failed" on the client's bytes."""
+    start = _ephemeral_start()
+    for _ in range(100 if start > _LOWEST_PORT + 1000 else 0):
+        port = _pick.randrange(_LOWEST_PORT, start)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as sock:  # no room below the ephemeral range: the kernel's choice
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 

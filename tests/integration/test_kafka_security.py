@@ -9,7 +9,6 @@ import datetime
 import ipaddress
 import os
 import signal
-import socket
 import subprocess
 import time
 
@@ -21,16 +20,11 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from kafka.admin import UserScramCredentialUpsertion
 
+from ingester.devstack import free_tcp_port
 from tests.harness.daemon import BINLAKE
 
 pytestmark = pytest.mark.integration
 USER, PASSWORD = "alice", "Kq9-broker-Secret-5150"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _certificates(folder) -> tuple[str, str]:
@@ -63,7 +57,7 @@ def _certificates(folder) -> tuple[str, str]:
 def secure_kafka(make_kafka, tmp_path):
     """A broker with PLAINTEXT (for the harness), SSL and SASL_SSL (PLAIN and SCRAM) listeners."""
     ca, keystore = _certificates(tmp_path)
-    ports = {"SSL": _free_port(), "SASL_SSL": _free_port()}
+    ports = {"SSL": free_tcp_port(), "SASL_SSL": free_tcp_port()}
     plain_jaas = f'org.apache.kafka.common.security.plain.PlainLoginModule required user_{USER}="{PASSWORD}";'
     scram_jaas = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
     broker = make_kafka(extra_listeners=ports, options={

@@ -14,7 +14,6 @@ import datetime as dt
 import functools
 import os
 import random
-import socket
 import subprocess
 import sys
 
@@ -25,6 +24,8 @@ from harness.daemon import run_daemon
 from harness.delta_rs import delta_rs_table
 from harness.land import plain_rows, run_land_process
 from kafka import KafkaProducer
+
+from ingester.devstack import free_tcp_port
 
 pytestmark = pytest.mark.integration
 
@@ -123,9 +124,7 @@ def test_a_registry_that_does_not_answer_stops_the_job_with_its_line(kafka, tmp_
     kafka.create_topic("avdown.db.t")
     with KafkaProducer(bootstrap_servers=kafka.bootstrap) as producer:
         producer.send("avdown.db.t", value=b"\x00\x00\x00\x00\x01\x02").get(timeout=30)
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        closed = s.getsockname()[1]
+    closed = free_tcp_port()  # a port nothing listens on
     lake = tmp_path / "lake"
     command = [sys.executable, "-m", "ingester.cli.main", "land", "--kafka", kafka.bootstrap, "--topic-prefix",
                "avdown", "--lake", str(lake), "--checkpoint", str(lake / "_checkpoint"), "--trigger",

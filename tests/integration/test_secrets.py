@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -18,6 +17,7 @@ from kafka import KafkaConsumer
 
 from ingester.config import load_config
 from ingester.daemon.kafka_io import read_checkpoint
+from ingester.devstack import free_tcp_port
 from ingester.sources.replication import ReplicationError, SourceURL
 from tests.harness.daemon import BINLAKE
 
@@ -25,12 +25,6 @@ pytestmark = pytest.mark.integration
 CORE = "Zq7Secret4411"
 PASSWORD = CORE + ":/@x"  # characters URLs must encode, to catch a half-done redaction
 WRONG = "Zq7Secret9922wrong"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _assert_clean(where: str, text: str | bytes) -> None:
@@ -82,13 +76,13 @@ def _start(args: list[str], env: dict[str, str]) -> subprocess.Popen:
 
 
 def test_error_paths_never_show_the_password(server, kafka, tmp_path) -> None:
-    dead_kafka = f"127.0.0.1:{_free_port()}"
+    dead_kafka = f"127.0.0.1:{free_tcp_port()}"
     runs: list[tuple[str, subprocess.Popen, int | None]] = []  # (what, process, expected exit or None: stopped)
     for way, flags, env in _ways(server.port, WRONG, tmp_path):
         runs.append((f"doctor, wrong password, {way}", _start(["doctor", *flags], env), 2))
         runs.append((f"run, wrong password, {way}", _start(["run", *flags, "--kafka", kafka.bootstrap,
                                                             "--exit-at-end"], env), 2))
-    url, env_way, file_way = _ways(_free_port(), PASSWORD, tmp_path)
+    url, env_way, file_way = _ways(free_tcp_port(), PASSWORD, tmp_path)
     runs.append(("doctor, unreachable, file", _start(["doctor", *file_way[1]], file_way[2]), 1))  # a NOT READY finding
     # a start's retries of the source (source.start_wait) log its error each time: never the password either
     runs.append(("run, unreachable, url", _start(["run", *url[1], "--kafka", kafka.bootstrap],
@@ -127,7 +121,7 @@ def test_error_paths_never_show_the_password(server, kafka, tmp_path) -> None:
 
 
 def test_good_run_logs_metrics_and_records_hold_no_password(server, kafka, tmp_path) -> None:
-    metrics_port = _free_port()
+    metrics_port = free_tcp_port()
     url = f"mysql://sec:{quote(PASSWORD, safe='')}@127.0.0.1:{server.port}?tls=disabled"
     proc = _start(["run", "--source", url, "--kafka", kafka.bootstrap, "--topic-prefix", "sec1",
                    "--metrics-port", str(metrics_port), "--log-format", "json"], {})
@@ -166,7 +160,7 @@ def test_good_run_logs_metrics_and_records_hold_no_password(server, kafka, tmp_p
 
 
 def test_exception_texts_and_reprs_hold_no_password(tmp_path, monkeypatch) -> None:
-    url = f"mysql://sec:{quote(PASSWORD, safe='')}@127.0.0.1:{_free_port()}?tls=disabled"
+    url = f"mysql://sec:{quote(PASSWORD, safe='')}@127.0.0.1:{free_tcp_port()}?tls=disabled"
     cfg = load_config(None, {"source": {"url": url}})
     parsed = SourceURL.parse(cfg.source_url())
     assert parsed.password == PASSWORD  # the password is there, to be hidden
@@ -179,7 +173,7 @@ def test_exception_texts_and_reprs_hold_no_password(tmp_path, monkeypatch) -> No
         SourceURL.parse(url + "&bogus=1")
     _assert_clean("URL error", str(bad.value))
     monkeypatch.setenv("BINLAKE_SOURCE_PASSWORD", PASSWORD)
-    cfg = load_config(None, {"source": {"url": f"mysql://sec@127.0.0.1:{_free_port()}"}})
+    cfg = load_config(None, {"source": {"url": f"mysql://sec@127.0.0.1:{free_tcp_port()}"}})
     _assert_clean("config from the environment", repr(cfg) + repr(cfg.redacted()))
 
 

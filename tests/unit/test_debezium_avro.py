@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
 from typing import Any
 
 import orjson
@@ -18,6 +17,7 @@ from ingester.codec.constants import ColumnType as T
 from ingester.codec.errors import BinlogError
 from ingester.codec.table_map import Column, TableMap
 from ingester.config import ConfigError, load_config
+from ingester.devstack import free_tcp_port
 from ingester.records.debezium import native
 from ingester.records.debezium.avro_schema import avro_schema
 from ingester.records.debezium.columns import Modes
@@ -253,9 +253,7 @@ def test_registry_client_refusals_are_one_line_and_outages_are_retried(monkeypat
     from ingester.daemon.failures import kafka_failure
     from ingester.registry_client import RegistryClient, RegistryUnavailable, SchemaRefused
 
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        closed = s.getsockname()[1]
+    closed = free_tcp_port()  # a port nothing listens on
     down = RegistryClient(f"http://u:secret@127.0.0.1:{closed}")
     with pytest.raises(RegistryUnavailable, match=rf"^schema registry http://u:\*\*\*@127.0.0.1:{closed}: ") as exc:
         down.schema_id("t-value", "{}")
