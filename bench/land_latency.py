@@ -10,6 +10,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +26,47 @@ BENCH_DIR = Path(__file__).resolve().parent
 BATCH_LINE = re.compile(r"batch (\d+): (\d+) records in, (\d+) row changes landed in ([\d.]+)s")  # the job's progress
 
 
+@dataclass
+class LatencyRun:
+    """A latency run's result: each transaction's commit-to-mirror latency (sorted), the rate achieved, and what
+    ``inspect`` found in the lake."""
+
+    latencies: list[float]
+    achieved: float
+    inspected: Any = None
+
+    def pct(self, q: float) -> float:
+        return self.latencies[min(len(self.latencies) - 1, int(q * len(self.latencies)))]
+
+
 def measure_latency(rate: float, duration: float, shape: Shape, land_log: Path | None = None,
                     writers: int = 3, lake_format: str = "delta", preload: int = 0) -> str:
+    """``run_latency``'s report (markdown)."""
+    run = run_latency(rate, duration, shape, land_log, writers, lake_format, preload)
+    what = (f"Single-row autocommit UPDATEs of distinct keys spread over a mirror of {preload:,} rows (landed "
+            "first)" if preload else "Single-row autocommit INSERTs")
+    return "\n".join([
+        "## Commit-to-mirror latency" + (f", updates against a {preload:,}-row mirror" if preload else ""),
+        "",
+        f"{what} from {writers} threads, target {rate:,.0f}/s for {duration:.0f} s "
+        f"(achieved {run.achieved:,.0f}/s, {len(run.latencies):,} transactions); `binlake run` and `binlake land "
+        f"--trigger 1s` ({shape.name}, {lake_format})"
+        " running alongside on the same 2 CPUs, measured once two warm-up rows have landed (mirror created, first"
+        " MERGE done). Latency: the commit of the first mirror version (Delta) or snapshot (Iceberg) holding the row"
+        " minus the time the INSERT returned.",
+        "",
+        "| p50 | p90 | p99 | max |",
+        "|---|---|---|---|",
+        f"| {run.pct(0.5):.2f} s | {run.pct(0.9):.2f} s | {run.pct(0.99):.2f} s | {run.latencies[-1]:.2f} s |",
+        "",
+        f"Goal p99 < 5 s: {'met' if run.pct(0.99) < 5 else 'not met'}.",
+        "",
+    ])
+
+
+def run_latency(rate: float, duration: float, shape: Shape, land_log: Path | None = None, writers: int = 3,
+                lake_format: str = "delta", preload: int = 0,
+                inspect: Callable[[Path, float], Any] | None = None) -> LatencyRun:
     """Single-row transactions at ``rate``/s for ``duration`` s through `binlake run` and `binlake land
     --trigger 1s`, once two warm-up rows have landed (steady state: the first micro-batches of a process pay
     the JVM's warm-up once); a row's latency is the commit time of the first mirror version holding it
@@ -33,7 +74,10 @@ def measure_latency(rate: float, duration: float, shape: Shape, land_log: Path |
 
     With ``preload`` rows, the transactions are UPDATEs of distinct existing keys spread over a mirror of that
     many rows (landed first, through the binlog, in transactions of 50,000 rows): each sets ``v`` to a value of
-    its own, and its latency is the commit time of the first mirror version holding that value."""
+    its own, and its latency is the commit time of the first mirror version holding that value.
+
+    ``inspect(lake, started)``: called once the processes stopped, with the lake's local directory and the
+    time the transactions started; its result is the run's ``inspected``."""
     options = {"sync_binlog": 0, "innodb_flush_log_at_trx_commit": 0, "innodb_buffer_pool_size": "128M"}
     prefix = f"landlat{os.getpid()}"
     with KafkaBroker() as broker, MariaDBServer(binlog_row_metadata="FULL", options=options) as server, \
@@ -69,6 +113,7 @@ def measure_latency(rate: float, duration: float, shape: Shape, land_log: Path |
                 _wait_landed(logs / "land.log", 1 + preload, procs, 900)
                 server.execute("UPDATE bench_lat.t SET w = 1 WHERE id = 0")
                 _wait_landed(logs / "land.log", 2 + preload, procs, 300)
+                started = time.time()
                 commits, elapsed = steady_inserts(server, "UPDATE bench_lat.t SET v = %s, w = %s WHERE id = %s",
                                                   rate, duration, writers,
                                                   lambda row, index: (row, index, _spread(row, preload)))
@@ -76,6 +121,7 @@ def measure_latency(rate: float, duration: float, shape: Shape, land_log: Path |
             else:
                 server.execute("INSERT INTO bench_lat.t VALUES (-1, 0)")
                 _wait_landed(logs / "land.log", 2, procs, 300)
+                started = time.time()
                 commits, elapsed = steady_inserts(server, "INSERT INTO bench_lat.t VALUES (%s, %s)", rate, duration,
                                                   writers)
                 _wait_landed(logs / "land.log", 2 + len(commits), procs, 600)
@@ -89,32 +135,10 @@ def measure_latency(rate: float, duration: float, shape: Shape, land_log: Path |
         else:
             landed = (_first_snapshots(shape.iceberg(lake)) if lake_format == "iceberg"
                       else _first_versions(shape.files(lake) / "bench_lat" / "t"))
+        inspected = inspect(shape.files(lake), started) if inspect is not None else None
     latencies = sorted(landed[i] - t for i, t in commits.items())
     _check(len(latencies) == len(commits), "rows missing from the mirror")
-
-    def pct(q: float) -> float:
-        return latencies[min(len(latencies) - 1, int(q * len(latencies)))]
-
-    achieved = len(commits) / elapsed
-    what = (f"Single-row autocommit UPDATEs of distinct keys spread over a mirror of {preload:,} rows (landed "
-            "first)" if preload else "Single-row autocommit INSERTs")
-    return "\n".join([
-        "## Commit-to-mirror latency" + (f", updates against a {preload:,}-row mirror" if preload else ""),
-        "",
-        f"{what} from {writers} threads, target {rate:,.0f}/s for {duration:.0f} s "
-        f"(achieved {achieved:,.0f}/s, {len(commits):,} transactions); `binlake run` and `binlake land --trigger 1s`"
-        f" ({shape.name}, {lake_format})"
-        " running alongside on the same 2 CPUs, measured once two warm-up rows have landed (mirror created, first"
-        " MERGE done). Latency: the commit of the first mirror version (Delta) or snapshot (Iceberg) holding the row"
-        " minus the time the INSERT returned.",
-        "",
-        "| p50 | p90 | p99 | max |",
-        "|---|---|---|---|",
-        f"| {pct(0.5):.2f} s | {pct(0.9):.2f} s | {pct(0.99):.2f} s | {latencies[-1]:.2f} s |",
-        "",
-        f"Goal p99 < 5 s: {'met' if pct(0.99) < 5 else 'not met'}.",
-        "",
-    ])
+    return LatencyRun(latencies, len(commits) / elapsed, inspected)
 
 
 PRELOAD_TX_ROWS = 50_000
@@ -172,15 +196,16 @@ def _first_snapshots(catalog: Any, column: str = "id") -> dict[int, float]:
 
 def _first_values(path: Path) -> dict[int, float]:
     """Value of ``v`` (above 0) -> commit time (s) of the first Delta mirror version that holds it (delta-rs's
-    time travel: a Spark read of each version of a large mirror takes seconds)."""
-    import pyarrow.compute as pc
-    from deltalake import DeltaTable
+    time travel, its query engine: it reads deletion vectors; a Spark read of each version of a large mirror takes
+    seconds)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, QueryBuilder
 
     table = DeltaTable(str(path))
     first: dict[int, float] = {}
     for entry in sorted(table.history(), key=lambda h: h["version"]):
         table.load_as_version(entry["version"])
-        values = table.to_pyarrow_dataset().to_table(columns=["v"], filter=pc.field("v") > 0).column("v")
-        for v in values.to_pylist():
+        found = QueryBuilder().register("t", table).execute("SELECT v FROM t WHERE v > 0").read_all()
+        for v in pa.table(found).column("v").to_pylist():
             first.setdefault(v, entry["timestamp"] / 1000)
     return first

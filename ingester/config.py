@@ -226,6 +226,11 @@ class LandConfig:
     compact_files: int = 32
     small_file_bytes: int = 8 << 20
     compact_bytes: int = 256 << 20
+    # format delta (docs/LAND.md, "Deletion vectors"): a batch's updates and deletes in a mirror's file of
+    # small_file_bytes or more mark its old rows in the file's deletion vector instead of rewriting the file.
+    # "auto": a mirror gets deletion vectors once a batch would rewrite more than 128 MiB of its files (its protocol
+    # upgraded then: readers need deletion vector support); "always": every mirror, from its creation; "never"
+    deletion_vectors: Literal["auto", "always", "never"] = "auto"
     # format iceberg (docs/LAND.md, "Iceberg"): every iceberg_expire_every commits of a table its snapshots older
     # than iceberg_snapshot_retention (a duration: 90s, 30m, 1h, 7d) are expired and their files deleted; each
     # table keeps its iceberg_metadata_versions newest previous metadata files

@@ -44,6 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--small-file-bytes", type=int, metavar="BYTES", help="a small file's bound (default 8 MiB)")
     p.add_argument("--compact-bytes", type=int, metavar="BYTES",
                    help="the most bytes of small files one compaction rewrites (default 256 MiB)")
+    p.add_argument("--deletion-vectors", choices=("auto", "always", "never"),
+                   help="format delta: updates and deletes in a mirror's large files as deletion vectors (default "
+                        "auto: once a batch would rewrite more than 128 MiB of a mirror)")
     p.add_argument("--iceberg-snapshot-retention", metavar="DURATION",
                    help="format iceberg: snapshots older than this are expired (default 1h)")
     p.add_argument("--master", metavar="URL", help="Spark master (default local[2])")
@@ -131,7 +134,7 @@ def land_overrides(args: argparse.Namespace) -> dict[str, Any]:
     names = ("lake", "checkpoint", "trigger", "quarantine", "min_partitions", "max_offsets_per_trigger",
              "max_batch_bytes", "master", "driver_rows", "kafka_source", "source_format", "s3_endpoint",
              "s3_path_style", "format", "iceberg_catalog", "compact_files", "small_file_bytes", "compact_bytes",
-             "iceberg_snapshot_retention")
+             "iceberg_snapshot_retention", "deletion_vectors")
     land = {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
     if land:
         out["land"] = land

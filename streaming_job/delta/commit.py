@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import pyarrow as pa
@@ -24,11 +24,50 @@ import pyarrow as pa
 from ..batch.writer import PARTITION_COLUMN, Added, change_log_stats, write_mirror_file
 from ..lake.delta_log import CommitConflict, TableLog
 from ..lake.files import LakeFiles
+from .deletion_vectors import ENABLE_PROPERTY
+from .deletion_vectors import TABLE_FEATURE as DELETION_VECTORS
 
 _LOCAL = LakeFiles.on_disk()  # a local lake's files: named, not inferred from paths
 # Files rewritten without a change of the table's rows (compaction): adds (relative path, partition
 # values, size, statistics) and removes (relative path, size, partition values)
 Moved = tuple[Sequence[Added], Sequence[tuple[str, int, dict[str, str]]]]
+
+
+class LiveFile(NamedTuple):
+    """A data file of the version a commit read: its path as the log names it, size, statistics (JSON), deletion
+    vector (the log's descriptor; None: every row of the file is live), partition values, modification time."""
+
+    path: str
+    size: int
+    stats: str | None
+    deletion_vector: dict[str, Any] | None
+    partition_values: dict[str, str]
+    modification_time: int
+
+    def removed(self) -> Removed:
+        return Removed(self.path, self.size, self.deletion_vector)
+
+
+class Removed(NamedTuple):
+    """An unpartitioned data file a commit removes: its path relative to the table, its size and deletion vector
+    (a file is live by its path and deletion vector together: a remove names both)."""
+
+    path: str
+    size: int
+    deletion_vector: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, path: str, add: dict[str, Any]) -> Removed:
+        """The remove of a live file, from its add action."""
+        return cls(path, int(add["size"]), add.get("deletionVector") or None)
+
+
+class Vectored(NamedTuple):
+    """A live file given a new deletion vector (rows of it deleted without a rewrite): removed with its old
+    vector and added with ``deletion_vector`` in one commit."""
+
+    file: LiveFile
+    deletion_vector: dict[str, Any]
 
 
 class Commit:
@@ -45,20 +84,25 @@ class Commit:
     def version(self) -> int:
         raise NotImplementedError
 
-    def files(self) -> list[tuple[str, int, str | None, bool, dict[str, str]]]:
+    def files(self) -> list[LiveFile]:
         raise NotImplementedError
 
-    def append(self, adds: list[Added], app_id: str, batch_id: int,
-               partition_by: list[str], removes: Sequence[tuple[str, int]] = (), moved: Moved = ((), ())) -> int:
+    def deletion_vectors(self) -> bool:
+        """Whether the table takes new deletion vectors: the feature in its protocol and
+        ``delta.enableDeletionVectors`` set (PROTOCOL.md: writers write new ones only then)."""
         raise NotImplementedError
 
-    def rewrite(self, adds: Sequence[Added], removes: Sequence[tuple[str, int]],
+    def append(self, adds: list[Added], app_id: str, batch_id: int, partition_by: list[str],
+               removes: Sequence[Removed] = (), moved: Moved = ((), ()), vectors: Sequence[Vectored] = ()) -> int:
+        raise NotImplementedError
+
+    def rewrite(self, adds: Sequence[Added], removes: Sequence[Removed],
                 app_id: str, batch_id: int, metadata: dict[str, Any] | None = None,
                 protocol: dict[str, Any] | None = None, operation: str = "UPDATE") -> int:
-        """A table statement's commit (table_statements.py): ``adds`` and ``removes`` (unpartitioned files'
-        relative path and size) with the batch's SetTransaction, and where given the table's new ``metadata``
-        (its schema, its properties) and ``protocol``, in one commit, named ``operation`` in the table's history where
-        the writer names it (the driver's). Returns the version written."""
+        """A table statement's commit (table_statements.py): ``adds`` and ``removes`` (unpartitioned files)
+        with the batch's SetTransaction, and where given the table's new ``metadata`` (its schema, its
+        properties) and ``protocol``, in one commit, named ``operation`` in the table's history where the writer
+        names it (the driver's). Returns the version written."""
         raise NotImplementedError
 
     def commit(self, files: list[Any], app_id: str, batch_id: int, moved: Moved = ((), ())) -> int:
@@ -103,31 +147,39 @@ class DeltaCommit(Commit):
         """The table version this transaction read."""
         return int(self.txn.readVersion())
 
-    def files(self) -> list[tuple[str, int, str | None, bool, dict[str, str]]]:
-        """(path, size, statistics JSON, whether it has a deletion vector, partition values) of every file
-        of the version read."""
+    def deletion_vectors(self) -> bool:
+        if self.version < 0:
+            return False
+        snapshot = self.txn.snapshot()  # (actions' JSON: {"protocol": ...}, {"metaData": ...})
+        protocol = orjson.loads(snapshot.protocol().json())["protocol"]
+        metadata = orjson.loads(snapshot.metadata().json())["metaData"]
+        return vectors_enabled(protocol, dict(metadata.get("configuration") or {}))
+
+    def files(self) -> list[LiveFile]:
+        """Every file of the version read."""
         from pyspark.sql import DataFrame
 
         if self.version < 0:
             return []
         found = DataFrame(self.txn.snapshot().allFiles().toDF(), self.spark).selectExpr(
-            "path", "size", "stats", "deletionVector IS NOT NULL AS dv", "partitionValues")
-        return [(r.path, r.size, r.stats, r.dv, dict(r.partitionValues or {})) for r in found.collect()]
+            "path", "size", "stats", "to_json(deletionVector) AS dv", "partitionValues", "modificationTime")
+        return [LiveFile(r.path, r.size, r.stats, orjson.loads(r.dv) if r.dv else None, dict(r.partitionValues or {}),
+                         r.modificationTime) for r in found.collect()]
 
-    def append(self, adds: list[Added], app_id: str, batch_id: int,
-               partition_by: list[str], removes: Sequence[tuple[str, int]] = (), moved: Moved = ((), ())) -> int:
-        """``adds`` (relative path, partition values, size, statistics), ``removes`` (unpartitioned files'
-        relative path, size) and the batch's SetTransaction in one commit: a blind append, or with
-        removes a rewrite of those files. ``moved``: files rewritten without a change of the table's rows
-        (compaction: adds like ``adds``, removes with their partition values), marked as Delta's OPTIMIZE
-        marks them (``dataChange`` false), so that a stream reading the table skips them instead of seeing
-        their rows twice. Returns the table version written."""
+    def append(self, adds: list[Added], app_id: str, batch_id: int, partition_by: list[str],
+               removes: Sequence[Removed] = (), moved: Moved = ((), ()), vectors: Sequence[Vectored] = ()) -> int:
+        """``adds`` (relative path, partition values, size, statistics), ``removes`` (unpartitioned files),
+        ``vectors`` (files given new deletion vectors) and the batch's SetTransaction in one commit: a blind
+        append, or with removes or vectors a rewrite of those files. ``moved``: files rewritten without a change
+        of the table's rows (compaction: adds like ``adds``, removes with their partition values), marked as
+        Delta's OPTIMIZE marks them (``dataChange`` false), so that a stream reading the table skips them
+        instead of seeing their rows twice. Returns the table version written."""
         jvm = self.jvm
         utils = jvm.org.apache.spark.api.python.PythonUtils
         none = jvm.scala.Option.empty()
-        entries = file_actions(adds, app_id, batch_id, removes, moved)
+        entries = file_actions(adds, app_id, batch_id, removes, moved, vectors)
         actions = [self.delta.actions.Action.fromJson(orjson.dumps(e).decode()) for e in entries]
-        if removes or moved[1]:
+        if removes or moved[1] or vectors:
             self.txn.readWholeTable()  # a concurrent rewrite of the same files is a conflict
             operation = getattr(self.delta, "DeltaOperations$Update")(none)
         else:
@@ -137,7 +189,7 @@ class DeltaCommit(Commit):
         return int(self.txn.commit(utils.toSeq(actions), operation))
 
 
-    def rewrite(self, adds: Sequence[Added], removes: Sequence[tuple[str, int]],
+    def rewrite(self, adds: Sequence[Added], removes: Sequence[Removed],
                 app_id: str, batch_id: int, metadata: dict[str, Any] | None = None,
                 protocol: dict[str, Any] | None = None, operation: str = "UPDATE") -> int:
         jvm = self.jvm
@@ -153,20 +205,38 @@ class DeltaCommit(Commit):
         return int(self.txn.commit(jvm.org.apache.spark.api.python.PythonUtils.toSeq(actions), operation))
 
 
-def file_actions(adds: Sequence[Added], app_id: str, batch_id: int,
-                 removes: Sequence[tuple[str, int]] = (), moved: Moved = ((), ())) -> list[dict[str, Any]]:
+def vectors_enabled(protocol: dict[str, Any], configuration: dict[str, str]) -> bool:
+    """Whether a table with this protocol and these properties takes new deletion vectors."""
+    return DELETION_VECTORS in (protocol.get("writerFeatures") or ()) and configuration.get(ENABLE_PROPERTY) == "true"
+
+
+def file_actions(adds: Sequence[Added], app_id: str, batch_id: int, removes: Sequence[Removed] = (),
+                 moved: Moved = ((), ()), vectors: Sequence[Vectored] = ()) -> list[dict[str, Any]]:
     """The Delta log actions of a batch's commit: its files added (and ``removes`` of a rewrite, ``moved``
-    of a compaction: dataChange false) and its SetTransaction."""
+    of a compaction: dataChange false, ``vectors``: files given new deletion vectors) and its SetTransaction."""
     now_ms = int(time.time() * 1000)
     moved_adds, moved_removes = moved
     entries: list[dict[str, Any]] = [
         {"add": {"path": name, "partitionValues": values, "size": size, "modificationTime": now_ms,
                  "dataChange": change, "stats": orjson.dumps(stats).decode()}}
         for change, group in ((True, adds), (False, moved_adds)) for name, values, size, stats in group]
-    entries += [{"remove": {"path": name, "deletionTimestamp": now_ms, "dataChange": change,
+    entries += [{"remove": {"path": name, "deletionTimestamp": now_ms, "dataChange": True,
+                            "extendedFileMetadata": True, "partitionValues": {}, "size": size,
+                            **({"deletionVector": vector} if vector else {})}}
+                for name, size, vector in removes]
+    entries += [{"remove": {"path": name, "deletionTimestamp": now_ms, "dataChange": False,
                             "extendedFileMetadata": True, "partitionValues": values, "size": size}}
-                for change, group in ((True, [(n, s, {}) for n, s in removes]), (False, moved_removes))
-                for name, size, values in group]
+                for name, size, values in moved_removes]
+    for file, vector in vectors:
+        # the file's statistics stay (numRecords counts the rows in the file, deleted or not), no longer tight
+        stats = orjson.dumps({**orjson.loads(file.stats), "tightBounds": False}).decode() if file.stats else None
+        entries.append({"add": {"path": file.path, "partitionValues": file.partition_values, "size": file.size,
+                                "modificationTime": file.modification_time, "dataChange": True,
+                                **({"stats": stats} if stats else {}), "deletionVector": vector}})
+        entries.append({"remove": {"path": file.path, "deletionTimestamp": now_ms, "dataChange": True,
+                                   "extendedFileMetadata": True, "partitionValues": file.partition_values,
+                                   "size": file.size,
+                                   **({"deletionVector": file.deletion_vector} if file.deletion_vector else {})}})
     entries.append({"txn": {"appId": app_id, "version": batch_id, "lastUpdated": now_ms}})
     return entries
 
@@ -193,17 +263,21 @@ class LogCommit(Commit):
     def version(self) -> int:
         return self.log.version
 
-    def files(self) -> list[tuple[str, int, str | None, bool, dict[str, str]]]:
-        return [(a["path"], int(a["size"]), a.get("stats"), a.get("deletionVector") is not None,
-                 dict(a.get("partitionValues") or {})) for a in self.log.files.values()]
+    def deletion_vectors(self) -> bool:
+        return vectors_enabled(self.log.protocol, self.log.configuration)
 
-    def append(self, adds: list[Added], app_id: str, batch_id: int,
-               partition_by: list[str], removes: Sequence[tuple[str, int]] = (), moved: Moved = ((), ())) -> int:
+    def files(self) -> list[LiveFile]:
+        return [LiveFile(a["path"], int(a["size"]), a.get("stats"), a.get("deletionVector") or None,
+                         dict(a.get("partitionValues") or {}), int(a.get("modificationTime") or 0))
+                for a in self.log.files.values()]
+
+    def append(self, adds: list[Added], app_id: str, batch_id: int, partition_by: list[str],
+               removes: Sequence[Removed] = (), moved: Moved = ((), ()), vectors: Sequence[Vectored] = ()) -> int:
         """As DeltaCommit.append. A blind append that finds its version taken (another writer's commit in
         between) is made again on top of it, unless that commit changed the table's schema or protocol (the
         files were written for the old ones); a rewrite raises delta_log.CommitConflict."""
-        actions = [*self._create, *file_actions(adds, app_id, batch_id, removes, moved)]
-        rewrite = bool(removes or moved[1])
+        actions = [*self._create, *file_actions(adds, app_id, batch_id, removes, moved, vectors)]
+        rewrite = bool(removes or moved[1] or vectors)
         operation, parameters = ("UPDATE", {}) if rewrite else (
             "WRITE", {"mode": "Append", "partitionBy": orjson.dumps(partition_by).decode()})
         while True:
@@ -227,7 +301,7 @@ class LogCommit(Commit):
             checkpoint(self.log.path, self.log.lake)
         return version
 
-    def rewrite(self, adds: Sequence[Added], removes: Sequence[tuple[str, int]],
+    def rewrite(self, adds: Sequence[Added], removes: Sequence[Removed],
                 app_id: str, batch_id: int, metadata: dict[str, Any] | None = None,
                 protocol: dict[str, Any] | None = None, operation: str = "UPDATE") -> int:
         actions = list(self._create) if self._create else [

@@ -32,9 +32,11 @@ class ChangeLogFiles:
     @classmethod
     def read(cls, commit: Commit, below: int) -> ChangeLogFiles:
         found = cls(commit.version, {}, {})
-        for name, size, _, dv, values in commit.files():
-            if size < below and not dv and PARTITION_COLUMN in values and not (scheme(name) or name.startswith("/")):
-                found.sizes[name], found.dates[name] = size, values[PARTITION_COLUMN]
+        for file in commit.files():
+            name, values = file.path, file.partition_values
+            if file.size < below and not file.deletion_vector and PARTITION_COLUMN in values and \
+                    not (scheme(name) or name.startswith("/")):
+                found.sizes[name], found.dates[name] = file.size, values[PARTITION_COLUMN]
         return found
 
     def pick(self, at_least: int, budget: int) -> tuple[str, list[str]] | None:

@@ -1,13 +1,20 @@
 """The mirror kept by the driver: a batch's candidates (an Arrow table in the driver) applied to a mirror
 keyed first by an integer column with pyarrow, and committed to its Delta log by the driver itself
 (commit.Commit) with the batch's SetTransaction. Spark's writer and MERGE cost seconds per batch; this
-costs milliseconds for a batch of new keys, and the files it reads for one of updates."""
+costs milliseconds for a batch of new keys, and the files it reads for one of updates.
+
+On a mirror with deletion vectors (land.deletion_vectors), a batch's updates and deletes in a large file mark
+the old rows deleted in the file's deletion vector instead of rewriting it: the batch reads the key columns of
+the files its keys may be in (kept in memory), writes a vector file and its new rows, and so costs what its
+changes cost whatever the table's size. A file is rewritten without its deleted rows once they pass
+``_REWRITE_SHARE`` of it, and small files are rewritten as before (land.small_file_bytes)."""
 
 from __future__ import annotations
 
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -21,37 +28,49 @@ from ..batch.keys import key_property
 from ..batch.mirror import DELETED, conform, last_per_key
 from ..batch.writer import SMALL_FILE_ROWS, Added, within, write_mirror_file
 from ..decode.lake_types import quote
+from ..format.lake_format import VectorMode
 from ..lake.files import LakeFiles
 from ..lake.paths import join, scheme
 from ..runtime.driver_threads import DriverThreads
 from ..runtime.errors import LandError
-from .commit import Commit
+from .commit import Commit, LiveFile, Vectored
+from .deletion_vectors import ENABLE_PROPERTY
 from .mirrors import INTEGER, META, MirrorStrategy, MirrorTable, key_stats
 from .tables import DeltaTables, stats_columns
+from .vector_files import VectorFiles
 
 log = logging.getLogger("binlake.land")
 # the first key column types of mirrors the driver keeps: integers, and unsigned BIGINT (decimal(20,0))
 DRIVER_KEYS = (*INTEGER, "decimal(20,0)")
 _FILE_ROWS = 1_000_000  # rows per mirror file the driver writes, at most
 _FILE_ROWS_PER_THREAD = 50_000  # ... and at least, where it writes several at once
+_REWRITE_SHARE = 0.3  # a file whose deletion vector would delete more than this share of its rows is rewritten
+_KEYS_BYTES = 512 << 20  # the files' key columns kept in memory, at most
+# land.deletion_vectors "auto": a mirror gets deletion vectors once a batch would rewrite more than this of its
+# files (a large mirror changed at scattered keys); smaller ones keep the lowest protocol, which more readers read
+_AUTO_VECTOR_BYTES = 128 << 20
 
 
 class DriverMirror(MirrorStrategy[pa.Table]):
     """``merge_bytes``: the most of a mirror's files the driver reads for a batch (more: Spark's MERGE). A
     batch under a steady trickle adds a small file to the mirror: once it has ``compact_files`` files under
     ``small_file_bytes``, the driver's commit rewrites them together with the batch (MirrorFiles.small), at most
-    ``compact_bytes`` of them (None: ``merge_bytes``; within what is left of ``merge_bytes`` in any case)."""
+    ``compact_bytes`` of them (None: ``merge_bytes``; within what is left of ``merge_bytes`` in any case).
+    ``vectors``: land.deletion_vectors (a touched file of ``small_file_bytes`` or more gets a deletion vector)."""
 
     def __init__(self, delta: DeltaTables, threads: DriverThreads, merge_bytes: int, compact_files: int,
-                 small_file_bytes: int, compact_bytes: int | None = None) -> None:
+                 small_file_bytes: int, compact_bytes: int | None = None, vectors: VectorMode = "auto") -> None:
         self.delta = delta
         self.threads = threads
         self.merge_bytes = merge_bytes
         self.compact_files = compact_files
         self.small_file_bytes = small_file_bytes
         self.compact_bytes = merge_bytes if compact_bytes is None else compact_bytes
+        self.vectors = vectors
         self.files: dict[tuple[str, str], MirrorFiles] = {}
         self.recent = RecentFiles(_RECENT_BYTES)
+        self.keys = RecentFiles(_KEYS_BYTES)  # files' key columns, by path
+        self.vector_files = VectorFiles(delta.files) if delta.files is not None else None
 
     def forget(self, db: str, table: str) -> None:
         self.files.pop((db, table), None)
@@ -81,47 +100,100 @@ class DriverMirror(MirrorStrategy[pa.Table]):
         commit = self.delta.transaction(path)
         if not mirror.exists:  # created by the commit of its first files
             commit.create(", ".join(f"{quote(n)} {t}" for n, t in [*columns, *META]), [],
-                          {**stats_columns(key_stats(columns, pk)), **key_property(pk)})
+                          {**stats_columns(key_stats(columns, pk)), **key_property(pk),
+                           **({ENABLE_PROPERTY: "true"} if self.vectors == "always" else {})})
         if self.delta.done(commit, path, batch_id):  # a replay: the mirror has this batch
             return True
+        vectors = self.vector_files
+        assert vectors is not None  # (a lake the driver writes)
         files = self.files.get((db, table))
         if files is None or files.version != commit.version:
             files = self.files[(db, table)] = MirrorFiles.read(commit, key)
         keys = np.sort(key_numbers(latest.column(key)))
         touched = files.holding(keys)
-        if touched is None or sum(files.sizes[f] for f in touched) > self.merge_bytes:
+        if touched is None:
             return False
-        compacted = files.small(self.small_file_bytes, self.compact_files, set(touched),
+        if commit.version >= 0 and self._upgrade(commit, sum(files.sizes[f] for f in touched)):
+            self.delta.enable_deletion_vectors(path)
+            commit = self.delta.transaction(path)
+            files = self.files[(db, table)] = MirrorFiles.read(commit, key)
+        marked: list[tuple[LiveFile, np.ndarray]] = []
+        if self.vectors != "never" and commit.deletion_vectors():
+            touched, marked = self._mark(files, touched, latest, pk, path)
+        if sum(files.sizes[f] for f in touched) > self.merge_bytes:
+            return False
+        compacted = files.small(self.small_file_bytes, self.compact_files, set(touched) | {f.path for f, _ in marked},
                                 min(self.compact_bytes, self.merge_bytes - sum(files.sizes[f] for f in touched)))
         names = [n for n, _ in [*columns, *META]]
         schema = pa.schema([candidates.schema.field(n) for n in names])
         kept, removes = [], []
         for name in [*touched, *compacted]:
+            live = files.live[name]
             cached = self.recent.get(join(path, name))
-            rows = cached if cached is not None else lake.read_parquet(join(path, name))
+            rows = vectors.live(cached if cached is not None else lake.read_parquet(join(path, name)), path,
+                                live.deletion_vector)
             rest = _without_keys(rows, latest, pk)
             # a touched file whose range held the batch's keys but the file none of them stays as it is
             if len(rest) < len(rows) or name in compacted:
-                removes.append((name, files.sizes[name]))
+                removes.append(live.removed())
                 kept.append(conform(rest, schema))
         surviving = latest.filter(pc.invert(latest.column(DELETED))).select(names)
         rows = _sorted_by(pa.concat_tables([*kept, surviving]), key)
         adds = _write_mirror_files(lake, path, rows, key, self.threads.workers, self.threads.count)
+        written = vectors.write(path, [positions for _, positions in marked]) if marked else []
+        vectored = [Vectored(file, vector) for (file, _), vector in zip(marked, written, strict=True)]
         try:
-            version = commit.append(adds, self.delta.app_id, batch_id, [], removes)
+            version = commit.append(adds, self.delta.app_id, batch_id, [], removes, vectors=vectored)
         except Exception as exc:  # e.g. another writer's commit on the mirror (Delta's conflict check)
             raise LandError(f"{db}.{table}: the mirror's commit of batch {batch_id} failed: "
                             f"{_first_line(exc)}; nothing of this batch is in the mirror, "
                             "and landing resumes with it on the next run") from exc
         self.delta.committed(path, version, batch_id)
-        files.update(version, adds, [n for n, _ in removes], key)
-        self.recent.drop([join(path, n) for n, _ in removes])
+        files.update(version, adds, [r.path for r in removes], key, vectored)
+        self.recent.drop([join(path, r.path) for r in removes])
+        self.keys.drop([join(path, r.path) for r in removes])
         if len(adds) == 1 and len(rows) <= SMALL_FILE_ROWS:
             self.recent.put(join(path, adds[0][0]), rows)
-        log.debug("%s.%s: mirror kept by the driver (%d of %d files read, %d rewritten, %d small ones compacted)",
-                  db, table, len(touched) + len(compacted), len(files.sizes) + len(removes) - len(adds),
-                  len(removes), len(compacted))
+        log.debug("%s.%s: mirror kept by the driver (%d of %d files read, %d rewritten, %d small ones compacted, "
+                  "%d given deletion vectors)", db, table, len(touched) + len(compacted),
+                  len(files.sizes) + len(removes) - len(adds), len(removes), len(compacted), len(vectored))
         return True
+
+    def _upgrade(self, commit: Commit, touched_bytes: int) -> bool:
+        """Whether a mirror without deletion vectors gets them now: always (land.deletion_vectors "always"), or
+        ("auto") once a batch would rewrite more than ``_AUTO_VECTOR_BYTES`` of its files."""
+        if self.vectors == "never" or commit.deletion_vectors():
+            return False
+        return self.vectors == "always" or touched_bytes > _AUTO_VECTOR_BYTES
+
+    def _mark(self, files: MirrorFiles, touched: list[str], latest: pa.Table, pk: list[str],
+              path: str) -> tuple[list[str], list[tuple[LiveFile, np.ndarray]]]:
+        """Of the ``touched`` files, those whose rows of the batch's keys a deletion vector deletes (a file of
+        ``small_file_bytes`` or more, with the row positions its new vector holds: the old one's and the
+        batch's), and those rewritten (the small ones, and those whose vector would delete more than
+        ``_REWRITE_SHARE`` of their rows)."""
+        assert self.delta.files is not None and self.vector_files is not None
+        rewritten, marked = [], []
+        for name in touched:
+            live = files.live[name]
+            if live.size < self.small_file_bytes:
+                rewritten.append(name)
+                continue
+            where = join(path, name)
+            keys = self.keys.get(where)
+            if keys is None:
+                cached = self.recent.get(where)
+                keys = cached.select(pk) if cached is not None else self.delta.files.read_parquet(where, columns=pk)
+                self.keys.put(where, keys)
+            hit = _positions(keys, latest, pk)
+            if not len(hit):
+                continue  # the file's range holds the batch's keys, the file none of them
+            deleted = np.union1d(self.vector_files.deleted(path, live.deletion_vector), hit)
+            if len(deleted) > _REWRITE_SHARE * len(keys):
+                rewritten.append(name)
+            else:
+                marked.append((live, deleted))
+        return rewritten, marked
 
 
 @dataclass
@@ -130,22 +202,24 @@ class MirrorFiles:
     column from the files' statistics (None: unknown, so the file may hold any key)."""
 
     version: int
-    sizes: dict[str, int]
+    live: dict[str, LiveFile]
     ranges: dict[str, KeyRange | None]
-    vectors: bool = False  # some file has a deletion vector: pyarrow alone would not see its deletes
 
     @classmethod
     def read(cls, commit: Commit, key: str) -> MirrorFiles:
-        sizes, ranges, vectors = {}, {}, False
-        for name, size, stats, dv, _ in commit.files():
-            sizes[name] = size
-            ranges[name] = file_range(stats, key)
-            vectors = vectors or dv
-        return cls(commit.version, sizes, ranges, vectors)
+        live, ranges = {}, {}
+        for file in commit.files():
+            live[file.path] = file
+            ranges[file.path] = file_range(file.stats, key)
+        return cls(commit.version, live, ranges)
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        return {name: file.size for name, file in self.live.items()}
 
     def holding(self, keys: np.ndarray) -> list[str] | None:
         """The files whose key range holds one of the (sorted) ``keys``; None where the driver cannot tell."""
-        if self.vectors or any(scheme(n) or n.startswith("/") for n in self.sizes):
+        if any(scheme(n) or n.startswith("/") or file.partition_values for n, file in self.live.items()):
             return None
         out = []
         for name, bounds in self.ranges.items():
@@ -164,13 +238,15 @@ class MirrorFiles:
         found.sort(key=lambda n: self.ranges[n] or KeyRange(0, 0))
         return within(found, self.sizes, budget)
 
-    def update(self, version: int, adds: list[Added],
-               removed: list[str], key: str) -> None:
+    def update(self, version: int, adds: list[Added], removed: list[str], key: str,
+               vectored: Sequence[Vectored] = ()) -> None:
         for name in removed:
-            del self.sizes[name], self.ranges[name]
-        for name, _, size, stats in adds:
-            self.sizes[name] = size
+            del self.live[name], self.ranges[name]
+        for name, values, size, stats in adds:
+            self.live[name] = LiveFile(name, size, orjson.dumps(stats).decode(), None, values, 0)
             self.ranges[name] = KeyRange(stats["minValues"][key], stats["maxValues"][key])
+        for file, vector in vectored:
+            self.live[file.path] = file._replace(deletion_vector=vector)
         self.version = version
 
 
@@ -209,6 +285,17 @@ class RecentFiles:
                 rows = self._rows.pop(path, None)
                 if rows is not None:
                     self.size -= rows.nbytes
+
+
+def _positions(keys: pa.Table, latest: pa.Table, pk: list[str]) -> np.ndarray:
+    """The positions (sorted uint64) of a file's rows (``keys``: its key columns, in file order) whose key is one
+    of the batch's (a null never matches, as in a join)."""
+    if len(pk) == 1:
+        found = pc.is_in(keys.column(pk[0]), value_set=latest.column(pk[0]).combine_chunks(), skip_nulls=True)
+        return np.flatnonzero(found.to_numpy(zero_copy_only=False)).astype(np.uint64)
+    numbered = keys.append_column("_binlake_position", pa.array(np.arange(len(keys), dtype=np.uint64)))
+    joined = numbered.join(latest.select(pk), keys=pk, join_type="inner")
+    return np.sort(joined.column("_binlake_position").to_numpy())
 
 
 def _without_keys(rows: pa.Table, latest: pa.Table, pk: list[str]) -> pa.Table:

@@ -15,6 +15,7 @@ from ..batch import defaults as D
 from ..batch.key_range import KeyRange
 from ..batch.mirror import DELETED, ORDER, SEQ
 from ..decode.lake_types import quote
+from .deletion_vectors import ENABLE_PROPERTY
 from .evolution import DeltaEvolution
 from .keys import record_key
 from .mirrors import INTEGER, META, MirrorStrategy, MirrorTable, key_stats
@@ -25,10 +26,11 @@ _NUMBER: dict[str, Any] = {**dict.fromkeys(INTEGER, int), "decimal": Decimal}
 
 
 class SparkMirror(MirrorStrategy[DataFrame]):
-    def __init__(self, spark: SparkSession, delta: DeltaTables, columns: DeltaEvolution) -> None:
+    def __init__(self, spark: SparkSession, delta: DeltaTables, columns: DeltaEvolution, vectors: bool = True) -> None:
         self.spark = spark
         self.delta = delta
         self.columns = columns  # the tables' ALTERs
+        self.vectors = vectors  # new mirrors get deletion vectors (land.deletion_vectors: delta/mirror_driver.py)
         self._highest: dict[tuple[str, str], Any] = {}  # see _key_high
 
     def apply(self, candidates: DataFrame, mirror: MirrorTable, batch_id: int) -> bool:
@@ -48,7 +50,8 @@ class SparkMirror(MirrorStrategy[DataFrame]):
         if not mirror.exists:
             # A new mirror starts empty: the batch's surviving rows are plain inserts, no MERGE needed.
             # (A replay after a crash finds the table and MERGEs, or skips by txnVersion: same result.)
-            self.delta.append(surviving, path, batch_id, stats=key_stats(columns, pk))
+            self.delta.append(surviving, path, batch_id, stats=key_stats(columns, pk),
+                              properties={ENABLE_PROPERTY: "true"} if self.vectors else None)
             record_key(self.spark, path, pk)  # Spark's writer sets no properties but Delta's own
             return True
         assert mirror.known is not None

@@ -25,6 +25,7 @@ from ..decode.lake_types import quote
 from ..lake.paths import join
 from ..statements.schema_alter import Alters, MirrorRewrite, Transform
 from ..statements.table_statements import Properties, TableStatements
+from .commit import Removed
 from .mirror_driver import DRIVER_KEYS
 from .mirrors import META
 from .statements import DeltaStatementTables, _configured, _protocol
@@ -52,7 +53,7 @@ class DeltaMirrorRewrite(MirrorRewrite):
         adds, removes = [], []
         for name, add in found.files.items():
             rows = transform(conform(lake.read_parquet(join(path, name)), old))
-            removes.append((name, int(add["size"])))
+            removes.append(Removed.of(name, add))
             if len(rows):
                 adds.append(_write(lake, path, rows, key[0] if key and types.get(key[0]) in DRIVER_KEYS else None))
         schema = t._schema_of(ddl)

@@ -27,6 +27,7 @@ from ..lake.generations import parse_change_log
 from ..lake.paths import join, scheme
 from ..statements.statements import STATEMENT_COLUMNS, Name, statement_column_ddl
 from ..statements.table_statements import Properties, StatementTables
+from .commit import Removed
 from .evolution import DeltaEvolution
 from .mirrors import META, key_stats
 from .tables import DeltaTables, stats_columns
@@ -147,7 +148,7 @@ class DeltaStatementTables(StatementTables):
             return
         commit = self.delta.transaction(path)
         metadata = {**found.metadata, "configuration": _configured(found.configuration, properties)}
-        removes = [(p, int(a["size"])) for p, a in found.files.items()]
+        removes = [Removed.of(p, a) for p, a in found.files.items()]
         self.delta.committed(path, commit.rewrite([], removes, self.delta.app_id, batch_id, metadata), batch_id)
 
     def replace_mirror(self, db: str, table: str, columns: list[tuple[str, str]], key: list[str],
@@ -171,7 +172,7 @@ class DeltaStatementTables(StatementTables):
             configuration = {k: v for k, v in found.configuration.items() if not k.startswith("binlake.defaults")}
             metadata = {**found.metadata, "schemaString": orjson.dumps(schema).decode(),
                         "configuration": _configured({**configuration, **own}, properties)}
-            removes = [(p, int(a["size"])) for p, a in found.files.items()]
+            removes = [Removed.of(p, a) for p, a in found.files.items()]
             version = commit.rewrite([], removes, self.delta.app_id, batch_id, metadata,
                                      _protocol(found.protocol, schema))
         self.delta.committed(path, version, batch_id)
@@ -201,7 +202,7 @@ class DeltaStatementTables(StatementTables):
         else:
             metadata = {**dst.metadata, "schemaString": src.metadata["schemaString"],
                         "partitionColumns": src.metadata.get("partitionColumns") or [], "configuration": configuration}
-            removes = [(p, int(a["size"])) for p, a in dst.files.items()]
+            removes = [Removed.of(p, a) for p, a in dst.files.items()]
             version = commit.rewrite(adds, removes, self.delta.app_id, batch_id, metadata,
                                      _merged_protocol(dst.protocol, src.protocol))
         self.delta.committed(dst_path, version, batch_id)

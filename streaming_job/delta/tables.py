@@ -88,6 +88,12 @@ class DeltaTables:
             return False
         return True
 
+    def enable_deletion_vectors(self, path: str) -> None:
+        """Deletion vectors enabled on an existing table (land.deletion_vectors always): its protocol upgraded to
+        the table features and ``delta.enableDeletionVectors`` set, by the JVM's Delta (once per table)."""
+        log.info("%s: deletion vectors enabled (readers of the table need deletion vector support)", path)
+        self.spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+
     def exists(self, path: str) -> bool:
         """Whether a Delta table is at ``path`` (asked of the JVM's Delta, with this session: the active one
         is per thread)."""
@@ -121,11 +127,14 @@ class DeltaTables:
         self._committed[(path, self.app_id)] = (version, batch_id)
 
     def append(self, df: DataFrame, path: str, batch_id: int, partition_by: str | None = None,
-               stats: list[str] | None = None, idempotent: bool = True, merge_schema: bool = False) -> None:
+               stats: list[str] | None = None, idempotent: bool = True, merge_schema: bool = False,
+               properties: dict[str, str] | None = None) -> None:
         """An idempotent append; ``stats``: the table is new, collect file statistics of these columns only
         (statistics of every column of wide row images cost a third of the write, and skip nothing);
-        ``merge_schema``: columns of ``df`` the table lacks are added."""
+        ``merge_schema``: columns of ``df`` the table lacks are added; ``properties``: a new table's."""
         writer = df.write.format("delta").mode("append")
+        for name, value in (properties or {}).items():
+            writer = writer.option(name, value)
         if merge_schema:
             writer = writer.option("mergeSchema", "true")
         if idempotent:

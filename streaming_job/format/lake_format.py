@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ..batch.batch_rows import TableRows
 from ..batch.evolution import SchemaEvolution, SchemaGroup
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from ..statements.table_statements import TableStatements
 
 QUARANTINE_TABLE = "_quarantine"
+# land.deletion_vectors (Delta's mirrors: delta/mirror_driver.py): "auto": once a batch would rewrite a large share
+# of a mirror's files; "always": from a mirror's creation (or its next batch); "never"
+VectorMode = Literal["auto", "always", "never"]
 
 
 class Undecodable(NamedTuple):
@@ -60,6 +63,7 @@ class FormatSettings:
     small_file_bytes: int = 8 << 20
     compact_bytes: int = 256 << 20
     on_incompatible_change: Mode = "rewrite"  # land.on_incompatible_change (schema_alter.py)
+    deletion_vectors: VectorMode = "auto"  # land.deletion_vectors: Delta's mirrors (delta/mirror_driver.py)
 
 
 @dataclass

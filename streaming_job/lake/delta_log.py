@@ -31,9 +31,10 @@ LOG = "_delta_log"
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 # Writer features whose rules the commits of this module keep: appends and file rewrites of binlake's
 # own files with statistics, nothing else (invariants: binlake's lake columns have no NOT NULL; appendOnly
-# forbids removes, checked in ``commit``; the type features only describe the files written)
+# forbids removes, checked in ``commit``; the type features only describe the files written; deletion vectors:
+# the driver reads a file's rows without those of its deletion vector, and removes it with its vector)
 WRITER_FEATURES = frozenset(("appendOnly", "invariants", "timestampNtz", "typeWidening", "typeWidening-preview",
-                             "checkConstraints", "domainMetadata"))
+                             "checkConstraints", "domainMetadata", "deletionVectors"))
 ENGINE = "binlake"
 _INTS = {"integer": "int", "long": "bigint", "short": "smallint", "byte": "tinyint"}
 
@@ -58,13 +59,26 @@ def simple_type(t: Any) -> str:
     return "struct<" + ",".join(f"{f['name']}:{simple_type(f['type'])}" for f in t["fields"]) + ">"
 
 
-def table_protocol(schema: dict[str, Any]) -> dict[str, Any]:
-    """The lowest protocol a new table with this schema needs: timestamp_ntz columns are a table feature
-    (readers and writers of version 3 and 7); anything else is plain (1, 2), which every reader reads."""
-    if '"timestamp_ntz"' in orjson.dumps(schema).decode():
-        return {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["timestampNtz"],
-                "writerFeatures": ["timestampNtz", "appendOnly", "invariants"]}
+def table_protocol(schema: dict[str, Any], configuration: dict[str, str] | None = None) -> dict[str, Any]:
+    """The lowest protocol a new table with this schema and these properties needs: timestamp_ntz columns and
+    deletion vectors (``delta.enableDeletionVectors``) are table features (readers and writers of version 3 and
+    7); anything else is plain (1, 2), which every reader reads."""
+    features = [name for name, used in (
+        ("timestampNtz", '"timestamp_ntz"' in orjson.dumps(schema).decode()),
+        ("deletionVectors", (configuration or {}).get("delta.enableDeletionVectors") == "true")) if used]
+    if features:
+        return {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": features,
+                "writerFeatures": [*features, "appendOnly", "invariants"]}
     return {"minReaderVersion": 1, "minWriterVersion": 2}
+
+
+def _vector_id(action: dict[str, Any]) -> str | None:
+    """What tells apart two deletion vectors of one file (PROTOCOL.md: its storage type, path and offset)."""
+    vector = action.get("deletionVector")
+    if not vector:
+        return None
+    offset = vector.get("offset")
+    return f"{vector['storageType']}{vector['pathOrInlineDv']}" + ("" if offset is None else f"@{offset}")
 
 
 class TableLog:
@@ -149,7 +163,12 @@ class TableLog:
                 add = action["add"]
                 self.files[add["path"]] = add
             elif "remove" in action:
-                self.files.pop(action["remove"]["path"], None)
+                # a file is live by its path and deletion vector: a commit that gives a file a new deletion
+                # vector adds it with the new one and removes it with the old one (in either order)
+                remove = action["remove"]
+                live = self.files.get(remove["path"])
+                if live is not None and _vector_id(live) == _vector_id(remove):
+                    del self.files[remove["path"]]
             elif "txn" in action:
                 self.txns[action["txn"]["appId"]] = int(action["txn"]["version"])
             elif "metaData" in action:
@@ -181,6 +200,7 @@ class TableLog:
             stats = add.get("stats")
             found = orjson.loads(stats).get("numRecords") if stats else None
             total += int(found) if found is not None else int(add.get("size") or 0) // 32
+            total -= int((add.get("deletionVector") or {}).get("cardinality") or 0)
         return total
 
     def txn_version(self, app_id: str) -> int:
@@ -207,7 +227,7 @@ class TableLog:
         metadata = {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
                     "schemaString": orjson.dumps(schema).decode(), "partitionColumns": partition_by,
                     "configuration": configuration, "createdTime": int(time.time() * 1000)}
-        return [{"protocol": table_protocol(schema)}, {"metaData": metadata}]
+        return [{"protocol": table_protocol(schema, configuration)}, {"metaData": metadata}]
 
     def commit(self, actions: list[dict[str, Any]], operation: str, parameters: dict[str, Any],
                blind_append: bool) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -123,8 +124,10 @@ class LakeFiles:
         return [os.path.basename(f.path) for f in self.filesystem.get_file_info(selector)
                 if f.type == pafs.FileType.File]
 
-    def read_parquet(self, path: str) -> pa.Table:
-        return pq.ParquetFile(self.path(path), filesystem=self.filesystem).read()
+    def read_parquet(self, path: str, columns: Sequence[str] | None = None) -> pa.Table:
+        """A Parquet file's rows (``columns``: only these)."""
+        return pq.ParquetFile(self.path(path), filesystem=self.filesystem).read(
+            columns=None if columns is None else [*columns])
 
     def write_parquet(self, path: str, rows: pa.Table, **options: Any) -> int:
         """A Parquet file of ``rows``; its size."""

@@ -50,6 +50,7 @@ from .sink_parks import ParkedTables, Scope, TableRecords
 from .verify import Verifier
 
 if TYPE_CHECKING:
+    from ..format.lake_format import VectorMode
     from ..statements.schema_alter import Mode
 
 log = logging.getLogger("binlake.land")
@@ -96,6 +97,7 @@ class Lander(ParkedTables):
     compact_files: int = 32
     small_file_bytes: int = 8 << 20
     compact_bytes: int = 256 << 20
+    deletion_vectors: VectorMode = "auto"  # format delta: land.deletion_vectors (delta/mirror_driver.py)
     # format iceberg: the tables' upkeep (land.iceberg_*; None: IcebergMaintenance's defaults with the three above)
     iceberg_maintenance: IcebergMaintenance | None = None
     lake_format: str = "delta"  # land.format: "delta" or "iceberg" (formats.py)
@@ -128,7 +130,7 @@ class Lander(ParkedTables):
                                          f"{self.topic_prefix}._schema" if self.source.schema_topic else None)
         settings = FormatSettings(self.lake_format, self.lake, self.keys, self.driver_rows, self.driver_merge_bytes,
                                   self.compact_files, self.small_file_bytes, self.compact_bytes,
-                                  self.on_incompatible_change)
+                                  self.on_incompatible_change, self.deletion_vectors)
         services = FormatServices(self.spark, self.app_id, self.files, self.threads, self.evolution)
         self.format = make_format(settings, services, self.iceberg_catalog, self.iceberg_maintenance)
         self.verifier = Verifier(self.format)

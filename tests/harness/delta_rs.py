@@ -27,6 +27,18 @@ def delta_rs_table(path: Path, widened: bool = False) -> Any:
     return table.to_pyarrow_table()
 
 
+def delta_rs_rows(path: Path | str) -> Any:
+    """A table's live rows as delta-rs's query engine (DataFusion) reads them, as an Arrow table: it applies
+    deletion vectors, which ``DeltaTable.to_pyarrow_table`` (and so pandas and Polars) refuses to read."""
+    import deltalake
+    import pyarrow as pa
+
+    found = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(str(path))).execute("SELECT * FROM t")
+    table = pa.table(found.read_all())
+    return table.cast(pa.schema([pa.field(f.name, pa.string() if f.type == pa.string_view() else f.type)
+                                 for f in table.schema]))
+
+
 def plain_value(v: Any) -> Any:
     """A value as Arrow gives it (Spark gives binary as bytearray)."""
     return bytes(v) if isinstance(v, bytearray) else v

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from tests.harness.binlogs import verbose_counts
+from tests.harness.delta_rs import delta_rs_rows
 from tests.harness.land import assert_change_log, plain_rows
 
 
@@ -67,11 +68,14 @@ def kill_workload(server, db: str):
 
 
 def assert_kill_workload_landed(spark, lake: Path, server, conn, db: str) -> None:
-    """Mirrors equal the server's SELECT; the change logs hold mariadb-binlog --verbose's row changes, once."""
+    """Mirrors equal the server's SELECT, read by Spark and by delta-rs; the change logs hold mariadb-binlog
+    --verbose's row changes, once."""
     for table, key in (("a", "id"), ("b", "id")):
         df = spark.read.format("delta").load(str(lake / db / table))
         mirror = {(r["id"],): {c: r[c] for c in df.columns if not c.startswith("_binlake")} for r in df.collect()}
         assert mirror == plain_rows(conn, table, key), table
+        read = delta_rs_rows(lake / db / table).to_pylist()
+        assert {(r["id"],): {c: r[c] for c in df.columns if not c.startswith("_binlake")} for r in read} == mirror
     server.flush_logs()
     counts = verbose_counts(server.binlog_files()[:-1], db)
     assert_change_log(spark, lake, db, counts, ["a", "b"])

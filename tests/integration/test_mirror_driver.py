@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tests.harness.delta_rs import delta_rs_table
+from tests.harness.delta_rs import delta_rs_rows, delta_rs_table
 
 pytestmark = pytest.mark.integration
 COLUMNS = [("id", "bigint"), ("v", "string"), ("ts", "timestamp"), ("d", "decimal(12,2)")]
@@ -74,11 +74,20 @@ def _operations(spark, path: str) -> list[str]:
     return [r.operation for r in DeltaTable.forPath(spark, path).history().orderBy("version").collect()]
 
 
-def test_the_driver_keeps_the_mirror_equal_to_the_source(spark, tmp_path) -> None:
+@pytest.mark.parametrize("vectors", ["never", "always"])
+def test_the_driver_keeps_the_mirror_equal_to_the_source(spark, tmp_path, vectors, monkeypatch) -> None:
+    """``always``: the mirror has deletion vectors, and every file a batch changes gets one (no file is small)
+    unless that would delete more than 60% of it (here: the batches change a third of this small table);
+    Spark's MERGEs write theirs, which the driver reads next."""
     from streaming_job.batch.mirror import candidate_schema
+    from streaming_job.delta import mirror_driver
+    from streaming_job.lake.delta_log import TableLog
     from streaming_job.land.sink import Lander
 
-    lander = Lander(spark, str(tmp_path / "lake"), str(tmp_path / "cp"))
+    monkeypatch.setattr(mirror_driver, "_REWRITE_SHARE", 0.6)
+
+    small = {"small_file_bytes": 1} if vectors == "always" else {}
+    lander = Lander(spark, str(tmp_path / "lake"), str(tmp_path / "cp"), deletion_vectors=vectors, **small)
     path = lander.path("db", "t")
     schema = candidate_schema(COLUMNS)
     rnd = random.Random(20261123)
@@ -93,10 +102,14 @@ def test_the_driver_keeps_the_mirror_equal_to_the_source(spark, tmp_path) -> Non
             lander.format.mirrors.driver.files.clear()
             lander.format.mirrors.from_driver(table, "db", "t", COLUMNS, ["id"], batch_id)
         assert _mirror(spark, path) == model, batch_id
+        vectored = [name for name, add in TableLog.read(path).files.items() if add.get("deletionVector")]
+        assert bool(vectored) is (vectors == "always" and batch_id > 0), (batch_id, vectored)
     operations = _operations(spark, path)
     # created by the driver's append of the first batch, then its rewrites (UPDATE), Spark's MERGEs
     assert operations[:1] == ["WRITE"] and operations[1:3] == ["UPDATE", "UPDATE"], operations
     assert operations[3:5] == ["MERGE", "MERGE"] and operations[5:] == ["UPDATE"] * 3, operations
+    read = delta_rs_rows(path)  # a reader of deletion vectors other than Spark
+    assert {r["id"]: (r["v"], r["ts"], r["d"]) for r in read.to_pylist()} == model
 
 
 def test_a_batch_of_new_keys_reads_no_mirror_file(spark, tmp_path) -> None:

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from streaming_job.batch.writer import Added
-from streaming_job.delta.commit import file_actions
+from streaming_job.delta.commit import Removed, file_actions
 from streaming_job.lake.delta_log import CommitConflict, TableLog, UnreadableLog, simple_type, table_protocol
 
 SCHEMA = {"type": "struct", "fields": [
@@ -54,7 +54,7 @@ def test_commits_read_by_delta_rs_and_its_commits_read_by_us(tmp_path) -> None:
                *file_actions([first], "app", 0)]
     assert table.commit(actions, "WRITE", {"mode": "Append"}, blind_append=True) == 0
     second = _file(path, [1, 4])
-    table.commit(file_actions([second], "app", 1, removes=[(first[0], first[2])]), "UPDATE", {}, False)
+    table.commit(file_actions([second], "app", 1, removes=[Removed(first[0], first[2])]), "UPDATE", {}, False)
     dt = deltalake.DeltaTable(path)
     assert (dt.version(), _ids(path), dt.transaction_version("app")) == (1, [1, 4], 1)
     assert dt.protocol().min_reader_version == 1 and dt.protocol().min_writer_version == 2
@@ -128,7 +128,7 @@ def test_protocols_types_and_what_the_driver_may_write(tmp_path) -> None:
     assert not table.writable
     table.metadata = {**table.metadata, "configuration": {"delta.appendOnly": "true"}}
     with pytest.raises(ValueError, match="append-only"):
-        table.commit(file_actions([], "app", 1, removes=[("x", 1)]), "UPDATE", {}, False)
+        table.commit(file_actions([], "app", 1, removes=[Removed("x", 1)]), "UPDATE", {}, False)
     os.unlink(os.path.join(path, "_delta_log", f"{0:020d}.json"))
     with open(os.path.join(path, "_delta_log", f"{2:020d}.json"), "wb") as fh:
         fh.write(orjson.dumps({"txn": {"appId": "a", "version": 1}}) + b"\n")
