@@ -66,7 +66,7 @@ def measure_latency(rate: float, duration: float, shape: Shape, land_log: Path |
 
 def run_latency(rate: float, duration: float, shape: Shape, land_log: Path | None = None, writers: int = 3,
                 lake_format: str = "delta", preload: int = 0,
-                inspect: Callable[[Path, float], Any] | None = None) -> LatencyRun:
+                inspect: Callable[[Path, float], Any] | None = None, merge_job: bool = False) -> LatencyRun:
     """Single-row transactions at ``rate``/s for ``duration`` s through `binlake run` and `binlake land
     --trigger 1s`, once two warm-up rows have landed (steady state: the first micro-batches of a process pay
     the JVM's warm-up once); a row's latency is the commit time of the first mirror version holding it
@@ -77,7 +77,9 @@ def run_latency(rate: float, duration: float, shape: Shape, land_log: Path | Non
     its own, and its latency is the commit time of the first mirror version holding that value.
 
     ``inspect(lake, started)``: called once the processes stopped, with the lake's local directory and the
-    time the transactions started; its result is the run's ``inspected``."""
+    time the transactions started; its result is the run's ``inspected``. ``merge_job``: the daemon publishes
+    Debezium's JSON change events and bench/merge_job.py (Spark's MERGE) lands them instead of `binlake land`
+    (local, Delta)."""
     options = {"sync_binlog": 0, "innodb_flush_log_at_trx_commit": 0, "innodb_buffer_pool_size": "128M"}
     prefix = f"landlat{os.getpid()}"
     with KafkaBroker() as broker, MariaDBServer(binlog_row_metadata="FULL", options=options) as server, \
@@ -92,15 +94,20 @@ def run_latency(rate: float, duration: float, shape: Shape, land_log: Path | Non
             server.execute("INSERT INTO bench_lat.t VALUES (0, 0)")  # warm-up row
         lake = Path(root) / "lake"
         logs = Path(root)
+        land = [sys.executable, "-m", "ingester.cli.main", "land", "--kafka", broker.bootstrap, "--topic-prefix",
+                prefix, "--lake", shape.lake(lake), "--checkpoint", shape.checkpoint(lake, lake_format), "--trigger",
+                "1s", "--format", lake_format, *shape.land_args]
+        if merge_job:
+            land = [sys.executable, str(BENCH_DIR / "merge_job.py"), "--kafka", broker.bootstrap, "--topic",
+                    f"{prefix}.bench_lat.t", "--table", str(lake / "bench_lat" / "t"), "--checkpoint",
+                    str(lake / "_checkpoint")]
+        daemon_env = {**os.environ, **({"BINLAKE_KAFKA_FORMAT": "debezium-json"} if merge_job else {})}
         procs = [
             subprocess.Popen([sys.executable, "-m", "ingester.cli.main", "run", "--source", server.url, "--kafka",
-                              broker.bootstrap, "--topic-prefix", prefix, "--server-id", "902"],
+                              broker.bootstrap, "--topic-prefix", prefix, "--server-id", "902"], env=daemon_env,
                              stdout=subprocess.DEVNULL, stderr=open(logs / "run.log", "wb"), cwd=BENCH_DIR.parent),
-            subprocess.Popen([sys.executable, "-m", "ingester.cli.main", "land", "--kafka", broker.bootstrap,
-                              "--topic-prefix", prefix, "--lake", shape.lake(lake), "--checkpoint",
-                              shape.checkpoint(lake, lake_format), "--trigger", "1s", "--format", lake_format,
-                              *shape.land_args],
-                             stdout=subprocess.DEVNULL, stderr=open(logs / "land.log", "wb"), cwd=BENCH_DIR.parent),
+            subprocess.Popen(land, stdout=subprocess.DEVNULL, stderr=open(logs / "land.log", "wb"),
+                             cwd=BENCH_DIR.parent),
         ]
         try:
             # Steady state: the first batch creates the mirror, the second pays the first MERGE's JVM warm-up

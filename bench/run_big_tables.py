@@ -8,7 +8,7 @@ is landed first through the binlog (land_latency.run_latency's preload), then si
 spread over the whole table at ``--rate`` for ``--duration`` s; a row's latency is the commit time of the first
 mirror version holding its new value (delta-rs's time travel) minus the time its UPDATE returned.
 
-    python bench/run_big_tables.py [--rows 1000000,10000000] [--modes vectors,rewrite] [--rate 2000]
+    python bench/run_big_tables.py [--rows 1000000,10000000] [--modes vectors,rewrite,merge] [--rate 2000]
         [--duration 60] [--output bench/results/big-tables.md]
 """
 
@@ -27,7 +27,9 @@ from run_decode import _cpu_model, _git_revision
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS = BENCH_DIR / "results" / "big-tables.md"
-MODES = {"vectors": "always", "rewrite": "never"}  # --deletion-vectors of each mode
+# binlake land's --deletion-vectors of each of its modes; "merge": bench/merge_job.py, Spark's own MERGE of Debezium's
+# change events into a Delta table with deletion vectors
+MODES = {"vectors": "always", "rewrite": "never", "merge": None}
 GOAL_P99_S = 2.0
 
 
@@ -73,19 +75,23 @@ def inspect(lake: Path, started: float) -> LakeAfter:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", default="1000000,10000000", help="mirror sizes, comma-separated")
-    parser.add_argument("--modes", default="vectors,rewrite", help="of " + ", ".join(MODES))
+    parser.add_argument("--modes", default="vectors,rewrite,merge", help="of " + ", ".join(MODES))
     parser.add_argument("--rate", type=float, default=2000, help="target UPDATEs a second")
     parser.add_argument("--duration", type=float, default=60, help="seconds of UPDATEs")
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--logs", type=Path, help="keep each run's land log here (land-<rows>-<mode>.latency.log)")
     args = parser.parse_args()
     sizes = [int(n) for n in args.rows.split(",")]
     modes = args.modes.split(",")
     results: dict[tuple[int, str], LatencyRun] = {}
     for rows in sizes:
         for mode in modes:
-            shape = Shape(land_args=["--deletion-vectors", MODES[mode]])
+            vectors = MODES[mode]
+            shape = Shape(land_args=["--deletion-vectors", vectors] if vectors else [])
             print(f"{rows:,} rows, {mode}: ...", flush=True)
-            run = run_latency(args.rate, args.duration, shape, preload=rows, inspect=inspect)
+            land_log = args.logs / f"land-{rows}-{mode}.log" if args.logs else None
+            run = run_latency(args.rate, args.duration, shape, land_log, preload=rows, inspect=inspect,
+                              merge_job=not vectors)
             results[(rows, mode)] = run
             after: LakeAfter = run.inspected
             print(f"{rows:,} rows, {mode}: p50 {run.pct(0.5):.2f} s, p99 {run.pct(0.99):.2f} s, "
@@ -109,8 +115,11 @@ def _report(args: argparse.Namespace, sizes: list[int], modes: list[str],
         "CPUs, after the mirror was landed through the binlog (bench/run_big_tables.py). Latency: the commit of the "
         "first mirror version holding a row's new value (delta-rs's time travel) minus the time its UPDATE "
         "returned. `vectors`: `--deletion-vectors always`; `rewrite`: `never` (the files holding a batch's keys "
-        "rewritten, as before). Written: data and deletion vector files since the UPDATEs started, per changed "
-        "row. Scans: count and sum of a column over the whole mirror afterwards.",
+        "rewritten, as before); `merge`: what users write instead, Debezium's JSON change events (`binlake run` with "
+        "`kafka.format: debezium-json`) landed by a Spark foreachBatch MERGE of each batch's last change per key "
+        "into a Delta table with deletion vectors (bench/merge_job.py). Written: data and deletion vector files "
+        "since the UPDATEs started, per changed row. Scans: count and sum of a column over the whole mirror "
+        "afterwards.",
         "",
         "| mirror rows | mode | achieved/s | p50 | p90 | p99 | max | bytes written per changed row | live files "
         "(with a vector) | scan, delta-rs | scan, Spark |",
@@ -129,10 +138,11 @@ def _report(args: argparse.Namespace, sizes: list[int], modes: list[str],
         for rows in sizes:
             vectors = results[(rows, "vectors")]
             line = f"- {rows:,} rows: vectors p99 {vectors.pct(0.99):.2f} s"
-            if "rewrite" in modes:
-                rewrite = results[(rows, "rewrite")]
-                ratio = rewrite.pct(0.99) / vectors.pct(0.99)
-                line += f"; rewrite p99 {rewrite.pct(0.99):.2f} s: vectors {ratio:.1f}x faster"
+            for other in ("rewrite", "merge"):
+                if other in modes:
+                    found = results[(rows, other)]
+                    ratio = found.pct(0.99) / vectors.pct(0.99)
+                    line += f"; {other} p99 {found.pct(0.99):.2f} s: vectors {ratio:.1f}x faster"
             line += f"; goal p99 <= {GOAL_P99_S:.0f} s {'met' if vectors.pct(0.99) <= GOAL_P99_S else 'not met'}."
             lines.append(line)
         smallest, largest = results[(sizes[0], "vectors")], results[(sizes[-1], "vectors")]

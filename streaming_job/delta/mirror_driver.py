@@ -7,7 +7,8 @@ On a mirror with deletion vectors (land.deletion_vectors), a batch's updates and
 the old rows deleted in the file's deletion vector instead of rewriting it: the batch reads the key columns of
 the files its keys may be in (kept in memory), writes a vector file and its new rows, and so costs what its
 changes cost whatever the table's size. A file is rewritten without its deleted rows once they pass
-``_REWRITE_SHARE`` of it, and small files are rewritten as before (land.small_file_bytes)."""
+``_REWRITE_SHARE`` of it, and one under ``_VECTOR_FILE_BYTES`` is rewritten as before; small files (under
+land.small_file_bytes) are compacted together as before, without their deleted rows."""
 
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ DRIVER_KEYS = (*INTEGER, "decimal(20,0)")
 _FILE_ROWS = 1_000_000  # rows per mirror file the driver writes, at most
 _FILE_ROWS_PER_THREAD = 50_000  # ... and at least, where it writes several at once
 _REWRITE_SHARE = 0.3  # a file whose deletion vector would delete more than this share of its rows is rewritten
+_VECTOR_FILE_BYTES = 1 << 20  # ... and so is a smaller file than this (or than land.small_file_bytes): cheap to write
 _KEYS_BYTES = 512 << 20  # the files' key columns kept in memory, at most
 # land.deletion_vectors "auto": a mirror gets deletion vectors once a batch would rewrite more than this of its
 # files (a large mirror changed at scattered keys); smaller ones keep the lowest protocol, which more readers read
@@ -56,7 +58,7 @@ class DriverMirror(MirrorStrategy[pa.Table]):
     batch under a steady trickle adds a small file to the mirror: once it has ``compact_files`` files under
     ``small_file_bytes``, the driver's commit rewrites them together with the batch (MirrorFiles.small), at most
     ``compact_bytes`` of them (None: ``merge_bytes``; within what is left of ``merge_bytes`` in any case).
-    ``vectors``: land.deletion_vectors (a touched file of ``small_file_bytes`` or more gets a deletion vector)."""
+    ``vectors``: land.deletion_vectors (a touched file of 1 MiB or more gets a deletion vector: ``_mark``)."""
 
     def __init__(self, delta: DeltaTables, threads: DriverThreads, merge_bytes: int, compact_files: int,
                  small_file_bytes: int, compact_bytes: int | None = None, vectors: VectorMode = "auto") -> None:
@@ -168,28 +170,27 @@ class DriverMirror(MirrorStrategy[pa.Table]):
 
     def _mark(self, files: MirrorFiles, touched: list[str], latest: pa.Table, pk: list[str],
               path: str) -> tuple[list[str], list[tuple[LiveFile, np.ndarray]]]:
-        """Of the ``touched`` files, those whose rows of the batch's keys a deletion vector deletes (a file of
-        ``small_file_bytes`` or more, with the row positions its new vector holds: the old one's and the
-        batch's), and those rewritten (the small ones, and those whose vector would delete more than
-        ``_REWRITE_SHARE`` of their rows)."""
+        """Of the ``touched`` files, those whose rows of the batch's keys a deletion vector deletes (with the row
+        positions its new vector holds: the old one's and the batch's), and those rewritten (those under
+        ``_VECTOR_FILE_BYTES`` or ``small_file_bytes``, and those whose vector would delete more than
+        ``_REWRITE_SHARE`` of their rows). A file whose range holds the batch's keys and whose live rows none of
+        them is neither (a small one may then be compacted with others: ``MirrorFiles.small``)."""
         assert self.delta.files is not None and self.vector_files is not None
         rewritten, marked = [], []
         for name in touched:
             live = files.live[name]
-            if live.size < self.small_file_bytes:
-                rewritten.append(name)
-                continue
             where = join(path, name)
             keys = self.keys.get(where)
             if keys is None:
                 cached = self.recent.get(where)
                 keys = cached.select(pk) if cached is not None else self.delta.files.read_parquet(where, columns=pk)
                 self.keys.put(where, keys)
-            hit = _positions(keys, latest, pk)
+            old = self.vector_files.deleted(path, live.deletion_vector)
+            hit = np.setdiff1d(_positions(keys, latest, pk), old, assume_unique=True)
             if not len(hit):
-                continue  # the file's range holds the batch's keys, the file none of them
-            deleted = np.union1d(self.vector_files.deleted(path, live.deletion_vector), hit)
-            if len(deleted) > _REWRITE_SHARE * len(keys):
+                continue  # none of the file's live rows has one of the batch's keys
+            deleted = np.union1d(old, hit)
+            if live.size < min(self.small_file_bytes, _VECTOR_FILE_BYTES) or len(deleted) > _REWRITE_SHARE * len(keys):
                 rewritten.append(name)
             else:
                 marked.append((live, deleted))
@@ -204,18 +205,15 @@ class MirrorFiles:
     version: int
     live: dict[str, LiveFile]
     ranges: dict[str, KeyRange | None]
+    sizes: dict[str, int]
 
     @classmethod
     def read(cls, commit: Commit, key: str) -> MirrorFiles:
-        live, ranges = {}, {}
+        live, ranges, sizes = {}, {}, {}
         for file in commit.files():
-            live[file.path] = file
+            live[file.path], sizes[file.path] = file, file.size
             ranges[file.path] = file_range(file.stats, key)
-        return cls(commit.version, live, ranges)
-
-    @property
-    def sizes(self) -> dict[str, int]:
-        return {name: file.size for name, file in self.live.items()}
+        return cls(commit.version, live, ranges, sizes)
 
     def holding(self, keys: np.ndarray) -> list[str] | None:
         """The files whose key range holds one of the (sorted) ``keys``; None where the driver cannot tell."""
@@ -241,9 +239,10 @@ class MirrorFiles:
     def update(self, version: int, adds: list[Added], removed: list[str], key: str,
                vectored: Sequence[Vectored] = ()) -> None:
         for name in removed:
-            del self.live[name], self.ranges[name]
+            del self.live[name], self.ranges[name], self.sizes[name]
         for name, values, size, stats in adds:
             self.live[name] = LiveFile(name, size, orjson.dumps(stats).decode(), None, values, 0)
+            self.sizes[name] = size
             self.ranges[name] = KeyRange(stats["minValues"][key], stats["maxValues"][key])
         for file, vector in vectored:
             self.live[file.path] = file._replace(deletion_vector=vector)

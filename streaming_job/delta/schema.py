@@ -2,8 +2,9 @@
 columns added. Where the driver writes the table's log (a local lake, S3) it reads each data file with pyarrow,
 writes its rows anew (schema_alter's transform: converted, renamed, dropped, added columns), and commits the new
 files, the old ones' removal, the new schema and the action's marker in one commit, with the batch part's
-SetTransaction; file by file, so a mirror of any size needs a file's rows in memory at a time. A lake only Spark
-reaches: Spark reads the mirror and overwrites it (its schema too), idempotent by txnVersion, then the properties.
+SetTransaction; file by file (without the rows a file's deletion vector deletes), so a mirror of any size needs a
+file's rows in memory at a time. A lake only Spark reaches: Spark reads the mirror and overwrites it (its schema
+too), idempotent by txnVersion, then the properties.
 
 Dropping a column rewrites the mirror rather than enabling Delta column mapping, which would drop it in the
 metadata alone: column mapping raises a table's protocol (reader 2, writer 5: every writer must write its physical
@@ -29,6 +30,7 @@ from .commit import Removed
 from .mirror_driver import DRIVER_KEYS
 from .mirrors import META
 from .statements import DeltaStatementTables, _configured, _protocol
+from .vector_files import VectorFiles
 
 log = logging.getLogger("binlake.land")
 
@@ -43,16 +45,18 @@ class DeltaMirrorRewrite(MirrorRewrite):
         path = t.path(db, table)
         found = t._log(db, table)
         ddl = ", ".join(f"{quote(n)} {d}" for n, d in [*columns, *META])
-        if found is None or any(a.get("deletionVector") for a in found.files.values()):
+        if found is None:
             self._rewrite_spark(path, ddl, transform, properties, batch_id)
             return
         lake = t.files
         assert lake is not None
+        vectors = VectorFiles(lake)  # a file's rows without those its deletion vector deletes
         old = pa.schema([pa.field(n, _arrow(d)) for n, d in [*t.columns(db, table), *META]])
         types = dict(columns)
         adds, removes = [], []
         for name, add in found.files.items():
-            rows = transform(conform(lake.read_parquet(join(path, name)), old))
+            live = vectors.live(lake.read_parquet(join(path, name)), path, add.get("deletionVector"))
+            rows = transform(conform(live, old))
             removes.append(Removed.of(name, add))
             if len(rows):
                 adds.append(_write(lake, path, rows, key[0] if key and types.get(key[0]) in DRIVER_KEYS else None))

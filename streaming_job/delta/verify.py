@@ -2,8 +2,8 @@
 the results appended to the Delta table ``<lake>/_verify`` (idempotent by the micro-batch's txnVersion).
 
 Where the driver reaches the lake's files (local disk, S3) it reads the mirror's Delta log and only the
-Parquet files whose key statistics overlap the chunks' range, itself (no Spark job per table); other lakes,
-and mirrors with deletion vectors or partitions, are read by Spark."""
+Parquet files whose key statistics overlap the chunks' range, itself (no Spark job per table), without the rows
+their deletion vectors delete; other lakes, and partitioned mirrors, are read by Spark."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from ..lake.files import LakeFiles
 from ..lake.paths import join
 from .mirror_driver import file_range
 from .tables import DeltaTables
+from .vector_files import VectorFiles
 
 RESULT_DDL = ", ".join(f"`{n}` {t}" for n, t in RESULT_COLUMNS)
 
@@ -42,11 +43,10 @@ class DeltaMirrors:
         return _SparkRead(self.spark, self.spark.read.format("delta").load(path))
 
     def _driver_log(self, path: str) -> TableLog | None:
-        """The mirror's log where the driver can read its files as they are: on a lake it reaches (local or
-        S3), without deletion vectors or partitions (else Spark reads it)."""
+        """The mirror's log where the driver can read its files: on a lake it reaches (local or S3), without
+        partitions (else Spark reads it)."""
         table_log = self.delta.log(path)
-        if table_log is None or table_log.version < 0 or table_log.metadata.get("partitionColumns") or \
-                any(add.get("deletionVector") for add in table_log.files.values()):
+        if table_log is None or table_log.version < 0 or table_log.metadata.get("partitionColumns"):
             return None
         return table_log
 
@@ -59,6 +59,7 @@ class DeltaMirrors:
 class _DriverRead(MirrorRead):
     def __init__(self, files: LakeFiles, table_log: TableLog) -> None:
         self.files = files
+        self.vectors = VectorFiles(files)
         self.log = table_log
         self.columns = [(n, t) for n, t in table_log.columns() if not n.startswith("_binlake_")]
 
@@ -73,7 +74,9 @@ class _DriverRead(MirrorRead):
             held = file_range(add.get("stats"), cut.pk[0]) if exact else None
             if held is not None and not held.meets(wanted):
                 continue  # the file's keys all lie outside the chunks' range
-            parts.append(cut.filter(conform(self.files.read_parquet(join(self.log.path, name)), schema)))
+            rows = self.vectors.live(self.files.read_parquet(join(self.log.path, name)), self.log.path,
+                                     add.get("deletionVector"))
+            parts.append(cut.filter(conform(rows, schema)))
         return pa.concat_tables(parts) if parts else schema.empty_table()
 
 

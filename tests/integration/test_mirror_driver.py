@@ -81,6 +81,7 @@ def test_the_driver_keeps_the_mirror_equal_to_the_source(spark, tmp_path, vector
     Spark's MERGEs write theirs, which the driver reads next."""
     from streaming_job.batch.mirror import candidate_schema
     from streaming_job.delta import mirror_driver
+    from streaming_job.format.mirror_read import KeyCut
     from streaming_job.lake.delta_log import TableLog
     from streaming_job.land.sink import Lander
 
@@ -110,6 +111,9 @@ def test_the_driver_keeps_the_mirror_equal_to_the_source(spark, tmp_path, vector
     assert operations[3:5] == ["MERGE", "MERGE"] and operations[5:] == ["UPDATE"] * 3, operations
     read = delta_rs_rows(path)  # a reader of deletion vectors other than Spark
     assert {r["id"]: (r["v"], r["ts"], r["d"]) for r in read.to_pylist()} == model
+    # verify's read of the mirror by the driver (its files, without the rows their vectors delete)
+    cut = KeyCut(dict(COLUMNS), ["v"], ["id"])
+    assert sorted(lander.format.verify_mirror("db", "t").rows(cut).column("id").to_pylist()) == sorted(model)
 
 
 def test_a_batch_of_new_keys_reads_no_mirror_file(spark, tmp_path) -> None:

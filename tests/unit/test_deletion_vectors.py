@@ -148,3 +148,13 @@ def test_a_missing_or_miscounted_vector_is_one_line_naming_it(tmp_path) -> None:
     written = vectors.write(str(tmp_path / "t"), [np.array([1, 2], dtype=np.uint64)])[0]
     with pytest.raises(dv.DeletionVectorError, match="a deletion vector of 2 rows where its descriptor says 3"):
         vectors.deleted(str(tmp_path / "t"), {**written, "cardinality": 3})
+
+
+def test_the_rows_of_a_batchs_keys_in_a_file_by_one_key_column_or_several() -> None:
+    from streaming_job.delta.mirror_driver import _positions
+
+    file = pa.table({"a": [5, 1, 9, 1, None], "b": ["x", "y", "x", "x", "x"]})
+    latest = pa.table({"a": [1, 9, 7, None], "b": ["x", "x", "x", "x"]})
+    assert _positions(file.select(["a"]), latest, ["a"]).tolist() == [1, 2, 3]  # a null matches nothing
+    assert _positions(file, latest, ["a", "b"]).tolist() == [2, 3]
+    assert _positions(file, latest.slice(0, 0), ["a", "b"]).tolist() == []
