@@ -72,6 +72,7 @@ class DriverMirror(MirrorStrategy[pa.Table]):
         self.files: dict[tuple[str, str], MirrorFiles] = {}
         self.recent = RecentFiles(_RECENT_BYTES)
         self.keys = RecentFiles(_KEYS_BYTES)  # files' key columns, by path
+        self.ordered: dict[str, bool] = {}  # by path: whether a file's first key column ascends (files never change)
         self.vector_files = VectorFiles(delta.files) if delta.files is not None else None
 
     def forget(self, db: str, table: str) -> None:
@@ -154,6 +155,8 @@ class DriverMirror(MirrorStrategy[pa.Table]):
         files.update(version, adds, [r.path for r in removes], key, vectored)
         self.recent.drop([join(path, r.path) for r in removes])
         self.keys.drop([join(path, r.path) for r in removes])
+        for r in removes:
+            self.ordered.pop(join(path, r.path), None)
         if len(adds) == 1 and len(rows) <= SMALL_FILE_ROWS:
             self.recent.put(join(path, adds[0][0]), rows)
         log.debug("%s.%s: mirror kept by the driver (%d of %d files read, %d rewritten, %d small ones compacted, "
@@ -185,8 +188,11 @@ class DriverMirror(MirrorStrategy[pa.Table]):
                 cached = self.recent.get(where)
                 keys = cached.select(pk) if cached is not None else self.delta.files.read_parquet(where, columns=pk)
                 self.keys.put(where, keys)
+            ordered = self.ordered.get(where)
+            if ordered is None:
+                ordered = self.ordered[where] = _ascending(keys.column(pk[0]))
             old = self.vector_files.deleted(path, live.deletion_vector)
-            hit = np.setdiff1d(_positions(keys, latest, pk), old, assume_unique=True)
+            hit = np.setdiff1d(_positions(keys, latest, pk, ordered), old, assume_unique=True)
             if not len(hit):
                 continue  # none of the file's live rows has one of the batch's keys
             deleted = np.union1d(old, hit)
@@ -286,9 +292,25 @@ class RecentFiles:
                     self.size -= rows.nbytes
 
 
-def _positions(keys: pa.Table, latest: pa.Table, pk: list[str]) -> np.ndarray:
+def _ascending(keys: pa.ChunkedArray) -> bool:
+    """Whether a file's first key column ascends (the driver writes its files in key order), without nulls."""
+    if keys.null_count:
+        return False
+    numbers = key_numbers(keys)
+    return bool(len(numbers) < 2 or np.all(numbers[1:] >= numbers[:-1]))
+
+
+def _positions(keys: pa.Table, latest: pa.Table, pk: list[str], ordered: bool = False) -> np.ndarray:
     """The positions (sorted uint64) of a file's rows (``keys``: its key columns, in file order) whose key is one
-    of the batch's (a null never matches, as in a join)."""
+    of the batch's (a null never matches, as in a join). ``ordered``: the file's single key column ascends, so
+    each batch key is looked up by binary search (O(batch keys x log rows), not O(rows))."""
+    if len(pk) == 1 and ordered:
+        column = key_numbers(keys.column(pk[0]))
+        wanted = np.unique(key_numbers(latest.column(pk[0]).drop_null()))
+        at = np.searchsorted(column, wanted)
+        inside = at < len(column)
+        at = at[inside]
+        return np.sort(at[column[at] == wanted[inside]]).astype(np.uint64)
     if len(pk) == 1:
         found = pc.is_in(keys.column(pk[0]), value_set=latest.column(pk[0]).combine_chunks(), skip_nulls=True)
         return np.flatnonzero(found.to_numpy(zero_copy_only=False)).astype(np.uint64)
