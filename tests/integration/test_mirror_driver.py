@@ -271,3 +271,28 @@ def test_a_trickle_of_small_batches_keeps_few_mirror_files(spark, tmp_path) -> N
     assert most <= 4 + 1, most  # four small files, and the batch's own until the next commit merges them
     assert _mirror(spark, path) == model
     assert len(spark.read.format("delta").load(path).inputFiles()) <= 5
+
+
+def test_the_jvms_delta_commits_a_deletion_vector_the_driver_wrote(spark, tmp_path) -> None:
+    """A table whose log the JVM's Delta writes (commit.DeltaCommit: e.g. one with a change data feed) takes the
+    driver's deletion vectors the same way: Spark reads the file without the rows, and removes it with its vector."""
+    import numpy as np
+
+    from streaming_job.delta.commit import DeltaCommit, Vectored
+    from streaming_job.delta.vector_files import VectorFiles
+    from streaming_job.lake.files import LakeFiles
+
+    path = str(tmp_path / "t")
+    spark.range(0, 10, numPartitions=1).selectExpr("id", "CAST(id AS STRING) AS v").write.format("delta") \
+        .option("delta.enableDeletionVectors", "true").save(path)
+    commit = DeltaCommit(spark, path)
+    assert commit.deletion_vectors()
+    (file,) = commit.files()
+    vector = VectorFiles(LakeFiles.on_disk()).write(path, [np.array([0, 4, 9], dtype=np.uint64)])[0]
+    commit.append([], "app", 1, [], vectors=[Vectored(file, vector)])
+    read = sorted(r.id for r in spark.read.format("delta").load(path).collect())
+    assert read == [1, 2, 3, 5, 6, 7, 8] == sorted(delta_rs_rows(path).column("id").to_pylist())
+    (file,) = DeltaCommit(spark, path).files()
+    assert file.deletion_vector == vector
+    DeltaCommit(spark, path).append([], "app", 2, [], [file.removed()])
+    assert spark.read.format("delta").load(path).count() == 0
