@@ -205,12 +205,6 @@ class Descriptor:
         return z85_decode(self.path_or_inline)[:self.size]
 
 
-def unique_id(action: dict[str, Any]) -> str | None:
-    """The ``deletionVector`` unique id of an add or remove action (None: it has none)."""
-    value = action.get("deletionVector")
-    return None if not value else Descriptor.from_json(value).unique_id
-
-
 def keep_mask(rows: int, deleted: np.ndarray) -> np.ndarray:
     """A boolean mask of a data file's ``rows`` rows: False at the positions of its deletion vector."""
     mask = np.ones(rows, dtype=bool)
