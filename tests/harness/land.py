@@ -16,6 +16,7 @@ from typing import Any
 
 from ingester.cli.main import main
 from tests.harness.daemon import BINLAKE
+from tests.harness.delta_rs import delta_rs_frame
 
 
 def run_land(kafka, prefix: str, lake: Path, *extra: str) -> int:
@@ -61,8 +62,8 @@ def store_land_command(kafka, store, prefix: str, lake: str, env: dict[str, str]
 
 
 def mirror_rows(spark, lake: Path, db: str, table: str) -> tuple[dict, dict]:
-    """A mirror keyed by id as Spark reads it, without binlake's columns: (rows, column types)."""
-    df = spark.read.format("delta").load(str(lake / db / table))
+    """A mirror keyed by id as lake_frame reads it, without binlake's columns: (rows, column types)."""
+    df = lake_frame(spark, lake, db, table)
     rows = {(r["id"],): {c: r[c] for c in df.columns if not c.startswith("_binlake")} for r in df.collect()}
     return rows, {f.name: f.dataType.simpleString() for f in df.schema.fields}
 
@@ -80,10 +81,12 @@ _ICEBERG_CATALOG: dict = {}  # session -> the settings of the Iceberg catalog la
 
 
 def lake_frame(spark, lake: Path, db: str, table: str, lake_format: str = "delta", catalog: str | None = None,
-               auth: Any = None):
-    """A lake table as Spark reads it: Delta's by its path, Iceberg's through the lake's catalog ``binlake``
-    (by default Iceberg's HadoopCatalog on the lake's path; ``catalog``: the JDBC or REST catalog pyiceberg wrote;
-    a REST catalog's with ``auth``, an iceberg/auth.RestAuth)."""
+               auth: Any = None, spark_reads: bool = False):
+    """A lake table as a Spark DataFrame. Iceberg's as Spark reads it through the lake's catalog ``binlake`` (by
+    default Iceberg's HadoopCatalog on the lake's path; ``catalog``: the JDBC or REST catalog pyiceberg wrote; a
+    REST catalog's with ``auth``, an iceberg/auth.RestAuth). Delta's as delta-rs reads it (delta_rs.delta_rs_frame),
+    or with ``spark_reads`` (and where delta-rs cannot read the table) by Spark's Delta source: the tests of
+    Spark's reading ask for it (the type zoo, the mirror models, Spark-written tables)."""
     if lake_format == "iceberg":
         from streaming_job.iceberg.catalog import IcebergCatalog
 
@@ -96,23 +99,25 @@ def lake_frame(spark, lake: Path, db: str, table: str, lake_format: str = "delta
             _ICEBERG_CATALOG[spark] = conf
         spark.sql(f"REFRESH TABLE binlake.`{db}`.`{table}`")
         return spark.table(f"binlake.`{db}`.`{table}`")
+    if not spark_reads and (frame := delta_rs_frame(spark, lake / db / table)) is not None:
+        return frame
     return spark.read.format("delta").load(str(lake / db / table))
 
 
 def change_log_rows(spark, lake: Path, db: str, table: str, lake_format: str = "delta",
-                    catalog: str | None = None) -> list:
-    """A table's change log as Spark reads it (its columns but the images)."""
-    return lake_frame(spark, lake, db, f"{table}__changes", lake_format, catalog).select(
+                    catalog: str | None = None, spark_reads: bool = False) -> list:
+    """A table's change log as lake_frame reads it (its columns but the images)."""
+    return lake_frame(spark, lake, db, f"{table}__changes", lake_format, catalog, spark_reads=spark_reads).select(
         "op", "seq", "row_index", "gtid", "commit_ts", "commit_date", "ingest_ts").collect()
 
 
 def assert_change_log(spark, lake: Path, db: str, counts: collections.Counter, tables: list[str],
-                      lake_format: str = "delta", catalog: str | None = None) -> dict:
+                      lake_format: str = "delta", catalog: str | None = None, spark_reads: bool = False) -> dict:
     """Every change log holds exactly the row changes mariadb-binlog --verbose saw, each once. Returns the
     rows read (``change_log_rows``) by table."""
     read = {}
     for table in tables:
-        read[table] = change_log_rows(spark, lake, db, table, lake_format, catalog)
+        read[table] = change_log_rows(spark, lake, db, table, lake_format, catalog, spark_reads)
         assert_change_rows(table, counts, read[table])
     return read
 

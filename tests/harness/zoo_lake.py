@@ -112,11 +112,11 @@ def _lake(col: str, v: Any) -> Any:
 
 
 def _mirror(spark, lake: Path, db: str, table: str, cols: list[tuple[str, str]],
-            lake_format: str) -> tuple[dict, dict]:
+            lake_format: str, spark_reads: bool) -> tuple[dict, dict]:
     """Rows by id (timestamps as UTC microseconds, computed by Spark) and column types of a mirror."""
     from pyspark.sql import functions as F
 
-    df = lake_frame(spark, lake, db, table, lake_format)
+    df = lake_frame(spark, lake, db, table, lake_format, spark_reads=spark_reads)
     types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
     exprs = [F.unix_micros(F.col(c)).alias(c) if c in TIMESTAMPS else F.col(c) for c, _ in cols]
     return {r["id"]: r.asDict() for r in df.select("id", *exprs).collect()}, types
@@ -177,18 +177,20 @@ def assert_zoo_read(read: Callable[[str], Any], server, conn, db: str) -> None:
             ["op", "seq", "row_index", "gtid", "commit_ts", "commit_date"]).to_pylist()])
 
 
-def assert_zoo_landed(spark, lake: Path, server, conn, db: str, lake_format: str = "delta") -> None:
+def assert_zoo_landed(spark, lake: Path, server, conn, db: str, lake_format: str = "delta",
+                      spark_reads: bool = True) -> None:
     """The type zoo's and the workload's mirrors equal the server's SELECT (read by Spark and by delta-rs or
-    pyiceberg), and their change logs hold the row changes mariadb-binlog --verbose counts, each once."""
+    pyiceberg; a Delta lake without ``spark_reads``: by delta-rs alone, lake_frame), and their change logs hold
+    the row changes mariadb-binlog --verbose counts, each once."""
     lake_types = {c: ICEBERG_TYPES.get(t, t) if lake_format == "iceberg" else t for c, t in LAKE_TYPES.items()}
     for name, cols in zoo.TABLES.items():
-        got, types = _mirror(spark, lake, db, name, cols, lake_format)
+        got, types = _mirror(spark, lake, db, name, cols, lake_format, spark_reads)
         assert {c: types[c] for c, _ in cols} == {c: lake_types[c] for c, _ in cols}, name
         _other_reader_mirror(lake, db, name, {(k,): v for k, v in got.items()}, ["id", *(c for c, _ in cols)],
                              ["id"], lake_format, TIMESTAMPS)
         _assert_zoo_mirror(conn, name, cols, got)
     for table, key in (("acct", "id"), ("ledger", "a,b")):
-        df = lake_frame(spark, lake, db, table, lake_format)
+        df = lake_frame(spark, lake, db, table, lake_format, spark_reads=spark_reads)
         mirror = {tuple(r[k] for k in key.split(",")): {c: r[c] for c in df.columns if not c.startswith("_binlake")}
                   for r in df.collect()}
         assert mirror == plain_rows(conn, table, key), table
@@ -199,7 +201,8 @@ def assert_zoo_landed(spark, lake: Path, server, conn, db: str, lake_format: str
 
     server.flush_logs()
     counts = verbose_counts(server.binlog_files()[:-1], db)
-    changes = assert_change_log(spark, lake, db, counts, [*zoo.TABLES, "acct", "ledger", "nopk"], lake_format)
+    changes = assert_change_log(spark, lake, db, counts, [*zoo.TABLES, "acct", "ledger", "nopk"], lake_format,
+                                spark_reads=spark_reads)
     for table, rows in changes.items():
         if lake_format == "iceberg":
             assert_arrow_change_log(pyiceberg_table(lake, db, f"{table}__changes"), f"{db}.{table}__changes", rows)

@@ -18,7 +18,7 @@ import time
 import pytest
 from harness import debezium as dbz
 from harness.delta_rs import delta_rs_table
-from harness.land import mirror_rows, plain_rows, run_land
+from harness.land import lake_frame, mirror_rows, plain_rows, run_land
 
 from ingester.devstack.connect import DEBEZIUM_MARIADB, KafkaConnect
 
@@ -116,8 +116,8 @@ def test_debezium_topics_land_once_across_a_connector_killed_9(make_mariadb, kaf
         by_delta_rs = delta_rs_table(lake / "dbzland" / table).to_pylist()  # TIMESTAMP: UTC instants, naive here
         assert {(r["id"],): {k: v.replace(tzinfo=None) if isinstance(v, dt.datetime) else v for k, v in r.items()
                              if not k.startswith("_binlake")} for r in by_delta_rs} == want, table
-        changes = (spark.read.format("delta").load(str(lake / "dbzland" / f"{table}__changes"))
-                   .where("op <> 'read'").select("position", "row_index", "op").collect())
+        changes = (lake_frame(spark, lake, "dbzland", f"{table}__changes").where("op <> 'read'")
+                   .select("position", "row_index", "op").collect())
         landed = collections.Counter((r.position, r.row_index, r.op) for r in changes)
         assert max(landed.values()) == 1, [k for k, n in landed.items() if n > 1][:5]
         # every change event Debezium published for the table, once (a changed key: a delete and an insert)
@@ -125,5 +125,5 @@ def test_debezium_topics_land_once_across_a_connector_killed_9(make_mariadb, kaf
         assert len(changes) == in_kafka, (table, len(changes), in_kafka)
     # the truncated table: its mirror holds the row written after the TRUNCATE alone, its change log every event
     assert mirror_rows(spark, lake, "dbzland", "c")[0] == plain_rows(conn, "c", "id") == {(7,): {"id": 7, "v": "after"}}
-    assert sorted(r.op for r in spark.read.format("delta").load(str(lake / "dbzland" / "c__changes")).collect()) \
+    assert sorted(r.op for r in lake_frame(spark, lake, "dbzland", "c__changes").collect()) \
         == ["insert"] * 4 + ["truncate"]

@@ -14,7 +14,7 @@ import pytest
 
 from ingester.cli.main import main
 from tests.harness.delta_rs import assert_delta_rs_mirror
-from tests.harness.land import plain_rows, run_land
+from tests.harness.land import lake_frame, plain_rows, run_land
 
 pytestmark = pytest.mark.integration
 DB = "ukeys"
@@ -33,16 +33,18 @@ def _land_fails(kafka: Any, prefix: str, lake: Path, capsys: Any, *extra: str) -
 
 
 def _mirror(spark, lake: Path, table: str, key: list[str]) -> dict:
-    """The mirror's rows by key (without binlake's own columns), as Spark reads them."""
-    df = spark.read.format("delta").load(str(lake / DB / table))
+    """The mirror's rows by key (without binlake's own columns), as lake_frame reads them."""
+    df = lake_frame(spark, lake, DB, table)
     columns = [c for c in df.columns if not c.startswith("_binlake")]
-    rows = {tuple(r[k] for k in key): {c: r[c] for c in columns} for r in df.collect()}
-    assert len(rows) == df.count(), f"{table}: two mirror rows of one key"
+    read = df.collect()
+    rows = {tuple(r[k] for k in key): {c: r[c] for c in columns} for r in read}
+    assert len(rows) == len(read), f"{table}: two mirror rows of one key"
     return rows
 
 
 def _assert_mirrors(spark, lake: Path, conn: Any, tables: dict[str, list[str]]) -> None:
-    """Every mirror equals the server's SELECT (Spark's read, and delta-rs's), and records its key."""
+    """Every mirror equals the server's SELECT (read by delta-rs's query engine and by its table reader, whose
+    protocol is checked), and records its key."""
     import deltalake
 
     for table, key in tables.items():
@@ -103,7 +105,7 @@ def test_a_unique_key_of_not_null_columns_keys_the_mirror(make_mariadb, kafka, s
     assert run_land(kafka, prefix, lake) == 0
     _assert_mirrors(spark, lake, conn, {"acct": ["region", "code"], "mail": ["email"], "doc": ["id"]})
     assert not (lake / DB / "plain").exists() and (lake / DB / "plain__changes").exists()
-    changes = spark.read.format("delta").load(str(lake / DB / "doc__changes"))
+    changes = lake_frame(spark, lake, DB, "doc__changes")
     assert not [c for c in changes.columns if "HASH" in c.upper()] and changes.count() == 5  # 1 read, 4 changes
 
     # A PRIMARY KEY added to a table kept by its UNIQUE index: the mirror's key would change

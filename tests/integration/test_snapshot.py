@@ -25,7 +25,7 @@ from ingester.records.format import Sequence, file_number
 from ingester.sources.binlog_file import read_binlog_file
 from tests.harness import zoo
 from tests.harness.daemon import BINLAKE, CheckpointWatcher, run_daemon
-from tests.harness.land import run_land
+from tests.harness.land import lake_frame, run_land
 from tests.harness.snapshot import WriteWorkload, replay_in_seq_order
 
 pytestmark = pytest.mark.integration
@@ -180,9 +180,9 @@ def test_kill_minus_nine_during_a_snapshot_under_writes(make_mariadb, kafka, spa
     # Landed by `binlake land`: the Delta mirror is the server's SELECT, the change log holds each change once.
     lake = tmp_path / "lake"
     assert run_land(kafka, prefix, lake) == 0
-    mirror = spark.read.format("delta").load(str(lake / "ks" / "t"))
+    mirror = lake_frame(spark, lake, "ks", "t")
     assert {r.id: (r.v, r.s) for r in mirror.select("id", "v", "s").collect()} == expected
-    changes = spark.read.format("delta").load(str(lake / "ks" / "t__changes"))
+    changes = lake_frame(spark, lake, "ks", "t__changes")
     assert changes.count() == changes.select("seq", "row_index").distinct().count() == len(seen)
     # the figure of bench/results/snapshot.md (pytest -s)
     print(f"snapshot kill -9 proof: {n_rows:,} rows; stopped at {progress} rows committed; {workload.changes:,} "
