@@ -37,16 +37,13 @@ import time
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pymysql
 
 from ingester.cli.demo import _committed_position
 from ingester.devstack.kafka import KafkaBroker
 from ingester.devstack.mariadb import MariaDBServer, free_tcp_port
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 PREFIX = "faults"
 DB = "faults"
@@ -339,8 +336,17 @@ def binlog_changes(server: MariaDBServer) -> collections.Counter[tuple[str, str,
     return counts
 
 
-def check_mirrors(stack: Stack, spark: SparkSession) -> tuple[int, list[str]]:
-    """Every mirror against the server's SELECT *: (mirror rows, what differs)."""
+def delta_query(table: Path, sql: str) -> Any:
+    """``sql`` over a Delta table named ``t``, as delta-rs's query engine reads it (deletion vectors applied): an
+    Arrow table. The checks read the lake with a reader binlake did not write, and without a Spark job."""
+    import deltalake
+    import pyarrow as pa
+
+    return pa.table(deltalake.QueryBuilder().register("t", deltalake.DeltaTable(str(table))).execute(sql).read_all())
+
+
+def check_mirrors(stack: Stack) -> tuple[int, list[str]]:
+    """Every mirror (read by delta-rs) against the server's SELECT *: (mirror rows, what differs)."""
     problems, mirror_rows = [], 0
     conn = stack.server.connect(DB)
     for table, key in KEYS.items():
@@ -349,8 +355,8 @@ def check_mirrors(stack: Stack, spark: SparkSession) -> tuple[int, list[str]]:
             names = [d[0] for d in cur.description]
             server_rows = {tuple(r[names.index(k)] for k in key): dict(zip(names, r, strict=True))
                            for r in cur.fetchall()}
-        df = spark.read.format("delta").load(str(stack.lake / DB / table)).select(*names)
-        mirror = {tuple(r[k] for k in key): r.asDict() for r in df.collect()}
+        read = delta_query(stack.lake / DB / table, "SELECT * FROM t").to_pylist()
+        mirror = {tuple(r[k] for k in key): {n: r[n] for n in names} for r in read}
         mirror_rows += len(mirror)
         if mirror != server_rows:
             missing = server_rows.keys() - mirror.keys()
@@ -363,18 +369,17 @@ def check_mirrors(stack: Stack, spark: SparkSession) -> tuple[int, list[str]]:
     return mirror_rows, problems
 
 
-def check(stack: Stack, spark: SparkSession, acknowledged: list[str]) -> tuple[int, int, int]:
-    """Mirrors == SELECT, change logs == the binlog per GTID; returns (mirror rows, row changes, GTIDs)."""
-    from pyspark.sql import functions as F
-
-    mirror_rows, problems = check_mirrors(stack, spark)
+def check(stack: Stack, acknowledged: list[str]) -> tuple[int, int, int]:
+    """Mirrors == SELECT, change logs == the binlog per GTID (both read by delta-rs); returns (mirror rows, row
+    changes, GTIDs)."""
+    mirror_rows, problems = check_mirrors(stack)
     want = binlog_changes(stack.server)
     got: collections.Counter[tuple[str, str, str]] = collections.Counter()
     for table in KEYS:
-        changes = spark.read.format("delta").load(str(stack.lake / DB / f"{table}__changes"))
-        for r in changes.groupBy("gtid", "op").count().collect():
-            got[(r["gtid"], table, r["op"])] = r["count"]
-        dup = changes.groupBy("seq", "row_index").count().where(F.col("count") > 1).count()
+        changes = stack.lake / DB / f"{table}__changes"
+        for r in delta_query(changes, "SELECT gtid, op, COUNT(*) AS n FROM t GROUP BY gtid, op").to_pylist():
+            got[(r["gtid"], table, r["op"])] = r["n"]
+        dup = delta_query(changes, "SELECT seq, row_index FROM t GROUP BY seq, row_index HAVING COUNT(*) > 1").num_rows
         if dup:
             problems.append(f"change log {table}: {dup} (seq, row_index) pairs more than once")
     if got != want:
@@ -411,10 +416,8 @@ def victim_order(rnd: random.Random, rounds: int, victims: tuple[str, ...]) -> l
 
 
 def run_rounds(base: Path, rounds: int, seed: int, victims: tuple[str, ...] = VICTIMS, rate: float = 40.0,
-               spark: SparkSession | None = None, say: Any = print) -> list[RoundResult]:
+               say: Any = print) -> list[RoundResult]:
     """Start the stack in base, run the rounds, stop everything; one line per round through say()."""
-    from streaming_job.land.job import build_session
-
     rnd = random.Random(seed)
     say(f"faults: seed {seed}, {rounds} rounds, victims {', '.join(victims)}, workload {rate:g} tx/s, in {base}")
     stack = Stack(base)
@@ -422,7 +425,6 @@ def run_rounds(base: Path, rounds: int, seed: int, victims: tuple[str, ...] = VI
     results: list[RoundResult] = []
     try:
         stack.start()
-        spark = spark or build_session("local[1]", 1, "binlake-faults-check")
         for number, victim in enumerate(victim_order(rnd, rounds, victims), 1):
             before = (workload.ledger.transactions, workload.ledger.ambiguous)
             started = time.monotonic()
@@ -446,7 +448,7 @@ def run_rounds(base: Path, rounds: int, seed: int, victims: tuple[str, ...] = VI
             try:
                 stack.wait_caught_up(time.monotonic() + CATCH_UP_TIMEOUT)
                 caught = time.monotonic() - stop_at
-                mirror_rows, changes, gtids = check(stack, spark, workload.ledger.gtids)
+                mirror_rows, changes, gtids = check(stack, workload.ledger.gtids)
             except FaultError as exc:
                 results.append(RoundResult(number, victim, False, f"{head}: FAILED: {exc}"))
                 say(results[-1].line)

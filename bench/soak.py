@@ -27,14 +27,11 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bench.faults import CATCH_UP_TIMEOUT, DB, FaultError, Stack, Workload, check_mirrors
 from ingester.cli.demo import _metrics
 from ingester.devstack.mariadb import MariaDBServer
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 PER_WORKER = 250.0  # transactions/s one workload process paces reliably
 FIELDS = ("t_s", "source_tps", "daemon_tps", "land_rows_per_s", "daemon_rss_mib", "land_rss_mib", "daemon_lag_s",
@@ -141,11 +138,9 @@ def _nice(v: float) -> float:
 
 
 def run_soak(base: Path, minutes: float, rate: float, every: float = 5.0, out: Path | None = None,
-             seed: int = 1, say: Any = print, spark: SparkSession | None = None) -> tuple[list[dict[str, float]], str]:
-    """Run the soak in base; returns the samples and the mirror check's result ('' when equal). The mirrors are
-    read by ``spark``, or by a session of its own."""
-    from streaming_job.land.job import build_session
-
+             seed: int = 1, say: Any = print) -> tuple[list[dict[str, float]], str]:
+    """Run the soak in base; returns the samples and the mirror check's result ('' when equal; the mirrors read
+    by delta-rs: bench/faults.check_mirrors)."""
     stack = Stack(base)
     ctx = multiprocessing.get_context("spawn")
     stop = ctx.Event()
@@ -200,8 +195,7 @@ def run_soak(base: Path, minutes: float, rate: float, every: float = 5.0, out: P
             proc.join(60)
         say("soak: workload stopped; waiting until everything has landed ...")
         stack.wait_caught_up(time.monotonic() + CATCH_UP_TIMEOUT)
-        spark = spark or build_session("local[1]", 1, "binlake-soak-check")
-        mirror_rows, problems = check_mirrors(stack, spark)
+        mirror_rows, problems = check_mirrors(stack)
         mirrors = "; ".join(problems)
         say(f"soak: mirrors == SELECT ({mirror_rows:,} rows)" if not problems else f"soak: MIRRORS DIFFER: {mirrors}")
     finally:

@@ -14,7 +14,7 @@ from bench.faults import VICTIMS, run_rounds
 pytestmark = pytest.mark.integration
 
 
-def test_one_kill_minus_nine_per_victim_loses_nothing_and_lands_nothing_twice(spark, tmp_path, capsys) -> None:
+def test_one_kill_minus_nine_per_victim_loses_nothing_and_lands_nothing_twice(tmp_path, capsys) -> None:
     # A new seed each run explores other moments; BINLAKE_FAULTS_SEED replays a printed one.
     seed = int(os.environ.get("BINLAKE_FAULTS_SEED") or random.SystemRandom().randrange(1_000_000))
     lines: list[str] = []
@@ -24,6 +24,6 @@ def test_one_kill_minus_nine_per_victim_loses_nothing_and_lands_nothing_twice(sp
         with capsys.disabled():
             print(line, flush=True)
 
-    results = run_rounds(tmp_path, len(VICTIMS), seed, spark=spark, say=say)
+    results = run_rounds(tmp_path, len(VICTIMS), seed, say=say)
     assert all(r.ok for r in results), "\n".join(lines)
     assert sorted(r.victim for r in results) == sorted(VICTIMS), lines

@@ -11,10 +11,10 @@ from bench.soak import judge, run_soak
 pytestmark = pytest.mark.integration
 
 
-def test_a_short_soak_keeps_memory_flat_lag_bounded_and_mirrors_equal(spark, tmp_path, capsys) -> None:
+def test_a_short_soak_keeps_memory_flat_lag_bounded_and_mirrors_equal(tmp_path, capsys) -> None:
     with capsys.disabled():
         rows, mirrors = run_soak(tmp_path / "soak", minutes=1.25, rate=200, every=4, out=tmp_path / "soak",
-                                 say=lambda line: print(line, flush=True), spark=spark)
+                                 say=lambda line: print(line, flush=True))
     assert not mirrors
     assert len(rows) >= 12
     assert min(r["daemon_tps"] for r in rows[len(rows) // 2 :]) > 0, "the daemon stopped publishing"
