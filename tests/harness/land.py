@@ -85,8 +85,8 @@ def lake_frame(spark, lake: Path, db: str, table: str, lake_format: str = "delta
     """A lake table as a Spark DataFrame. Iceberg's as Spark reads it through the lake's catalog ``binlake`` (by
     default Iceberg's HadoopCatalog on the lake's path; ``catalog``: the JDBC or REST catalog pyiceberg wrote; a
     REST catalog's with ``auth``, an iceberg/auth.RestAuth). Delta's as delta-rs reads it (delta_rs.delta_rs_frame),
-    or with ``spark_reads`` (and where delta-rs cannot read the table) by Spark's Delta source: the tests of
-    Spark's reading ask for it (the type zoo, the mirror models, Spark-written tables)."""
+    or with ``spark_reads`` (and where delta-rs cannot read the table: type widening) by Spark's Delta source, as
+    the type zoo's test of Spark's reading asks (docs/CORRECTNESS.md)."""
     if lake_format == "iceberg":
         from streaming_job.iceberg.catalog import IcebergCatalog
 
