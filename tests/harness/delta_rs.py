@@ -31,9 +31,15 @@ def delta_rs_rows(path: Path | str) -> Any:
     """A table's live rows as delta-rs's query engine (DataFusion) reads them, as an Arrow table: it applies
     deletion vectors, which ``DeltaTable.to_pyarrow_table`` (and so pandas and Polars) refuses to read."""
     import deltalake
+
+    return _rows(deltalake.DeltaTable(str(path)))
+
+
+def _rows(delta: Any) -> Any:
+    """delta_rs_rows of a table already open (a ``deltalake.DeltaTable``)."""
+    import deltalake
     import pyarrow as pa
 
-    delta = deltalake.DeltaTable(str(path))
     table = pa.table(deltalake.QueryBuilder().register("t", delta).execute("SELECT * FROM t").read_all())
     table = table.select([f.name for f in delta.schema().fields])  # the table's order (partition columns too)
     return table.cast(pa.schema([pa.field(f.name, _plain(f.type), f.nullable) for f in table.schema]))
@@ -73,7 +79,7 @@ def delta_rs_frame(spark: Any, path: Path) -> Any:
     if "typeWidening" in (table.protocol().reader_features or ()):
         return None
     # The log's schema is Spark's StructType in JSON: the frame's types are the table's (timestamp_ntz stays so)
-    return spark.createDataFrame(delta_rs_rows(path), StructType.fromJson(json.loads(table.schema().to_json())))
+    return spark.createDataFrame(_rows(table), StructType.fromJson(json.loads(table.schema().to_json())))
 
 
 def plain_value(v: Any) -> Any:
