@@ -30,11 +30,16 @@ from tests.harness.servers import MySQL84Server, docker_engine_available
 os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", TEST_JVM)
 
 
-def pytest_configure(config) -> None:
-    """The Spark drivers' options; with integration tests selected, also the drivers' class-data archive
-    (made once per machine, before pytest-xdist's workers start, if scripts/test has not made it)."""
-    if "SPARK_SUBMIT_OPTS" not in os.environ:
-        os.environ["SPARK_SUBMIT_OPTS"] = driver_options("not integration" not in (config.option.markexpr or ""))
+_OWN_DRIVER_OPTIONS = "SPARK_SUBMIT_OPTS" not in os.environ
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item) -> None:
+    """The Spark drivers' options, set before a pytest process's first integration test: they map the drivers'
+    class-data archive, which scripts/test makes beside the fast lane's tests (they go first and start no driver);
+    this waits for it, or makes it (once per machine and set of jars)."""
+    if _OWN_DRIVER_OPTIONS and "SPARK_SUBMIT_OPTS" not in os.environ and item.get_closest_marker("integration"):
+        os.environ["SPARK_SUBMIT_OPTS"] = driver_options(archive=True)
 
 
 @pytest.fixture(scope="session")
@@ -185,9 +190,12 @@ def _heavy(item) -> bool:
 
 def pytest_collection_modifyitems(config, items) -> None:
     """The fast lane (`-m "not integration"`) must need no server: a test that takes a server fixture
-    without the integration mark is a collection error naming it. Tests of heavy servers go first."""
+    without the integration mark is a collection error naming it. The fast lane's tests go first, then those of
+    heavy servers."""
     unmarked = [item.nodeid for item in items if SERVER_FIXTURES & set(getattr(item, "fixturenames", ()))
                 and not item.get_closest_marker("integration")]
     if unmarked:
         raise pytest.UsageError("tests that start servers must be marked integration: " + ", ".join(unmarked))
-    items.sort(key=lambda item: not _heavy(item))  # stable: the heavy ones first, each in its order
+    # stable: the fast lane's tests first (beside the drivers' class-data archive being made: scripts/test), then
+    # the heavy servers' tests, then the others, each in its order
+    items.sort(key=lambda item: (item.get_closest_marker("integration") is not None, not _heavy(item)))

@@ -6,16 +6,20 @@ another classpath, e.g. the s3a jars on a cluster driver's) loads its classes as
 
 The archive is made once per machine and set of jars, by a driver running a small workload of the land job's
 kinds, and kept in binlake's cache beside the jars (the two newest: a checkout's jars are another set). scripts/test
-makes it beside ruff and mypy (`python -m tests.harness.jvm_archive`); tests/conftest.py finds it, or makes it.
+starts making it before ruff and mypy (`python -m tests.harness.jvm_archive`) and does not wait for it: the fast
+lane's tests go first (tests/conftest.py), and the first integration test of each pytest process takes the
+archive, waiting for the one being made (a file lock: one maker at a time), or makes it.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import subprocess
 import sys
 import tempfile
+import time
 import warnings
 from pathlib import Path
 
@@ -23,6 +27,7 @@ from ingester.maven import default_cache_dir, find_java
 
 _TIMEOUT_S = 300
 _KEEP = 2
+_RETRY_AFTER_S = 600
 _MODULE = "tests.harness.jvm_archive"  # (run as `python -m`, this module is __main__)
 
 # Every JVM the tests start runs a short, small workload on 2 CPUs: C1 only (no C2 compilations) and the serial
@@ -49,6 +54,20 @@ def archive_for(options: str) -> Path | None:
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # held while an archive is made: the others wait for it, then take it
+        if path.exists():
+            return path
+        failed = path.with_suffix(".failed")  # a try that failed just now is not tried again by each waiter
+        if failed.exists() and time.time() - failed.stat().st_mtime < _RETRY_AFTER_S:
+            return None
+        made = _make(path, options)
+        if made is None:
+            failed.touch()
+        return made
+
+
+def _make(path: Path, options: str) -> Path | None:
     with tempfile.TemporaryDirectory(dir=path.parent) as work:
         made = Path(work) / path.name
         try:
