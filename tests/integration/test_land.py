@@ -33,6 +33,7 @@ from tests.harness.land import (
     change_log_rows,
     committed_batches,
     kill_group,
+    lake_frame,
     mirror_rows,
     plain_rows,
     run_land,
@@ -94,8 +95,8 @@ def test_a_lake_uri_lands_through_sparks_writer(make_mariadb, kafka, spark, tmp_
     argv = ["land", "--kafka", kafka.bootstrap, "--topic-prefix", prefix, "--lake", lake.as_uri(),
             "--checkpoint", str(tmp_path / "cp"), "--trigger", "available-now"]
     assert main(argv) == 0
-    for table, key in (("acct", "id"), ("ledger", "a,b")):
-        df = spark.read.format("delta").load(str(lake / db / table))
+    for table, key in (("acct", "id"), ("ledger", "a,b")):  # (read by delta-rs: a reader other than the writer)
+        df = lake_frame(spark, lake, db, table)
         mirror = {tuple(r[k] for k in key.split(",")): {c: r[c] for c in df.columns if not c.startswith("_binlake")}
                   for r in df.collect()}
         assert mirror == plain_rows(conn, table, key), table
@@ -105,9 +106,9 @@ def test_a_lake_uri_lands_through_sparks_writer(make_mariadb, kafka, spark, tmp_
     server.flush_logs()
     counts = verbose_counts(server.binlog_files()[:-1], db)
     assert_change_log(spark, lake, db, counts, ["acct", "ledger", "nopk"])
-    before = spark.read.format("delta").load(str(lake / db / "acct__changes")).count()
+    before = delta_rs_rows(lake / db / "acct__changes").num_rows
     assert main(argv) == 0
-    assert spark.read.format("delta").load(str(lake / db / "acct__changes")).count() == before
+    assert delta_rs_rows(lake / db / "acct__changes").num_rows == before
 
 
 def test_kill_minus_nine_of_the_driver_neither_loses_nor_duplicates(make_mariadb, kafka, spark, tmp_path,
@@ -259,8 +260,8 @@ def test_schema_changes_evolve_the_lake_and_unsafe_ones_rewrite_it(make_mariadb,
     # the table's mirror rewritten (each value as the server converted it), its change log in a new generation
     rows, types = mirror_rows(spark, lake, db, "t")
     assert types["c"] == "int" and rows == plain_rows(conn, "t", "id") and len(rows) == 4
-    second = spark.read.format("delta").load(str(lake / db / "t__changes__v2"))
-    assert sorted(r.op for r in second.collect()) == ["alter", "insert"]
+    second = delta_rs_rows(lake / db / "t__changes__v2")
+    assert sorted(second.column("op").to_pylist()) == ["alter", "insert"]
 
 
 def _engines(table: Path) -> list[tuple[str, str]]:
