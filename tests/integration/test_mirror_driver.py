@@ -296,3 +296,81 @@ def test_the_jvms_delta_commits_a_deletion_vector_the_driver_wrote(spark, tmp_pa
     assert file.deletion_vector == vector
     DeltaCommit(spark, path).append([], "app", 2, [], [file.removed()])
     assert spark.read.format("delta").load(path).count() == 0
+
+
+class _Killed(BaseException):
+    """The process gone at this point (kill -9): no handler of the job's runs after it."""
+
+
+def test_scattered_updates_keep_a_vectored_mirror_compact_and_a_kill_mid_compaction_loses_nothing(
+        spark, tmp_path, monkeypatch) -> None:
+    """Updates and deletes at random keys of a mirror with deletion vectors: every file's key range holds some of
+    each batch's keys, so every file gets a vector each batch. Small files are compacted all the same (with their
+    rows less the batch's keys), so the mirror keeps a handful of files, not one more per batch. A kill between the
+    compaction's files and its commit leaves the mirror as it was (the files it wrote named by no version), and the
+    batch replayed by a new job lands once. After every batch delta-rs reads the model; Spark at the end."""
+    from streaming_job.batch.mirror import candidate_schema
+    from streaming_job.delta import mirror_driver
+    from streaming_job.delta.commit import DeltaCommit, LogCommit
+    from streaming_job.lake.delta_log import TableLog
+    from streaming_job.land.sink import Lander
+
+    monkeypatch.setattr(mirror_driver, "_VECTOR_FILE_BYTES", 1)  # no file too small for a vector
+
+    def lander() -> Lander:
+        return Lander(spark, str(tmp_path / "lake"), str(tmp_path / "cp"), deletion_vectors="always",
+                      compact_files=4, small_file_bytes=1 << 20)
+
+    job = lander()
+    path = job.path("db", "t")
+    schema = candidate_schema(COLUMNS)
+    rnd = random.Random(20261130)
+    when = datetime.datetime(2026, 1, 1, tzinfo=UTC)
+    model: dict[int, tuple] = {}
+
+    def changes(batch_id: int, keys: list[int], deleted: set[int]) -> pa.Table:
+        rows = []
+        for i, key in enumerate(keys):
+            seq = batch_id.to_bytes(4, "big") + i.to_bytes(4, "big")
+            if key in deleted:
+                model.pop(key, None)
+                rows.append((key, None, None, None, True, seq, 0, 0, when))
+            else:
+                model[key] = (f"v{batch_id}.{i}", when, Decimal(f"{batch_id}.{i % 100:02d}"))
+                rows.append((key, *model[key], False, seq, 0, 1, when))
+        return pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema)
+
+    for batch_id in range(3):  # the load: files of consecutive key ranges
+        job.format.mirrors.from_driver(changes(batch_id, list(range(batch_id * 3000, batch_id * 3000 + 3000)),
+                                               set()), "db", "t", COLUMNS, ["id"], batch_id)
+    removed: list = []
+
+    def kill(commit, adds, app_id, batch, partition_by, removes=(), *rest, **kwargs):
+        removed.extend(removes)
+        raise _Killed
+
+    most, vectored, killed = 0, 0, None
+    for batch_id in range(3, 15):
+        keys = rnd.sample(range(9000), 150)
+        table = changes(batch_id, keys, set(keys[:10]))
+        before = TableLog.read(path).files
+        if killed is None and batch_id >= 6 and len(before) >= 4:  # a batch that compacts: killed after writing its
+            on_disk = set(Path(path).iterdir())                   # files (the compaction's too), before its commit
+            with monkeypatch.context() as patch, pytest.raises(_Killed):
+                for kind in (DeltaCommit, LogCommit):
+                    patch.setattr(kind, "append", kill)
+                job.format.mirrors.from_driver(table, "db", "t", COLUMNS, ["id"], batch_id)
+            killed = batch_id
+            assert len(removed) >= 4, removed  # the small files it compacted
+            assert TableLog.read(path).files == before  # the mirror as it was ...
+            assert any(p.suffix == ".parquet" for p in set(Path(path).iterdir()) - on_disk)  # ... its files unnamed
+            job = lander()  # the restarted job replays the batch
+        job.format.mirrors.from_driver(table, "db", "t", COLUMNS, ["id"], batch_id)
+        read = {r["id"]: (r["v"], r["ts"], r["d"]) for r in delta_rs_rows(path).to_pylist()}
+        assert read == model, batch_id
+        files = TableLog.read(path).files
+        vectored += any(add.get("deletionVector") for add in files.values())
+        most = max(most, len(files))
+    assert killed is not None and vectored >= 4, (killed, vectored)
+    assert most <= 4, most  # four small files at most: the batch that finds four compacts them with its rows
+    assert _mirror(spark, path) == model
