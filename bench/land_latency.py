@@ -82,6 +82,7 @@ def run_latency(rate: float, duration: float, shape: Shape, land_log: Path | Non
     (local, Delta)."""
     options = {"sync_binlog": 0, "innodb_flush_log_at_trx_commit": 0, "innodb_buffer_pool_size": "128M"}
     prefix = f"landlat{os.getpid()}"
+    (BENCH_DIR / "data").mkdir(exist_ok=True)  # a fresh clone has none
     with KafkaBroker() as broker, MariaDBServer(binlog_row_metadata="FULL", options=options) as server, \
             tempfile.TemporaryDirectory(prefix="bl-lat-", dir=BENCH_DIR / "data") as root:
         server.execute("CREATE DATABASE bench_lat")

@@ -254,6 +254,7 @@ def measure_throughput(dataset: Dataset, broker: KafkaBroker, repeat: int) -> tu
         results[name] = Throughput(count=rows if name == "bulk" else events, rows=rows)
     server_ids = itertools.count(200)
     version = ""
+    (BENCH_DIR / "data").mkdir(exist_ok=True)  # a fresh clone has none
     with tempfile.TemporaryDirectory(prefix="bl-", dir=BENCH_DIR / "data") as root:
         servers = {name: workload_server(dataset, name, Path(root)) for name in dataset.workloads}
         try:

@@ -68,6 +68,7 @@ def main() -> int:
     dataset = load_or_generate(kind=args.dataset)
     names = args.workloads.split(",") if args.workloads else list(dataset.workloads)
     results = {name: {side: Side() for side in SIDES} for name in names}
+    (BENCH_DIR / "data").mkdir(exist_ok=True)  # a fresh clone has none
     with tempfile.TemporaryDirectory(prefix="bl-kafka-", dir=args.broker_dir or _memory_dir()) as logs, \
             KafkaBroker(datadir=logs) as broker, KafkaConnect(broker.bootstrap, [DEBEZIUM_MARIADB]) as connect, \
             SchemaRegistry() as registry, tempfile.TemporaryDirectory(prefix="bl-", dir=BENCH_DIR / "data") as root:
