@@ -125,11 +125,8 @@ class DriverMirror(MirrorStrategy[pa.Table]):
             touched, marked = self._mark(files, touched, latest, pk, path)
         if sum(files.sizes[f] for f in touched) > self.merge_bytes:
             return False
-        # a small file given a vector by this batch may be compacted instead (its rows less the batch's keys): under
-        # updates at scattered keys every file holds some of each batch's, and would otherwise never be compacted
-        compacted = files.small(self.small_file_bytes, self.compact_files, set(touched),
+        compacted = files.small(self.small_file_bytes, self.compact_files, set(touched) | {f.path for f, _ in marked},
                                 min(self.compact_bytes, self.merge_bytes - sum(files.sizes[f] for f in touched)))
-        marked = [(file, positions) for file, positions in marked if file.path not in compacted]
         names = [n for n, _ in [*columns, *META]]
         schema = pa.schema([candidates.schema.field(n) for n in names])
         kept, removes = [], []
