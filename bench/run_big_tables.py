@@ -1,7 +1,8 @@
 """Large mirrors (docs/LAND.md, "Mirrors": deletion vectors): commit-to-mirror latency of random single-row UPDATEs
 against Delta mirrors of 1,000,000 rows and more, kept by binlake with deletion vectors (`--deletion-vectors
 always`) and with file rewrites (`never`), side by side in one run at each size; the bytes each mode wrote per
-changed row, its live files, and the mirror's full-scan time afterwards (delta-rs's query engine and Spark).
+changed row, its live files, and the mirror's full-scan time afterwards (delta-rs's query engine and Spark),
+beside a copy compacted by Delta itself (its read cost).
 
 Each run: MariaDB -> `binlake run` -> Kafka -> `binlake land --trigger 1s` on this machine's 2 CPUs; the mirror
 is landed first through the binlog (land_latency.run_latency's preload), then single-row UPDATEs of distinct keys
@@ -17,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,6 +25,7 @@ from pathlib import Path
 from land_latency import LatencyRun, run_latency
 from land_shapes import Shape
 from run_decode import _cpu_model, _git_revision
+from run_vector_reads import best_scans, scan_delta_rs
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS = BENCH_DIR / "results" / "big-tables.md"
@@ -43,7 +44,7 @@ class LakeAfter:
     vectored: int  # ... of them with a deletion vector
     rows: int
     scan_delta_rs: float  # seconds: a full scan (count and sum of a column) by delta-rs's query engine
-    scan_spark: float  # ... by Spark (a warm session's second scan)
+    scan_spark: float  # ... by Spark (both: bench/run_vector_reads.best_scans, beside the compacted copy's)
     compacted_files: int  # live data files of a copy compacted by Delta itself (REORG ... APPLY (PURGE), OPTIMIZE)
     compacted_delta_rs: float  # seconds: the same scans of that copy
     compacted_spark: float
@@ -69,40 +70,17 @@ def inspect(lake: Path, started: float) -> LakeAfter:
     try:
         spark.sql(f"REORG TABLE delta.`{compacted}` APPLY (PURGE)")
         spark.sql(f"OPTIMIZE delta.`{compacted}`")
-        # the two tables' scans taken in turns, the first turn a warm-up (a JVM's scans get faster as it warms up:
-        # all of one table's before the other's would favour the second); each table's best turn
-        times: dict[Path, list[tuple[float, float]]] = {table: [], compacted: []}
-        for _ in range(_SCAN_TURNS + 1):
-            for path in times:
-                times[path].append((_scan_delta_rs(path, rows), _scan_spark(spark, path)))
+        for path in (table, compacted):  # delta-rs counts the rows the log's statistics say
+            assert scan_delta_rs(path)[0] == rows, (path, rows)
+        best = best_scans(spark, [table, compacted], _SCAN_TURNS)
     finally:
         spark.stop()
-    (scan_rs, scan_spark), (compacted_rs, compacted_spark) = (
-        (min(t for t, _ in turns[1:]), min(t for _, t in turns[1:])) for turns in times.values())
+    (scan_spark, scan_rs), (compacted_spark, compacted_rs) = best[table], best[compacted]
     return LakeAfter(written, len(log.files), sum(1 for a in log.files.values() if a.get("deletionVector")), rows,
                      scan_rs, scan_spark, len(TableLog.read(str(compacted)).files), compacted_rs, compacted_spark)
 
 
 _SCAN_TURNS = 5
-
-
-def _scan_delta_rs(table: Path, rows: int) -> float:
-    """Seconds of a full scan (count and sum of a column) by delta-rs's query engine, which counts ``rows``."""
-    import pyarrow as pa
-    from deltalake import DeltaTable, QueryBuilder
-
-    began = time.monotonic()
-    found = QueryBuilder().register("t", DeltaTable(str(table))).execute("SELECT count(*) AS n, sum(v) AS s FROM t")
-    counted = pa.table(found.read_all()).column("n")[0].as_py()
-    assert counted == rows, (table, counted, rows)
-    return time.monotonic() - began
-
-
-def _scan_spark(spark, table: Path) -> float:
-    """Seconds of the same scan by Spark."""
-    began = time.monotonic()
-    spark.read.format("delta").load(str(table)).selectExpr("count(*)", "sum(v)").collect()
-    return time.monotonic() - began
 
 
 def main() -> int:

@@ -23,7 +23,7 @@ from run_decode import _cpu_model, _git_revision
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS = BENCH_DIR / "results" / "vector-reads.md"
-TURNS = 6
+TURNS = 5  # each shape's best of these, after a warm-up turn
 
 
 class Shape(NamedTuple):
@@ -53,18 +53,32 @@ def build(spark, path: Path, rows: int, files: int, shape: Shape) -> None:
 
 
 def scan_spark(spark, path: Path) -> float:
+    """Seconds of a full scan (count and sum of column ``v``) by Spark's Delta source."""
     began = time.monotonic()
     spark.read.format("delta").load(str(path)).selectExpr("count(*)", "sum(v)").collect()
     return time.monotonic() - began
 
 
-def scan_delta_rs(path: Path) -> float:
+def scan_delta_rs(path: Path) -> tuple[int, float]:
+    """(rows counted, seconds) of the same scan by delta-rs's query engine."""
     import pyarrow as pa
     from deltalake import DeltaTable, QueryBuilder
 
     began = time.monotonic()
-    pa.table(QueryBuilder().register("t", DeltaTable(str(path))).execute("SELECT count(*), sum(v) FROM t").read_all())
-    return time.monotonic() - began
+    found = QueryBuilder().register("t", DeltaTable(str(path))).execute("SELECT count(*) AS n, sum(v) FROM t")
+    rows = pa.table(found.read_all()).column("n")[0].as_py()
+    return rows, time.monotonic() - began
+
+
+def best_scans(spark, paths: list[Path], turns: int) -> dict[Path, tuple[float, float]]:
+    """Each table's best (Spark, delta-rs) scan seconds of ``turns`` turns after a warm-up turn, the tables taken in
+    turns in one session (a JVM's scans get faster as it warms up: all of one table's before the next's would favour
+    the later ones)."""
+    times: dict[Path, list[tuple[float, float]]] = {path: [] for path in paths}
+    for _ in range(turns + 1):
+        for path in paths:
+            times[path].append((scan_spark(spark, path), scan_delta_rs(path)[1]))
+    return {path: (min(t for t, _ in found[1:]), min(t for _, t in found[1:])) for path, found in times.items()}
 
 
 def main() -> int:
@@ -82,7 +96,7 @@ def main() -> int:
              "bench/run_vector_reads.py: a full scan (count and sum of a column) of one table written by Spark as "
              f"{args.files} files of consecutive key ranges, in each shape (vectors by Spark's DELETE of rows spread "
              "over every file; small files of 2,000 rows each); each shape's best of "
-             f"{TURNS - 1} turns, the shapes taken in turns in one warm session after a warm-up turn. Cost: against "
+             f"{TURNS} turns, the shapes taken in turns in one warm session after a warm-up turn. Cost: against "
              "the compacted shape.", "",
              "| rows | shape | Spark | cost | delta-rs | cost |", "|---|---|---|---|---|---|"]
     try:
@@ -92,15 +106,10 @@ def main() -> int:
                 paths = {shape: Path(root) / f"t{i}" for i, shape in enumerate(SHAPES)}
                 for shape, path in paths.items():
                     build(spark, path, rows, args.files, shape)
-                times: dict[Shape, list[tuple[float, float]]] = {shape: [] for shape in SHAPES}
-                for _ in range(TURNS):
-                    for shape, path in paths.items():
-                        times[shape].append((scan_spark(spark, path), scan_delta_rs(path)))
-                best = {shape: (min(t for t, _ in turns[1:]), min(t for _, t in turns[1:]))
-                        for shape, turns in times.items()}
-                base = best[SHAPES[0]]
+                best = best_scans(spark, list(paths.values()), TURNS)
+                base = best[paths[SHAPES[0]]]
                 for shape in SHAPES:
-                    spark_s, rs_s = best[shape]
+                    spark_s, rs_s = best[paths[shape]]
                     lines.append(f"| {rows:,} | {shape.name} | {spark_s:.3f} s | {spark_s / base[0]:.2f}x | "
                                  f"{rs_s:.3f} s | {rs_s / base[1]:.2f}x |")
                     print(lines[-1], flush=True)
