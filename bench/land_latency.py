@@ -66,7 +66,8 @@ def measure_latency(rate: float, duration: float, shape: Shape, land_log: Path |
 
 def run_latency(rate: float, duration: float, shape: Shape, land_log: Path | None = None, writers: int = 3,
                 lake_format: str = "delta", preload: int = 0,
-                inspect: Callable[[Path, float], Any] | None = None, merge_job: bool = False) -> LatencyRun:
+                inspect: Callable[[Path, float], Any] | None = None, merge_job: bool = False,
+                keys: KeyChoice | None = None) -> LatencyRun:
     """Single-row transactions at ``rate``/s for ``duration`` s through `binlake run` and `binlake land
     --trigger 1s`, once two warm-up rows have landed (steady state: the first micro-batches of a process pay
     the JVM's warm-up once); a row's latency is the commit time of the first mirror version holding it
@@ -74,7 +75,8 @@ def run_latency(rate: float, duration: float, shape: Shape, land_log: Path | Non
 
     With ``preload`` rows, the transactions are UPDATEs of distinct existing keys spread over a mirror of that
     many rows (landed first, through the binlog, in transactions of 50,000 rows): each sets ``v`` to a value of
-    its own, and its latency is the commit time of the first mirror version holding that value.
+    its own, and its latency is the commit time of the first mirror version holding that value. ``keys``: which
+    key the n-th update changes (default ``spread``: distinct keys spread over the whole table).
 
     ``inspect(lake, started)``: called once the processes stopped, with the lake's local directory and the
     time the transactions started; its result is the run's ``inspected``. ``merge_job``: the daemon publishes
@@ -124,7 +126,7 @@ def run_latency(rate: float, duration: float, shape: Shape, land_log: Path | Non
                 started = time.time()
                 commits, elapsed = steady_inserts(server, "UPDATE bench_lat.t SET v = %s, w = %s WHERE id = %s",
                                                   rate, duration, writers,
-                                                  lambda row, index: (row, index, _spread(row, preload)))
+                                                  lambda row, index: (row, index, (keys or spread)(row, preload)))
                 _wait_landed(logs / "land.log", 2 + preload + len(commits), procs, 900)
             else:
                 server.execute("INSERT INTO bench_lat.t VALUES (-1, 0)")
@@ -153,9 +155,22 @@ PRELOAD_TX_ROWS = 50_000
 _SPREAD = 7_919  # a prime: row -> row * _SPREAD mod n is one-to-one for n not divisible by it
 
 
-def _spread(row: int, rows: int) -> int:
-    """The key the latency workload's ``row``-th update changes: distinct keys spread over 1..rows."""
+KeyChoice = Callable[[int, int], int]  # (the update's number, the table's rows) -> the key it changes
+
+
+def spread(row: int, rows: int) -> int:
+    """Distinct keys spread over the whole table, 1..rows."""
     return 1 + (row * _SPREAD) % rows
+
+
+def hot(row: int, rows: int) -> int:
+    """Nine updates in ten on the newest tenth of the keys (the recent orders, sessions, accounts most tables
+    update), the tenth on the older keys; distinct keys within each part until its keys are used up (the newest
+    tenth of 1,000,000 rows at 1,800 updates a second: after ~55 s, when every update has long landed)."""
+    zone = max(1, rows // 10)
+    if row % 10:
+        return rows - zone + 1 + (row * _SPREAD) % zone
+    return spread(row // 10, rows - zone)
 
 
 def _wait_landed(log: Path, rows: int, procs: list[subprocess.Popen], timeout: float) -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from land_latency import LatencyRun, run_latency
+from land_latency import LatencyRun, hot, run_latency, spread
 from land_shapes import Shape
 from run_decode import _cpu_model, _git_revision
 from run_vector_reads import best_scans, scan_delta_rs
@@ -33,6 +33,7 @@ RESULTS = BENCH_DIR / "results" / "big-tables.md"
 # change events into a Delta table with deletion vectors
 MODES = {"vectors": "always", "rewrite": "never", "merge": None}
 GOAL_P99_S = 2.0
+KEYS = {"spread": spread, "hot": hot}  # which keys the UPDATEs change (land_latency)
 
 
 @dataclass
@@ -89,6 +90,8 @@ def main() -> int:
     parser.add_argument("--modes", default="vectors,rewrite,merge", help="of " + ", ".join(MODES))
     parser.add_argument("--rate", type=float, default=2000, help="target UPDATEs a second")
     parser.add_argument("--duration", type=float, default=60, help="seconds of UPDATEs")
+    parser.add_argument("--keys", choices=sorted(KEYS), default="spread",
+                        help="spread: distinct keys over the whole table; hot: nine in ten on its newest tenth")
     parser.add_argument("--output", type=Path, default=RESULTS)
     parser.add_argument("--logs", type=Path, help="keep each run's land log here (land-<rows>-<mode>.latency.log)")
     args = parser.parse_args()
@@ -102,7 +105,7 @@ def main() -> int:
             print(f"{rows:,} rows, {mode}: ...", flush=True)
             land_log = args.logs / f"land-{rows}-{mode}.log" if args.logs else None
             run = run_latency(args.rate, args.duration, shape, land_log, preload=rows, inspect=inspect,
-                              merge_job=not vectors)
+                              merge_job=not vectors, keys=KEYS[args.keys])
             results[(rows, mode)] = run
             after: LakeAfter = run.inspected
             print(f"{rows:,} rows, {mode}: p50 {run.pct(0.5):.2f} s, p99 {run.pct(0.99):.2f} s, "
@@ -113,6 +116,10 @@ def main() -> int:
     return 0
 
 
+_KEYS_TEXT = {"spread": "distinct keys spread over the whole mirror",
+              "hot": "keys nine in ten of them in the mirror's newest tenth (the rest spread over all of it)"}
+
+
 def _report(args: argparse.Namespace, sizes: list[int], modes: list[str],
             results: dict[tuple[int, str], LatencyRun]) -> str:
     lines = [
@@ -121,7 +128,7 @@ def _report(args: argparse.Namespace, sizes: list[int], modes: list[str],
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, commit {_git_revision()}, {_cpu_model()}, {os.cpu_count()} CPUs, "
         "local lake, Delta.",
         "",
-        f"Single-row autocommit UPDATEs of distinct keys spread over the whole mirror, target {args.rate:,.0f}/s for "
+        f"Single-row autocommit UPDATEs of {_KEYS_TEXT[args.keys]}, target {args.rate:,.0f}/s for "
         f"{args.duration:.0f} s from 3 threads, through `binlake run` and `binlake land --trigger 1s` on the same 2 "
         "CPUs, after the mirror was landed through the binlog (bench/run_big_tables.py). Latency: the commit of the "
         "first mirror version holding a row's new value (delta-rs's time travel) minus the time its UPDATE "
