@@ -4,7 +4,6 @@ service, so the suite runs the same on a laptop and on a fresh CI machine."""
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -198,33 +197,5 @@ def pytest_collection_modifyitems(config, items) -> None:
     if unmarked:
         raise pytest.UsageError("tests that start servers must be marked integration: " + ", ".join(unmarked))
     # stable: the fast lane's tests first (beside the drivers' class-data archive being made: scripts/test), then
-    # the heavy servers' tests, then the others, each in its order, and in each group the tests that mostly wait
-    # spread among the busy ones
+    # the heavy servers' tests, then the others, each in its order
     items.sort(key=lambda item: (item.get_closest_marker("integration") is not None, not _heavy(item)))
-    groups = itertools.groupby(items, key=lambda item: (item.get_closest_marker("integration") is not None,
-                                                        not _heavy(item)))
-    items[:] = [item for _, group in groups for item in _spread_waiting(list(group))]
-
-
-def _spread_waiting(items: list) -> list:
-    """``items`` with those marked ``waits`` (a daemon's outage, a server's restart: a test at ~10% of a CPU) spread
-    evenly among the others. Kept in their order, they came in runs (test_daemon_*, test_fault*, test_kafka_*) that
-    both pytest-xdist workers ran at once, leaving the 2 CPUs half idle for minutes; beside a busy test, each waits
-    at no cost. Never between two tests of one module that share a module-scoped fixture (it would start twice)."""
-    waiting = [item for item in items if item.get_closest_marker("waits")]
-    busy = [item for item in items if not item.get_closest_marker("waits")]
-    if not waiting or not busy:
-        return items
-    spread, step = [], len(busy) / len(waiting)
-    due = step / 2
-    for index, item in enumerate(busy):
-        shared = index > 0 and item.module is busy[index - 1].module and _module_scoped(item)
-        while waiting and index >= due and not shared:
-            spread.append(waiting.pop(0))
-            due += step
-        spread.append(item)
-    return spread + waiting
-
-
-def _module_scoped(item) -> bool:
-    return any(defs[-1].scope == "module" for defs in item._fixtureinfo.name2fixturedefs.values())

@@ -18,7 +18,7 @@ from harness.daemon import run_daemon
 from ingester.cli.main import main
 from ingester.daemon.kafka_io import read_checkpoint
 
-pytestmark = [pytest.mark.integration, pytest.mark.waits]
+pytestmark = pytest.mark.integration
 
 TABLES = 40
 ROUNDS = 3  # versions of each table's value schema: its first map, then a column added after each round

@@ -22,7 +22,7 @@ from ingester.daemon.kafka_io import read_checkpoint
 from tests.harness import zoo
 from tests.harness.daemon import BINLAKE, gtid_rows, rows_events_per_gtid
 
-pytestmark = [pytest.mark.integration, pytest.mark.waits]
+pytestmark = pytest.mark.integration
 
 
 def _consume(kafka, prefix: str, capsys) -> list[dict]:

@@ -14,7 +14,7 @@ import pytest
 
 from tests.harness.daemon import BINLAKE, caught_up, gtid_rows, rows_events_per_gtid, start_daemon
 
-pytestmark = [pytest.mark.integration, pytest.mark.waits]
+pytestmark = pytest.mark.integration
 ENV = {**os.environ, "PYTHONPATH": os.getcwd()}
 
 

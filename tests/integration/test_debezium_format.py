@@ -13,7 +13,7 @@ from harness import debezium as dbz
 from harness import zoo
 from harness.daemon import run_daemon
 
-pytestmark = [pytest.mark.integration, pytest.mark.waits]
+pytestmark = pytest.mark.integration
 
 _F32 = struct.Struct("<f")
 # the JSON converter without schemas, as binlake's schemas_enable: false

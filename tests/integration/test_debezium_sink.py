@@ -14,7 +14,7 @@ from harness import debezium as dbz
 from harness import zoo
 from harness.daemon import run_daemon
 
-pytestmark = [pytest.mark.integration, pytest.mark.waits]
+pytestmark = pytest.mark.integration
 
 # What a Debezium change event cannot carry, whoever writes it (docs/DEBEZIUM.md): a zero date or one with a zero
 # month or day is null; a zero YEAR is 1900.

@@ -18,7 +18,7 @@ from ingester.codec import events as E
 from ingester.daemon.kafka_io import read_checkpoint
 from tests.harness.daemon import BINLAKE, gtid_rows, rows_events_per_gtid
 
-pytestmark = [pytest.mark.integration, pytest.mark.waits]
+pytestmark = pytest.mark.integration
 _GTID_OPTIONS = {"log_slave_updates": True, "gtid_strict_mode": 1}
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from bench.faults import VICTIMS, run_rounds
 
-pytestmark = [pytest.mark.integration, pytest.mark.waits]
+pytestmark = pytest.mark.integration
 
 
 def test_one_kill_minus_nine_per_victim_loses_nothing_and_lands_nothing_twice(tmp_path, capsys) -> None:

@@ -16,7 +16,7 @@ from ingester.cli.main import main
 from ingester.codec import events as E
 from ingester.daemon.kafka_io import read_checkpoint
 
-pytestmark = [pytest.mark.integration, pytest.mark.waits]
+pytestmark = pytest.mark.integration
 
 
 def _run(server, kafka, prefix: str, *extra: str) -> int:

@@ -17,7 +17,7 @@ from ingester.codec import events as E
 from tests.harness import hostile
 from tests.harness.daemon import BINLAKE
 
-pytestmark = [pytest.mark.integration, pytest.mark.waits]
+pytestmark = pytest.mark.integration
 ROWS = 120
 
 

@@ -14,7 +14,7 @@ from harness.kafka_proxy import RefuseFirstProduce
 from ingester.daemon.producers import ProducerError, PythonProducer, RdkafkaProducer
 from ingester.devstack.kafka import KafkaBroker
 
-pytestmark = [pytest.mark.integration, pytest.mark.waits]
+pytestmark = pytest.mark.integration
 
 TOPIC = "refused.first"
 

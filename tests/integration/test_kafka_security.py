@@ -23,7 +23,7 @@ from kafka.admin import UserScramCredentialUpsertion
 from ingester.devstack import free_tcp_port
 from tests.harness.daemon import BINLAKE
 
-pytestmark = [pytest.mark.integration, pytest.mark.waits]
+pytestmark = pytest.mark.integration
 USER, PASSWORD = "alice", "Kq9-broker-Secret-5150"
 
 

@@ -17,7 +17,7 @@ from tests.harness.binlogs import verbose_counts
 from tests.harness.daemon import run_daemon
 from tests.harness.land import assert_change_log, mirror_rows, plain_rows, run_land
 
-pytestmark = [pytest.mark.integration, pytest.mark.waits]
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ from ingester.devstack import free_tcp_port
 from ingester.devstack.mysql import MYSQL_VERSION, MySQLServer
 from tests.harness.servers import fresh_database
 
-pytestmark = [pytest.mark.integration, pytest.mark.waits]
+pytestmark = pytest.mark.integration
 
 
 def test_the_server_is_mysql_80_with_its_defaults_and_gtids(mysql80: MySQLServer) -> None:

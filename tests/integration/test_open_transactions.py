@@ -18,7 +18,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from ingester.cli.main import main
 from ingester.daemon.open_transactions import UnknownOutcome, settle
 
-pytestmark = [pytest.mark.integration, pytest.mark.waits]
+pytestmark = pytest.mark.integration
 UNVERIFIED = {"transaction.partition.verification.enable": "false"}  # (the broker's guard against this, off)
 
 

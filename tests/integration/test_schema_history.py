@@ -23,7 +23,7 @@ from ingester.schema.history import SchemaHistory
 from tests.harness.daemon import BINLAKE
 from tests.harness.land import mirror_rows, plain_rows, run_land
 
-pytestmark = [pytest.mark.integration, pytest.mark.waits]
+pytestmark = pytest.mark.integration
 DB = "sh"
 
 # (sql, table, ids): DDL when ids is None; else DML whose rows (by id) are checked against SELECT.

@@ -21,7 +21,7 @@ from ingester.devstack import free_tcp_port
 from ingester.sources.replication import ReplicationError, SourceURL
 from tests.harness.daemon import BINLAKE
 
-pytestmark = [pytest.mark.integration, pytest.mark.waits]
+pytestmark = pytest.mark.integration
 CORE = "Zq7Secret4411"
 PASSWORD = CORE + ":/@x"  # characters URLs must encode, to catch a half-done redaction
 WRONG = "Zq7Secret9922wrong"

@@ -28,7 +28,7 @@ from tests.harness.daemon import BINLAKE, CheckpointWatcher, run_daemon
 from tests.harness.land import lake_frame, run_land
 from tests.harness.snapshot import WriteWorkload, replay_in_seq_order
 
-pytestmark = [pytest.mark.integration, pytest.mark.waits]
+pytestmark = pytest.mark.integration
 _COLUMN_FIELDS = ("name", "type", "binlog_type", "meta", "nullable", "unsigned", "collation", "enum_values",
                   "set_values", "geometry_type")
 

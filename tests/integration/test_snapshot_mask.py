@@ -19,7 +19,7 @@ from ingester.cli.consume import committed_record_events
 from ingester.cli.main import main
 from ingester.codec import events as E
 
-pytestmark = [pytest.mark.integration, pytest.mark.waits]
+pytestmark = pytest.mark.integration
 KEY = "Sm4MaskKey"
 RULES = {"sm.t.vc": "hash", "sm.t.vb": "hash", "sm.t.n": "hash", "sm.t.c": "mask", "sm.t.tx": "exclude",
          "sm.t.d": "exclude", "sm.t.dt": "mask"}
