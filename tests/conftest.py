@@ -22,6 +22,7 @@ from tests.harness.cluster_lander import ClusterLander
 from tests.harness.datadirs import TemplateMariaDB
 from tests.harness.jvm_archive import TEST_JVM, driver_options
 from tests.harness.lake_shapes import ClusterS3Shape, LocalShape
+from tests.harness.land import store_env
 from tests.harness.servers import MySQL84Server, docker_engine_available
 
 # The servers started by ingester.devstack set their own JVM options; a cluster's master and workers read
@@ -142,8 +143,7 @@ def cluster_lander(object_store) -> Iterator[ClusterLander]:
     """`binlake land` runs into the object store's bucket from a standalone cluster of their own, served by one
     process that keeps its Spark application between runs (tests/harness/cluster_lander.py)."""
     with SparkCluster(workers=1, cores=2) as cluster:
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **object_store.environment()}
-        lander = ClusterLander(cluster.master, env)
+        lander = ClusterLander(cluster.master, store_env(object_store))
         try:
             yield lander
         finally:

@@ -17,6 +17,7 @@ from typing import Any
 from ingester.cli.main import main
 from tests.harness.daemon import BINLAKE
 from tests.harness.delta_rs import delta_rs_frame
+from tests.harness.jvm_archive import s3a_driver_env
 
 
 def run_land(kafka, prefix: str, lake: Path, *extra: str) -> int:
@@ -54,11 +55,16 @@ def land_in_store(kafka, store, prefix: str, lake: str, env: dict[str, str] | No
 def store_land_command(kafka, store, prefix: str, lake: str, env: dict[str, str] | None = None,
                        *extra: str) -> tuple[list[str], dict[str, str]]:
     """`binlake land`'s command line (no trigger) and environment for ``land_in_store``."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     checkpoint = [] if "--checkpoint" in extra else ["--checkpoint", f"{lake}/_checkpoint"]
     return ([*BINLAKE, "land", "--kafka", kafka.bootstrap, "--topic-prefix", prefix, "--lake", lake, *checkpoint,
-             "--s3-endpoint", store.endpoint, "--s3-path-style", *extra],
-            {**base, **(env if env is not None else store.environment())})
+             "--s3-endpoint", store.endpoint, "--s3-path-style", *extra], store_env(store, env))
+
+
+def store_env(store, env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a process whose Spark driver writes a lake in ``store`` (an ObjectStore): this one's
+    without its AWS variables, then ``env``'s (default the store's), and the s3a drivers' class-data archive."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    return s3a_driver_env({**base, **(env if env is not None else store.environment())})
 
 
 def mirror_rows(spark, lake: Path, db: str, table: str) -> tuple[dict, dict]:

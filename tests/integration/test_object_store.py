@@ -24,7 +24,8 @@ from ingester.devstack.objectstore import REGION, ObjectStore
 from tests.harness import zoo
 from tests.harness.daemon import BINLAKE, run_daemon
 from tests.harness.delta_rs import delta_rs_rows
-from tests.harness.land import committed_batches, kill_group, land_in_store, landed_everything, running_until
+from tests.harness.jvm_archive import s3a_driver_env
+from tests.harness.land import committed_batches, kill_group, land_in_store, landed_everything, running_until, store_env
 from tests.harness.workloads import assert_kill_workload_landed, kill_workload
 from tests.harness.zoo_lake import assert_zoo_landed, zoo_written
 
@@ -118,7 +119,7 @@ def test_kill_minus_nine_of_the_driver_and_of_a_worker_on_a_cluster_into_a_bucke
     cmd = [*BINLAKE, "land", "--kafka", kafka.bootstrap, "--topic-prefix", db, "--lake", lake, "--checkpoint",
            f"{lake}/_checkpoint", "--s3-endpoint", object_store.endpoint, "--s3-path-style", "--master",
            spark_cluster.master, "--max-offsets-per-trigger", "8"]
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **object_store.environment()}
+    env = store_env(object_store)
     rnd = random.Random(21)
     proc = running_until(cmd, env, checkpoint, 1, rnd.uniform(0.5, 2.0))
     kill_group(proc)  # the driver
@@ -145,7 +146,7 @@ def test_the_demo_lands_into_a_bucket(tmp_path) -> None:
     """`binlake demo --object-store`: the whole pipeline into a bucket of a private store, as a user runs it
     (its own process); the demo compares every mirror with the server's rows and exits 1 on a difference."""
     base = tmp_path / "demo"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env = s3a_driver_env({k: v for k, v in os.environ.items() if not k.startswith("AWS_")})
     done = subprocess.run([*BINLAKE, "demo", "--object-store", "--customers", "300", "--orders", "2000", "--updates",
                            "40", "--dir", str(base)], env=env, capture_output=True, text=True, timeout=900,
                           check=False)
@@ -161,7 +162,7 @@ def test_a_second_job_on_a_lake_is_refused_and_a_killed_jobs_lease_is_taken_at_o
     second one with one line naming it; after kill -9 of the first, a new job starts at once."""
     lake = "s3a://lake/leased"
     lease = object_store.data / "lake" / "leased" / "_binlake_job"
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **object_store.environment()}
+    env = store_env(object_store)
     cmd = [*BINLAKE, "land", "--kafka", kafka.bootstrap, "--topic-prefix", "leased", "--lake", lake, "--checkpoint",
            f"{lake}/_checkpoint", "--s3-endpoint", object_store.endpoint, "--s3-path-style"]
     first = subprocess.Popen([*cmd, "--trigger", "1s"], env=env, stdout=subprocess.DEVNULL,
@@ -214,7 +215,7 @@ def test_verify_across_many_tables_in_a_bucket_from_a_cluster(make_mariadb, kafk
     conn.commit()
     config = tmp_path / "binlake.yaml"
     config.write_text(orjson.dumps({"snapshot_signal_table": "binlake.signal", "snapshot_chunk_rows": 60}).decode())
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **object_store.environment()}
+    env = store_env(object_store)
     lake = f"s3a://lake/{db}"
     store = ["--lake", lake, "--s3-endpoint", object_store.endpoint, "--s3-path-style"]
     daemon = subprocess.Popen([*BINLAKE, "run", "--config", str(config), "--source", server.url, "--kafka",
