@@ -6,11 +6,12 @@ beside a copy compacted by Delta itself (its read cost).
 
 Each run: MariaDB -> `binlake run` -> Kafka -> `binlake land --trigger 1s` on this machine's 2 CPUs; the mirror
 is landed first through the binlog (land_latency.run_latency's preload), then single-row UPDATEs of distinct keys
-spread over the whole table at ``--rate`` for ``--duration`` s; a row's latency is the commit time of the first
-mirror version holding its new value (delta-rs's time travel) minus the time its UPDATE returned.
+spread over the whole table (``--keys hot``: nine in ten on its newest tenth) at ``--rate`` for ``--duration`` s;
+a row's latency is the commit time of the first mirror version holding its new value (delta-rs's time travel)
+minus the time its UPDATE returned.
 
     python bench/run_big_tables.py [--rows 1000000,10000000] [--modes vectors,rewrite,merge] [--rate 2000]
-        [--duration 60] [--output bench/results/big-tables.md]
+        [--duration 60] [--keys spread|hot] [--output bench/results/big-tables.md]
 """
 
 from __future__ import annotations
