@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tests.harness.land import store_env
+
 
 def catalog(lake: Path, uri: str | None = None) -> Any:
     """The lake's catalog as pyiceberg opens it (``uri``: its database; default: the Hadoop catalog on the lake's
@@ -58,11 +60,10 @@ def spark_rows_in_store(store: Any, lake: str, checkpoint: Path, db: str,
     ``checkpoint``, as a Spark session of its own reads them through Hadoop's s3a (Iceberg's HadoopFileIO):
     each table's rows of the columns ``tables`` names for it, every value as ``str()``."""
     import json
-    import os
     import subprocess
     import sys
 
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **store.environment()}
+    env = store_env(store)
     done = subprocess.run([sys.executable, "-c", _SPARK_READ, json.dumps([lake, str(checkpoint), store.endpoint, db,
                                                                           tables])],
                           env=env, capture_output=True, text=True, timeout=300, check=False)

@@ -60,11 +60,13 @@ def store_land_command(kafka, store, prefix: str, lake: str, env: dict[str, str]
              "--s3-endpoint", store.endpoint, "--s3-path-style", *extra], store_env(store, env))
 
 
-def store_env(store, env: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a process whose Spark driver writes a lake in ``store`` (an ObjectStore): this one's
-    without its AWS variables, then ``env``'s (default the store's), and the s3a drivers' class-data archive."""
+def store_env(store=None, env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a process whose Spark driver reads or writes a lake in a bucket: this one's without its
+    AWS variables, then ``env``'s (default those of ``store``, an ObjectStore, if any), and the s3a drivers'
+    class-data archive."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    return s3a_driver_env({**base, **(env if env is not None else store.environment())})
+    own = env if env is not None else store.environment() if store is not None else {}
+    return s3a_driver_env({**base, **own})
 
 
 def mirror_rows(spark, lake: Path, db: str, table: str) -> tuple[dict, dict]:

@@ -8,7 +8,6 @@ lake, the secret never shown."""
 
 from __future__ import annotations
 
-import os
 import random
 import re
 import signal
@@ -24,7 +23,6 @@ from ingester.devstack.objectstore import REGION, ObjectStore
 from tests.harness import zoo
 from tests.harness.daemon import BINLAKE, run_daemon
 from tests.harness.delta_rs import delta_rs_rows
-from tests.harness.jvm_archive import s3a_driver_env
 from tests.harness.land import committed_batches, kill_group, land_in_store, landed_everything, running_until, store_env
 from tests.harness.workloads import assert_kill_workload_landed, kill_workload
 from tests.harness.zoo_lake import assert_zoo_landed, zoo_written
@@ -146,7 +144,7 @@ def test_the_demo_lands_into_a_bucket(tmp_path) -> None:
     """`binlake demo --object-store`: the whole pipeline into a bucket of a private store, as a user runs it
     (its own process); the demo compares every mirror with the server's rows and exits 1 on a difference."""
     base = tmp_path / "demo"
-    env = s3a_driver_env({k: v for k, v in os.environ.items() if not k.startswith("AWS_")})
+    env = store_env()  # the demo's own store's credentials
     done = subprocess.run([*BINLAKE, "demo", "--object-store", "--customers", "300", "--orders", "2000", "--updates",
                            "40", "--dir", str(base)], env=env, capture_output=True, text=True, timeout=900,
                           check=False)

@@ -20,7 +20,7 @@ from ingester.daemon.kafka_io import read_checkpoint
 from ingester.devstack import free_tcp_port
 from ingester.sources.replication import ReplicationError, SourceURL
 from tests.harness.daemon import BINLAKE
-from tests.harness.jvm_archive import s3a_driver_env
+from tests.harness.land import store_env
 
 pytestmark = pytest.mark.integration
 CORE = "Zq7Secret4411"
@@ -194,7 +194,7 @@ def test_the_object_stores_secret_key_never_shows(kafka, tmp_path) -> None:
             config = tmp_path / f"{name}.yaml"
             config.write_text(f"land:\n  s3_credentials_file: {credentials}\n  s3_endpoint: {store.endpoint}\n"
                               "  s3_path_style: true\n")
-            env = s3a_driver_env({k: v for k, v in os.environ.items() if not k.startswith("AWS_")})
+            env = store_env()  # the credentials file's, not the environment's
             done = subprocess.run([*BINLAKE, "land", "--config", str(config), "--kafka", kafka.bootstrap,
                                    "--topic-prefix", "secs3", "--lake", "s3a://lake/sec",
                                    "--checkpoint", "s3a://lake/sec/_checkpoint", "--trigger", "available-now"],
