@@ -9,7 +9,6 @@ time, ~40 us per row change on our 2-CPU reference machine; pyarrow writes the s
 
 from __future__ import annotations
 
-import itertools
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
@@ -182,9 +181,3 @@ def write_mirror_file(lake: LakeFiles, table_path: str, rows: pa.Table,
     stats = {"numRecords": len(rows), "minValues": {key: low}, "maxValues": {key: high},
              "nullCount": {key: rows.column(key).null_count}}
     return Added(name, {}, size, stats)
-
-
-def within(names: list[str], sizes: dict[str, int], budget: int) -> list[str]:
-    """The first of ``names`` whose sizes add up to at most ``budget`` bytes (a compaction's files)."""
-    total = itertools.accumulate(sizes[n] for n in names)
-    return [name for name, upto in zip(names, total, strict=True) if upto <= budget]

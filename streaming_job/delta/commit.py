@@ -47,6 +47,11 @@ class LiveFile(NamedTuple):
     def removed(self) -> Removed:
         return Removed(self.path, self.size, self.deletion_vector)
 
+    def rows(self) -> int:
+        """Its rows (deleted ones too) by its statistics; a file without them counts as too many to rewrite."""
+        found = orjson.loads(self.stats).get("numRecords") if self.stats else None
+        return found if isinstance(found, int) else 1 << 62
+
 
 class Removed(NamedTuple):
     """An unpartitioned data file a commit removes: its path relative to the table, its size and deletion vector

@@ -12,7 +12,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..batch.writer import PARTITION_COLUMN, within, write_change_log_file
+from ..batch.small_files import FileSize, fewest_rows, is_small
+from ..batch.writer import PARTITION_COLUMN, write_change_log_file
 from ..lake.files import LakeFiles
 from ..lake.paths import join, scheme
 from .commit import Commit, Moved
@@ -22,10 +23,11 @@ log = logging.getLogger("binlake.land")
 
 @dataclass
 class ChangeLogFiles:
-    """A change log's small files as the driver last saw them (Delta version), by commit date."""
+    """A change log's small files (batch.small_files) as the driver last saw them (Delta version), by commit
+    date."""
 
     version: int
-    sizes: dict[str, int]
+    files: dict[str, FileSize]
     dates: dict[str, str]
     skipped: set[str] = field(default_factory=set)  # files a compaction could not read together
 
@@ -34,37 +36,39 @@ class ChangeLogFiles:
         found = cls(commit.version, {}, {})
         for file in commit.files():
             name, values = file.path, file.partition_values
-            if file.size < below and not file.deletion_vector and PARTITION_COLUMN in values and \
-                    not (scheme(name) or name.startswith("/")):
-                found.sizes[name], found.dates[name] = file.size, values[PARTITION_COLUMN]
+            if not file.deletion_vector and PARTITION_COLUMN in values and not (scheme(name) or name.startswith("/")):
+                found.add(name, values[PARTITION_COLUMN], file.size, file.rows(), below)
         return found
 
+    def add(self, name: str, date: str, size: int, rows: int, below: int) -> None:
+        if is_small(size, rows, below):
+            self.files[name], self.dates[name] = FileSize(name, size, rows), date
+
     def pick(self, at_least: int, budget: int) -> tuple[str, list[str]] | None:
-        """The commit date with the most small files, and those within ``budget`` bytes, if at least
-        ``at_least`` of them."""
-        by_date: dict[str, list[str]] = {}
+        """The commit date with the most small files, if at least ``at_least``, and those of them a compaction
+        takes (fewest rows first, within ``budget`` bytes), at least two."""
+        by_date: dict[str, list[FileSize]] = {}
         for name, date in self.dates.items():
             if name not in self.skipped:
-                by_date.setdefault(date, []).append(name)
+                by_date.setdefault(date, []).append(self.files[name])
         if not by_date:
             return None
-        date, names = max(by_date.items(), key=lambda kv: len(kv[1]))
-        if len(names) < at_least:
+        date, files = max(by_date.items(), key=lambda kv: len(kv[1]))
+        if len(files) < at_least:
             return None
-        out = within(sorted(names), self.sizes, budget)
+        out = sorted(f.name for f in fewest_rows(files, budget))
         return (date, out) if len(out) >= 2 else None
 
     def skip(self, names: list[str]) -> None:
         self.skipped.update(names)
 
-    def update(self, version: int, added: list[tuple[str, dict[str, str], int]], removed: list[str],
-               below: int) -> None:
+    def update(self, version: int, added: list[tuple[str, str, int, int]], removed: list[str], below: int) -> None:
+        """``added``: (name, commit date, bytes, rows) each."""
         for name in removed:
-            self.sizes.pop(name, None)
+            self.files.pop(name, None)
             self.dates.pop(name, None)
-        for name, values, size in added:
-            if size < below and PARTITION_COLUMN in values:
-                self.sizes[name], self.dates[name] = size, values[PARTITION_COLUMN]
+        for name, date, size, rows in added:
+            self.add(name, date, size, rows, below)
         self.version = version
 
 
@@ -106,13 +110,11 @@ class ChangeLogCompaction:
         add = write_change_log_file(lake, path, date, rows)
         log.debug("%s: %d small change-log files of %s compacted into one in %.1fs", path, len(names), date,
                   time.monotonic() - started)
-        return [add], [(n, files.sizes[n], {PARTITION_COLUMN: date}) for n in names]
+        return [add], [(n, files.files[n].size, {PARTITION_COLUMN: date}) for n in names]
 
     def committed(self, path: str, version: int, files: list[tuple[Any, ...]], moved: Moved) -> None:
         """The batch's commit (``version``) added the change-log ``files`` (FILE_COLUMNS tuples) and made
         the compaction ``moved`` returned for it."""
-        self._files[path].update(version, [(n, {PARTITION_COLUMN: d}, size) for n, d, size, *_ in files]
-                                 + [(n, v, size) for n, v, size, _ in moved[0]],
-                                 [n for n, _, _ in moved[1]], self.small_file_bytes)
-
-
+        added = [(n, d, size, rows) for n, d, size, rows, *_ in files]
+        added += [(a.path, a.partition_values[PARTITION_COLUMN], a.size, a.stats["numRecords"]) for a in moved[0]]
+        self._files[path].update(version, added, [n for n, _, _ in moved[1]], self.small_file_bytes)

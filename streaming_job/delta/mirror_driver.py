@@ -7,8 +7,9 @@ On a mirror with deletion vectors (land.deletion_vectors), a batch's updates and
 the old rows deleted in the file's deletion vector instead of rewriting it: the batch reads the key columns of
 the files its keys may be in (kept in memory), writes a vector file and its new rows, and so costs what its
 changes cost whatever the table's size. A file is rewritten without its deleted rows once they pass
-``_REWRITE_SHARE`` of it, and one under ``_VECTOR_FILE_BYTES`` is rewritten as before; small files (under
-land.small_file_bytes) are compacted together as before, without their deleted rows."""
+``_REWRITE_SHARE`` of it, and one of fewer than ``_VECTOR_ROWS`` rows is rewritten as before; small files
+(batch.small_files) are compacted together as before, without their deleted rows. Both rules count rows, what a
+rewrite costs: a bulk load's well-compressed files hold hundreds of thousands of rows in a few MiB."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ import pyarrow.compute as pc
 from ..batch.key_range import KeyRange
 from ..batch.keys import key_property
 from ..batch.mirror import DELETED, conform, last_per_key
-from ..batch.writer import SMALL_FILE_ROWS, Added, within, write_mirror_file
+from ..batch.small_files import SMALL_ROWS, FileSize, fewest_rows, is_small
+from ..batch.writer import SMALL_FILE_ROWS, Added, write_mirror_file
 from ..decode.lake_types import quote
 from ..format.lake_format import VectorMode
 from ..lake.files import LakeFiles
@@ -46,7 +48,9 @@ DRIVER_KEYS = (*INTEGER, "decimal(20,0)")
 _FILE_ROWS = 1_000_000  # rows per mirror file the driver writes, at most
 _FILE_ROWS_PER_THREAD = 50_000  # ... and at least, where it writes several at once
 _REWRITE_SHARE = 0.3  # a file whose deletion vector would delete more than this share of its rows is rewritten
-_VECTOR_FILE_BYTES = 1 << 20  # ... and so is a smaller file than this (or than land.small_file_bytes): cheap to write
+# a touched file of fewer rows (and fewer bytes than land.small_file_bytes) is rewritten, not given a vector:
+# cheap to write, and its rows join the batch's new file
+_VECTOR_ROWS = SMALL_ROWS
 _KEYS_BYTES = 512 << 20  # the files' key columns kept in memory, at most
 # land.deletion_vectors "auto": a mirror gets deletion vectors once a batch would rewrite more than this of its
 # files (a large mirror changed at scattered keys); smaller ones keep the lowest protocol, which more readers read
@@ -55,10 +59,11 @@ _AUTO_VECTOR_BYTES = 128 << 20
 
 class DriverMirror(MirrorStrategy[pa.Table]):
     """``merge_bytes``: the most of a mirror's files the driver reads for a batch (more: Spark's MERGE). A
-    batch under a steady trickle adds a small file to the mirror: once it has ``compact_files`` files under
-    ``small_file_bytes``, the driver's commit rewrites them together with the batch (MirrorFiles.small), at most
-    ``compact_bytes`` of them (None: ``merge_bytes``; within what is left of ``merge_bytes`` in any case).
-    ``vectors``: land.deletion_vectors (a touched file of 1 MiB or more gets a deletion vector: ``_mark``)."""
+    batch under a steady trickle adds a small file to the mirror: once it has ``compact_files`` small files
+    (batch.small_files: by ``small_file_bytes`` and rows), the driver's commit rewrites them together with the batch
+    (MirrorFiles.small), at most ``compact_bytes`` of them (None: ``merge_bytes``; within what is left of
+    ``merge_bytes`` in any case). ``vectors``: land.deletion_vectors (a touched file of ``_VECTOR_ROWS`` rows or more
+    gets a deletion vector: ``_mark``)."""
 
     def __init__(self, delta: DeltaTables, threads: DriverThreads, merge_bytes: int, compact_files: int,
                  small_file_bytes: int, compact_bytes: int | None = None, vectors: VectorMode = "auto") -> None:
@@ -175,7 +180,7 @@ class DriverMirror(MirrorStrategy[pa.Table]):
               path: str) -> tuple[list[str], list[tuple[LiveFile, np.ndarray]]]:
         """Of the ``touched`` files, those whose rows of the batch's keys a deletion vector deletes (with the row
         positions its new vector holds: the old one's and the batch's), and those rewritten (those under
-        ``_VECTOR_FILE_BYTES`` or ``small_file_bytes``, and those whose vector would delete more than
+        ``_VECTOR_ROWS`` rows and ``small_file_bytes``, and those whose vector would delete more than
         ``_REWRITE_SHARE`` of their rows). A file whose range holds the batch's keys and whose live rows none of
         them is neither (a small one may then be compacted with others: ``MirrorFiles.small``)."""
         assert self.delta.files is not None and self.vector_files is not None
@@ -196,11 +201,18 @@ class DriverMirror(MirrorStrategy[pa.Table]):
             if not len(hit):
                 continue  # none of the file's live rows has one of the batch's keys
             deleted = np.union1d(old, hit)
-            if live.size < min(self.small_file_bytes, _VECTOR_FILE_BYTES) or len(deleted) > _REWRITE_SHARE * len(keys):
+            if rewritten_not_vectored(len(keys), live.size, len(deleted), self.small_file_bytes):
                 rewritten.append(name)
             else:
                 marked.append((live, deleted))
         return rewritten, marked
+
+
+def rewritten_not_vectored(rows: int, size: int, deleted: int, small_file_bytes: int) -> bool:
+    """Whether a file of ``rows`` rows and ``size`` bytes of which ``deleted`` are deleted once a batch lands is
+    rewritten without them rather than given a deletion vector: a small one (fewer than ``_VECTOR_ROWS`` rows and
+    ``small_file_bytes`` bytes: cheap to write), or one whose vector would delete more than ``_REWRITE_SHARE``."""
+    return (rows < _VECTOR_ROWS and size < small_file_bytes) or deleted > _REWRITE_SHARE * rows
 
 
 @dataclass
@@ -233,14 +245,21 @@ class MirrorFiles:
         return out
 
     def small(self, below: int, at_least: int, touched: set[str], budget: int) -> list[str]:
-        """Files under ``below`` bytes not among ``touched``, in key order and within ``budget`` bytes,
-        once there are ``at_least`` of them (else none): the batch's commit rewrites them into files of
-        consecutive key ranges, so a steady trickle of small batches does not leave a file per batch."""
-        found = [n for n, size in self.sizes.items() if size < below and n not in touched]
+        """Small files (batch.small_files: by bytes and rows) not among ``touched``, once there are ``at_least``
+        of them (else none): those of fewest rows first, within the compaction's rows and ``budget`` bytes, in
+        key order. The batch's commit rewrites them into files of consecutive key ranges, so a steady trickle of
+        small batches does not leave a file per batch, and no batch rewrites more, whatever the table's size."""
+        found = [FileSize(n, size, self.rows(n)) for n, size in self.sizes.items() if n not in touched]
+        found = [f for f in found if is_small(f.size, f.rows, below)]
         if len(found) < at_least:
             return []
-        found.sort(key=lambda n: self.ranges[n] or KeyRange(0, 0))
-        return within(found, self.sizes, budget)
+        chosen = fewest_rows(found, budget)
+        if len(chosen) < 2:
+            return []
+        return sorted((f.name for f in chosen), key=lambda n: self.ranges[n] or KeyRange(0, 0))
+
+    def rows(self, name: str) -> int:
+        return self.live[name].rows()
 
     def update(self, version: int, adds: list[Added], removed: list[str], key: str,
                vectored: Sequence[Vectored] = ()) -> None:

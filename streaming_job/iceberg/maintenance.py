@@ -4,11 +4,11 @@ pyiceberg 0.12 expires snapshots from the metadata only and rewrites no data fil
 its snapshot producers.
 
 - **Compaction** (the Delta side's settings, compaction.py): once a table (a change log: one commit date)
-  holds ``compact_files`` data files under ``small_file_bytes``, up to ``budget`` bytes of them are read and
-  written again (a mirror's rows in key order) in one ``replace`` snapshot: the same rows, which Iceberg's
-  incremental readers skip. It carries the batch's (app id, batch id) summary properties of the commit it
-  follows, so the job's newest snapshot always names its last batch (iceberg_catalog.landed_batch), however
-  many snapshots are expired.
+  holds ``compact_files`` small data files (batch.small_files: under ``small_file_bytes`` and its rows), those
+  of fewest rows up to its rows and ``budget`` bytes are read and written again (a mirror's rows in key order)
+  in one ``replace`` snapshot: the same rows, which Iceberg's incremental readers skip. It carries the batch's
+  (app id, batch id) summary properties of the commit it follows, so the job's newest snapshot always names its
+  last batch (iceberg_catalog.landed_batch), however many snapshots are expired.
 Their settings are the configuration's (``IcebergMaintenance.of``: land.compact_files, land.small_file_bytes,
 land.compact_bytes, land.iceberg_expire_every, land.iceberg_snapshot_retention, land.iceberg_metadata_versions).
 
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ingester.config import LandConfig
 from ingester.config_values import duration_seconds
 
-from ..batch.writer import within
+from ..batch.small_files import COMPACT_ROWS, FileSize, fewest_rows, is_small
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
@@ -128,19 +128,23 @@ class IcebergMaintenance:
         return True
 
     def _pick(self, small: SmallFiles) -> list[DataFile] | None:
-        """The small files of each partition that has ``compact_files`` of them (most first), within the
-        budget in all."""
+        """The small files of each partition that has ``compact_files`` of them (most first), those of fewest
+        rows first within the compaction's rows and the byte budget in all (batch.small_files)."""
         groups: dict[tuple[Any, ...], list[DataFile]] = {}
         for path, f in sorted(small.files.items()):
             if path not in small.skipped:
                 groups.setdefault((f.spec_id, *_values(f.partition)), []).append(f)
         out: list[DataFile] = []
+        rows_left, bytes_left = COMPACT_ROWS, self.budget
         for files in sorted(groups.values(), key=len, reverse=True):
             if len(files) < self.compact_files:
                 break
-            names = [f.file_path for f in out + files]
-            kept = set(within(names, {f.file_path: f.file_size_in_bytes for f in out + files}, self.budget))
-            out += [f for f in files if f.file_path in kept]
+            by_path = {f.file_path: f for f in files}
+            kept = fewest_rows([FileSize(f.file_path, f.file_size_in_bytes, f.record_count) for f in files],
+                               bytes_left, rows_left)
+            out += [by_path[k.name] for k in kept]
+            rows_left -= sum(k.rows for k in kept)
+            bytes_left -= sum(k.size for k in kept)
         return out if len(out) >= 2 else None
 
     def _small_files(self, name: tuple[str, str], table: Table, current: Snapshot) -> SmallFiles:
@@ -155,7 +159,7 @@ class IcebergMaintenance:
             known = SmallFiles(current.snapshot_id)
             for manifest in current.manifests(io):
                 for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
-                    if entry.data_file.file_size_in_bytes < self.small_file_bytes:
+                    if self._is_small(entry.data_file):
                         known.files[entry.data_file.file_path] = entry.data_file
             self._small[name] = known
             return known
@@ -167,13 +171,16 @@ class IcebergMaintenance:
                     f = entry.data_file
                     if entry.snapshot_id != snapshot.snapshot_id:
                         continue
-                    if entry.status == ManifestEntryStatus.ADDED and f.file_size_in_bytes < self.small_file_bytes:
+                    if entry.status == ManifestEntryStatus.ADDED and self._is_small(f):
                         known.files[f.file_path] = f
                     elif entry.status == ManifestEntryStatus.DELETED:
                         known.files.pop(f.file_path, None)
                         known.skipped.discard(f.file_path)
         known.snapshot_id = current.snapshot_id
         return known
+
+    def _is_small(self, f: DataFile) -> bool:
+        return is_small(f.file_size_in_bytes, f.record_count, self.small_file_bytes)
 
 
 def _replace(tx: Any, table: Table, properties: dict[str, str]) -> Any:

@@ -314,7 +314,7 @@ def test_a_kill_mid_compaction_of_a_mirror_with_deletion_vectors_loses_nothing(s
     from streaming_job.lake.delta_log import TableLog
     from streaming_job.land.sink import Lander
 
-    monkeypatch.setattr(mirror_driver, "_VECTOR_FILE_BYTES", 1)  # no file too small for a vector
+    monkeypatch.setattr(mirror_driver, "_VECTOR_ROWS", 1)  # no file too small for a vector
 
     def lander() -> Lander:
         return Lander(spark, str(tmp_path / "lake"), str(tmp_path / "cp"), deletion_vectors="always",
