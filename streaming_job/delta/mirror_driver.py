@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 import orjson
@@ -38,6 +39,7 @@ from ..runtime.driver_threads import DriverThreads
 from ..runtime.errors import LandError
 from .commit import Commit, LiveFile, Vectored
 from .deletion_vectors import ENABLE_PROPERTY
+from .key_index import BatchKeys, FileKeys, file_keys, key_numbers
 from .mirrors import INTEGER, META, MirrorStrategy, MirrorTable, key_stats
 from .tables import DeltaTables, stats_columns
 from .vector_files import VectorFiles
@@ -75,9 +77,8 @@ class DriverMirror(MirrorStrategy[pa.Table]):
         self.compact_bytes = merge_bytes if compact_bytes is None else compact_bytes
         self.vectors = vectors
         self.files: dict[tuple[str, str], MirrorFiles] = {}
-        self.recent = RecentFiles(_RECENT_BYTES)
-        self.keys = RecentFiles(_KEYS_BYTES)  # files' key columns, by path
-        self.ordered: dict[str, bool] = {}  # by path: whether a file's first key column ascends (files never change)
+        self.recent: RecentFiles[pa.Table] = RecentFiles(_RECENT_BYTES)
+        self.keys: RecentFiles[FileKeys] = RecentFiles(_KEYS_BYTES)  # files' keys (key_index), by path
         self.vector_files = VectorFiles(delta.files) if delta.files is not None else None
 
     def forget(self, db: str, table: str) -> None:
@@ -126,7 +127,8 @@ class DriverMirror(MirrorStrategy[pa.Table]):
             commit = self.delta.transaction(path)
             files = self.files[(db, table)] = MirrorFiles.read(commit, key)
         marked: list[tuple[LiveFile, np.ndarray]] = []
-        if self.vectors != "never" and commit.deletion_vectors():
+        vectored_mirror = self.vectors != "never" and commit.deletion_vectors()
+        if vectored_mirror:
             touched, marked = self._mark(files, touched, latest, pk, path)
         if sum(files.sizes[f] for f in touched) > self.merge_bytes:
             return False
@@ -147,7 +149,8 @@ class DriverMirror(MirrorStrategy[pa.Table]):
                 kept.append(conform(rest, schema))
         surviving = latest.filter(pc.invert(latest.column(DELETED))).select(names)
         rows = _sorted_by(pa.concat_tables([*kept, surviving]), key)
-        adds = _write_mirror_files(lake, path, rows, key, self.threads.workers, self.threads.count)
+        parts = _file_rows(rows, self.threads.count)
+        adds = _write_mirror_files(lake, path, parts, key, self.threads.workers)
         written = vectors.write(path, [positions for _, positions in marked]) if marked else []
         vectored = [Vectored(file, vector) for (file, _), vector in zip(marked, written, strict=True)]
         try:
@@ -160,10 +163,11 @@ class DriverMirror(MirrorStrategy[pa.Table]):
         files.update(version, adds, [r.path for r in removes], key, vectored)
         self.recent.drop([join(path, r.path) for r in removes])
         self.keys.drop([join(path, r.path) for r in removes])
-        for r in removes:
-            self.ordered.pop(join(path, r.path), None)
         if len(adds) == 1 and len(rows) <= SMALL_FILE_ROWS:
             self.recent.put(join(path, adds[0][0]), rows)
+        if vectored_mirror:  # the new files' keys, for the next batches' vectors (none reads them back)
+            for add, part in zip(adds, parts, strict=True):
+                self.keys.put(join(path, add.path), file_keys(part.select(pk)))
         log.debug("%s.%s: mirror kept by the driver (%d of %d files read, %d rewritten, %d small ones compacted, "
                   "%d given deletion vectors)", db, table, len(touched) + len(compacted),
                   len(files.sizes) + len(removes) - len(adds), len(removes), len(compacted), len(vectored))
@@ -185,23 +189,22 @@ class DriverMirror(MirrorStrategy[pa.Table]):
         them is neither (a small one may then be compacted with others: ``MirrorFiles.small``)."""
         assert self.delta.files is not None and self.vector_files is not None
         rewritten, marked = [], []
+        batch = BatchKeys(latest, pk)
         for name in touched:
             live = files.live[name]
             where = join(path, name)
             keys = self.keys.get(where)
             if keys is None:
                 cached = self.recent.get(where)
-                keys = cached.select(pk) if cached is not None else self.delta.files.read_parquet(where, columns=pk)
+                keys = file_keys(cached.select(pk) if cached is not None
+                                 else self.delta.files.read_parquet(where, columns=pk))
                 self.keys.put(where, keys)
-            ordered = self.ordered.get(where)
-            if ordered is None:
-                ordered = self.ordered[where] = _ascending(keys.column(pk[0]))
             old = self.vector_files.deleted(path, live.deletion_vector)
-            hit = np.setdiff1d(_positions(keys, latest, pk, ordered), old, assume_unique=True)
+            hit = np.setdiff1d(keys.positions(batch), old, assume_unique=True)
             if not len(hit):
                 continue  # none of the file's live rows has one of the batch's keys
             deleted = np.union1d(old, hit)
-            if rewritten_not_vectored(len(keys), live.size, len(deleted), self.small_file_bytes):
+            if rewritten_not_vectored(keys.rows, live.size, len(deleted), self.small_file_bytes):
                 rewritten.append(name)
             else:
                 marked.append((live, deleted))
@@ -277,26 +280,35 @@ class MirrorFiles:
 _RECENT_BYTES = 64 << 20
 
 
-class RecentFiles:
-    """The rows of small mirror files this process wrote, by path, within a byte budget (the least recently
-    used go first). A batch that changes a few keys rewrites the file holding them, most often one this
-    job wrote a batch before: it needs no read then. A data file never changes once written (a commit
-    adds new files), so the rows kept are the file's for as long as it exists."""
+class _Sized(Protocol):
+    @property
+    def nbytes(self) -> int: ...
+
+
+_T = TypeVar("_T", bound=_Sized)
+
+
+class RecentFiles(Generic[_T]):
+    """What the driver keeps of mirror files, by path, within a byte budget (the least recently used go first):
+    the rows of small files this process wrote (a batch that changes a few keys rewrites the file holding them,
+    most often one this job wrote a batch before: it needs no read then), and files' keys (key_index). A data file
+    never changes once written (a commit adds new files), so what is kept is the file's for as long as it
+    exists."""
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
         self.size = 0
-        self._rows: OrderedDict[str, pa.Table] = OrderedDict()
+        self._rows: OrderedDict[str, _T] = OrderedDict()
         self._lock = threading.Lock()  # tables land side by side
 
-    def get(self, path: str) -> pa.Table | None:
+    def get(self, path: str) -> _T | None:
         with self._lock:
             rows = self._rows.get(path)
             if rows is not None:
                 self._rows.move_to_end(path)
             return rows
 
-    def put(self, path: str, rows: pa.Table) -> None:
+    def put(self, path: str, rows: _T) -> None:
         with self._lock:
             self._rows[path] = rows
             self.size += rows.nbytes
@@ -309,33 +321,6 @@ class RecentFiles:
                 rows = self._rows.pop(path, None)
                 if rows is not None:
                     self.size -= rows.nbytes
-
-
-def _ascending(keys: pa.ChunkedArray) -> bool:
-    """Whether a file's first key column ascends (the driver writes its files in key order), without nulls."""
-    if keys.null_count:
-        return False
-    numbers = key_numbers(keys)
-    return bool(len(numbers) < 2 or np.all(numbers[1:] >= numbers[:-1]))
-
-
-def _positions(keys: pa.Table, latest: pa.Table, pk: list[str], ordered: bool = False) -> np.ndarray:
-    """The positions (sorted uint64) of a file's rows (``keys``: its key columns, in file order) whose key is one
-    of the batch's (a null never matches, as in a join). ``ordered``: the file's single key column ascends, so
-    each batch key is looked up by binary search (O(batch keys x log rows), not O(rows))."""
-    if len(pk) == 1 and ordered:
-        column = key_numbers(keys.column(pk[0]))
-        wanted = np.unique(key_numbers(latest.column(pk[0]).drop_null()))
-        at = np.searchsorted(column, wanted)
-        inside = at < len(column)
-        at = at[inside]
-        return np.sort(at[column[at] == wanted[inside]]).astype(np.uint64)
-    if len(pk) == 1:
-        found = pc.is_in(keys.column(pk[0]), value_set=latest.column(pk[0]).combine_chunks(), skip_nulls=True)
-        return np.flatnonzero(found.to_numpy(zero_copy_only=False)).astype(np.uint64)
-    numbered = keys.append_column("_binlake_position", pa.array(np.arange(len(keys), dtype=np.uint64)))
-    joined = numbered.join(latest.select(pk), keys=pk, join_type="inner")
-    return np.sort(joined.column("_binlake_position").to_numpy())
 
 
 def _without_keys(rows: pa.Table, latest: pa.Table, pk: list[str]) -> pa.Table:
@@ -354,27 +339,23 @@ def _sorted_by(rows: pa.Table, key: str) -> pa.Table:
     return rows.sort_by(key)
 
 
-def _write_mirror_files(lake: LakeFiles, path: str, rows: pa.Table, key: str, pool: ThreadPoolExecutor,
-                        threads: int) -> list[Added]:
-    """The driver's mirror rows (in key order) as files of consecutive key ranges: as many as the rows
-    need at ``_FILE_ROWS`` each, or one per thread where each still gets ``_FILE_ROWS_PER_THREAD`` rows,
-    written at once on ``pool`` (Parquet's encoding and compression release the GIL)."""
+def _file_rows(rows: pa.Table, threads: int) -> list[pa.Table]:
+    """The driver's mirror rows (in key order) as the rows of files of consecutive key ranges: as many as the
+    rows need at ``_FILE_ROWS`` each, or one per thread where each still gets ``_FILE_ROWS_PER_THREAD`` rows."""
     if not len(rows):
         return []
     count = max(-(-len(rows) // _FILE_ROWS), min(threads, len(rows) // _FILE_ROWS_PER_THREAD))
     size = -(-len(rows) // count)
-    slices = [rows.slice(i, size) for i in range(0, len(rows), size)]
-    if len(slices) == 1:
-        return [write_mirror_file(lake, path, slices[0], key)]
-    return list(pool.map(lambda part: write_mirror_file(lake, path, part, key), slices))
+    return [rows.slice(i, size) for i in range(0, len(rows), size)]
 
 
-def key_numbers(keys: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """A first key column's values as numbers numpy compares: integers as they are, an unsigned BIGINT's
-    decimal(20,0) as uint64 (every value fits)."""
-    if pa.types.is_decimal(keys.type):
-        keys = pc.cast(keys, pa.uint64())
-    return keys.to_numpy()
+def _write_mirror_files(lake: LakeFiles, path: str, parts: list[pa.Table], key: str,
+                        pool: ThreadPoolExecutor) -> list[Added]:
+    """Each of ``parts`` (_file_rows) as a mirror file, written at once on ``pool`` (Parquet's encoding and
+    compression release the GIL)."""
+    if len(parts) == 1:
+        return [write_mirror_file(lake, path, parts[0], key)]
+    return list(pool.map(lambda part: write_mirror_file(lake, path, part, key), parts))
 
 
 def file_range(stats: str | None, key: str) -> KeyRange | None:

@@ -26,7 +26,12 @@ from streaming_job.lake.delta_log import TableLog
 from tests.harness import zoo
 from tests.harness.binlogs import verbose_counts
 from tests.harness.daemon import BINLAKE, run_daemon
-from tests.harness.delta_rs import assert_delta_rs_change_log, assert_delta_rs_mirror, delta_rs_rows
+from tests.harness.delta_rs import (
+    assert_arrow_mirror,
+    assert_delta_rs_change_log,
+    assert_delta_rs_mirror,
+    delta_rs_rows,
+)
 from tests.harness.lake_shapes import LocalShape
 from tests.harness.land import (
     assert_change_log,
@@ -279,7 +284,9 @@ def test_added_columns_and_unsigned_keys_stay_on_the_drivers_path(make_mariadb, 
                                                                    lake_shape) -> None:
     """A column added without a default is a commit of the new schema by the driver (no ALTER through Spark),
     and a mirror keyed by an unsigned BIGINT (decimal(20,0) in the lake, keys past 2^63) is kept by the
-    driver: every commit of both tables is binlake's own, and Spark and delta-rs read what the server has."""
+    driver: every commit of both tables is binlake's own, and Spark and delta-rs read what the server has. The
+    mirror has deletion vectors (no file small): the update and the delete go to its file's vector, in both lake
+    shapes (the cluster's: written by the driver into the bucket)."""
     server = make_mariadb()
     db = "landadd"
     server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
@@ -288,21 +295,27 @@ def test_added_columns_and_unsigned_keys_stay_on_the_drivers_path(make_mariadb, 
     big = 2 ** 64 - 1
     with conn.cursor() as cur:
         cur.execute("CREATE TABLE t (id BIGINT UNSIGNED PRIMARY KEY, v INT)")
-        cur.executemany("INSERT INTO t VALUES (%s, %s)", [(1, 1), (2 ** 63 + 5, 2), (big, 3)])
+        cur.executemany("INSERT INTO t VALUES (%s, %s)", [(1, 1), (2 ** 63 + 5, 2), (big, 3),
+                                                          *((k, k) for k in range(10, 30))])
     run_daemon(server, kafka, prefix)
-    assert lake_shape.land(kafka, prefix, lake) == 0
+    vectors = ("--deletion-vectors", "always", "--small-file-bytes", "1")
+    assert lake_shape.land(kafka, prefix, lake, *vectors) == 0
     with conn.cursor() as cur:
         cur.execute("ALTER TABLE t ADD COLUMN c VARCHAR(10)")
         cur.execute(f"INSERT INTO t VALUES ({2 ** 63}, 4, 'new')")
         cur.execute(f"UPDATE t SET c = 'top', v = v + 1 WHERE id = {big}")
         cur.execute(f"DELETE FROM t WHERE id = {2 ** 63 + 5}")
     run_daemon(server, kafka, prefix)
-    assert lake_shape.land(kafka, prefix, lake) == 0
+    assert lake_shape.land(kafka, prefix, lake, *vectors) == 0
     rows, types = mirror_rows(spark, lake, db, "t")
     assert types["id"] == "decimal(20,0)" and types["c"] == "string"
-    assert rows == plain_rows(conn, "t", "id") and len(rows) == 3
+    assert rows == plain_rows(conn, "t", "id") and len(rows) == 23
     mirror, change_log = lake / db / "t", lake / db / "t__changes"
-    assert_delta_rs_mirror(mirror, rows, ["id", "v", "c"], ["id"])
+    vectored = [a["deletionVector"]["cardinality"] for a in TableLog.read(str(mirror)).files.values()
+                if a.get("deletionVector")]
+    assert vectored == [2], vectored  # the first load's file: its rows of the updated and the deleted key
+    # delta-rs's query engine applies the vectors (its plain table reader refuses them)
+    assert_arrow_mirror(delta_rs_rows(mirror), f"{mirror} (delta-rs)", rows, ["id", "v", "c"], ["id"])
     assert_delta_rs_change_log(change_log, change_log_rows(spark, lake, db, "t"))
     for path in (mirror, change_log):
         commits = _engines(path)

@@ -148,34 +148,3 @@ def test_a_missing_or_miscounted_vector_is_one_line_naming_it(tmp_path) -> None:
     written = vectors.write(str(tmp_path / "t"), [np.array([1, 2], dtype=np.uint64)])[0]
     with pytest.raises(dv.DeletionVectorError, match="a deletion vector of 2 rows where its descriptor says 3"):
         vectors.deleted(str(tmp_path / "t"), {**written, "cardinality": 3})
-
-
-def test_the_rows_of_a_batchs_keys_in_a_file_by_one_key_column_or_several() -> None:
-    from streaming_job.delta.mirror_driver import _positions
-
-    file = pa.table({"a": [5, 1, 9, 1, None], "b": ["x", "y", "x", "x", "x"]})
-    latest = pa.table({"a": [1, 9, 7, None], "b": ["x", "x", "x", "x"]})
-    assert _positions(file.select(["a"]), latest, ["a"]).tolist() == [1, 2, 3]  # a null matches nothing
-    assert _positions(file, latest, ["a", "b"]).tolist() == [2, 3]
-    assert _positions(file, latest.slice(0, 0), ["a", "b"]).tolist() == []
-
-
-def test_a_files_keys_in_order_are_searched_and_find_what_a_scan_finds() -> None:
-    from streaming_job.delta.mirror_driver import _ascending, _positions
-
-    rnd = np.random.default_rng(39)
-    for size, batch in ((0, 5), (1, 1), (1_000, 50), (100_000, 2_000)):
-        keys = np.unique(rnd.integers(-(10**9), 10**9, size))  # a file the driver wrote: ascending, unique
-        file = pa.table({"id": pa.array(keys, pa.int64())})
-        picked = rnd.choice(keys, min(batch, len(keys)), replace=False) if len(keys) else np.zeros(0, np.int64)
-        latest = pa.table({"id": pa.array(np.concatenate([picked, rnd.integers(-(10**9), 10**9, batch)]),
-                                          pa.int64())})
-        assert _ascending(file.column("id"))
-        searched = _positions(file, latest, ["id"], ordered=True)
-        assert searched.tolist() == _positions(file, latest, ["id"]).tolist()
-        assert set(searched.tolist()) >= set(np.searchsorted(keys, picked).tolist())
-    assert not _ascending(pa.chunked_array([[1, 3, 2]]))
-    assert not _ascending(pa.chunked_array([[1, None, 3]]))
-    unsigned = pa.chunked_array([pa.array([1, 2**64 - 1], pa.decimal128(20, 0))])  # an unsigned BIGINT key
-    assert _ascending(unsigned)
-    assert _positions(pa.table({"id": unsigned}), pa.table({"id": unsigned.slice(1)}), ["id"], True).tolist() == [1]

@@ -1,0 +1,157 @@
+"""Where a mirror file's rows of a batch's keys are (their positions, for the file's deletion vector), from the
+file's key columns read once and kept in memory (mirror_driver.DriverMirror: 512 MiB of them at most).
+
+A file the driver wrote holds its rows in key order. A single integer key column that ascends is kept as runs of
+consecutive keys (``KeyRuns``): a table keyed by AUTO_INCREMENT has one run per file, 24 bytes whatever its rows,
+where the column itself takes 8 bytes a row (a 100,000,000-row mirror's 800 MB would not fit the memory kept, and
+each batch of updates at scattered keys would read every file's keys again). Ascending keys with gaps everywhere
+are kept as they are and searched (``SortedKeys``); other keys (several columns, or a file in another order, e.g.
+one Spark's MERGE wrote) are matched by a scan or a join (``KeyColumns``). Each finds exactly the rows a join of the
+file's keys with the batch's finds (a null matches nothing)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_POSITION = "_binlake_position"
+
+
+def key_numbers(keys: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A first key column's values as numbers numpy compares: integers as they are, an unsigned BIGINT's
+    decimal(20,0) as uint64 (every value fits)."""
+    if pa.types.is_decimal(keys.type):
+        keys = pc.cast(keys, pa.uint64())
+    return keys.to_numpy()
+
+
+class BatchKeys:
+    """A batch's keys (its last change per key: ``latest``, key columns ``pk``), looked up in each file it may
+    touch; the first column's numbers are worked out once for all of them."""
+
+    def __init__(self, latest: pa.Table, pk: list[str]) -> None:
+        self.latest, self.pk = latest, pk
+
+    @cached_property
+    def numbers(self) -> np.ndarray:
+        """The first key column's distinct non-null values, ascending."""
+        return np.unique(key_numbers(self.latest.column(self.pk[0]).drop_null()))
+
+
+class FileKeys(Protocol):
+    """A file's keys as kept in memory: its rows (deleted ones too) and the bytes kept."""
+
+    @property
+    def rows(self) -> int: ...
+
+    @property
+    def nbytes(self) -> int: ...
+
+    def positions(self, batch: BatchKeys) -> np.ndarray:
+        """The (ascending, uint64) positions of the file's rows whose key is one of the batch's."""
+        ...
+
+
+@dataclass(frozen=True)
+class KeyRuns:
+    """Ascending, distinct integer keys as runs of consecutive ones: run i holds keys ``starts[i]`` to
+    ``ends[i]`` at rows ``firsts[i]`` on."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    firsts: np.ndarray
+    rows: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.starts.nbytes + self.ends.nbytes + self.firsts.nbytes
+
+    def positions(self, batch: BatchKeys) -> np.ndarray:
+        wanted = _as(batch.numbers, self.starts.dtype)
+        run = np.searchsorted(self.starts, wanted, "right") - 1  # the last run starting at or below each key
+        found = run >= 0
+        run, wanted = run[found], wanted[found]
+        inside = wanted <= self.ends[run]
+        run, wanted = run[inside], wanted[inside]
+        return (self.firsts[run] + (wanted - self.starts[run]).astype(np.int64)).astype(np.uint64)
+
+
+@dataclass(frozen=True)
+class SortedKeys:
+    """Ascending, distinct integer keys, searched by bisection (O(batch keys x log rows))."""
+
+    numbers: np.ndarray
+
+    @property
+    def rows(self) -> int:
+        return len(self.numbers)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numbers.nbytes
+
+    def positions(self, batch: BatchKeys) -> np.ndarray:
+        wanted = _as(batch.numbers, self.numbers.dtype)
+        at = np.searchsorted(self.numbers, wanted)
+        inside = at < len(self.numbers)
+        at, wanted = at[inside], wanted[inside]
+        return at[self.numbers[at] == wanted].astype(np.uint64)
+
+
+@dataclass(frozen=True)
+class KeyColumns:
+    """A file's key columns as they are: its rows of the batch's keys found by a scan (one column) or a join."""
+
+    keys: pa.Table
+
+    @property
+    def rows(self) -> int:
+        return len(self.keys)
+
+    @property
+    def nbytes(self) -> int:
+        return self.keys.nbytes
+
+    def positions(self, batch: BatchKeys) -> np.ndarray:
+        if len(batch.pk) == 1:
+            column = batch.latest.column(batch.pk[0]).combine_chunks()
+            found = pc.is_in(self.keys.column(batch.pk[0]), value_set=column, skip_nulls=True)
+            return np.flatnonzero(found.to_numpy(zero_copy_only=False)).astype(np.uint64)
+        numbered = self.keys.append_column(_POSITION, pa.array(np.arange(len(self.keys), dtype=np.uint64)))
+        joined = numbered.join(batch.latest.select(batch.pk), keys=batch.pk, join_type="inner")
+        return np.sort(joined.column(_POSITION).to_numpy())
+
+
+def file_keys(keys: pa.Table) -> FileKeys:
+    """A file's key columns (in file order) as kept in memory: runs, sorted numbers or the columns themselves."""
+    if keys.num_columns != 1 or keys.column(0).null_count:
+        return KeyColumns(keys)
+    column = keys.column(0)
+    if not (pa.types.is_integer(column.type) or pa.types.is_decimal(column.type)):
+        return KeyColumns(keys)
+    numbers = key_numbers(column)
+    if len(numbers) > 1 and not np.all(numbers[1:] > numbers[:-1]):
+        return KeyColumns(keys)  # not in ascending order (or a key twice): scanned
+    breaks = np.flatnonzero(np.diff(numbers) != 1) + 1  # where a run starts, after the first
+    if 4 * (len(breaks) + 1) > len(numbers):
+        return SortedKeys(numbers)
+    firsts = np.concatenate([[0], breaks]).astype(np.int64)
+    lasts = np.concatenate([breaks - 1, [len(numbers) - 1]])
+    return KeyRuns(numbers[firsts], numbers[lasts], firsts, len(numbers))
+
+
+def _as(wanted: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The batch's (ascending) key numbers in a file's integer type: those outside its range are in no such file."""
+    if wanted.dtype == dtype:
+        return wanted
+    bounds = np.iinfo(dtype)
+    if len(wanted):  # compared as Python integers: exact whatever the two types
+        low = int(np.searchsorted(wanted, bounds.min, "left")) if int(wanted[0]) < bounds.min else 0
+        high = int(np.searchsorted(wanted, bounds.max, "right")) if int(wanted[-1]) > bounds.max else len(wanted)
+        wanted = wanted[low:high]
+    return wanted.astype(dtype)
