@@ -252,7 +252,8 @@ class MirrorFiles:
         of them (else none): those of fewest rows first, within the compaction's rows and ``budget`` bytes, in
         key order. The batch's commit rewrites them into files of consecutive key ranges, so a steady trickle of
         small batches does not leave a file per batch, and no batch rewrites more, whatever the table's size."""
-        found = [FileSize(n, size, self.rows(n)) for n, size in self.sizes.items() if n not in touched]
+        # each batch: a file's statistics are parsed for its rows only once its bytes make it a candidate
+        found = [FileSize(n, size, self.rows(n)) for n, size in self.sizes.items() if size < below and n not in touched]
         found = [f for f in found if is_small(f.size, f.rows, below)]
         if len(found) < at_least:
             return []
