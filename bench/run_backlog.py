@@ -1,15 +1,20 @@
 """A big backlog in Kafka landed by `binlake land --trigger available-now` (issue 39, "Big backlogs"): rows/s and
 peak memory as the backlog grows, micro-batches bounded in bytes (land.max_batch_bytes, default 64 MiB) against one
-batch of the whole backlog (--max-batch-bytes 0, binlake's behaviour before the bound).
+batch of the whole backlog (--max-batch-bytes 0, binlake's behaviour before the bound), and with each bound the
+batches a driver keeps whole (land.driver_rows: the default against the 1,000,000 row changes it was before; a batch
+of more rows is decoded again in Spark and landed by its jobs).
 
 One table of five columns (BIGINT key, INT, VARCHAR, DOUBLE, DATETIME) filled with N rows by multi-row INSERTs of
 100,000 rows each (MariaDB's sequence engine), published by `binlake run --exit-at-end` into a private Kafka broker
 (timed apart), then landed into a new local Delta lake by each configuration in turn. Each landing is checked: the
 mirror as delta-rs reads it has N rows and the ids' sum the server's. Reported per size and configuration: the
 wall time of the process (Spark's start included), rows/s, micro-batches, and the peak resident memory of the
-process group (the driver's Python and JVM, Spark's Python workers), sampled every 0.5 s.
+process group (the driver's Python and JVM, Spark's Python workers), sampled every 0.5 s, over the whole run and
+its middle and last thirds (flat memory: the last third's peak no higher than the middle's; the first holds Spark's
+start).
 
-    .venv/bin/python bench/run_backlog.py [--rows 1000000 10000000] [--bounds 67108864 0] [--output FILE]
+    .venv/bin/python bench/run_backlog.py [--rows 1000000 10000000] [--bounds 67108864 0]
+        [--driver-rows 4000000 1000000] [--output FILE]
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from land_latency import BATCH_LINE
 from run_decode import _cpu_model, _git_revision
 from soak import group_rss_mib
 
+from ingester.config import LandConfig
 from ingester.devstack.kafka import KafkaBroker
 from ingester.devstack.mariadb import MariaDBServer
 
@@ -45,11 +51,13 @@ class Landing:
 
     rows: int
     bound: int
+    driver_rows: int
     ok: bool
     wall_s: float
     batch_s: float  # the micro-batches' own time (the job's progress lines)
     batches: int
     peak_rss_mib: float
+    thirds: tuple[float, float]  # the peak RSS of the run's middle and last thirds (flat memory: the last no higher)
     note: str
 
 
@@ -70,12 +78,13 @@ def publish(server: MariaDBServer, broker: KafkaBroker, prefix: str) -> float:
     return time.monotonic() - started
 
 
-def land(broker: KafkaBroker, prefix: str, lake: Path, rows: int, bound: int, want_sum: int) -> Landing:
+def land(broker: KafkaBroker, prefix: str, lake: Path, rows: int, bound: int, driver_rows: int,
+         want_sum: int) -> Landing:
     log = lake.with_suffix(".log")
     command = [*BINLAKE, "land", "--kafka", broker.bootstrap, "--topic-prefix", prefix, "--lake", str(lake),
                "--checkpoint", str(lake / "_checkpoint"), "--trigger", "available-now", "--max-batch-bytes",
-               str(bound)]
-    peak = 0.0
+               str(bound), "--driver-rows", str(driver_rows)]
+    samples: list[tuple[float, float]] = []
     done = threading.Event()
     started = time.monotonic()
     with log.open("w") as out:
@@ -83,9 +92,8 @@ def land(broker: KafkaBroker, prefix: str, lake: Path, rows: int, bound: int, wa
                                 env=os.environ | {"BINLAKE_DEBUG": "1"})
 
         def sample() -> None:
-            nonlocal peak
             while not done.wait(0.5):
-                peak = max(peak, group_rss_mib(proc.pid))
+                samples.append((time.monotonic(), group_rss_mib(proc.pid)))
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
@@ -97,6 +105,9 @@ def land(broker: KafkaBroker, prefix: str, lake: Path, rows: int, bound: int, wa
         done.set()
         sampler.join()
     wall = time.monotonic() - started
+    peak = max((m for _, m in samples), default=0.0)
+    thirds = tuple(max((m for t, m in samples if lo <= (t - started) / wall < hi), default=0.0)
+                   for lo, hi in ((1 / 3, 2 / 3), (2 / 3, 2)))
     text = log.read_text(errors="replace")
     progress = list(BATCH_LINE.finditer(text))
     batches = len({m.group(1) for m in progress})
@@ -113,13 +124,14 @@ def land(broker: KafkaBroker, prefix: str, lake: Path, rows: int, bound: int, wa
     else:
         last = [line for line in text.splitlines() if line.strip()][-1:] or ["no output"]
         note = f"exit {code}: {last[0][:200]}"
-    return Landing(rows, bound, ok, wall, sum(spans), batches, peak, note)
+    return Landing(rows, bound, driver_rows, ok, wall, sum(spans), batches, peak, (thirds[0], thirds[1]), note)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
     parser.add_argument("--bounds", type=int, nargs="+", default=[64 << 20, 0])
+    parser.add_argument("--driver-rows", type=int, nargs="+", default=[LandConfig.driver_rows, 1_000_000])
     parser.add_argument("--output", type=Path, default=RESULTS)
     parser.add_argument("--work", type=Path, help="keep the lakes and the landing logs here (default: a temporary "
                                                   "directory, removed)")
@@ -135,10 +147,12 @@ def main() -> int:
             fill(server, rows)
             published[rows] = publish(server, broker, "bl")
             print(f"backlog: published in {published[rows]:.1f} s", flush=True)
-            for bound in args.bounds:
-                result = land(broker, "bl", Path(work) / f"lake-{bound}", rows, bound, rows * (rows + 1) // 2)
+            for bound, driver_rows in [(b, d) for b in args.bounds for d in args.driver_rows]:
+                result = land(broker, "bl", Path(work) / f"lake-{bound}-{driver_rows}", rows, bound, driver_rows,
+                              rows * (rows + 1) // 2)
                 results.append(result)
-                print(f"backlog: {rows:,} rows, bound {bound >> 20} MiB: {'ok' if result.ok else 'FAILED'} "
+                print(f"backlog: {rows:,} rows, bound {bound >> 20} MiB, driver rows {driver_rows:,}: "
+                      f"{'ok' if result.ok else 'FAILED'} "
                       f"{result.wall_s:.1f} s, {result.batches} batches, peak {result.peak_rss_mib:,.0f} MiB "
                       f"{result.note}", flush=True)
     write(args.output, results, published)
@@ -153,14 +167,17 @@ def write(path: Path, results: list[Landing], published: dict[int, float]) -> No
         "`python bench/run_backlog.py` (local lake, Delta, Spark local[2], the driver's default memory). Each "
         "landing checked: the mirror (delta-rs) has every row and the server's sum of ids.",
         "",
-        "| rows | published (s) | max batch | result | wall (s) | rows/s (wall) | batches | peak RSS (MiB) |",
-        "|---:|---:|---|---|---:|---:|---:|---:|",
+        "| rows | published (s) | max batch | driver rows | result | wall (s) | rows/s (wall) | rows/s (batches) | "
+        "batches | peak RSS (MiB) | peak RSS, middle / last third of the run (MiB) |",
+        "|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         bound = f"{r.bound >> 20} MiB" if r.bound else "none (one batch)"
         rate = f"{r.rows / r.wall_s:,.0f}" if r.ok else "-"
-        lines.append(f"| {r.rows:,} | {published[r.rows]:.0f} | {bound} | {'ok' if r.ok else 'failed: ' + r.note} | "
-                     f"{r.wall_s:.0f} | {rate} | {r.batches} | {r.peak_rss_mib:,.0f} |")
+        within = f"{r.rows / r.batch_s:,.0f}" if r.ok and r.batch_s else "-"
+        lines.append(f"| {r.rows:,} | {published[r.rows]:.0f} | {bound} | {r.driver_rows:,} | "
+                     f"{'ok' if r.ok else 'failed: ' + r.note} | {r.wall_s:.0f} | {rate} | {within} | {r.batches} | "
+                     f"{r.peak_rss_mib:,.0f} | {r.thirds[0]:,.0f} / {r.thirds[1]:,.0f} |")
     lines += ["", f"Goal (issue 39): at least {GOAL_ROWS_PER_S:,} rows/s with flat memory.", ""]
     path.write_text("\n".join(lines))
     print(path.read_text())

@@ -62,8 +62,10 @@ GOAL_ROWS_PER_S = 100_000
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--min-partitions", type=int, default=4)
+    parser.add_argument("--min-partitions", type=int, default=4, help="0: none (land.min_partitions' default)")
     parser.add_argument("--max-offsets-per-trigger", type=int)
+    parser.add_argument("--kafka-source", choices=("auto", "binlake", "spark"), default="auto",
+                        help="land.kafka_source of the bulk workload's jobs")
     parser.add_argument("--output", type=Path, default=RESULTS)
     parser.add_argument("--land-log", type=Path, help="the bulk run's log (BINLAKE_DEBUG=1: step times)")
     parser.add_argument("--latency", action="store_true", help="also measure commit-to-mirror latency")
@@ -102,7 +104,8 @@ def measure(args: argparse.Namespace, shape: Shape) -> int:
             run_daemon(server, broker, prefix, 301, workload.files[0])
             _check(published_rows(broker.bootstrap, prefix) == workload.row_changes, "daemon published too few")
             mirror_rows = server.execute("SELECT COUNT(*) FROM bench_bulk.orders")[0][0]
-        options = ["--min-partitions", str(args.min_partitions), "--format", args.format]
+        options = ["--min-partitions", str(args.min_partitions), "--format", args.format, "--kafka-source",
+                   args.kafka_source]
         if args.max_offsets_per_trigger:
             options += ["--max-offsets-per-trigger", str(args.max_offsets_per_trigger)]
         load_before = os.getloadavg()
@@ -160,6 +163,7 @@ def land_in_one_application(bootstrap: str, prefix: str, lakes: list[str], optio
     parsed = ap.ArgumentParser()
     parsed.add_argument("--min-partitions", type=int)
     parsed.add_argument("--max-offsets-per-trigger", type=int)
+    parsed.add_argument("--kafka-source", default="auto")
     parsed.add_argument("--master", default="local[2]")
     parsed.add_argument("--s3-endpoint")
     parsed.add_argument("--s3-path-style", action="store_true")
@@ -176,7 +180,7 @@ def land_in_one_application(bootstrap: str, prefix: str, lakes: list[str], optio
             f"{extra.local_checkpoints}/{lake.rsplit('/', 1)[1]}_checkpoint"
         land = LandConfig(lake=lake, checkpoint=checkpoint, trigger="available-now",
                           min_partitions=extra.min_partitions, max_offsets_per_trigger=extra.max_offsets_per_trigger,
-                          format=extra.format)
+                          format=extra.format, kafka_source=extra.kafka_source)
         run(LandSettings(bootstrap, prefix, land, master=extra.master, store=store), spark)
     spark.stop()
 
@@ -233,7 +237,7 @@ def _report(rows: int, passes: list[list[tuple[float, ...]]], fresh: list[tuple[
            "worker of 2 cores: executors in JVMs of their own), the lake in an S3Proxy bucket through s3a, all "
            "on the same 2 CPUs as Kafka and MariaDB, ")
         + f"minPartitions {args.min_partitions}, maxOffsetsPerTrigger {args.max_offsets_per_trigger or 'none'}, "
-        f"lake format {args.format}.",
+        f"land.kafka_source {args.kafka_source}, lake format {args.format}.",
         f"Load average before/after (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in load_before)} / "
         f"{', '.join(f'{x:.1f}' for x in load_after)} (other jobs share the 2 CPUs).",
         "",

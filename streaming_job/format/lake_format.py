@@ -55,7 +55,7 @@ class FormatSettings:
     keys: dict[str, list[str]] = field(default_factory=dict)  # land.keys: "<db>.<table>" -> its mirror's key
     # Delta: a table's batch of at most this many row changes lands by the driver (delta/landing.py), which keeps
     # the mirror itself where that reads at most driver_merge_bytes of its files (delta/mirror_driver.py)
-    driver_rows: int = 1_000_000
+    driver_rows: int = 4_000_000
     driver_merge_bytes: int = 256 << 20
     # land.compact_*: small files rewritten together (delta/compaction.py, delta/mirror_driver.py,
     # iceberg/maintenance.py's defaults)

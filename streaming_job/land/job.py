@@ -290,7 +290,8 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
                            settings.land.max_offsets_per_trigger, settings.land.kafka_source,
                            settings.land.max_batch_bytes,
                            None if planned is None else {t: {str(p): o for p, o in parts.items()}
-                                                         for t, parts in planned.offsets.items()})
+                                                         for t, parts in planned.offsets.items()},
+                           once=settings.land.trigger == "available-now")
     log.info("Kafka source: %s", type(source).__name__)
     reader = source.reader(spark)
     use_checkpoint_manager(spark, settings.checkpoint)

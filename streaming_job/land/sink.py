@@ -79,7 +79,7 @@ class Lander(ParkedTables):
     error: LandError | None = None
     # A table's batch of at most this many row changes has its mirror candidates reduced on the driver,
     # which keeps the mirror itself where that reads at most driver_merge_bytes of its files
-    driver_rows: int = 1_000_000
+    driver_rows: int = 4_000_000
     # The Kafka source gives a task per topic partition (a topic per table): a batch touching hundreds of
     # tables is decoded in as many tasks as cores instead (or the minPartitions asked for, min_tasks)
     min_tasks: int = 0

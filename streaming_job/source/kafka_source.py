@@ -33,6 +33,7 @@ from pyspark.sql.streaming import DataStreamReader
 from pyspark.sql.types import StructType
 
 from .kafka_read import KAFKA_READ
+from .partition_sizes import PartitionSizes
 
 log = logging.getLogger("binlake.land")
 
@@ -102,17 +103,21 @@ KAFKA_SOURCE_PARTITIONS = 8  # "auto": binlake's source from this many topic par
 
 
 def stream_source(bootstrap: str, pattern: str, min_partitions: int | None, max_offsets_per_trigger: int | None,
-                  choice: str = "auto", max_bytes: int = 0, start: Offsets | None = None) -> StreamSource:
+                  choice: str = "auto", max_bytes: int = 0, start: Offsets | None = None,
+                  once: bool = False) -> StreamSource:
     """Spark's source where asked for, or where a batch is bounded in records (``max_offsets_per_trigger``,
     Spark's maxOffsetsPerTrigger); binlake's where asked for, its batches bounded in bytes (``max_bytes``). ``auto``:
     binlake's where the topics have many partitions when the job starts (a batch touching many of them costs a
-    task, a consumer and two fetches each with Spark's), or where what Kafka holds past ``start`` (where the
-    query's next batch starts: None, the topics' first offsets) is more than one batch of ``max_bytes``; Spark's
-    otherwise: its Java consumer reads a few large partitions faster (a single-table bulk batch of 230,000 row
-    changes: 1.8-1.9 s against 2.5-2.7 s), but cannot bound a batch in bytes."""
+    task, a consumer and two fetches each with Spark's), and for a running job whose batches are bounded (Spark's
+    source plans each batch up to Kafka's end: a backlog built while the job runs, a bulk load arriving faster than
+    it lands, would be one batch, however large); for a run that lands what Kafka holds at its start (``once``:
+    available-now), binlake's where that is more than one batch of ``max_bytes`` past ``start`` (where the query's
+    next batch starts: None, the topics' first offsets), Spark's otherwise: its Java consumer reads a few large
+    partitions faster (a single-table bulk batch of 230,000 row changes: 2.2-2.6 s against 2.5-3.1 s)."""
     if max_offsets_per_trigger or choice == "spark":
         return SparkKafka(bootstrap, pattern, min_partitions or 0, max_offsets_per_trigger or 0)
-    if choice == "auto" and not _binlakes_needed(bootstrap, pattern, max_bytes, start):
+    bounded_running = max_bytes > 0 and not once
+    if choice == "auto" and not bounded_running and not _binlakes_needed(bootstrap, pattern, max_bytes, start):
         return SparkKafka(bootstrap, pattern, min_partitions or 0)
     return BinlakeKafka(bootstrap, pattern, min_partitions or 0, max_bytes)
 
@@ -269,7 +274,7 @@ class KafkaStreamReader(DataSourceStreamReader):
                   if latest[key[0]][str(key[1])] > first}
         if sum(behind.values()) * _LARGEST_RECORD <= self.max_bytes:  # within the bound whatever their sizes
             return latest
-        per_offset = self._sizes.bytes_per_offset({key: start[key] for key in behind})
+        per_offset = self._sizes.bytes_per_offset({key: start[key] for key in behind}, behind)
         estimate = {key: n * per_offset[key] for key, n in behind.items()}
         total = sum(estimate.values())
         if total <= self.max_bytes:
@@ -317,7 +322,7 @@ class KafkaStreamReader(DataSourceStreamReader):
                                       f"offset {first} that was read already: was the topic recreated?")
                 if stop > first:
                     spans.append(Span(topic, int(partition), first, stop))
-        return [Split(s) for s in plan(spans, self.tasks, split=self.min_partitions > 0)]
+        return [Split(s) for s in plan(spans, self.tasks, 1 if self.min_partitions > 0 else LEAST_PIECE)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, Split)
@@ -333,67 +338,10 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._sizes.close()
 
 
+# A span is cut for more tasks into pieces of at least this many records (a task reading a few records costs more
+# than their decoding); min_partitions cuts it into as many as asked
+LEAST_PIECE = 16
 _LARGEST_RECORD = 1 << 20  # a record's bytes at most (Kafka's default message.max.bytes; binlake's: 900,000)
-_SAMPLE_BYTES = 1 << 20  # a partition's sample: its records from the batch's start, up to about this many bytes
-_SAMPLE_WAIT_MS = 2000
-_SAMPLE_TTL_S = 30.0  # a partition's sample serves the batches planned this long after it
-_UNSAMPLED = 1024  # bytes per offset of a partition with no record to sample where it starts (markers, aborted ones)
-
-
-class PartitionSizes:
-    """The bytes per offset of topic partitions where the next batch starts: their records' keys, values and headers
-    (as the batch will hold them, uncompressed), from one fetch of about _SAMPLE_BYTES at that offset, kept for
-    _SAMPLE_TTL_S. A partition that gives no record there (only transaction markers or aborted records) counts at
-    _UNSAMPLED per offset."""
-
-    def __init__(self, bootstrap: str) -> None:
-        self.bootstrap = bootstrap
-        self._sampler: Any = None
-        self._known: dict[tuple[str, int], tuple[float, float]] = {}  # (bytes per offset, when sampled)
-
-    def bytes_per_offset(self, starts: dict[tuple[str, int], int]) -> dict[tuple[str, int], float]:
-        now = time.monotonic()
-        stale = {key: start for key, start in starts.items()
-                 if now - self._known.get(key, (0.0, -_SAMPLE_TTL_S))[1] >= _SAMPLE_TTL_S}
-        if stale:
-            sampled = self._sample(stale)
-            for key in stale:
-                self._known[key] = (sampled.get(key, _UNSAMPLED), now)
-        return {key: self._known[key][0] for key in starts}
-
-    def _sample(self, starts: dict[tuple[str, int], int]) -> dict[tuple[str, int], float]:
-        from kafka import KafkaConsumer, TopicPartition
-
-        if self._sampler is None:
-            self._sampler = KafkaConsumer(bootstrap_servers=self.bootstrap, isolation_level="read_uncommitted",
-                                          enable_auto_commit=False, group_id=None, auto_offset_reset="earliest",
-                                          max_partition_fetch_bytes=_SAMPLE_BYTES, fetch_max_bytes=64 << 20,
-                                          fetch_max_wait_ms=10, retry_backoff_ms=10, client_id="binlake-land-sizes")
-        wanted = {TopicPartition(t, p): start for (t, p), start in starts.items()}
-        self._sampler.assign(list(wanted))
-        for tp, start in wanted.items():
-            self._sampler.seek(tp, start)
-        seen: dict[tuple[str, int], tuple[int, int]] = {}  # (bytes, offsets from the start)
-        deadline = time.monotonic() + _SAMPLE_WAIT_MS / 1000
-        empty = 0
-        while len(seen) < len(wanted) and time.monotonic() < deadline and empty < 3:
-            polled = self._sampler.poll(timeout_ms=100)
-            empty = 0 if polled else empty + 1  # (a partition with nothing to give: no more fetches come)
-            for tp, records in polled.items():
-                if records and (tp.topic, tp.partition) not in seen:
-                    size = sum(len(r.value or b"") + len(r.key or b"") + sum(len(k) + len(v or b"")
-                                                                              for k, v in r.headers) for r in records)
-                    seen[(tp.topic, tp.partition)] = (size, records[-1].offset + 1 - wanted[tp])
-                    self._sampler.pause(tp)
-        self._sampler.assign([])
-        return {key: size / max(1, offsets) for key, (size, offsets) in seen.items()}
-
-    def close(self) -> None:
-        if self._sampler is not None:
-            self._sampler.close()
-            self._sampler = None
-
-
 def _offsets(found: dict) -> Offsets:  # type: ignore[type-arg]
     out: Offsets = {}
     for tp, offset in found.items():
@@ -401,18 +349,16 @@ def _offsets(found: dict) -> Offsets:  # type: ignore[type-arg]
     return out
 
 
-def plan(spans: list[Span], tasks: int, split: bool = False) -> list[tuple[Span, ...]]:
+def plan(spans: list[Span], tasks: int, least: int = LEAST_PIECE) -> list[tuple[Span, ...]]:
     """Spans -> at most ``tasks`` groups of about the same number of offsets (largest first, each to the
-    least loaded group). ``split``: spans longer than a group's share are cut (Spark's minPartitions)."""
+    least loaded group). A span longer than a group's share is cut into pieces of that share, of at least ``least``
+    offsets: a batch of one busy table's partition is decoded by every core, not one (Spark's minPartitions cuts
+    its ranges so too)."""
     if not spans:
         return []
-    if split:
-        share = -(-sum(s.end - s.start for s in spans) // tasks)
-        cut = []
-        for s in spans:
-            for lo in range(s.start, s.end, share):
-                cut.append(Span(s.topic, s.partition, lo, min(s.end, lo + share)))
-        spans = cut
+    share = max(least, -(-sum(s.end - s.start for s in spans) // tasks))
+    spans = [Span(s.topic, s.partition, lo, min(s.end, lo + share))
+             for s in spans for lo in range(s.start, s.end, share)]
     groups: list[list[Span]] = [[] for _ in range(min(tasks, len(spans)))]
     loads = [0] * len(groups)
     for s in sorted(spans, key=lambda s: s.start - s.end):

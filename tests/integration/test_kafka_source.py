@@ -1,9 +1,13 @@
 """binlake's Kafka source (streaming_job/source/kafka_source.py) against a real broker: it reads what Spark's own
-Kafka source reads (committed records only, with their headers), stops on records gone from Kafka, and one
-checkpoint goes on from either source to the other with every change landed once."""
+Kafka source reads (committed records only, with their headers), stops on records gone from Kafka, one
+checkpoint goes on from either source to the other with every change landed once, and a running job lands a
+backlog built while it runs in bounded batches."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +19,17 @@ from streaming_job.source.kafka_read import KafkaReader
 from streaming_job.source.kafka_source import SourceError, Span, close_readers, read_spans
 from tests.harness.binlogs import verbose_counts
 from tests.harness.daemon import run_daemon
-from tests.harness.land import assert_change_log, mirror_rows, plain_rows, run_land
+from tests.harness.land import (
+    assert_change_log,
+    change_log_rows,
+    committed_batches,
+    kill_group,
+    land_command,
+    landed_everything,
+    mirror_rows,
+    plain_rows,
+    run_land,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -132,3 +146,47 @@ def test_one_checkpoint_goes_on_from_either_kafka_source_to_the_other(make_maria
             assert mirror_rows(spark, lake, db, t)[0] == plain_rows(conn, t, "id"), (step, t)
     server.flush_logs()
     assert_change_log(spark, lake, db, verbose_counts(server.binlog_files()[:-1], db), ["a", "b"])
+
+
+def test_a_backlog_built_while_a_caught_up_job_runs_lands_in_bounded_batches(make_mariadb, kafka, spark,
+                                                                            tmp_path: Path, monkeypatch) -> None:
+    """A running job reads with binlake's Kafka source (``auto``), even started caught up (Spark's would plan its next
+    batch up to Kafka's end): about 900 KB of transactions published at once while it runs, after a first batch of
+    small records, land in batches of about ``--max-batch-bytes``, every change once, and the mirror equals the
+    server's SELECT."""
+    server = make_mariadb()
+    db = prefix = "flood"
+    server.execute(f"CREATE DATABASE {db}")
+    conn = server.connect(db)
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(4000))")
+        cur.execute("INSERT INTO t VALUES (0, 'first')")
+    monkeypatch.setenv("BINLAKE_KAFKA_MAX_RECORD_BYTES", "20000")  # records of a few rows: a batch holds several
+    run_daemon(server, kafka, prefix)
+    lake, log = tmp_path / "lake", tmp_path / "land.log"
+    bound, value = 100_000, 3000  # bytes: a batch of about 33 rows
+    cmd, env = land_command(kafka, prefix, lake)
+    with log.open("w") as out:
+        proc = subprocess.Popen([*cmd, "--trigger", "1s", "--max-batch-bytes", str(bound)], env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while committed_batches(lake / "_checkpoint") < 1 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        with conn.cursor() as cur:
+            for i in range(1, 301):
+                cur.execute("INSERT INTO t VALUES (%s, %s)", (i, f"{i:06d}" * (value // 6)))
+        run_daemon(server, kafka, prefix)  # all of it in Kafka at once, past one batch
+        while not landed_everything(kafka, prefix, lake / "_checkpoint") and time.monotonic() < deadline \
+                and proc.poll() is None:
+            time.sleep(0.5)
+        assert proc.poll() is None and landed_everything(kafka, prefix, lake / "_checkpoint"), log.read_text()
+    finally:
+        kill_group(proc)
+    text = log.read_text()
+    assert re.findall(r"Kafka source: (\w+)", text) == ["BinlakeKafka"], text
+    rows = [int(n) for n in re.findall(r"batch \d+: \d+ records in, (\d+) row changes", text)]
+    assert sum(rows) == 301 and len(rows) >= 5 and max(rows) <= 2 * bound // value, rows  # (the estimate's slack)
+    assert mirror_rows(spark, lake, db, "t")[0] == plain_rows(conn, "t", "id")
+    changes = change_log_rows(spark, lake, db, "t")
+    assert len(changes) == len({(bytes(c.seq), c.row_index) for c in changes}) == 301  # each insert once

@@ -25,8 +25,8 @@ def _offsets(groups: list[tuple[Span, ...]]) -> collections.Counter:
     return collections.Counter((s.topic, s.partition, o) for g in groups for s in g for o in range(s.start, s.end))
 
 
-@pytest.mark.parametrize("split", [False, True])
-def test_every_offset_of_a_batch_is_in_exactly_one_task(split: bool) -> None:
+@pytest.mark.parametrize("least", [1, 16, 10_000])
+def test_every_offset_of_a_batch_is_in_exactly_one_task(least: int) -> None:
     rng = random.Random(7)
     spans = []
     for t in range(60):
@@ -34,7 +34,7 @@ def test_every_offset_of_a_batch_is_in_exactly_one_task(split: bool) -> None:
         spans.append(Span(f"p.db.t{t}", rng.randrange(3), start, start + rng.choice([1, 2, 5, 40, 700])))
     want = collections.Counter((s.topic, s.partition, o) for s in spans for o in range(s.start, s.end))
     for tasks in (1, 2, 3, 8):
-        groups = plan(spans, tasks, split=split)
+        groups = plan(spans, tasks, least)
         assert 1 <= len(groups) <= tasks
         assert _offsets(groups) == want
         assert all(groups)  # no empty task
@@ -44,12 +44,18 @@ def test_every_offset_of_a_batch_is_in_exactly_one_task(split: bool) -> None:
         assert max(loads) <= sum(loads) / len(groups) + biggest
 
 
-def test_min_partitions_splits_one_hot_partition_into_as_many_tasks() -> None:
-    groups = plan([Span("p.db.hot", 0, 100, 1100)], 4, split=True)
+def test_one_hot_partition_is_read_by_every_task_in_pieces_of_at_least_a_few_records() -> None:
+    groups = plan([Span("p.db.hot", 0, 100, 1100)], 4)
     assert len(groups) == 4
     assert sorted((s.start, s.end) for g in groups for s in g) == [(100, 350), (350, 600), (600, 850), (850, 1100)]
-    # without min_partitions a partition is read whole, by one task
-    assert plan([Span("p.db.hot", 0, 100, 1100)], 4) == [(Span("p.db.hot", 0, 100, 1100),)]
+    # a few records are read by one task (LEAST_PIECE), unless min_partitions asks for pieces of any size
+    hot = "p.db.hot"
+    assert plan([Span(hot, 0, 100, 120)], 4) == [(Span(hot, 0, 100, 116),), (Span(hot, 0, 116, 120),)]
+    assert plan([Span("p.db.hot", 0, 100, 110)], 4) == [(Span("p.db.hot", 0, 100, 110),)]
+    assert len(plan([Span("p.db.hot", 0, 100, 110)], 4, least=1)) == 4
+    # a hot partition beside quiet ones is cut to the share of a task
+    groups = plan([Span("p.db.hot", 0, 0, 1000), *(Span(f"p.db.t{i}", 0, 0, 10) for i in range(10))], 2)
+    assert sorted(sum(s.end - s.start for s in g) for g in groups) == [550, 550]
 
 
 def test_an_empty_batch_has_no_tasks() -> None:
@@ -78,7 +84,10 @@ def test_a_partition_left_out_of_a_batchs_end_stops_the_query_unless_nothing_was
     assert _reader().partitions({"p.a": {"0": 5, "1": 0}}, {"p.a": {"0": 6}})
 
 
-def test_a_bound_in_records_takes_sparks_source_and_a_backlog_past_the_bound_in_bytes_binlakes(monkeypatch) -> None:
+def test_a_bound_in_records_takes_sparks_source_a_running_job_bounded_in_bytes_binlakes(monkeypatch) -> None:
+    """Spark's source for a bound in records; binlake's for a running job bounded in bytes (a backlog built while it
+    runs would be one batch of Spark's); a one-shot run (available-now) takes Spark's where what Kafka holds past the
+    checkpoint is one batch at most, and a run without a bound where the topics have few partitions."""
     import streaming_job.source.kafka_source as kafka_source
 
     assert stream_source("k:9092", "p", None, 1000) == SparkKafka("k:9092", "p", 0, 1000)
@@ -88,9 +97,14 @@ def test_a_bound_in_records_takes_sparks_source_and_a_backlog_past_the_bound_in_
     asked = []
     for needed in (True, False):
         monkeypatch.setattr(kafka_source, "_binlakes_needed", lambda *args, needed=needed: asked.append(args) or needed)
-        found = stream_source("k:9092", "p", None, None, "auto", 1 << 20, {"p.a": {"0": 7}})
+        found = stream_source("k:9092", "p", None, None, "auto", 1 << 20, {"p.a": {"0": 7}}, once=True)
         assert found == (BinlakeKafka("k:9092", "p", 0, 1 << 20) if needed else SparkKafka("k:9092", "p", 0))
+        unbounded = stream_source("k:9092", "p", None, None, "auto", 0)
+        assert unbounded == (BinlakeKafka("k:9092", "p", 0, 0) if needed else SparkKafka("k:9092", "p", 0))
     assert asked[0] == ("k:9092", "p", 1 << 20, {"p.a": {"0": 7}})  # from where the checkpoint's next batch starts
+    asked.clear()
+    running = stream_source("k:9092", "p", None, None, "auto", 1 << 20, {"p.a": {"0": 7}})
+    assert running == BinlakeKafka("k:9092", "p", 0, 1 << 20) and not asked  # Kafka not even asked
 
 
 class _Sizes:
@@ -100,9 +114,9 @@ class _Sizes:
         self.per_offset = per_offset
         self.asked: list[dict[tuple[str, int], int]] = []
 
-    def bytes_per_offset(self, starts):  # type: ignore[no-untyped-def]
+    def bytes_per_offset(self, starts, behind=None):  # type: ignore[no-untyped-def]
         self.asked.append(dict(starts))
-        from streaming_job.source.kafka_source import _UNSAMPLED
+        from streaming_job.source.partition_sizes import _UNSAMPLED
 
         return {k: (self.per_offset or {}).get(k, _UNSAMPLED) for k in starts}
 
@@ -142,15 +156,22 @@ def test_a_backlog_past_the_bound_is_cut_in_proportion_from_where_the_next_batch
 
 def test_partitions_without_a_sample_count_as_small_records_and_samples_serve_a_while() -> None:
     """A partition with no record where the batch starts (only markers, aborted records) counts at _UNSAMPLED per
-    offset; a sample serves the batches planned within _SAMPLE_TTL_S."""
-    from streaming_job.source.kafka_source import _UNSAMPLED, PartitionSizes
+    offset; a sample serves the batches planned within _SAMPLE_TTL_S that reach no further past their start than it
+    reached past its own: a quiet table's few small records say nothing of the bulk load after them."""
+    from streaming_job.source.partition_sizes import _UNSAMPLED, PartitionSizes
 
     sizes = PartitionSizes("127.0.0.1:9")
     asked = []
-    sizes._sample = lambda starts: asked.append(dict(starts)) or {("p.a", 0): 500.0}  # type: ignore[method-assign]
-    assert sizes.bytes_per_offset({("p.a", 0): 3, ("p.b", 0): 0}) == {("p.a", 0): 500.0, ("p.b", 0): _UNSAMPLED}
-    assert sizes.bytes_per_offset({("p.a", 0): 9}) == {("p.a", 0): 500.0}
+    answers = iter([{("p.a", 0): (500.0, 40)}, {("p.a", 0): (900_000.0, 2)}])
+    sizes._sample = lambda starts: asked.append(dict(starts)) or next(answers)  # type: ignore[method-assign]
+    assert sizes.bytes_per_offset({("p.a", 0): 3, ("p.b", 0): 0}, {("p.a", 0): 40, ("p.b", 0): 5}) == {
+        ("p.a", 0): 500.0, ("p.b", 0): _UNSAMPLED}
+    assert sizes.bytes_per_offset({("p.a", 0): 9}, {("p.a", 0): 30}) == {("p.a", 0): 500.0}
+    assert sizes.bytes_per_offset({("p.b", 0): 0}, {("p.b", 0): 5}) == {("p.b", 0): _UNSAMPLED}
     assert asked == [{("p.a", 0): 3, ("p.b", 0): 0}]  # sampled where the batch starts, once
+    # 41 offsets past the start now: further than the sample reached: sampled again, there
+    assert sizes.bytes_per_offset({("p.a", 0): 43}, {("p.a", 0): 41}) == {("p.a", 0): 900_000.0}
+    assert asked[1:] == [{("p.a", 0): 43}]
 
 
 def test_a_batch_always_moves_on_even_when_one_record_is_larger_than_the_bound() -> None:

@@ -1,0 +1,74 @@
+"""The bytes per offset of a batch's topic partitions, where binlake's Kafka source (kafka_source.py) bounds a
+batch in bytes: Kafka's log sizes are compressed sizes, and offsets also count transaction markers and aborted
+records, so the records' own sizes are sampled where the batch starts."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+_SAMPLE_BYTES = 1 << 20  # a partition's sample: its records from the batch's start, up to about this many bytes
+_SAMPLE_WAIT_MS = 2000
+_SAMPLE_TTL_S = 30.0  # a partition's sample serves the batches planned this long after it
+_UNSAMPLED = 1024  # bytes per offset of a partition with no record to sample where it starts (markers, aborted ones)
+
+
+class PartitionSizes:
+    """The bytes per offset of topic partitions where the next batch starts: their records' keys, values and headers
+    (as the batch will hold them, uncompressed), from one fetch of about _SAMPLE_BYTES at that offset, kept for
+    _SAMPLE_TTL_S while the batches planned from it reach no further past their start than the sample reached past
+    its own (a quiet table's few small records say nothing of a bulk load's large ones after them). A partition that
+    gives no record there (only transaction markers or aborted records) counts at _UNSAMPLED per offset."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self._sampler: Any = None
+        # (bytes per offset, when sampled, offsets the sample reached)
+        self._known: dict[tuple[str, int], tuple[float, float, int]] = {}
+
+    def bytes_per_offset(self, starts: dict[tuple[str, int], int],
+                         behind: dict[tuple[str, int], int] | None = None) -> dict[tuple[str, int], float]:
+        """Per partition from ``starts`` (where the batch starts), the batch holding ``behind`` offsets of it."""
+        now = time.monotonic()
+        stale = {key: start for key, start in starts.items()
+                 if key not in self._known or now - self._known[key][1] >= _SAMPLE_TTL_S
+                 or (behind or {}).get(key, 0) > self._known[key][2]}
+        if stale:
+            sampled = self._sample(stale)
+            for key in stale:
+                per_offset, reached = sampled.get(key, (_UNSAMPLED, (behind or {}).get(key, 0)))
+                self._known[key] = (per_offset, now, reached)
+        return {key: self._known[key][0] for key in starts}
+
+    def _sample(self, starts: dict[tuple[str, int], int]) -> dict[tuple[str, int], tuple[float, int]]:
+        """Per partition that gave records: its bytes per offset from ``starts``, and the offsets its fetch reached."""
+        from kafka import KafkaConsumer, TopicPartition
+
+        if self._sampler is None:
+            self._sampler = KafkaConsumer(bootstrap_servers=self.bootstrap, isolation_level="read_uncommitted",
+                                          enable_auto_commit=False, group_id=None, auto_offset_reset="earliest",
+                                          max_partition_fetch_bytes=_SAMPLE_BYTES, fetch_max_bytes=64 << 20,
+                                          fetch_max_wait_ms=10, retry_backoff_ms=10, client_id="binlake-land-sizes")
+        wanted = {TopicPartition(t, p): start for (t, p), start in starts.items()}
+        self._sampler.assign(list(wanted))
+        for tp, start in wanted.items():
+            self._sampler.seek(tp, start)
+        seen: dict[tuple[str, int], tuple[int, int]] = {}  # (bytes, offsets from the start)
+        deadline = time.monotonic() + _SAMPLE_WAIT_MS / 1000
+        empty = 0
+        while len(seen) < len(wanted) and time.monotonic() < deadline and empty < 3:
+            polled = self._sampler.poll(timeout_ms=100)
+            empty = 0 if polled else empty + 1  # (a partition with nothing to give: no more fetches come)
+            for tp, records in polled.items():
+                if records and (tp.topic, tp.partition) not in seen:
+                    size = sum(len(r.value or b"") + len(r.key or b"") + sum(len(k) + len(v or b"")
+                                                                              for k, v in r.headers) for r in records)
+                    seen[(tp.topic, tp.partition)] = (size, records[-1].offset + 1 - wanted[tp])
+                    self._sampler.pause(tp)
+        self._sampler.assign([])
+        return {key: (size / max(1, offsets), offsets) for key, (size, offsets) in seen.items()}
+
+    def close(self) -> None:
+        if self._sampler is not None:
+            self._sampler.close()
+            self._sampler = None
