@@ -11,13 +11,15 @@ _SAMPLE_BYTES = 1 << 20  # a partition's sample: its records from the batch's st
 _SAMPLE_WAIT_MS = 2000
 _SAMPLE_TTL_S = 30.0  # a partition's sample serves the batches planned this long after it
 _UNSAMPLED = 1024  # bytes per offset of a partition with no record to sample where it starts (markers, aborted ones)
+_REACH_SLACK = 16  # offsets: a sample serves batches reaching up to twice as far as it did, and this many more
 
 
 class PartitionSizes:
     """The bytes per offset of topic partitions where the next batch starts: their records' keys, values and headers
     (as the batch will hold them, uncompressed), from one fetch of about _SAMPLE_BYTES at that offset, kept for
-    _SAMPLE_TTL_S while the batches planned from it reach no further past their start than the sample reached past
-    its own (a quiet table's few small records say nothing of a bulk load's large ones after them). A partition that
+    _SAMPLE_TTL_S while the batches planned from it reach no more than about twice as far past their start as the
+    sample reached past its own (a quiet table's few small records say nothing of a bulk load's large ones after
+    them; a steady stream's batches, alike, are not sampled again each time). A partition that
     gives no record there (only transaction markers or aborted records) counts at _UNSAMPLED per offset."""
 
     def __init__(self, bootstrap: str) -> None:
@@ -32,7 +34,7 @@ class PartitionSizes:
         now = time.monotonic()
         stale = {key: start for key, start in starts.items()
                  if key not in self._known or now - self._known[key][1] >= _SAMPLE_TTL_S
-                 or (behind or {}).get(key, 0) > self._known[key][2]}
+                 or (behind or {}).get(key, 0) > 2 * self._known[key][2] + _REACH_SLACK}
         if stale:
             sampled = self._sample(stale)
             for key in stale:

@@ -156,8 +156,9 @@ def test_a_backlog_past_the_bound_is_cut_in_proportion_from_where_the_next_batch
 
 def test_partitions_without_a_sample_count_as_small_records_and_samples_serve_a_while() -> None:
     """A partition with no record where the batch starts (only markers, aborted records) counts at _UNSAMPLED per
-    offset; a sample serves the batches planned within _SAMPLE_TTL_S that reach no further past their start than it
-    reached past its own: a quiet table's few small records say nothing of the bulk load after them."""
+    offset; a sample serves the batches planned within _SAMPLE_TTL_S that reach no more than about twice as far past
+    their start as it reached past its own: a quiet table's few small records say nothing of the bulk load after
+    them."""
     from streaming_job.source.partition_sizes import _UNSAMPLED, PartitionSizes
 
     sizes = PartitionSizes("127.0.0.1:9")
@@ -166,11 +167,11 @@ def test_partitions_without_a_sample_count_as_small_records_and_samples_serve_a_
     sizes._sample = lambda starts: asked.append(dict(starts)) or next(answers)  # type: ignore[method-assign]
     assert sizes.bytes_per_offset({("p.a", 0): 3, ("p.b", 0): 0}, {("p.a", 0): 40, ("p.b", 0): 5}) == {
         ("p.a", 0): 500.0, ("p.b", 0): _UNSAMPLED}
-    assert sizes.bytes_per_offset({("p.a", 0): 9}, {("p.a", 0): 30}) == {("p.a", 0): 500.0}
+    assert sizes.bytes_per_offset({("p.a", 0): 9}, {("p.a", 0): 96}) == {("p.a", 0): 500.0}  # 2 x 40 + 16
     assert sizes.bytes_per_offset({("p.b", 0): 0}, {("p.b", 0): 5}) == {("p.b", 0): _UNSAMPLED}
     assert asked == [{("p.a", 0): 3, ("p.b", 0): 0}]  # sampled where the batch starts, once
-    # 41 offsets past the start now: further than the sample reached: sampled again, there
-    assert sizes.bytes_per_offset({("p.a", 0): 43}, {("p.a", 0): 41}) == {("p.a", 0): 900_000.0}
+    # 97 offsets past the start now: sampled again, there
+    assert sizes.bytes_per_offset({("p.a", 0): 43}, {("p.a", 0): 97}) == {("p.a", 0): 900_000.0}
     assert asked[1:] == [{("p.a", 0): 43}]
 
 
