@@ -313,6 +313,10 @@ class Config:
     # checkpoint's binlog has been purged; never: stream only (from source.start_file).
     snapshot: Literal["initial", "never", "when-needed"] = "never"
     snapshot_chunk_rows: int = 5000  # rows per primary-key chunk (fewer when rows are large)
+    # source connections reading one table's snapshot at once (tables keyed by one integer column, of at least
+    # snapshot_parallel_rows rows by the server's statistics; the others are read on one)
+    snapshot_parallelism: int = 1
+    snapshot_parallel_rows: int = 1_000_000
     # "<db>.<table>" of the signal table: its rows ask for on-demand re-snapshots (None: feature off)
     snapshot_signal_table: str | None = None
 
@@ -446,6 +450,8 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str,
         raise ConfigError(f"debezium.schema_registry_url: {redact(registry)!r} is not an http(s) URL")
     if config.snapshot_chunk_rows < 1:
         raise ConfigError(f"snapshot_chunk_rows: must be at least 1, got {config.snapshot_chunk_rows}")
+    if config.snapshot_parallelism < 1:
+        raise ConfigError(f"snapshot_parallelism: must be at least 1, got {config.snapshot_parallelism}")
     if config.land.max_batch_bytes < 0:
         raise ConfigError(f"land.max_batch_bytes: must be 0 (no bound) or more, got {config.land.max_batch_bytes}")
     if config.land.trigger != "available-now" and not _INTERVAL.fullmatch(config.land.trigger.strip()):

@@ -26,8 +26,10 @@ from ..records.format import Sequence, file_number
 from ..records.xa import xid_text
 from ..sources.position import binlog_status
 from ..sources.replication import ReplicationError
+from .chunk_reader import encode_groups, split_rows, table_chunks
+from .parallel_snapshot import RangeChunk, RangeReader, key_ranges
 from .progress import Progress
-from .source_conn import connect, unbuffered_cursor
+from .source_conn import connect
 from .table_reader import TableReader, _text, dump_key, load_key, table_reader
 
 if TYPE_CHECKING:
@@ -35,7 +37,6 @@ if TYPE_CHECKING:
     from .streaming import Daemon
 
 log = logging.getLogger("binlake.snapshot")
-_TARGET_CHUNK_BYTES = 8 << 20  # chunks shrink below chunk_rows when rows are large (bounded memory)
 _SYSTEM_SCHEMAS = ("mysql", "sys", "performance_schema", "information_schema")
 
 
@@ -65,8 +66,13 @@ def read_records(reader: TableReader, wire: list[list[Any]], ts: int, max_record
     each, from ``next_seq``), and their encoded size: shared by the snapshot and the re-snapshot. ``marks``:
     whether the first row is the table's first, the last its last, the table the snapshot's first, its last
     (the first and last records carry them: records/snapshot.py ``marked_descriptor``)."""
-    encoded = orjson.dumps(wire)
-    groups = [rows for rows in _split(wire, encoded, max_record_bytes) if rows != b"[]"]
+    groups, size = encode_groups(wire, max_record_bytes)
+    return group_records(reader, groups, ts, next_seq, marks), size
+
+
+def group_records(reader: TableReader, groups: list[bytes], ts: int, next_seq: Callable[[], Sequence],
+                  marks: tuple[bool, bool, bool, bool] | None = None) -> list[Record]:
+    """``read`` records of rows already encoded: one per group (a JSON array of wire rows), as read_records."""
     records = []
     for k, rows in enumerate(groups):
         descriptor = reader.descriptor
@@ -74,7 +80,7 @@ def read_records(reader: TableReader, wire: list[list[Any]], ts: int, max_record
             descriptor = S.marked_descriptor(descriptor, marks[0] and k == 0, marks[1] and k == len(groups) - 1,
                                              marks[2], marks[3])
         records.append(_record(reader, descriptor, rows, ts, next_seq, verify=False))
-    return records, len(encoded)
+    return records
 
 
 def verify_records(reader: TableReader, chunk: dict[str, Any], roles: dict[str, list[list[Any]]], ts: int,
@@ -84,21 +90,15 @@ def verify_records(reader: TableReader, chunk: dict[str, Any], roles: dict[str, 
     read_records' rows; every role is at least one entry, even empty, and each entry says its index among
     the chunk's entries and their number, so that the land job knows it has them all."""
     parts = [(role, rows) for role, wire in roles.items()
-             for rows in _split(wire, orjson.dumps(wire), max_record_bytes)]
+             for rows in split_rows(wire, orjson.dumps(wire), max_record_bytes)]
     return [_record(reader, S.verify_descriptor(reader.descriptor, {**chunk, "role": role, "entry": k,
                                                                    "entries": len(parts)}), rows, ts, next_seq,
                     verify=True)
             for k, (role, rows) in enumerate(parts)]
 
 
-def _split(wire: list[list[Any]], encoded: bytes, max_record_bytes: int) -> list[bytes]:
-    parts = 1 + len(encoded) // max_record_bytes
-    return [encoded] if parts == 1 else [
-        orjson.dumps(wire[k * len(wire) // parts : (k + 1) * len(wire) // parts]) for k in range(parts)]
-
-
 def _record(reader: TableReader, descriptor: bytes, rows_json: bytes, ts: int, next_seq: Callable[[], Sequence],
-            verify: bool) -> Record:
+            verify: bool, compressed: bool = False) -> Record:
     db, table = reader.table_map.database, reader.table_map.table
     seq = next_seq()
     raw_seq = seq.encode()
@@ -107,7 +107,7 @@ def _record(reader: TableReader, descriptor: bytes, rows_json: bytes, ts: int, n
                ("binlake.table", table.encode("utf-8", "surrogateescape")),
                ("binlake.index", S.index_entry(raw_seq, ts))]
     return Record(reader.name, reader.name.encode("utf-8", "surrogateescape"),
-                  S.snapshot_value(descriptor, [rows_json], verify=verify), headers, seq)
+                  S.snapshot_value(descriptor, [rows_json], verify=verify, compressed=compressed), headers, seq)
 
 
 class Snapshotter:
@@ -180,8 +180,8 @@ class Snapshotter:
                 tables = [t for t in tables if self.cfg.filters.accepts(t[0], t[1])]
                 self.state = {"file": file, "position": position, "gtid_set": gtid_set,
                               "ts": int(float(now) * 1_000_000), "pending": [f"{db}.{t}" for db, t, _ in tables],
-                              "names": [[db, t] for db, t, _ in tables], "last_pk": None, "rows": 0, "events": 0,
-                              "estimate": sum(n for _, _, n in tables)}
+                              "names": [[db, t] for db, t, _ in tables], "last_pk": None, "ranges": None,
+                              "rows": 0, "events": 0, "estimate": sum(n for _, _, n in tables)}
                 log.info("snapshot of %d tables (about %s rows) at %s:%s (%s)", len(tables),
                          f"{self.state['estimate']:,}", file, position, gtid_set or "no GTIDs")
                 if self.cfg.kafka.format != "binlake" and self.cfg.debezium.include_schema_changes:
@@ -214,10 +214,17 @@ class Snapshotter:
                     log.warning("snapshot: table %s no longer exists; skipped", name)
                 else:
                     self.publisher.mapped(f"{db}.{table}", reader.table_map, b"")  # (before the stream's maps)
-                    if not self._table(conn, reader, progress, (name == names_order[0], len(state["pending"]) == 1)):
+                    place = (name == names_order[0], len(state["pending"]) == 1)
+                    if state.get("ranges") is None and state["last_pk"] is None:
+                        state["ranges"] = key_ranges(conn, reader, self.cfg.snapshot_parallelism,
+                                                     self.cfg.snapshot_parallel_rows)
+                    if state.get("ranges") is not None:
+                        if not self._ranges(reader, progress, place):
+                            return False
+                    elif not self._table(conn, reader, progress, place):
                         return False
                 state["pending"].pop(0)
-                state["last_pk"] = None
+                state["last_pk"] = state["ranges"] = None
                 self._commit(final=not state["pending"])
                 metrics.snapshot_tables_done.inc()
             if not state["names"]:
@@ -231,72 +238,85 @@ class Snapshotter:
 
     def _table(self, conn: Any, reader: TableReader, progress: Progress, place: tuple[bool, bool]) -> bool:
         """Publish the rest of one table; False when a stop was requested (progress committed). ``place``:
-        whether the table is the snapshot's first, its last (Debezium's markers of its rows)."""
+        whether the table is the snapshot's first, its last (Debezium's markers of its rows). A table without a
+        usable key is read in one pass, in one Kafka transaction (it cannot resume inside)."""
         state = self.state
         assert state is not None
-        after = load_key(state["last_pk"])
-        first_row = after is None
-        held: list[list[Any]] | None = None  # a one-pass read: the chunk before, until the next says it is not last
-        size = 0
-        limit = min(self.cfg.snapshot_chunk_rows, 256)  # grows while chunks stay small: rows may be large
-        # No usable key: one pass, in one Kafka transaction (it cannot resume inside).
-        cur = conn.cursor(unbuffered_cursor())
+        first_row = state["last_pk"] is None
+        chunks = table_chunks(conn, reader, load_key(state["last_pk"]), self.cfg.snapshot_chunk_rows,
+                              self.cfg.kafka.max_record_bytes)
         try:
-            if not reader.key:
-                cur.execute(*reader.query(0, None))
-                result = reader.result(cur)
-            while True:
-                if reader.key:  # a row more than the chunk: whether the chunk is the table's last
-                    cur.execute(*reader.query(limit + 1, after))
-                    raw = reader.result(cur).fetch()
-                    last = len(raw) <= limit
-                    raw = raw[:limit]
-                else:
-                    raw = result.fetch(limit)
-                    if held is not None:  # the chunk before: the table's last when nothing follows
-                        size = self._publish(reader, held, (first_row, not raw, *place))
-                        first_row, held = False, None
-                    last = False
-                if not raw:
-                    break
-                wire = reader.convert(raw)
-                if reader.key:
-                    size = self._publish(reader, wire, (first_row, last, *place))
+            for chunk in chunks:
+                self._publish(reader, chunk.rows.groups, (first_row, chunk.last, *place))
+                first_row = False
+                self._count(reader, chunk.rows.rows, progress)
+                if chunk.last or chunk.key is None:
+                    continue  # the table's last chunk is committed with the table's end
+                state["last_pk"] = dump_key(chunk.key)
+                if self.runner.stop_requested:
+                    self._commit(final=False)
+                    return False
+                if not self.publisher.committing:
+                    self._commit(final=False)
+        finally:
+            chunks.close()
+        return True
+
+    def _ranges(self, reader: TableReader, progress: Progress, place: tuple[bool, bool]) -> bool:
+        """Publish the rest of a table cut into key ranges (parallel_snapshot.py), read on several connections;
+        False when a stop was requested (progress committed). Each chunk is held until the next arrives, so that
+        the table's last record is known (Debezium's markers)."""
+        state = self.state
+        assert state is not None
+        ranges: list[dict[str, Any]] = state["ranges"]
+        first_row = not any(r["rows"] for r in ranges)
+        held: RangeChunk | None = None
+        chunks = RangeReader(self.cfg, reader, ranges, self.cfg.snapshot_parallelism)
+        try:
+            for chunk in chunks:
+                if held is not None:
+                    self._publish_part(reader, held, (first_row, False, *place), progress)
                     first_row = False
-                else:
-                    held = wire  # published with the next fetch (the chunk size adapts to the one before)
-                state["rows"] += len(wire)
-                self.runner.metrics.snapshot_rows.inc(len(wire))
-                self.runner.metrics.last_progress = time.monotonic()  # /healthz: a long snapshot is progress
-                self.runner.stats["snapshot_rows"] = self.runner.stats.get("snapshot_rows", 0) + len(wire)
-                progress.update(state["rows"], reader.name)
-                if reader.key and last:
-                    break  # the table's last chunk: committed with the table's end
-                if size > _TARGET_CHUNK_BYTES and limit > 1:
-                    limit = max(1, limit * _TARGET_CHUNK_BYTES // size)
-                elif size < _TARGET_CHUNK_BYTES // 4:
-                    limit = min(self.cfg.snapshot_chunk_rows, limit * 2)
-                if reader.key:
-                    after = reader.key_values(raw[-1], wire[-1])
-                    state["last_pk"] = dump_key(after)
                     if self.runner.stop_requested:
                         self._commit(final=False)
                         return False
                     if not self.publisher.committing:
                         self._commit(final=False)
+                held = chunk
         finally:
-            cur.close()
+            chunks.close()
+        if held is not None:  # the table's last chunk: committed with the table's end
+            self._publish_part(reader, held, (first_row, True, *place), progress)
         return True
 
-    def _publish(self, reader: TableReader, wire: list[list[Any]], marks: tuple[bool, bool, bool, bool]) -> int:
-        """Send rows as records of at most about ``max_record_bytes``; returns their encoded size."""
+    def _publish_part(self, reader: TableReader, chunk: RangeChunk, marks: tuple[bool, bool, bool, bool],
+                      progress: Progress) -> None:
         state = self.state
         assert state is not None
-        records, size = read_records(reader, wire, state["ts"], self.cfg.kafka.max_record_bytes, self._next_seq,
-                                     marks)
-        for record in records:
+        for k, frames in enumerate(chunk.frames):
+            descriptor = S.marked_descriptor(reader.descriptor, marks[0] and k == 0,
+                                             marks[1] and k == len(chunk.frames) - 1, marks[2], marks[3])
+            self.runner.send(self.publisher, _record(reader, descriptor, frames, state["ts"], self._next_seq,
+                                                     verify=False, compressed=True))
+        part = state["ranges"][chunk.part]
+        part["after"], part["rows"] = dump_key(chunk.key), part["rows"] + chunk.rows
+        self._count(reader, chunk.rows, progress)
+
+    def _count(self, reader: TableReader, rows: int, progress: Progress) -> None:
+        state = self.state
+        assert state is not None
+        state["rows"] += rows
+        self.runner.metrics.snapshot_rows.inc(rows)
+        self.runner.metrics.last_progress = time.monotonic()  # /healthz: a long snapshot is progress
+        self.runner.stats["snapshot_rows"] = self.runner.stats.get("snapshot_rows", 0) + rows
+        progress.update(state["rows"], reader.name)
+
+    def _publish(self, reader: TableReader, groups: list[bytes], marks: tuple[bool, bool, bool, bool]) -> None:
+        """Send encoded rows (one record each group)."""
+        state = self.state
+        assert state is not None
+        for record in group_records(reader, groups, state["ts"], self._next_seq, marks):
             self.runner.send(self.publisher, record)
-        return size
 
     def _next_seq(self) -> Sequence:
         seq = self._seq()
@@ -317,7 +337,8 @@ class Snapshotter:
         """Queue the checkpoint of everything published so far (the progress is copied: it changes)."""
         state = self.state
         assert state is not None
-        progress = None if final else {**state, "pending": list(state["pending"])}
+        progress = None if final else {**state, "pending": list(state["pending"]),  # (copies: they change)
+                                       "ranges": [dict(r) for r in state["ranges"]] if state.get("ranges") else None}
         checkpoint = Checkpoint(state["file"], state["position"], state["gtid_set"], self._seq(), progress)
         runner = self.runner
 

@@ -25,8 +25,9 @@ from ..records import snapshot as S
 from ..records.mask import value_masker
 from ..schema.capture import server_key
 from ..schema.table_columns import describe
+from ..sources import resultset
 from ..sources.replication import ReplicationError
-from ..sources.resultset import ASCII, BYTES, INT, UTF8, UTF8_REPLACE, TextResult
+from ..sources.resultset import ASCII, BYTES, INT, JSON_KINDS, UTF8, UTF8_REPLACE, TextResult
 
 _F32 = struct.Struct("<f")
 _LABEL = re.compile(r"'((?:[^']|'')*)'")
@@ -87,6 +88,13 @@ class TableReader:
             self.plan = self._plan([encoding for encoding, _ in cur._result.converters])
         return TextResult(cur, self.plan[0], f"snapshot of {self.name}")
 
+    @property
+    def json_rows(self) -> bool:
+        """Whether the planned columns' values are their text (integers and text, no converter left): the result's
+        rows can then go to JSON straight from the packets (TextResult.fetch_json)."""
+        return (self.plan is not None and not self.plan[1] and resultset.native()
+                and all(k in JSON_KINDS for k in self.plan[0]))
+
     def _plan(self, encodings: list[str | None]) -> tuple[bytes, list[tuple[int, Converter]]]:
         """Each column's kind, from the encoding pymysql gives it (None: bytes; character_set_results is
         binary, so text is bytes until its converter): integers and UTF-8 text are converted by the kind,
@@ -130,19 +138,28 @@ class TableReader:
         """The chunk key of a row as SELECT parameters: bytes for binary columns, else the decoded value."""
         return [raw[i] if i in self.binary else wire[i] for i in self.key]
 
-    def query(self, limit: int, after: list[Any] | None) -> tuple[str, list[Any]]:
+    def query(self, limit: int, after: list[Any] | None, upto: list[Any] | None = None) -> tuple[str, list[Any]]:
+        """The SELECT of a chunk: ``limit`` rows by the key, after the key ``after`` (None: from the start), up to
+        the key ``upto`` (None: to the end; one-column keys only)."""
         db, table = self.table_map.database, self.table_map.table
         sql = f"SELECT {', '.join(self.exprs)} FROM {_quote(db)}.{_quote(table)}"
         if not self.key:
             return sql, []
         names = [_quote(self.table_map.columns[i].name) for i in self.key]
         params: list[Any] = []
+        where = []
         if after is not None:  # (k1, k2) > (a, b) spelled out, so every server uses the index range
             terms = []
             for n in range(len(names)):
                 terms.append("(" + " AND ".join([f"{c} = %s" for c in names[:n]] + [f"{names[n]} > %s"]) + ")")
                 params += [*after[:n], after[n]]
-            sql += " WHERE " + " OR ".join(terms)
+            where.append(" OR ".join(terms))  # (one term where ``upto`` joins it)
+        if upto is not None:
+            assert len(names) == 1, "a range's end: one-column keys only"
+            where.append(f"{names[0]} <= %s")
+            params.append(upto[0])
+        if where:
+            sql += " WHERE " + " AND ".join(where)
         return f"{sql} ORDER BY {', '.join(names)} LIMIT {int(limit)}", params
 
 

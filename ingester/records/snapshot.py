@@ -75,14 +75,16 @@ def verify_descriptor(descriptor: bytes, chunk: dict[str, Any]) -> bytes:
     return orjson.dumps({**orjson.loads(descriptor), "verify": chunk})
 
 
-def snapshot_value(descriptor: bytes, rows_json: list[bytes], compress: bool = True, verify: bool = False) -> bytes:
+def snapshot_value(descriptor: bytes, rows_json: list[bytes], compress: bool = True, verify: bool = False,
+                   compressed: bool = False) -> bytes:
     """A record value of snapshot entries only (one per element of ``rows_json``, each a JSON array of
     rows): no format description (its length is 0), the descriptor with the first entry. ``compress``:
     the rows as a zstd frame (level 1), so what Kafka consumers and the Spark job move is several times
-    smaller (the JSON of text columns compresses well) and decompressed only by the decoder."""
+    smaller (the JSON of text columns compresses well) and decompressed only by the decoder;
+    ``compressed``: the elements are such frames already."""
     parts = [b"BLK", bytes((2, 0)), _LEN.pack(0)]
-    flags = FLAG_SNAPSHOT | (FLAG_ZSTD if compress else 0) | (FLAG_VERIFY if verify else 0)
-    compressor = zstandard.ZstdCompressor(level=1) if compress else None
+    flags = FLAG_SNAPSHOT | (FLAG_ZSTD if compress or compressed else 0) | (FLAG_VERIFY if verify else 0)
+    compressor = zstandard.ZstdCompressor(level=1) if compress and not compressed else None
     for i, rows in enumerate(rows_json):
         tm = descriptor if i == 0 else b""
         data = compressor.compress(rows) if compressor is not None else rows

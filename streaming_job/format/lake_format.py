@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
+from ingester.config import LandConfig
+
 from ..batch.batch_rows import TableRows
 from ..batch.evolution import SchemaEvolution, SchemaGroup
 from ..batch.keys import MirrorKeys
@@ -55,15 +57,15 @@ class FormatSettings:
     keys: dict[str, list[str]] = field(default_factory=dict)  # land.keys: "<db>.<table>" -> its mirror's key
     # Delta: a table's batch of at most this many row changes lands by the driver (delta/landing.py), which keeps
     # the mirror itself where that reads at most driver_merge_bytes of its files (delta/mirror_driver.py)
-    driver_rows: int = 4_000_000
+    driver_rows: int = LandConfig.driver_rows
     driver_merge_bytes: int = 256 << 20
     # land.compact_*: small files rewritten together (delta/compaction.py, delta/mirror_driver.py,
     # iceberg/maintenance.py's defaults)
-    compact_files: int = 32
-    small_file_bytes: int = 8 << 20
-    compact_bytes: int = 256 << 20
+    compact_files: int = LandConfig.compact_files
+    small_file_bytes: int = LandConfig.small_file_bytes
+    compact_bytes: int = LandConfig.compact_bytes
     on_incompatible_change: Mode = "rewrite"  # land.on_incompatible_change (schema_alter.py)
-    deletion_vectors: VectorMode = "auto"  # land.deletion_vectors: Delta's mirrors (delta/mirror_driver.py)
+    deletion_vectors: VectorMode = LandConfig.deletion_vectors  # land.deletion_vectors (delta/mirror_driver.py)
 
 
 @dataclass

@@ -26,6 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
+from ingester.config import LandConfig
+
 from ..batch.batch_rows import BatchRows, DriverBatch, SeqRange, SparkBatch
 from ..batch.evolution import SchemaEvolution, SchemaGroup
 from ..decode.decode import RECORD_DDL, ChunkPiece, RecordRow, reassemble
@@ -79,7 +81,7 @@ class Lander(ParkedTables):
     error: LandError | None = None
     # A table's batch of at most this many row changes has its mirror candidates reduced on the driver,
     # which keeps the mirror itself where that reads at most driver_merge_bytes of its files
-    driver_rows: int = 4_000_000
+    driver_rows: int = LandConfig.driver_rows
     # The Kafka source gives a task per topic partition (a topic per table): a batch touching hundreds of
     # tables is decoded in as many tasks as cores instead (or the minPartitions asked for, min_tasks)
     min_tasks: int = 0
@@ -90,14 +92,14 @@ class Lander(ParkedTables):
     files: LakeFiles | None = None
     lease: LakeLease | None = None  # the lake's lease (job.run): a batch stops the job once another took it
     # These are given to the parts that use them when the Lander is made (mirror_driver, compaction)
-    driver_merge_bytes: int = 256 << 20
+    driver_merge_bytes: int = FormatSettings.driver_merge_bytes
     # A batch under a steady trickle adds a small file to a table: once it has this many files under
     # small_file_bytes, the driver's commit rewrites up to compact_bytes of them together with the batch
     # (land.compact_*: mirror_driver.MirrorFiles.small, compaction.ChangeLogCompaction, iceberg_maintenance)
-    compact_files: int = 32
-    small_file_bytes: int = 8 << 20
-    compact_bytes: int = 256 << 20
-    deletion_vectors: VectorMode = "auto"  # format delta: land.deletion_vectors (delta/mirror_driver.py)
+    compact_files: int = LandConfig.compact_files
+    small_file_bytes: int = LandConfig.small_file_bytes
+    compact_bytes: int = LandConfig.compact_bytes
+    deletion_vectors: VectorMode = LandConfig.deletion_vectors  # format delta (delta/mirror_driver.py)
     # format iceberg: the tables' upkeep (land.iceberg_*; None: IcebergMaintenance's defaults with the three above)
     iceberg_maintenance: IcebergMaintenance | None = None
     lake_format: str = "delta"  # land.format: "delta" or "iceberg" (formats.py)

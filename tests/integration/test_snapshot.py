@@ -124,7 +124,10 @@ def test_snapshot_rows_equal_binlog_rows_and_the_servers_select(make_mariadb, ka
 SNAPSHOT_ROWS = int(os.environ.get("BINLAKE_TEST_SNAPSHOT_ROWS", "100000"))
 
 
-def test_kill_minus_nine_during_a_snapshot_under_writes(make_mariadb, kafka, spark, tmp_path) -> None:
+@pytest.mark.parametrize("parallelism", [1, 3], ids=["one-connection", "three-connections"])
+def test_kill_minus_nine_during_a_snapshot_under_writes(make_mariadb, kafka, spark, tmp_path, parallelism) -> None:
+    """Read on one connection, then landed; or read in key ranges on three (parallel_snapshot.py), each range
+    resumed from its own last committed key."""
     n_rows = SNAPSHOT_ROWS
     server = make_mariadb()
     server.execute("CREATE DATABASE ks CHARACTER SET utf8mb4")
@@ -135,9 +138,10 @@ def test_kill_minus_nine_during_a_snapshot_under_writes(make_mariadb, kafka, spa
             cur.executemany("INSERT INTO t VALUES (%s, %s, %s)",
                             [(i, i, f"s{i}") for i in range(start, min(start + 10_000, n_rows + 1))])
             conn.commit()
-    prefix = "snapkill"
+    prefix = f"snapkill{parallelism}"
     source_id = f"{prefix}.127.0.0.1:{server.port}"
-    env = {**os.environ, "PYTHONPATH": os.getcwd(), "BINLAKE_SNAPSHOT_CHUNK_ROWS": str(max(10, n_rows // 10_000))}
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "BINLAKE_SNAPSHOT_CHUNK_ROWS": str(max(10, n_rows // 10_000)),
+           "BINLAKE_SNAPSHOT_PARALLELISM": str(parallelism), "BINLAKE_SNAPSHOT_PARALLEL_ROWS": "0"}
     # (small chunks: a query each, so the snapshot lasts long enough to be stopped four times in its first 60%)
     cmd = [*BINLAKE, "run", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix", prefix,
            "--server-id", "4646", "--snapshot", "initial"]
@@ -157,6 +161,12 @@ def test_kill_minus_nine_during_a_snapshot_under_writes(make_mariadb, kafka, spa
             checkpoint = read_checkpoint(kafka.bootstrap, prefix, source_id)
             assert checkpoint and "snapshot" in checkpoint, (n, progress, checkpoint, watcher.latest)
             progress.append(checkpoint["snapshot"]["rows"])
+            ranges = checkpoint["snapshot"].get("ranges")
+            if parallelism > 1:  # every range read on from its own key: several of them under way at each stop
+                assert ranges and sum(r["rows"] for r in ranges) == progress[-1], ranges
+                assert sum(1 for r in ranges if r["rows"]) >= 2, ranges
+            else:
+                assert ranges is None
     finally:
         watcher.close()
         workload.stop.set()
@@ -177,6 +187,10 @@ def test_kill_minus_nine_during_a_snapshot_under_writes(make_mariadb, kafka, spa
     read_ids = [pk for _, pk, kind in seen if kind == "read"]
     assert len(read_ids) == len(set(read_ids)), "the snapshot read a row twice"
     assert len(read_ids) > n_rows * 9 // 10
+    reads = [item.event for item in sorted(items, key=lambda i: i.seq) if isinstance(item.event, E.SnapshotRowsEvent)]
+    assert [e.marks[:2] for e in reads if e.marks[0] or e.marks[1]] == [(True, False), (False, True)]
+    if parallelism > 1:
+        return  # (landing does not depend on how the snapshot was read: once is enough)
     # Landed by `binlake land`: the Delta mirror is the server's SELECT, the change log holds each change once.
     lake = tmp_path / "lake"
     assert run_land(kafka, prefix, lake) == 0
@@ -213,6 +227,40 @@ def test_chunks_of_text_binary_and_composite_keys_and_keyless_tables(make_mariad
     assert len(rows["ci"]) == len(ci)
     assert sorted(rows["bin"]) == sorted(binary)
     assert sorted(rows["nokey"], key=repr) == sorted(server.execute("SELECT a, v FROM ck.nokey"), key=repr)
+
+
+def test_key_ranges_on_three_connections_read_every_row_once(make_mariadb, kafka, monkeypatch) -> None:
+    """snapshot_parallelism 3: integer keys at their types' ends, negative and sparse keys, ranges narrower than
+    the parts, a one-row and an empty table: each table's rows once, == SELECT, first and last marked once."""
+    server = make_mariadb()
+    server.execute("CREATE DATABASE pr CHARACTER SET utf8mb4")
+    tables = {"neg": ("INT", list(range(-1000, 1001, 7))),
+              "ubig": ("BIGINT UNSIGNED", [0, 1, 5, 2**63, 2**64 - 2, 2**64 - 1]),
+              "sbig": ("BIGINT", [-(2**63), -1, 0, 2**62, 2**63 - 1]),
+              "tiny": ("TINYINT", [-128, 0, 127]), "one": ("SMALLINT", [42]), "empty": ("MEDIUMINT", [])}
+    conn = server.connect("pr")
+    with conn.cursor() as cur:
+        for name, (kind, keys) in tables.items():
+            cur.execute(f"CREATE TABLE {name} (id {kind} PRIMARY KEY, v VARCHAR(40))")
+            cur.executemany(f"INSERT INTO {name} VALUES (%s, %s)", [(k, f"v{k}") for k in keys])
+    conn.commit()
+    monkeypatch.setenv("BINLAKE_SNAPSHOT_PARALLELISM", "3")
+    monkeypatch.setenv("BINLAKE_SNAPSHOT_PARALLEL_ROWS", "0")  # every table, however small
+    monkeypatch.setenv("BINLAKE_SNAPSHOT_CHUNK_ROWS", "10")
+    run_daemon(server, kafka, "ranges", "--snapshot", "initial")
+    rows: dict[str, list] = collections.defaultdict(list)
+    marks: dict[str, list] = collections.defaultdict(list)
+    for item in sorted(committed_record_events(kafka.bootstrap, "ranges"), key=lambda i: i.seq):
+        if isinstance(item.event, E.SnapshotRowsEvent):
+            rows[item.event.table] += [(r["after"]["id"], r["after"]["v"]) for r in item.event.rows]
+            marks[item.event.table] += [item.event.marks[:2]]
+    for name, (_, keys) in tables.items():
+        assert sorted(rows[name]) == sorted(server.execute(f"SELECT id, v FROM pr.{name}")), name
+        assert len(rows[name]) == len(keys), name
+        if keys:
+            assert marks[name][0][0] and marks[name][-1][1], name
+            assert sum(m[0] for m in marks[name]) == sum(m[1] for m in marks[name]) == 1, name
+    assert len(marks["neg"]) > 12  # in chunks of 10 rows, of several ranges
 
 
 def test_snapshot_modes(make_mariadb, kafka, capsys) -> None:

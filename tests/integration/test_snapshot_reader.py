@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 
 from ingester.config import load_config
@@ -73,3 +74,46 @@ def test_rows_equal_pymysqls_for_every_column_type(make_mariadb, monkeypatch, na
         compared += len(theirs)
     assert reader.utf8 and b"i" in reader.plan[0] and b"r" in reader.plan[0]  # big: id INT, t LONGTEXT fused
     assert compared > 3
+
+
+def test_json_rows_are_orjsons_json_of_pymysqls_rows(make_mariadb) -> None:
+    """Where every column's value is its text (integers, UTF-8 and ASCII text: DECIMAL, dates and times, ZEROFILL,
+    escapes, NULLs), fetch_json's records hold byte for byte orjson's JSON of pymysql's rows, each record within
+    the bound asked for, in pieces and in one fetch, a 17 MB row (a multi-packet, read in Python) among them."""
+    server = make_mariadb(options={"max_allowed_packet": "64M"})
+    server.execute("CREATE DATABASE j CHARACTER SET utf8mb4")
+    server.execute("CREATE TABLE j.t (id BIGINT UNSIGNED PRIMARY KEY, z INT(6) ZEROFILL, n INT, s VARCHAR(200),"
+                   " d DECIMAL(12,3), dt DATETIME(6), tm TIME(3), y YEAR, e ENUM('a', 'é'), t LONGTEXT)")
+    conn = server.connect("j")
+    with conn.cursor() as cur:
+        cur.executemany("INSERT INTO t VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", [
+            (i, i % 1000, -i if i % 2 else None, f'"q\\{i}\n\t\x01é😀' * (i % 4), f"{i}.{i % 1000:03d}",
+             f"2024-02-{i % 28 + 1:02d} 01:02:03.{i:06d}", f"-{i % 800}:01:02.5", 1901 + i % 200,
+             "é" if i % 2 else "a", "x" * (i % 50)) for i in range(1, 3001)])
+        cur.execute("UPDATE t SET t = REPEAT('é😀x', 3 << 20), id = 18446744073709551615 WHERE id = 1500")
+    conn.commit()
+    raw = connect(load_config(environ={}, overrides={"source": {"url": server.url}}))
+    with raw.cursor() as cur:
+        cur.execute("SELECT COLLATION_NAME, ID FROM information_schema.COLLATIONS WHERE ID IS NOT NULL")
+        collations = {name.decode(): int(cid) for name, cid in cur.fetchall()}
+    reader = table_reader(raw, "j", "t", collations, mariadb=True)
+    sql = reader.query(5000, None)[0]
+    theirs = _pymysql_rows(raw, reader, sql)
+    assert len(theirs) == 3000 and any(len((r[9] or "").encode()) > 16 << 20 for r in theirs)
+    for limit, max_bytes in ((-1, 900_000), (700, 50_000), (1, 1_000_000)):
+        groups, count = [], 0
+        with raw.cursor(unbuffered_cursor()) as cur:
+            cur.execute(sql)
+            result = reader.result(cur)
+            assert reader.json_rows, reader.plan
+            while (got := result.fetch_json(limit, max_bytes)).rows:
+                assert got.last == theirs[count + got.rows - 1]
+                groups += got.groups
+                count += got.rows
+        at = 0
+        for group in groups:
+            rows = len(orjson.loads(group))
+            assert group == orjson.dumps(theirs[at : at + rows])
+            assert len(group) <= max_bytes or rows == 1
+            at += rows
+        assert at == count == len(theirs)

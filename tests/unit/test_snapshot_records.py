@@ -94,6 +94,10 @@ def test_chunk_queries_continue_after_the_last_key() -> None:
     sql, params = reader.query(10, [5, "x"])
     assert sql.endswith("WHERE (`id` > %s) OR (`id` = %s AND `name` > %s) ORDER BY `id`, `name` LIMIT 10")
     assert params == [5, 5, "x"]
+    ranged = D.TableReader("db.t", tm, ["`id`", "`name`", "`raw`"], [], [2], [0], b"")  # a key range's chunk
+    assert ranged.query(10, [5], [90]) == (
+        "SELECT `id`, `name`, `raw` FROM `db`.`t` WHERE (`id` > %s) AND `id` <= %s ORDER BY `id` LIMIT 10", [5, 90])
+    assert ranged.query(10, None, [90])[0].endswith(" WHERE `id` <= %s ORDER BY `id` LIMIT 10")
     key = [b"\x00\x01", 7, "é"]
     assert D.load_key(orjson.loads(orjson.dumps(D.dump_key(key)))) == key
 

@@ -5,7 +5,9 @@ tests/integration/test_snapshot_reader.py)."""
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -95,3 +97,79 @@ def test_native_reader_stops_where_python_must_take_over() -> None:
     for digits in (b"", b"-", b"+1", b" 1", b"1" * 40):  # left to Python's int()
         assert native.text_rows(_packet(_lenenc(digits), 1), 0, 1, b"i", -1)[0] == []
     assert native.text_rows(_packet(_lenenc(b"18446744073709551615"), 1), 0, 1, b"i", -1)[0] == [[2**64 - 1]]
+
+
+def _json_rows(stream: bytes, seq: int, kinds: bytes, limit: int = -1, max_bytes: int = 1 << 30,
+               carry: int = 0) -> tuple[list[bytes], bool, int, Any, int, int]:
+    return native.text_rows_json(stream, 0, seq, kinds, limit, max_bytes, carry)
+
+
+_json_value = st.one_of(st.none(), st.text(max_size=80).map(str.encode), st.binary(max_size=40),
+                        st.integers(-(1 << 63), (1 << 64) - 1).map(lambda i: str(i).encode()),
+                        st.sampled_from([b"007", b"-007", b"-0", b"000", b"0"]))
+
+
+@given(st.lists(st.tuples(st.sampled_from(b"auri"), _json_value), min_size=1, max_size=8), st.integers(1, 30),
+       st.integers(0, 255))
+def test_native_json_is_orjsons_json_of_the_rows(columns, count, seq) -> None:
+    """Each row's JSON is byte for byte what orjson writes for the row text_rows gives; a packet whose values
+    text_rows would not take, or an 'r' value that is not UTF-8, is left to Python."""
+    kinds = bytes(k for k, _ in columns)
+    payload = b"".join(_lenenc(v) for _, v in columns)
+    stream = b"".join(_packet(payload, seq + n) for n in range(count))
+    fragments, continues, n, last, pos, next_seq = _json_rows(stream, seq, kinds)
+    taken = native.text_rows(stream, 0, seq, kinds, -1)[0]
+    utf8 = all(k != ord("r") or v is None or _is_utf8(v) for k, v in columns)
+    if not taken or not utf8:
+        assert (fragments, n, last, pos, next_seq) == ([], 0, None, 0, seq)
+        return
+    assert not continues and len(fragments) == 1 and n == count and last == taken[-1]
+    assert b"[" + fragments[0] + b"]" == orjson.dumps(taken)
+    assert (pos, next_seq) == (len(stream), (seq + count) & 0xFF)
+
+
+def _is_utf8(v: bytes) -> bool:
+    try:
+        v.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def test_native_json_integers_and_escapes() -> None:
+    values = [b"00042", b"-0007", b"-000", b"0", b"18446744073709551615", b"-9223372036854775808"]
+    stream = _packet(b"".join(_lenenc(v) for v in values), 0)
+    fragments = _json_rows(stream, 0, b"iiiiii")[0]
+    assert fragments == [b"[42,-7,0,0,18446744073709551615,-9223372036854775808]"]
+    text = '"\\/\x00\x1f\x7f\b\t\n\f\r é😀\u2028'
+    fragments = _json_rows(_packet(_lenenc(text.encode()) + _lenenc(b"a\\b"), 5), 5, b"ua")[0]
+    assert b"[" + fragments[0] + b"]" == orjson.dumps([[text, "a\\b"]])
+
+
+@given(st.lists(st.binary(min_size=0, max_size=60), min_size=1, max_size=40), st.integers(2, 200),
+       st.integers(0, 150))
+def test_native_json_groups_stay_within_max_bytes(values, max_bytes, carry) -> None:
+    """Rows are grouped greedily: each bracketed group within max_bytes unless it is one row, the first group
+    continuing the caller's open group (of bracketed size ``carry``) when the row fits in it."""
+    rows = [[v.hex()] for v in values]
+    stream = b"".join(_packet(_lenenc(r[0].encode()), n) for n, r in enumerate(rows))
+    fragments, continues, n, last, _, _ = _json_rows(stream, 0, b"a", max_bytes=max_bytes, carry=carry)
+    assert n == len(rows) and last == rows[-1]
+    row_json = [orjson.dumps(r) for r in rows]
+    assert continues == (carry > 0 and carry + len(row_json[0]) + 1 <= max_bytes)
+    assert b",".join(fragments) == b",".join(row_json)  # every row once, in order
+    for k, fragment in enumerate(fragments):
+        size = (carry if continues and k == 0 else 1) + len(fragment) + 1
+        assert size <= max_bytes or fragment in row_json  # within the bound, or one row alone
+        if k + 1 < len(fragments):  # closed only when the next row does not fit
+            following = orjson.loads(b"[" + fragments[k + 1] + b"]")[0]
+            assert size + len(orjson.dumps(following)) + 1 > max_bytes
+
+
+def test_native_json_limit_and_refusals() -> None:
+    row = _lenenc(b"7") + _lenenc(b"x")
+    stream = _packet(row, 1) + _packet(row, 2) + _packet(_lenenc(b"7") + _lenenc(b"\xff"), 3) + _packet(row, 4)
+    assert _json_rows(stream, 1, b"ia", limit=1)[:5] == ([b'[7,"x"]'], False, 1, [7, "x"], 4 + len(row))
+    fragments, _, n, _, pos, seq = _json_rows(stream, 1, b"ir")  # b"\xff" is not UTF-8: Python replaces it
+    assert (fragments, n, pos, seq) == ([b'[7,"x"],[7,"x"]'], 2, 2 * (4 + len(row)), 3)
+    assert _json_rows(stream, 1, b"ib")[2] == 0  # bytes are not text
