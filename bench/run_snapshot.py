@@ -146,10 +146,13 @@ def plain_select(server: MariaDBServer) -> float:
         conn.close()
 
 
-def snapshot(server: MariaDBServer, kafka: KafkaBroker, prefix: str, parallelism: int = 1) -> tuple[float, int]:
+def snapshot(server: MariaDBServer, kafka: KafkaBroker, prefix: str,
+             parallelism: int | None = None) -> tuple[float, int]:
+    """`binlake run --snapshot initial --exit-at-end` in this process: (snapshot seconds, rows); ``parallelism``:
+    snapshot_parallelism (None: the default)."""
     cfg = load_config(environ={}, overrides={
         "source": {"url": server.url, "server_id": 4747}, "exit_at_end": True, "snapshot": "initial",
-        "snapshot_parallelism": parallelism,
+        **({"snapshot_parallelism": parallelism} if parallelism else {}),
         "filters": {"include": ["bench.*"]}, "kafka": {"bootstrap": kafka.bootstrap, "topic_prefix": prefix}})
     stats = Runner(cfg).run()
     return stats["snapshot_ms"] / 1000, stats["snapshot_rows"]

@@ -315,7 +315,7 @@ class Config:
     snapshot_chunk_rows: int = 5000  # rows per primary-key chunk (fewer when rows are large)
     # source connections reading one table's snapshot at once (tables keyed by one integer column, of at least
     # snapshot_parallel_rows rows by the server's statistics; the others are read on one)
-    snapshot_parallelism: int = 1
+    snapshot_parallelism: int = 2
     snapshot_parallel_rows: int = 1_000_000
     # "<db>.<table>" of the signal table: its rows ask for on-demand re-snapshots (None: feature off)
     snapshot_signal_table: str | None = None

@@ -2,10 +2,10 @@
 cut into parts, each read in chunks (chunk_reader.py) by whichever of the reading threads is free, every thread on
 a connection and consistent snapshot of its own.
 
-Each thread's snapshot is opened after the snapshot's point (its binlog position), so its rows are as new or newer
-than the point's; the stream replays the binlog from the point over them, as a resumed snapshot does
-(snapshot.py), which converges on the source's rows. The parts and how far each has been published are the
-checkpoint's progress (``ranges``): a restart reads each part on from its last published key.
+The connections' snapshots are opened together with the snapshot's own (snapshot.py ``_begin``): at its point
+where the server allows, else newer, and a resumed snapshot's are newer too; the stream replays the binlog from
+the point over their rows, which converges on the source's rows. The parts and how far each has been published
+are the checkpoint's progress (``ranges``): a restart reads each part on from its last published key.
 
 Only tables keyed by one integer column are cut (the key's MIN and MAX, cut evenly; ``_PARTS_PER_READER`` parts
 a thread so that a dense part does not leave the others idle); others are read on one connection.
@@ -23,7 +23,6 @@ import zstandard
 from ..codec.constants import ColumnType as T
 from ..config import Config
 from .chunk_reader import table_chunks
-from .source_conn import connect
 from .table_reader import TableReader, _quote, load_key
 
 _INTEGERS = frozenset((T.TINY, T.SHORT, T.INT24, T.LONG, T.LONGLONG))
@@ -69,17 +68,19 @@ def key_ranges(conn: Any, reader: TableReader, readers: int, least_rows: int) ->
 
 
 class RangeReader:
-    """Iterates over the chunks of ``ranges`` (key_ranges' parts, each from its ``after``) as the ``readers``
-    threads read them, in no particular order; ``close`` stops and joins the threads (always call it)."""
+    """Iterates over the chunks of ``ranges`` (key_ranges' parts, each from its ``after``) as threads read them, in
+    no particular order, one thread on each of ``conns`` (connections in their snapshot transactions, the
+    snapshot's own first); ``close`` stops and joins the threads (always call it: they use the connections)."""
 
-    def __init__(self, cfg: Config, reader: TableReader, ranges: list[dict[str, Any]], readers: int) -> None:
+    def __init__(self, cfg: Config, reader: TableReader, ranges: list[dict[str, Any]], conns: list[Any]) -> None:
         self.cfg, self.reader = cfg, reader
+        readers = min(len(conns), len(ranges))
         self._todo = [(k, load_key(r["after"]), load_key(r["upto"])) for k, r in enumerate(ranges)]
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._queue: queue.Queue[RangeChunk | BaseException | None] = queue.Queue(maxsize=2 * readers)
-        self._threads = [threading.Thread(target=self._read, name=f"snapshot {reader.name} {n}", daemon=True)
-                         for n in range(min(readers, len(ranges)))]
+        self._threads = [threading.Thread(target=self._read, args=(conns[n],), name=f"snapshot {reader.name} {n}",
+                                          daemon=True) for n in range(readers)]
         for thread in self._threads:
             thread.start()
 
@@ -108,29 +109,22 @@ class RangeReader:
         with self._lock:
             return self._todo.pop(0) if self._todo and not self._stop.is_set() else None
 
-    def _read(self) -> None:
+    def _read(self, conn: Any) -> None:
         compressor = zstandard.ZstdCompressor(level=1)  # here: zstd leaves the GIL, the threads compress at once
         try:
-            conn = connect(self.cfg)
-            try:
-                with conn.cursor() as cur:
-                    cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                    cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-                while (part := self._next()) is not None:
-                    index, after, upto = part
-                    chunks = table_chunks(conn, self.reader, after, self.cfg.snapshot_chunk_rows,
-                                          self.cfg.kafka.max_record_bytes, upto)
-                    try:
-                        for chunk in chunks:
-                            assert chunk.key is not None
-                            frames = [compressor.compress(group) for group in chunk.rows.groups]
-                            self._queue.put(RangeChunk(index, frames, chunk.rows.rows, chunk.key))
-                            if self._stop.is_set():
-                                return
-                    finally:
-                        chunks.close()
-            finally:
-                conn.close()
+            while (part := self._next()) is not None:
+                index, after, upto = part
+                chunks = table_chunks(conn, self.reader, after, self.cfg.snapshot_chunk_rows,
+                                      self.cfg.kafka.max_record_bytes, upto)
+                try:
+                    for chunk in chunks:
+                        assert chunk.key is not None
+                        frames = [compressor.compress(group) for group in chunk.rows.groups]
+                        self._queue.put(RangeChunk(index, frames, chunk.rows.rows, chunk.key))
+                        if self._stop.is_set():
+                            return
+                finally:
+                    chunks.close()
             self._queue.put(None)
         except BaseException as exc:  # raised again where the chunks are taken
             self._queue.put(exc)

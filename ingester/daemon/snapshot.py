@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("binlake.snapshot")
 _SYSTEM_SCHEMAS = ("mysql", "sys", "performance_schema", "information_schema")
+_SAME_POINT_TRIES = 10  # MariaDB: snapshots taken again until every connection's is at the same binlog position
 
 
 def _warn_prepared(cur: Any, point: str) -> None:
@@ -118,6 +119,7 @@ class Snapshotter:
         self.cfg = runner.cfg
         self.publisher = publisher
         self.state = state
+        self.others: list[Any] = []
 
     def run(self) -> bool:
         """Publish what is left of the snapshot; False when stopped by request before the end."""
@@ -126,30 +128,55 @@ class Snapshotter:
         try:
             conn = connect(self.cfg)
             self.runner.metrics.source_connected = True  # /readyz: reading the source, if not its binlog yet
+            # snapshot_parallelism: the other connections that read key ranges, their snapshots opened with conn's
+            self.others = [connect(self.cfg) for _ in range(self.cfg.snapshot_parallelism - 1)]
             try:
                 return self._run(conn)
             finally:
-                conn.close()
+                for other in [conn, *self.others]:
+                    other.close()
         except pymysql.err.MySQLError as exc:
             code = exc.args[0] if len(exc.args) > 1 and isinstance(exc.args[0], int) else None
             raise ReplicationError(f"snapshot: error {code or 0}: {exc.args[-1] if exc.args else exc}", code) from None
 
     def _begin(self, cur: Any, mariadb: bool, first: bool) -> tuple[str, int, str]:
-        """Start the consistent-snapshot transaction; the binlog position and GTIDs of its point."""
-        cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        if mariadb or not first:  # MariaDB reports the snapshot's position itself: no lock at all
-            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-            if not first:
-                return "", 0, ""
-            cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
-            status = {_text(k).lower(): _text(v) for k, v in cur.fetchall()}
-            file, position = status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])
+        """Start the consistent-snapshot transactions (this connection's and the others'); the binlog position and
+        GTIDs of the point. The others' snapshots are the point's too where the server allows: on MySQL they start
+        under the same brief lock; on MariaDB each reports its own position, and the snapshots are taken again
+        (``_SAME_POINT_TRIES`` times) until all report the same; where commits never pause that long, theirs are
+        newer (their rows converge through the binlog replay, as a resumed snapshot's)."""
+        cursors = [cur, *(other.cursor() for other in self.others)]
+        for c in cursors:
+            c.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        if not first:  # a resumed snapshot: any newer point does (see the module's comment)
+            for c in cursors:
+                c.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            return "", 0, ""
+        if mariadb:  # MariaDB reports each snapshot's position itself: no lock at all
+            for attempt in range(_SAME_POINT_TRIES):
+                points = []
+                for c in cursors:
+                    c.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+                    c.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+                    status = {_text(k).lower(): _text(v) for k, v in c.fetchall()}
+                    points.append((status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])))
+                if len(set(points)) == 1:
+                    break
+                if attempt + 1 < _SAME_POINT_TRIES:
+                    for c in cursors:
+                        c.execute("COMMIT")
+            else:
+                log.info("snapshot: the source committed while its %d connections opened their snapshots, %d times:"
+                         " rows read on the others are newer than the point and converge through the binlog "
+                         "replay", len(cursors), _SAME_POINT_TRIES)
+            file, position = points[0]
             cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, position))
             return file, position, _text(cur.fetchone()[0] or b"")
-        # MySQL: no commit may happen between the snapshot and reading the position; hold the lock briefly.
+        # MySQL: no commit may happen between the snapshots and reading the position; hold the lock briefly.
         cur.execute("FLUSH TABLES WITH READ LOCK")
         try:
-            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            for c in cursors:
+                c.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
             try:
                 return binlog_status(cur)
             except ReplicationError as exc:
@@ -219,7 +246,7 @@ class Snapshotter:
                         state["ranges"] = key_ranges(conn, reader, self.cfg.snapshot_parallelism,
                                                      self.cfg.snapshot_parallel_rows)
                     if state.get("ranges") is not None:
-                        if not self._ranges(reader, progress, place):
+                        if not self._ranges(conn, reader, progress, place):
                             return False
                     elif not self._table(conn, reader, progress, place):
                         return False
@@ -262,7 +289,7 @@ class Snapshotter:
             chunks.close()
         return True
 
-    def _ranges(self, reader: TableReader, progress: Progress, place: tuple[bool, bool]) -> bool:
+    def _ranges(self, conn: Any, reader: TableReader, progress: Progress, place: tuple[bool, bool]) -> bool:
         """Publish the rest of a table cut into key ranges (parallel_snapshot.py), read on several connections;
         False when a stop was requested (progress committed). Each chunk is held until the next arrives, so that
         the table's last record is known (Debezium's markers)."""
@@ -271,7 +298,7 @@ class Snapshotter:
         ranges: list[dict[str, Any]] = state["ranges"]
         first_row = not any(r["rows"] for r in ranges)
         held: RangeChunk | None = None
-        chunks = RangeReader(self.cfg, reader, ranges, self.cfg.snapshot_parallelism)
+        chunks = RangeReader(self.cfg, reader, ranges, [conn, *self.others])
         try:
             for chunk in chunks:
                 if held is not None:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import collections
 import os
+import random
 import signal
 import subprocess
+import threading
 import time
 from typing import Any
 
@@ -261,6 +263,58 @@ def test_key_ranges_on_three_connections_read_every_row_once(make_mariadb, kafka
             assert marks[name][0][0] and marks[name][-1][1], name
             assert sum(m[0] for m in marks[name]) == sum(m[1] for m in marks[name]) == 1, name
     assert len(marks["neg"]) > 12  # in chunks of 10 rows, of several ranges
+
+
+def test_three_connections_under_writes_read_the_points_image(make_mariadb, kafka, monkeypatch) -> None:
+    """The three connections' snapshots open at one binlog position (MariaDB: taken again until they agree), so the
+    snapshot rows are the table exactly as the binlog has it at the snapshot's point, while rows change all along."""
+    server = make_mariadb()
+    server.execute("CREATE DATABASE pt CHARACTER SET utf8mb4")
+    server.execute("CREATE TABLE pt.t (id INT PRIMARY KEY, v INT NOT NULL, s VARCHAR(20))")
+    conn = server.connect("pt")
+    with conn.cursor() as cur:
+        cur.executemany("INSERT INTO t VALUES (%s, %s, %s)", [(i, i, f"s{i}") for i in range(1, 20_001)])
+    conn.commit()
+    stop = threading.Event()
+
+    def write() -> None:  # a commit every ~20 ms, all through the snapshot
+        writer_conn = server.connect("pt")
+        writer_conn.autocommit(True)
+        rnd = random.Random(3)
+        with writer_conn.cursor() as cur:
+            while not stop.is_set():
+                cur.execute("UPDATE t SET v = v + 1 WHERE id = %s", (rnd.randrange(1, 20_001),))
+                time.sleep(0.02)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    monkeypatch.setenv("BINLAKE_SNAPSHOT_PARALLELISM", "3")
+    monkeypatch.setenv("BINLAKE_SNAPSHOT_PARALLEL_ROWS", "0")
+    monkeypatch.setenv("BINLAKE_SNAPSHOT_CHUNK_ROWS", "200")  # a hundred chunks: the writes go on between them
+    try:
+        time.sleep(0.5)
+        run_daemon(server, kafka, "pointimage", "--snapshot", "initial")
+    finally:
+        stop.set()
+        writer.join()
+    reads = [i for i in committed_record_events(kafka.bootstrap, "pointimage")
+             if isinstance(i.event, E.SnapshotRowsEvent) and i.event.table == "t"]
+    point = (reads[0].seq.file_number, reads[0].seq.position + 1)  # snapshot rows sort at (file, point - 1, n)
+    server.flush_logs()
+    image: dict[Any, dict[str, Any]] = {}
+    after = 0
+    for f in server.binlog_files():
+        for ev in read_binlog_file(f):
+            if isinstance(ev, E.RowsEvent) and ev.database == "pt":
+                if (file_number(f.name), ev.position) < point:
+                    _apply(image, ev, "id")
+                else:
+                    after += 1
+    snap: dict[Any, dict[str, Any]] = {}
+    for item in reads:
+        _apply(snap, item.event, "id")
+    assert after > 10, "the writes went on during the snapshot"
+    assert len(snap) == 20_000 and snap == image
 
 
 def test_snapshot_modes(make_mariadb, kafka, capsys) -> None:
