@@ -240,7 +240,7 @@ class LandConfig:
     iceberg_snapshot_retention: str = "1h"
     iceberg_metadata_versions: int = 20
     # format iceberg: files of a table no live metadata names (left by a crash) and older than iceberg_orphan_age are
-    # deleted when the job first loads the table and every iceberg_orphan_every commits of it (0: only then)
+    # deleted when the job first loads or creates the table and every iceberg_orphan_every commits of it (0: only then)
     iceberg_orphan_age: str = "1h"
     iceberg_orphan_every: int = 1000
 

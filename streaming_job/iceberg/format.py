@@ -397,8 +397,12 @@ class IcebergFormat(LakeFormat):
             if wanted.partition is not None:
                 with tx.update_spec() as spec:
                     spec.add_identity(wanted.partition)
-        found = self._tables[(namespace, name)] = catalog.load_table((namespace, name))
+        found = catalog.load_table((namespace, name))
         log.info("created the Iceberg table %s.%s at %s", namespace, name, found.location())
+        # a crash between an earlier creation's metadata file and its catalog entry left that file at this
+        # location, named by no catalog: an orphan of the new table (before its first commit, as at a first load)
+        self._remove_orphans(found)
+        self._tables[(namespace, name)] = found
         return found
 
     def _commit(self, namespace: str, name: str, table: Table, write: Any, properties: dict[str, str],

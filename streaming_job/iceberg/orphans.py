@@ -4,7 +4,9 @@ the files of snapshots expired just before it, a metadata file written but never
 
 The job is the only writer of its lake (the lease, lake/lease.py) and a table is written by one thread at a
 time, so the job looks at a table where nothing of it is in flight: when it first loads the table (after
-taking the lease, before its first commit to it) and after every ``every`` commits of it. A file is deleted
+taking the lease, before its first commit to it), when it creates the table (an earlier creation's metadata file,
+written before a crash kept the catalog from naming it, is at the same location) and after every ``every``
+commits of it. A file is deleted
 only where all of these hold:
 
 - it is under ``<table location>/data/`` or ``/metadata/`` and of a kind the writers make (``.parquet``,

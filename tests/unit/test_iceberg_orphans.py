@@ -96,3 +96,23 @@ def test_orphans_are_looked_for_every_n_commits_with_the_bound_at_zero(tmp_path)
     current = metadata_locations(tmp_path)[("db", "t")]
     assert on_disk(location) == named(current, local_path)
     assert sorted(r["id"] for r in mirror.scan().to_arrow().to_pylist()) == [0, 1, 2]
+
+
+def test_a_creation_cut_short_by_a_crash_leaves_a_metadata_file_the_next_creation_removes(tmp_path) -> None:
+    # a SQL catalog: a crash after the table's first metadata file was written and before the catalog named it
+    # leaves that file at the table's location; the job creates the table again there and removes it
+    uri = f"sqlite:///{tmp_path / 'catalog.db'}"
+    metadata = tmp_path / "db" / "t" / "metadata"
+    metadata.mkdir(parents=True)
+    crashed = metadata / "00000-crashed.metadata.json"
+    crashed.write_bytes(b"{}")
+    _age([crashed], 2 * _HOUR)
+    fmt = local_format(tmp_path, uri=uri)
+    fmt.maintenance = IcebergMaintenance(orphan_age=datetime.timedelta(hours=1))
+    mirror = fmt.ready(WantedTable("db", "t", _MIRROR, [], dict))
+    assert Path(mirror.location().removeprefix("file://")) == tmp_path / "db" / "t"
+    assert not crashed.exists()
+    _commit(fmt, mirror, 0)
+    current = catalog(tmp_path, uri).load_table(("db", "t"))
+    assert on_disk(tmp_path / "db" / "t") == named(current.metadata_location, local_path)
+    assert [r["id"] for r in current.scan().to_arrow().to_pylist()] == [0]
