@@ -72,15 +72,16 @@ def read_records(reader: TableReader, wire: list[list[Any]], ts: int, max_record
 
 
 def group_records(reader: TableReader, groups: list[bytes], ts: int, next_seq: Callable[[], Sequence],
-                  marks: tuple[bool, bool, bool, bool] | None = None) -> list[Record]:
-    """``read`` records of rows already encoded: one per group (a JSON array of wire rows), as read_records."""
+                  marks: tuple[bool, bool, bool, bool] | None = None, compressed: bool = False) -> list[Record]:
+    """``read`` records of rows already encoded: one per group (a JSON array of wire rows, or with ``compressed``
+    its zstd frame), as read_records."""
     records = []
     for k, rows in enumerate(groups):
         descriptor = reader.descriptor
         if marks is not None:
             descriptor = S.marked_descriptor(descriptor, marks[0] and k == 0, marks[1] and k == len(groups) - 1,
                                              marks[2], marks[3])
-        records.append(_record(reader, descriptor, rows, ts, next_seq, verify=False))
+        records.append(_record(reader, descriptor, rows, ts, next_seq, verify=False, compressed=compressed))
     return records
 
 
@@ -320,11 +321,7 @@ class Snapshotter:
                       progress: Progress) -> None:
         state = self.state
         assert state is not None
-        for k, frames in enumerate(chunk.frames):
-            descriptor = S.marked_descriptor(reader.descriptor, marks[0] and k == 0,
-                                             marks[1] and k == len(chunk.frames) - 1, marks[2], marks[3])
-            self.runner.send(self.publisher, _record(reader, descriptor, frames, state["ts"], self._next_seq,
-                                                     verify=False, compressed=True))
+        self._publish(reader, chunk.frames, marks, compressed=True)
         part = state["ranges"][chunk.part]
         part["after"], part["rows"] = dump_key(chunk.key), part["rows"] + chunk.rows
         self._count(reader, chunk.rows, progress)
@@ -338,11 +335,12 @@ class Snapshotter:
         self.runner.stats["snapshot_rows"] = self.runner.stats.get("snapshot_rows", 0) + rows
         progress.update(state["rows"], reader.name)
 
-    def _publish(self, reader: TableReader, groups: list[bytes], marks: tuple[bool, bool, bool, bool]) -> None:
-        """Send encoded rows (one record each group)."""
+    def _publish(self, reader: TableReader, groups: list[bytes], marks: tuple[bool, bool, bool, bool],
+                 compressed: bool = False) -> None:
+        """Send encoded rows (one record each group; ``compressed``: each group a zstd frame)."""
         state = self.state
         assert state is not None
-        for record in group_records(reader, groups, state["ts"], self._next_seq, marks):
+        for record in group_records(reader, groups, state["ts"], self._next_seq, marks, compressed):
             self.runner.send(self.publisher, record)
 
     def _next_seq(self) -> Sequence:
