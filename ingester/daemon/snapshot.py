@@ -121,6 +121,7 @@ class Snapshotter:
         self.publisher = publisher
         self.state = state
         self.others: list[Any] = []
+        self.reading: str | None = None  # the table being read ("db.table"), named by a source error's line
 
     def run(self) -> bool:
         """Publish what is left of the snapshot; False when stopped by request before the end."""
@@ -138,7 +139,9 @@ class Snapshotter:
                     other.close()
         except pymysql.err.MySQLError as exc:
             code = exc.args[0] if len(exc.args) > 1 and isinstance(exc.args[0], int) else None
-            raise ReplicationError(f"snapshot: error {code or 0}: {exc.args[-1] if exc.args else exc}", code) from None
+            where = f" of {self.reading}" if self.reading else ""
+            raise ReplicationError(f"snapshot{where}: error {code or 0}: {exc.args[-1] if exc.args else exc}",
+                                   code) from None
 
     def _begin(self, cur: Any, mariadb: bool, first: bool) -> tuple[str, int, str]:
         """Start the consistent-snapshot transactions (this connection's and the others'); the binlog position and
@@ -237,6 +240,7 @@ class Snapshotter:
                 metrics.snapshot_tables_remaining.set(len(state["pending"]))
                 name = state["pending"][0]
                 db, table = names[name]
+                self.reading = name
                 reader = table_reader(conn, db, table, collations, mariadb, self.cfg.filters.column_rules())
                 if not reader.table_map.columns:  # dropped since the snapshot began
                     log.warning("snapshot: table %s no longer exists; skipped", name)
@@ -251,6 +255,7 @@ class Snapshotter:
                             return False
                     elif not self._table(conn, reader, progress, place):
                         return False
+                self.reading = None
                 state["pending"].pop(0)
                 state["last_pk"] = state["ranges"] = None
                 self._commit(final=not state["pending"])

@@ -317,6 +317,50 @@ def test_three_connections_under_writes_read_the_points_image(make_mariadb, kafk
     assert len(snap) == 20_000 and snap == image
 
 
+def test_a_reading_connection_lost_mid_range_is_named_and_the_snapshot_resumes_once(make_mariadb, kafka, monkeypatch,
+                                                                                        capsys) -> None:
+    """A source connection of a three-connection snapshot killed by the server while it reads a range: one line
+    names the table and the server's error, the daemon reconnects and resumes each range from its checkpoint,
+    and every row reaches Kafka once (== SELECT)."""
+    server = make_mariadb()
+    server.execute("CREATE DATABASE pk CHARACTER SET utf8mb4")
+    server.execute("CREATE TABLE pk.t (id INT PRIMARY KEY, v VARCHAR(40))")
+    conn = server.connect("pk")
+    with conn.cursor() as cur:
+        cur.executemany("INSERT INTO t VALUES (%s, %s)", [(i, f"v{i}") for i in range(1, 60_001)])
+    conn.commit()
+    killed: list[int] = []
+
+    def kill_a_reader() -> None:  # the first connection seen reading a chunk of pk.t past a range's start
+        watcher = server.connect("pk")
+        watcher.autocommit(True)
+        deadline = time.monotonic() + 60
+        with watcher.cursor() as cur:
+            while not killed and time.monotonic() < deadline:
+                cur.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID()"
+                            " AND INFO LIKE 'SELECT%FROM `pk`.`t` WHERE%>%'")
+                found = cur.fetchone()
+                if found is not None:
+                    cur.execute(f"KILL CONNECTION {int(found[0])}")
+                    killed.append(int(found[0]))
+        watcher.close()
+
+    killer = threading.Thread(target=kill_a_reader, daemon=True)
+    monkeypatch.setenv("BINLAKE_SNAPSHOT_PARALLELISM", "3")
+    monkeypatch.setenv("BINLAKE_SNAPSHOT_PARALLEL_ROWS", "0")
+    monkeypatch.setenv("BINLAKE_SNAPSHOT_CHUNK_ROWS", "100")
+    killer.start()
+    run_daemon(server, kafka, "lostreader", "--snapshot", "initial")
+    killer.join()
+    assert killed, "no connection was seen reading the table"
+    lines = [line for line in capsys.readouterr().err.splitlines() if "WARNING binlake.run snapshot" in line]
+    assert len(lines) == 1 and "WARNING binlake.run snapshot of pk.t: error 20" in lines[0], lines
+    assert "reconnecting" in lines[0], lines
+    rows = [(r["after"]["id"], r["after"]["v"]) for i in committed_record_events(kafka.bootstrap, "lostreader")
+            if isinstance(i.event, E.SnapshotRowsEvent) for r in i.event.rows]
+    assert len(rows) == 60_000 and sorted(rows) == sorted(server.execute("SELECT id, v FROM pk.t"))
+
+
 def test_snapshot_modes(make_mariadb, kafka, capsys) -> None:
     """never streams from the oldest binlog as before; initial and when-needed snapshot without a checkpoint
     and not with one; when-needed snapshots again once the checkpoint's binlog is purged."""
