@@ -26,6 +26,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..batch.key_index import BatchKeys, FileKeys, file_keys, key_numbers
 from ..batch.key_range import KeyRange
 from ..batch.keys import key_property
 from ..batch.mirror import DELETED, conform, last_per_key
@@ -39,7 +40,6 @@ from ..runtime.driver_threads import DriverThreads
 from ..runtime.errors import LandError
 from .commit import Commit, LiveFile, Vectored
 from .deletion_vectors import ENABLE_PROPERTY
-from .key_index import BatchKeys, FileKeys, file_keys, key_numbers
 from .mirrors import INTEGER, META, MirrorStrategy, MirrorTable, key_stats
 from .tables import DeltaTables, stats_columns
 from .vector_files import VectorFiles
