@@ -37,7 +37,8 @@ from run_decode import _cpu_model, _git_revision
 
 from streaming_job.batch.key_index import BatchKeys, file_keys, key_numbers
 from streaming_job.batch.key_range import KeyRange
-from streaming_job.delta.mirror_driver import _KEYS_BYTES, RecentFiles
+from streaming_job.batch.recent_files import RecentFiles
+from streaming_job.delta.mirror_driver import _KEYS_BYTES
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS = BENCH_DIR / "results" / "key-lookup.md"

@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.conversions import from_bytes
 from pyiceberg.expressions import AlwaysTrue
-from pyiceberg.io.pyarrow import _dataframe_to_data_files
+from pyiceberg.io.pyarrow import _check_pyarrow_schema_compatible, _dataframe_to_data_files
 from pyiceberg.manifest import (
     DataFile,
     DataFileContent,
@@ -57,7 +57,7 @@ from .tables import keys_filter
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
-    from pyiceberg.table import Table, Transaction
+    from pyiceberg.table import FileScanTask, Table, Transaction
 
 FILE_PATH_ID = 2147483546  # the spec's reserved field ids of a position delete file's columns
 POS_ID = 2147483545
@@ -106,17 +106,20 @@ class Located:
 
 
 def locate(table: Table, keys: pa.Table, pk: list[str], pool: Executor | None = None,
-           cache: KeyCache | None = None) -> Located:
+           cache: KeyCache | None = None, planned: Iterable[FileScanTask] | None = None) -> Located:
     """The live rows of ``keys``' keys (a table of the key columns ``pk``, one row per key: a batch's last change
     per key) in ``table``'s current snapshot. ``pool``: the candidate files read side by side; ``cache``: their
-    keys kept for the next batches (a data file never changes once written)."""
+    keys kept for the next batches (a data file never changes once written); ``planned``: the current snapshot's
+    scan tasks of the keys' range, where the caller has them already."""
     snapshot = table.current_snapshot()
     if snapshot is None or not len(keys):
         return Located(None if snapshot is None else snapshot.snapshot_id, [], 0)
     schema = table.schema()
-    bounds = keys_filter(keys, pk[0])
-    tasks = table.scan(row_filter=bounds if bounds is not None else AlwaysTrue(),
-                       snapshot_id=snapshot.snapshot_id).plan_files()
+    tasks = planned
+    if tasks is None:
+        bounds = keys_filter(keys, pk[0])
+        tasks = table.scan(row_filter=bounds if bounds is not None else AlwaysTrue(),
+                           snapshot_id=snapshot.snapshot_id).plan_files()
     first = _FirstKeys.of(keys, pk[0], schema.find_field(pk[0]).field_id, schema.find_type(pk[0]))
     candidates = [t for t in tasks if first.may_hold(t.file)]
     batch = BatchKeys(keys, pk)
@@ -267,6 +270,8 @@ def stage_batch(tx: Transaction, table: Table, rows: pa.Table | None, located: L
                for n, files in enumerate(groups.values())]
     data: list[DataFile] = []
     if rows is not None and len(rows):
+        _check_pyarrow_schema_compatible(metadata.schema(), provided_schema=rows.schema,
+                                         format_version=metadata.format_version)  # (as pyiceberg's append)
         ordered = rows.sort_by([(k, "ascending") for k in key]) if key else rows
         data = list(_dataframe_to_data_files(metadata, ordered, table.io, write_id))
     operation = (Operation.OVERWRITE if data and deletes else Operation.DELETE if deletes
