@@ -28,7 +28,7 @@ from ..batch.key_range import KeyRange
 from ..batch.keys import key_property
 from ..batch.mirror import DELETED, conform, last_per_key
 from ..batch.recent_files import RecentFiles
-from ..batch.small_files import SMALL_ROWS, FileSize, fewest_rows, is_small
+from ..batch.small_files import REWRITE_SHARE, SMALL_ROWS, FileSize, fewest_rows, is_small
 from ..batch.writer import SMALL_FILE_ROWS, Added, write_mirror_file
 from ..decode.lake_types import quote
 from ..format.lake_format import VectorMode
@@ -47,7 +47,8 @@ log = logging.getLogger("binlake.land")
 DRIVER_KEYS = (*INTEGER, "decimal(20,0)")
 _FILE_ROWS = 1_000_000  # rows per mirror file the driver writes, at most
 _FILE_ROWS_PER_THREAD = 50_000  # ... and at least, where it writes several at once
-_REWRITE_SHARE = 0.3  # a file whose deletion vector would delete more than this share of its rows is rewritten
+# a file whose deletion vector would delete more than this share of its rows is rewritten
+_REWRITE_SHARE = REWRITE_SHARE
 # a touched file of fewer rows (and fewer bytes than land.small_file_bytes) is rewritten, not given a vector:
 # cheap to write, and its rows join the batch's new file
 _VECTOR_ROWS = SMALL_ROWS
