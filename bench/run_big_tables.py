@@ -12,6 +12,11 @@ minus the time its UPDATE returned.
 
     python bench/run_big_tables.py [--rows 1000000,10000000] [--modes vectors,rewrite,merge] [--rate 2000]
         [--duration 60] [--keys spread|hot] [--output bench/results/big-tables.md]
+
+With ``--format iceberg`` the mirrors are Iceberg tables (the lake's default catalog) and ``vectors`` means
+position delete files (`--deletion-vectors always`: iceberg/position_deletes.py), ``rewrite`` copy-on-write;
+latency from pyiceberg's time travel; scans by pyiceberg and Spark (Iceberg's runtime), beside a compacted copy
+(the mirror's rows written again as one append: no delete file); results in big-tables-iceberg.md.
 """
 
 from __future__ import annotations
@@ -57,6 +62,53 @@ class LakeAfter:
         return self.scan_spark / self.compacted_spark
 
 
+def inspect_iceberg(lake: Path, started: float) -> LakeAfter:
+    """The Iceberg mirror after a run: bytes of data and delete files written since ``started``, live data files
+    (with delete files), and full scans (count and sum of ``v``) by pyiceberg and Spark, beside a compacted copy
+    (the rows written again in one append) in the same catalog."""
+    import time
+
+    import pyarrow.compute as pc
+
+    from streaming_job.iceberg.catalog import IcebergCatalog
+    from streaming_job.land.job import build_session
+
+    where = IcebergCatalog(str(lake))
+    catalog = where.open()
+    table = catalog.load_table(("bench_lat", "t"))
+    data = lake / "bench_lat" / "t" / "data"
+    written = sum(f.stat().st_size for f in data.rglob("*.parquet") if f.stat().st_mtime >= started)
+    tasks = list(table.scan().plan_files())
+    rows = table.scan().to_arrow()
+    copy = catalog.create_table(("bench_lat", "compacted"), table.schema())
+    copy.append(rows)
+
+    def scan_pyiceberg(name: str) -> float:
+        begun = time.perf_counter()
+        found = catalog.load_table(("bench_lat", name)).scan(selected_fields=("v",)).to_arrow()
+        assert len(found) == len(rows) and pc.sum(found.column("v")).as_py() is not None
+        return time.perf_counter() - begun
+
+    spark = build_session("local[2]", 2, "binlake-bench-big-tables", iceberg=where.spark_conf())
+
+    def scan_spark(name: str) -> float:
+        begun = time.perf_counter()
+        found = spark.sql(f"SELECT count(*), sum(v) FROM binlake.bench_lat.{name}").collect()
+        assert found[0][0] == len(rows)
+        return time.perf_counter() - begun
+
+    try:
+        times: dict[str, list[tuple[float, float]]] = {"t": [], "compacted": []}
+        for _ in range(_SCAN_TURNS + 1):  # a warm-up turn, the tables taken in turns
+            for name in times:
+                times[name].append((scan_spark(name), scan_pyiceberg(name)))
+    finally:
+        spark.stop()
+    best = {name: (min(t for t, _ in found[1:]), min(t for _, t in found[1:])) for name, found in times.items()}
+    return LakeAfter(written, len(tasks), sum(1 for t in tasks if t.delete_files), len(rows), best["t"][1],
+                     best["t"][0], 1, best["compacted"][1], best["compacted"][0])
+
+
 def inspect(lake: Path, started: float) -> LakeAfter:
     from streaming_job.lake.delta_log import TableLog
     from streaming_job.land.job import build_session
@@ -93,9 +145,12 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=60, help="seconds of UPDATEs")
     parser.add_argument("--keys", choices=sorted(KEYS), default="spread",
                         help="spread: distinct keys over the whole table; hot: nine in ten on its newest tenth")
-    parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--format", choices=("delta", "iceberg"), default="delta", help="the lake's format")
+    parser.add_argument("--output", type=Path)
     parser.add_argument("--logs", type=Path, help="keep each run's land log here (land-<rows>-<mode>.latency.log)")
     args = parser.parse_args()
+    iceberg = args.format == "iceberg"
+    args.output = args.output or (RESULTS.with_name("big-tables-iceberg.md") if iceberg else RESULTS)
     sizes = [int(n) for n in args.rows.split(",")]
     modes = args.modes.split(",")
     results: dict[tuple[int, str], LatencyRun] = {}
@@ -105,8 +160,9 @@ def main() -> int:
             shape = Shape(land_args=["--deletion-vectors", vectors] if vectors else [])
             print(f"{rows:,} rows, {mode}: ...", flush=True)
             land_log = args.logs / f"land-{rows}-{mode}.log" if args.logs else None
-            run = run_latency(args.rate, args.duration, shape, land_log, preload=rows, inspect=inspect,
-                              merge_job=not vectors, keys=KEYS[args.keys])
+            run = run_latency(args.rate, args.duration, shape, land_log, preload=rows,
+                              inspect=inspect_iceberg if iceberg else inspect, merge_job=not vectors,
+                              keys=KEYS[args.keys], lake_format=args.format)
             results[(rows, mode)] = run
             after: LakeAfter = run.inspected
             print(f"{rows:,} rows, {mode}: p50 {run.pct(0.5):.2f} s, p99 {run.pct(0.99):.2f} s, "
@@ -123,6 +179,8 @@ _KEYS_TEXT = {"spread": "distinct keys spread over the whole mirror",
 
 def _report(args: argparse.Namespace, sizes: list[int], modes: list[str],
             results: dict[tuple[int, str], LatencyRun]) -> str:
+    if args.format == "iceberg":
+        return _report_iceberg(args, sizes, modes, results)
     lines = [
         "# binlake land: large mirrors (deletion vectors against file rewrites)",
         "",
@@ -178,6 +236,64 @@ def _report(args: argparse.Namespace, sizes: list[int], modes: list[str],
                          f"(goal <= 1.2x: {'met' if growth <= 1.2 else 'not met'}).")
         lines.append("")
     return "\n".join(lines)
+
+
+def _report_iceberg(args: argparse.Namespace, sizes: list[int], modes: list[str],
+                    results: dict[tuple[int, str], LatencyRun]) -> str:
+    lines = [
+        "# binlake land: large Iceberg mirrors (position deletes against copy-on-write)",
+        "",
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, commit {_git_revision()}, {_cpu_model()}, {os.cpu_count()} CPUs, "
+        "local lake, Iceberg (the lake's default catalog: Iceberg's Hadoop catalog), pyiceberg "
+        f"{_version('pyiceberg')}.",
+        "",
+        f"Single-row autocommit UPDATEs of {_KEYS_TEXT[args.keys]}, target {args.rate:,.0f}/s for "
+        f"{args.duration:.0f} s from 3 threads, through `binlake run` and `binlake land --format iceberg --trigger 1s` "
+        "on the same 2 CPUs, after the mirror was landed through the binlog (bench/run_big_tables.py --format "
+        "iceberg). Latency: the commit of the first mirror snapshot holding a row's new value (pyiceberg's time "
+        "travel) minus the time its UPDATE returned. `vectors`: `--deletion-vectors always` (a batch's replaced rows "
+        "deleted by position in a delete file of its own, iceberg/position_deletes.py); `rewrite`: `never` "
+        "(copy-on-write: the data files holding a batch's keys rewritten). Written: data and delete files since the "
+        "UPDATEs started, per changed row. Scans: count and sum of a column over the whole mirror afterwards "
+        f"(each reader's best of {_SCAN_TURNS} after a warm-up, the mirror's and the copy's taken in turns); the "
+        "compacted copy: the mirror's rows written again as one append (no delete file); read cost: the mirror's "
+        "Spark scan over the copy's (goal: within 1.2x).",
+        "",
+        "| mirror rows | mode | achieved/s | p50 | p90 | p99 | max | bytes written per changed row | live data files "
+        "(with delete files) | scan, pyiceberg | scan, Spark | compacted copy: scan pyiceberg, scan Spark "
+        "| read cost |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for rows in sizes:
+        for mode in modes:
+            run = results[(rows, mode)]
+            after: LakeAfter = run.inspected
+            lines.append(f"| {rows:,} | {mode} | {run.achieved:,.0f} | {run.pct(0.5):.2f} s | {run.pct(0.9):.2f} s | "
+                         f"{run.pct(0.99):.2f} s | {run.latencies[-1]:.2f} s | "
+                         f"{after.written / len(run.latencies):,.0f} | {after.files} ({after.vectored}) | "
+                         f"{after.scan_delta_rs:.2f} s | {after.scan_spark:.2f} s | "
+                         f"{after.compacted_delta_rs:.2f} s, {after.compacted_spark:.2f} s | {after.read_cost:.2f}x |")
+    lines.append("")
+    if "vectors" in modes:
+        for rows in sizes:
+            vectors = results[(rows, "vectors")]
+            line = f"- {rows:,} rows: position deletes p99 {vectors.pct(0.99):.2f} s"
+            if "rewrite" in modes:
+                found = results[(rows, "rewrite")]
+                line += (f"; copy-on-write p99 {found.pct(0.99):.2f} s: position deletes "
+                         f"{found.pct(0.99) / vectors.pct(0.99):.1f}x faster")
+            line += f"; goal p99 <= {GOAL_P99_S:.0f} s {'met' if vectors.pct(0.99) <= GOAL_P99_S else 'not met'}"
+            cost = vectors.inspected.read_cost
+            line += f"; read cost {cost:.2f}x a compacted copy's (goal <= 1.2x: {'met' if cost <= 1.2 else 'not met'})."
+            lines.append(line)
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import version
+
+    return version(package)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ Side by side:
 
 - ``columns``: the key column kept as it was read (8 bytes a row) and searched by bisection: binlake before
   2026-11-30 (mirror_driver._positions);
-- ``index``: streaming_job/delta/key_index.file_keys: runs of consecutive keys (a table keyed by AUTO_INCREMENT),
+- ``index``: streaming_job/batch/key_index.file_keys: runs of consecutive keys (a table keyed by AUTO_INCREMENT),
   sorted numbers otherwise.
 
 Keys: ``dense`` (AUTO_INCREMENT, one in a thousand deleted before the load) and ``sparse`` (distinct random
@@ -35,9 +35,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from run_decode import _cpu_model, _git_revision
 
+from streaming_job.batch.key_index import BatchKeys, file_keys, key_numbers
 from streaming_job.batch.key_range import KeyRange
-from streaming_job.delta.key_index import BatchKeys, file_keys, key_numbers
-from streaming_job.delta.mirror_driver import _KEYS_BYTES, RecentFiles
+from streaming_job.batch.recent_files import RecentFiles
+from streaming_job.delta.mirror_driver import _KEYS_BYTES
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS = BENCH_DIR / "results" / "key-lookup.md"

@@ -231,7 +231,9 @@ class LandConfig:
     # format delta (docs/LAND.md, "Deletion vectors"): a batch's updates and deletes in a mirror's file of
     # small_file_bytes or more mark its old rows in the file's deletion vector instead of rewriting the file.
     # "auto": a mirror gets deletion vectors once a batch would rewrite more than 128 MiB of its files (its protocol
-    # upgraded then: readers need deletion vector support); "always": every mirror, from its creation; "never"
+    # upgraded then: readers need deletion vector support); "always": every mirror, from its creation; "never".
+    # format iceberg: a batch's deletes by position (a position delete file) instead of file rewrites, "auto" once
+    # the files its keys may be in pass 128 MiB
     deletion_vectors: Literal["auto", "always", "never"] = "auto"
     # format iceberg (docs/LAND.md, "Iceberg"): every iceberg_expire_every commits of a table its snapshots older
     # than iceberg_snapshot_retention (a duration: 90s, 30m, 1h, 7d) are expired and their files deleted; each

@@ -45,8 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compact-bytes", type=int, metavar="BYTES",
                    help="the most bytes of small files one compaction rewrites (default 256 MiB)")
     p.add_argument("--deletion-vectors", choices=("auto", "always", "never"),
-                   help="format delta: updates and deletes in a mirror's large files as deletion vectors (default "
-                        "auto: once a batch would rewrite more than 128 MiB of a mirror)")
+                   help="updates and deletes of a mirror's rows marked by position instead of file rewrites: "
+                        "deletion vectors (format delta), position delete files (format iceberg) (default auto: "
+                        "once a batch would rewrite more than 128 MiB of a mirror)")
     p.add_argument("--iceberg-snapshot-retention", metavar="DURATION",
                    help="format iceberg: snapshots older than this are expired (default 1h)")
     p.add_argument("--master", metavar="URL", help="Spark master (default local[2])")

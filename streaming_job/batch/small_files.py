@@ -12,6 +12,9 @@ from typing import NamedTuple
 
 SMALL_ROWS = 50_000
 COMPACT_ROWS = 250_000  # ~0.3-0.5 s of pyarrow's reading and writing on 2 CPUs
+# a file more than this share of whose rows are deleted (a Delta deletion vector's, Iceberg's position deletes) is
+# rewritten without them
+REWRITE_SHARE = 0.3
 
 
 class FileSize(NamedTuple):

@@ -14,22 +14,21 @@ rewrite costs: a bulk load's well-compressed files hold hundreds of thousands of
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..batch.key_index import BatchKeys, FileKeys, file_keys, key_numbers
 from ..batch.key_range import KeyRange
 from ..batch.keys import key_property
 from ..batch.mirror import DELETED, conform, last_per_key
-from ..batch.small_files import SMALL_ROWS, FileSize, fewest_rows, is_small
+from ..batch.recent_files import RecentFiles
+from ..batch.small_files import REWRITE_SHARE, SMALL_ROWS, FileSize, fewest_rows, is_small
 from ..batch.writer import SMALL_FILE_ROWS, Added, write_mirror_file
 from ..decode.lake_types import quote
 from ..format.lake_format import VectorMode
@@ -39,7 +38,6 @@ from ..runtime.driver_threads import DriverThreads
 from ..runtime.errors import LandError
 from .commit import Commit, LiveFile, Vectored
 from .deletion_vectors import ENABLE_PROPERTY
-from .key_index import BatchKeys, FileKeys, file_keys, key_numbers
 from .mirrors import INTEGER, META, MirrorStrategy, MirrorTable, key_stats
 from .tables import DeltaTables, stats_columns
 from .vector_files import VectorFiles
@@ -49,7 +47,8 @@ log = logging.getLogger("binlake.land")
 DRIVER_KEYS = (*INTEGER, "decimal(20,0)")
 _FILE_ROWS = 1_000_000  # rows per mirror file the driver writes, at most
 _FILE_ROWS_PER_THREAD = 50_000  # ... and at least, where it writes several at once
-_REWRITE_SHARE = 0.3  # a file whose deletion vector would delete more than this share of its rows is rewritten
+# a file whose deletion vector would delete more than this share of its rows is rewritten
+_REWRITE_SHARE = REWRITE_SHARE
 # a touched file of fewer rows (and fewer bytes than land.small_file_bytes) is rewritten, not given a vector:
 # cheap to write, and its rows join the batch's new file
 _VECTOR_ROWS = SMALL_ROWS
@@ -279,49 +278,6 @@ class MirrorFiles:
 
 
 _RECENT_BYTES = 64 << 20
-
-
-class _Sized(Protocol):
-    @property
-    def nbytes(self) -> int: ...
-
-
-_T = TypeVar("_T", bound=_Sized)
-
-
-class RecentFiles(Generic[_T]):
-    """What the driver keeps of mirror files, by path, within a byte budget (the least recently used go first):
-    the rows of small files this process wrote (a batch that changes a few keys rewrites the file holding them,
-    most often one this job wrote a batch before: it needs no read then), and files' keys (key_index). A data file
-    never changes once written (a commit adds new files), so what is kept is the file's for as long as it
-    exists."""
-
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self.size = 0
-        self._rows: OrderedDict[str, _T] = OrderedDict()
-        self._lock = threading.Lock()  # tables land side by side
-
-    def get(self, path: str) -> _T | None:
-        with self._lock:
-            rows = self._rows.get(path)
-            if rows is not None:
-                self._rows.move_to_end(path)
-            return rows
-
-    def put(self, path: str, rows: _T) -> None:
-        with self._lock:
-            self._rows[path] = rows
-            self.size += rows.nbytes
-            while self.size > self.budget:
-                self.size -= self._rows.popitem(last=False)[1].nbytes
-
-    def drop(self, paths: list[str]) -> None:
-        with self._lock:
-            for path in paths:
-                rows = self._rows.pop(path, None)
-                if rows is not None:
-                    self.size -= rows.nbytes
 
 
 def _without_keys(rows: pa.Table, latest: pa.Table, pk: list[str]) -> pa.Table:

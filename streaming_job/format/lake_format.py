@@ -32,8 +32,9 @@ if TYPE_CHECKING:
     from ..statements.table_statements import TableStatements
 
 QUARANTINE_TABLE = "_quarantine"
-# land.deletion_vectors (Delta's mirrors: delta/mirror_driver.py): "auto": once a batch would rewrite a large share
-# of a mirror's files; "always": from a mirror's creation (or its next batch); "never"
+# land.deletion_vectors (Delta's mirrors: delta/mirror_driver.py; Iceberg's position deletes: iceberg/format.py):
+# "auto": once a batch would rewrite a large share of a mirror's files; "always": from a mirror's creation (or its
+# next batch); "never"
 VectorMode = Literal["auto", "always", "never"]
 
 

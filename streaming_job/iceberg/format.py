@@ -8,9 +8,12 @@ batch:
 
 - the change log ``<db>.<table>__changes`` gets the typed row changes in one append snapshot;
 - the mirror ``<db>.<table>``, for a table with a key, the batch's last change per key (mirror.py): in one
-  transaction the rows of every key the batch touches are deleted (copy-on-write: files holding one are
-  rewritten without it; skipped where no data file's key range meets the batch's) and the surviving after
-  images appended.
+  transaction the rows of every key the batch touches are deleted and the surviving after images appended.
+  The delete is by position (iceberg/position_deletes.py: a position delete file of the rows' places, in one
+  snapshot with the new rows) where land.deletion_vectors says so: ``always``, or ``auto`` once the data files
+  whose key ranges meet the batch's keys pass ``_AUTO_POSITION_BYTES`` (a large mirror changed at scattered
+  keys); else copy-on-write (files holding one are rewritten without it). Either is skipped where no data
+  file's key range meets the batch's.
 
 After each commit the table's small files are compacted and its old snapshots expired where due
 (iceberg/maintenance.py); files a crash left (named by no live metadata) are removed when the job first loads a
@@ -36,6 +39,7 @@ from pyiceberg.expressions import AlwaysTrue
 from ..batch.batch_rows import TableRows
 from ..batch.default_values import default_values, fill_older, with_columns
 from ..batch.evolution import SchemaEvolution
+from ..batch.key_index import FileKeys
 from ..batch.keys import MirrorKeys, key_property, recorded_key
 from ..batch.mirror import (
     COMMIT_TS,
@@ -48,6 +52,7 @@ from ..batch.mirror import (
     mirror_columns,
     statement_seq,
 )
+from ..batch.recent_files import RecentFiles
 from ..batch.writer import PARTITION_COLUMN
 from ..decode.typed import typed_batches
 from ..format.lake_format import (
@@ -57,6 +62,7 @@ from ..format.lake_format import (
     LakeFormat,
     TableChanges,
     Undecodable,
+    VectorMode,
     quarantine_rows,
 )
 from ..format.mirror_read import MirrorRead
@@ -69,6 +75,7 @@ from ..statements.table_statements import TableStatements
 from .catalog import IcebergCatalog, batch_properties, first_line, landed_batch
 from .maintenance import IcebergMaintenance
 from .orphans import OrphanFiles
+from .position_deletes import locate, stage_batch
 from .renames import Renames, field_paths, in_place, renamed, renamed_images
 from .schema import iceberg_alters
 from .statements import IcebergStatementTables, append_parts, mirror_parts
@@ -89,8 +96,9 @@ from .verify import IcebergMirror
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
-    from pyiceberg.table import Table
+    from pyiceberg.table import FileScanTask, Table
 
+    from ..runtime.driver_threads import DriverThreads
     from ..statements.schema_alter import Mode
 
 log = logging.getLogger("binlake.land")
@@ -99,6 +107,10 @@ _QUARANTINE_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()
                                 ("error", pa.string()), ("value", pa.binary()),
                                 ("headers", pa.map_(pa.string(), pa.binary())), ("batch_id", pa.int64()),
                                 ("ingest_ts", pa.timestamp("us", tz="UTC"))])
+# land.deletion_vectors "auto": a batch's deletes go by position once the mirror's data files its keys may be in
+# pass this (the bytes a copy-on-write delete would read and rewrite: Delta's bound, delta/mirror_driver.py)
+_AUTO_POSITION_BYTES = 128 << 20
+_KEYS_BYTES = 512 << 20  # the mirrors' data files' keys kept between batches (position deletes), at most
 
 
 class IcebergFormat(LakeFormat):
@@ -106,9 +118,12 @@ class IcebergFormat(LakeFormat):
 
     def __init__(self, where: IcebergCatalog, app_id: str, keys: dict[str, list[str]] | None = None,
                  evolution: SchemaEvolution | None = None, spark: Any = None,
-                 maintenance: IcebergMaintenance | None = None, on_incompatible_change: Mode = "rewrite") -> None:
+                 maintenance: IcebergMaintenance | None = None, on_incompatible_change: Mode = "rewrite",
+                 deletes: VectorMode = "auto", threads: DriverThreads | None = None) -> None:
         """``keys``: land.keys; ``evolution`` and ``spark``: the defaults of added columns (none without them);
-        ``maintenance``: compaction and expiry after each commit (iceberg/maintenance.py's defaults without it)."""
+        ``maintenance``: compaction and expiry after each commit (iceberg/maintenance.py's defaults without it);
+        ``deletes``: land.deletion_vectors (a mirror's deletes by position); ``threads``: the driver's, which read
+        the data files' keys side by side (one at a time without them)."""
         self.where = where
         # the snapshots' app id (with the batch's part: lake_format.LakeFormat.part), the calling thread's own
         self._app_id: ContextVar[str] = ContextVar(f"binlake-iceberg-app-id-{id(self)}", default=app_id)
@@ -124,6 +139,9 @@ class IcebergFormat(LakeFormat):
         self._orphans: OrphanFiles | None = None
         self._columns: dict[tuple[str, str], list[tuple[str, str]]] = {}  # as the table has them (property)
         self.maintenance = maintenance or IcebergMaintenance()
+        self.deletes = deletes
+        self.threads = threads
+        self.file_keys: RecentFiles[FileKeys] = RecentFiles(_KEYS_BYTES)  # by data file path, for position deletes
         self.generations = ChangeLogGenerations(self._properties)
         statement_tables = IcebergStatementTables(self)
         self.table_statements = TableStatements(statement_tables, self.generations, self.forget)
@@ -138,7 +156,7 @@ class IcebergFormat(LakeFormat):
         upkeep = maintenance or IcebergMaintenance(settings.compact_files, settings.small_file_bytes,
                                                    settings.compact_bytes)
         return cls(catalog, services.app_id, settings.keys, services.evolution, services.spark, upkeep,
-                   settings.on_incompatible_change)
+                   settings.on_incompatible_change, settings.deletion_vectors, services.threads)
 
     def _properties(self, db: str, name: str) -> dict[str, str] | None:
         found = self.table(db, name)
@@ -281,7 +299,13 @@ class IcebergFormat(LakeFormat):
         properties = self._batch(changes.batch_id)
 
         def apply(tx: Any) -> None:
-            if len(latest) and self._may_hold(mirror, latest, pk):
+            held = self._holding(mirror, latest, pk) if len(latest) else []
+            if held and self._by_position(held):
+                located = locate(mirror, latest.select(pk), pk, self.threads.workers if self.threads else None,
+                                 self.file_keys, held)
+                stage_batch(tx, mirror, upserts, located, properties, pk)
+                return
+            if held:
                 tx.delete(key_filter(latest, pk), snapshot_properties=properties)
             if len(upserts):
                 tx.append(upserts, snapshot_properties=properties)
@@ -300,13 +324,21 @@ class IcebergFormat(LakeFormat):
         return [d for d in fills if not d.source]
 
     @staticmethod
-    def _may_hold(mirror: Table, keys: pa.Table, pk: list[str]) -> bool:
-        """Whether a data file of the mirror may hold one of the keys (by its key statistics): a batch of new
-        keys above the mirror's (AUTO_INCREMENT inserts) deletes nothing, and skips the delete's planning."""
+    def _holding(mirror: Table, keys: pa.Table, pk: list[str]) -> list[FileScanTask]:
+        """The mirror's data files that may hold one of the keys (by their key statistics, with their delete
+        files): none for a batch of new keys above the mirror's (AUTO_INCREMENT inserts), which deletes nothing
+        and skips the delete's planning."""
         if mirror.current_snapshot() is None:
-            return False
+            return []
         bounds = keys_filter(keys, pk[0])
-        return bounds is None or bool(mirror.scan(row_filter=bounds).plan_files())
+        return list(mirror.scan(row_filter=bounds if bounds is not None else AlwaysTrue()).plan_files())
+
+    def _by_position(self, held: list[FileScanTask]) -> bool:
+        """Whether a batch's deletes go by position (land.deletion_vectors): ``always``, or ``auto`` where the
+        data files its keys may be in pass ``_AUTO_POSITION_BYTES`` (what copy-on-write would rewrite)."""
+        if self.deletes == "never":
+            return False
+        return self.deletes == "always" or sum(t.file.file_size_in_bytes for t in held) > _AUTO_POSITION_BYTES
 
     def quarantine(self, errors: list[Undecodable], batch_id: int) -> None:
         rows = [(*r, batch_id, int(time.time() * 1e6)) for r in quarantine_rows(errors)]

@@ -99,7 +99,7 @@ class Lander(ParkedTables):
     compact_files: int = LandConfig.compact_files
     small_file_bytes: int = LandConfig.small_file_bytes
     compact_bytes: int = LandConfig.compact_bytes
-    deletion_vectors: VectorMode = LandConfig.deletion_vectors  # format delta (delta/mirror_driver.py)
+    deletion_vectors: VectorMode = LandConfig.deletion_vectors  # delta/mirror_driver.py, iceberg/format.py
     # format iceberg: the tables' upkeep (land.iceberg_*; None: IcebergMaintenance's defaults with the three above)
     iceberg_maintenance: IcebergMaintenance | None = None
     lake_format: str = "delta"  # land.format: "delta" or "iceberg" (formats.py)

@@ -1,4 +1,4 @@
-"""Where a mirror file's rows of a batch's keys are (streaming_job/delta/key_index.py): runs of consecutive keys,
+"""Where a mirror file's rows of a batch's keys are (streaming_job/batch/key_index.py): runs of consecutive keys,
 sorted keys and the key columns themselves each find exactly the rows that numpy's own membership test (np.isin)
 or pyarrow's join find, whatever the key's integer type, gaps, nulls and the batch's keys outside the file."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from streaming_job.delta.key_index import BatchKeys, KeyColumns, KeyRuns, SortedKeys, file_keys
+from streaming_job.batch.key_index import BatchKeys, KeyColumns, KeyRuns, SortedKeys, file_keys
 
 
 def _expected(file: np.ndarray, batch: np.ndarray) -> list[int]:

@@ -1,5 +1,5 @@
 """Where a mirror file's rows of a batch's keys are (their positions, for the file's deletion vector), from the
-file's key columns read once and kept in memory (mirror_driver.DriverMirror: 512 MiB of them at most).
+file's key columns read once and kept in memory (delta/mirror_driver.DriverMirror: 512 MiB of them at most).
 
 A file the driver wrote holds its rows in key order. A single integer key column that ascends is kept as runs of
 consecutive keys (``KeyRuns``): a table keyed by AUTO_INCREMENT has one run per file, 24 bytes whatever its rows,

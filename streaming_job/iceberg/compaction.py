@@ -1,0 +1,365 @@
+"""Compaction of the job's Iceberg tables (maintenance.py), aware of their position delete files
+(position_deletes.py): a merge-on-read mirror's replaced and deleted rows are deleted by position, in delete files.
+
+- **Which files**: data files only (never a delete file) are rewritten: a partition's small ones
+  (batch.small_files) once it holds ``compact_files`` of them, and any larger data file whose deleted rows (the
+  positions the live delete files name in it) pass ``REWRITE_SHARE`` of its rows (the Delta side's rule for its
+  deletion vectors, delta/mirror_driver.py), with the partition's small files; those of fewest rows first, within
+  the compaction's rows and byte budget (a small file's deleted rows go at its partition's compaction). They are
+  read as every reader reads them: with the delete files that apply to them (pyiceberg's plan of the snapshot), so
+  a row deleted by position never comes back.
+- **Delete files**: in the same ``replace`` snapshot, every live delete file none of whose data files is left (they
+  are rewritten now, or were by an earlier copy-on-write delete or compaction) is removed (DELETED in its
+  manifest); one that still names a live data file stays (its rows for rewritten files are unused). A partition
+  holding ``compact_files`` delete files has those left merged into one (their rows for data files still live),
+  so a table keeps fewer than ``compact_files`` delete files per partition, whatever its number of batches.
+- **Which delete file names which data files**: its ``file_path`` bounds where equal (the file deletes rows of
+  one data file), else its ``file_path`` column read once (a delete file never changes).
+
+pyiceberg 0.12 rewrites data entries only (``_OverwriteFiles`` writes every manifest it rewrites as a data
+manifest): ``_Rewrite`` is a snapshot producer of its own on pyiceberg's ``_SnapshotProducer`` (its manifest list,
+summary, added-data manifest, commit and retry, and its validation that the rewritten data files are still live and
+gained no delete file since), writing the manifests it changes itself: a data manifest through
+``_SnapshotProducer.new_manifest_writer``, a delete manifest through position_deletes' ``_DeleteManifestWriter``."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+import uuid
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.exceptions import ValidationException
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
+from pyiceberg.manifest import DataFile, DataFileContent, ManifestContent, ManifestEntry, ManifestEntryStatus
+from pyiceberg.table import FileScanTask
+from pyiceberg.table.snapshots import Operation, Summary
+from pyiceberg.table.update.snapshot import _SnapshotProducer
+from pyiceberg.typedef import EMPTY_DICT, KeyDefaultDict
+
+from ..batch.small_files import COMPACT_ROWS, REWRITE_SHARE, FileSize, fewest_rows, is_small
+from .position_deletes import FILE_PATH_ID, FilePositions, _DeleteManifestWriter, write_delete_file
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pyiceberg.io import FileIO
+    from pyiceberg.manifest import ManifestFile
+    from pyiceberg.table import Table, Transaction
+    from pyiceberg.table.snapshots import Snapshot
+
+log = logging.getLogger("binlake.land")
+_CHAIN = 50  # snapshots followed since the last look at a table's files, beyond which it is read again
+Group = tuple[Any, ...]  # a file's partition: (spec id, *values)
+
+
+class LiveFile(NamedTuple):
+    """A live data file as a compaction weighs it."""
+
+    size: int
+    rows: int
+    group: Group
+
+
+@dataclass
+class TableFiles:
+    """A table's live files as of one snapshot: its data files (small ones whole), its position delete files, and
+    the data files each of those names (with its rows for each)."""
+
+    snapshot_id: int
+    data: dict[str, LiveFile] = field(default_factory=dict)
+    small: dict[str, DataFile] = field(default_factory=dict)
+    deletes: dict[str, DataFile] = field(default_factory=dict)
+    names: dict[str, dict[str, int]] = field(default_factory=dict)  # delete file -> data file -> its rows there
+    skipped: set[str] = field(default_factory=set)  # data files a compaction could not read together
+
+
+@dataclass
+class Plan:
+    """A compaction: the data files rewritten, the delete files removed, those merged into one (per list)."""
+
+    data: list[str]
+    dropped: list[DataFile]
+    merged: list[list[DataFile]]
+
+    def __bool__(self) -> bool:
+        return bool(self.data or self.dropped or self.merged)
+
+
+def _group(f: DataFile) -> Group:
+    partition: Any = f.partition  # a pyiceberg Record: its values
+    return (f.spec_id, *partition)
+
+
+@dataclass
+class Compaction:
+    compact_files: int
+    small_file_bytes: int
+    budget: int
+    tables: dict[tuple[str, str], TableFiles] = field(default_factory=dict)
+
+    def compact(self, name: tuple[str, str], table: Table, properties: dict[str, str], key: list[str]) -> bool:
+        """The table's due rewrites (``plan``) made in one ``replace`` snapshot with the summary ``properties``;
+        whether one was made."""
+        current = table.current_snapshot()
+        summary = current.summary if current is not None else None
+        if current is None or summary is None or (int(summary.get("total-data-files") or 0) < self.compact_files
+                                                  and int(summary.get("total-delete-files") or 0) == 0):
+            self.tables.pop(name, None)  # too few files in all: nothing to track
+            return False
+        files = self.files(name, table, current)
+        plan = self.plan(files, table.io)
+        if not plan:
+            return False
+        started = time.monotonic()
+        if files.deletes:  # the data files as readers plan them: with the delete files that apply to each
+            tasks = {t.file.file_path: t for t in table.scan(snapshot_id=current.snapshot_id).plan_files()}
+        else:
+            tasks = {p: FileScanTask(f) for p, f in files.small.items()}
+        if any(p not in tasks for p in plan.data):  # (never: the files followed are the snapshot's)
+            self.tables.pop(name, None)
+            return False
+        picked = [tasks[p] for p in plan.data]
+        rows = None
+        if picked:
+            try:
+                rows = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(picked)
+            except Exception as exc:  # none binlake wrote: columns are only added or promoted
+                log.debug("%s.%s: %d files not compacted: %s", *name, len(picked), exc)
+                files.skipped.update(plan.data)
+                return False
+            if key and len(rows):
+                rows = rows.sort_by([(k, "ascending") for k in key])
+        write_id = uuid.uuid4()
+        gone = set(plan.data)
+        merged = [d for n, group in enumerate(plan.merged)
+                  if (d := self._merge(table, files, group, gone, tasks, f"{write_id}-deletes-{n:05d}.parquet"))]
+        with table.transaction() as tx:
+            write = _Rewrite(tx, table.io, properties, write_id, {t.file for t in picked},
+                             {*plan.dropped, *itertools.chain(*plan.merged)}, merged)
+            if rows is not None and len(rows):
+                for f in _dataframe_to_data_files(tx.table_metadata, rows, table.io, write_id, itertools.count()):
+                    write.append_data_file(f)
+            write.commit()
+        log.debug("%s.%s: %d data files rewritten, %d delete files removed, %d merged in %.1fs", *name,
+                  len(picked), len(plan.dropped), sum(map(len, plan.merged)), time.monotonic() - started)
+        return True
+
+    def plan(self, files: TableFiles, io: FileIO) -> Plan:
+        """The rewrites due: in each partition, the larger data files whose deleted share passes
+        ``REWRITE_SHARE`` (then its small files with them), and its small files once it holds ``compact_files``
+        of them, those of fewest rows first within the rows and byte budget in all; the delete files naming no
+        data file left afterwards removed, and those left of a partition holding ``compact_files`` of them merged.
+        Nothing is due where no data file is and no partition holds ``compact_files`` delete files (a dangling delete
+        file waits for the next compaction)."""
+        deleted: dict[str, int] = defaultdict(int)
+        for d in files.deletes.values():
+            for path, n in self._names(files, d, io).items():
+                deleted[path] += n
+        heavy: dict[Group, list[FileSize]] = defaultdict(list)
+        small: dict[Group, list[FileSize]] = defaultdict(list)
+        for path, f in sorted(files.data.items()):
+            if path in files.skipped:
+                continue
+            weighed = FileSize(path, f.size, f.rows)
+            if path in files.small:
+                small[f.group].append(weighed)
+            elif deleted.get(path, 0) > REWRITE_SHARE * f.rows:
+                heavy[f.group].append(weighed)
+        out: list[str] = []
+        rows_left, bytes_left = COMPACT_ROWS, self.budget
+        for group in sorted({*heavy, *small}, key=lambda g: (len(heavy[g]), len(small[g])), reverse=True):
+            kept = fewest_rows(heavy[group], bytes_left, rows_left)
+            if kept or len(small[group]) >= self.compact_files:
+                more = fewest_rows(small[group], bytes_left - sum(k.size for k in kept),
+                                   rows_left - sum(k.rows for k in kept))
+                kept += more if kept or len(more) >= 2 else []
+            out += [k.name for k in kept]
+            rows_left -= sum(k.rows for k in kept)
+            bytes_left -= sum(k.size for k in kept)
+        crowded = {g for g, n in Counter(_group(d) for d in files.deletes.values()).items() if n >= self.compact_files}
+        if not out and not crowded:
+            return Plan([], [], [])
+        live = set(files.data) - set(out)
+        dropped, left = [], defaultdict(list)
+        for _, d in sorted(files.deletes.items()):
+            if live.isdisjoint(self._names(files, d, io)):
+                dropped.append(d)
+            else:
+                left[_group(d)].append(d)
+        return Plan(out, dropped, [ds for g, ds in left.items() if g in crowded and len(ds) > 1])
+
+    def _merge(self, table: Table, files: TableFiles, group: list[DataFile], gone: set[str],
+               tasks: dict[str, FileScanTask], name: str) -> DataFile | None:
+        """``group``'s delete files' rows for the data files still live after the rewrite of ``gone``, as one
+        delete file ``name``."""
+        parts = []
+        for d in group:
+            with table.io.new_input(d.file_path).open() as f:
+                parts.append(pq.read_table(f, columns=["file_path", "pos"]))
+        rows = pa.concat_tables(parts).group_by("file_path").aggregate([("pos", "list")])
+        found = []
+        for path, positions in zip(rows.column("file_path").to_pylist(), rows.column("pos_list").to_pylist(),
+                                   strict=True):
+            if path in files.data and path not in gone and path in tasks:
+                found.append(FilePositions(tasks[path].file, np.unique(np.asarray(positions, np.int64))))
+        return write_delete_file(table, found, name) if found else None
+
+    @staticmethod
+    def _names(files: TableFiles, d: DataFile, io: FileIO) -> dict[str, int]:
+        """The data files delete file ``d`` names, with its rows for each (read once)."""
+        known = files.names.get(d.file_path)
+        if known is None:
+            low, high = (d.lower_bounds or {}).get(FILE_PATH_ID), (d.upper_bounds or {}).get(FILE_PATH_ID)
+            if low is not None and low == high:
+                known = {low.decode(): d.record_count}
+            else:
+                with io.new_input(d.file_path).open() as f:
+                    paths = pq.read_table(f, columns=["file_path"]).column("file_path")
+                counts = pc.value_counts(paths)
+                known = {v["values"].as_py(): v["counts"].as_py() for v in counts}
+            files.names[d.file_path] = known
+        return known
+
+    def files(self, name: tuple[str, str], table: Table, current: Snapshot) -> TableFiles:
+        """The table's live files, followed through the snapshots since the last look (their own manifests'
+        added and deleted entries), or read whole (the first look, or too many snapshots since)."""
+        io = table.io
+        known = self.tables.get(name)
+        since = _since(table, current, known.snapshot_id if known is not None else None)
+        if known is None or since is None:
+            known = self.tables[name] = TableFiles(current.snapshot_id)
+            for manifest in current.manifests(io):
+                for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
+                    self._added(known, entry.data_file)
+            return known
+        for snapshot in since:
+            for manifest in snapshot.manifests(io):
+                if manifest.added_snapshot_id != snapshot.snapshot_id:
+                    continue  # listed before: its entries are known
+                for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
+                    if entry.snapshot_id != snapshot.snapshot_id:
+                        continue
+                    if entry.status == ManifestEntryStatus.ADDED:
+                        self._added(known, entry.data_file)
+                    elif entry.status == ManifestEntryStatus.DELETED:
+                        path = entry.data_file.file_path
+                        for kept in (known.data, known.small, known.deletes, known.names):
+                            kept.pop(path, None)
+                        known.skipped.discard(path)
+        known.snapshot_id = current.snapshot_id
+        return known
+
+    def _added(self, known: TableFiles, f: DataFile) -> None:
+        if f.content == DataFileContent.DATA:
+            known.data[f.file_path] = LiveFile(f.file_size_in_bytes, f.record_count, _group(f))
+            if is_small(f.file_size_in_bytes, f.record_count, self.small_file_bytes):
+                known.small[f.file_path] = f
+        elif f.content == DataFileContent.POSITION_DELETES:
+            known.deletes[f.file_path] = f  # (equality deletes: none binlake writes, never removed here)
+
+
+def _since(table: Table, current: Snapshot, snapshot_id: int | None) -> list[Snapshot] | None:
+    """The snapshots after ``snapshot_id`` up to ``current``, oldest first; None where it is not among the
+    current one's last _CHAIN ancestors."""
+    out: list[Snapshot] = []
+    snapshot: Snapshot | None = current
+    while snapshot is not None and len(out) <= _CHAIN:
+        if snapshot.snapshot_id == snapshot_id:
+            return out[::-1]
+        out.append(snapshot)
+        parent = snapshot.parent_snapshot_id
+        snapshot = table.snapshot_by_id(parent) if parent is not None else None
+    return None
+
+
+class _Rewrite(_SnapshotProducer["_Rewrite"]):
+    """A ``replace`` snapshot (Iceberg's operation of a rewrite of the same rows: files removed and added, no data
+    changed) in ``tx``, with the summary ``properties``: the data files ``data`` and the delete files ``deletes``
+    removed (each marked DELETED in a copy of its manifest that keeps the others EXISTING, as Java Iceberg does:
+    what expiry reads to delete them), the data files appended and the delete files ``added`` added (a delete
+    manifest of their own). pyiceberg 0.12 sums up the totals of appends, overwrites and deletes only: the summary
+    is an overwrite's, then named ``replace``."""
+
+    def __init__(self, tx: Transaction, io: FileIO, properties: dict[str, str], commit_uuid: uuid.UUID,
+                 data: set[DataFile], deletes: set[DataFile], added: list[DataFile]) -> None:
+        super().__init__(operation=Operation.OVERWRITE, transaction=tx, io=io, commit_uuid=commit_uuid,
+                         snapshot_properties=properties)
+        self._deleted_data_files = set(data)  # pyiceberg's validation: still live, no delete file added since
+        self._removed_deletes = deletes
+        self._added_deletes = added
+
+    def _deleted_entries(self) -> list[ManifestEntry]:
+        return []  # written in the manifests they were listed in (_existing_manifests)
+
+    def _existing_manifests(self) -> list[ManifestFile]:
+        parent = self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id) \
+            if self._parent_snapshot_id is not None else None
+        if parent is None:
+            raise ValueError("a rewrite of a table without a snapshot")
+        evaluators: dict[int, Callable[[ManifestFile], bool]] = KeyDefaultDict(self._build_manifest_evaluator)
+        out, found = [], set()
+        for manifest in parent.manifests(self._io):
+            deletes = manifest.content == ManifestContent.DELETES
+            removed = self._removed_deletes if deletes else self._deleted_data_files
+            if (not removed or not (manifest.has_added_files() or manifest.has_existing_files())
+                    or not (deletes or evaluators[manifest.partition_spec_id](manifest))):
+                out.append(manifest)  # none of the removed files' partitions (data manifests: pyiceberg's pruning)
+                continue
+            entries = manifest.fetch_manifest_entry(self._io, discard_deleted=True)
+            gone = {e.data_file.file_path for e in entries if e.data_file in removed}
+            if not gone:
+                out.append(manifest)
+                continue
+            found |= gone
+            spec = self.spec(manifest.partition_spec_id)
+            writer = (_DeleteManifestWriter(spec, self.schema(), self.new_manifest_output(), self._snapshot_id,
+                                            self._compression) if deletes else self.new_manifest_writer(spec))
+            with writer:
+                for e in entries:
+                    dropped = e.data_file.file_path in gone
+                    writer.add_entry(ManifestEntry.from_args(
+                        status=ManifestEntryStatus.DELETED if dropped else ManifestEntryStatus.EXISTING,
+                        snapshot_id=self._snapshot_id if dropped else e.snapshot_id,
+                        sequence_number=e.sequence_number, file_sequence_number=e.file_sequence_number,
+                        data_file=e.data_file))
+            out.append(writer.to_manifest_file())
+        missing = {f.file_path for f in (*self._deleted_data_files, *self._removed_deletes)} - found
+        if missing:
+            raise ValidationException(f"files to rewrite are not live: {sorted(missing)}")
+        return [*self._added_delete_manifests(), *out]
+
+    def _added_delete_manifests(self) -> list[ManifestFile]:
+        by_spec: dict[int, list[DataFile]] = defaultdict(list)
+        for f in self._added_deletes:
+            by_spec[f.spec_id].append(f)
+        out = []
+        for spec_id, files in by_spec.items():
+            with _DeleteManifestWriter(self.spec(spec_id), self.schema(), self.new_manifest_output(),
+                                       self._snapshot_id, self._compression) as writer:
+                for f in files:
+                    writer.add_entry(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED,
+                                                             snapshot_id=self._snapshot_id, sequence_number=None,
+                                                             file_sequence_number=None, data_file=f))
+            out.append(writer.to_manifest_file())
+        return out
+
+    def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
+        # pyiceberg's summary counts the files it is given by their content (removed-delete-files,
+        # removed-position-deletes, the totals): the delete files join the data files for it alone
+        added, removed = self._added_data_files, self._deleted_data_files
+        self._added_data_files = [*added, *self._added_deletes]
+        self._deleted_data_files = {*removed, *self._removed_deletes}
+        try:
+            summary = super()._summary(snapshot_properties)
+        finally:
+            self._added_data_files, self._deleted_data_files = added, removed
+        return Summary(Operation.REPLACE, **summary.additional_properties)

@@ -1,0 +1,252 @@
+"""Compaction of a merge-on-read Iceberg mirror (streaming_job/iceberg/compaction.py), on a local table without
+Spark: batches of random updates, deletes and re-inserts deleted by position (position_deletes.locate and
+stage_batch), some copy-on-write as pyiceberg's delete does them, each followed by the job's compaction; after every
+step pyiceberg's scan equals a dict kept aside (no row deleted by position comes back), no delete file is ever a
+compaction's candidate, a delete file naming only rewritten data files leaves the snapshot (and its file leaves the
+disk with the snapshots that named it), one naming a live data file stays, a file whose deleted rows pass the share
+is rewritten, and the number of live delete files stays bounded."""
+
+from __future__ import annotations
+
+import datetime
+import random
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from streaming_job.batch.small_files import REWRITE_SHARE
+from streaming_job.iceberg import compaction
+from streaming_job.iceberg.maintenance import IcebergMaintenance, expire
+from streaming_job.iceberg.position_deletes import locate, stage_batch
+from streaming_job.iceberg.tables import WantedTable
+from tests.harness.iceberg import catalog, local_format
+
+_SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
+_NAME = ("db", "t")
+_FILE_ROWS = 2000
+
+
+def _rows(ids: list[int], tag: str) -> pa.Table:
+    return pa.table({"id": pa.array(ids, pa.int64()), "v": [f"{tag}-{i}" for i in ids]}, schema=_SCHEMA)
+
+
+def _props(batch_id: int) -> dict[str, str]:
+    return {"binlake.app-id": "app-1", "binlake.batch-id": str(batch_id)}
+
+
+def _scan(table: Any) -> dict[int, str]:
+    rows = table.scan().to_arrow().to_pylist()
+    found = {r["id"]: r["v"] for r in rows}
+    assert len(found) == len(rows), "a key live twice"
+    return found
+
+
+def _live(table: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The current snapshot's live data files and position delete files, by path."""
+    from pyiceberg.manifest import DataFileContent, ManifestContent
+
+    data, deletes = {}, {}
+    for m in table.current_snapshot().manifests(table.io):
+        for e in m.fetch_manifest_entry(table.io, discard_deleted=True):
+            f = e.data_file
+            if m.content == ManifestContent.DELETES:
+                assert f.content == DataFileContent.POSITION_DELETES
+                deletes[f.file_path] = f
+            else:
+                assert f.content == DataFileContent.DATA
+                data[f.file_path] = f
+    return data, deletes
+
+
+def _positions(table: Any, path: str) -> list[tuple[str, int]]:
+    with table.io.new_input(path).open() as f:
+        rows = pq.read_table(f)
+    return list(zip(rows.column("file_path").to_pylist(), rows.column("pos").to_pylist(), strict=True))
+
+
+def _named(table: Any, path: str) -> set[str]:
+    return {p for p, _ in _positions(table, path)}
+
+
+def _local(uri: str) -> Path:
+    return Path(uri.removeprefix("file://"))
+
+
+def _mor(table: Any, upserts: list[int], deleted: list[int], batch_id: int) -> None:
+    """A merge-on-read batch: its keys' live rows deleted by position, its upserts appended, in one snapshot."""
+    keys = pa.table({"id": pa.array(sorted({*upserts, *deleted}), pa.int64())})
+    located = locate(table, keys, ["id"])
+    with table.transaction() as tx:
+        stage_batch(tx, table, _rows(upserts, f"b{batch_id}"), located, _props(batch_id), ["id"])
+
+
+def _cow(table: Any, upserts: list[int], deleted: list[int], batch_id: int) -> None:
+    """A copy-on-write batch as pyiceberg's delete makes it (the files holding its keys rewritten)."""
+    from pyiceberg.expressions import In
+
+    with table.transaction() as tx:
+        tx.delete(In("id", sorted({*upserts, *deleted})), snapshot_properties=_props(batch_id))
+        if upserts:
+            tx.append(_rows(upserts, f"b{batch_id}"), snapshot_properties=_props(batch_id))
+
+
+class _Planned:
+    """Compaction.plan spied on: every plan's data files (each must be a live data file, never a delete file)."""
+
+    def __init__(self, monkeypatch: Any) -> None:
+        self.plans: list[compaction.Plan] = []
+        plan = compaction.Compaction.plan
+
+        def spy(this: Any, files: Any, io: Any) -> Any:
+            out = plan(this, files, io)
+            assert set(out.data) <= set(files.data) and not set(out.data) & set(files.deletes)
+            self.plans.append(out)
+            return out
+
+        monkeypatch.setattr(compaction.Compaction, "plan", spy)
+
+
+def _mirror(tmp_path: Path, compact_files: int = 4) -> tuple[Any, IcebergMaintenance]:
+    table = local_format(tmp_path).ready(WantedTable("db", "t", _SCHEMA, [], dict))
+    for start in range(0, 3 * _FILE_ROWS, _FILE_ROWS):  # three large files in key order
+        table.append(_rows(list(range(start, start + _FILE_ROWS)), "v0"))
+    smallest = min(f.file_size_in_bytes for f in _live(table)[0].values())
+    # the initial files are large, a batch's (tens of rows) small
+    return table, IcebergMaintenance(compact_files=compact_files, small_file_bytes=smallest)
+
+
+def _check(table: Any, expected: dict[int, str]) -> None:
+    """The scan equals ``expected``; the summary's totals are the live files'; the scan's rows are the data files'
+    rows less the live delete files' positions in live data files."""
+    assert _scan(table) == expected
+    data, deletes = _live(table)
+    summary = table.current_snapshot().summary
+    assert int(summary["total-data-files"]) == len(data)
+    assert int(summary["total-delete-files"]) == len(deletes)
+    assert int(summary["total-records"]) == sum(f.record_count for f in data.values())
+    assert int(summary["total-position-deletes"]) == sum(f.record_count for f in deletes.values())
+    applied = {(p, q) for d in deletes for p, q in _positions(table, d) if p in data}
+    assert len(expected) == int(summary["total-records"]) - len(applied)
+
+
+def test_random_batches_compacted_read_as_the_expected_rows(tmp_path: Path, monkeypatch: Any) -> None:
+    table, upkeep = _mirror(tmp_path)
+    planned = _Planned(monkeypatch)
+    expected = _scan(table)
+    rnd = random.Random(41)
+    removed: set[str] = set()
+    replaces = 0
+    for batch_id in range(1, 19):
+        keys = sorted({7, 2500} | set(rnd.sample(range(0, 6600), 30)))
+        deleted = [k for k in keys if k in expected and k != 7 and rnd.random() < 0.3]
+        upserts = [k for k in keys if k not in deleted]
+        (_cow if batch_id % 6 == 0 else _mor)(table, upserts, deleted, batch_id)
+        for k in deleted:
+            del expected[k]
+        expected.update({k: f"b{batch_id}-{k}" for k in upserts})
+        _check(table, expected)
+
+        before_data, before_deletes = _live(table)
+        if not upkeep.compact(_NAME, table, _props(batch_id), ["id"]):
+            assert len(before_deletes) < upkeep.compact_files
+            continue
+        replaces += 1
+        current = table.current_snapshot()
+        assert current.summary.operation.value == "replace"
+        assert {k: current.summary[k] for k in _props(batch_id)} == _props(batch_id)
+        _check(table, expected)
+        data, deletes = _live(table)
+        assert len(deletes) < upkeep.compact_files  # bounded, whatever the number of batches
+        for path in before_deletes:
+            if path not in deletes:
+                removed.add(path)
+                # removed: it named no data file left, or its rows were merged into a new delete file
+                gone = not _named(table, path) & set(data)
+                merged = any(set(_positions(table, path)) & set(_positions(table, n))
+                             for n in set(deletes) - set(before_deletes))
+                assert gone or merged, path
+        for path in deletes:
+            assert _named(table, path) & set(data), "a delete file naming no live data file stays"
+        assert not set(deletes) & set(before_data)
+    assert replaces >= 3 and any(p.dropped for p in planned.plans) and any(p.merged for p in planned.plans)
+    assert _scan(catalog(tmp_path).load_table(_NAME)) == expected
+
+    # the files of the removed delete files leave the disk with the snapshots that named them
+    assert all(_local(p).exists() for p in removed)
+    expire(table, datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=1))
+    assert len(table.snapshots()) == 1
+    assert not [p for p in removed if _local(p).exists()]
+    assert all(_local(p).exists() for p in _live(table)[1])
+    _check(table, expected)
+
+
+def test_a_file_whose_deleted_share_passes_the_bound_is_rewritten(tmp_path: Path) -> None:
+    table, upkeep = _mirror(tmp_path, compact_files=8)
+    expected = _scan(table)
+    deleted = list(range(0, int(_FILE_ROWS * REWRITE_SHARE) - 10))  # just under the share of the first file
+    _mor(table, [], deleted, 1)
+    for k in deleted:
+        del expected[k]
+    assert not upkeep.compact(_NAME, table, _props(1), ["id"])
+    first = sorted(_live(table)[0].values(), key=lambda f: f.record_count)
+    _mor(table, [], list(range(1000, 1020)), 2)  # and now over it
+    for k in range(1000, 1020):
+        del expected[k]
+    before, deletes = _live(table)
+    assert len(deletes) == 2
+    assert upkeep.compact(_NAME, table, _props(2), ["id"])
+    data, left = _live(table)
+    assert not left  # both named only the rewritten file
+    assert set(before) - set(data) == {f.file_path for f in first if f.record_count == _FILE_ROWS
+                                       and f.lower_bounds[1] == (0).to_bytes(8, "little")}
+    summary = table.current_snapshot().summary
+    assert summary.operation.value == "replace" and summary["binlake.batch-id"] == "2"
+    assert int(summary["removed-position-deletes"]) == len(deleted) + 20
+    assert len(_scan(table)) == int(summary["total-records"])  # no delete file left
+    _check(table, expected)
+
+
+def test_a_delete_file_naming_a_live_file_stays_and_a_dangling_one_goes(tmp_path: Path) -> None:
+    table, upkeep = _mirror(tmp_path)
+    expected = _scan(table)
+    # one delete file naming a large file (2000..3999) and a small one (the batch's keys 9000..): it stays
+    _mor(table, list(range(9000, 9010)), [], 1)
+    _mor(table, [], [2100, 9001], 2)
+    spanning = set(_live(table)[1])
+    # one naming only 4000..5999, which pyiceberg's copy-on-write delete then rewrites: it dangles
+    _mor(table, [], [4100], 3)
+    dangling = set(_live(table)[1]) - spanning
+    _cow(table, [], [4200], 4)
+    expected.update({k: f"b1-{k}" for k in range(9000, 9010)})
+    for k in [2100, 9001, 4100, 4200]:
+        del expected[k]
+    _check(table, expected)
+    for batch_id in (5, 6, 7):  # small files enough to compact: the dangling delete file goes with them
+        _mor(table, [10_000 + batch_id], [], batch_id)
+        expected[10_000 + batch_id] = f"b{batch_id}-{10_000 + batch_id}"
+    assert upkeep.compact(_NAME, table, _props(7), ["id"])
+    _, deletes = _live(table)
+    assert set(deletes) == spanning  # its small file rewritten, its large one live
+    _check(table, expected)
+    (path,) = dangling
+    assert _local(path).exists()
+    expire(table, datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=1))
+    assert not _local(path).exists() and all(_local(p).exists() for p in spanning)
+    _check(catalog(tmp_path).load_table(_NAME), expected)
+
+
+@pytest.mark.parametrize("rows", [0, 5])
+def test_a_file_whose_rows_are_all_deleted_is_rewritten_to_nothing(tmp_path: Path, rows: int) -> None:
+    table, upkeep = _mirror(tmp_path)
+    expected = _scan(table)
+    deleted = list(range(_FILE_ROWS, 2 * _FILE_ROWS - rows))
+    _mor(table, [], deleted, 1)
+    for k in deleted:
+        del expected[k]
+    assert upkeep.compact(_NAME, table, _props(1), ["id"])
+    data, deletes = _live(table)
+    assert not deletes and len(data) == (2 if not rows else 3)
+    _check(table, expected)
