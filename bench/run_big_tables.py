@@ -206,15 +206,7 @@ def _report(args: argparse.Namespace, sizes: list[int], modes: list[str],
         "| read cost |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for rows in sizes:
-        for mode in modes:
-            run = results[(rows, mode)]
-            after: LakeAfter = run.inspected
-            lines.append(f"| {rows:,} | {mode} | {run.achieved:,.0f} | {run.pct(0.5):.2f} s | {run.pct(0.9):.2f} s | "
-                         f"{run.pct(0.99):.2f} s | {run.latencies[-1]:.2f} s | "
-                         f"{after.written / len(run.latencies):,.0f} | {after.files} ({after.vectored}) | "
-                         f"{after.scan_delta_rs:.2f} s | {after.scan_spark:.2f} s | {after.compacted_files}, "
-                         f"{after.compacted_delta_rs:.2f} s, {after.compacted_spark:.2f} s | {after.read_cost:.2f}x |")
+    lines += _table_rows(sizes, modes, results, compacted_files=True)
     lines.append("")
     if "vectors" in modes:
         for rows in sizes:
@@ -264,15 +256,7 @@ def _report_iceberg(args: argparse.Namespace, sizes: list[int], modes: list[str]
         "| read cost |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for rows in sizes:
-        for mode in modes:
-            run = results[(rows, mode)]
-            after: LakeAfter = run.inspected
-            lines.append(f"| {rows:,} | {mode} | {run.achieved:,.0f} | {run.pct(0.5):.2f} s | {run.pct(0.9):.2f} s | "
-                         f"{run.pct(0.99):.2f} s | {run.latencies[-1]:.2f} s | "
-                         f"{after.written / len(run.latencies):,.0f} | {after.files} ({after.vectored}) | "
-                         f"{after.scan_delta_rs:.2f} s | {after.scan_spark:.2f} s | "
-                         f"{after.compacted_delta_rs:.2f} s, {after.compacted_spark:.2f} s | {after.read_cost:.2f}x |")
+    lines += _table_rows(sizes, modes, results, compacted_files=False)
     lines.append("")
     if "vectors" in modes:
         for rows in sizes:
@@ -288,6 +272,23 @@ def _report_iceberg(args: argparse.Namespace, sizes: list[int], modes: list[str]
             lines.append(line)
         lines.append("")
     return "\n".join(lines)
+
+
+def _table_rows(sizes: list[int], modes: list[str], results: dict[tuple[int, str], LatencyRun],
+                compacted_files: bool) -> list[str]:
+    """The report's table rows, a run each (``compacted_files``: the compacted copy's live files too)."""
+    lines = []
+    for rows in sizes:
+        for mode in modes:
+            run = results[(rows, mode)]
+            after: LakeAfter = run.inspected
+            copy = f"{after.compacted_files}, " if compacted_files else ""
+            lines.append(f"| {rows:,} | {mode} | {run.achieved:,.0f} | {run.pct(0.5):.2f} s | {run.pct(0.9):.2f} s | "
+                         f"{run.pct(0.99):.2f} s | {run.latencies[-1]:.2f} s | "
+                         f"{after.written / len(run.latencies):,.0f} | {after.files} ({after.vectored}) | "
+                         f"{after.scan_delta_rs:.2f} s | {after.scan_spark:.2f} s | {copy}"
+                         f"{after.compacted_delta_rs:.2f} s, {after.compacted_spark:.2f} s | {after.read_cost:.2f}x |")
+    return lines
 
 
 def _version(package: str) -> str:

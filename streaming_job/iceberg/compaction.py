@@ -20,7 +20,7 @@ pyiceberg 0.12 rewrites data entries only (``_OverwriteFiles`` writes every mani
 manifest): ``_Rewrite`` is a snapshot producer of its own on pyiceberg's ``_SnapshotProducer`` (its manifest list,
 summary, added-data manifest, commit and retry, and its validation that the rewritten data files are still live and
 gained no delete file since), writing the manifests it changes itself: a data manifest through
-``_SnapshotProducer.new_manifest_writer``, a delete manifest through position_deletes' ``_DeleteManifestWriter``."""
+``_SnapshotProducer.new_manifest_writer``, a delete manifest through position_deletes' ``delete_manifests``."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ from pyiceberg.table.update.snapshot import _SnapshotProducer
 from pyiceberg.typedef import EMPTY_DICT, KeyDefaultDict
 
 from ..batch.small_files import COMPACT_ROWS, REWRITE_SHARE, FileSize, fewest_rows, is_small
-from .position_deletes import FILE_PATH_ID, FilePositions, _DeleteManifestWriter, write_delete_file
+from .position_deletes import FILE_PATH_ID, FilePositions, delete_manifest_writer, delete_manifests, write_delete_file
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -321,8 +321,7 @@ class _Rewrite(_SnapshotProducer["_Rewrite"]):
                 continue
             found |= gone
             spec = self.spec(manifest.partition_spec_id)
-            writer = (_DeleteManifestWriter(spec, self.schema(), self.new_manifest_output(), self._snapshot_id,
-                                            self._compression) if deletes else self.new_manifest_writer(spec))
+            writer = delete_manifest_writer(self, spec) if deletes else self.new_manifest_writer(spec)
             with writer:
                 for e in entries:
                     dropped = e.data_file.file_path in gone
@@ -335,22 +334,7 @@ class _Rewrite(_SnapshotProducer["_Rewrite"]):
         missing = {f.file_path for f in (*self._deleted_data_files, *self._removed_deletes)} - found
         if missing:
             raise ValidationException(f"files to rewrite are not live: {sorted(missing)}")
-        return [*self._added_delete_manifests(), *out]
-
-    def _added_delete_manifests(self) -> list[ManifestFile]:
-        by_spec: dict[int, list[DataFile]] = defaultdict(list)
-        for f in self._added_deletes:
-            by_spec[f.spec_id].append(f)
-        out = []
-        for spec_id, files in by_spec.items():
-            with _DeleteManifestWriter(self.spec(spec_id), self.schema(), self.new_manifest_output(),
-                                       self._snapshot_id, self._compression) as writer:
-                for f in files:
-                    writer.add_entry(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED,
-                                                             snapshot_id=self._snapshot_id, sequence_number=None,
-                                                             file_sequence_number=None, data_file=f))
-            out.append(writer.to_manifest_file())
-        return out
+        return [*delete_manifests(self, self._added_deletes), *out]
 
     def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
         # pyiceberg's summary counts the files it is given by their content (removed-delete-files,

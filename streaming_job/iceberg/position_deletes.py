@@ -285,6 +285,29 @@ def stage_batch(tx: Transaction, table: Table, rows: pa.Table | None, located: L
     return BatchCommit(operation, data, deletes)
 
 
+def delete_manifests(producer: Any, files: Iterable[DataFile]) -> list[ManifestFile]:
+    """Delete files as manifests of content DELETES, one per partition spec, their entries ADDED by ``producer``'s
+    snapshot (a pyiceberg snapshot producer: its snapshot id, specs, schema, compression and manifest paths)."""
+    by_spec: dict[int, list[DataFile]] = {}
+    for f in files:
+        by_spec.setdefault(f.spec_id, []).append(f)
+    out = []
+    for spec_id, found in by_spec.items():
+        with delete_manifest_writer(producer, producer.spec(spec_id)) as writer:
+            for f in found:
+                writer.add_entry(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED,
+                                                         snapshot_id=producer._snapshot_id, sequence_number=None,
+                                                         file_sequence_number=None, data_file=f))
+        out.append(writer.to_manifest_file())
+    return out
+
+
+def delete_manifest_writer(producer: Any, spec: Any) -> ManifestWriterV2:
+    """A writer of a manifest of delete files of the partition spec ``spec``, for ``producer``'s snapshot."""
+    return _DeleteManifestWriter(spec, producer.schema(), producer.new_manifest_output(), producer._snapshot_id,
+                                 producer._compression)
+
+
 class _DeleteManifestWriter(ManifestWriterV2):
     """pyiceberg's v2 manifest writer for a manifest of delete files (content DELETES, in the list and its own
     metadata)."""
@@ -310,22 +333,7 @@ class _RowDelta(_FastAppendFiles):
         self._referenced = referenced
 
     def _existing_manifests(self) -> list[ManifestFile]:
-        return [*self._delete_manifests(), *super()._existing_manifests()]
-
-    def _delete_manifests(self) -> list[ManifestFile]:
-        by_spec: dict[int, list[DataFile]] = {}
-        for f in self._delete_files:
-            by_spec.setdefault(f.spec_id, []).append(f)
-        out = []
-        for spec_id, files in by_spec.items():
-            with _DeleteManifestWriter(self.spec(spec_id), self.schema(), self.new_manifest_output(),
-                                       self._snapshot_id, self._compression) as writer:
-                for f in files:
-                    writer.add_entry(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED,
-                                                             snapshot_id=self._snapshot_id, sequence_number=None,
-                                                             file_sequence_number=None, data_file=f))
-            out.append(writer.to_manifest_file())
-        return out
+        return [*delete_manifests(self, self._delete_files), *super()._existing_manifests()]
 
     def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
         # pyiceberg's summary counts the added files it is given by their content (added-delete-files,
