@@ -27,6 +27,7 @@ import os
 import platform
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,6 +35,7 @@ from pathlib import Path
 from land_shapes import Shape, shape_of
 from run_decode import BenchError, _check, _cpu_model, _git_revision, stop_processes
 from run_land_tables import bench_stack
+from soak import group_rss_mib
 
 from ingester.cli.main import main as binlake
 from ingester.devstack.kafka import KafkaBroker
@@ -42,6 +44,7 @@ from ingester.devstack.mariadb import MariaDBServer
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS = BENCH_DIR / "results" / "verify.md"
 CHUNK = 5000
+SNAPSHOT_ROWS = 1_000_000  # tables of this many rows or more: made by the server and snapshotted, not INSERTed
 
 
 def _cpu(pid: int) -> float:
@@ -78,35 +81,44 @@ def measure(server: MariaDBServer, broker: KafkaBroker, root: Path, n: int, tabl
     for name in names:
         server.execute(f"CREATE TABLE {db}.{name} (id INT PRIMARY KEY, a BIGINT, s VARCHAR(64), d DECIMAL(12,2), "
                        "ts DATETIME(6))")
+    snapshot = n // tables >= SNAPSHOT_ROWS
+    if snapshot:  # rows made by the server, outside the binlog: the daemon's snapshot reads them
+        for name in names:
+            _fill(server, db, name, n // tables)
     local, logs = root / f"lake{n}x{tables}", root / f"logs{n}x{tables}"
     lake = shape.lake(local)
     logs.mkdir()
     env = {**os.environ, **shape.env, "BINLAKE_SNAPSHOT_SIGNAL_TABLE": "binlake.signal",
-           "BINLAKE_SNAPSHOT_CHUNK_ROWS": str(CHUNK)}
+           "BINLAKE_SNAPSHOT_CHUNK_ROWS": str(CHUNK), "BINLAKE_FILTERS_INCLUDE": f"{db}.*,binlake.*"}
     daemon = subprocess.Popen([sys.executable, "-m", "ingester.cli.main", "run", "--source", server.url, "--kafka",
-                               broker.bootstrap, "--topic-prefix", prefix, "--server-id", str(800 + n % 97 + tables)],
+                               broker.bootstrap, "--topic-prefix", prefix, "--server-id", str(800 + n % 97 + tables),
+                               *(["--snapshot", "initial"] if snapshot else [])],
                               stdout=subprocess.DEVNULL, stderr=open(logs / "run.log", "wb"), cwd=BENCH_DIR.parent,
                               env=env)
     land_log = logs / "land.log"
     land = subprocess.Popen([sys.executable, "-m", "ingester.cli.main", "land", "--kafka", broker.bootstrap,
                              "--topic-prefix", prefix, "--lake", lake, "--checkpoint", f"{lake}/_cp",
                              "--trigger", "1s", *shape.land_args], stdout=subprocess.DEVNULL,
-                            stderr=open(land_log, "wb"), cwd=BENCH_DIR.parent, env=env)
+                            stderr=open(land_log, "wb"), cwd=BENCH_DIR.parent, env=env, start_new_session=True)
     per_table = n // tables
+    peak = _Peak(land.pid)
     try:
-        time.sleep(3)  # the daemon streams from the server's position at its start
-        with server.connect(db) as conn, conn.cursor() as cur:
-            for name in names:
-                for start in range(0, per_table, 5000):
-                    cur.executemany(f"INSERT INTO {name} VALUES (%s, %s, %s, %s, NOW(6))",
-                                    [(i, i * 7, f"row {i} of the verify bench", i / 4)
-                                     for i in range(start, min(per_table, start + 5000))])
-            conn.commit()
-        deadline = time.monotonic() + 900
+        loaded = time.monotonic()
+        if not snapshot:
+            time.sleep(3)  # the daemon streams from the server's position at its start
+            with server.connect(db) as conn, conn.cursor() as cur:
+                for name in names:
+                    for start in range(0, per_table, 5000):
+                        cur.executemany(f"INSERT INTO {name} VALUES (%s, %s, %s, %s, NOW(6))",
+                                        [(i, i * 7, f"row {i} of the verify bench", i / 4)
+                                         for i in range(start, min(per_table, start + 5000))])
+                conn.commit()
+        deadline = time.monotonic() + 900 + n / 20_000
         while _landed(land_log) < per_table * tables:
             _check(time.monotonic() < deadline and daemon.poll() is None and land.poll() is None,
                    f"the rows did not land; see {logs}")
             time.sleep(0.5)
+        landed_s, landed_peak = time.monotonic() - loaded, peak.take()
         time.sleep(3)
         pid = _server_pid(server)
         import pymysql.cursors
@@ -124,19 +136,59 @@ def measure(server: MariaDBServer, broker: KafkaBroker, root: Path, n: int, tabl
         with contextlib.redirect_stdout(out):
             status = binlake(["verify", "--source", server.url, "--signal-table", "binlake.signal", "--tables",
                               ",".join(f"{db}.{name}" for name in names), "--lake", lake,
-                              *shape.store_args, "--wait", "--timeout", "1200"])
+                              *shape.store_args, "--wait", "--timeout", str(1200 + n / 5_000)])
         verify_s, verify_cpu = time.monotonic() - started, _cpu(pid) - cpu
+        verify_peak = peak.take()
         _check(status == 0, f"verify exited {status}; see {logs}")
     finally:
+        peak.stop()
         stop_processes([land, daemon], 120)
     return {"rows": rows, "tables": tables, "select_s": select_s, "select_cpu_s": select_cpu, "verify_s": verify_s,
-            "verify_cpu_s": verify_cpu}
+            "verify_cpu_s": verify_cpu, "snapshot": snapshot, "landed_s": landed_s, "landed_peak_mib": landed_peak,
+            "verify_peak_mib": verify_peak}
+
+
+class _Peak:
+    """The peak resident memory of a process group (the land job's: its Python driver, its JVM, Spark's Python
+    workers), sampled every 0.5 s; ``take`` gives the peak since the last take."""
+
+    def __init__(self, pgid: int) -> None:
+        self.pgid, self.peak = pgid, 0.0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._done.wait(0.5):
+            self.peak = max(self.peak, group_rss_mib(self.pgid))
+
+    def take(self) -> float:
+        peak, self.peak = self.peak, 0.0
+        return peak
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+
+def _fill(server: MariaDBServer, db: str, name: str, rows: int) -> None:
+    """The table's rows 0 .. rows - 1 as the INSERTs of the small cases have them, made by the server's sequence
+    engine in transactions of 1,000,000 rows, outside the binlog."""
+    with server.connect(db) as conn, conn.cursor() as cur:
+        cur.execute("SET SESSION sql_log_bin = 0")
+        for first in range(0, rows, 1_000_000):
+            cur.execute(f"INSERT INTO {name} SELECT seq, seq * 7, CONCAT('row ', seq, ' of the verify bench'), "
+                        f"seq / 4, NOW(6) FROM seq_{first}_to_{min(rows, first + 1_000_000) - 1}")
+            conn.commit()
 
 
 def report(results: list[dict[str, float]], wall: float, shape: str) -> str:
     rows = [f"| {int(r['rows']):,} | {int(r['tables'])} | {r['select_s']:.2f} s ({r['rows'] / r['select_s']:,.0f} "
             f"rows/s) | {r['select_cpu_s']:.2f} s | {r['verify_s']:.1f} s ({r['rows'] / r['verify_s']:,.0f} rows/s) | "
-            f"{r['verify_cpu_s']:.2f} s | {r['verify_cpu_s'] / max(r['select_cpu_s'], 0.01):.1f}x |" for r in results]
+            f"{r['verify_cpu_s']:.2f} s | {r['verify_cpu_s'] / max(r['select_cpu_s'], 0.01):.1f}x | "
+            f"{'snapshot' if r['snapshot'] else 'INSERTs'}: {r['landed_s']:.0f} s "
+            f"({r['rows'] / r['landed_s']:,.0f} rows/s), {r['landed_peak_mib']:,.0f} MiB | "
+            f"{r['verify_peak_mib']:,.0f} MiB |" for r in results]
     growth = []
     one = [r for r in results if r["tables"] == 1]
     if len(one) > 1:
@@ -166,11 +218,17 @@ def report(results: list[dict[str, float]], wall: float, shape: str) -> str:
         " evenly over the tables. SELECT: a plain `SELECT * FROM t` of each table read to its end by pymysql."
         " verify: one `binlake verify --tables <all> --wait`, from the request to its summary: every chunk read"
         " by the daemon between two watermarks, published to Kafka, and compared by the land job with the"
-        " mirror. Server CPU: the CPU seconds of the mariadbd process meanwhile (/proc).",
+        " mirror. Server CPU: the CPU seconds of the mariadbd process meanwhile (/proc). Tables of"
+        f" {SNAPSHOT_ROWS:,} rows or more are made by the server (its sequence engine, outside the binlog) and reach"
+        " the mirrors through the daemon's initial snapshot (`--snapshot initial`), smaller ones through INSERTs of"
+        " 5,000 rows streamed from the binlog; time to land: from the daemon's start (snapshot) or the first INSERT"
+        " to the last row landed. Peak RSS: the land job's process group (its Python driver, its JVM, Spark's"
+        " Python workers), sampled every 0.5 s.",
         "",
         "| rows | tables | SELECT | server CPU (SELECT) | verify | server CPU (verify) "
-        "| verify / SELECT (server CPU) |",
-        "|---|---|---|---|---|---|---|",
+        "| verify / SELECT (server CPU) | rows into the mirrors: time to land, land job's peak RSS "
+        "| land job's peak RSS during verify |",
+        "|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
         *[line for g in growth for line in (g, "")],
