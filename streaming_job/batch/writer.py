@@ -49,6 +49,7 @@ class Added(NamedTuple):
 # and dictionaries: for a few rows both cost more than the file's own writing (0.8 ms against 0.4 ms a file
 # of one row), and save nothing; compaction later rewrites such files, compressed, into larger ones.
 SMALL_FILE_ROWS = 1_000
+MIRROR_FILE_ROWS = 1_000_000  # rows per mirror file a batch writes, at most (the driver's and Spark's appends)
 
 
 def parquet_options(rows: int) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from ..batch.keys import key_property
 from ..batch.mirror import DELETED, conform, last_per_key
 from ..batch.recent_files import RecentFiles
 from ..batch.small_files import REWRITE_SHARE, SMALL_ROWS, FileSize, fewest_rows, is_small
-from ..batch.writer import SMALL_FILE_ROWS, Added, write_mirror_file
+from ..batch.writer import MIRROR_FILE_ROWS, SMALL_FILE_ROWS, Added, write_mirror_file
 from ..decode.lake_types import quote
 from ..format.lake_format import VectorMode
 from ..lake.files import LakeFiles
@@ -45,7 +45,7 @@ from .vector_files import VectorFiles
 log = logging.getLogger("binlake.land")
 # the first key column types of mirrors the driver keeps: integers, and unsigned BIGINT (decimal(20,0))
 DRIVER_KEYS = (*INTEGER, "decimal(20,0)")
-_FILE_ROWS = 1_000_000  # rows per mirror file the driver writes, at most
+_FILE_ROWS = MIRROR_FILE_ROWS  # rows per mirror file the driver writes, at most
 _FILE_ROWS_PER_THREAD = 50_000  # ... and at least, where it writes several at once
 # a file whose deletion vector would delete more than this share of its rows is rewritten
 _REWRITE_SHARE = REWRITE_SHARE

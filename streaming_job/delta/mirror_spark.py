@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from ..batch import defaults as D
 from ..batch.key_range import KeyRange
 from ..batch.mirror import DELETED, ORDER, SEQ
+from ..batch.writer import MIRROR_FILE_ROWS
 from ..decode.lake_types import quote
 from .deletion_vectors import ENABLE_PROPERTY
 from .evolution import DeltaEvolution
@@ -50,8 +51,9 @@ class SparkMirror(MirrorStrategy[DataFrame]):
         if not mirror.exists:
             # A new mirror starts empty: the batch's surviving rows are plain inserts, no MERGE needed.
             # (A replay after a crash finds the table and MERGEs, or skips by txnVersion: same result.)
-            self.delta.append(surviving, path, batch_id, stats=key_stats(columns, pk),
-                              properties={ENABLE_PROPERTY: "true"} if self.vectors else None)
+            self.delta.append(in_key_order(surviving, pk), path, batch_id, stats=key_stats(columns, pk),
+                              properties={ENABLE_PROPERTY: "true"} if self.vectors else None,
+                              max_records=MIRROR_FILE_ROWS)
             record_key(self.spark, path, pk)  # Spark's writer sets no properties but Delta's own
             return True
         assert mirror.known is not None
@@ -66,7 +68,7 @@ class SparkMirror(MirrorStrategy[DataFrame]):
             # No mirror row has a key in the batch's key ranges (known from the mirror's largest key, or
             # answered by Delta from file statistics when keys only grow): nothing can match, so MERGE would
             # just insert the surviving rows. An append is that, without MERGE's fixed cost of seconds.
-            self.delta.append(surviving, path, batch_id)
+            self.delta.append(in_key_order(surviving, pk), path, batch_id, max_records=MIRROR_FILE_ROWS)
             log.debug("%s.%s: no mirror row in the batch's key ranges: appended, no MERGE", db, table)
             if growth is not None:
                 self._highest[(db, table)] = growth.after()
@@ -139,6 +141,15 @@ class KeyBounds(NamedTuple):
         """The condition that the (``alias``-qualified) column lies in the range."""
         low, high = self.literals()
         return f"{alias}{quote(self.column)} BETWEEN {low} AND {high}"
+
+
+def in_key_order(rows: DataFrame, pk: list[str]) -> DataFrame:
+    """A batch's rows as a mirror's appended files hold them: cut into ranges of the key (Spark samples it) and in
+    key order within each, so that each file holds a range of keys no other file of the batch does (a first load's
+    files, like the driver's, then prune by their key statistics: a batch's updates, verify's chunks and the key
+    index read the few files whose range holds their keys, not all of them)."""
+    keys = [F.col(quote(k)) for k in pk]
+    return rows.repartitionByRange(*keys).sortWithinPartitions(*keys)
 
 
 def key_ranges(candidates: DataFrame, columns: list[tuple[str, str]], pk: list[str]) -> list[KeyBounds]:

@@ -128,11 +128,14 @@ class DeltaTables:
 
     def append(self, df: DataFrame, path: str, batch_id: int, partition_by: str | None = None,
                stats: list[str] | None = None, idempotent: bool = True, merge_schema: bool = False,
-               properties: dict[str, str] | None = None) -> None:
+               properties: dict[str, str] | None = None, max_records: int | None = None) -> None:
         """An idempotent append; ``stats``: the table is new, collect file statistics of these columns only
         (statistics of every column of wide row images cost a third of the write, and skip nothing);
-        ``merge_schema``: columns of ``df`` the table lacks are added; ``properties``: a new table's."""
+        ``merge_schema``: columns of ``df`` the table lacks are added; ``properties``: a new table's;
+        ``max_records``: rows per file at most."""
         writer = df.write.format("delta").mode("append")
+        if max_records:
+            writer = writer.option("maxRecordsPerFile", max_records)
         for name, value in (properties or {}).items():
             writer = writer.option(name, value)
         if merge_schema:
