@@ -25,6 +25,7 @@ import contextlib
 import io
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import threading
@@ -74,7 +75,7 @@ def _landed(log: Path) -> int:
 
 
 def measure(server: MariaDBServer, broker: KafkaBroker, root: Path, n: int, tables: int,
-            shape: Shape) -> dict[str, float]:
+            shape: Shape, keep_logs: Path | None = None) -> dict[str, float]:
     db, prefix = f"vb{n}x{tables}", f"vb{n}x{tables}p{os.getpid()}"
     names = [f"t{t}" for t in range(tables)]
     server.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
@@ -143,6 +144,8 @@ def measure(server: MariaDBServer, broker: KafkaBroker, root: Path, n: int, tabl
     finally:
         peak.stop()
         stop_processes([land, daemon], 120)
+        if keep_logs is not None:
+            shutil.copytree(logs, keep_logs / logs.name, dirs_exist_ok=True)
     return {"rows": rows, "tables": tables, "select_s": select_s, "select_cpu_s": select_cpu, "verify_s": verify_s,
             "verify_cpu_s": verify_cpu, "snapshot": snapshot, "landed_s": landed_s, "landed_peak_mib": landed_peak,
             "verify_peak_mib": verify_peak}
@@ -242,6 +245,8 @@ def main() -> int:
     parser.add_argument("--shape", choices=("local", "cluster-s3"), default="local",
                         help="local[2] and local disk, or a standalone cluster and an S3-compatible bucket")
     parser.add_argument("--output", type=Path)
+    parser.add_argument("--keep-logs", type=Path, help="copy each case's run and land logs here "
+                        "(BINLAKE_DEBUG=1: the job's step times)")
     args = parser.parse_args()
     output = args.output or (RESULTS if args.shape == "local" else RESULTS.with_name("verify_cluster_s3.md"))
     started = time.monotonic()
@@ -251,7 +256,7 @@ def main() -> int:
         os.environ.update(shape.env)  # the store's credentials, for verify's reads in this process (never printed)
         for case in args.cases.split(","):
             n, tables = (int(x) for x in case.split("x"))
-            results.append(measure(server, broker, root, n, tables, shape))
+            results.append(measure(server, broker, root, n, tables, shape, args.keep_logs))
             print(f"{case}: {results[-1]}", file=sys.stderr, flush=True)
     text = report(results, time.monotonic() - started, args.shape)
     output.write_text(text)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,10 @@ EXECUTE = "execute-snapshot"
 VERIFY = "execute-verify"  # data: {"run": id, "tables": ["db.t", ...]}
 LOW, HIGH = "snapshot-window-open", "snapshot-window-close"
 SKIPPED = "snapshot-table-skipped"  # a requested table the daemon cannot read (data: {"table", "reason"})
+# A watermark chunk's fixed cost (two watermark rows and their way back through the binlog, a Kafka transaction)
+# is spread over more rows while chunks read fast: from snapshot_chunk_rows, doubled while a chunk's read takes
+# under _FAST_S, up to snapshot_chunk_growth times; halved once one takes over _SLOW_S (large rows, a busy server)
+_FAST_S, _SLOW_S = 0.25, 1.0
 SIGNAL_DDL = ("CREATE TABLE IF NOT EXISTS {} (id VARCHAR(64) NOT NULL PRIMARY KEY, type VARCHAR(32) NOT NULL,"
               " data TEXT)")
 
@@ -79,6 +84,31 @@ class _Chunk:
 
 
 @dataclass
+class ChunkSize:
+    """The rows of a table's next watermark chunk, from how long the last one took to read (``_FAST_S`` ...)."""
+
+    least: int  # snapshot_chunk_rows
+    growth: int = 20  # snapshot_chunk_growth
+    table: str = ""
+    rows: int = 0
+
+    def of(self, table: str) -> int:
+        """The rows of ``table``'s next chunk (a new table starts again from ``least``)."""
+        if table != self.table:
+            self.table, self.rows = table, self.least
+        return self.rows
+
+    def read(self, rows: int, seconds: float) -> None:
+        """A chunk of ``rows`` was read in ``seconds`` (a table's last, shorter chunk says nothing)."""
+        if rows < self.rows:
+            return
+        if seconds < _FAST_S:
+            self.rows = min(self.least * self.growth, self.rows * 2)
+        elif seconds > _SLOW_S:
+            self.rows = max(self.least, self.rows // 2)
+
+
+@dataclass
 class Resnapshotter:
     """Follows the signal table's records and runs one chunk at a time (the daemon's stream loop calls it)."""
 
@@ -92,9 +122,11 @@ class Resnapshotter:
     _collations: dict[str, int] = field(default_factory=dict)
     pending: list[Record] = field(default_factory=list)  # reload entries to publish (`binlake snapshot --replace`)
     _mariadb: bool = True
+    size: ChunkSize = field(init=False)
 
     def __post_init__(self) -> None:
         assert self.cfg.snapshot_signal_table
+        self.size = ChunkSize(self.cfg.snapshot_chunk_rows, self.cfg.snapshot_chunk_growth)
         quoted(self.cfg.snapshot_signal_table)  # a clear error at start-up for a name without one dot
         self.signal_table = self.cfg.snapshot_signal_table
 
@@ -353,14 +385,16 @@ class Resnapshotter:
         """A chunk of ``reader``'s table after the key ``after`` (the re-snapshot's last key where None) between
         two watermarks; ``high``: the high watermark's data (the re-snapshot's progress where None)."""
         high_id = uuid.uuid4().hex
-        limit = self.cfg.snapshot_chunk_rows
+        limit = self.size.of(reader.name)
         signal = quoted(self.signal_table)
         with self._connection().cursor(unbuffered_cursor()) as cur:
             insert = f"INSERT INTO {signal} (id, type, data) VALUES (%s, %s, %s)"
             cur.execute(insert, (uuid.uuid4().hex, LOW, reader.name))
+            started = time.monotonic()
             cur.execute(*reader.query(limit, load_key(after if high is not None else self.state["last_pk"])))
             raw = reader.result(cur).fetch()
             wire = reader.convert(raw)
+            self.size.read(len(raw), time.monotonic() - started)
             last = reader.key_values(raw[-1], wire[-1]) if len(raw) == limit else None
             # the high watermark says how far the table is, for `binlake snapshot --wait`
             cur.execute(insert, (high_id, HIGH, json.dumps(high if high is not None else {

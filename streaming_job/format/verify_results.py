@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..decode.lake_types import arrow_type
 from ..lake.delta_log import TableLog
@@ -60,8 +61,22 @@ class DeltaResults(VerifyResults):
         log = TableLog.read(path, self.files)
         if log.version < 0:
             return []
-        tables = [self.files.read_parquet(join(path, name)) for name in log.files]
+        schema = result_schema()
+        tables = [_as_results(self.files.read_parquet(join(path, name)), schema) for name in log.files]
         return pa.concat_tables(tables, promote_options="permissive").to_pylist() if tables else []
+
+
+def _as_results(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A results file's columns as ``schema`` types them (the land job's driver writes them so; Spark wrote its
+    timestamps as INT96, read as naive nanoseconds in UTC)."""
+    for i, name in enumerate(table.column_names):
+        if name not in schema.names or table.schema.field(name).type == schema.field(name).type:
+            continue
+        column = table.column(i)
+        if pa.types.is_timestamp(column.type) and column.type.tz is None:
+            column = pc.assume_timezone(column.cast(pa.timestamp("us")), "UTC")
+        table = table.set_column(i, name, column.cast(schema.field(name).type))
+    return table
 
 
 def read_results(files: LakeFiles, lake: str, run: str | None = None) -> list[dict[str, Any]]:

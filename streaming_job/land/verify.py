@@ -20,14 +20,17 @@ the same way, and the chunk's source rows are looked up by key (missing or diffe
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
+import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..batch.mirror import SEQ
 from ..decode.lake_types import arrow_type
@@ -59,7 +62,8 @@ class _SourceSide:
 
     meta: dict[str, Any]
     columns: list[str]  # the source's columns at the chunk (a column added since is not compared)
-    rows: dict[tuple[Any, ...], dict[str, Any]]
+    rows: pa.Table  # of ``columns``, typed as the mirror's
+    keys: list[tuple[Any, ...]]  # each row's key, in the rows' order
     changed: list[tuple[Any, ...]]
     low: tuple[Any, ...] | None  # exclusive (None: from the table's start)
     high: tuple[Any, ...] | None  # inclusive (None: to its end)
@@ -77,15 +81,33 @@ class _SourceSide:
         low = bounds.pop(0) if meta.get("low") else None
         high = bounds.pop(0) if meta.get("high") else None
         names = [n for n, _ in columns if n in source_columns]
-        rows = [r for t in roles.get("rows", []) for r in t.select(names).to_pylist()]
-        changed = [tuple(r[k] for k in pk) for t in roles.get("changed", []) for r in t.select(pk).to_pylist()]
-        return cls(meta, names, {tuple(r[k] for k in pk): r for r in rows}, changed,
+        rows = pa.concat_tables([t.select(names) for t in roles.get("rows", [])]) if roles.get("rows") else \
+            pa.schema([pa.field(n, arrow_type(dict(columns)[n])) for n in names]).empty_table()
+        changed = [key for t in roles.get("changed", []) for key in key_tuples(t, pk)]
+        return cls(meta, names, rows, key_tuples(rows, pk), changed,
                    None if low is None else tuple(low[k] for k in pk),
                    None if high is None else tuple(high[k] for k in pk))
 
-    def covers(self, key: tuple[Any, ...]) -> bool:
-        """low < key <= high (keys of an exact order: Python orders their values as MySQL does)."""
-        return (self.low is None or key > self.low) and (self.high is None or key <= self.high)
+
+class _LakeSide(NamedTuple):
+    """The mirror's rows a batch's chunks of one table cover (a superset), with each row's key and sequence."""
+
+    rows: pa.Table
+    keys: list[tuple[Any, ...]]
+    seqs: list[bytes | None]
+    where: dict[tuple[Any, ...], int]  # key -> its row
+    ordered: list[tuple[Any, ...]] | None  # the keys sorted (exact orders: each chunk takes its range of them)
+
+    @classmethod
+    def of(cls, rows: pa.Table, pk: list[str], exact: bool) -> _LakeSide:
+        keys = key_tuples(rows, pk)
+        return cls(rows, keys, rows.column(SEQ).to_pylist(), {key: i for i, key in enumerate(keys)},
+                   sorted(keys) if exact else None)
+
+
+def key_tuples(rows: pa.Table, pk: list[str]) -> list[tuple[Any, ...]]:
+    """Each row's key as a tuple of its ``pk`` values."""
+    return list(zip(*(rows.column(k).to_pylist() for k in pk), strict=True)) if len(rows) else []
 
 
 @dataclass
@@ -186,43 +208,49 @@ class Verifier:
             cut.low = None if any(k is None for k in lows) else min(k for k in lows if k is not None)
             cut.high = None if any(k is None for k in highs) else max(k for k in highs if k is not None)
         else:
-            cut.keys = [key for side in sides for key in side.rows]
-        lake_rows: dict[tuple[Any, ...], tuple[bytes | None, dict[str, Any]]] = {}
-        for r in mirror.rows(cut).to_pylist():
-            seq = r.pop(SEQ)
-            lake_rows[tuple(r[k] for k in pk)] = (seq, r)
-        return [self._compare(side, lake_rows, changed, compared, exact) for side in sides]
+            cut.keys = [key for side in sides for key in side.keys]
+        lake = _LakeSide.of(mirror.rows(cut), pk, exact)
+        return [self._compare(side, lake, changed, compared, exact) for side in sides]
 
     @staticmethod
-    def _compare(side: _SourceSide, lake_rows: dict[tuple[Any, ...], tuple[bytes | None, dict[str, Any]]],
-                 changed: list[tuple[bytes, tuple[Any, ...]]], compared: list[str], exact: bool) -> Result:
+    def _compare(side: _SourceSide, lake: _LakeSide, changed: list[tuple[bytes, tuple[Any, ...]]],
+                 compared: list[str], exact: bool) -> Result:
+        """One chunk's source side against the mirror's rows: keys matched in Python, values compared by Arrow,
+        column by column."""
         meta = side.meta
         at = bytes.fromhex(meta["at_seq"])
         excluded = set(side.changed) | {key for seq, key in changed if seq > at}
         if exact:
-            mine = {key: v for key, v in lake_rows.items() if side.covers(key)}
+            assert lake.ordered is not None
+            first = 0 if side.low is None else bisect.bisect_right(lake.ordered, side.low)
+            end = len(lake.ordered) if side.high is None else bisect.bisect_right(lake.ordered, side.high)
+            mine = {key: lake.where[key] for key in lake.ordered[first:end]}
         else:
-            mine = {key: lake_rows[key] for key in side.rows if key in lake_rows}
+            mine = {key: lake.where[key] for key in side.keys if key in lake.where}
         # a row the mirror has from after H (this batch changed it later): not its state at H
-        excluded |= {key for key, (seq, _) in mine.items() if seq is not None and seq > at}
-        missing, different = [], []
-        for key, row in side.rows.items():
+        excluded |= {key for key, i in mine.items() if (seq := lake.seqs[i]) is not None and seq > at}
+        missing, pairs, theirs = [], [], []
+        for i, key in enumerate(side.keys):
             if key in excluded:
                 continue
             found = mine.get(key)
             if found is None:
                 missing.append(key)
             else:
-                cols = [n for n in compared if n in side.columns and found[1].get(n) != row.get(n)]
-                if cols:
-                    different.append((key, cols))
-        extra = [key for key in mine if key not in excluded and key not in side.rows] if exact else []
+                pairs.append(i)
+                theirs.append(found)
+        names = [n for n in compared if n in side.columns]
+        count, different = _differing(side.rows.select(names).take(pa.array(pairs, pa.int64())),
+                                      lake.rows.select(names).take(pa.array(theirs, pa.int64())),
+                                      [side.keys[i] for i in pairs])
+        source = set(side.keys)
+        extra = [key for key in mine if key not in excluded and key not in source] if exact else []
         shown = ([{"key": list(k), "lake": "missing"} for k in missing[:_SHOWN_KEYS]]
                  + [{"key": list(k), "lake": "extra"} for k in extra[:_SHOWN_KEYS]]
-                 + [{"key": list(k), "lake": "different", "columns": c} for k, c in different[:_SHOWN_KEYS]])
+                 + [{"key": list(k), "lake": "different", "columns": c} for k, c in different])
         return Result(meta["run"], meta["table"], int(meta["chunk"]), _key_text(side.low), _key_text(side.high),
-                      len(side.rows), len(mine), len(excluded & (set(mine) | set(side.rows))), len(missing),
-                      len(extra), len(different), shown, exact, meta["at"])
+                      len(source), len(mine), len(excluded & (set(mine) | source)), len(missing),
+                      len(extra), count, shown, exact, meta["at"])
 
     def _append(self, results: list[Result], chunks: list[_Chunk], batch_id: int) -> None:
         checked = dt.datetime.now(dt.UTC)
@@ -233,6 +261,31 @@ class Verifier:
                  "kafka_topic": c.where[0], "kafka_partition": c.where[1], "kafka_offset": c.where[2],
                  "batch_id": batch_id, "checked_ts": checked} for r, c in zip(results, chunks, strict=True)]
         self.format.record_verify(rows, batch_id)
+
+
+def _differing(source: pa.Table, lake: pa.Table, keys: list[tuple[Any, ...]]
+               ) -> tuple[int, list[tuple[tuple[Any, ...], list[str]]]]:
+    """Rows paired by key (``keys``): how many differ in a column, and the first _SHOWN_KEYS of them with the
+    columns they differ in."""
+    if not len(keys):
+        return 0, []
+    unequal = {n: _unequal(source.column(n), lake.column(n)) for n in source.column_names}
+    rows = np.logical_or.reduce(list(unequal.values())) if unequal else np.zeros(len(keys), dtype=bool)
+    shown = [(keys[i], [n for n, d in unequal.items() if d[i]]) for i in np.flatnonzero(rows)[:_SHOWN_KEYS]]
+    return int(rows.sum()), shown
+
+
+def _unequal(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:
+    """Where two columns' values differ (two nulls are equal; NaN differs from itself, as in Python): by Arrow,
+    or by Python for the types Arrow does not compare (lists, structs, maps)."""
+    try:
+        if b.type != a.type:
+            b = b.cast(a.type)
+        same = pc.or_(pc.fill_null(pc.equal(a, b), False), pc.and_(pc.is_null(a), pc.is_null(b)))
+        return np.asarray(pc.invert(same).to_numpy(zero_copy_only=False), dtype=bool)
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+        return np.fromiter((x != y for x, y in zip(a.to_pylist(), b.to_pylist(), strict=True)), dtype=bool,
+                           count=len(a))
 
 
 def _images(columns: list[tuple[str, str]], rows: pa.Table) -> pa.Table:

@@ -43,7 +43,7 @@ def verified_source(make_mariadb) -> Any:
 def verifying_daemon(server, kafka, prefix: str, server_id: int) -> subprocess.Popen:
     """`binlake run` as a process with the signal table ``binlake.signal`` and chunks of CHUNK rows."""
     env = {**os.environ, "PYTHONPATH": os.getcwd(), "BINLAKE_SNAPSHOT_SIGNAL_TABLE": "binlake.signal",
-           "BINLAKE_SNAPSHOT_CHUNK_ROWS": str(CHUNK)}
+           "BINLAKE_SNAPSHOT_CHUNK_ROWS": str(CHUNK), "BINLAKE_SNAPSHOT_CHUNK_GROWTH": "1"}  # many windows
     return subprocess.Popen([*BINLAKE, "run", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix",
                              prefix, "--server-id", str(server_id)], env=env, stderr=subprocess.DEVNULL)
 
