@@ -10,7 +10,7 @@ decoding, the union schema, the mirror's candidates and the rules of its key -- 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
@@ -80,6 +80,9 @@ class FormatServices:
     files: LakeFiles | None
     threads: DriverThreads
     evolution: SchemaEvolution  # the batch's union schema, the defaults of added columns
+    # raises once another job took the lake's lease (lake/lease.py's LakeLease.check; None: no lease): the work a
+    # format does beside the batches (Iceberg's table upkeep) checks it before each piece of it
+    lease: Callable[[], None] | None = None
 
 
 @dataclass

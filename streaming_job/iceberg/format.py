@@ -15,10 +15,12 @@ batch:
   keys); else copy-on-write (files holding one are rewritten without it). Either is skipped where no data
   file's key range meets the batch's.
 
-After each commit the table's small files are compacted and its old snapshots expired where due
-(iceberg/maintenance.py); files a crash left (named by no live metadata) are removed when the job first loads a
-table and every land.iceberg_orphan_every commits of it (iceberg/orphans.py); renamed columns are renamed in
-place (iceberg/renames.py).
+After each commit the table's upkeep falls due, run on a thread of its own beside the next batches
+(iceberg/upkeep.py): its small files compacted and its old snapshots expired where due (iceberg/maintenance.py), and
+every land.iceberg_orphan_every commits the files a crash left (named by no live metadata) removed (iceberg/orphans.py;
+also when the job first loads a table, before its first commit to it). Every write of a table, and every read of its
+data files to write it, holds the table (upkeep.Upkeep.hold): it waits for the table's running upkeep, and none starts
+meanwhile; other tables' writes do not wait. Renamed columns are renamed in place (iceberg/renames.py).
 
 Exactly once: every snapshot carries (app id, batch id) in its summary; a table whose newest snapshot of
 this job has batch N already is skipped when batch N is replayed. The job is the tables' only writer."""
@@ -92,9 +94,12 @@ from .tables import (
     mirror_schema,
     recorded_columns,
 )
+from .upkeep import Due, Upkeep, on_copy
 from .verify import IcebergMirror
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import FileScanTask, Table
 
@@ -119,11 +124,13 @@ class IcebergFormat(LakeFormat):
     def __init__(self, where: IcebergCatalog, app_id: str, keys: dict[str, list[str]] | None = None,
                  evolution: SchemaEvolution | None = None, spark: Any = None,
                  maintenance: IcebergMaintenance | None = None, on_incompatible_change: Mode = "rewrite",
-                 deletes: VectorMode = "auto", threads: DriverThreads | None = None) -> None:
+                 deletes: VectorMode = "auto", threads: DriverThreads | None = None,
+                 lease: Callable[[], None] | None = None) -> None:
         """``keys``: land.keys; ``evolution`` and ``spark``: the defaults of added columns (none without them);
         ``maintenance``: compaction and expiry after each commit (iceberg/maintenance.py's defaults without it);
         ``deletes``: land.deletion_vectors (a mirror's deletes by position); ``threads``: the driver's, which read
-        the data files' keys side by side (one at a time without them)."""
+        the data files' keys side by side (one at a time without them); ``lease``: raises where the lake's lease is
+        lost (lake/lease.py), checked before each table's upkeep."""
         self.where = where
         # the snapshots' app id (with the batch's part: lake_format.LakeFormat.part), the calling thread's own
         self._app_id: ContextVar[str] = ContextVar(f"binlake-iceberg-app-id-{id(self)}", default=app_id)
@@ -139,6 +146,7 @@ class IcebergFormat(LakeFormat):
         self._orphans: OrphanFiles | None = None
         self._columns: dict[tuple[str, str], list[tuple[str, str]]] = {}  # as the table has them (property)
         self.maintenance = maintenance or IcebergMaintenance()
+        self.upkeep = Upkeep(self._upkeep, lease)  # the tables' upkeep after their commits, on a thread of its own
         self.deletes = deletes
         self.threads = threads
         self.file_keys: RecentFiles[FileKeys] = RecentFiles(_KEYS_BYTES)  # by data file path, for position deletes
@@ -153,10 +161,10 @@ class IcebergFormat(LakeFormat):
               maintenance: IcebergMaintenance | None = None) -> IcebergFormat:
         """An Iceberg lake's format in the lake's ``catalog`` (built once by the job: Spark's session reads it too);
         ``maintenance``: land.iceberg_* (None: IcebergMaintenance's defaults with land.compact_*)."""
-        upkeep = maintenance or IcebergMaintenance(settings.compact_files, settings.small_file_bytes,
-                                                   settings.compact_bytes)
-        return cls(catalog, services.app_id, settings.keys, services.evolution, services.spark, upkeep,
-                   settings.on_incompatible_change, settings.deletion_vectors, services.threads)
+        kept = maintenance or IcebergMaintenance(settings.compact_files, settings.small_file_bytes,
+                                                 settings.compact_bytes)
+        return cls(catalog, services.app_id, settings.keys, services.evolution, services.spark, kept,
+                   settings.on_incompatible_change, settings.deletion_vectors, services.threads, services.lease)
 
     def _properties(self, db: str, name: str) -> dict[str, str] | None:
         found = self.table(db, name)
@@ -348,9 +356,10 @@ class IcebergFormat(LakeFormat):
 
     def verify_mirror(self, db: str, table: str) -> MirrorRead | None:
         """The mirror loaded from the catalog anew (not the job's own copy): a write behind the job's back is
-        what verify looks for."""
+        what verify looks for. Its upkeep finished first: no expiry deletes the files of the snapshot read."""
         from pyiceberg.exceptions import NoSuchTableError
 
+        self.upkeep.settle((db, table))
         try:
             return IcebergMirror(self.catalog.load_table((db, table)))
         except NoSuchTableError:
@@ -377,43 +386,47 @@ class IcebergFormat(LakeFormat):
         """The table, created where it does not exist, and given the batch's columns where it lacks some
         (added columns, Iceberg's type promotions: int to long, float to double, a wider decimal), its rows and
         columns brought along as ``reshape`` says."""
-        namespace, name, schema, columns = wanted.namespace, wanted.name, wanted.schema, wanted.columns
-        reshape = reshape or Reshape()
-        rows, renames, nested = reshape.rows, reshape.renames, reshape.nested
+        namespace, name, columns = wanted.namespace, wanted.name, wanted.columns
         found = self.table(namespace, name)
         if found is None:
             return self.create(wanted)
         if columns and self._columns.get((namespace, name)) != columns:
             if recorded_columns(dict(found.metadata.properties)) != columns:
-                try:
-                    names = _moved([f.name for f in found.schema().fields], renames or [])
-                    names += [n for n in schema.names if n not in names]
-
-                    def rewrite(part: pa.Table) -> pa.Table:
-                        assert rows is not None  # only called where there is a rewrite
-                        return rows(part.rename_columns(_moved(part.column_names, renames or [])), names)
-
-                    rewritten = mirror_parts(found, rewrite) if rows is not None and found.current_snapshot() else None
-                    with found.transaction() as tx:
-                        for move in renames or []:  # one at a time: a -> b, then b -> c
-                            present = partial(_present, tx)
-                            paths = field_paths([move], present, nested)
-                            if paths:
-                                with tx.update_schema() as update:
-                                    for path, new in paths:
-                                        update.rename_column(path, new)
-                        with tx.update_schema() as update:
-                            update.union_by_name(schema)
-                        tx.set_properties(columns_property(columns))
-                        if rewritten is not None:
-                            tx.delete(AlwaysTrue())
-                            append_parts(tx, rewritten)
-                except Exception as exc:
-                    raise LandError(f"the Iceberg table {namespace}.{name} cannot take the batch's columns "
-                                    f"(Iceberg's promotions: int to long, float to double, a wider decimal): "
-                                    f"{first_line(exc)}") from None
+                with self.upkeep.hold((namespace, name)):
+                    self._reshape(found, wanted, reshape or Reshape())
             self._columns[(namespace, name)] = columns
         return found
+
+    def _reshape(self, found: Table, wanted: WantedTable, reshape: Reshape) -> None:
+        """The table given ``wanted``'s columns (ready's schema change, with its rewrite)."""
+        namespace, name, schema, columns = wanted.namespace, wanted.name, wanted.schema, wanted.columns
+        rows, renames, nested = reshape.rows, reshape.renames, reshape.nested
+        try:
+            names = _moved([f.name for f in found.schema().fields], renames or [])
+            names += [n for n in schema.names if n not in names]
+
+            def rewrite(part: pa.Table) -> pa.Table:
+                assert rows is not None  # only called where there is a rewrite
+                return rows(part.rename_columns(_moved(part.column_names, renames or [])), names)
+
+            rewritten = mirror_parts(found, rewrite) if rows is not None and found.current_snapshot() else None
+            with found.transaction() as tx:
+                for move in renames or []:  # one at a time: a -> b, then b -> c
+                    paths = field_paths([move], partial(_present, tx), nested)
+                    if paths:
+                        with tx.update_schema() as update:
+                            for path, new in paths:
+                                update.rename_column(path, new)
+                with tx.update_schema() as update:
+                    update.union_by_name(schema)
+                tx.set_properties(columns_property(columns))
+                if rewritten is not None:
+                    tx.delete(AlwaysTrue())
+                    append_parts(tx, rewritten)
+        except Exception as exc:
+            raise LandError(f"the Iceberg table {namespace}.{name} cannot take the batch's columns "
+                            f"(Iceberg's promotions: int to long, float to double, a wider decimal): "
+                            f"{first_line(exc)}") from None
 
     def create(self, wanted: WantedTable) -> Table:
         """The table as ``wanted`` (it does not exist yet)."""
@@ -439,19 +452,34 @@ class IcebergFormat(LakeFormat):
 
     def _commit(self, namespace: str, name: str, table: Table, write: Any, properties: dict[str, str],
                 key: list[str] | None = None) -> None:
-        """``write(transaction)``'s snapshots (summary ``properties``: the batch's) committed together; then the
-        table's small files compacted and its old snapshots expired where due (iceberg/maintenance.py). ``key``:
-        a mirror's."""
-        before = table.metadata.current_snapshot_id
-        with table.transaction() as tx:
-            write(tx)
-        if table.metadata.current_snapshot_id != before:  # a commit that wrote nothing needs no upkeep
-            self.maintenance.committed((namespace, name), table, properties, key or [])
-            if self.orphans.due((namespace, name)):
+        """``write(transaction)``'s snapshots (summary ``properties``: the batch's) committed together, the table
+        held (its running upkeep finished first); then its upkeep is due (``_upkeep``, on the upkeep's thread).
+        ``key``: a mirror's."""
+        with self.upkeep.hold((namespace, name)):
+            before = table.metadata.current_snapshot_id
+            with table.transaction() as tx:
+                write(tx)
+            if table.metadata.current_snapshot_id != before:  # a commit that wrote nothing needs no upkeep
+                self.upkeep.due((namespace, name),
+                                Due(table, properties, key or [], orphans=self.orphans.due((namespace, name))))
+
+    def _upkeep(self, name: tuple[str, str], due: Due) -> None:
+        """A table's upkeep after the job's commits to it (on the upkeep's thread, through a copy of the table):
+        its small files compacted and its old snapshots expired where due (iceberg/maintenance.py), its orphan
+        files removed where due."""
+        def work(table: Table) -> None:
+            self.maintenance.committed(name, table, due.properties, due.key, due.commits)
+            if due.orphans:
                 self._remove_orphans(table)
 
+        on_copy(due.table, work)
+
     def close(self) -> None:
-        self._tables.clear()
+        """The job ends: the tables' upkeep left done first (a failure of it raised)."""
+        try:
+            self.upkeep.close()
+        finally:
+            self._tables.clear()
 
 
 def _present(tx: Any, path: tuple[str, ...]) -> bool:

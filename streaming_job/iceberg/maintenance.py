@@ -1,7 +1,8 @@
 """Keeping a long-running job's Iceberg tables bounded by the job itself (docs/LAND.md, "Iceberg"): compaction of
 their small data files, and expiry of old snapshots with the deletion of the files only those referenced.
 pyiceberg 0.12 expires snapshots from the metadata only and rewrites no data files: both are built here on
-its snapshot producers.
+its snapshot producers. Both run after the job's commits to a table, on the upkeep's one thread beside the next
+batches (upkeep.py: a batch waits only where it writes a table whose upkeep is running), never two at once.
 
 - **Compaction** (iceberg/compaction.py; the Delta side's settings, delta/compaction.py): once a table (a change
   log: one commit date) holds ``compact_files`` small data files (batch.small_files: under ``small_file_bytes``
@@ -9,18 +10,18 @@ its snapshot producers.
   fewest rows up to its rows and ``budget`` bytes are read (with their delete files applied) and written again
   (a mirror's rows in key order) in one ``replace`` snapshot: the same rows, which Iceberg's incremental readers
   skip; the delete files naming no live data file left are removed in it, and a partition's delete files merged
-  once it holds ``compact_files``. It carries the batch's (app id, batch id) summary properties of the commit it
-  follows, so the job's newest snapshot always names its last batch (iceberg_catalog.landed_batch), however many
-  snapshots are expired.
+  once it holds ``compact_files``. It carries the batch's (app id, batch id) summary properties of the newest commit
+  it follows (no commit to the table comes between: upkeep.py), so the job's newest snapshot always names its last
+  batch (iceberg_catalog.landed_batch), however many snapshots are expired.
 Their settings are the configuration's (``IcebergMaintenance.of``: land.compact_files, land.small_file_bytes,
 land.compact_bytes, land.iceberg_expire_every, land.iceberg_snapshot_retention, land.iceberg_metadata_versions).
 
-- **Expiry**: every ``expire_every`` commits of a table, the snapshots older than ``retention`` (the current
-  one never) leave the metadata, and the files no remaining snapshot references are deleted: their
-  manifest lists, the manifests no longer listed, and the data and delete files they had removed. Only files named
-  by committed metadata are deleted (nothing is found by listing directories), so files of a commit in
-  flight are never touched. The job's tables have one history (no branches, tags or rollbacks): where one
-  has another, its files are left alone."""
+- **Expiry**: every ``expire_every`` commits of a table (an upkeep after several commits counts each), the
+  snapshots older than ``retention`` (the current one never) leave the metadata, and the files no remaining snapshot
+  references are deleted: their manifest lists, the manifests no longer listed, and the data and delete files they
+  had removed. Only files named by committed metadata are deleted (nothing is found by listing directories), so
+  files of a commit in flight are never touched. The job's tables have one history (no branches, tags or
+  rollbacks): where one has another, its files are left alone."""
 
 from __future__ import annotations
 
@@ -69,16 +70,19 @@ class IcebergMaintenance:
         with other values at the job's first commit to it)."""
         return {METADATA_VERSIONS: str(self.metadata_versions)}
 
-    def committed(self, name: tuple[str, str], table: Table, properties: dict[str, str], key: list[str]) -> None:
-        """The job committed to ``table`` (summary ``properties``): its small files compacted, its old
-        snapshots expired where due. ``key``: a mirror's key (its rows' order in a compacted file)."""
+    def committed(self, name: tuple[str, str], table: Table, properties: dict[str, str], key: list[str],
+                  commits: int = 1) -> None:
+        """The job made ``commits`` commits to ``table`` since its last upkeep (summary ``properties``: the newest's):
+        its small files compacted, its old snapshots expired where due. ``key``: a mirror's key (its rows' order in a
+        compacted file). Called by the upkeep's one thread (iceberg/upkeep.py)."""
         wanted = self.table_properties()
         if name not in self._commits and any(table.metadata.properties.get(k) != v for k, v in wanted.items()):
             with table.transaction() as tx:  # a table made before the setting changed
                 tx.set_properties(wanted)
         self.compact(name, table, properties, key)
-        n = self._commits[name] = self._commits.get(name, 0) + 1
-        if n % self.expire_every == 0:
+        before = self._commits.get(name, 0)
+        n = self._commits[name] = before + commits
+        if n // self.expire_every > before // self.expire_every:  # a multiple of expire_every passed
             expire(table, datetime.datetime.now(datetime.UTC) - self.retention)
 
     def compact(self, name: tuple[str, str], table: Table, properties: dict[str, str], key: list[str]) -> bool:

@@ -6,7 +6,7 @@ The job is the only writer of its lake (the lease, lake/lease.py) and a table is
 time, so the job looks at a table where nothing of it is in flight: when it first loads the table (after
 taking the lease, before its first commit to it), when it creates the table (an earlier creation's metadata file,
 written before a crash kept the catalog from naming it, is at the same location) and after every ``every``
-commits of it. A file is deleted
+commits of it (in the table's upkeep, upkeep.py, which runs while no writer holds the table). A file is deleted
 only where all of these hold:
 
 - it is under ``<table location>/data/`` or ``/metadata/`` and of a kind the writers make (``.parquet``,

@@ -33,9 +33,10 @@ class IcebergMirrorRewrite(MirrorRewrite):
 
     def rewrite_mirror(self, db: str, table: str, columns: list[tuple[str, str]], key: list[str],
                        transform: Transform, properties: Properties, batch_id: int) -> None:
-        found = self.fmt.table(db, table)
-        assert found is not None
-        self.tables._anew(db, table, columns, key, mirror_parts(found, transform), properties, batch_id)
+        with self.fmt.upkeep.hold((db, table)):  # its files read before its commit: no upkeep of it meanwhile
+            found = self.fmt.table(db, table)
+            assert found is not None
+            self.tables._anew(db, table, columns, key, mirror_parts(found, transform), properties, batch_id)
 
     def add_mirror_columns(self, db: str, table: str, added: list[tuple[str, str]], properties: Properties,
                            batch_id: int) -> None:
@@ -74,7 +75,7 @@ class IcebergMirrorRewrite(MirrorRewrite):
         if found is None:
             return
         columns = recorded_columns(dict(found.metadata.properties)) or []
-        with found.transaction() as tx:
+        with self.fmt.upkeep.hold((db, name)), found.transaction() as tx:
             for move in renames:  # one at a time: a -> b, then b -> c
                 paths = field_paths([move], partial(_present, tx), True)
                 if paths:

@@ -144,11 +144,12 @@ class IcebergStatementTables(StatementTables):
         self._anew(db, table, columns, key, None, properties, batch_id)
 
     def copy_mirror(self, source: Name, target: Name, properties: Properties, batch_id: int) -> None:
-        found = self.fmt.table(*source)
-        assert found is not None
-        own = dict(found.metadata.properties)
-        columns = recorded_columns(own) or []
-        self._anew(*target, columns, recorded_key(own) or [], mirror_parts(found), properties, batch_id)
+        with self.fmt.upkeep.hold(source):  # its files read while the target is written: no upkeep of it meanwhile
+            found = self.fmt.table(*source)
+            assert found is not None
+            own = dict(found.metadata.properties)
+            columns = recorded_columns(own) or []
+            self._anew(*target, columns, recorded_key(own) or [], mirror_parts(found), properties, batch_id)
 
     def mirror_rows(self, db: str, table: str) -> int:
         found = self.fmt.table(db, table)

@@ -310,6 +310,7 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
         run_rounds(writer, target, lambda query: _drain(query, listener), lander.background_failure)
         if settings.land.trigger == "available-now":
             lander.settle()  # the parked tables' rewrites and catch-ups: no next batch is coming
+        lander.close()  # the work beside the batches done (Iceberg's table upkeep): its failure is the job's
     except Exception as exc:
         failure = lander.background_failure()
         if failure is not None:
@@ -328,7 +329,10 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
     finally:
         with contextlib.suppress(Exception):  # a JVM that died: the error above is the one to tell
             spark.streams.removeListener(listener)
-        lander.close()
+        try:  # (again after a failure: the query's error is the one raised)
+            lander.close()
+        except Exception as exc:
+            log.error("the work beside the batches failed too: %s", exc)
     return 0
 
 

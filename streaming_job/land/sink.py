@@ -133,7 +133,8 @@ class Lander(ParkedTables):
         settings = FormatSettings(self.lake_format, self.lake, self.keys, self.driver_rows, self.driver_merge_bytes,
                                   self.compact_files, self.small_file_bytes, self.compact_bytes,
                                   self.on_incompatible_change, self.deletion_vectors)
-        services = FormatServices(self.spark, self.app_id, self.files, self.threads, self.evolution)
+        services = FormatServices(self.spark, self.app_id, self.files, self.threads, self.evolution,
+                                  self.lease.check if self.lease is not None else None)
         self.format = make_format(settings, services, self.iceberg_catalog, self.iceberg_maintenance)
         self.verifier = Verifier(self.format)
         if self.checkpoint_files is not None:  # (a rename a bounded batch splits parks too: land.park_rows -1 or not)

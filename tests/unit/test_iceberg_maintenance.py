@@ -25,6 +25,7 @@ def _log_batch(fmt: Any, table: Any, batch: int) -> list[dict[str, Any]]:
     properties = fmt._batch(batch)
     fmt._commit("db", "t__changes", table, lambda tx: tx.append(pa.Table.from_pylist(rows, _LOG),
                                                                 snapshot_properties=properties), properties)
+    fmt.upkeep.settle()  # the commit's upkeep (iceberg/upkeep.py) done
     return rows
 
 
@@ -42,6 +43,7 @@ def _mirror_batch(fmt: Any, table: Any, batch: int, expected: dict[int, str], rn
         tx.append(upserts, snapshot_properties=properties)
 
     fmt._commit("db", "t", table, apply, properties, ["id"])
+    fmt.upkeep.settle()
 
 
 _LOG = pa.schema([("seq", pa.int64()), ("commit_date", pa.date32()), ("v", pa.string())])

@@ -26,6 +26,7 @@ def _commit(fmt, table, batch: int) -> None:
     rows = pa.table({"id": pa.array([batch], pa.int64()), "v": [f"b{batch}"]})
     properties = fmt._batch(batch)
     fmt._commit("db", "t", table, lambda tx: tx.append(rows, snapshot_properties=properties), properties)
+    fmt.upkeep.settle()  # the commit's upkeep (iceberg/upkeep.py) done
 
 
 def _age(paths, seconds: float) -> None:

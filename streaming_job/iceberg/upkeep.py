@@ -1,0 +1,235 @@
+"""The upkeep of the job's Iceberg tables off the batches' path (docs/LAND.md, "Iceberg"): after a commit to a table,
+its compaction and snapshot expiry (maintenance.py) and, where due, its orphan files' removal (orphans.py) run on a
+thread of their own, beside the next batches, instead of inside the batch that committed. A batch waits for a
+table's upkeep only where it writes that table again while that upkeep runs.
+
+The rules, kept by ``UpkeepQueue`` (the state, no threads) and ``Upkeep`` (its one thread and lock):
+
+- one thread: no two upkeeps at once; tables in the order their upkeep fell due;
+- at most one entry per table: a table committed to again while its upkeep waits keeps its one entry and its place,
+  with the newest commit's table, summary properties and key (``Due.then``: the commits counted, the orphans'
+  removal due where either was);
+- a writer holds a table (``Upkeep.hold``) while it commits to it or reads its data files: the hold first waits for
+  the table's running upkeep, and no upkeep of the table starts while it is held. Other tables' upkeeps go on, and
+  other tables' writers never wait;
+- the upkeep commits through a copy of the job's Table object (each pyiceberg commit replaces a Table's metadata,
+  ``on_copy``); the job's own Table takes the copy's metadata once, at the end, while no writer holds it. Its readers
+  meanwhile (the batch's checks before its commit) see the table before or after the upkeep, whose snapshots name the
+  same batch and hold the same rows, schema and properties;
+- a failure is kept and raised once, by the next hold or settle (of any table) or by ``close``; one that comes while
+  another waits to be raised is logged;
+- ``check`` runs before each upkeep (the lake's lease: lake/lease.py), so none commits once another job took it;
+- ``close`` waits for the entries left (at most one per table, each the work its batch used to do itself: a
+  compaction within land.compact_bytes, an expiry, an orphans' listing), then ends the thread. Entries after it are
+  dropped: the process is ending, and the next run compacts at its first commit to each table, counts expiry anew and
+  looks for orphans at its first load of each.
+
+Exactly once holds as before: a compaction's ``replace`` snapshot carries the summary properties of the newest commit
+it follows (no commit to the table comes between: the hold), so the table's newest snapshot names its last batch. A
+kill -9 during an upkeep leaves at most files no metadata names (a compaction's files before its commit, the files of
+snapshots expired before they were deleted), which orphans.py removes."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
+
+from .catalog import first_line
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
+log = logging.getLogger("binlake.land")
+Name = tuple[str, str]  # a table's (namespace, name)
+
+
+@dataclass(frozen=True)
+class Due:
+    """A table's upkeep after the job's commits to it: ``table`` as the job committed it (its Table object),
+    the newest commit's summary ``properties`` and ``key`` (a mirror's), how many ``commits`` it follows, and
+    whether its orphan files are to be looked for (orphans.OrphanFiles.due)."""
+
+    table: Table
+    properties: dict[str, str]
+    key: list[str]
+    commits: int = 1
+    orphans: bool = False
+
+    def then(self, newer: Due) -> Due:
+        """This entry and a newer commit's, as one."""
+        return Due(newer.table, newer.properties, newer.key, self.commits + newer.commits,
+                   self.orphans or newer.orphans)
+
+
+class Taken(NamedTuple):
+    """A table's upkeep, taken by the thread."""
+
+    name: Name
+    due: Due
+
+
+@dataclass
+class _Slot:
+    due: Due | None = None  # waiting
+    running: bool = False
+    holds: int = 0  # writers holding the table
+
+
+@dataclass
+class UpkeepQueue:
+    """The upkeep's state: which tables wait (in order), which one runs, which are held, the failure to raise."""
+
+    slots: dict[Name, _Slot] = field(default_factory=dict)
+    order: list[Name] = field(default_factory=list)  # tables whose upkeep waits, the oldest first
+    failure: BaseException | None = None  # kept until raised
+
+    def add(self, name: Name, due: Due) -> None:
+        """The table committed to: its upkeep waits (one entry per table)."""
+        slot = self.slots.setdefault(name, _Slot())
+        if slot.due is None:
+            self.order.append(name)
+            slot.due = due
+        else:
+            slot.due = slot.due.then(due)
+
+    def running(self, name: Name) -> bool:
+        slot = self.slots.get(name)
+        return slot is not None and slot.running
+
+    def hold(self, name: Name) -> None:
+        """A writer holds the table (its upkeep is not running): none starts until it is released."""
+        slot = self.slots.setdefault(name, _Slot())
+        assert not slot.running, name
+        slot.holds += 1
+
+    def release(self, name: Name) -> None:
+        self.slots[name].holds -= 1
+
+    def take(self) -> Taken | None:
+        """The first waiting upkeep of a table no writer holds, now running (None: none)."""
+        for name in self.order:
+            slot = self.slots[name]
+            if not slot.holds:
+                self.order.remove(name)
+                assert slot.due is not None
+                due, slot.due, slot.running = slot.due, None, True
+                return Taken(name, due)
+        return None
+
+    def finish(self, name: Name, error: BaseException | None) -> BaseException | None:
+        """The table's upkeep ended (``error``: how it failed); its failure where it is not kept (another waits to
+        be raised already)."""
+        self.slots[name].running = False
+        if error is not None and self.failure is None:
+            self.failure, error = error, None
+        return error
+
+    def idle(self, name: Name | None = None) -> bool:
+        """No upkeep of the table (None: of any) waits or runs."""
+        if name is None:
+            return not self.order and not any(s.running for s in self.slots.values())
+        slot = self.slots.get(name)
+        return slot is None or (slot.due is None and not slot.running)
+
+    def raised(self) -> BaseException | None:
+        """The failure to raise now (then forgotten)."""
+        failure, self.failure = self.failure, None
+        return failure
+
+
+class Upkeep:
+    """``work(name, due)`` of each table's upkeep, on one thread of its own (started at the first), ``check()``
+    before each (it raises to refuse)."""
+
+    def __init__(self, work: Callable[[Name, Due], None], check: Callable[[], None] | None = None) -> None:
+        self._work = work
+        self._check = check
+        self._queue = UpkeepQueue()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def due(self, name: Name, due: Due) -> None:
+        """The job committed to the table: its upkeep is due (with an entry of it waiting: one, the newest's)."""
+        with self._changed:
+            if self._closed:
+                log.debug("%s.%s: no upkeep after the job's end", *name)
+                return
+            self._queue.add(name, due)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="binlake-iceberg-upkeep", daemon=True)
+                self._thread.start()
+            self._changed.notify_all()
+
+    @contextmanager
+    def hold(self, name: Name) -> Iterator[None]:
+        """The table held by the caller: its running upkeep finished first (a failure of any raised), none started
+        until the end. Holds nest (the same table, or several in any order)."""
+        with self._changed:
+            self._changed.wait_for(lambda: not self._queue.running(name))
+            self._raise()
+            self._queue.hold(name)
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._queue.release(name)
+                self._changed.notify_all()
+
+    def settle(self, name: Name | None = None) -> None:
+        """Until no upkeep of the table (None: of any) waits or runs; a failure raised. (Not while holding it.)"""
+        with self._changed:
+            self._changed.wait_for(lambda: self._queue.idle(name))
+            self._raise()
+
+    def close(self) -> None:
+        """The upkeep left done, the thread ended; a failure not raised yet raised."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+        with self._changed:
+            self._raise()
+
+    def _raise(self) -> None:
+        failure = self._queue.raised()
+        if failure is not None:
+            raise failure
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while (taken := self._queue.take()) is None:
+                    if self._closed and self._queue.idle():
+                        return
+                    self._changed.wait()
+            error: BaseException | None = None
+            try:
+                if self._check is not None:
+                    self._check()
+                self._work(*taken)
+            except BaseException as exc:  # raised by the next hold, settle or close
+                error = exc
+            with self._changed:
+                dropped = self._queue.finish(taken.name, error)
+                self._changed.notify_all()
+            if dropped is not None:
+                log.error("%s.%s: upkeep failed (an earlier failure waits to be raised): %s", *taken.name,
+                          first_line(dropped))
+
+
+def on_copy(table: Table, work: Callable[[Table], None]) -> None:
+    """``work`` done through a copy of ``table`` (pyiceberg replaces a Table's metadata at each commit through it);
+    then ``table`` takes the copy's metadata, what ``work`` committed (also where it failed after a commit)."""
+    from pyiceberg.table import Table
+
+    copy = Table(table.name(), table.metadata, table.metadata_location, table.io, table.catalog, table.config)
+    try:
+        work(copy)
+    finally:
+        table.metadata, table.metadata_location = copy.metadata, copy.metadata_location

@@ -1,0 +1,261 @@
+"""The Iceberg tables' upkeep beside the batches (iceberg/upkeep.py): its state (one entry per table, coalesced;
+held tables skipped), its thread (a table's writer waits for that table's running upkeep only; failures raised by
+the next hold, settle or close; close drains), and a compaction on pyiceberg's SQL catalog (SQLite) running while
+another table is committed."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from streaming_job.iceberg.catalog import landed_batch
+from streaming_job.iceberg.maintenance import IcebergMaintenance
+from streaming_job.iceberg.tables import WantedTable
+from streaming_job.iceberg.upkeep import Due, Taken, Upkeep, UpkeepQueue
+from tests.harness.iceberg import catalog, local_format
+
+A, B, C = ("db", "a"), ("db", "b"), ("db", "c")
+_WAIT = 30.0  # seconds, at most, for what a test waits on
+
+
+def _due(table: str, batch: int, orphans: bool = False) -> Due:
+    table_object: Any = table  # (the state never looks into the table)
+    return Due(table_object, {"binlake.batch-id": str(batch)}, [f"k{batch}"], orphans=orphans)
+
+
+def test_a_table_committed_again_while_its_upkeep_waits_keeps_one_entry_with_the_newest_commit() -> None:
+    queue = UpkeepQueue()
+    queue.add(A, _due("a0", 0, orphans=True))
+    queue.add(B, _due("b0", 0))
+    queue.add(A, _due("a1", 1))
+    assert queue.order == [A, B]  # A keeps its place
+    taken = queue.take()
+    assert taken == Taken(A, dataclasses.replace(_due("a1", 1), commits=2, orphans=True))
+    assert queue.running(A) and not queue.idle(A) and not queue.idle()
+    queue.add(A, _due("a2", 2))  # committed after its upkeep started: an entry of its own, after B
+    assert queue.order == [B, A]
+    assert queue.finish(A, None) is None and not queue.running(A) and not queue.idle(A)
+
+
+def test_a_held_table_upkeep_does_not_start_and_the_first_failure_is_kept() -> None:
+    queue = UpkeepQueue()
+    queue.add(A, _due("a0", 0))
+    queue.add(B, _due("b0", 0))
+    queue.hold(A)
+    assert queue.take() == Taken(B, _due("b0", 0))
+    assert queue.take() is None  # A is held
+    queue.release(A)
+    assert queue.take() == Taken(A, _due("a0", 0))
+    first, second = ValueError("first"), ValueError("second")
+    assert queue.finish(B, first) is None  # kept
+    assert queue.finish(A, second) is second  # another waits to be raised: given back (logged)
+    assert queue.idle() and queue.raised() is first and queue.raised() is None
+
+
+class _Work:
+    """An upkeep's work that waits for the test's word on the tables it gates, and records what it was given."""
+
+    def __init__(self, fail: dict[tuple[str, str], Exception] | None = None) -> None:
+        self.done: list[tuple[tuple[str, str], Due]] = []
+        self.started = {n: threading.Event() for n in (A, B, C)}
+        self.gates: dict[tuple[str, str], threading.Event] = {}
+        self.fail = fail or {}
+
+    def gate(self, name: tuple[str, str]) -> threading.Event:
+        return self.gates.setdefault(name, threading.Event())
+
+    def __call__(self, name: tuple[str, str], due: Due) -> None:
+        self.started[name].set()
+        if name in self.gates:
+            assert self.gates[name].wait(_WAIT)
+        self.done.append((name, due))
+        if name in self.fail:
+            raise self.fail[name]
+
+
+def _in_thread(target: Any) -> threading.Thread:
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_writer_waits_for_its_tables_running_upkeep_only() -> None:
+    work = _Work()
+    upkeep = Upkeep(work)
+    gate = work.gate(A)
+    upkeep.due(A, _due("a0", 0))
+    assert work.started[A].wait(_WAIT)  # A's upkeep runs (and waits for the gate)
+
+    def write_b() -> None:
+        for batch in range(2):  # B's upkeep waits behind A's (one thread): B committed again, coalesced
+            with upkeep.hold(B):
+                upkeep.due(B, _due(f"b{batch}", batch))
+
+    other = _in_thread(write_b)
+    other.join(_WAIT)
+    assert not other.is_alive()  # another table's writer does not wait
+    held = threading.Event()
+
+    def write_a() -> None:
+        with upkeep.hold(A):
+            held.set()
+
+    writer = _in_thread(write_a)
+    assert not held.wait(0.3)  # A's writer waits for A's running upkeep
+    gate.set()
+    assert held.wait(_WAIT)
+    writer.join(_WAIT)
+    upkeep.settle()
+    assert [(n, d.properties["binlake.batch-id"], d.commits) for n, d in work.done] == [(A, "0", 1), (B, "1", 2)]
+    upkeep.close()
+
+
+def test_no_upkeep_of_a_held_table_starts_until_it_is_released() -> None:
+    work = _Work()
+    upkeep = Upkeep(work)
+    with upkeep.hold(A):
+        upkeep.due(A, _due("a0", 0))
+        assert not work.started[A].wait(0.3)
+        upkeep.due(A, _due("a1", 1))  # a second commit while held: one entry
+    upkeep.settle(A)
+    assert [(n, d.table, d.commits) for n, d in work.done] == [(A, "a1", 2)]
+    upkeep.close()
+
+
+def test_a_failure_is_raised_once_by_the_next_wait_of_any_table_and_one_after_the_last_commit_by_close() -> None:
+    boom = ValueError("files to rewrite are not live")
+    work = _Work(fail={A: boom})
+    upkeep = Upkeep(work)
+    upkeep.due(A, _due("a0", 0))
+    with pytest.raises(ValueError) as raised:
+        upkeep.settle()
+    assert raised.value is boom  # the very error the work raised
+    upkeep.settle()  # raised once
+    gate = work.gate(B)
+    upkeep.due(A, _due("a1", 1))
+    upkeep.due(B, _due("b0", 0))
+    assert work.started[B].wait(_WAIT)  # A's upkeep (before B's) has failed
+    with pytest.raises(ValueError, match="not live"), upkeep.hold(C):  # by a writer of another table
+        pass
+    gate.set()
+    upkeep.settle()
+    upkeep.due(A, _due("a2", 2))  # the last commit's upkeep fails after it: close raises
+    with pytest.raises(ValueError, match="not live"):
+        upkeep.close()
+
+
+def test_close_waits_for_the_upkeep_left_and_later_entries_are_dropped() -> None:
+    work = _Work()
+    upkeep = Upkeep(work)
+    gate = work.gate(A)
+    upkeep.due(A, _due("a0", 0))
+    upkeep.due(B, _due("b0", 0))
+    assert work.started[A].wait(_WAIT)
+    closing = _in_thread(upkeep.close)
+    closing.join(0.3)
+    assert closing.is_alive() and work.done == []  # A's upkeep still runs: close waits
+    gate.set()
+    closing.join(_WAIT)
+    assert not closing.is_alive() and [n for n, _ in work.done] == [A, B]
+    upkeep.due(A, _due("a1", 1))  # the job has ended: nothing runs any more
+    upkeep.settle()
+    assert len(work.done) == 2
+
+
+def test_no_upkeep_runs_once_the_check_refuses() -> None:
+    from streaming_job.runtime.errors import LandError
+
+    lost: list[str] = []
+
+    def lease() -> None:
+        if lost:
+            raise LandError(lost[0])
+
+    work = _Work()
+    upkeep = Upkeep(work, lease)
+    upkeep.due(A, _due("a0", 0))
+    upkeep.settle()
+    lost.append("another binlake land job took the lease of the lake")
+    upkeep.due(B, _due("b0", 0))
+    with pytest.raises(LandError, match="took the lease"):
+        upkeep.close()
+    assert [n for n, _ in work.done] == [A]
+
+
+_SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
+
+
+@dataclass
+class _Gated(IcebergMaintenance):
+    """The maintenance, its compaction of ``table`` held back until the test opens the gate; its calls recorded."""
+
+    table: tuple[str, str] | None = None
+    gate: threading.Event = field(default_factory=threading.Event)
+    started: threading.Event = field(default_factory=threading.Event)
+    calls: list[tuple[tuple[str, str], str, int]] = field(default_factory=list)
+
+    def committed(self, name: tuple[str, str], table: Any, properties: dict[str, str], key: list[str],
+                  commits: int = 1) -> None:
+        self.calls.append((name, properties["binlake.batch-id"], commits))
+        super().committed(name, table, properties, key, commits)
+
+    def compact(self, name: tuple[str, str], table: Any, properties: dict[str, str], key: list[str]) -> bool:
+        if name == self.table:
+            self.started.set()
+            assert self.gate.wait(_WAIT)
+        return super().compact(name, table, properties, key)
+
+
+def test_a_compaction_runs_while_another_table_is_committed_and_the_tables_end_as_written(tmp_path) -> None:
+    uri = f"sqlite:///{tmp_path / 'catalog.db'}"
+    fmt = local_format(tmp_path, uri=uri)
+    kept = _Gated(compact_files=3, retention=datetime.timedelta(0), expire_every=5)
+    fmt.maintenance = kept
+    tables = {n: fmt.ready(WantedTable(*n, _SCHEMA, [], dict)) for n in (A, B)}
+    written: dict[tuple[str, str], list[dict[str, Any]]] = {A: [], B: []}
+
+    def commit(name: tuple[str, str], batch: int) -> None:
+        rows = [{"id": batch * 10 + i, "v": f"{name[1]}{batch}"} for i in range(2)]
+        properties = fmt._batch(batch)
+        fmt._commit(*name, tables[name], lambda tx: tx.append(pa.Table.from_pylist(rows, _SCHEMA),
+                                                              snapshot_properties=properties), properties)
+        written[name] += rows
+
+    for batch in range(2):
+        commit(A, batch)
+        fmt.upkeep.settle()
+    kept.table = A  # A's third small file: its compaction is due, and held at the gate once it started
+    commit(A, 2)
+    assert kept.started.wait(_WAIT)
+    for batch in range(5):  # B's commits go on meanwhile; its upkeep waits behind A's (one thread): coalesced
+        commit(B, batch)
+    assert fmt._has(tables[B], 4)
+    writer = _in_thread(lambda: commit(A, 3))  # A's next batch waits for A's running compaction
+    writer.join(0.3)
+    assert writer.is_alive()
+    kept.gate.set()
+    writer.join(_WAIT)
+    assert not writer.is_alive()
+    fmt.close()  # the upkeep left (A's after batch 3) done
+
+    assert kept.calls == [(A, "0", 1), (A, "1", 1), (A, "2", 1), (B, "4", 5), (A, "3", 1)]
+    reader = catalog(tmp_path, uri)
+    for name, last in ((A, 3), (B, 4)):
+        table = reader.load_table(name)
+        rows = table.scan().to_arrow().to_pylist()
+        assert sorted(rows, key=lambda r: r["id"]) == sorted(written[name], key=lambda r: r["id"]), name
+        assert landed_batch(table, "app-1") == last
+        assert table.current_snapshot().summary["binlake.batch-id"] == str(last)
+    a, b = reader.load_table(A), reader.load_table(B)
+    replaced = [s for s in a.snapshots() if s.summary.operation.value == "replace"]
+    assert [s.summary["binlake.batch-id"] for s in replaced] == ["2"]  # the compaction after batch 2
+    assert a.current_snapshot().summary.operation.value == "append"  # batch 3 after it
+    # B: 5 commits, one upkeep: compacted (the newest batch's ids) and expired (its 5 commits counted)
+    assert [(s.summary.operation.value, s.summary["binlake.batch-id"]) for s in b.snapshots()] == [("replace", "4")]
+    assert len(list(b.scan().plan_files())) == 1
