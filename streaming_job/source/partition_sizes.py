@@ -5,13 +5,37 @@ records, so the records' own sizes are sampled where the batch starts."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 _SAMPLE_BYTES = 1 << 20  # a partition's sample: its records from the batch's start, up to about this many bytes
+# ... or this many offsets, or the batch's end there: the first fetch alone may hold a few small records only (a
+# verify chunk's last entries, before the next chunk's large ones), which said nothing of the rest
+_SAMPLE_OFFSETS = 64
 _SAMPLE_WAIT_MS = 2000
 _SAMPLE_TTL_S = 30.0  # a partition's sample serves the batches planned this long after it
 _UNSAMPLED = 1024  # bytes per offset of a partition with no record to sample where it starts (markers, aborted ones)
 _REACH_SLACK = 16  # offsets: a sample serves batches reaching up to twice as far as it did, and this many more
+
+
+@dataclass
+class Sample:
+    """A partition's records fetched from ``start`` (the batch holding ``behind`` offsets there): their bytes, and
+    the offsets they reach past the start; full at _SAMPLE_BYTES, _SAMPLE_OFFSETS or the batch's end there."""
+
+    start: int
+    behind: int
+    size: int = 0
+    offsets: int = 0
+
+    def add(self, last_offset: int, size: int) -> None:
+        """Records fetched up to ``last_offset``, of ``size`` bytes."""
+        self.size += size
+        self.offsets = last_offset + 1 - self.start
+
+    @property
+    def full(self) -> bool:
+        return self.size >= _SAMPLE_BYTES or self.offsets >= min(_SAMPLE_OFFSETS, max(1, self.behind))
 
 
 class PartitionSizes:
@@ -36,14 +60,16 @@ class PartitionSizes:
                  if key not in self._known or now - self._known[key][1] >= _SAMPLE_TTL_S
                  or (behind or {}).get(key, 0) > 2 * self._known[key][2] + _REACH_SLACK}
         if stale:
-            sampled = self._sample(stale)
+            sampled = self._sample(stale, {key: (behind or {}).get(key, 0) for key in stale})
             for key in stale:
                 per_offset, reached = sampled.get(key, (_UNSAMPLED, (behind or {}).get(key, 0)))
                 self._known[key] = (per_offset, now, reached)
         return {key: self._known[key][0] for key in starts}
 
-    def _sample(self, starts: dict[tuple[str, int], int]) -> dict[tuple[str, int], tuple[float, int]]:
-        """Per partition that gave records: its bytes per offset from ``starts``, and the offsets its fetch reached."""
+    def _sample(self, starts: dict[tuple[str, int], int],
+                behind: dict[tuple[str, int], int]) -> dict[tuple[str, int], tuple[float, int]]:
+        """Per partition that gave records: its bytes per offset from ``starts`` (``behind``: the offsets the batch
+        holds there), and the offsets its fetches reached."""
         from kafka import KafkaConsumer, TopicPartition
 
         if self._sampler is None:
@@ -55,20 +81,23 @@ class PartitionSizes:
         self._sampler.assign(list(wanted))
         for tp, start in wanted.items():
             self._sampler.seek(tp, start)
-        seen: dict[tuple[str, int], tuple[int, int]] = {}  # (bytes, offsets from the start)
+        samples = {(tp.topic, tp.partition): Sample(start, behind.get((tp.topic, tp.partition), 0))
+                   for tp, start in wanted.items()}
         deadline = time.monotonic() + _SAMPLE_WAIT_MS / 1000
         empty = 0
-        while len(seen) < len(wanted) and time.monotonic() < deadline and empty < 3:
+        while any(not s.full for s in samples.values()) and time.monotonic() < deadline and empty < 3:
             polled = self._sampler.poll(timeout_ms=100)
             empty = 0 if polled else empty + 1  # (a partition with nothing to give: no more fetches come)
             for tp, records in polled.items():
-                if records and (tp.topic, tp.partition) not in seen:
-                    size = sum(len(r.value or b"") + len(r.key or b"") + sum(len(k) + len(v or b"")
-                                                                              for k, v in r.headers) for r in records)
-                    seen[(tp.topic, tp.partition)] = (size, records[-1].offset + 1 - wanted[tp])
-                    self._sampler.pause(tp)
+                sample = samples[(tp.topic, tp.partition)]
+                if records and not sample.full:
+                    sample.add(records[-1].offset, sum(
+                        len(r.value or b"") + len(r.key or b"") + sum(len(k) + len(v or b"") for k, v in r.headers)
+                        for r in records))
+                    if sample.full:
+                        self._sampler.pause(tp)
         self._sampler.assign([])
-        return {key: (size / max(1, offsets), offsets) for key, (size, offsets) in seen.items()}
+        return {key: (s.size / max(1, s.offsets), s.offsets) for key, s in samples.items() if s.offsets}
 
     def close(self) -> None:
         if self._sampler is not None:

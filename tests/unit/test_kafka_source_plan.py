@@ -164,7 +164,7 @@ def test_partitions_without_a_sample_count_as_small_records_and_samples_serve_a_
     sizes = PartitionSizes("127.0.0.1:9")
     asked = []
     answers = iter([{("p.a", 0): (500.0, 40)}, {("p.a", 0): (900_000.0, 2)}])
-    sizes._sample = lambda starts: asked.append(dict(starts)) or next(answers)  # type: ignore[method-assign]
+    sizes._sample = lambda starts, behind: asked.append(dict(starts)) or next(answers)  # type: ignore[method-assign]
     assert sizes.bytes_per_offset({("p.a", 0): 3, ("p.b", 0): 0}, {("p.a", 0): 40, ("p.b", 0): 5}) == {
         ("p.a", 0): 500.0, ("p.b", 0): _UNSAMPLED}
     assert sizes.bytes_per_offset({("p.a", 0): 9}, {("p.a", 0): 96}) == {("p.a", 0): 500.0}  # 2 x 40 + 16
@@ -234,3 +234,24 @@ def test_available_now_runs_the_query_again_while_its_bounded_batches_move_on_sh
     once = _Writer([None])  # nothing to land: no batch
     run_rounds(once, target, lambda q: None)
     assert once.runs == 1
+
+
+def test_a_sample_goes_on_past_a_few_small_records_to_the_large_ones_after_them() -> None:
+    """A batch starting at a verify chunk's last small entries (its changed keys, its bounds) before the next
+    chunk's entries of 900,000 bytes: the first fetch's two records alone said ~100 bytes per offset, and a batch
+    five times past the bound was taken. The sample goes on to _SAMPLE_BYTES, _SAMPLE_OFFSETS or the batch's end."""
+    from streaming_job.source.partition_sizes import _SAMPLE_OFFSETS, Sample
+
+    sample = Sample(start=100, behind=500)
+    sample.add(101, 200)  # two small records
+    assert not sample.full
+    sample.add(103, 900_000 * 2)  # then the next chunk's first two
+    assert sample.full and (sample.size, sample.offsets) == (1_800_200, 4)
+    small = Sample(start=0, behind=500)
+    small.add(_SAMPLE_OFFSETS - 2, 64 * 100)
+    assert not small.full
+    small.add(_SAMPLE_OFFSETS - 1, 100)
+    assert small.full
+    short = Sample(start=7, behind=3)  # the batch holds three offsets there: they are the sample
+    short.add(9, 300)
+    assert short.full and short.offsets == 3
