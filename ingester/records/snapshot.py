@@ -92,6 +92,29 @@ def snapshot_value(descriptor: bytes, rows_json: list[bytes], compress: bool = T
     return b"".join(parts)
 
 
+def held_bytes(value: bytes) -> int:
+    """The bytes a record value holds once read: a snapshot-only value's (snapshot_value) entries with their zstd
+    frames' rows counted at their decompressed size (the frame's header says it: no decompression here), so that a
+    bound in bytes means the same for compressed snapshot and verify rows as for binlog events; any other value
+    (binlog events, another format's): its length."""
+    if len(value) < 9 or value[:3] != b"BLK" or _LEN.unpack_from(value, 5)[0]:
+        return len(value)
+    size, p = 9, 9
+    while p + 5 <= len(value):
+        flags = value[p]
+        if not flags & FLAG_SNAPSHOT:
+            return len(value)
+        (m,) = _LEN.unpack_from(value, p + 1)
+        if p + 9 + m > len(value):
+            return len(value)
+        (k,) = _LEN.unpack_from(value, p + 5 + m)
+        rows = value[p + 9 + m : p + 9 + m + k]
+        held = zstandard.frame_content_size(rows) if flags & FLAG_ZSTD and k else k
+        size += 9 + m + (held if held >= 0 else k)
+        p += 9 + m + k
+    return size
+
+
 def index_entry(seq: bytes, commit_ts: int) -> bytes:
     return _INDEX_ENTRY.pack(seq, commit_ts, SNAPSHOT_ROWS, 0)
 

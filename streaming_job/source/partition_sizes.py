@@ -1,12 +1,17 @@
 """The bytes per offset of a batch's topic partitions, where binlake's Kafka source (kafka_source.py) bounds a
 batch in bytes: Kafka's log sizes are compressed sizes, and offsets also count transaction markers and aborted
-records, so the records' own sizes are sampled where the batch starts."""
+records, so the records' own sizes are sampled where the batch starts, as the batch will hold them once read: a
+snapshot's and verify's rows, zstd frames in the records (records/snapshot.py), at their decompressed size
+(``held_bytes``; they compress 6-10x: a bound on the frames let one batch take 10,000,000 snapshot rows, or five
+times its bound of verify rows, which ran the driver out of memory)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from ingester.records.snapshot import held_bytes
 
 _SAMPLE_BYTES = 1 << 20  # a partition's sample: its records from the batch's start, up to about this many bytes
 # ... or this many offsets, or the batch's end there: the first fetch alone may hold a few small records only (a
@@ -92,7 +97,8 @@ class PartitionSizes:
                 sample = samples[(tp.topic, tp.partition)]
                 if records and not sample.full:
                     sample.add(records[-1].offset, sum(
-                        len(r.value or b"") + len(r.key or b"") + sum(len(k) + len(v or b"") for k, v in r.headers)
+                        held_bytes(r.value or b"") + len(r.key or b"") + sum(len(k) + len(v or b"")
+                                                                             for k, v in r.headers)
                         for r in records))
                     if sample.full:
                         self._sampler.pause(tp)

@@ -159,3 +159,19 @@ def test_snapshot_marks_give_debeziums_markers() -> None:
     assert snapshot_marker((True, True, True, True), 0, 0) == "last"
     assert snapshot_marker((True, True, False, False), 0, 0) == "last_in_data_collection"
     assert snapshot_marker((False, False, True, True), 0, 0) == "true"
+
+
+def test_held_bytes_counts_compressed_rows_at_their_size_once_read() -> None:
+    """binlake's Kafka source bounds a batch by the bytes its records hold once read: a snapshot or verify record's
+    zstd frames count at the JSON's size (from the frame's header), anything else at its length."""
+    from ingester.records.snapshot import held_bytes, snapshot_value
+
+    rows = orjson.dumps([[i, f"row {i} of a table whose text compresses well", "0.25"] for i in range(5000)])
+    compressed = snapshot_value(b'{"t": 1}', [rows, rows])
+    assert len(compressed) * 5 < 2 * len(rows)  # what a bound on the record's length saw
+    header, entry = 9, 1 + 4 + 4  # BLK, version, format description's length; an entry's flags and two lengths
+    assert held_bytes(compressed) == header + 2 * entry + len(b'{"t": 1}') + 2 * len(rows)
+    plain = snapshot_value(b'{"t": 1}', [rows], compress=False)
+    assert held_bytes(plain) == len(plain)
+    assert held_bytes(b"BLK\x02\x00\x03\x00\x00\x00FDE...") == 15  # binlog events: their length
+    assert held_bytes(b'{"payload": {}}') == 15  # a Debezium JSON value
