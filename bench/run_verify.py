@@ -1,9 +1,9 @@
 """`binlake verify`: rows compared per second, and the load it puts on the source beside a plain SELECT.
 
 For each case ROWSxTABLES (default 50,000 and 200,000 rows in one table, 200,000 rows over 50 and 200
-tables): the tables in a fresh database, `binlake run` (with a signal table, chunks from 5,000 rows, doubled while they read fast) and
-`binlake land --trigger 1s` running (child processes) on the same 2 CPUs as MariaDB and Kafka; once the
-mirrors have the rows:
+tables): the tables in a fresh database, `binlake run` (with a signal table, chunks from 5,000 rows, doubled
+while they read fast) and `binlake land --trigger 1s` running (child processes) on the same 2 CPUs as MariaDB
+and Kafka; once the mirrors have the rows:
 
 - a plain `SELECT * FROM t` of each table read to its end by pymysql (unbuffered): the time, and the CPU
   seconds the server's process spent meanwhile (/proc);
@@ -216,7 +216,8 @@ def report(results: list[dict[str, float]], wall: float, shape: str) -> str:
         f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {_git_revision()}, {_cpu_model()} ({os.cpu_count()} CPUs), "
         f"Python {platform.python_version()}; {wall:.0f} s in all.",
         "",
-        f"`binlake run` (chunks from 5,000 rows, doubled up to 100,000 while they read fast) and {where} run beside MariaDB and Kafka on the same CPUs; each"
+        "`binlake run` (chunks from 5,000 rows, doubled up to 100,000 while they read fast) and "
+        f"{where} run beside MariaDB and Kafka on the same CPUs; each"
         " table has an INT key and four columns (BIGINT, VARCHAR(64), DECIMAL(12,2), DATETIME(6)), the rows spread"
         " evenly over the tables. SELECT: a plain `SELECT * FROM t` of each table read to its end by pymysql."
         " verify: one `binlake verify --tables <all> --wait`, from the request to its summary: every chunk read"
