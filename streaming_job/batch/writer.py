@@ -168,6 +168,14 @@ def write_change_log_file(lake: LakeFiles, table_path: str, date: str,
                  change_log_stats(len(rows), bounds["min"].as_py(), bounds["max"].as_py()))
 
 
+def write_table_file(lake: LakeFiles, table_path: str, rows: pa.Table) -> Added:
+    """One unpartitioned file of ``rows`` (written by the driver), with its row count as its statistics."""
+    options = parquet_options(len(rows))
+    name = file_name("", options)
+    size = lake.write_parquet(join(table_path, name), rows, **options)
+    return Added(name, {}, size, {"numRecords": len(rows)})
+
+
 def write_mirror_file(lake: LakeFiles, table_path: str, rows: pa.Table,
                       key: str) -> Added:
     """One unpartitioned mirror file of ``rows`` (written by the driver), with its statistics of the

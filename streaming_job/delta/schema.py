@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from ..batch.default_values import default_values
 from ..batch.mirror import conform
-from ..batch.writer import Added, file_name, parquet_options, write_mirror_file
+from ..batch.writer import Added, write_mirror_file, write_table_file
 from ..decode.lake_types import quote
 from ..lake.paths import join
 from ..statements.schema_alter import Alters, MirrorRewrite, Transform
@@ -118,10 +118,7 @@ def _write(lake: Any, path: str, rows: pa.Table, key: str | None) -> Added:
     """A mirror file of ``rows``: with its integer key's range (mirror_driver reads it) where ``key`` is one."""
     if key is not None:
         return write_mirror_file(lake, path, rows, key)
-    options = parquet_options(len(rows))
-    name = file_name("", options)
-    size = lake.write_parquet(join(path, name), rows, **options)
-    return Added(name, {}, size, {"numRecords": len(rows)})
+    return write_table_file(lake, path, rows)
 
 
 def delta_alters(tables: DeltaStatementTables, statements: TableStatements) -> Alters:

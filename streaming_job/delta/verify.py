@@ -14,7 +14,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..batch.mirror import SEQ, conform
-from ..batch.writer import Added, file_name, parquet_options
+from ..batch.writer import write_table_file
 from ..format.mirror_read import KeyCut, MirrorRead
 from ..format.verify_results import RESULT_COLUMNS, VERIFY_TABLE, result_schema
 from ..lake.delta_log import TableLog
@@ -64,10 +64,7 @@ class DeltaMirrors:
                 return
             table = pa.Table.from_pylist([{n: r[n] for n, _ in RESULT_COLUMNS} for r in rows],
                                          schema=result_schema())
-            options = parquet_options(len(table))
-            name = file_name("", options)
-            size = self.delta.files.write_parquet(join(path, name), table, **options)
-            version = commit.append([Added(name, {}, size, {"numRecords": len(table)})], self.delta.app_id,
+            version = commit.append([write_table_file(self.delta.files, path, table)], self.delta.app_id,
                                     batch_id, [])
             self.delta.committed(path, version, batch_id)
             return
