@@ -390,6 +390,10 @@ def read_spans(bootstrap: str, spans: Sequence[Span]) -> Iterator[pa.RecordBatch
         for s in spans:
             yield from read_spans(bootstrap, [s])
         return
+    # a new assignment keeps the state of partitions in the last one too (kafka-python 3, as Java's consumer): a read
+    # left before its end (its generator closed early) would leave partitions it had finished paused, and a later
+    # read of them would wait for records that never come
+    kafka.assign([])  # type: ignore[attr-defined]
     kafka.assign(list(wanted))  # type: ignore[attr-defined]
     for tp, s in wanted.items():
         kafka.seek(tp, s.start)  # type: ignore[attr-defined]
@@ -429,7 +433,13 @@ def read_spans(bootstrap: str, spans: Sequence[Span]) -> Iterator[pa.RecordBatch
             columns = {name: [] for name in _SCHEMA.names}
             size = 0
         if open_ and time.monotonic() > deadline:
-            late = ", ".join(f"{tp.topic}-{tp.partition}" for tp in list(open_)[:5])
+            try:
+                stable = kafka.end_offsets(list(open_)[:5])  # type: ignore[attr-defined]
+            except Exception:  # Kafka away: the message goes without it
+                stable = {}
+            late = ", ".join(f"{tp.topic}-{tp.partition} (offsets {s.start} to {s.end}: at "
+                             f"{kafka.position(tp)}, last stable offset {stable.get(tp)})"  # type: ignore[attr-defined]
+                             for tp, s in list(open_.items())[:5])
             raise SourceError(f"Kafka did not give the committed records of {late} within "
                               f"{_READ_TIMEOUT_S:.0f} s")
     kafka.assign([])  # type: ignore[attr-defined]

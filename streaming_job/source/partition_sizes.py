@@ -83,6 +83,8 @@ class PartitionSizes:
                                           max_partition_fetch_bytes=_SAMPLE_BYTES, fetch_max_bytes=64 << 20,
                                           fetch_max_wait_ms=10, retry_backoff_ms=10, client_id="binlake-land-sizes")
         wanted = {TopicPartition(t, p): start for (t, p), start in starts.items()}
+        # a new assignment keeps a partition's state from the last one: paused, where a sample was cut short
+        self._sampler.assign([])
         self._sampler.assign(list(wanted))
         for tp, start in wanted.items():
             self._sampler.seek(tp, start)
