@@ -24,11 +24,16 @@ def registry_error(text: str) -> LandError | None:
 
 
 def python_error(text: str) -> str | None:
-    """The exception line of the first Python traceback in ``text``: Spark reports a failure of foreachBatch's
-    Python function as its traceback inside its own message, whose first line ends with "Traceback (most recent
-    call last):", which says nothing."""
+    """The exception line of the first Python traceback in ``text`` that says something: Spark reports a failure
+    of foreachBatch's Python function as its traceback inside its own message, whose first line ends with
+    "Traceback (most recent call last):", which says nothing; a task's failure inside that function (a Python
+    data source's read) is one more traceback inside the first one's last line ("...PythonException:", its message
+    on the lines below): the task's own exception line is the one to tell."""
     lines = text.splitlines()
+    found: list[str] = []
     for i, line in enumerate(lines):
         if line.rstrip().endswith("Traceback (most recent call last):"):
-            return next((f.strip() for f in lines[i + 1:] if f.strip() and not f[0].isspace()), None)
-    return None
+            last = next((f.strip() for f in lines[i + 1:] if f.strip() and not f[0].isspace()), None)
+            if last is not None:
+                found.append(last)
+    return next((f for f in found if not f.endswith(":")), found[0] if found else None)

@@ -33,6 +33,7 @@ from pyspark.sql.streaming import DataStreamReader
 from pyspark.sql.types import StructType
 
 from .kafka_read import KAFKA_READ
+from .kafka_tasks import SourceError, Span, consumer, read_spans
 from .partition_sizes import PartitionSizes
 
 log = logging.getLogger("binlake.land")
@@ -40,13 +41,6 @@ log = logging.getLogger("binlake.land")
 # The columns of Spark's Kafka source (includeHeaders), in its order
 KAFKA_DDL = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
              "timestampType int, headers array<struct<key: string, value: binary>>")
-_HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
-                     ("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", pa.timestamp("us", "UTC")),
-                     ("timestampType", pa.int32()), ("headers", _HEADERS)])
-_BATCH_BYTES = 32 << 20  # a task's output is handed on in Arrow batches of about this size
-_POLL_MS = 200
-_READ_TIMEOUT_S = 120.0  # as Spark's kafkaConsumer.pollTimeoutMs
 _KAFKA_WAIT_S = 600.0  # the driver's questions to Kafka, asked again while it is unreachable
 
 Offsets = dict[str, dict[str, int]]
@@ -153,19 +147,6 @@ def end_offsets(bootstrap: str, pattern: str) -> Offsets:
         reader.stop()
 
 
-class SourceError(RuntimeError):
-    """Records of a batch are not in Kafka any more (or a topic was deleted)."""
-
-
-@dataclass(frozen=True)
-class Span:
-    """Offsets [start, end) of one topic partition."""
-    topic: str
-    partition: int
-    start: int
-    end: int
-
-
 class Split(InputPartition):
     """A task's spans."""
 
@@ -192,22 +173,6 @@ class KafkaSource(DataSource):
                                  int(self.options.get("max_bytes", "0")))
 
 
-def _consumer(bootstrap: str):  # type: ignore[no-untyped-def]
-    from kafka import KafkaConsumer
-
-    chatty = logging.getLogger("kafka")
-    if chatty.level == logging.NOTSET:  # a Spark Python worker's (nobody set it): while Kafka is away, a
-        chatty.setLevel(logging.ERROR)  # warning every retry_backoff_ms, and a line per metadata update
-
-    return KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False,
-                         group_id=None, auto_offset_reset="none", fetch_max_wait_ms=10,
-                         max_partition_fetch_bytes=8 << 20, fetch_max_bytes=64 << 20, check_crcs=True,
-                         # a task's consumer, assigned partitions it has no metadata for yet, waits this long
-                         # between metadata refreshes before it fetches (kafka-python's default 100 ms was
-                         # most of a small batch's read)
-                         retry_backoff_ms=10, client_id="binlake-land")
-
-
 class KafkaStreamReader(DataSourceStreamReader):
     """The driver's side: a batch's end offsets (the last stable offsets of the matching topics, cut to about
     ``max_bytes`` of records past the last batch's end) and its tasks."""
@@ -229,7 +194,7 @@ class KafkaStreamReader(DataSourceStreamReader):
     @property
     def kafka(self):  # type: ignore[no-untyped-def]
         if self._kafka is None:
-            self._kafka = _consumer(self.bootstrap)
+            self._kafka = consumer(self.bootstrap)
         return self._kafka
 
     def _partitions(self) -> list:  # type: ignore[type-arg]
@@ -366,80 +331,3 @@ def plan(spans: list[Span], tasks: int, least: int = LEAST_PIECE) -> list[tuple[
         groups[i].append(s)
         loads[i] += s.end - s.start
     return [tuple(sorted(g, key=lambda s: (s.topic, s.partition, s.start))) for g in groups]
-
-
-_READERS: dict[str, object] = {}  # a Python worker's consumer, kept for its next tasks (workers are reused)
-
-
-def close_readers() -> None:
-    """This process's consumers closed (the tests' process, which reads with read_spans itself)."""
-    while _READERS:
-        _READERS.popitem()[1].close()  # type: ignore[attr-defined]
-
-
-def read_spans(bootstrap: str, spans: Sequence[Span]) -> Iterator[pa.RecordBatch]:
-    """The committed records of ``spans``, in offset order per partition, as Arrow batches of KAFKA_DDL."""
-    from kafka import TopicPartition
-    from kafka.errors import OffsetOutOfRangeError
-
-    kafka = _READERS.get(bootstrap)
-    if kafka is None:
-        kafka = _READERS[bootstrap] = _consumer(bootstrap)
-    wanted = {TopicPartition(s.topic, s.partition): s for s in spans}
-    if len(wanted) != len(spans):  # pieces of one partition (min_partitions): one at a time
-        for s in spans:
-            yield from read_spans(bootstrap, [s])
-        return
-    # a new assignment keeps the state of partitions in the last one too (kafka-python 3, as Java's consumer): a read
-    # left before its end (its generator closed early) would leave partitions it had finished paused, and a later
-    # read of them would wait for records that never come
-    kafka.assign([])  # type: ignore[attr-defined]
-    kafka.assign(list(wanted))  # type: ignore[attr-defined]
-    for tp, s in wanted.items():
-        kafka.seek(tp, s.start)  # type: ignore[attr-defined]
-    columns: dict[str, list] = {name: [] for name in _SCHEMA.names}  # type: ignore[type-arg]
-    size = 0
-    open_ = dict(wanted)
-    deadline = time.monotonic() + _READ_TIMEOUT_S
-    while open_:
-        try:
-            polled = kafka.poll(timeout_ms=_POLL_MS)  # type: ignore[attr-defined]
-        except OffsetOutOfRangeError as exc:
-            lost = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
-            where = ", ".join(f"{tp.topic}-{tp.partition} from offset {o}" for tp, o in lost.items()) or str(exc)
-            raise SourceError(f"records of Kafka topic partition {where} are not in Kafka any more (retention?): "
-                              "they have not landed") from None
-        for tp, records in polled.items():
-            span = open_.get(tp)
-            if span is None:
-                continue
-            for r in records:
-                if r.offset >= span.end:
-                    break
-                columns["key"].append(r.key)
-                columns["value"].append(r.value)
-                columns["topic"].append(tp.topic)
-                columns["partition"].append(tp.partition)
-                columns["offset"].append(r.offset)
-                columns["timestamp"].append(r.timestamp * 1000)
-                columns["timestampType"].append(r.timestamp_type)
-                columns["headers"].append([{"key": k, "value": v} for k, v in r.headers])
-                size += len(r.value or b"") + 64
-        for tp in [tp for tp, s in open_.items() if kafka.position(tp) >= s.end]:  # type: ignore[attr-defined]
-            del open_[tp]
-            kafka.pause(tp)  # type: ignore[attr-defined]
-        if size >= _BATCH_BYTES or (not open_ and columns["offset"]):
-            yield pa.RecordBatch.from_pydict(columns, schema=_SCHEMA)
-            columns = {name: [] for name in _SCHEMA.names}
-            size = 0
-        if open_ and time.monotonic() > deadline:
-            try:
-                stable = kafka.end_offsets(list(open_)[:5])  # type: ignore[attr-defined]
-            except Exception:  # Kafka away: the message goes without it
-                stable = {}
-            late = ", ".join(f"{tp.topic}-{tp.partition} (offsets {s.start} to {s.end}: at "
-                             f"{kafka.position(tp)}, last stable offset {stable.get(tp)})"  # type: ignore[attr-defined]
-                             for tp, s in list(open_.items())[:5])
-            raise SourceError(f"Kafka did not give the committed records of {late} within "
-                              f"{_READ_TIMEOUT_S:.0f} s")
-    kafka.assign([])  # type: ignore[attr-defined]

@@ -145,6 +145,9 @@ class CheckpointWatcher:
         self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
                                       enable_auto_commit=False, group_id=None, fetch_max_wait_ms=5)
         self.consumer.assign([TopicPartition(topic, 0)])
+        # its start (the topic's end) fixed now, not at its first poll: a daemon started after this watcher may
+        # write its first checkpoint before that poll, and on a quiet server it writes no next one
+        self.consumer.position(TopicPartition(topic, 0))
         self.latest: dict[str, Any] = {}
 
     def wait(self, done: Callable[[dict[str, Any]], bool], timeout: float = 120) -> None:
@@ -170,10 +173,10 @@ def daemon_running(server, kafka, prefix: str, server_id: int,
                    env: dict[str, str] | None = None) -> Iterator[CheckpointWatcher]:
     """`binlake run` as a process of its own (its lines dropped) and a watcher of its checkpoints, from its first
     checkpoint to the block's end (the daemon stopped then)."""
+    watcher = CheckpointWatcher(kafka.bootstrap, prefix, f"{prefix}.127.0.0.1:{server.port}")  # before the daemon
     daemon = subprocess.Popen([*BINLAKE, "run", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix",
                                prefix, "--server-id", str(server_id)],
                               env={**os.environ, "PYTHONPATH": os.getcwd(), **(env or {})}, stderr=subprocess.DEVNULL)
-    watcher = CheckpointWatcher(kafka.bootstrap, prefix, f"{prefix}.127.0.0.1:{server.port}")
     try:
         watcher.wait(lambda c: "file" in c, timeout=60)
         yield watcher

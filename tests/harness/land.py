@@ -237,17 +237,23 @@ class RunningLand:
             found = next((i for i in range(after, len(self.lines)) if text in self.lines[i]), None)
             if found is not None:
                 return found
-            assert self.proc.poll() is None, "".join(self.lines[-30:])
-            assert time.monotonic() < deadline, "".join(self.lines[-30:])
+            assert self.proc.poll() is None, self.tail()
+            assert time.monotonic() < deadline, self.tail()
             time.sleep(0.05)
 
     def until(self, condition: Callable[[], bool], timeout: float = 300) -> None:
         """Until ``condition()`` holds (asked twice a second), the job running all along."""
         deadline = time.monotonic() + timeout
         while not condition():
-            assert self.proc.poll() is None, "".join(self.lines[-30:])
-            assert time.monotonic() < deadline, "".join(self.lines[-30:])
+            assert self.proc.poll() is None, self.tail()
+            assert time.monotonic() < deadline, self.tail()
             time.sleep(0.5)
+
+    def tail(self) -> str:
+        """The job's last log lines; all of them up to its last if it has ended (its error comes last)."""
+        if self.proc.poll() is not None:
+            self.reader.join(timeout=10)
+        return "".join(self.lines[-30:])
 
     def kill_at(self, text: str, timeout: float = 240) -> None:
         """SIGKILL as soon as a log line holds ``text`` (a statement's, logged as it is applied: mid-batch)."""

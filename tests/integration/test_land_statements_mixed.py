@@ -92,9 +92,9 @@ def test_a_mix_of_statements_under_writes_across_a_kill_lands_once(make_mariadb,
     server.execute("CREATE TABLE binlake.signal (id VARCHAR(64) PRIMARY KEY, type VARCHAR(32), data TEXT)")
     prefix = f"mix{fmt}"
     env = {**os.environ, "PYTHONPATH": os.getcwd(), "BINLAKE_SNAPSHOT_SIGNAL_TABLE": "binlake.signal"}
+    watcher = CheckpointWatcher(kafka.bootstrap, prefix, f"{prefix}.127.0.0.1:{server.port}")  # before the daemon
     daemon = subprocess.Popen([*BINLAKE, "run", "--source", server.url, "--kafka", kafka.bootstrap, "--topic-prefix",
-                               prefix, "--server-id", "4848"], env=env, stderr=subprocess.DEVNULL)
-    watcher = CheckpointWatcher(kafka.bootstrap, prefix, f"{prefix}.127.0.0.1:{server.port}")
+                               prefix, "--server-id", "4848"], env=env, stderr=open(tmp_path / "daemon.log", "w"))
     if fmt == "delta":  # on local disk
         lake = tmp_path / "lake"
         checkpoint, extra = lake / "_checkpoint", []

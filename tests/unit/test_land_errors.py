@@ -48,3 +48,23 @@ def test_a_batch_out_of_memory_is_one_line_naming_the_bound_and_the_drivers_memo
     assert _memory_error("org.apache.kafka.common.errors.TimeoutException: no broker", settings) is None
     # an earlier run's lines in the same log tell nothing about this one
     assert _memory_error("Connection refused", settings, jvm_log.stat().st_size) is None
+
+
+def test_a_tasks_failure_inside_foreach_batch_is_the_tasks_own_line() -> None:
+    """A read task of binlake's Kafka source failed inside foreachBatch's function: pyspark's PythonException line
+    has its message on the lines below, indented; the task's own exception line is the one told (the stop's CI
+    printed only "streaming query failed: pyspark.errors.exceptions.captured.PythonException:")."""
+    nested = SPARK.split('sqlalchemy.exc')[0] + """\
+  File "/repo/streaming_job/land/sink.py", line 170, in process
+    rows = frame.collect()
+pyspark.errors.exceptions.captured.PythonException:
+  An exception was thrown from the Python worker. Please see the stack trace below.
+Traceback (most recent call last):
+  File "/repo/streaming_job/source/kafka_tasks.py", line 124, in batches
+    raise SourceError(f"Kafka did not give the committed records of {self._late()} for "
+streaming_job.source.kafka_tasks.SourceError: Kafka did not give the committed records of p.d.t-0 for 120 s
+
+\tat py4j.Protocol.getReturnValue(Protocol.java:476)
+"""
+    assert python_error(nested) == ("streaming_job.source.kafka_tasks.SourceError: Kafka did not give the committed "
+                                    "records of p.d.t-0 for 120 s")
