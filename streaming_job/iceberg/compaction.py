@@ -94,6 +94,32 @@ class Plan:
         return bool(self.data or self.dropped or self.merged)
 
 
+@dataclass
+class Prepared:
+    """A compaction read and written, not committed: the snapshot (schema, partition spec) it read, the data files
+    it rewrites, the delete files it removes (dropped or merged), those it adds (merged) and its new data files; the
+    delete files live when it read; its seconds so far."""
+
+    snapshot_id: int
+    schema_id: int
+    spec_id: int
+    write_id: uuid.UUID
+    data: list[DataFile]
+    deletes: list[DataFile]
+    merged: list[DataFile]
+    added: list[DataFile]
+    known_deletes: set[str]
+    seconds: float
+
+    def discard(self, io: FileIO) -> None:
+        """Its files deleted (never committed)."""
+        for f in (*self.merged, *self.added):
+            try:
+                io.delete(f.file_path)
+            except FileNotFoundError:
+                pass
+
+
 def _group(f: DataFile) -> Group:
     partition: Any = f.partition  # a pyiceberg Record: its values
     return (f.spec_id, *partition)
@@ -109,16 +135,23 @@ class Compaction:
     def compact(self, name: tuple[str, str], table: Table, properties: dict[str, str], key: list[str]) -> bool:
         """The table's due rewrites (``plan``) made in one ``replace`` snapshot with the summary ``properties``;
         whether one was made."""
+        prepared = self.prepare(name, table, key)
+        return prepared is not None and self.finish(name, table, prepared, properties)
+
+    def prepare(self, name: tuple[str, str], table: Table, key: list[str]) -> Prepared | None:
+        """The table's due rewrites (``plan``) as of its current snapshot: the files read and their replacements
+        written, nothing committed (None: nothing due). The job's writers may commit to the table meanwhile
+        (``finish`` follows them)."""
         current = table.current_snapshot()
         summary = current.summary if current is not None else None
         if current is None or summary is None or (int(summary.get("total-data-files") or 0) < self.compact_files
                                                   and int(summary.get("total-delete-files") or 0) == 0):
             self.tables.pop(name, None)  # too few files in all: nothing to track
-            return False
+            return None
         files = self.files(name, table, current)
         plan = self.plan(files, table.io)
         if not plan:
-            return False
+            return None
         started = time.monotonic()
         if files.deletes:  # the data files as readers plan them: with the delete files that apply to each
             tasks = {t.file.file_path: t for t in table.scan(snapshot_id=current.snapshot_id).plan_files()}
@@ -126,7 +159,7 @@ class Compaction:
             tasks = {p: FileScanTask(f) for p, f in files.small.items()}
         if any(p not in tasks for p in plan.data):  # (never: the files followed are the snapshot's)
             self.tables.pop(name, None)
-            return False
+            return None
         picked = [tasks[p] for p in plan.data]
         rows = None
         if picked:
@@ -135,23 +168,63 @@ class Compaction:
             except Exception as exc:  # none binlake wrote: columns are only added or promoted
                 log.debug("%s.%s: %d files not compacted: %s", *name, len(picked), exc)
                 files.skipped.update(plan.data)
-                return False
+                return None
             if key and len(rows):
                 rows = rows.sort_by([(k, "ascending") for k in key])
         write_id = uuid.uuid4()
         gone = set(plan.data)
         merged = [d for n, group in enumerate(plan.merged)
                   if (d := self._merge(table, files, group, gone, tasks, f"{write_id}-deletes-{n:05d}.parquet"))]
+        added = list(_dataframe_to_data_files(table.metadata, rows, table.io, write_id, itertools.count())) \
+            if rows is not None and len(rows) else []
+        return Prepared(current.snapshot_id, table.metadata.current_schema_id, table.metadata.default_spec_id,
+                        write_id, [t.file for t in picked], [*plan.dropped, *itertools.chain(*plan.merged)], merged,
+                        added, set(files.deletes), time.monotonic() - started)
+
+    def finish(self, name: tuple[str, str], table: Table, prepared: Prepared, properties: dict[str, str]) -> bool:
+        """``prepared`` committed as one ``replace`` snapshot after the table's newest (no writer commits
+        meanwhile: upkeep.Upkeep.exclusive), with the batch ids of the newest snapshot's summary (``properties``'
+        keys; theirs where it has none); or given up, its files deleted, where a snapshot since the one it read
+        changed the schema or partition spec, removed a file it replaces, or added a delete file naming a data file
+        it rewrites (that row would come back). Whether it was committed."""
+        started = time.monotonic()
+        head = table.current_snapshot()
+        conflict = self._conflict(name, table, prepared) if head is not None else "no snapshot"
+        if conflict is not None:
+            log.info("%s.%s: compaction given up (%s since it read snapshot %d): the next one plans anew", *name,
+                     conflict, prepared.snapshot_id)
+            prepared.discard(table.io)
+            return False
+        assert head is not None and head.summary is not None
+        newest = {k: str(head.summary.additional_properties.get(k, v)) for k, v in properties.items()}
         with table.transaction() as tx:
-            write = _Rewrite(tx, table.io, properties, write_id, {t.file for t in picked},
-                             {*plan.dropped, *itertools.chain(*plan.merged)}, merged)
-            if rows is not None and len(rows):
-                for f in _dataframe_to_data_files(tx.table_metadata, rows, table.io, write_id, itertools.count()):
-                    write.append_data_file(f)
+            write = _Rewrite(tx, table.io, newest, prepared.write_id, set(prepared.data), set(prepared.deletes),
+                             prepared.merged)
+            for f in prepared.added:
+                write.append_data_file(f)
             write.commit()
-        log.debug("%s.%s: %d data files rewritten, %d delete files removed, %d merged in %.1fs", *name,
-                  len(picked), len(plan.dropped), sum(map(len, plan.merged)), time.monotonic() - started)
+        log.debug("%s.%s: %d data files rewritten, %d delete files removed or merged into %d in %.1fs (%.2fs "
+                  "keeping the writers out)", *name, len(prepared.data), len(prepared.deletes), len(prepared.merged),
+                  prepared.seconds + time.monotonic() - started, time.monotonic() - started)
         return True
+
+    def _conflict(self, name: tuple[str, str], table: Table, prepared: Prepared) -> str | None:
+        """What a snapshot since ``prepared``'s changed that it cannot go on from (None: nothing)."""
+        metadata = table.metadata
+        if (metadata.current_schema_id, metadata.default_spec_id) != (prepared.schema_id, prepared.spec_id):
+            self.tables.pop(name, None)
+            return "the schema or partition spec changed"
+        current = table.current_snapshot()
+        if current is None or current.snapshot_id == prepared.snapshot_id:
+            return None
+        files = self.files(name, table, current)  # followed from the snapshot prepare read
+        gone = {f.file_path for f in prepared.data}
+        if not gone <= files.data.keys() or not {d.file_path for d in prepared.deletes} <= files.deletes.keys():
+            return "a file it replaces was removed"
+        for path, d in files.deletes.items():
+            if path not in prepared.known_deletes and not gone.isdisjoint(self._names(files, d, table.io)):
+                return f"delete file {path} names a data file it rewrites"
+        return None
 
     def plan(self, files: TableFiles, io: FileIO) -> Plan:
         """The rewrites due: in each partition, the larger data files whose deleted share passes

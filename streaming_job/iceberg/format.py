@@ -19,8 +19,8 @@ After each commit the table's upkeep falls due, run on a thread of its own besid
 (iceberg/upkeep.py): its small files compacted and its old snapshots expired where due (iceberg/maintenance.py), and
 every land.iceberg_orphan_every commits the files a crash left (named by no live metadata) removed (iceberg/orphans.py;
 also when the job first loads a table, before its first commit to it). Every write of a table, and every read of its
-data files to write it, holds the table (upkeep.Upkeep.hold): it waits for the table's running upkeep, and none starts
-meanwhile; other tables' writes do not wait. Renamed columns are renamed in place (iceberg/renames.py).
+data files to write it, holds the table (upkeep.Upkeep.hold): it waits while the table's upkeep commits, and none
+commits meanwhile; other tables' writes do not wait. Renamed columns are renamed in place (iceberg/renames.py).
 
 Exactly once: every snapshot carries (app id, batch id) in its summary; a table whose newest snapshot of
 this job has batch N already is skipped when batch N is replayed. The job is the tables' only writer."""
@@ -94,7 +94,7 @@ from .tables import (
     mirror_schema,
     recorded_columns,
 )
-from .upkeep import Due, Upkeep, on_copy
+from .upkeep import Due, Upkeep, copy_of, on_copy
 from .verify import IcebergMirror
 
 if TYPE_CHECKING:
@@ -464,15 +464,14 @@ class IcebergFormat(LakeFormat):
                                 Due(table, properties, key or [], orphans=self.orphans.due((namespace, name))))
 
     def _upkeep(self, name: tuple[str, str], due: Due) -> None:
-        """A table's upkeep after the job's commits to it (on the upkeep's thread, through a copy of the table):
-        its small files compacted and its old snapshots expired where due (iceberg/maintenance.py), its orphan
-        files removed where due."""
-        def work(table: Table) -> None:
-            self.maintenance.committed(name, table, due.properties, due.key, due.commits)
+        """A table's upkeep after the job's commits to it (on the upkeep's thread): its small files compacted and
+        its old snapshots expired where due (iceberg/maintenance.py), its orphan files removed where due; the
+        compaction read and written while the writers go on, then committed while they are kept out."""
+        prepared = self.maintenance.prepare(name, copy_of(due.table), due.key)
+        with self.upkeep.exclusive(name), on_copy(due.table) as table:
+            self.maintenance.finish(name, table, prepared, due.properties, due.commits)
             if due.orphans:
                 self._remove_orphans(table)
-
-        on_copy(due.table, work)
 
     def close(self) -> None:
         """The job ends: the tables' upkeep left done first (a failure of it raised)."""

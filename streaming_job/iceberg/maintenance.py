@@ -2,7 +2,8 @@
 their small data files, and expiry of old snapshots with the deletion of the files only those referenced.
 pyiceberg 0.12 expires snapshots from the metadata only and rewrites no data files: both are built here on
 its snapshot producers. Both run after the job's commits to a table, on the upkeep's one thread beside the next
-batches (upkeep.py: a batch waits only where it writes a table whose upkeep is running), never two at once.
+batches (upkeep.py), never two at once: a compaction reads and writes its files while the job's writers go on, and
+keeps them out of the table only while it commits (upkeep.Upkeep.exclusive), as does the expiry.
 
 - **Compaction** (iceberg/compaction.py; the Delta side's settings, delta/compaction.py): once a table (a change
   log: one commit date) holds ``compact_files`` small data files (batch.small_files: under ``small_file_bytes``
@@ -11,8 +12,10 @@ batches (upkeep.py: a batch waits only where it writes a table whose upkeep is r
   (a mirror's rows in key order) in one ``replace`` snapshot: the same rows, which Iceberg's incremental readers
   skip; the delete files naming no live data file left are removed in it, and a partition's delete files merged
   once it holds ``compact_files``. It carries the batch's (app id, batch id) summary properties of the newest commit
-  it follows (no commit to the table comes between: upkeep.py), so the job's newest snapshot always names its last
-  batch (iceberg_catalog.landed_batch), however many snapshots are expired.
+  it follows (it commits after the table's newest snapshot, while no writer commits: upkeep.py; it is given up, its
+  files deleted, where a commit since it read the table removed a file it replaces, added a delete file naming a
+  data file it rewrites, or changed the schema), so the job's newest snapshot always names its last batch
+  (iceberg_catalog.landed_batch), however many snapshots are expired.
 Their settings are the configuration's (``IcebergMaintenance.of``: land.compact_files, land.small_file_bytes,
 land.compact_bytes, land.iceberg_expire_every, land.iceberg_snapshot_retention, land.iceberg_metadata_versions).
 
@@ -37,7 +40,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
     from pyiceberg.table.snapshots import Snapshot
 
-    from .compaction import Compaction
+    from .compaction import Compaction, Prepared
 
 log = logging.getLogger("binlake.land")
 METADATA_VERSIONS = "write.metadata.previous-versions-max"
@@ -70,28 +73,38 @@ class IcebergMaintenance:
         with other values at the job's first commit to it)."""
         return {METADATA_VERSIONS: str(self.metadata_versions)}
 
-    def committed(self, name: tuple[str, str], table: Table, properties: dict[str, str], key: list[str],
-                  commits: int = 1) -> None:
-        """The job made ``commits`` commits to ``table`` since its last upkeep (summary ``properties``: the newest's):
-        its small files compacted, its old snapshots expired where due. ``key``: a mirror's key (its rows' order in a
-        compacted file). Called by the upkeep's one thread (iceberg/upkeep.py)."""
+    def prepare(self, name: tuple[str, str], table: Table, key: list[str]) -> Prepared | None:
+        """The table's compaction as of its current snapshot, read and written, not committed (None: none due).
+        Called by the upkeep's one thread (iceberg/upkeep.py) while the job's writers may commit to the table."""
+        return self._compactor().prepare(name, table, key)
+
+    def finish(self, name: tuple[str, str], table: Table, prepared: Prepared | None, properties: dict[str, str],
+               commits: int = 1) -> bool:
+        """After the job made ``commits`` commits to the table since its last upkeep (summary ``properties``: the
+        newest's): ``prepared`` committed (or given up where a commit since conflicts with it: compaction.py; whether
+        it was committed), then the table's old snapshots expired where due. Called by the upkeep's thread while no
+        writer commits to the table (upkeep.Upkeep.exclusive), ``table`` its newest."""
         wanted = self.table_properties()
         if name not in self._commits and any(table.metadata.properties.get(k) != v for k, v in wanted.items()):
             with table.transaction() as tx:  # a table made before the setting changed
                 tx.set_properties(wanted)
-        self.compact(name, table, properties, key)
+        compacted = prepared is not None and self._compactor().finish(name, table, prepared, properties)
         before = self._commits.get(name, 0)
         n = self._commits[name] = before + commits
         if n // self.expire_every > before // self.expire_every:  # a multiple of expire_every passed
             expire(table, datetime.datetime.now(datetime.UTC) - self.retention)
+        return compacted
 
     def compact(self, name: tuple[str, str], table: Table, properties: dict[str, str], key: list[str]) -> bool:
         """The table's due rewrites (iceberg/compaction.py) made in one ``replace`` snapshot; whether one was."""
+        return self._compactor().compact(name, table, properties, key)
+
+    def _compactor(self) -> Compaction:
         from .compaction import Compaction
 
         if self._compaction is None:
             self._compaction = Compaction(self.compact_files, self.small_file_bytes, self.budget)
-        return self._compaction.compact(name, table, properties, key)
+        return self._compaction
 
 
 def history(table: Table) -> list[Snapshot] | None:

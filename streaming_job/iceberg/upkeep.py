@@ -1,7 +1,8 @@
 """The upkeep of the job's Iceberg tables off the batches' path (docs/LAND.md, "Iceberg"): after a commit to a table,
 its compaction and snapshot expiry (maintenance.py) and, where due, its orphan files' removal (orphans.py) run on a
 thread of their own, beside the next batches, instead of inside the batch that committed. A batch waits for a
-table's upkeep only where it writes that table again while that upkeep runs.
+table's upkeep only where it writes that table while that upkeep commits (a compaction reads and writes its files
+with the writers going on: its commit follows theirs).
 
 The rules, kept by ``UpkeepQueue`` (the state, no threads) and ``Upkeep`` (its one thread and lock):
 
@@ -9,13 +10,15 @@ The rules, kept by ``UpkeepQueue`` (the state, no threads) and ``Upkeep`` (its o
 - at most one entry per table: a table committed to again while its upkeep waits keeps its one entry and its place,
   with the newest commit's table, summary properties and key (``Due.then``: the commits counted, the orphans'
   removal due where either was);
-- a writer holds a table (``Upkeep.hold``) while it commits to it or reads its data files: the hold first waits for
-  the table's running upkeep, and no upkeep of the table starts while it is held. Other tables' upkeeps go on, and
-  other tables' writers never wait;
-- the upkeep commits through a copy of the job's Table object (each pyiceberg commit replaces a Table's metadata,
-  ``on_copy``); the job's own Table takes the copy's metadata once, at the end, while no writer holds it. Its readers
-  meanwhile (the batch's checks before its commit) see the table before or after the upkeep, whose snapshots name the
-  same batch and hold the same rows, schema and properties;
+- a writer holds a table (``Upkeep.hold``) while it commits to it or reads its data files: the hold first waits
+  while the table's upkeep commits, and no upkeep of the table starts while it is held. An upkeep commits (or deletes
+  files) only inside ``Upkeep.exclusive``: it waits until no writer holds the table, and keeps new holds out until it
+  ends. Other tables' upkeeps go on, and other tables' writers never wait;
+- the upkeep reads the table through a copy of the job's Table object (``copy_of``: a writer's commit replaces the
+  job's Table's metadata meanwhile) and commits through one made inside ``exclusive`` (``on_copy``: the newest), whose
+  metadata the job's own Table takes at its end, while no writer holds it. Its readers meanwhile (the batch's checks
+  before its commit) see the table before or after the upkeep, whose snapshots name the same batch and hold the same
+  rows, schema and properties;
 - a failure is kept and raised once, by the next hold or settle (of any table) or by ``close``; one that comes while
   another waits to be raised is logged;
 - ``check`` runs before each upkeep (the lake's lease: lake/lease.py), so none commits once another job took it;
@@ -25,7 +28,8 @@ The rules, kept by ``UpkeepQueue`` (the state, no threads) and ``Upkeep`` (its o
   looks for orphans at its first load of each.
 
 Exactly once holds as before: a compaction's ``replace`` snapshot carries the summary properties of the newest commit
-it follows (no commit to the table comes between: the hold), so the table's newest snapshot names its last batch. A
+it follows (no commit to the table comes between: ``exclusive``), so the table's newest snapshot names its last
+batch. A
 kill -9 during an upkeep leaves at most files no metadata names (a compaction's files before its commit, the files of
 snapshots expired before they were deleted), which orphans.py removes."""
 
@@ -76,6 +80,7 @@ class Taken(NamedTuple):
 class _Slot:
     due: Due | None = None  # waiting
     running: bool = False
+    committing: bool = False  # its upkeep keeps the writers out (Upkeep.exclusive)
     holds: int = 0  # writers holding the table
 
 
@@ -100,11 +105,29 @@ class UpkeepQueue:
         slot = self.slots.get(name)
         return slot is not None and slot.running
 
+    def committing(self, name: Name) -> bool:
+        slot = self.slots.get(name)
+        return slot is not None and slot.committing
+
+    def held(self, name: Name) -> bool:
+        slot = self.slots.get(name)
+        return slot is not None and slot.holds > 0
+
     def hold(self, name: Name) -> None:
-        """A writer holds the table (its upkeep is not running): none starts until it is released."""
+        """A writer holds the table (its upkeep is not committing): no upkeep starts, and none commits, until it is
+        released."""
         slot = self.slots.setdefault(name, _Slot())
-        assert not slot.running, name
+        assert not slot.committing, name
         slot.holds += 1
+
+    def exclude(self, name: Name) -> None:
+        """The table's running upkeep keeps the writers out (none holds it)."""
+        slot = self.slots[name]
+        assert slot.running and not slot.holds, name
+        slot.committing = True
+
+    def admit(self, name: Name) -> None:
+        self.slots[name].committing = False
 
     def release(self, name: Name) -> None:
         self.slots[name].holds -= 1
@@ -167,10 +190,11 @@ class Upkeep:
 
     @contextmanager
     def hold(self, name: Name) -> Iterator[None]:
-        """The table held by the caller: its running upkeep finished first (a failure of any raised), none started
-        until the end. Holds nest (the same table, or several in any order)."""
+        """The table held by the caller: its upkeep's commit finished first (a failure of any raised), no upkeep of
+        it started or committing until the end. Holds nest (the same table, or several in any order); never
+        ``settle`` while holding one (its upkeep may wait for the hold to commit)."""
         with self._changed:
-            self._changed.wait_for(lambda: not self._queue.running(name))
+            self._changed.wait_for(lambda: not self._queue.committing(name))
             self._raise()
             self._queue.hold(name)
         try:
@@ -178,6 +202,20 @@ class Upkeep:
         finally:
             with self._changed:
                 self._queue.release(name)
+                self._changed.notify_all()
+
+    @contextmanager
+    def exclusive(self, name: Name) -> Iterator[None]:
+        """The table's upkeep (its thread, in its work) keeps the writers out: once no writer holds the table, no hold
+        of it starts until the end."""
+        with self._changed:
+            self._changed.wait_for(lambda: not self._queue.held(name))
+            self._queue.exclude(name)
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._queue.admit(name)
                 self._changed.notify_all()
 
     def settle(self, name: Name | None = None) -> None:
@@ -223,13 +261,19 @@ class Upkeep:
                           first_line(dropped))
 
 
-def on_copy(table: Table, work: Callable[[Table], None]) -> None:
-    """``work`` done through a copy of ``table`` (pyiceberg replaces a Table's metadata at each commit through it);
-    then ``table`` takes the copy's metadata, what ``work`` committed (also where it failed after a commit)."""
+def copy_of(table: Table) -> Table:
+    """Another Table object of ``table``'s metadata now (a commit through either replaces only its own)."""
     from pyiceberg.table import Table
 
-    copy = Table(table.name(), table.metadata, table.metadata_location, table.io, table.catalog, table.config)
+    return Table(table.name(), table.metadata, table.metadata_location, table.io, table.catalog, table.config)
+
+
+@contextmanager
+def on_copy(table: Table) -> Iterator[Table]:
+    """A copy of ``table`` to commit through; then ``table`` takes the copy's metadata, what was committed (also
+    where the block failed after a commit)."""
+    copy = copy_of(table)
     try:
-        work(copy)
+        yield copy
     finally:
         table.metadata, table.metadata_location = copy.metadata, copy.metadata_location

@@ -250,3 +250,48 @@ def test_a_file_whose_rows_are_all_deleted_is_rewritten_to_nothing(tmp_path: Pat
     data, deletes = _live(table)
     assert not deletes and len(data) == (2 if not rows else 3)
     _check(table, expected)
+
+
+@pytest.mark.parametrize("beside", ["append", "delete", "cow", "none"])
+def test_a_compaction_read_before_a_batch_commits_after_it_or_is_given_up(tmp_path: Path, beside: str) -> None:
+    """The upkeep reads and writes a compaction while the job's writers go on (Compaction.prepare, from a copy of
+    the table), then commits it after the newest snapshot (finish): beside a batch appending new keys it commits,
+    with the newest batch's ids; beside a batch deleting by position a row of a file it rewrites, or rewriting such a
+    file (copy-on-write), it is given up and its files deleted (that row would come back, or be doubled)."""
+    from streaming_job.iceberg.upkeep import copy_of
+
+    table, upkeep = _mirror(tmp_path)
+    expected = _scan(table)
+    for batch_id in range(1, 5):  # four small files: a compaction is due
+        _mor(table, [10_000 + batch_id], [], batch_id)
+        expected[10_000 + batch_id] = f"b{batch_id}-{10_000 + batch_id}"
+    compactor = upkeep._compactor()
+    prepared = compactor.prepare(_NAME, copy_of(table), ["id"])
+    assert prepared is not None and len(prepared.data) == 4 and len(prepared.added) == 1
+    written = [_local(f.file_path) for f in prepared.added]
+    assert all(p.exists() for p in written)
+    before = table.current_snapshot().snapshot_id
+    if beside == "append":
+        _mor(table, [20_000], [], 5)
+        expected[20_000] = "b5-20000"
+    elif beside == "delete":  # an update of a row in a file the compaction rewrites: deleted there by position
+        _mor(table, [10_002], [], 5)
+        expected[10_002] = "b5-10002"
+    elif beside == "cow":
+        _cow(table, [10_003], [], 5)
+        expected[10_003] = "b5-10003"
+    committed = compactor.finish(_NAME, table, prepared, _props(4))
+    assert committed == (beside in ("append", "none"))
+    current = table.current_snapshot()
+    if committed:
+        assert current.summary.operation.value == "replace"
+        assert current.summary["binlake.batch-id"] == ("5" if beside == "append" else "4")  # the newest batch's
+        assert current.parent_snapshot_id != before or beside == "none"
+        assert all(p.exists() for p in written)
+    else:
+        assert current.summary["binlake.batch-id"] == "5" and current.summary.operation.value != "replace"
+        assert not any(p.exists() for p in written)
+    _check(table, expected)
+    assert upkeep.compact(_NAME, table, _props(5), ["id"]) != committed  # the next one plans anew
+    _check(table, expected)
+    _check(catalog(tmp_path).load_table(_NAME), expected)

@@ -1,10 +1,11 @@
 """The Iceberg tables' upkeep beside the batches (iceberg/upkeep.py): its state (one entry per table, coalesced;
-held tables skipped), its thread (a table's writer waits for that table's running upkeep only; failures raised by
-the next hold, settle or close; close drains), and a compaction on pyiceberg's SQL catalog (SQLite) running while
-another table is committed."""
+held tables skipped), its thread (a table's writer waits only while that table's upkeep commits, and that commit
+waits for the writers; failures raised by the next hold, settle or close; close drains), and a compaction on
+pyiceberg's SQL catalog (SQLite) running while its table and another are committed."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import threading
@@ -59,9 +60,11 @@ def test_a_held_table_upkeep_does_not_start_and_the_first_failure_is_kept() -> N
 
 
 class _Work:
-    """An upkeep's work that waits for the test's word on the tables it gates, and records what it was given."""
+    """An upkeep's work that waits for the test's word on the tables it gates (as it commits, ``upkeep``'s writers
+    kept out, where it is given one), and records what it was given."""
 
     def __init__(self, fail: dict[tuple[str, str], Exception] | None = None) -> None:
+        self.upkeep: Upkeep | None = None
         self.done: list[tuple[tuple[str, str], Due]] = []
         self.started = {n: threading.Event() for n in (A, B, C)}
         self.gates: dict[tuple[str, str], threading.Event] = {}
@@ -71,9 +74,10 @@ class _Work:
         return self.gates.setdefault(name, threading.Event())
 
     def __call__(self, name: tuple[str, str], due: Due) -> None:
-        self.started[name].set()
-        if name in self.gates:
-            assert self.gates[name].wait(_WAIT)
+        with self.upkeep.exclusive(name) if self.upkeep is not None else contextlib.nullcontext():
+            self.started[name].set()
+            if name in self.gates:
+                assert self.gates[name].wait(_WAIT)
         self.done.append((name, due))
         if name in self.fail:
             raise self.fail[name]
@@ -85,12 +89,12 @@ def _in_thread(target: Any) -> threading.Thread:
     return thread
 
 
-def test_a_writer_waits_for_its_tables_running_upkeep_only() -> None:
+def test_a_writer_waits_for_its_tables_committing_upkeep_only() -> None:
     work = _Work()
-    upkeep = Upkeep(work)
+    upkeep = work.upkeep = Upkeep(work)
     gate = work.gate(A)
     upkeep.due(A, _due("a0", 0))
-    assert work.started[A].wait(_WAIT)  # A's upkeep runs (and waits for the gate)
+    assert work.started[A].wait(_WAIT)  # A's upkeep commits (and waits for the gate)
 
     def write_b() -> None:
         for batch in range(2):  # B's upkeep waits behind A's (one thread): B committed again, coalesced
@@ -107,7 +111,7 @@ def test_a_writer_waits_for_its_tables_running_upkeep_only() -> None:
             held.set()
 
     writer = _in_thread(write_a)
-    assert not held.wait(0.3)  # A's writer waits for A's running upkeep
+    assert not held.wait(0.3)  # A's writer waits for A's committing upkeep
     gate.set()
     assert held.wait(_WAIT)
     writer.join(_WAIT)
@@ -125,6 +129,40 @@ def test_no_upkeep_of_a_held_table_starts_until_it_is_released() -> None:
         upkeep.due(A, _due("a1", 1))  # a second commit while held: one entry
     upkeep.settle(A)
     assert [(n, d.table, d.commits) for n, d in work.done] == [(A, "a1", 2)]
+    upkeep.close()
+
+
+def test_a_writer_waits_only_while_its_tables_upkeep_commits_and_that_commit_waits_for_the_writers() -> None:
+    """An upkeep reads and writes with the table's writers going on; its commit (``exclusive``) waits until no writer
+    holds the table, and a writer's hold waits while it commits."""
+    read, committing, entered = threading.Event(), threading.Event(), threading.Event()
+    upkeep: Upkeep
+
+    def work(name: tuple[str, str], due: Due) -> None:
+        assert read.wait(_WAIT)  # reading and writing its files
+        with upkeep.exclusive(name):
+            entered.set()
+            assert committing.wait(_WAIT)
+
+    upkeep = Upkeep(work)
+    upkeep.due(A, _due("a0", 0))
+    with upkeep.hold(A):  # the upkeep runs: a writer goes on
+        read.set()
+        assert not entered.wait(0.3)  # its commit waits for the writer
+    assert entered.wait(_WAIT)
+    held = threading.Event()
+
+    def write_a() -> None:
+        with upkeep.hold(A):
+            held.set()
+
+    writer = _in_thread(write_a)
+    assert not held.wait(0.3)  # a writer waits while the upkeep commits
+    with upkeep.hold(B):  # another table's does not
+        pass
+    committing.set()
+    assert held.wait(_WAIT)
+    writer.join(_WAIT)
     upkeep.close()
 
 
@@ -193,23 +231,25 @@ _SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 
 @dataclass
 class _Gated(IcebergMaintenance):
-    """The maintenance, its compaction of ``table`` held back until the test opens the gate; its calls recorded."""
+    """The maintenance, its compaction of ``table`` held back after it read the table until the test opens the gate;
+    its commits recorded."""
 
     table: tuple[str, str] | None = None
     gate: threading.Event = field(default_factory=threading.Event)
     started: threading.Event = field(default_factory=threading.Event)
     calls: list[tuple[tuple[str, str], str, int]] = field(default_factory=list)
 
-    def committed(self, name: tuple[str, str], table: Any, properties: dict[str, str], key: list[str],
-                  commits: int = 1) -> None:
-        self.calls.append((name, properties["binlake.batch-id"], commits))
-        super().committed(name, table, properties, key, commits)
-
-    def compact(self, name: tuple[str, str], table: Any, properties: dict[str, str], key: list[str]) -> bool:
+    def prepare(self, name: tuple[str, str], table: Any, key: list[str]) -> Any:
+        prepared = super().prepare(name, table, key)
         if name == self.table:
             self.started.set()
             assert self.gate.wait(_WAIT)
-        return super().compact(name, table, properties, key)
+        return prepared
+
+    def finish(self, name: tuple[str, str], table: Any, prepared: Any, properties: dict[str, str],
+               commits: int = 1) -> bool:
+        self.calls.append((name, properties["binlake.batch-id"], commits))
+        return super().finish(name, table, prepared, properties, commits)
 
 
 def test_a_compaction_runs_while_another_table_is_committed_and_the_tables_end_as_written(tmp_path) -> None:
@@ -230,18 +270,14 @@ def test_a_compaction_runs_while_another_table_is_committed_and_the_tables_end_a
     for batch in range(2):
         commit(A, batch)
         fmt.upkeep.settle()
-    kept.table = A  # A's third small file: its compaction is due, and held at the gate once it started
+    kept.table = A  # A's third small file: its compaction is due, and held at the gate once it read A
     commit(A, 2)
     assert kept.started.wait(_WAIT)
     for batch in range(5):  # B's commits go on meanwhile; its upkeep waits behind A's (one thread): coalesced
         commit(B, batch)
     assert fmt._has(tables[B], 4)
-    writer = _in_thread(lambda: commit(A, 3))  # A's next batch waits for A's running compaction
-    writer.join(0.3)
-    assert writer.is_alive()
+    commit(A, 3)  # A's next batch goes on beside A's running compaction, which commits after it
     kept.gate.set()
-    writer.join(_WAIT)
-    assert not writer.is_alive()
     fmt.close()  # the upkeep left (A's after batch 3) done
 
     assert kept.calls == [(A, "0", 1), (A, "1", 1), (A, "2", 1), (B, "4", 5), (A, "3", 1)]
@@ -254,8 +290,9 @@ def test_a_compaction_runs_while_another_table_is_committed_and_the_tables_end_a
         assert table.current_snapshot().summary["binlake.batch-id"] == str(last)
     a, b = reader.load_table(A), reader.load_table(B)
     replaced = [s for s in a.snapshots() if s.summary.operation.value == "replace"]
-    assert [s.summary["binlake.batch-id"] for s in replaced] == ["2"]  # the compaction after batch 2
-    assert a.current_snapshot().summary.operation.value == "append"  # batch 3 after it
+    # the compaction after batch 2, committed after batch 3 with its ids: the newest snapshot names the last batch
+    assert [s.summary["binlake.batch-id"] for s in replaced] == ["3"]
+    assert a.current_snapshot().summary.operation.value == "replace"
     # B: 5 commits, one upkeep: compacted (the newest batch's ids) and expired (its 5 commits counted)
     assert [(s.summary.operation.value, s.summary["binlake.batch-id"]) for s in b.snapshots()] == [("replace", "4")]
     assert len(list(b.scan().plan_files())) == 1
