@@ -10,9 +10,13 @@
   a row deleted by position never comes back.
 - **Delete files**: in the same ``replace`` snapshot, every live delete file none of whose data files is left (they
   are rewritten now, or were by an earlier copy-on-write delete or compaction) is removed (DELETED in its
-  manifest); one that still names a live data file stays (its rows for rewritten files are unused). A partition
-  holding ``compact_files`` delete files has those left merged into one (their rows for data files still live),
-  so a table keeps fewer than ``compact_files`` delete files per partition, whatever its number of batches.
+  manifest); one that still names a live data file stays (its rows for rewritten files are unused). A batch writes a
+  delete file per partition naming the data files it touched, which a reader (Spark's, pyiceberg's) reads with each
+  data file of that partition whose path lies within its ``file_path`` bounds (with random file names, most of
+  them); one naming a single data file (file-scoped: equal bounds) is read with that file only. Once a partition's delete files past one file-scoped file per data file (``excess_deletes``) reach
+  ``compact_files``, they are merged into one file-scoped delete file per live data file they name (their rows for
+  it), so a table keeps at most one file-scoped delete file per data file and fewer than ``compact_files`` others
+  per partition, whatever its number of batches, and a data file's reader reads its own deletes only.
 - **Which delete file names which data files**: its ``file_path`` bounds where equal (the file deletes rows of
   one data file), else its ``file_path`` column read once (a delete file never changes).
 
@@ -84,7 +88,8 @@ class TableFiles:
 
 @dataclass
 class Plan:
-    """A compaction: the data files rewritten, the delete files removed, those merged into one (per list)."""
+    """A compaction: the data files rewritten, the delete files removed, those merged (per list: into one
+    file-scoped delete file per data file they name)."""
 
     data: list[str]
     dropped: list[DataFile]
@@ -123,6 +128,20 @@ class Prepared:
 def _group(f: DataFile) -> Group:
     partition: Any = f.partition  # a pyiceberg Record: its values
     return (f.spec_id, *partition)
+
+
+def file_scope(d: DataFile) -> str | None:
+    """The one data file a delete file names by its ``file_path`` bounds (a file-scoped one), else None."""
+    low, high = (d.lower_bounds or {}).get(FILE_PATH_ID), (d.upper_bounds or {}).get(FILE_PATH_ID)
+    return low.decode() if low is not None and low == high else None
+
+
+def excess_deletes(deletes: list[DataFile]) -> int:
+    """A partition's delete files past the one file-scoped delete file per data file it may keep: those naming
+    several data files (a reader reads each with every data file of the partition), and a data file's file-scoped
+    ones past its first. A compaction merges a partition's once they reach ``compact_files``."""
+    scoped = Counter(file_scope(d) for d in deletes)
+    return scoped.pop(None, 0) + sum(n - 1 for n in scoped.values())
 
 
 @dataclass
@@ -174,7 +193,7 @@ class Compaction:
         write_id = uuid.uuid4()
         gone = set(plan.data)
         merged = [d for n, group in enumerate(plan.merged)
-                  if (d := self._merge(table, files, group, gone, tasks, f"{write_id}-deletes-{n:05d}.parquet"))]
+                  for d in self._merge(table, files, group, gone, tasks, f"{write_id}-deletes-{n:05d}")]
         added = list(_dataframe_to_data_files(table.metadata, rows, table.io, write_id, itertools.count())) \
             if rows is not None and len(rows) else []
         return Prepared(current.snapshot_id, table.metadata.current_schema_id, table.metadata.default_spec_id,
@@ -230,9 +249,9 @@ class Compaction:
         """The rewrites due: in each partition, the larger data files whose deleted share passes
         ``REWRITE_SHARE`` (then its small files with them), and its small files once it holds ``compact_files``
         of them, those of fewest rows first within the rows and byte budget in all; the delete files naming no
-        data file left afterwards removed, and those left of a partition holding ``compact_files`` of them merged.
-        Nothing is due where no data file is and no partition holds ``compact_files`` delete files (a dangling delete
-        file waits for the next compaction)."""
+        data file left afterwards removed, and those left of a crowded partition (``excess_deletes``) merged,
+        file-scoped. Nothing is due where no data file is and no partition is crowded (a dangling delete file waits
+        for the next compaction)."""
         deleted: dict[str, int] = defaultdict(int)
         for d in files.deletes.values():
             for path, n in self._names(files, d, io).items():
@@ -258,7 +277,10 @@ class Compaction:
             out += [k.name for k in kept]
             rows_left -= sum(k.rows for k in kept)
             bytes_left -= sum(k.size for k in kept)
-        crowded = {g for g, n in Counter(_group(d) for d in files.deletes.values()).items() if n >= self.compact_files}
+        by_group: dict[Group, list[DataFile]] = defaultdict(list)
+        for d in files.deletes.values():
+            by_group[_group(d)].append(d)
+        crowded = {g for g, ds in by_group.items() if excess_deletes(ds) >= self.compact_files}
         if not out and not crowded:
             return Plan([], [], [])
         live = set(files.data) - set(out)
@@ -268,32 +290,47 @@ class Compaction:
                 dropped.append(d)
             else:
                 left[_group(d)].append(d)
-        return Plan(out, dropped, [ds for g, ds in left.items() if g in crowded and len(ds) > 1])
+        merged = [m for g, ds in left.items() if g in crowded and (m := self._scoped(files, ds, io))]
+        return Plan(out, dropped, merged)
+
+    def _scoped(self, files: TableFiles, deletes: list[DataFile], io: FileIO) -> list[DataFile]:
+        """Of a crowded partition's delete files left, those to merge into one file-scoped delete file per data
+        file they name: those naming several data files, and the file-scoped ones of a data file that has
+        several or is named by one of those (a data file's one file-scoped delete file, alone, stays)."""
+        several = [d for d in deletes if file_scope(d) is None]
+        named = {path for d in several for path in self._names(files, d, io)}
+        scoped: dict[str, list[DataFile]] = defaultdict(list)
+        for d in deletes:
+            if (path := file_scope(d)) is not None:
+                scoped[path].append(d)
+        return [*several, *(d for path, ds in scoped.items() if len(ds) > 1 or path in named for d in ds)]
 
     def _merge(self, table: Table, files: TableFiles, group: list[DataFile], gone: set[str],
-               tasks: dict[str, FileScanTask], name: str) -> DataFile | None:
+               tasks: dict[str, FileScanTask], name: str) -> list[DataFile]:
         """``group``'s delete files' rows for the data files still live after the rewrite of ``gone``, as one
-        delete file ``name``."""
+        file-scoped delete file per data file (``name``-NNNNN.parquet): a reader reads a data file's own, where it
+        reads every delete file naming several data files of its partition with each of them."""
         parts = []
         for d in group:
             with table.io.new_input(d.file_path).open() as f:
                 parts.append(pq.read_table(f, columns=["file_path", "pos"]))
         rows = pa.concat_tables(parts).group_by("file_path").aggregate([("pos", "list")])
-        found = []
+        out: list[DataFile] = []
         for path, positions in zip(rows.column("file_path").to_pylist(), rows.column("pos_list").to_pylist(),
                                    strict=True):
             if path in files.data and path not in gone and path in tasks:
-                found.append(FilePositions(tasks[path].file, np.unique(np.asarray(positions, np.int64))))
-        return write_delete_file(table, found, name) if found else None
+                found = FilePositions(tasks[path].file, np.unique(np.asarray(positions, np.int64)))
+                out.append(write_delete_file(table, [found], f"{name}-{len(out):05d}.parquet"))
+        return out
 
     @staticmethod
     def _names(files: TableFiles, d: DataFile, io: FileIO) -> dict[str, int]:
         """The data files delete file ``d`` names, with its rows for each (read once)."""
         known = files.names.get(d.file_path)
         if known is None:
-            low, high = (d.lower_bounds or {}).get(FILE_PATH_ID), (d.upper_bounds or {}).get(FILE_PATH_ID)
-            if low is not None and low == high:
-                known = {low.decode(): d.record_count}
+            scope = file_scope(d)
+            if scope is not None:
+                known = {scope: d.record_count}
             else:
                 with io.new_input(d.file_path).open() as f:
                     paths = pq.read_table(f, columns=["file_path"]).column("file_path")

@@ -4,7 +4,8 @@ stage_batch), some copy-on-write as pyiceberg's delete does them, each followed 
 step pyiceberg's scan equals a dict kept aside (no row deleted by position comes back), no delete file is ever a
 compaction's candidate, a delete file naming only rewritten data files leaves the snapshot (and its file leaves the
 disk with the snapshots that named it), one naming a live data file stays, a file whose deleted rows pass the share
-is rewritten, and the number of live delete files stays bounded."""
+is rewritten, and the number of live delete files stays bounded (merged into one file-scoped delete file per data
+file)."""
 
 from __future__ import annotations
 
@@ -151,7 +152,7 @@ def test_random_batches_compacted_read_as_the_expected_rows(tmp_path: Path, monk
 
         before_data, before_deletes = _live(table)
         if not upkeep.compact(_NAME, table, _props(batch_id), ["id"]):
-            assert len(before_deletes) < upkeep.compact_files
+            assert compaction.excess_deletes(list(before_deletes.values())) < upkeep.compact_files
             continue
         replaces += 1
         current = table.current_snapshot()
@@ -159,7 +160,10 @@ def test_random_batches_compacted_read_as_the_expected_rows(tmp_path: Path, monk
         assert {k: current.summary[k] for k in _props(batch_id)} == _props(batch_id)
         _check(table, expected)
         data, deletes = _live(table)
-        assert len(deletes) < upkeep.compact_files  # bounded, whatever the number of batches
+        # bounded, whatever the number of batches: one file-scoped delete file per data file, and fewer than
+        # compact_files others (naming several data files, or a data file's past its first); merged ones file-scoped
+        assert compaction.excess_deletes(list(deletes.values())) < upkeep.compact_files
+        assert all(compaction.file_scope(deletes[n]) in data for n in set(deletes) - set(before_deletes))
         for path in before_deletes:
             if path not in deletes:
                 removed.add(path)
