@@ -13,10 +13,11 @@
   manifest); one that still names a live data file stays (its rows for rewritten files are unused). A batch writes a
   delete file per partition naming the data files it touched, which a reader (Spark's, pyiceberg's) reads with each
   data file of that partition whose path lies within its ``file_path`` bounds (with random file names, most of
-  them); one naming a single data file (file-scoped: equal bounds) is read with that file only. Once a partition's delete files past one file-scoped file per data file (``excess_deletes``) reach
-  ``compact_files``, they are merged into one file-scoped delete file per live data file they name (their rows for
-  it), so a table keeps at most one file-scoped delete file per data file and fewer than ``compact_files`` others
-  per partition, whatever its number of batches, and a data file's reader reads its own deletes only.
+  them); one naming a single data file (file-scoped: equal bounds) is read with that file only. Once a partition's
+  delete files past one file-scoped file per data file (``excess_deletes``) reach ``compact_files``, they are merged
+  into one file-scoped delete file per live data file they name (their rows for it), so a table keeps at most one
+  file-scoped delete file per data file and fewer than ``compact_files`` others per partition, whatever its number
+  of batches, and a data file's reader reads its own deletes only.
 - **Which delete file names which data files**: its ``file_path`` bounds where equal (the file deletes rows of
   one data file), else its ``file_path`` column read once (a delete file never changes).
 
