@@ -208,13 +208,13 @@ class Compaction:
         changed the schema or partition spec, removed a file it replaces, or added a delete file naming a data file
         it rewrites (that row would come back). Whether it was committed."""
         started = time.monotonic()
-        head = table.current_snapshot()
-        conflict = self._conflict(name, table, prepared) if head is not None else "no snapshot"
+        conflict = self._conflict(name, table, prepared)
         if conflict is not None:
             log.info("%s.%s: compaction given up (%s since it read snapshot %d): the next one plans anew", *name,
                      conflict, prepared.snapshot_id)
             prepared.discard(table.io)
             return False
+        head = table.current_snapshot()
         assert head is not None and head.summary is not None
         newest = {k: str(head.summary.additional_properties.get(k, v)) for k, v in properties.items()}
         with table.transaction() as tx:
@@ -235,7 +235,9 @@ class Compaction:
             self.tables.pop(name, None)
             return "the schema or partition spec changed"
         current = table.current_snapshot()
-        if current is None or current.snapshot_id == prepared.snapshot_id:
+        if current is None:
+            return "no snapshot"
+        if current.snapshot_id == prepared.snapshot_id:
             return None
         files = self.files(name, table, current)  # followed from the snapshot prepare read
         gone = {f.file_path for f in prepared.data}

@@ -11,6 +11,7 @@ partitions, its position and Kafka's last stable offsets.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -81,7 +82,8 @@ def read_spans(bootstrap: str, spans: Sequence[Span]) -> Iterator[pa.RecordBatch
     try:
         yield from read.batches()
     except BaseException:  # closed early (GeneratorExit) or failed: its consumer's state is not to be trusted
-        read.kafka.close()
+        with contextlib.suppress(Exception):  # (the read's own error is the one to tell)
+            read.kafka.close()
         raise
     read.kafka.assign([])
     _IDLE[bootstrap] = read.kafka
