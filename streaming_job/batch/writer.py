@@ -179,7 +179,7 @@ def write_table_file(lake: LakeFiles, table_path: str, rows: pa.Table) -> Added:
 def write_mirror_file(lake: LakeFiles, table_path: str, rows: pa.Table,
                       key: str) -> Added:
     """One unpartitioned mirror file of ``rows`` (written by the driver), with its statistics of the
-    (integer) ``key`` column, by which MERGEs and the driver (mirror_driver.MirrorFiles) skip files."""
+    (integer or text) ``key`` column, by which MERGEs and the driver (mirror_driver.MirrorFiles) skip files."""
     options = parquet_options(len(rows))
     name = file_name("", options)
     size = lake.write_parquet(join(table_path, name), rows, **options)

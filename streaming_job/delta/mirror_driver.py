@@ -1,5 +1,5 @@
 """The mirror kept by the driver: a batch's candidates (an Arrow table in the driver) applied to a mirror
-keyed first by an integer column with pyarrow, and committed to its Delta log by the driver itself
+keyed first by an integer or a text column with pyarrow, and committed to its Delta log by the driver itself
 (commit.Commit) with the batch's SetTransaction. Spark's writer and MERGE cost seconds per batch; this
 costs milliseconds for a batch of new keys, and the files it reads for one of updates.
 
@@ -17,6 +17,7 @@ import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import orjson
@@ -43,8 +44,12 @@ from .tables import DeltaTables, stats_columns
 from .vector_files import VectorFiles
 
 log = logging.getLogger("binlake.land")
-# the first key column types of mirrors the driver keeps: integers, and unsigned BIGINT (decimal(20,0))
-DRIVER_KEYS = (*INTEGER, "decimal(20,0)")
+# the first key column types of mirrors the driver keeps: integers, unsigned BIGINT (decimal(20,0)) and text, which
+# the driver compares as Spark's MERGE does: exactly, by code point (a collation's equal keys are the binlog's bytes)
+DRIVER_KEYS = (*INTEGER, "decimal(20,0)", "string")
+# Delta's writer keeps a text column's statistics to 32 characters (delta.dataSkippingStringPrefixLength): a largest
+# value of 32 UTF-8 bytes or more (no fewer than its characters) may be a cut one, so the range is then open above
+_TEXT_STATS_BYTES = 32
 _FILE_ROWS = MIRROR_FILE_ROWS  # rows per mirror file the driver writes, at most
 _FILE_ROWS_PER_THREAD = 50_000  # ... and at least, where it writes several at once
 # a file whose deletion vector would delete more than this share of its rows is rewritten
@@ -84,7 +89,7 @@ class DriverMirror(MirrorStrategy[pa.Table]):
         self.files.pop((db, table), None)
 
     def apply(self, candidates: pa.Table, mirror: MirrorTable, batch_id: int) -> bool:
-        """The batch applied to a mirror keyed first by an integer column, by the driver: the mirror files
+        """The batch applied to a mirror keyed first by an integer or a text column, by the driver: the mirror files
         whose key range holds one of the batch's keys are read (pyarrow), those that hold one are rewritten
         without the batch's keys, and the surviving rows (key order) join them in new files; one Delta
         commit removes the old files and adds the new ones, with the batch's SetTransaction. Returns False
@@ -117,7 +122,7 @@ class DriverMirror(MirrorStrategy[pa.Table]):
         files = self.files.get((db, table))
         if files is None or files.version != commit.version:
             files = self.files[(db, table)] = MirrorFiles.read(commit, key)
-        keys = np.sort(key_numbers(latest.column(key)))
+        keys = sorted_keys(latest.column(key))
         touched = files.holding(keys)
         if touched is None:
             return False
@@ -220,7 +225,8 @@ def rewritten_not_vectored(rows: int, size: int, deleted: int, small_file_bytes:
 @dataclass
 class MirrorFiles:
     """A mirror's files as the driver last saw them (Delta version), with their range of the first key
-    column from the files' statistics (None: unknown, so the file may hold any key)."""
+    column from the files' statistics (None: unknown, so the file may hold any key; a text key's range may be open
+    above: ``file_range``)."""
 
     version: int
     live: dict[str, LiveFile]
@@ -232,17 +238,21 @@ class MirrorFiles:
         live, ranges, sizes = {}, {}, {}
         for file in commit.files():
             live[file.path], sizes[file.path] = file, file.size
-            ranges[file.path] = file_range(file.stats, key)
+            ranges[file.path] = file_range(file.stats, key, text=True)
         return cls(commit.version, live, ranges, sizes)
 
     def holding(self, keys: np.ndarray) -> list[str] | None:
-        """The files whose key range holds one of the (sorted) ``keys``; None where the driver cannot tell."""
+        """The files whose key range holds one of the (sorted: ``sorted_keys``) ``keys``; None where the driver
+        cannot tell."""
         if any(scheme(n) or n.startswith("/") or file.partition_values for n, file in self.live.items()):
             return None
         out = []
         for name, bounds in self.ranges.items():
-            if bounds is None or (np.searchsorted(keys, bounds.low, "left")
-                                  < np.searchsorted(keys, bounds.high, "right")):
+            if bounds is None:
+                out.append(name)
+                continue
+            below = np.searchsorted(keys, bounds.low, "left")
+            if below < (len(keys) if bounds.high is None else np.searchsorted(keys, bounds.high, "right")):
                 out.append(name)
         return out
 
@@ -259,7 +269,7 @@ class MirrorFiles:
         chosen = fewest_rows(found, budget)
         if len(chosen) < 2:
             return []
-        return sorted((f.name for f in chosen), key=lambda n: self.ranges[n] or KeyRange(0, 0))
+        return sorted((f.name for f in chosen), key=lambda n: _range_order(self.ranges[n]))
 
     def rows(self, name: str) -> int:
         return self.live[name].rows()
@@ -269,15 +279,29 @@ class MirrorFiles:
         for name in removed:
             del self.live[name], self.ranges[name], self.sizes[name]
         for name, values, size, stats in adds:
-            self.live[name] = LiveFile(name, size, orjson.dumps(stats).decode(), None, values, 0)
+            text = orjson.dumps(stats).decode()
+            self.live[name] = LiveFile(name, size, text, None, values, 0)
             self.sizes[name] = size
-            self.ranges[name] = KeyRange(stats["minValues"][key], stats["maxValues"][key])
+            self.ranges[name] = file_range(text, key, text=True)
         for file, vector in vectored:
             self.live[file.path] = file._replace(deletion_vector=vector)
         self.version = version
 
 
 _RECENT_BYTES = 64 << 20
+
+
+def _range_order(bounds: KeyRange | None) -> tuple[bool, Any]:
+    """A file's place among small files to compact together: by its smallest key, those of unknown range last."""
+    return (True, 0) if bounds is None else (False, bounds.low)
+
+
+def sorted_keys(column: pa.ChunkedArray) -> np.ndarray:
+    """A batch's first key column, ascending, as ``MirrorFiles.holding`` searches it: integers as numbers
+    (key_index.key_numbers), text as Python strings (whose order is Arrow's and Delta's: by code point)."""
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        return np.array(sorted(column.drop_null().to_pylist()), dtype=object)
+    return np.sort(key_numbers(column))
 
 
 def _without_keys(rows: pa.Table, latest: pa.Table, pk: list[str]) -> pa.Table:
@@ -315,13 +339,17 @@ def _write_mirror_files(lake: LakeFiles, path: str, parts: list[pa.Table], key: 
     return list(pool.map(lambda part: write_mirror_file(lake, path, part, key), parts))
 
 
-def file_range(stats: str | None, key: str) -> KeyRange | None:
+def file_range(stats: str | None, key: str, text: bool = False) -> KeyRange | None:
     """A file's range of the first key from its statistics; None where there is none or it is not exact (a
-    decimal statistic written in exponent form: the file may then hold any key)."""
+    decimal statistic written in exponent form: the file may then hold any key). With ``text``, a text key's range
+    too: open above (high None) where its largest value has _TEXT_STATS_BYTES bytes or more (Delta's writer cuts
+    a longer one; its first characters are then all that is known)."""
     if not stats:
         return None
     parsed = orjson.loads(stats)
     low, high = parsed.get("minValues", {}).get(key), parsed.get("maxValues", {}).get(key)
+    if text and isinstance(low, str) and isinstance(high, str):  # a cut smallest value is still a lower bound
+        return KeyRange(low, None if len(high.encode()) >= _TEXT_STATS_BYTES else high)
     if not (isinstance(low, int) and isinstance(high, int)):
         return None
     return KeyRange(low, high)

@@ -115,7 +115,7 @@ def _arrow(dtype: str) -> pa.DataType:
 
 
 def _write(lake: Any, path: str, rows: pa.Table, key: str | None) -> Added:
-    """A mirror file of ``rows``: with its integer key's range (mirror_driver reads it) where ``key`` is one."""
+    """A mirror file of ``rows``: with its first key's range (mirror_driver reads it) where ``key`` is one."""
     if key is not None:
         return write_mirror_file(lake, path, rows, key)
     return write_table_file(lake, path, rows)

@@ -4,7 +4,8 @@ Batches of mirror candidates (what writer.land_partition hands the driver) with 
 in older files, deletes, key moves and several changes of one key; some batches through Spark's MERGE
 instead (its ``merge_bytes`` 0), so the driver then reads files Spark wrote; a replayed batch. After
 each batch the Delta table, read by delta-rs (and at the end by Spark), must equal the model: the rows a server
-would hold. Once more with deletion vectors.
+would hold. Once more with deletion vectors, and both with a text key (the model's keys as text of several scripts,
+some of 32 UTF-8 bytes or more, whose files' ranges are open above).
 """
 
 from __future__ import annotations
@@ -22,6 +23,14 @@ from tests.harness.delta_rs import delta_rs_rows, delta_rs_table
 pytestmark = pytest.mark.integration
 COLUMNS = [("id", "bigint"), ("v", "string"), ("ts", "timestamp"), ("d", "decimal(12,2)")]
 UTC = datetime.UTC
+
+
+def _text_key(key: int) -> str:
+    """A model's integer key as a text key: its order is not the integers', some are 32 UTF-8 bytes or more."""
+    return f"ключ {key % 7} {key:05d}" + ("😀ü" * 6 if key % 5 == 0 else "")
+
+
+KEY_TYPES = {"bigint": lambda key: key, "string": _text_key}
 
 
 def _batch(rnd: random.Random, model: dict[int, tuple], batch_id: int, n: int) -> list[tuple]:
@@ -75,8 +84,9 @@ def _operations(spark, path: str) -> list[str]:
     return [r.operation for r in DeltaTable.forPath(spark, path).history().orderBy("version").collect()]
 
 
+@pytest.mark.parametrize("key_type", sorted(KEY_TYPES))
 @pytest.mark.parametrize("vectors", ["never", "always"])
-def test_the_driver_keeps_the_mirror_equal_to_the_source(spark, tmp_path, vectors, monkeypatch) -> None:
+def test_the_driver_keeps_the_mirror_equal_to_the_source(spark, tmp_path, vectors, key_type, monkeypatch) -> None:
     """``always``: the mirror has deletion vectors, and every file a batch changes gets one (no file is small)
     unless that would delete more than 60% of it (here: the batches change a third of this small table);
     Spark's MERGEs write theirs, which the driver reads next."""
@@ -91,31 +101,36 @@ def test_the_driver_keeps_the_mirror_equal_to_the_source(spark, tmp_path, vector
     small = {"small_file_bytes": 1} if vectors == "always" else {}
     lander = Lander(spark, str(tmp_path / "lake"), str(tmp_path / "cp"), deletion_vectors=vectors, **small)
     path = lander.path("db", "t")
-    schema = candidate_schema(COLUMNS)
+    columns = [("id", key_type), *COLUMNS[1:]]
+    as_key = KEY_TYPES[key_type]
+    schema = candidate_schema(columns)
     rnd = random.Random(20261123)
     model: dict[int, tuple] = {}
     spark_batches = {3, 4}
     for batch_id in range(8):
         changes = _batch(rnd, model, batch_id, 400 if batch_id == 0 else 150)
-        table = pa.Table.from_pylist([dict(zip(schema.names, c, strict=True)) for c in changes], schema=schema)
+        table = pa.Table.from_pylist([dict(zip(schema.names, (as_key(c[0]), *c[1:]), strict=True)) for c in changes],
+                                     schema=schema)
         lander.format.mirrors.driver.merge_bytes = 0 if batch_id in spark_batches else 256 << 20
-        lander.format.mirrors.from_driver(table, "db", "t", COLUMNS, ["id"], batch_id)
+        lander.format.mirrors.from_driver(table, "db", "t", columns, ["id"], batch_id)
         if batch_id == 6:  # replayed after a crash: the commit is there, nothing changes
             lander.format.mirrors.driver.files.clear()
-            lander.format.mirrors.from_driver(table, "db", "t", COLUMNS, ["id"], batch_id)
+            lander.format.mirrors.from_driver(table, "db", "t", columns, ["id"], batch_id)
         # delta-rs's query engine reads each version (it applies deletion vectors), Spark the last one
-        read = {r["id"]: (r["v"], r["ts"], r["d"]) for r in delta_rs_rows(path).to_pylist()}
-        assert read == model, batch_id
+        rows = delta_rs_rows(path).to_pylist()
+        read = {r["id"]: (r["v"], r["ts"], r["d"]) for r in rows}
+        expected = {as_key(k): row for k, row in model.items()}
+        assert read == expected and len(rows) == len(expected), batch_id  # no key twice
         vectored = [name for name, add in TableLog.read(path).files.items() if add.get("deletionVector")]
         assert bool(vectored) is (vectors == "always" and batch_id > 0), (batch_id, vectored)
-    assert _mirror(spark, path) == model
+    assert _mirror(spark, path) == expected
     operations = _operations(spark, path)
     # created by the driver's append of the first batch, then its rewrites (UPDATE), Spark's MERGEs
     assert operations[:1] == ["WRITE"] and operations[1:3] == ["UPDATE", "UPDATE"], operations
     assert operations[3:5] == ["MERGE", "MERGE"] and operations[5:] == ["UPDATE"] * 3, operations
     # verify's read of the mirror by the driver (its files, without the rows their vectors delete)
-    cut = KeyCut(dict(COLUMNS), ["v"], ["id"])
-    assert sorted(lander.format.verify_mirror("db", "t").rows(cut).column("id").to_pylist()) == sorted(model)
+    cut = KeyCut(dict(columns), ["v"], ["id"])
+    assert sorted(lander.format.verify_mirror("db", "t").rows(cut).column("id").to_pylist()) == sorted(expected)
 
 
 def test_a_batch_of_new_keys_reads_no_mirror_file(spark, tmp_path) -> None:
