@@ -179,10 +179,13 @@ def write_table_file(lake: LakeFiles, table_path: str, rows: pa.Table) -> Added:
 def write_mirror_file(lake: LakeFiles, table_path: str, rows: pa.Table,
                       key: str) -> Added:
     """One unpartitioned mirror file of ``rows`` (written by the driver), with its statistics of the
-    (integer or text) ``key`` column, by which MERGEs and the driver (mirror_driver.MirrorFiles) skip files."""
+    (integer or text) ``key`` column, by which MERGEs and the driver (mirror_driver.MirrorFiles) skip files; a bytes
+    key has none (Delta keeps none of a binary column)."""
     options = parquet_options(len(rows))
     name = file_name("", options)
     size = lake.write_parquet(join(table_path, name), rows, **options)
+    if pa.types.is_binary(rows.column(key).type) or pa.types.is_large_binary(rows.column(key).type):
+        return Added(name, {}, size, {"numRecords": len(rows)})
     bounds = pc.min_max(rows.column(key))
     low, high = bounds["min"].as_py(), bounds["max"].as_py()
     if isinstance(low, Decimal):  # an unsigned BIGINT's decimal(20,0): a JSON integer, as Delta writes it

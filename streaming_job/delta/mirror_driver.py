@@ -1,5 +1,5 @@
 """The mirror kept by the driver: a batch's candidates (an Arrow table in the driver) applied to a mirror
-keyed first by an integer or a text column with pyarrow, and committed to its Delta log by the driver itself
+keyed first by an integer, text or bytes column with pyarrow, and committed to its Delta log by the driver itself
 (commit.Commit) with the batch's SetTransaction. Spark's writer and MERGE cost seconds per batch; this
 costs milliseconds for a batch of new keys, and the files it reads for one of updates.
 
@@ -44,9 +44,10 @@ from .tables import DeltaTables, stats_columns
 from .vector_files import VectorFiles
 
 log = logging.getLogger("binlake.land")
-# the first key column types of mirrors the driver keeps: integers, unsigned BIGINT (decimal(20,0)) and text, which
-# the driver compares as Spark's MERGE does: exactly, by code point (a collation's equal keys are the binlog's bytes)
-DRIVER_KEYS = (*INTEGER, "decimal(20,0)", "string")
+# the first key column types of mirrors the driver keeps: integers, unsigned BIGINT (decimal(20,0)), text and bytes,
+# which the driver compares as Spark's MERGE does: exactly, text by code point (a collation's equal keys are the
+# binlog's bytes). Delta keeps no statistics of bytes: a bytes key's files may each hold any key.
+DRIVER_KEYS = (*INTEGER, "decimal(20,0)", "string", "binary")
 # Delta's writer keeps a text column's statistics to 32 characters (delta.dataSkippingStringPrefixLength): a largest
 # value of 32 UTF-8 bytes or more (no fewer than its characters) may be a cut one, so the range is then open above
 _TEXT_STATS_BYTES = 32
@@ -89,8 +90,8 @@ class DriverMirror(MirrorStrategy[pa.Table]):
         self.files.pop((db, table), None)
 
     def apply(self, candidates: pa.Table, mirror: MirrorTable, batch_id: int) -> bool:
-        """The batch applied to a mirror keyed first by an integer or a text column, by the driver: the mirror files
-        whose key range holds one of the batch's keys are read (pyarrow), those that hold one are rewritten
+        """The batch applied to a mirror keyed first by an integer, text or bytes column, by the driver: the mirror
+        files whose key range holds one of the batch's keys are read (pyarrow), those that hold one are rewritten
         without the batch's keys, and the surviving rows (key order) join them in new files; one Delta
         commit removes the old files and adds the new ones, with the batch's SetTransaction. Returns False
         where it does not apply (the caller uses Spark): a batch that adds columns or gives defaults, and
@@ -298,8 +299,9 @@ def _range_order(bounds: KeyRange | None) -> tuple[bool, Any]:
 
 def sorted_keys(column: pa.ChunkedArray) -> np.ndarray:
     """A batch's first key column, ascending, as ``MirrorFiles.holding`` searches it: integers as numbers
-    (key_index.key_numbers), text as Python strings (whose order is Arrow's and Delta's: by code point)."""
-    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+    (key_index.key_numbers), text as Python strings (whose order is Arrow's and Delta's: by code point), bytes as
+    Python bytes."""
+    if not (pa.types.is_integer(column.type) or pa.types.is_decimal(column.type)):
         return np.array(sorted(column.drop_null().to_pylist()), dtype=object)
     return np.sort(key_numbers(column))
 

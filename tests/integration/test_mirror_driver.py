@@ -5,7 +5,8 @@ in older files, deletes, key moves and several changes of one key; some batches 
 instead (its ``merge_bytes`` 0), so the driver then reads files Spark wrote; a replayed batch. After
 each batch the Delta table, read by delta-rs (and at the end by Spark), must equal the model: the rows a server
 would hold. Once more with deletion vectors, and both with a text key (the model's keys as text of several scripts,
-some of 32 UTF-8 bytes or more, whose files' ranges are open above).
+some of 32 UTF-8 bytes or more, whose files' ranges are open above) and a bytes key (no statistics: any file may hold
+any key).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import datetime
 import random
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -30,7 +32,8 @@ def _text_key(key: int) -> str:
     return f"ключ {key % 7} {key:05d}" + ("😀ü" * 6 if key % 5 == 0 else "")
 
 
-KEY_TYPES = {"bigint": lambda key: key, "string": _text_key}
+KEY_TYPES = {"bigint": lambda key: key, "string": _text_key,
+             "binary": lambda key: b"\xff\x00" + key.to_bytes(3, "little")}
 
 
 def _batch(rnd: random.Random, model: dict[int, tuple], batch_id: int, n: int) -> list[tuple]:
@@ -68,9 +71,10 @@ def _batch(rnd: random.Random, model: dict[int, tuple], batch_id: int, n: int) -
     return out
 
 
-def _mirror(spark, path: str) -> dict[int, tuple]:
-    # pyspark gives timestamps as naive local times
-    return {r.id: (r.v, r.ts and r.ts.astimezone(UTC), r.d) for r in spark.read.format("delta").load(path).collect()}
+def _mirror(spark, path: str) -> dict[Any, tuple]:
+    # pyspark gives timestamps as naive local times, bytes as bytearray
+    return {bytes(r.id) if isinstance(r.id, bytearray) else r.id: (r.v, r.ts and r.ts.astimezone(UTC), r.d)
+            for r in spark.read.format("delta").load(path).collect()}
 
 
 def _mirror_rs(path: str) -> dict[int, tuple]:
