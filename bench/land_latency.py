@@ -4,6 +4,7 @@ history (Delta versions by Spark or delta-rs, Iceberg snapshots by pyiceberg).""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
@@ -67,7 +68,7 @@ def measure_latency(rate: float, duration: float, shape: Shape, land_log: Path |
 def run_latency(rate: float, duration: float, shape: Shape, land_log: Path | None = None, writers: int = 3,
                 lake_format: str = "delta", preload: int = 0,
                 inspect: Callable[[Path, float], Any] | None = None, merge_job: bool = False,
-                keys: KeyChoice | None = None) -> LatencyRun:
+                keys: KeyChoice | None = None, key_type: str = "bigint") -> LatencyRun:
     """Single-row transactions at ``rate``/s for ``duration`` s through `binlake run` and `binlake land
     --trigger 1s`, once two warm-up rows have landed (steady state: the first micro-batches of a process pay
     the JVM's warm-up once); a row's latency is the commit time of the first mirror version holding it
@@ -76,7 +77,8 @@ def run_latency(rate: float, duration: float, shape: Shape, land_log: Path | Non
     With ``preload`` rows, the transactions are UPDATEs of distinct existing keys spread over a mirror of that
     many rows (landed first, through the binlog, in transactions of 50,000 rows): each sets ``v`` to a value of
     its own, and its latency is the commit time of the first mirror version holding that value. ``keys``: which
-    key the n-th update changes (default ``spread``: distinct keys spread over the whole table).
+    key the n-th update changes (default ``spread``: distinct keys spread over the whole table); ``key_type``: the
+    key column's (KEY_TYPES: BIGINT, or text as an order number or a UUID's text).
 
     ``inspect(lake, started)``: called once the processes stopped, with the lake's local directory and the
     time the transactions started; its result is the run's ``inspected``. ``merge_job``: the daemon publishes
@@ -88,10 +90,11 @@ def run_latency(rate: float, duration: float, shape: Shape, land_log: Path | Non
     with KafkaBroker() as broker, MariaDBServer(binlog_row_metadata="FULL", options=options) as server, \
             tempfile.TemporaryDirectory(prefix="bl-lat-", dir=BENCH_DIR / "data") as root:
         server.execute("CREATE DATABASE bench_lat")
+        key = KEY_TYPES[key_type]
         if preload:
-            server.execute("CREATE TABLE bench_lat.t (id BIGINT NOT NULL PRIMARY KEY, w TINYINT NOT NULL, "
+            server.execute(f"CREATE TABLE bench_lat.t (id {key.column} NOT NULL PRIMARY KEY, w TINYINT NOT NULL, "
                            "v BIGINT NOT NULL, note VARCHAR(40) NOT NULL)")
-            server.execute("INSERT INTO bench_lat.t VALUES (0, 0, 0, 'warm-up')")
+            server.execute(f"INSERT INTO bench_lat.t VALUES ({key.sql('0')}, 0, 0, 'warm-up')")
         else:
             server.execute("CREATE TABLE bench_lat.t (id BIGINT NOT NULL PRIMARY KEY, w TINYINT NOT NULL)")
             server.execute("INSERT INTO bench_lat.t VALUES (0, 0)")  # warm-up row
@@ -118,15 +121,16 @@ def run_latency(rate: float, duration: float, shape: Shape, land_log: Path | Non
             if preload:
                 for low in range(1, preload + 1, PRELOAD_TX_ROWS):
                     high = min(preload, low + PRELOAD_TX_ROWS - 1)
-                    server.execute(f"INSERT INTO bench_lat.t SELECT seq, 0, 0, CONCAT('preloaded row ', seq) "
-                                   f"FROM bench_lat.seq_{low}_to_{high}")  # MariaDB's Sequence engine
+                    server.execute(f"INSERT INTO bench_lat.t SELECT {key.sql('seq')}, 0, 0, "
+                                   f"CONCAT('preloaded row ', seq) FROM bench_lat.seq_{low}_to_{high}")  # Sequence
                 _wait_landed(logs / "land.log", 1 + preload, procs, 900)
-                server.execute("UPDATE bench_lat.t SET w = 1 WHERE id = 0")
+                server.execute(f"UPDATE bench_lat.t SET w = 1 WHERE id = {key.sql('0')}")
                 _wait_landed(logs / "land.log", 2 + preload, procs, 300)
                 started = time.time()
                 commits, elapsed = steady_inserts(server, "UPDATE bench_lat.t SET v = %s, w = %s WHERE id = %s",
                                                   rate, duration, writers,
-                                                  lambda row, index: (row, index, (keys or spread)(row, preload)))
+                                                  lambda row, index: (row, index,
+                                                                      key.value((keys or spread)(row, preload))))
                 _wait_landed(logs / "land.log", 2 + preload + len(commits), procs, 900)
             else:
                 server.execute("INSERT INTO bench_lat.t VALUES (-1, 0)")
@@ -152,6 +156,32 @@ def run_latency(rate: float, duration: float, shape: Shape, land_log: Path | Non
 
 
 PRELOAD_TX_ROWS = 50_000
+
+
+@dataclass(frozen=True)
+class KeyType:
+    """A preloaded table's key column: its type, its value for row n in SQL (of an expression giving n) and in
+    Python."""
+
+    column: str
+    sql: Callable[[str], str]
+    value: Callable[[int], Any]
+
+
+def _uuid_text(n: int) -> str:
+    digest = hashlib.md5(str(n).encode()).hexdigest()  # as MariaDB's MD5(n)
+    return f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:]}"
+
+
+KEY_TYPES = {
+    "bigint": KeyType("BIGINT", lambda n: n, lambda n: n),
+    # an order number: 16 characters, ascending with n
+    "text": KeyType("VARCHAR(20)", lambda n: f"CONCAT('order-', LPAD({n}, 10, '0'))", lambda n: f"order-{n:010d}"),
+    # a UUID's 36 characters, in no order of n (Delta's writer keeps 32 of them in a file's statistics)
+    "uuid": KeyType("CHAR(36)", lambda n: (f"CONCAT_WS('-', SUBSTR(MD5({n}), 1, 8), SUBSTR(MD5({n}), 9, 4), "
+                                           f"SUBSTR(MD5({n}), 13, 4), SUBSTR(MD5({n}), 17, 4), SUBSTR(MD5({n}), 21))"),
+                    _uuid_text),
+}
 _SPREAD = 7_919  # a prime: row -> row * _SPREAD mod n is one-to-one for n not divisible by it
 
 

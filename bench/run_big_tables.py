@@ -11,7 +11,7 @@ a row's latency is the commit time of the first mirror version holding its new v
 minus the time its UPDATE returned.
 
     python bench/run_big_tables.py [--rows 1000000,10000000] [--modes vectors,rewrite,merge] [--rate 2000]
-        [--duration 60] [--keys spread|hot] [--output bench/results/big-tables.md]
+        [--duration 60] [--keys spread|hot] [--key-type bigint|text|uuid] [--output bench/results/big-tables.md]
 
 With ``--format iceberg`` the mirrors are Iceberg tables (the lake's default catalog) and ``vectors`` means
 position delete files (`--deletion-vectors always`: iceberg/position_deletes.py), ``rewrite`` copy-on-write;
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from land_latency import LatencyRun, hot, run_latency, spread
+from land_latency import KEY_TYPES, LatencyRun, hot, run_latency, spread
 from land_shapes import Shape
 from run_decode import _cpu_model, _git_revision
 from run_vector_reads import best_scans, scan_delta_rs
@@ -146,6 +146,8 @@ def main() -> int:
     parser.add_argument("--keys", choices=sorted(KEYS), default="spread",
                         help="spread: distinct keys over the whole table; hot: nine in ten on its newest tenth")
     parser.add_argument("--format", choices=("delta", "iceberg"), default="delta", help="the lake's format")
+    parser.add_argument("--key-type", choices=sorted(KEY_TYPES), default="bigint",
+                        help="the table's key: BIGINT, an order number as text (16 characters) or a UUID's text")
     parser.add_argument("--output", type=Path)
     parser.add_argument("--logs", type=Path, help="keep each run's land log here (land-<rows>-<mode>.latency.log)")
     args = parser.parse_args()
@@ -162,7 +164,7 @@ def main() -> int:
             land_log = args.logs / f"land-{rows}-{mode}.log" if args.logs else None
             run = run_latency(args.rate, args.duration, shape, land_log, preload=rows,
                               inspect=inspect_iceberg if iceberg else inspect, merge_job=not vectors,
-                              keys=KEYS[args.keys], lake_format=args.format)
+                              keys=KEYS[args.keys], lake_format=args.format, key_type=args.key_type)
             results[(rows, mode)] = run
             after: LakeAfter = run.inspected
             print(f"{rows:,} rows, {mode}: p50 {run.pct(0.5):.2f} s, p99 {run.pct(0.99):.2f} s, "
@@ -173,6 +175,8 @@ def main() -> int:
     return 0
 
 
+_KEY_TYPE_TEXT = {"bigint": "BIGINT", "text": "an order number as text, VARCHAR(20), 16 characters",
+                  "uuid": "a UUID's text, CHAR(36)"}
 _KEYS_TEXT = {"spread": "distinct keys spread over the whole mirror",
               "hot": "keys nine in ten of them in the mirror's newest tenth (the rest spread over all of it)"}
 
@@ -187,8 +191,9 @@ def _report(args: argparse.Namespace, sizes: list[int], modes: list[str],
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, commit {_git_revision()}, {_cpu_model()}, {os.cpu_count()} CPUs, "
         "local lake, Delta.",
         "",
-        f"Single-row autocommit UPDATEs of {_KEYS_TEXT[args.keys]}, target {args.rate:,.0f}/s for "
-        f"{args.duration:.0f} s from 3 threads, through `binlake run` and `binlake land --trigger 1s` on the same 2 "
+        f"Single-row autocommit UPDATEs of {_KEYS_TEXT[args.keys]} (key: {_KEY_TYPE_TEXT[args.key_type]}), target "
+        f"{args.rate:,.0f}/s for {args.duration:.0f} s from 3 threads, through `binlake run` and `binlake land "
+        "--trigger 1s` on the same 2 "
         "CPUs, after the mirror was landed through the binlog (bench/run_big_tables.py). Latency: the commit of the "
         "first mirror version holding a row's new value (delta-rs's time travel) minus the time its UPDATE "
         "returned. `vectors`: `--deletion-vectors always`; `rewrite`: `never` (the files holding a batch's keys "
