@@ -123,8 +123,7 @@ class DriverMirror(MirrorStrategy[pa.Table]):
         files = self.files.get((db, table))
         if files is None or files.version != commit.version:
             files = self.files[(db, table)] = MirrorFiles.read(commit, key)
-        keys = sorted_keys(latest.column(key))
-        touched = files.holding(keys)
+        touched = files.holding(latest.column(key))
         if touched is None:
             return False
         if commit.version >= 0 and self._upgrade(commit, sum(files.sizes[f] for f in touched)):
@@ -242,14 +241,15 @@ class MirrorFiles:
             ranges[file.path] = file_range(file.stats, key, text=True)
         return cls(commit.version, live, ranges, sizes)
 
-    def holding(self, keys: np.ndarray) -> list[str] | None:
-        """The files whose key range holds one of the (sorted: ``sorted_keys``) ``keys``; None where the driver
-        cannot tell."""
+    def holding(self, column: pa.ChunkedArray) -> list[str] | None:
+        """The files whose key range holds one of a batch's first key ``column``'s values; None where the driver
+        cannot tell. The values are sorted only where a file has a range (a bytes key's have none)."""
         if any(scheme(n) or n.startswith("/") or file.partition_values for n, file in self.live.items()):
             return None
+        keys = sorted_keys(column) if any(r is not None for r in self.ranges.values()) else None
         out = []
         for name, bounds in self.ranges.items():
-            if bounds is None:
+            if bounds is None or keys is None:
                 out.append(name)
                 continue
             below = np.searchsorted(keys, bounds.low, "left")
@@ -280,10 +280,9 @@ class MirrorFiles:
         for name in removed:
             del self.live[name], self.ranges[name], self.sizes[name]
         for name, values, size, stats in adds:
-            text = orjson.dumps(stats).decode()
-            self.live[name] = LiveFile(name, size, text, None, values, 0)
+            self.live[name] = LiveFile(name, size, orjson.dumps(stats).decode(), None, values, 0)
             self.sizes[name] = size
-            self.ranges[name] = file_range(text, key, text=True)
+            self.ranges[name] = _stats_range(stats, key, text=True)
         for file, vector in vectored:
             self.live[file.path] = file._replace(deletion_vector=vector)
         self.version = version
@@ -299,10 +298,10 @@ def _range_order(bounds: KeyRange | None) -> tuple[bool, Any]:
 
 def sorted_keys(column: pa.ChunkedArray) -> np.ndarray:
     """A batch's first key column, ascending, as ``MirrorFiles.holding`` searches it: integers as numbers
-    (key_index.key_numbers), text as Python strings (whose order is Arrow's and Delta's: by code point), bytes as
-    Python bytes."""
+    (key_index.key_numbers), text and bytes in Arrow's order (Delta's: text by code point) as Python objects."""
     if not (pa.types.is_integer(column.type) or pa.types.is_decimal(column.type)):
-        return np.array(sorted(column.drop_null().to_pylist()), dtype=object)
+        values = column.drop_null()
+        return values.take(pc.sort_indices(values)).to_numpy(zero_copy_only=False)
     return np.sort(key_numbers(column))
 
 
@@ -346,10 +345,12 @@ def file_range(stats: str | None, key: str, text: bool = False) -> KeyRange | No
     decimal statistic written in exponent form: the file may then hold any key). With ``text``, a text key's range
     too: open above (high None) where its largest value has _TEXT_STATS_BYTES bytes or more (Delta's writer cuts
     a longer one; its first characters are then all that is known)."""
-    if not stats:
-        return None
-    parsed = orjson.loads(stats)
-    low, high = parsed.get("minValues", {}).get(key), parsed.get("maxValues", {}).get(key)
+    return _stats_range(orjson.loads(stats), key, text) if stats else None
+
+
+def _stats_range(stats: dict[str, Any], key: str, text: bool) -> KeyRange | None:
+    """file_range of statistics already parsed."""
+    low, high = stats.get("minValues", {}).get(key), stats.get("maxValues", {}).get(key)
     if text and isinstance(low, str) and isinstance(high, str):  # a cut smallest value is still a lower bound
         return KeyRange(low, None if len(high.encode()) >= _TEXT_STATS_BYTES else high)
     if not (isinstance(low, int) and isinstance(high, int)):
