@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..decode.decode import RECORD_ARROW, RECORD_DDL, RecordRow
+from ..lake.scratch import Scratch
 
 log = logging.getLogger("binlake.land")
 SeqRange = tuple[bytes | None, bytes | None] | None
@@ -36,18 +37,20 @@ class TableRows(ABC):
 
 
 class DriverRows(TableRows):
-    def __init__(self, spark: SparkSession, rows: pa.Table) -> None:
-        self.spark = spark
+    def __init__(self, scratch: Scratch, rows: pa.Table, kept: list[str | None]) -> None:
+        self.scratch = scratch
         self.rows = rows
+        self.kept = kept  # the batch's scratch directories, removed when it is released
         self._frame: DataFrame | None = None
 
     def records(self, db: str, table: str) -> pa.Table:
         return self.rows.select(["topic", "partition", "offset", "data"])
 
     def frame(self) -> DataFrame:
-        """For Spark's paths (chunks reassembled on top of a full batch)."""
+        """For Spark's paths (chunks reassembled on top of a full batch): through the lake's files (scratch.py)."""
         if self._frame is None:
-            self._frame = self.spark.createDataFrame(self.rows)
+            self._frame, directory = self.scratch.put(self.rows, RECORD_DDL)
+            self.kept.append(directory)
         return self._frame
 
 
@@ -104,9 +107,10 @@ class BatchRows(ABC):
 class DriverBatch(BatchRows):
     where = " (to the driver)"
 
-    def __init__(self, spark: SparkSession, shipped: pa.Table) -> None:
-        self.spark = spark
+    def __init__(self, scratch: Scratch, shipped: pa.Table) -> None:
+        self.scratch = scratch
         self.shipped = shipped
+        self._kept: list[str | None] = []
         self.rows, self._spans = _by_table(shipped.filter(pc.equal(shipped.column("kind"), "row")))
 
     def info(self) -> list[Any]:
@@ -124,13 +128,16 @@ class DriverBatch(BatchRows):
         rows = self.rows.slice(start, length)
         if between is not None:
             rows = rows.filter(_in_range(rows.column("first_seq"), between))
-        return DriverRows(self.spark, rows)
+        return DriverRows(self.scratch, rows, self._kept)
 
     def _verify_rows(self) -> pa.Table:
         return self.shipped.filter(pc.equal(self.shipped.column("kind"), "verify"))
 
     def release(self) -> None:
-        """Nothing of it is in Spark."""
+        """Its tables' files in the lake's scratch directory, if any, removed."""
+        for directory in self._kept:
+            self.scratch.remove(directory)
+        self._kept.clear()
 
 
 class SparkBatch(BatchRows):

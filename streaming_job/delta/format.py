@@ -84,7 +84,7 @@ class DeltaFormat(LakeFormat):
                               settings.small_file_bytes, settings.compact_bytes, settings.deletion_vectors)
         keys = DeltaKeys(spark, partial(join, settings.lake), delta.log).mirror_keys(settings.keys)
         mirrors = Mirrors(spark, settings.lake, delta, services.evolution, keys, driver,
-                          SparkMirror(spark, delta, columns, settings.deletion_vectors == "always"))
+                          SparkMirror(spark, delta, columns, settings.deletion_vectors == "always"), services.scratch)
         return cls(spark, settings.lake, delta, columns, files, settings.driver_rows, keys, mirrors,
                    DriverLanding(delta, threads, compaction, mirrors), SparkLanding(delta, mirrors),
                    settings.on_incompatible_change)

@@ -18,6 +18,7 @@ from ..batch.evolution import SchemaEvolution, SchemaGroup, widened
 from ..batch.keys import MirrorKeys
 from ..batch.mirror import COMMIT_TS, SEQ, candidates_ddl, mirror_columns, statement_seq
 from ..lake.paths import join
+from ..lake.scratch import Scratch
 from .defaults import give_existing_rows
 from .tables import DeltaTables
 
@@ -59,8 +60,10 @@ class MirrorStrategy(ABC, Generic[C]):
 
 class Mirrors:
     def __init__(self, spark: SparkSession, lake: str, delta: DeltaTables, evolution: SchemaEvolution,
-                 keys: MirrorKeys, driver: MirrorStrategy[pa.Table], in_spark: MirrorStrategy[DataFrame]) -> None:
+                 keys: MirrorKeys, driver: MirrorStrategy[pa.Table], in_spark: MirrorStrategy[DataFrame],
+                 scratch: Scratch) -> None:
         self.spark = spark
+        self.scratch = scratch
         self.lake = lake
         self.delta = delta
         self.evolution = evolution
@@ -83,9 +86,9 @@ class Mirrors:
         mirror = self._find(db, table, columns, pk, schemas)
         if self.driver.apply(candidates, mirror, batch_id):
             self.in_spark.forget(db, table)
-        else:
-            self.in_spark.apply(self.spark.createDataFrame(candidates, schema=candidates_ddl(columns)), mirror,
-                                batch_id)
+        else:  # through the lake's scratch files unless small (scratch.py: local data would travel in the tasks)
+            with self.scratch.frame(candidates, candidates_ddl(columns)) as frame:
+                self.in_spark.apply(frame, mirror, batch_id)
         self._known[(db, table)] = mirror.columns
 
     def from_spark(self, candidates: DataFrame, db: str, table: str, columns: list[tuple[str, str]],

@@ -21,6 +21,7 @@ from ..batch.batch_rows import TableRows
 from ..batch.evolution import SchemaEvolution, SchemaGroup
 from ..batch.keys import MirrorKeys
 from ..lake.files import LakeFiles
+from ..lake.scratch import Scratch
 from ..runtime.driver_threads import DriverThreads
 from .mirror_read import MirrorRead
 
@@ -80,6 +81,7 @@ class FormatServices:
     files: LakeFiles | None
     threads: DriverThreads
     evolution: SchemaEvolution  # the batch's union schema, the defaults of added columns
+    scratch: Scratch  # the driver's Arrow tables handed to Spark through the lake's files (lake/scratch.py)
     # raises once another job took the lake's lease (lake/lease.py's LakeLease.check; None: no lease): the work a
     # format does beside the batches (Iceberg's table upkeep) checks it before each piece of it
     lease: Callable[[], None] | None = None

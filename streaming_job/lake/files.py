@@ -8,6 +8,7 @@ one writer per table, the lake's lease (lake/lease.py) making sure that only one
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Sequence
@@ -94,6 +95,16 @@ class LakeFiles:
             self.filesystem.delete_file(self.path(path))
         except FileNotFoundError:
             pass
+
+    def remove_tree(self, directory: str) -> None:
+        """``directory`` and everything in it, if it is there."""
+        if self.local:
+            import shutil
+
+            shutil.rmtree(self.path(directory), ignore_errors=True)
+            return
+        with contextlib.suppress(FileNotFoundError):
+            self.filesystem.delete_dir(self.path(directory))
 
     def copy(self, source: str, target: str) -> None:
         """A file of another table copied as a file of its own (a renamed table's mirror: table_statements.py):

@@ -10,9 +10,10 @@ import json
 import logging
 import os
 import re
+import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,9 @@ from .sink import Lander
 from .worker import DAEMON_MODULE
 
 log = logging.getLogger("binlake.land")
+_EXIT_ON_OOM = "-XX:+ExitOnOutOfMemoryError"  # build_session
+# the JVM's exit status after ExitOnOutOfMemoryError, and Spark's after a task's (local mode: in the driver's JVM)
+_OOM_EXITS = (3, 52)
 
 
 @dataclass
@@ -107,6 +111,9 @@ def build_session(master: str | None, shuffle_partitions: int, app_name: str = "
                # a parked table's rewrite (parking.py) runs its Spark jobs, if any, in a pool of its own beside the
                # batches' (the default pool, FIFO within it as before)
                .config("spark.scheduler.mode", "FAIR")
+               # a driver JVM out of heap (e.g. in its scheduler's thread) would go on with a query that waits
+               # forever, no task running and no error: it ends instead, and the job says why (query_error)
+               .config("spark.driver.defaultJavaOptions", _EXIT_ON_OOM)
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false"))
     if store is not None:
@@ -319,13 +326,7 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
                    ) from None
         if lander.error is not None:
             raise lander.error from None
-        try:
-            text = str(exc)
-        except Exception:  # py4j's error of a JVM that died has no text ("<exception str() failed>")
-            text = f"{type(exc).__name__}: Connection refused"
-        raise _storage_error(text, settings) or _memory_error(text, settings, jvm_log_start) or LandError(
-            f"streaming query failed: {python_error(text) or (text.splitlines() or [type(exc).__name__])[0]}"
-        ) from exc
+        raise query_error(exc, settings, jvm_log_start) from exc
     finally:
         with contextlib.suppress(Exception):  # a JVM that died: the error above is the one to tell
             spark.streams.removeListener(listener)
@@ -334,6 +335,27 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
         except Exception as exc:
             log.error("the work beside the batches failed too: %s", exc)
     return 0
+
+
+def query_error(exc: Exception, settings: LandSettings, jvm_log_start: int = 0) -> LandError:
+    """The streaming query's failure in one line: a storage error, a lack of memory, else its own first line."""
+    try:
+        text = str(exc)
+    except Exception:  # py4j's error of a JVM that died has no text ("<exception str() failed>")
+        text = f"{type(exc).__name__}: Connection refused"
+    return _storage_error(text, settings) or _memory_error(text, settings, jvm_log_start, _jvm_exit) or LandError(
+        f"streaming query failed: {python_error(text) or (text.splitlines() or [type(exc).__name__])[0]}")
+
+
+def _jvm_exit() -> int | None:
+    """The driver JVM's exit status, where this process started it and it has ended (or ends within 5 s)."""
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if proc is None:
+        return None
+    try:
+        return int(proc.wait(timeout=5))
+    except subprocess.TimeoutExpired:
+        return None
 
 
 _STORAGE_ERRORS = ("No space left on device", "Read-only file system", "Permission denied", "Disk quota exceeded")
@@ -361,13 +383,16 @@ def _size(path: str | None) -> int:
         return 0
 
 
-def _memory_error(text: str, settings: LandSettings, jvm_log_start: int = 0) -> LandError | None:
+def _memory_error(text: str, settings: LandSettings, jvm_log_start: int = 0,
+                  jvm_exit: Callable[[], int | None] | None = None) -> LandError | None:
     """A micro-batch that needed more memory than the driver (or a Python worker) had, in one line: what, and the
     settings that change it. Where the JVM died of it, the query's error says only that the connection to it is
-    gone: its log (settings.jvm_log, from ``jvm_log_start``: this run's lines) tells."""
+    gone: its log (settings.jvm_log, from ``jvm_log_start``: this run's lines) tells, or its exit status
+    (``jvm_exit``: that of a JVM ended by ExitOnOutOfMemoryError, whose log may be the console)."""
     said = text
-    if settings.jvm_log and any(e in text for e in ("Connection refused", "Error while receiving",
-                                                     "Answer from Java side is empty")):
+    gone = any(e in text for e in ("Connection refused", "Error while receiving", "Error while sending",
+                                  "Answer from Java side is empty"))
+    if settings.jvm_log and gone:
         try:
             with open(settings.jvm_log, "rb") as log_file:
                 log_file.seek(max(jvm_log_start, _size(settings.jvm_log) - 1_000_000))
@@ -375,12 +400,15 @@ def _memory_error(text: str, settings: LandSettings, jvm_log_start: int = 0) -> 
         except OSError:
             pass
     cause = next((e for e in _MEMORY_ERRORS if e in said), None)
+    if cause is None and gone and jvm_exit is not None and jvm_exit() in _OOM_EXITS:
+        cause = "OutOfMemoryError"
     if cause is None:
         return None
     bound = f"{settings.land.max_batch_bytes >> 20} MiB" if settings.land.max_batch_bytes else "0: no bound"
     return LandError(f"a micro-batch ran out of memory ({cause}); nothing committed is lost: lower "
-                     f"land.max_batch_bytes (--max-batch-bytes, now {bound}) or give the Spark driver more memory "
-                     "(e.g. SPARK_DRIVER_MEMORY=4g), and run again")
+                     f"land.max_batch_bytes (--max-batch-bytes, now {bound}) or land.driver_rows (--driver-rows, now "
+                     f"{settings.land.driver_rows:,}), or give the Spark driver more memory (e.g. "
+                     "SPARK_DRIVER_MEMORY=4g), and run again")
 
 
 # Spark's checkpoint files (offsets, commits, metadata) are written through Hadoop's FileContext by default: on a

@@ -38,6 +38,7 @@ from ..iceberg.maintenance import IcebergMaintenance
 from ..lake.files import LakeFiles
 from ..lake.lease import LakeLease
 from ..lake.paths import join, scheme
+from ..lake.scratch import Scratch
 from ..runtime.driver_threads import DriverThreads
 from ..runtime.errors import LandError, registry_error
 from ..source.kafka_read import KafkaReader
@@ -113,6 +114,7 @@ class Lander(ParkedTables):
     checkpoint_files: LakeFiles | None = None
     # Its parts, each a job of its own; the lake format (formats.make_format: Delta's or Iceberg's) builds its own
     threads: DriverThreads = field(init=False)
+    scratch: Scratch = field(init=False)
     kafka: KafkaReader = field(init=False)
     evolution: SchemaEvolution = field(init=False)
     verifier: Verifier = field(init=False)
@@ -133,7 +135,9 @@ class Lander(ParkedTables):
         settings = FormatSettings(self.lake_format, self.lake, self.keys, self.driver_rows, self.driver_merge_bytes,
                                   self.compact_files, self.small_file_bytes, self.compact_bytes,
                                   self.on_incompatible_change, self.deletion_vectors)
-        services = FormatServices(self.spark, self.app_id, self.files, self.threads, self.evolution,
+        self.scratch = Scratch(self.spark, self.lake, self.files)
+        self.scratch.clear()  # what a stopped run left (this job holds the lake's lease: job.run)
+        services = FormatServices(self.spark, self.app_id, self.files, self.threads, self.evolution, self.scratch,
                                   self.lease.check if self.lease is not None else None)
         self.format = make_format(settings, services, self.iceberg_catalog, self.iceberg_maintenance)
         self.verifier = Verifier(self.format)
@@ -245,7 +249,7 @@ class Lander(ParkedTables):
             table = batch.mapInArrow(self.source.decoder(ship=self.driver_rows // max(1, tasks)),
                                      RECORD_DDL).toArrow()
             if not pc.any(pc.equal(table.column("kind"), "withheld")).as_py():
-                return DriverBatch(self.spark, table)
+                return DriverBatch(self.scratch, table)
             log.debug("more than %d row changes in the batch: decoded again, cached in Spark", self.driver_rows)
         return SparkBatch(self.spark, batch, self.source.decoder())
 

@@ -2,7 +2,8 @@
 
 Batches of mirror candidates (what writer.land_partition hands the driver) with inserts, updates of keys
 in older files, deletes, key moves and several changes of one key; some batches through Spark's MERGE
-instead (its ``merge_bytes`` 0), so the driver then reads files Spark wrote; a replayed batch. After
+instead (its ``merge_bytes`` 0; with deletion vectors, their candidates through the lake's scratch files), so the
+driver then reads files Spark wrote; a replayed batch. After
 each batch the Delta table, read by delta-rs (and at the end by Spark), must equal the model: the rows a server
 would hold. Once more with deletion vectors, and both with a text key (the model's keys as text of several scripts,
 some of 32 UTF-8 bytes or more, whose files' ranges are open above) and a bytes key (no statistics: any file may hold
@@ -97,10 +98,13 @@ def test_the_driver_keeps_the_mirror_equal_to_the_source(spark, tmp_path, vector
     from streaming_job.batch.mirror import candidate_schema
     from streaming_job.delta import mirror_driver
     from streaming_job.format.mirror_read import KeyCut
+    from streaming_job.lake import scratch
     from streaming_job.lake.delta_log import TableLog
     from streaming_job.land.sink import Lander
 
     monkeypatch.setattr(mirror_driver, "_REWRITE_SHARE", 0.6)
+    if vectors == "always":  # Spark's batches get the candidates through the lake's scratch files (else local data)
+        monkeypatch.setattr(scratch, "LOCAL_BYTES", 0)
 
     small = {"small_file_bytes": 1} if vectors == "always" else {}
     lander = Lander(spark, str(tmp_path / "lake"), str(tmp_path / "cp"), deletion_vectors=vectors, **small)
@@ -128,6 +132,7 @@ def test_the_driver_keeps_the_mirror_equal_to_the_source(spark, tmp_path, vector
         vectored = [name for name, add in TableLog.read(path).files.items() if add.get("deletionVector")]
         assert bool(vectored) is (vectors == "always" and batch_id > 0), (batch_id, vectored)
     assert _mirror(spark, path) == expected
+    assert not any((tmp_path / "lake" / scratch.SCRATCH).glob("*"))  # the scratch files are gone
     operations = _operations(spark, path)
     # created by the driver's append of the first batch, then its rewrites (UPDATE), Spark's MERGEs
     assert operations[:1] == ["WRITE"] and operations[1:3] == ["UPDATE", "UPDATE"], operations

@@ -48,6 +48,14 @@ def test_a_batch_out_of_memory_is_one_line_naming_the_bound_and_the_drivers_memo
     assert _memory_error("org.apache.kafka.common.errors.TimeoutException: no broker", settings) is None
     # an earlier run's lines in the same log tell nothing about this one
     assert _memory_error("Connection refused", settings, jvm_log.stat().st_size) is None
+    # a JVM ended by ExitOnOutOfMemoryError (3) or by Spark after a task's (52), its lines on the console
+    console = LandSettings("k:9092", "p", LandConfig(lake="/l", checkpoint="/c", driver_rows=1000))
+    for status in (3, 52):
+        error = _memory_error("Error while sending or receiving", console, jvm_exit=lambda status=status: status)
+        assert error is not None and "(OutOfMemoryError)" in str(error) and "--driver-rows, now 1,000" in str(error)
+    assert _memory_error("Answer from Java side is empty", console, jvm_exit=lambda: 1) is None
+    assert _memory_error("Answer from Java side is empty", console, jvm_exit=lambda: None) is None
+    assert _memory_error("a query's own error", console, jvm_exit=lambda: 3) is None  # a JVM alive is not asked
 
 
 def test_a_tasks_failure_inside_foreach_batch_is_the_tasks_own_line() -> None:
