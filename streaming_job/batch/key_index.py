@@ -22,12 +22,27 @@ import pyarrow.compute as pc
 _POSITION = "_binlake_position"
 
 
-def key_numbers(keys: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """A first key column's values as numbers numpy compares: integers as they are, an unsigned BIGINT's
-    decimal(20,0) as uint64 (every value fits)."""
-    if pa.types.is_decimal(keys.type):
-        keys = pc.cast(keys, pa.uint64())
-    return keys.to_numpy()
+def key_numbers(keys: pa.ChunkedArray | pa.Array) -> np.ndarray | None:
+    """A first key column's values (no nulls) as numbers numpy compares exactly: integers as they are, dates as days
+    and timestamps as microseconds since 1970 (whatever unit a file has them in), a decimal of scale 0 (an unsigned
+    BIGINT's decimal(20,0)) as uint64 or int64 where every value fits, else as Python integers; None for other
+    types (text, bytes, decimals with a scale: compared as they are)."""
+    kind = keys.type
+    if pa.types.is_integer(kind):
+        return keys.to_numpy()
+    if pa.types.is_date32(kind):
+        return pc.cast(keys, pa.int32()).to_numpy()
+    if pa.types.is_timestamp(kind):
+        return pc.cast(pc.cast(keys, pa.timestamp("us", kind.tz)), pa.int64()).to_numpy()
+    if not (pa.types.is_decimal(kind) and kind.scale == 0):
+        return None
+    bounds = pc.min_max(keys)
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    if low is None or (low >= 0 and high < 1 << 64):
+        return pc.cast(keys, pa.uint64()).to_numpy()
+    if -(1 << 63) <= low and high < 1 << 63:
+        return pc.cast(keys, pa.int64()).to_numpy()
+    return np.array([int(v) for v in keys.to_pylist()], dtype=object)
 
 
 class BatchKeys:
@@ -39,8 +54,10 @@ class BatchKeys:
 
     @cached_property
     def numbers(self) -> np.ndarray:
-        """The first key column's distinct non-null values, ascending."""
-        return np.unique(key_numbers(self.latest.column(self.pk[0]).drop_null()))
+        """The first key column's distinct non-null values, ascending (a key of numbers: file_keys)."""
+        found = key_numbers(self.latest.column(self.pk[0]).drop_null())
+        assert found is not None
+        return np.unique(found)
 
 
 class FileKeys(Protocol):
@@ -131,10 +148,9 @@ def file_keys(keys: pa.Table) -> FileKeys:
     """A file's key columns (in file order) as kept in memory: runs, sorted numbers or the columns themselves."""
     if keys.num_columns != 1 or keys.column(0).null_count:
         return KeyColumns(keys)
-    column = keys.column(0)
-    if not (pa.types.is_integer(column.type) or pa.types.is_decimal(column.type)):
+    numbers = key_numbers(keys.column(0))
+    if numbers is None or numbers.dtype == object:
         return KeyColumns(keys)
-    numbers = key_numbers(column)
     if len(numbers) > 1 and not np.all(numbers[1:] > numbers[:-1]):
         return KeyColumns(keys)  # not in ascending order (or a key twice): scanned
     breaks = np.flatnonzero(np.diff(numbers) != 1) + 1  # where a run starts, after the first

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from decimal import Decimal
 from typing import Any, NamedTuple
 
 import pyarrow as pa
@@ -22,6 +21,7 @@ from ..decode.typed import typed_batches
 from ..lake.files import LakeFiles
 from ..lake.paths import join
 from ..runtime.spark_archives import keep_spark_archive_listings
+from .key_stats import stats_values
 from .mirror import candidate_schema, candidates_ddl, mirror_candidates
 
 PARTITION_COLUMN = "commit_date"
@@ -178,18 +178,15 @@ def write_table_file(lake: LakeFiles, table_path: str, rows: pa.Table) -> Added:
 
 def write_mirror_file(lake: LakeFiles, table_path: str, rows: pa.Table,
                       key: str) -> Added:
-    """One unpartitioned mirror file of ``rows`` (written by the driver), with its statistics of the
-    (integer or text) ``key`` column, by which MERGEs and the driver (mirror_driver.MirrorFiles) skip files; a bytes
-    key has none (Delta keeps none of a binary column)."""
+    """One unpartitioned mirror file of ``rows`` (written by the driver), with its statistics of the ``key`` column
+    as Delta's writer keeps them (key_stats.stats_values), by which MERGEs and the driver (mirror_driver.MirrorFiles)
+    skip files; a bytes key has none (Delta keeps none of a binary column)."""
     options = parquet_options(len(rows))
     name = file_name("", options)
     size = lake.write_parquet(join(table_path, name), rows, **options)
-    if pa.types.is_binary(rows.column(key).type) or pa.types.is_large_binary(rows.column(key).type):
+    bounds = stats_values(rows.column(key))
+    if bounds is None:
         return Added(name, {}, size, {"numRecords": len(rows)})
-    bounds = pc.min_max(rows.column(key))
-    low, high = bounds["min"].as_py(), bounds["max"].as_py()
-    if isinstance(low, Decimal):  # an unsigned BIGINT's decimal(20,0): a JSON integer, as Delta writes it
-        low, high = int(low), int(high)
-    stats = {"numRecords": len(rows), "minValues": {key: low}, "maxValues": {key: high},
+    stats = {"numRecords": len(rows), "minValues": {key: bounds[0]}, "maxValues": {key: bounds[1]},
              "nullCount": {key: rows.column(key).null_count}}
     return Added(name, {}, size, stats)

@@ -24,8 +24,9 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..batch.key_index import BatchKeys, FileKeys, file_keys, key_numbers
+from ..batch.key_index import BatchKeys, FileKeys, file_keys
 from ..batch.key_range import KeyRange
+from ..batch.key_stats import driver_key, file_range, sorted_keys
 from ..batch.keys import key_property
 from ..batch.mirror import DELETED, conform, last_per_key
 from ..batch.recent_files import RecentFiles
@@ -39,18 +40,14 @@ from ..runtime.driver_threads import DriverThreads
 from ..runtime.errors import LandError
 from .commit import Commit, LiveFile, Vectored
 from .deletion_vectors import ENABLE_PROPERTY
-from .mirrors import INTEGER, META, MirrorStrategy, MirrorTable, key_stats
+from .mirrors import META, MirrorStrategy, MirrorTable, key_stats
 from .tables import DeltaTables, stats_columns
 from .vector_files import VectorFiles
 
 log = logging.getLogger("binlake.land")
-# the first key column types of mirrors the driver keeps: integers, unsigned BIGINT (decimal(20,0)), text and bytes,
-# which the driver compares as Spark's MERGE does: exactly, text by code point (a collation's equal keys are the
-# binlog's bytes). Delta keeps no statistics of bytes: a bytes key's files may each hold any key.
-DRIVER_KEYS = (*INTEGER, "decimal(20,0)", "string", "binary")
-# Delta's writer keeps a text column's statistics to 32 characters (delta.dataSkippingStringPrefixLength): a largest
-# value of 32 UTF-8 bytes or more (no fewer than its characters) may be a cut one, so the range is then open above
-_TEXT_STATS_BYTES = 32
+# The driver keeps mirrors keyed first by integers, decimals, dates, timestamps, text and bytes (key_stats.driver_key),
+# which it compares as Spark's MERGE does: exactly, text by code point (a collation's equal keys are the binlog's
+# bytes). Delta keeps no statistics of bytes: a bytes key's files may each hold any key.
 _FILE_ROWS = MIRROR_FILE_ROWS  # rows per mirror file the driver writes, at most
 _FILE_ROWS_PER_THREAD = 50_000  # ... and at least, where it writes several at once
 # a file whose deletion vector would delete more than this share of its rows is rewritten
@@ -102,7 +99,8 @@ class DriverMirror(MirrorStrategy[pa.Table]):
         db, table, path, columns, pk = mirror.db, mirror.table, mirror.path, mirror.columns, mirror.pk
         key = pk[0]
         lake = self.delta.files
-        if lake is None or dict(columns)[key] not in DRIVER_KEYS:
+        key_type = dict(columns)[key]
+        if lake is None or not driver_key(key_type):
             return False
         if mirror.added:  # nullable columns without a default: the mirror's files lack them, read as nulls
             types = dict(columns)
@@ -122,14 +120,14 @@ class DriverMirror(MirrorStrategy[pa.Table]):
         assert vectors is not None  # (a lake the driver writes)
         files = self.files.get((db, table))
         if files is None or files.version != commit.version:
-            files = self.files[(db, table)] = MirrorFiles.read(commit, key)
+            files = self.files[(db, table)] = MirrorFiles.read(commit, key, key_type)
         touched = files.holding(latest.column(key))
         if touched is None:
             return False
         if commit.version >= 0 and self._upgrade(commit, sum(files.sizes[f] for f in touched)):
             self.delta.enable_deletion_vectors(path)
             commit = self.delta.transaction(path)
-            files = self.files[(db, table)] = MirrorFiles.read(commit, key)
+            files = self.files[(db, table)] = MirrorFiles.read(commit, key, key_type)
         marked: list[tuple[LiveFile, np.ndarray]] = []
         vectored_mirror = self.vectors != "never" and commit.deletion_vectors()
         if vectored_mirror:
@@ -146,11 +144,12 @@ class DriverMirror(MirrorStrategy[pa.Table]):
             cached = self.recent.get(join(path, name))
             rows = vectors.live(cached if cached is not None else lake.read_parquet(join(path, name)), path,
                                 live.deletion_vector)
-            rest = _without_keys(rows, latest, pk)
+            # in the mirror's types first (Spark's files may have a timestamp in nanoseconds)
+            rest = _without_keys(conform(rows, schema), latest, pk)
             # a touched file whose range held the batch's keys but the file none of them stays as it is
             if len(rest) < len(rows) or name in compacted:
                 removes.append(live.removed())
-                kept.append(conform(rest, schema))
+                kept.append(rest)
         surviving = latest.filter(pc.invert(latest.column(DELETED))).select(names)
         rows = _sorted_by(pa.concat_tables([*kept, surviving]), key)
         parts = _file_rows(rows, self.threads.count)
@@ -164,7 +163,7 @@ class DriverMirror(MirrorStrategy[pa.Table]):
                             f"{_first_line(exc)}; nothing of this batch is in the mirror, "
                             "and landing resumes with it on the next run") from exc
         self.delta.committed(path, version, batch_id)
-        files.update(version, adds, [r.path for r in removes], key, vectored)
+        files.update(version, adds, [r.path for r in removes], vectored)
         self.recent.drop([join(path, r.path) for r in removes])
         self.keys.drop([join(path, r.path) for r in removes])
         if len(adds) == 1 and len(rows) <= SMALL_FILE_ROWS:
@@ -194,14 +193,15 @@ class DriverMirror(MirrorStrategy[pa.Table]):
         assert self.delta.files is not None and self.vector_files is not None
         rewritten, marked = [], []
         batch = BatchKeys(latest, pk)
+        key_schema = latest.select(pk).schema
         for name in touched:
             live = files.live[name]
             where = join(path, name)
             keys = self.keys.get(where)
             if keys is None:
                 cached = self.recent.get(where)
-                keys = file_keys(cached.select(pk) if cached is not None
-                                 else self.delta.files.read_parquet(where, columns=pk))
+                keys = file_keys(conform(cached.select(pk) if cached is not None  # in the batch's types
+                                         else self.delta.files.read_parquet(where, columns=pk), key_schema))
                 self.keys.put(where, keys)
             old = self.vector_files.deleted(path, live.deletion_vector)
             hit = np.setdiff1d(keys.positions(batch), old, assume_unique=True)
@@ -232,14 +232,16 @@ class MirrorFiles:
     live: dict[str, LiveFile]
     ranges: dict[str, KeyRange | None]
     sizes: dict[str, int]
+    key: str
+    key_type: str  # the first key's lake type (key_stats.driver_key)
 
     @classmethod
-    def read(cls, commit: Commit, key: str) -> MirrorFiles:
+    def read(cls, commit: Commit, key: str, key_type: str) -> MirrorFiles:
         live, ranges, sizes = {}, {}, {}
         for file in commit.files():
             live[file.path], sizes[file.path] = file, file.size
-            ranges[file.path] = file_range(file.stats, key, text=True)
-        return cls(commit.version, live, ranges, sizes)
+            ranges[file.path] = file_range(file.stats, key, key_type)
+        return cls(commit.version, live, ranges, sizes, key, key_type)
 
     def holding(self, column: pa.ChunkedArray) -> list[str] | None:
         """The files whose key range holds one of a batch's first key ``column``'s values; None where the driver
@@ -275,14 +277,13 @@ class MirrorFiles:
     def rows(self, name: str) -> int:
         return self.live[name].rows()
 
-    def update(self, version: int, adds: list[Added], removed: list[str], key: str,
-               vectored: Sequence[Vectored] = ()) -> None:
+    def update(self, version: int, adds: list[Added], removed: list[str], vectored: Sequence[Vectored] = ()) -> None:
         for name in removed:
             del self.live[name], self.ranges[name], self.sizes[name]
         for name, values, size, stats in adds:
-            self.live[name] = LiveFile(name, size, orjson.dumps(stats).decode(), None, values, 0)
+            self.live[name] = live = LiveFile(name, size, orjson.dumps(stats).decode(), None, values, 0)
             self.sizes[name] = size
-            self.ranges[name] = _stats_range(stats, key, text=True)
+            self.ranges[name] = file_range(live.stats, self.key, self.key_type)  # as a reader of the log finds it
         for file, vector in vectored:
             self.live[file.path] = file._replace(deletion_vector=vector)
         self.version = version
@@ -294,15 +295,6 @@ _RECENT_BYTES = 64 << 20
 def _range_order(bounds: KeyRange | None) -> tuple[bool, Any]:
     """A file's place among small files to compact together: by its smallest key, those of unknown range last."""
     return (True, 0) if bounds is None else (False, bounds.low)
-
-
-def sorted_keys(column: pa.ChunkedArray) -> np.ndarray:
-    """A batch's first key column, ascending, as ``MirrorFiles.holding`` searches it: integers as numbers
-    (key_index.key_numbers), text and bytes in Arrow's order (Delta's: text by code point) as Python objects."""
-    if not (pa.types.is_integer(column.type) or pa.types.is_decimal(column.type)):
-        values = column.drop_null()
-        return values.take(pc.sort_indices(values)).to_numpy(zero_copy_only=False)
-    return np.sort(key_numbers(column))
 
 
 def _without_keys(rows: pa.Table, latest: pa.Table, pk: list[str]) -> pa.Table:
@@ -338,24 +330,6 @@ def _write_mirror_files(lake: LakeFiles, path: str, parts: list[pa.Table], key: 
     if len(parts) == 1:
         return [write_mirror_file(lake, path, parts[0], key)]
     return list(pool.map(lambda part: write_mirror_file(lake, path, part, key), parts))
-
-
-def file_range(stats: str | None, key: str, text: bool = False) -> KeyRange | None:
-    """A file's range of the first key from its statistics; None where there is none or it is not exact (a
-    decimal statistic written in exponent form: the file may then hold any key). With ``text``, a text key's range
-    too: open above (high None) where its largest value has _TEXT_STATS_BYTES bytes or more (Delta's writer cuts
-    a longer one; its first characters are then all that is known)."""
-    return _stats_range(orjson.loads(stats), key, text) if stats else None
-
-
-def _stats_range(stats: dict[str, Any], key: str, text: bool) -> KeyRange | None:
-    """file_range of statistics already parsed."""
-    low, high = stats.get("minValues", {}).get(key), stats.get("maxValues", {}).get(key)
-    if text and isinstance(low, str) and isinstance(high, str):  # a cut smallest value is still a lower bound
-        return KeyRange(low, None if len(high.encode()) >= _TEXT_STATS_BYTES else high)
-    if not (isinstance(low, int) and isinstance(high, int)):
-        return None
-    return KeyRange(low, high)
 
 
 def _first_line(exc: Exception) -> str:

@@ -13,13 +13,14 @@ from pyspark.sql import functions as F
 
 from ..batch import defaults as D
 from ..batch.key_range import KeyRange
+from ..batch.key_stats import INTEGER
 from ..batch.mirror import DELETED, ORDER, SEQ
 from ..batch.writer import MIRROR_FILE_ROWS
 from ..decode.lake_types import quote
 from .deletion_vectors import ENABLE_PROPERTY
 from .evolution import DeltaEvolution
 from .keys import record_key
-from .mirrors import INTEGER, META, MirrorStrategy, MirrorTable, key_stats
+from .mirrors import META, MirrorStrategy, MirrorTable, key_stats
 from .tables import DeltaTables
 
 log = logging.getLogger("binlake.land")

@@ -22,7 +22,6 @@ from ..lake.scratch import Scratch
 from .defaults import give_existing_rows
 from .tables import DeltaTables
 
-INTEGER = ("tinyint", "smallint", "int", "bigint")
 META = [(SEQ, "binary"), (COMMIT_TS, "timestamp")]  # kept in the mirror: the row's last change
 
 

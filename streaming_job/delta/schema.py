@@ -20,6 +20,7 @@ import orjson
 import pyarrow as pa
 
 from ..batch.default_values import default_values
+from ..batch.key_stats import driver_key
 from ..batch.mirror import conform
 from ..batch.writer import Added, write_mirror_file, write_table_file
 from ..decode.lake_types import quote
@@ -27,7 +28,6 @@ from ..lake.paths import join
 from ..statements.schema_alter import Alters, MirrorRewrite, Transform
 from ..statements.table_statements import Properties, TableStatements
 from .commit import Removed
-from .mirror_driver import DRIVER_KEYS
 from .mirrors import META
 from .statements import DeltaStatementTables, _configured, _protocol
 from .vector_files import VectorFiles
@@ -59,7 +59,7 @@ class DeltaMirrorRewrite(MirrorRewrite):
             rows = transform(conform(live, old))
             removes.append(Removed.of(name, add))
             if len(rows):
-                adds.append(_write(lake, path, rows, key[0] if key and types.get(key[0]) in DRIVER_KEYS else None))
+                adds.append(_write(lake, path, rows, key[0] if key and driver_key(types.get(key[0], "")) else None))
         schema = t._schema_of(ddl)
         metadata = {**found.metadata, "schemaString": orjson.dumps(schema).decode(),
                     "configuration": _configured(found.configuration, properties)}

@@ -13,6 +13,7 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ..batch.key_stats import file_range
 from ..batch.mirror import SEQ, conform
 from ..batch.writer import write_table_file
 from ..format.mirror_read import KeyCut, MirrorRead
@@ -20,7 +21,6 @@ from ..format.verify_results import RESULT_COLUMNS, VERIFY_TABLE, result_schema
 from ..lake.delta_log import TableLog
 from ..lake.files import LakeFiles
 from ..lake.paths import join
-from .mirror_driver import file_range
 from .tables import DeltaTables
 from .vector_files import VectorFiles
 

@@ -27,7 +27,7 @@ def _files(specs: list[tuple[str, int, int | None, int]]) -> MirrorFiles:
         live[name] = LiveFile(name, size, stats, None, {}, 0)
         ranges[name] = KeyRange(low, low + (rows or 1) - 1)
         sizes[name] = size
-    return MirrorFiles(1, live, ranges, sizes)
+    return MirrorFiles(1, live, ranges, sizes, "id", "bigint")
 
 
 def test_the_trickles_files_are_compacted_and_a_bulk_loads_are_not():
