@@ -4,6 +4,7 @@ history (Delta versions by Spark or delta-rs, Iceberg snapshots by pyiceberg).""
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import os
 import re
@@ -78,7 +79,7 @@ def run_latency(rate: float, duration: float, shape: Shape, land_log: Path | Non
     many rows (landed first, through the binlog, in transactions of 50,000 rows): each sets ``v`` to a value of
     its own, and its latency is the commit time of the first mirror version holding that value. ``keys``: which
     key the n-th update changes (default ``spread``: distinct keys spread over the whole table); ``key_type``: the
-    key column's (KEY_TYPES: BIGINT, or text as an order number or a UUID's text).
+    key column's (KEY_TYPES: BIGINT, text as an order number or a UUID's text, or a DATETIME(6)).
 
     ``inspect(lake, started)``: called once the processes stopped, with the lake's local directory and the
     time the transactions started; its result is the run's ``inspected``. ``merge_job``: the daemon publishes
@@ -181,6 +182,9 @@ KEY_TYPES = {
     "uuid": KeyType("CHAR(36)", lambda n: (f"CONCAT_WS('-', SUBSTR(MD5({n}), 1, 8), SUBSTR(MD5({n}), 9, 4), "
                                            f"SUBSTR(MD5({n}), 13, 4), SUBSTR(MD5({n}), 17, 4), SUBSTR(MD5({n}), 21))"),
                     _uuid_text),
+    # a DATETIME(6) a millisecond apart (and 7 microseconds in: Delta's statistics cut a timestamp to its millisecond)
+    "datetime": KeyType("DATETIME(6)", lambda n: f"TIMESTAMPADD(MICROSECOND, {n} * 1000 + 7, '2020-01-01')",
+                        lambda n: datetime.datetime(2020, 1, 1) + datetime.timedelta(microseconds=n * 1000 + 7)),
 }
 _SPREAD = 7_919  # a prime: row -> row * _SPREAD mod n is one-to-one for n not divisible by it
 

@@ -11,7 +11,8 @@ a row's latency is the commit time of the first mirror version holding its new v
 minus the time its UPDATE returned.
 
     python bench/run_big_tables.py [--rows 1000000,10000000] [--modes vectors,rewrite,merge] [--rate 2000]
-        [--duration 60] [--keys spread|hot] [--key-type bigint|text|uuid] [--output bench/results/big-tables.md]
+        [--duration 60] [--keys spread|hot] [--key-type bigint|text|uuid|datetime]
+        [--output bench/results/big-tables.md]
 
 With ``--format iceberg`` the mirrors are Iceberg tables (the lake's default catalog) and ``vectors`` means
 position delete files (`--deletion-vectors always`: iceberg/position_deletes.py), ``rewrite`` copy-on-write;
@@ -147,7 +148,8 @@ def main() -> int:
                         help="spread: distinct keys over the whole table; hot: nine in ten on its newest tenth")
     parser.add_argument("--format", choices=("delta", "iceberg"), default="delta", help="the lake's format")
     parser.add_argument("--key-type", choices=sorted(KEY_TYPES), default="bigint",
-                        help="the table's key: BIGINT, an order number as text (16 characters) or a UUID's text")
+                        help="the table's key: BIGINT, an order number as text (16 characters), a UUID's text or a "
+                             "DATETIME(6)")
     parser.add_argument("--output", type=Path)
     parser.add_argument("--logs", type=Path, help="keep each run's land log here (land-<rows>-<mode>.latency.log)")
     args = parser.parse_args()
