@@ -178,7 +178,7 @@ def main() -> int:
 
 
 _KEY_TYPE_TEXT = {"bigint": "BIGINT", "text": "an order number as text, VARCHAR(20), 16 characters",
-                  "uuid": "a UUID's text, CHAR(36)"}
+                  "uuid": "a UUID's text, CHAR(36)", "datetime": "a DATETIME(6), a millisecond apart"}
 _KEYS_TEXT = {"spread": "distinct keys spread over the whole mirror",
               "hot": "keys nine in ten of them in the mirror's newest tenth (the rest spread over all of it)"}
 
