@@ -64,17 +64,18 @@ def test_a_batchs_record_rows_reach_spark_through_files(spark, tmp_path, monkeyp
     from streaming_job.lake import scratch as scratch_module
     from streaming_job.lake.files import LakeFiles
 
-    monkeypatch.setattr(scratch_module, "LOCAL_BYTES", 0)
     lake = tmp_path / "lake"
     scratch = scratch_module.Scratch(spark, str(lake), LakeFiles.on_disk())
     empty = {n: None for n, _, _ in RECORD_FIELDS}
     records = [{**empty, "kind": "row", "topic": "p.db.t", "partition": 0, "offset": i, "db": "db", "tbl": "t",
                 "first_seq": i.to_bytes(8, "big"), "rows": 1, "data": bytes(range(i % 200))} for i in range(500)]
-    batch = DriverBatch(scratch, pa.Table.from_pylist(records, schema=RECORD_ARROW))
-    rows = batch.table("db", "t")
-    got = rows.frame().orderBy("offset").toArrow()
-    assert got.column("data").to_pylist() == [r["data"] for r in records]
-    assert got.column("first_seq").to_pylist() == [r["first_seq"] for r in records]
-    assert any((lake / scratch_module.SCRATCH).iterdir())
-    batch.release()
-    assert not any((lake / scratch_module.SCRATCH).iterdir())
+    for local in (True, False):  # 50 KB: local data; then through files
+        if not local:
+            monkeypatch.setattr(scratch_module, "LOCAL_BYTES", 0)
+        batch = DriverBatch(scratch, pa.Table.from_pylist(records, schema=RECORD_ARROW))
+        got = batch.table("db", "t").frame().orderBy("offset").toArrow()
+        assert got.column("data").to_pylist() == [r["data"] for r in records]
+        assert got.column("first_seq").to_pylist() == [r["first_seq"] for r in records]
+        assert (lake / scratch_module.SCRATCH).exists() is not local
+        batch.release()
+        assert not any((lake / scratch_module.SCRATCH).glob("*"))
