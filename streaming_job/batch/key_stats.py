@@ -24,6 +24,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..decode.lake_types import date_days
 from .key_index import key_numbers
 from .key_range import KeyRange
 
@@ -35,7 +36,6 @@ TEXT_STATS_BYTES = 32
 _TEXT_STATS_CHARACTERS = 32
 _TIE_BREAKER = "\U0010ffff"  # after a cut largest value (Delta's writer's, and the driver's)
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
-_EPOCH_DAY = datetime.date(1970, 1, 1).toordinal()
 _MICROSECOND = datetime.timedelta(microseconds=1)
 
 
@@ -65,7 +65,8 @@ def stats_range(stats: dict[str, Any], key: str, dtype: str | None = None) -> Ke
         if dtype == "string":  # a cut smallest value is still a lower bound
             return KeyRange(low, _text_high(high)) if isinstance(low, str) and isinstance(high, str) else None
         if dtype == "date":
-            return KeyRange(_day(low), _day(high))
+            days = date_days(str(low)), date_days(str(high))
+            return KeyRange(*days) if None not in days else None
         if dtype in ("timestamp", "timestamp_ntz"):
             return KeyRange(_micros(low), _micros(high) + 999)
         if dtype.startswith("decimal("):
@@ -97,10 +98,6 @@ def _next_prefix(prefix: str) -> str | None:
     return None
 
 
-def _day(text: Any) -> int:
-    return datetime.date.fromisoformat(str(text)).toordinal() - _EPOCH_DAY
-
-
 def _micros(text: Any) -> int:
     """An ISO timestamp statistic as microseconds since 1970-01-01 00:00 UTC (one without a zone: as UTC)."""
     found = datetime.datetime.fromisoformat(str(text))
@@ -124,7 +121,7 @@ def stats_values(column: pa.ChunkedArray | pa.Array) -> tuple[Any, Any] | None:
     if pa.types.is_date(kind):
         return low.isoformat(), high.isoformat()
     if pa.types.is_decimal(kind):  # a JSON number, exact (orjson writes a Fragment as it is)
-        return orjson.Fragment(_number(low)), orjson.Fragment(_number(high))
+        return orjson.Fragment(format(low, "f")), orjson.Fragment(format(high, "f"))
     if isinstance(high, str) and len(high.encode()) >= TEXT_STATS_BYTES:  # as Delta's writer cuts them
         return low[:_TEXT_STATS_CHARACTERS], high[:_TEXT_STATS_CHARACTERS] + _TIE_BREAKER
     return low, high
@@ -134,10 +131,6 @@ def _timestamp_stat(value: datetime.datetime) -> str:
     """Delta's form: to the millisecond (cut), ``Z`` for a time zone's instant, nothing for a wall-clock time."""
     text = value.replace(microsecond=value.microsecond // 1000 * 1000, tzinfo=None).isoformat(timespec="milliseconds")
     return text + ("Z" if value.tzinfo is not None else "")
-
-
-def _number(value: Decimal) -> str:
-    return format(value, "f")
 
 
 def sorted_keys(column: pa.ChunkedArray) -> np.ndarray:
