@@ -36,7 +36,7 @@ from ..lake.object_store import ObjectStoreSettings, on_object_store, probe
 from ..lake.paths import is_local, scheme
 from ..runtime.errors import LandError, python_error
 from ..runtime.spark_logs import driver_java_options, jvm_stderr
-from ..source.available_now import last_progress, run_rounds, start_offsets
+from ..source.available_now import StartRetry, last_progress, run_rounds, start_offsets
 from ..source.kafka_source import stream_source
 from ..source.progress import read_newest_planned
 from ..source.source_formats import source_format
@@ -314,7 +314,8 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
     jvm_log_start = _size(settings.jvm_log)
     try:
         lander.start()  # parked tables a stopped job left (parking.py)
-        run_rounds(writer, target, lambda query: _drain(query, listener), lander.background_failure)
+        run_rounds(writer, target, lambda query: _drain(query, listener), lander.background_failure,
+                   StartRetry(lambda: lander.calls))
         if settings.land.trigger == "available-now":
             lander.settle()  # the parked tables' rewrites and catch-ups: no next batch is coming
         lander.close()  # the work beside the batches done (Iceberg's table upkeep): its failure is the job's

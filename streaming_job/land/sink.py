@@ -80,6 +80,7 @@ class Lander(ParkedTables):
     app_id: str = ""
     last: BatchStats = field(default_factory=BatchStats)
     error: LandError | None = None
+    calls: int = 0  # micro-batches begun (a query that failed before its first is started again: StartRetry)
     # A table's batch of at most this many row changes has its mirror candidates reduced on the driver,
     # which keeps the mirror itself where that reads at most driver_merge_bytes of its files
     driver_rows: int = LandConfig.driver_rows
@@ -157,6 +158,7 @@ class Lander(ParkedTables):
         self.format.close()
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        self.calls += 1
         try:
             if self.lease is not None:
                 self.lease.check()

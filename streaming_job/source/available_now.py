@@ -25,19 +25,54 @@ def start_offsets(source: StreamSource) -> Offsets | None:
     return end_offsets(source.bootstrap, source.pattern) if isinstance(source, BinlakeKafka) else None
 
 
+class StartRetry:
+    """A query that failed to start because the Python process of binlake's source did not connect back to the JVM
+    in time is started again (at most ``tries`` times in a row), where no batch ran in it (``batches()``: how many
+    the job began). Spark 4.0 waits a fixed 10 s for that process (PythonWorkerFactory, no setting), and on a
+    machine that busy its interpreter's start alone can take longer; nothing was planned or written then."""
+
+    def __init__(self, batches: Callable[[], int], tries: int = 2) -> None:
+        self.batches = batches
+        self.tries = tries
+        self.left = tries
+        self.at = batches()
+
+    def started(self) -> None:
+        self.at = self.batches()
+
+    def __call__(self, exc: BaseException) -> bool:
+        late = self.left > 0 and self.batches() == self.at and any(m in str(exc) for m in _WORKER_LATE)
+        if late:
+            self.left -= 1
+            log.warning("the query's Python source process did not connect back to Spark in time (a busy machine): "
+                        "starting it again (%d of %d)", self.tries - self.left, self.tries)
+        return late
+
+
+_WORKER_LATE = ("Python worker failed to connect back", "Timed out while waiting for the Python worker to connect back")
+
+
 def run_rounds(writer: Any, target: Offsets | None, done: Callable[[Any], None],
-               failed: Callable[[], BaseException | None] = lambda: None) -> None:
+               failed: Callable[[], BaseException | None] = lambda: None, retry: StartRetry | None = None) -> None:
     """Starts the query of ``writer`` (a DataStreamWriter) until it stops, ``done(query)`` after each run; again
     while its last batch ended short of ``target`` and moved on from the run before (a bounded batch lands a part of
     the backlog per run). ``failed()``: the work the job does beside its batches (a parked table's rewrite:
-    parking.py) failed: the query is stopped and that raised."""
+    parking.py) failed: the query is stopped and that raised. ``retry``: a query that failed to start (StartRetry)
+    is started again."""
     before: object = None
     while True:
-        query = writer.start()
-        while not query.awaitTermination(0.25):  # seconds (a float is taken): the run ends sooner after its batch
-            if failed() is not None:
-                query.stop()
-                break
+        if retry is not None:
+            retry.started()
+        try:
+            query = writer.start()
+            while not query.awaitTermination(0.25):  # seconds (a float is taken): the run ends sooner after its batch
+                if failed() is not None:
+                    query.stop()
+                    break
+        except Exception as exc:
+            if retry is not None and failed() is None and retry(exc):
+                continue
+            raise
         done(query)
         failure = failed()
         if failure is not None:

@@ -255,3 +255,53 @@ def test_a_sample_goes_on_past_a_few_small_records_to_the_large_ones_after_them(
     short = Sample(start=7, behind=3)  # the batch holds three offsets there: they are the sample
     short.add(9, 300)
     assert short.full and short.offsets == 3
+
+
+class _Late(_Query):
+    """A query that fails as Spark 4.0's does when the source's Python process did not connect back in time."""
+
+    def awaitTermination(self, timeout: float) -> bool:
+        raise RuntimeError("[STREAM_FAILED] ... org.apache.spark.SparkException: Python worker failed to connect back.")
+
+
+class _LateWriter(_Writer):
+    """A DataStreamWriter whose first ``late`` runs fail to start (after ``begun()`` a batch each, if given)."""
+
+    def __init__(self, late: int, begun: list[int] | None = None) -> None:
+        super().__init__([None])
+        self.late, self.begun = late, begun
+
+    def start(self) -> _Query:
+        self.runs += 1
+        if self.runs > self.late:
+            return _Query(None)
+        if self.begun is not None:
+            self.begun[0] += 1
+        return _Late(None)
+
+
+def test_a_query_whose_python_source_did_not_connect_back_in_time_is_started_again_twice_at_most() -> None:
+    """Spark 4.0 waits a fixed 10 s for the Python process of a Python data source (binlake's Kafka source); on a
+    busy machine the query failed at its start with nothing planned. It is started again, twice at most, and only
+    where no batch began in it; any other failure is raised at once."""
+    import pytest
+
+    from streaming_job.source.available_now import StartRetry, run_rounds
+
+    calls = [0]
+    twice = _LateWriter(2)
+    run_rounds(twice, None, lambda q: None, retry=StartRetry(lambda: calls[0]))
+    assert twice.runs == 3
+    thrice = _LateWriter(3)
+    with pytest.raises(RuntimeError, match="connect back"):
+        run_rounds(thrice, None, lambda q: None, retry=StartRetry(lambda: calls[0]))
+    assert thrice.runs == 3
+    begun = _LateWriter(1, calls)  # a batch had begun in the query that failed: not started again
+    with pytest.raises(RuntimeError, match="connect back"):
+        run_rounds(begun, None, lambda q: None, retry=StartRetry(lambda: calls[0]))
+    assert begun.runs == 1
+    with pytest.raises(RuntimeError, match="connect back"):  # no retry asked for
+        run_rounds(_LateWriter(1), None, lambda q: None)
+    failing = _LateWriter(1)
+    with pytest.raises(RuntimeError, match="connect back"):  # the work beside the batches failed meanwhile
+        run_rounds(failing, None, lambda q: None, lambda: ValueError("parked"), StartRetry(lambda: calls[0]))
