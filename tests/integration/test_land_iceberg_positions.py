@@ -3,19 +3,25 @@ replaced and deleted rows are marked deleted by position in a position delete fi
 new rows in one snapshot. Against a real server: rounds of random updates (a key changed twice in a transaction and
 again in the next), deletes and re-inserts of the same keys, on an INT key, a two-column key and an unsigned
 BIGINT key past 2^63; after each round the mirrors equal the server's SELECT as Spark (Iceberg's Java runtime) and
-pyiceberg read them; the land driver killed with SIGKILL mid-stream lands every change once; the mirrors were
+pyiceberg read them; the land driver killed with SIGKILL mid-stream lands every change once, and killed
+mid-compaction leaves files no metadata names, which the next run removes; the mirrors were
 compacted (every 4 files) and hold at most one file-scoped position delete file per data file and fewer than 4
 others, and no equality deletes."""
 
 from __future__ import annotations
 
+import contextlib
 import random
+import signal
+import subprocess
+import sys
 
 import pytest
 
 from streaming_job.iceberg.compaction import excess_deletes
-from tests.harness.daemon import run_daemon
+from tests.harness.daemon import BINLAKE, run_daemon
 from tests.harness.iceberg import catalog
+from tests.harness.iceberg_files import local_path, metadata_locations, named, on_disk
 from tests.harness.land import committed_batches, kill_group, lake_frame, land_command, run_land, running_until
 
 pytestmark = pytest.mark.integration
@@ -125,3 +131,27 @@ def test_random_changes_land_by_position_and_read_alike_in_spark_and_pyiceberg(m
         live = {d.file_path: d for task in mirror.scan().plan_files() for d in task.delete_files}
         assert excess_deletes(list(live.values())) < 4, table  # bounded (and one file-scoped one per data file)
         assert any(s.summary and s.summary.operation.value == "replace" for s in mirror.snapshots()), table
+
+    # the driver killed with SIGKILL mid-compaction (its own, at that point: tests/harness/killed_land.py): the
+    # compaction's data and delete files, manifests and manifest list written, the table's metadata not; the next
+    # run removes them (orphans, land.iceberg_orphan_age 0) and lands every change once
+    for n in range(8, 12):
+        _round(conn, rnd, n)
+        run_daemon(server, kafka, prefix)
+    before = committed_batches(checkpoint)
+    proc = subprocess.Popen([sys.executable, "-m", "tests.harness.killed_land", "iceberg-compaction",
+                             *cmd[len(BINLAKE):], *_POSITIONS, "--max-offsets-per-trigger", "1", "--trigger",
+                             "available-now"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    assert proc.wait(timeout=600) == -signal.SIGKILL  # a compaction fell due and was killed
+    with contextlib.suppress(ProcessLookupError):
+        kill_group(proc)  # (its JVM)
+    orphans = {p for (ns, name), meta in metadata_locations(lake).items() if ns == db
+               for p in on_disk(lake / db / name) - named(meta, local_path)}
+    assert {p.suffix for p in orphans} >= {".avro", ".parquet"}, orphans  # named by no metadata
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BINLAKE_LAND_ICEBERG_ORPHAN_AGE", "0")
+        assert run_land(kafka, prefix, lake, *_POSITIONS) == 0
+    assert committed_batches(checkpoint) > before
+    assert not any(p.exists() for p in orphans), [p for p in orphans if p.exists()]
+    _assert_mirrors(spark, lake, conn, db)
