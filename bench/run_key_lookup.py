@@ -14,9 +14,11 @@ Side by side:
 
 Keys: ``dense`` (AUTO_INCREMENT, one in a thousand deleted before the load) and ``sparse`` (distinct random
 BIGINTs). Reported: each batch's lookup time after a warm-up batch (p50, max), the memory the kept keys take, and
-how many files a batch read from disk.
+how many files a batch read from disk. ``--key-memory``: the memory kept (land.key_memory, MiB; several: side by
+side).
 
-    python bench/run_key_lookup.py [--rows 10000000,100000000] [--batches 10] [--output bench/results/key-lookup.md]
+    python bench/run_key_lookup.py [--rows 10000000,100000000] [--keys dense,sparse] [--modes columns,index]
+        [--key-memory 512] [--batches 10] [--output bench/results/key-lookup.md]
 """
 
 from __future__ import annotations
@@ -35,10 +37,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from run_decode import _cpu_model, _git_revision
 
+from ingester.config import LandConfig
 from streaming_job.batch.key_index import BatchKeys, file_keys, key_numbers
 from streaming_job.batch.key_range import KeyRange
 from streaming_job.batch.recent_files import RecentFiles
-from streaming_job.delta.mirror_driver import _KEYS_BYTES
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS = BENCH_DIR / "results" / "key-lookup.md"
@@ -50,6 +52,7 @@ class Run(NamedTuple):
     rows: int
     keys: str
     mode: str
+    budget: int  # bytes of keys kept at most (land.key_memory)
     p50: float
     max: float
     kept_bytes: int
@@ -96,8 +99,8 @@ def _write(directory: Path, rows: int, dense: bool, rnd: np.random.Generator) ->
 
 
 def _lookup(files: list[tuple[str, KeyRange]], batches: list[np.ndarray], make: Callable[[pa.Table], Any],
-            rows: int, keys: str, mode: str) -> Run:
-    kept: RecentFiles[Any] = RecentFiles(_KEYS_BYTES)
+            rows: int, keys: str, mode: str, budget: int) -> Run:
+    kept: RecentFiles[Any] = RecentFiles(budget)
     times, reads = [], []
     for number, wanted in enumerate(batches):
         batch = BatchKeys(pa.table({"id": wanted}), ["id"])
@@ -115,27 +118,32 @@ def _lookup(files: list[tuple[str, KeyRange]], batches: list[np.ndarray], make: 
         if number:  # the first batch reads every file: a warm-up
             times.append(time.perf_counter() - started)
             reads.append(read)
-    return Run(rows, keys, mode, float(np.median(times)), max(times), kept.size, float(np.mean(reads)))
+    return Run(rows, keys, mode, budget, float(np.median(times)), max(times), kept.size, float(np.mean(reads)))
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", default="10000000,100000000", help="mirror sizes, comma-separated")
+    p.add_argument("--keys", default="dense,sparse", help="of dense, sparse")
+    p.add_argument("--modes", default="columns,index", help="of columns, index")
+    p.add_argument("--key-memory", default=str(LandConfig.key_memory >> 20),
+                   help="MiB of keys kept (land.key_memory), comma-separated: side by side")
     p.add_argument("--batches", type=int, default=10, help="batches after the warm-up one")
     p.add_argument("--output", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     runs: list[Run] = []
     for rows in (int(r) for r in args.rows.split(",")):
-        for keys in ("dense", "sparse"):
+        for keys in args.keys.split(","):
             directory = Path(tempfile.mkdtemp(prefix="bl-keys-"))
             try:
                 rnd = np.random.default_rng(rows)
                 files, mirror = _write(directory, rows, keys == "dense", rnd)
                 batches = [np.unique(rnd.choice(mirror, BATCH_KEYS)) for _ in range(args.batches + 1)]
                 del mirror
-                for mode, make in (("columns", _Columns), ("index", file_keys)):
-                    runs.append(_lookup(files, batches, make, rows, keys, mode))
-                    print(runs[-1], flush=True)
+                for mode in args.modes.split(","):
+                    for budget in (int(m) << 20 for m in args.key_memory.split(",")):
+                        runs.append(_lookup(files, batches, MAKE[mode], rows, keys, mode, budget))
+                        print(runs[-1], flush=True)
             finally:
                 shutil.rmtree(directory, ignore_errors=True)
     args.output.write_text(_report(runs, args.batches))
@@ -147,24 +155,31 @@ def _report(runs: list[Run], batches: int) -> str:
              f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, commit {_git_revision()}, {_cpu_model()}, one thread.", "",
              f"{batches} batches of {BATCH_KEYS:,} keys spread over a mirror in files of {FILE_ROWS:,} rows written in "
              "key order (bench/run_key_lookup.py), after a warm-up batch; the files' keys kept in memory within "
-             f"{_KEYS_BYTES >> 20} MiB (the least recently used dropped), read from Parquet when not. `columns`: "
+             "the memory given (land.key_memory; the least recently used dropped), read from Parquet when not. "
+             "`columns`: "
              "the key column as read, searched by bisection (binlake before); `index`: key_index.file_keys (runs of "
              "consecutive keys, else sorted numbers). `dense`: AUTO_INCREMENT keys, one in a thousand deleted; "
              "`sparse`: distinct random BIGINTs.", "",
-             "| mirror rows | keys | mode | batch p50 | batch max | keys kept in memory | files read a batch |",
-             "|---|---|---|---|---|---|---|"]
+             "| mirror rows | keys | mode | kept at most | batch p50 | batch max | keys kept in memory "
+             "| files read a batch |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in runs:
-        lines.append(f"| {r.rows:,} | {r.keys} | {r.mode} | {r.p50 * 1000:,.1f} ms | {r.max * 1000:,.1f} ms | "
+        lines.append(f"| {r.rows:,} | {r.keys} | {r.mode} | {r.budget >> 20:,} MiB | {r.p50 * 1000:,.1f} ms | "
+                     f"{r.max * 1000:,.1f} ms | "
                      f"{r.kept_bytes / 2**20:,.1f} MiB | {r.files_read:,.0f} |")
     lines.append("")
     for rows in sorted({r.rows for r in runs}):
-        for keys in ("dense", "sparse"):
-            pair = {r.mode: r for r in runs if r.rows == rows and r.keys == keys}
+        for keys, budget in sorted({(r.keys, r.budget) for r in runs if r.rows == rows}):
+            pair = {r.mode: r for r in runs if (r.rows, r.keys, r.budget) == (rows, keys, budget)}
             if len(pair) == 2:
-                lines.append(f"- {rows:,} rows, {keys} keys: index {pair['columns'].p50 / pair['index'].p50:.1f}x "
-                             f"faster than columns (p50), keys kept {pair['columns'].kept_bytes / 2**20:,.0f} MiB -> "
+                faster = pair["columns"].p50 / pair["index"].p50
+                lines.append(f"- {rows:,} rows, {keys} keys, {budget >> 20:,} MiB: index {faster:.1f}x faster than "
+                             f"columns (p50), keys kept {pair['columns'].kept_bytes / 2**20:,.0f} MiB -> "
                              f"{pair['index'].kept_bytes / 2**20:,.1f} MiB.")
     return "\n".join(lines) + "\n"
+
+
+MAKE: dict[str, Callable[[pa.Table], Any]] = {"columns": _Columns, "index": file_keys}
 
 
 if __name__ == "__main__":

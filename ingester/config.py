@@ -228,6 +228,11 @@ class LandConfig:
     compact_files: int = 32
     small_file_bytes: int = 8 << 20
     compact_bytes: int = 256 << 20
+    # Mirrors with deletion vectors or position deletes: the driver keeps the keys of their files between batches
+    # (batch/key_index.py), at most key_memory bytes; runs of consecutive keys take a few bytes a file, other keys 8
+    # bytes a row (random BIGINTs: a 100,000,000-row mirror's 800 MB). Past it, a batch reads the key columns of the
+    # files it touches again (a warning says so); raise it where the driver has the memory.
+    key_memory: int = 512 << 20
     # format delta (docs/LAND.md, "Deletion vectors"): a batch's updates and deletes in a mirror's file of
     # small_file_bytes or more mark its old rows in the file's deletion vector instead of rewriting the file.
     # "auto": a mirror gets deletion vectors once a batch would rewrite more than 128 MiB of its files (its protocol

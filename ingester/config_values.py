@@ -57,7 +57,8 @@ def operations(value: Any) -> str | None:
 CHECKS: dict[tuple[str, str], Any] = {
     ("DebeziumConfig", "skipped_operations"): operations, ("SourceConfig", "start_wait"): at_least(0),
     ("LandConfig", "compact_files"): at_least(2), ("LandConfig", "small_file_bytes"): at_least(1),
-    ("LandConfig", "compact_bytes"): at_least(1), ("LandConfig", "iceberg_expire_every"): at_least(1),
+    ("LandConfig", "compact_bytes"): at_least(1), ("LandConfig", "key_memory"): at_least(1),
+    ("LandConfig", "iceberg_expire_every"): at_least(1),
     ("LandConfig", "iceberg_snapshot_retention"): duration, ("LandConfig", "iceberg_metadata_versions"): at_least(1),
     ("LandConfig", "iceberg_orphan_age"): duration, ("LandConfig", "iceberg_orphan_every"): at_least(0),
 }

@@ -44,6 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--small-file-bytes", type=int, metavar="BYTES", help="a small file's bound (default 8 MiB)")
     p.add_argument("--compact-bytes", type=int, metavar="BYTES",
                    help="the most bytes of small files one compaction rewrites (default 256 MiB)")
+    p.add_argument("--key-memory", type=int, metavar="BYTES",
+                   help="the most bytes of mirror files' keys the driver keeps between batches (default 512 MiB)")
     p.add_argument("--deletion-vectors", choices=("auto", "always", "never"),
                    help="updates and deletes of a mirror's rows marked by position instead of file rewrites: "
                         "deletion vectors (format delta), position delete files (format iceberg) (default auto: "
@@ -135,7 +137,7 @@ def land_overrides(args: argparse.Namespace) -> dict[str, Any]:
     names = ("lake", "checkpoint", "trigger", "quarantine", "min_partitions", "max_offsets_per_trigger",
              "max_batch_bytes", "master", "driver_rows", "kafka_source", "source_format", "s3_endpoint",
              "s3_path_style", "format", "iceberg_catalog", "compact_files", "small_file_bytes", "compact_bytes",
-             "iceberg_snapshot_retention", "deletion_vectors")
+             "key_memory", "iceberg_snapshot_retention", "deletion_vectors")
     land = {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
     if land:
         out["land"] = land

@@ -81,7 +81,8 @@ class DeltaFormat(LakeFormat):
         compaction = ChangeLogCompaction(settings.compact_files, settings.small_file_bytes, settings.compact_bytes,
                                          files)
         driver = DriverMirror(delta, threads, settings.driver_merge_bytes, settings.compact_files,
-                              settings.small_file_bytes, settings.compact_bytes, settings.deletion_vectors)
+                              settings.small_file_bytes, settings.compact_bytes, settings.deletion_vectors,
+                              settings.key_memory)
         keys = DeltaKeys(spark, partial(join, settings.lake), delta.log).mirror_keys(settings.keys)
         mirrors = Mirrors(spark, settings.lake, delta, services.evolution, keys, driver,
                           SparkMirror(spark, delta, columns, settings.deletion_vectors == "always"), services.scratch)

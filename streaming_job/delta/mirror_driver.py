@@ -24,6 +24,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ingester.config import LandConfig
+
 from ..batch.key_index import BatchKeys, FileKeys, file_keys
 from ..batch.key_range import KeyRange
 from ..batch.key_stats import driver_key, file_range, sorted_keys
@@ -55,7 +57,6 @@ _REWRITE_SHARE = REWRITE_SHARE
 # a touched file of fewer rows (and fewer bytes than land.small_file_bytes) is rewritten, not given a vector:
 # cheap to write, and its rows join the batch's new file
 _VECTOR_ROWS = SMALL_ROWS
-_KEYS_BYTES = 512 << 20  # the files' key columns kept in memory, at most
 # land.deletion_vectors "auto": a mirror gets deletion vectors once a batch would rewrite more than this of its
 # files (a large mirror changed at scattered keys); smaller ones keep the lowest protocol, which more readers read
 _AUTO_VECTOR_BYTES = 128 << 20
@@ -70,7 +71,8 @@ class DriverMirror(MirrorStrategy[pa.Table]):
     gets a deletion vector: ``_mark``)."""
 
     def __init__(self, delta: DeltaTables, threads: DriverThreads, merge_bytes: int, compact_files: int,
-                 small_file_bytes: int, compact_bytes: int | None = None, vectors: VectorMode = "auto") -> None:
+                 small_file_bytes: int, compact_bytes: int | None = None, vectors: VectorMode = "auto",
+                 key_memory: int = LandConfig.key_memory) -> None:
         self.delta = delta
         self.threads = threads
         self.merge_bytes = merge_bytes
@@ -80,7 +82,7 @@ class DriverMirror(MirrorStrategy[pa.Table]):
         self.vectors = vectors
         self.files: dict[tuple[str, str], MirrorFiles] = {}
         self.recent: RecentFiles[pa.Table] = RecentFiles(_RECENT_BYTES)
-        self.keys: RecentFiles[FileKeys] = RecentFiles(_KEYS_BYTES)  # files' keys (key_index), by path
+        self.keys: RecentFiles[FileKeys] = RecentFiles(key_memory, "land.key_memory")  # files' keys (key_index)
         self.vector_files = VectorFiles(delta.files) if delta.files is not None else None
 
     def forget(self, db: str, table: str) -> None:

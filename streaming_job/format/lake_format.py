@@ -68,6 +68,7 @@ class FormatSettings:
     compact_bytes: int = LandConfig.compact_bytes
     on_incompatible_change: Mode = "rewrite"  # land.on_incompatible_change (schema_alter.py)
     deletion_vectors: VectorMode = LandConfig.deletion_vectors  # land.deletion_vectors (delta/mirror_driver.py)
+    key_memory: int = LandConfig.key_memory  # land.key_memory: the mirrors' files' keys kept (batch/key_index.py)
 
 
 @dataclass

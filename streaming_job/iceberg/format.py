@@ -38,6 +38,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.expressions import AlwaysTrue
 
+from ingester.config import LandConfig
+
 from ..batch.batch_rows import TableRows
 from ..batch.default_values import default_values, fill_older, with_columns
 from ..batch.evolution import SchemaEvolution
@@ -115,7 +117,6 @@ _QUARANTINE_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()
 # land.deletion_vectors "auto": a batch's deletes go by position once the mirror's data files its keys may be in
 # pass this (the bytes a copy-on-write delete would read and rewrite: Delta's bound, delta/mirror_driver.py)
 _AUTO_POSITION_BYTES = 128 << 20
-_KEYS_BYTES = 512 << 20  # the mirrors' data files' keys kept between batches (position deletes), at most
 
 
 class IcebergFormat(LakeFormat):
@@ -125,12 +126,13 @@ class IcebergFormat(LakeFormat):
                  evolution: SchemaEvolution | None = None, spark: Any = None,
                  maintenance: IcebergMaintenance | None = None, on_incompatible_change: Mode = "rewrite",
                  deletes: VectorMode = "auto", threads: DriverThreads | None = None,
-                 lease: Callable[[], None] | None = None) -> None:
+                 lease: Callable[[], None] | None = None, key_memory: int = LandConfig.key_memory) -> None:
         """``keys``: land.keys; ``evolution`` and ``spark``: the defaults of added columns (none without them);
         ``maintenance``: compaction and expiry after each commit (iceberg/maintenance.py's defaults without it);
         ``deletes``: land.deletion_vectors (a mirror's deletes by position); ``threads``: the driver's, which read
         the data files' keys side by side (one at a time without them); ``lease``: raises where the lake's lease is
-        lost (lake/lease.py), checked before each table's upkeep."""
+        lost (lake/lease.py), checked before each table's upkeep; ``key_memory``: land.key_memory, the most bytes of
+        the data files' keys kept between batches (position deletes)."""
         self.where = where
         # the snapshots' app id (with the batch's part: lake_format.LakeFormat.part), the calling thread's own
         self._app_id: ContextVar[str] = ContextVar(f"binlake-iceberg-app-id-{id(self)}", default=app_id)
@@ -149,7 +151,7 @@ class IcebergFormat(LakeFormat):
         self.upkeep = Upkeep(self._upkeep, lease)  # the tables' upkeep after their commits, on a thread of its own
         self.deletes = deletes
         self.threads = threads
-        self.file_keys: RecentFiles[FileKeys] = RecentFiles(_KEYS_BYTES)  # by data file path, for position deletes
+        self.file_keys: RecentFiles[FileKeys] = RecentFiles(key_memory, "land.key_memory")  # by data file path
         self.generations = ChangeLogGenerations(self._properties)
         statement_tables = IcebergStatementTables(self)
         self.table_statements = TableStatements(statement_tables, self.generations, self.forget)
@@ -164,7 +166,8 @@ class IcebergFormat(LakeFormat):
         kept = maintenance or IcebergMaintenance(settings.compact_files, settings.small_file_bytes,
                                                  settings.compact_bytes)
         return cls(catalog, services.app_id, settings.keys, services.evolution, services.spark, kept,
-                   settings.on_incompatible_change, settings.deletion_vectors, services.threads, services.lease)
+                   settings.on_incompatible_change, settings.deletion_vectors, services.threads, services.lease,
+                   settings.key_memory)
 
     def _properties(self, db: str, name: str) -> dict[str, str] | None:
         found = self.table(db, name)

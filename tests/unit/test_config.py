@@ -252,6 +252,10 @@ def test_compaction_and_retention_settings_are_checked_where_they_are_set(tmp_pa
     # the flags, and one line from the command
     assert main(["land", "--lake", str(tmp_path), "--checkpoint", str(tmp_path / "cp"), "--compact-files", "0"]) == 2
     assert capsys.readouterr().err == "binlake: error: command line.land.compact_files: must be at least 2, got 0\n"
+    assert defaults.key_memory == 512 << 20  # the mirrors' files' keys the driver keeps (land.key_memory)
+    assert load_config(None, environ={"BINLAKE_LAND_KEY_MEMORY": str(2 << 30)}).land.key_memory == 2 << 30
+    assert main(["land", "--lake", str(tmp_path), "--checkpoint", str(tmp_path / "cp"), "--key-memory", "0"]) == 2
+    assert capsys.readouterr().err == "binlake: error: command line.land.key_memory: must be at least 1, got 0\n"
     assert main(["land", "--lake", str(tmp_path), "--checkpoint", str(tmp_path / "cp"),
                  "--iceberg-snapshot-retention", "soon"]) == 2
     err = capsys.readouterr().err

@@ -73,3 +73,41 @@ def test_nulls_match_nothing_and_several_columns_join() -> None:
     assert file_keys(file).positions(BatchKeys(latest, ["a", "b"])).tolist() == [2, 3]
     assert file_keys(file).positions(BatchKeys(latest.slice(0, 0), ["a", "b"])).tolist() == []
     assert _positions(pa.array([1, 2, 3]), pa.array([None, 2, None], pa.int64())) == [1]
+
+
+def test_files_read_again_past_the_memory_kept_are_said_once_per_period(caplog, monkeypatch) -> None:
+    """The driver keeps the files' keys within land.key_memory; where what the batches touch does not fit, a file
+    dropped for want of room and read again by a later batch is said in a warning naming the setting, at most every
+    WARN_SECONDS; a file dropped because it is gone (compacted, removed) is not counted."""
+    import logging
+
+    from streaming_job.batch import recent_files
+    from streaming_job.batch.recent_files import RecentFiles
+
+    class Sized:
+        nbytes = 100
+
+    clock = [1_000.0]
+    monkeypatch.setattr(recent_files.time, "monotonic", lambda: clock[0])
+    kept: RecentFiles[Sized] = RecentFiles(250, "land.key_memory")
+    with caplog.at_level(logging.WARNING, logger="binlake.land"):
+        for path in ("a", "b", "c"):  # "a" dropped for want of room
+            kept.put(path, Sized())
+        assert kept.size == 200 and kept.get("a") is None and kept.again == 0 and not caplog.records
+        kept.put("b", Sized())  # put again while kept: counted once
+        assert kept.size == 200
+        kept.put("a", Sized())  # read again: "c" dropped in turn
+        assert kept.again == 1
+        (line,) = [r.getMessage() for r in caplog.records]
+        assert "more than land.key_memory (0 MiB): 1 files dropped for want of room were read again" in line
+        kept.put("c", Sized())
+        kept.drop(["b"])  # gone: forgotten, not read again
+        kept.put("b", Sized())
+        assert kept.again == 2 and len(caplog.records) == 1  # within the period: not said again
+        clock[0] += recent_files.WARN_SECONDS  # the next put says what was read again meanwhile
+        kept.put("z", Sized())
+        assert len(caplog.records) == 2 and ": 1 files dropped" in caplog.records[-1].getMessage()
+    quiet: RecentFiles[Sized] = RecentFiles(150)  # no setting named (the small files' rows): never said
+    for path in ("a", "b", "a", "b"):
+        quiet.put(path, Sized())
+    assert quiet.again == 0
