@@ -107,7 +107,7 @@ def run_latency(rate: float, duration: float, shape: Shape, land_log: Path | Non
         if merge_job:
             land = [sys.executable, str(BENCH_DIR / "merge_job.py"), "--kafka", broker.bootstrap, "--topic",
                     f"{prefix}.bench_lat.t", "--table", str(lake / "bench_lat" / "t"), "--checkpoint",
-                    str(lake / "_checkpoint")]
+                    str(lake / "_checkpoint"), "--format", lake_format, "--lake", str(lake)]
         daemon_env = {**os.environ, **({"BINLAKE_KAFKA_FORMAT": "debezium-json"} if merge_job else {})}
         procs = [
             subprocess.Popen([sys.executable, "-m", "ingester.cli.main", "run", "--source", server.url, "--kafka",
