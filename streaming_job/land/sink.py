@@ -41,6 +41,7 @@ from ..lake.paths import join, scheme
 from ..lake.scratch import Scratch
 from ..runtime.driver_threads import DriverThreads
 from ..runtime.errors import LandError, registry_error
+from ..runtime.memory import RELEASE_ROWS, release_unused
 from ..source.kafka_read import KafkaReader
 from ..source.progress import read_landed
 from ..source.source_formats import BinlakeRecords, SourceFormat
@@ -183,6 +184,8 @@ class Lander(ParkedTables):
                 rows.release()
         stats.seconds = time.monotonic() - start
         self.last = stats
+        if stats.rows >= RELEASE_ROWS:
+            release_unused()  # what the allocators keep of a large batch (runtime/memory.py)
 
     def _coalesced(self, batch: DataFrame) -> tuple[DataFrame, int]:
         """The batch in at most as many partitions as tasks are wanted, and how many."""
