@@ -11,10 +11,11 @@ mirror as delta-rs reads it has N rows and the ids' sum the server's. Reported p
 wall time of the process (Spark's start included), rows/s, micro-batches, and the peak resident memory of the
 process group (the driver's Python and JVM, Spark's Python workers), sampled every 0.5 s, over the whole run and
 its middle and last thirds (flat memory: the last third's peak no higher than the middle's; the first holds Spark's
-start).
+start), and the driver's Python process's own peak. ``--code``: source trees (git worktrees) whose `binlake land`
+lands the same backlog in turn, side by side (default: this one).
 
     .venv/bin/python bench/run_backlog.py [--rows 1000000 10000000] [--bounds 67108864 0]
-        [--driver-rows 4000000 1000000] [--output FILE]
+        [--driver-rows 4000000 1000000] [--code DIR ...] [--output FILE]
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ class Landing:
     peak_rss_mib: float
     thirds: tuple[float, float]  # the peak RSS of the run's middle and last thirds (flat memory: the last no higher)
     note: str
+    code: str = ""  # the source tree's commit
+    driver_mib: float = 0.0  # the driver's Python process's own peak RSS
 
 
 def fill(server: MariaDBServer, rows: int) -> None:
@@ -79,21 +82,23 @@ def publish(server: MariaDBServer, broker: KafkaBroker, prefix: str) -> float:
 
 
 def land(broker: KafkaBroker, prefix: str, lake: Path, rows: int, bound: int, driver_rows: int,
-         want_sum: int) -> Landing:
+         want_sum: int, code: Path = BENCH_DIR.parent) -> Landing:
     log = lake.with_suffix(".log")
     command = [*BINLAKE, "land", "--kafka", broker.bootstrap, "--topic-prefix", prefix, "--lake", str(lake),
                "--checkpoint", str(lake / "_checkpoint"), "--trigger", "available-now", "--max-batch-bytes",
                str(bound), "--driver-rows", str(driver_rows)]
     samples: list[tuple[float, float]] = []
+    driver: list[float] = []
     done = threading.Event()
     started = time.monotonic()
     with log.open("w") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                env=os.environ | {"BINLAKE_DEBUG": "1"})
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=code,
+                                env=os.environ | {"BINLAKE_DEBUG": "1", "PYTHONPATH": str(code)})
 
         def sample() -> None:
             while not done.wait(0.5):
                 samples.append((time.monotonic(), group_rss_mib(proc.pid)))
+                driver.append(_rss_mib(proc.pid))
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
@@ -124,7 +129,20 @@ def land(broker: KafkaBroker, prefix: str, lake: Path, rows: int, bound: int, dr
     else:
         last = [line for line in text.splitlines() if line.strip()][-1:] or ["no output"]
         note = f"exit {code}: {last[0][:200]}"
-    return Landing(rows, bound, driver_rows, ok, wall, sum(spans), batches, peak, (thirds[0], thirds[1]), note)
+    return Landing(rows, bound, driver_rows, ok, wall, sum(spans), batches, peak, (thirds[0], thirds[1]), note,
+                   _revision(code), max(driver, default=0.0))
+
+
+def _revision(code: Path) -> str:
+    found = subprocess.run(["git", "-C", str(code), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return found.stdout.strip() or "unknown"
+
+
+def _rss_mib(pid: int) -> float:
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def main() -> int:
@@ -133,6 +151,8 @@ def main() -> int:
     parser.add_argument("--bounds", type=int, nargs="+", default=[64 << 20, 0])
     parser.add_argument("--driver-rows", type=int, nargs="+", default=[LandConfig.driver_rows, 1_000_000])
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--code", type=Path, nargs="+", default=[BENCH_DIR.parent],
+                        help="source trees whose binlake lands the backlog, in turn")
     parser.add_argument("--work", type=Path, help="keep the lakes and the landing logs here (default: a temporary "
                                                   "directory, removed)")
     args = parser.parse_args()
@@ -147,13 +167,15 @@ def main() -> int:
             fill(server, rows)
             published[rows] = publish(server, broker, "bl")
             print(f"backlog: published in {published[rows]:.1f} s", flush=True)
-            for bound, driver_rows in [(b, d) for b in args.bounds for d in args.driver_rows]:
-                result = land(broker, "bl", Path(work) / f"lake-{bound}-{driver_rows}", rows, bound, driver_rows,
-                              rows * (rows + 1) // 2)
+            for n, code, bound, driver_rows in [(n, c, b, d) for n, c in enumerate(args.code) for b in args.bounds
+                                                for d in args.driver_rows]:
+                result = land(broker, "bl", Path(work) / f"lake-{n}-{bound}-{driver_rows}", rows, bound, driver_rows,
+                              rows * (rows + 1) // 2, code)
                 results.append(result)
                 print(f"backlog: {rows:,} rows, bound {bound >> 20} MiB, driver rows {driver_rows:,}: "
                       f"{'ok' if result.ok else 'FAILED'} "
                       f"{result.wall_s:.1f} s, {result.batches} batches, peak {result.peak_rss_mib:,.0f} MiB "
+                      f"(driver's Python {result.driver_mib:,.0f} MiB, code {result.code}) "
                       f"{result.note}", flush=True)
     write(args.output, results, published)
     return 0 if all(r.ok for r in results if r.bound) else 1
@@ -167,17 +189,18 @@ def write(path: Path, results: list[Landing], published: dict[int, float]) -> No
         "`python bench/run_backlog.py` (local lake, Delta, Spark local[2], the driver's default memory). Each "
         "landing checked: the mirror (delta-rs) has every row and the server's sum of ids.",
         "",
-        "| rows | published (s) | max batch | driver rows | result | wall (s) | rows/s (wall) | rows/s (batches) | "
-        "batches | peak RSS (MiB) | peak RSS, middle / last third of the run (MiB) |",
-        "|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| code | rows | published (s) | max batch | driver rows | result | wall (s) | rows/s (wall) | "
+        "rows/s (batches) | batches | peak RSS (MiB) | peak RSS, middle / last third of the run (MiB) "
+        "| driver's Python peak (MiB) |",
+        "|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         bound = f"{r.bound >> 20} MiB" if r.bound else "none (one batch)"
         rate = f"{r.rows / r.wall_s:,.0f}" if r.ok else "-"
         within = f"{r.rows / r.batch_s:,.0f}" if r.ok and r.batch_s else "-"
-        lines.append(f"| {r.rows:,} | {published[r.rows]:.0f} | {bound} | {r.driver_rows:,} | "
+        lines.append(f"| {r.code} | {r.rows:,} | {published[r.rows]:.0f} | {bound} | {r.driver_rows:,} | "
                      f"{'ok' if r.ok else 'failed: ' + r.note} | {r.wall_s:.0f} | {rate} | {within} | {r.batches} | "
-                     f"{r.peak_rss_mib:,.0f} | {r.thirds[0]:,.0f} / {r.thirds[1]:,.0f} |")
+                     f"{r.peak_rss_mib:,.0f} | {r.thirds[0]:,.0f} / {r.thirds[1]:,.0f} | {r.driver_mib:,.0f} |")
     lines += ["", f"Goal (issue 39): at least {GOAL_ROWS_PER_S:,} rows/s with flat memory.", ""]
     path.write_text("\n".join(lines))
     print(path.read_text())
