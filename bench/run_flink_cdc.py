@@ -11,8 +11,10 @@ compiled by javac into ~/.cache/binlake/flink/classes.
 
 1. Initial load: ``--rows`` rows preloaded into the table, then the Flink job started; its rate is the rows over
    the seconds from the JVM's start to the commit of the first snapshot holding them all (JVM and MiniCluster
-   start included). binlake's: land_latency's binlog preload (as bench/run_big_tables.py), its rows over the
-   seconds from the first INSERT to the last row landed (`binlake run` and `binlake land` already running).
+   start included; ``--chunk-size``: the connector's snapshot chunk). binlake's (``--binlake-load``): `binlake run
+   --snapshot initial` of the preloaded table, from its and `binlake land`'s start (Spark's included) to the last
+   row landed; or land_latency's binlog preload (as bench/run_big_tables.py), from the first INSERT to the last row
+   landed (`binlake run` and `binlake land` already running).
 2. UPDATEs of distinct keys spread over the table at ``--rate`` for ``--duration`` s (3 threads), after a warm-up
    row landed; a row's latency is the commit time of the first snapshot whose *added data files* hold its new
    value (pyiceberg reads no table with equality deletes: its snapshots' manifests are read with pyiceberg, the
@@ -22,8 +24,8 @@ compiled by javac into ~/.cache/binlake/flink/classes.
    after a warm-up, taken in turns with a compacted copy (the table's rows written again by Spark, no delete file);
    the live equality and position delete files of Flink's table.
 
-    python bench/run_flink_cdc.py [--rows 1000000] [--rate 2000] [--duration 60] [--binlake iceberg,delta]
-        [--output bench/results/flink-cdc.md]
+    python bench/run_flink_cdc.py [--rows 1000000] [--rate 2000] [--duration 60] [--binlake iceberg,delta|none]
+        [--binlake-load snapshot|binlog] [--chunk-size ROWS] [--logs DIR] [--output bench/results/flink-cdc.md]
 """
 
 from __future__ import annotations
@@ -167,7 +169,7 @@ def _scans(warehouse: Path, rows: int) -> tuple[float, float]:
     spark = build_session("local[2]", 2, "binlake-bench-flink-cdc", iceberg=IcebergCatalog(str(warehouse)).spark_conf())
     try:
         spark.sql(f"CREATE TABLE binlake.{DATABASE}.compacted USING iceberg TBLPROPERTIES ('format-version' = '2') "
-                  f"AS SELECT /*+ COALESCE(1) */ * FROM binlake.{DATABASE}.t")  # one file, as pyiceberg's append
+                  f"AS SELECT /*+ REPARTITION(1) */ * FROM binlake.{DATABASE}.t")  # one file (the reads apart)
 
         def scan(name: str) -> float:
             begun = time.perf_counter()
@@ -256,6 +258,9 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=2000, help="target UPDATEs a second")
     parser.add_argument("--duration", type=float, default=60, help="seconds of UPDATEs")
     parser.add_argument("--binlake", default="iceberg,delta", help="binlake's mirrors to run beside (or none)")
+    parser.add_argument("--binlake-load", choices=("snapshot", "binlog"), default="snapshot",
+                        help="binlake's initial load: `binlake run --snapshot initial` of the preloaded table, or the "
+                             "preload's INSERTs through the binlog (run_big_tables')")
     parser.add_argument("--chunk-size", type=int, help="Flink CDC's snapshot chunk size in rows (its default: 8096)")
     parser.add_argument("--output", type=Path, default=RESULTS)
     parser.add_argument("--logs", type=Path, help="keep the Flink job's and each binlake land job's log here")
@@ -285,7 +290,7 @@ def main() -> int:
             land_log = args.logs / f"land-{lake_format}.log" if args.logs else None
             run = run_latency(args.rate, args.duration, shape, land_log, preload=args.rows,
                               inspect=inspect_iceberg if lake_format == "iceberg" else inspect,
-                              lake_format=lake_format, server=server)
+                              lake_format=lake_format, server=server, snapshot=args.binlake_load == "snapshot")
             binlake[lake_format] = run
             print(f"binlake {lake_format}: load {run.preload_s:.1f} s, p50 {run.pct(0.5):.2f} s, "
                   f"p99 {run.pct(0.99):.2f} s, scan {run.inspected.scan_spark:.2f} s", flush=True)
@@ -323,11 +328,14 @@ def _report(args: argparse.Namespace, flink: FlinkRun, binlake: dict[str, Latenc
         "",
         "Initial load: Flink from the JVM's start (MiniCluster and job start included, "
         f"{flink.submitted_s:.1f} s to the job's submission) to the commit of the snapshot holding every row, of rows "
-        "already in the table (the connector's snapshot); binlake from the preload's first INSERT (transactions of "
-        "50,000 rows through the binlog, as run_big_tables) to its last row landed, with `binlake run` and `binlake "
-        "land` already running: binlake's figure includes MySQL's own INSERT time (the same INSERTs before Flink's "
-        f"run: {flink.insert_s:.1f} s), Flink's its JVM start. Load rates: rows/s (higher is better); latency and "
-        "scan ratios: binlake's over Flink's (below 1: binlake faster).",
+        "already in the table (the connector's snapshot); binlake " + (
+            "from the start of `binlake run --snapshot initial` and `binlake land` (Spark's start included) to the "
+            "last row of the preloaded table landed (binlake's snapshot: snapshot_parallelism 2)"
+            if args.binlake_load == "snapshot" else
+            "from the preload's first INSERT (transactions of 50,000 rows through the binlog, as run_big_tables) to "
+            "its last row landed, with `binlake run` and `binlake land` already running: binlake's figure includes "
+            f"MySQL's own INSERT time (the same INSERTs before Flink's run: {flink.insert_s:.1f} s)") + ". Load rates: "
+        "rows/s (higher is better); latency and scan ratios: binlake's over Flink's (below 1: binlake faster).",
         "",
         "| pipeline | initial load | load rows/s | achieved UPDATEs/s | landed | p50 | p90 | p99 | max | live data "
         "files | equality delete files | scan, Spark | compacted copy, Spark | read cost |",
