@@ -135,7 +135,7 @@ def land(broker: KafkaBroker, prefix: str, lake: Path, rows: int, bound: int, dr
 
 def _revision(code: Path) -> str:
     found = subprocess.run(["git", "-C", str(code), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return found.stdout.strip() or "unknown"
+    return found.stdout.strip() or f"unknown ({found.stderr.strip()[:80]})"
 
 
 def _rss_mib(pid: int) -> float:
