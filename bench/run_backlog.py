@@ -130,12 +130,7 @@ def land(broker: KafkaBroker, prefix: str, lake: Path, rows: int, bound: int, dr
         last = [line for line in text.splitlines() if line.strip()][-1:] or ["no output"]
         note = f"exit {code}: {last[0][:200]}"
     return Landing(rows, bound, driver_rows, ok, wall, sum(spans), batches, peak, (thirds[0], thirds[1]), note,
-                   _revision(code), max(driver, default=0.0))
-
-
-def _revision(code: Path) -> str:
-    found = subprocess.run(["git", "-C", str(code), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return found.stdout.strip() or f"unknown ({found.stderr.strip()[:80]})"
+                   _git_revision(code), max(driver, default=0.0))
 
 
 def _rss_mib(pid: int) -> float:

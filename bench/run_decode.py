@@ -324,9 +324,10 @@ def _cpu_model() -> str:
     return platform.machine()
 
 
-def _git_revision() -> str:
+def _git_revision(tree: Path = BENCH_DIR.parent) -> str:
+    """The commit of the source tree ``tree`` (this checkout by default), and whether it has uncommitted changes."""
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=BENCH_DIR.parent, capture_output=True, text=True).stdout.strip()
+        return subprocess.run(["git", *args], cwd=tree, capture_output=True, text=True).stdout.strip()
 
     revision = git("rev-parse", "--short", "HEAD") or "unknown"
     return revision + (" (uncommitted changes)" if git("status", "--porcelain", "--", "ingester") else "")

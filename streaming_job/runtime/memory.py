@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import logging
 from collections.abc import Callable
 
 import pyarrow as pa
 
-log = logging.getLogger("binlake.land")
 RELEASE_ROWS = 100_000
 
 
