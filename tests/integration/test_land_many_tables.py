@@ -33,11 +33,12 @@ pytestmark = pytest.mark.integration
 
 DB = "manytables"
 TABLES = [f"t{i:02d}" for i in range(50)]
-# Mostly an INT key (mirrors the driver keeps itself); composite keys led by an INT (also the driver's) and
-# one led by a VARCHAR (the mirror goes through Spark's MERGE, on the JVM, beside the driver's tables); one
-# BIGINT key with values beyond 32 bits. Half the INT-keyed tables have a DECIMAL wider than 18 digits
+# Mostly an INT key (mirrors the driver keeps itself); composite keys led by an INT or a VARCHAR (also the
+# driver's) and one led by a DOUBLE (the mirror goes through Spark's MERGE, on the JVM, beside the driver's
+# tables); one BIGINT key with values beyond 32 bits. Half the INT-keyed tables have a DECIMAL wider than 18 digits
 # (Parquet: fixed-length bytes, not int64).
-KEYS = {"t07": ("a", "b"), "t23": ("a", "b"), "t41": ("b", "a")}
+KEYS = {"t07": ("a", "b"), "t23": ("a", "b"), "t41": ("b", "a"), "t45": ("f", "a")}
+MERGED = "t45"  # its mirror goes through Spark's MERGE
 BIGINT_KEY = "t30"
 LINE = re.compile(rf"^\S+ \S+ \w+ binlake\.land (?:batch (\d+): (\d+) records in|{DB}\.(\w+): landed in )", re.M)
 
@@ -51,7 +52,7 @@ def _ddl(table: str) -> str:
     values = f"name VARCHAR(40), amount {amount}, at DATETIME(6), data BLOB"
     if table in KEYS:
         a, b = KEYS[table]
-        cols = {"a": "a INT NOT NULL", "b": "b VARCHAR(10) NOT NULL"}
+        cols = {"a": "a INT NOT NULL", "b": "b VARCHAR(10) NOT NULL", "f": "f DOUBLE NOT NULL"}
         return f"CREATE TABLE {table} ({cols[a]}, {cols[b]}, {values}, PRIMARY KEY ({a}, {b}))"
     key = "BIGINT" if table == BIGINT_KEY else "INT"
     return f"CREATE TABLE {table} (id {key} PRIMARY KEY, {values})"
@@ -60,7 +61,7 @@ def _ddl(table: str) -> str:
 def _key_values(table: str, n: int) -> tuple[Any, ...]:
     """Row ``n``'s key in ``table``."""
     if table in KEYS:
-        parts = {"a": n // 3, "b": f"k{n % 3}"}
+        parts = {"a": n // 3, "b": f"k{n % 3}", "f": n % 3 + 0.25}
         return tuple(parts[c] for c in KEYS[table])
     return ((n - 20) * 2**33 + 7,) if table == BIGINT_KEY else (n,)
 
@@ -203,10 +204,10 @@ def test_fifty_tables_in_one_batch_survive_kill_minus_nine_of_the_driver_mid_bat
                                 env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
     # Mid-batch, deterministically enough: the driver lands the batch's tables on a few threads in name
     # order, ~10 ms each (change-log files and commit, the mirror's files read, rewritten, committed), but
-    # t41's mirror goes through Spark's MERGE, which takes seconds. The mirrors' _delta_log directories are
+    # t45's mirror goes through Spark's MERGE, which takes seconds. The mirrors' _delta_log directories are
     # polled every 5 ms (a listdir of 50 directories takes ~1 ms); once half of the mirrors has a new
     # version, the driver's process group (its JVM, its Python workers) is killed: while other tables are
-    # being landed, and seconds before t41's MERGE could end the batch, so a poll late by a second still
+    # being landed, and seconds before t45's MERGE could end the batch, so a poll late by a second still
     # kills mid-batch. The tables' Delta logs then show which had the batch, asserted below: some, not all.
     try:
         deadline = time.monotonic() + 240
@@ -219,7 +220,7 @@ def test_fifty_tables_in_one_batch_survive_kill_minus_nine_of_the_driver_mid_bat
     landed = {kind: [t for t in TABLES if _batch_commits(paths[t])[1]]
               for kind, paths in (("mirrors", mirrors), ("change logs", change_logs))}
     assert 0 < len(landed["mirrors"]) < len(TABLES), landed  # mid-batch: some mirrors with the batch, some without
-    assert "t41" not in landed["mirrors"], landed
+    assert MERGED not in landed["mirrors"], landed
     assert committed_batches(checkpoint) == 1  # batch 0 only: batch 1 runs again
 
     capsys.readouterr()
