@@ -200,8 +200,9 @@ class LandMetrics(StreamingQueryListener):
         lag = max(0.0, time.time() - stats.newest_commit_ts) if stats.newest_commit_ts else None
         if lag is not None:
             self.lag.set(lag)
+        records = stats.records if stats.records is not None else progress.numInputRows  # (the driver's read)
         log.info("batch %d: %d records in, %d row changes landed in %.2fs (%.0f rows/s), lag %s",
-                 progress.batchId, progress.numInputRows, stats.rows, seconds, rate,
+                 progress.batchId, records, stats.rows, seconds, rate,
                  f"{lag:.1f}s" if lag is not None else "-")
         log.debug("batch %d: Spark's step times (ms) %s", progress.batchId, dict(progress.durationMs or {}))
 
@@ -315,7 +316,7 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
     jvm_log_start = _size(settings.jvm_log)
     try:
         lander.start()  # parked tables a stopped job left (parking.py)
-        run_rounds(writer, target, lambda query: _drain(query, listener), lander.background_failure,
+        run_rounds(writer, target, lambda query: _drain(query, listener, lander.begun), lander.background_failure,
                    StartRetry(lambda: lander.calls))
         if settings.land.trigger == "available-now":
             lander.settle()  # the parked tables' rewrites and catch-ups: no next batch is coming
@@ -430,12 +431,14 @@ def use_checkpoint_manager(spark: SparkSession, checkpoint: str) -> None:
         spark.conf.unset(_CHECKPOINT_MANAGER)
 
 
-def _drain(query: Any, listener: LandMetrics, timeout: float = 10.0) -> None:
+def _drain(query: Any, listener: LandMetrics, begun: int = -1, timeout: float = 10.0) -> None:
     """Listener events arrive asynchronously: let the last batch's reach the metrics before returning. A query whose
     last trigger found no new records reports that progress (no input rows) without a batch: no listener event
-    follows it (Spark posts a QueryIdleEvent instead), there is nothing to wait for."""
+    follows it (Spark posts a QueryIdleEvent instead), there is nothing to wait for. A batch the driver read itself
+    (source/driver_read.py) has no input rows in Spark's count either, but the sink began it (``begun``: the last
+    batch it began)."""
     last = last_progress(query)
-    if not last or not last["numInputRows"]:
+    if not last or (not last["numInputRows"] and last["batchId"] != begun):
         return
     deadline = time.monotonic() + timeout
     while listener.last_batch < last["batchId"] and time.monotonic() < deadline:

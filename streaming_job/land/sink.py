@@ -30,7 +30,7 @@ from ingester.config import LandConfig
 
 from ..batch.batch_rows import BatchRows, DriverBatch, SeqRange, SparkBatch
 from ..batch.evolution import SchemaEvolution, SchemaGroup
-from ..decode.decode import RECORD_DDL, ChunkPiece, RecordRow, reassemble
+from ..decode.decode import RECORD_ARROW, RECORD_DDL, ChunkPiece, RecordRow, reassemble
 from ..decode.typed import typed_batches
 from ..format.lake_format import QUARANTINE_TABLE, FormatServices, FormatSettings, LakeFormat, TableChanges, Undecodable
 from ..iceberg.catalog import IcebergCatalog
@@ -42,6 +42,7 @@ from ..lake.scratch import Scratch
 from ..runtime.driver_threads import DriverThreads
 from ..runtime.errors import LandError, registry_error
 from ..runtime.memory import RELEASE_ROWS, release_unused
+from ..source.driver_read import DriverRead
 from ..source.kafka_read import KafkaReader
 from ..source.progress import read_landed
 from ..source.source_formats import BinlakeRecords, SourceFormat
@@ -68,6 +69,7 @@ class BatchStats:
     seconds: float = 0.0
     verified: int = 0  # verify chunks compared (binlake verify)
     mismatched: int = 0  # of which differ
+    records: int | None = None  # the Kafka records the driver read itself (None: Spark's tasks did)
 
 
 @dataclass
@@ -81,6 +83,7 @@ class Lander(ParkedTables):
     app_id: str = ""
     last: BatchStats = field(default_factory=BatchStats)
     error: LandError | None = None
+    begun: int = -1  # the last micro-batch begun
     calls: int = 0  # micro-batches begun (a query that failed before its first is started again: StartRetry)
     # A table's batch of at most this many row changes has its mirror candidates reduced on the driver,
     # which keeps the mirror itself where that reads at most driver_merge_bytes of its files
@@ -123,6 +126,7 @@ class Lander(ParkedTables):
     verifier: Verifier = field(init=False)
     format: LakeFormat = field(init=False)
     parking: Parking | None = field(init=False, default=None)
+    driver_read: DriverRead | None = field(init=False, default=None)  # small batches read by the driver
 
     def __post_init__(self) -> None:
         if not self.app_id:  # stable per checkpoint: the query's identity for Delta's idempotent writes
@@ -144,6 +148,8 @@ class Lander(ParkedTables):
                                   self.lease.check if self.lease is not None else None)
         self.format = make_format(settings, services, self.iceberg_catalog, self.iceberg_maintenance)
         self.verifier = Verifier(self.format)
+        if self.checkpoint_files is not None and self.driver_rows > 0 and self.files is not None and self.bootstrap:
+            self.driver_read = DriverRead(self.bootstrap, self.checkpoint_files, self.checkpoint)
         if self.checkpoint_files is not None:  # (a rename a bounded batch splits parks too: land.park_rows -1 or not)
             files = self.checkpoint_files
             self.parking = Parking(ParkBook(files, self.checkpoint), self._rewrite, self._catch_up,
@@ -161,6 +167,7 @@ class Lander(ParkedTables):
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         self.calls += 1
+        self.begun = batch_id
         try:
             if self.lease is not None:
                 self.lease.check()
@@ -177,9 +184,12 @@ class Lander(ParkedTables):
     def process(self, batch: DataFrame, batch_id: int) -> None:
         start = time.monotonic()
         with self._landing(batch_id):  # no parked table's catch-up meanwhile (parking.py)
-            rows = self._decode(*self._coalesced(batch))
+            rows, records = self._read_here(batch_id)
+            if rows is None:
+                rows = self._decode(*self._coalesced(batch))
             try:
                 stats = self._records(rows, Scope(batch_id, None, partial(self._planned, batch_id)))
+                stats.records = records
             finally:
                 rows.release()
         stats.seconds = time.monotonic() - start
@@ -246,6 +256,23 @@ class Lander(ParkedTables):
             stats.verified, stats.mismatched = len(results), sum(not r.match for r in results)
         return stats
 
+    def _read_here(self, batch_id: int) -> tuple[BatchRows | None, int | None]:
+        """A small batch read from Kafka and decoded by the driver, and its records' count (source/driver_read.py);
+        (None, None) where Spark's tasks are to read it."""
+        records = self.driver_read.records(batch_id) if self.driver_read is not None else None
+        if records is None:
+            return None, None
+        try:
+            decoded = pa.Table.from_batches(list(self.source.decoder(ship=self.driver_rows)(records.to_batches())),
+                                            schema=RECORD_ARROW)
+        except Exception as exc:  # (Spark's tasks decode it again, and say what is wrong as they always did)
+            log.debug("batch %d: not decoded by the driver: %s", batch_id, exc)
+            return None, None
+        if _withheld(decoded):
+            return None, None
+        log.debug("batch %d: %d records read by the driver", batch_id, records.num_rows)
+        return DriverBatch(self.scratch, decoded), records.num_rows
+
     def _decode(self, batch: DataFrame, tasks: int) -> BatchRows:
         """The decoded batch, whole, in the driver (one Spark job, nothing cached), when the lake is local
         and the batch holds at most ``driver_rows`` row changes: each task ships at most its share of them,
@@ -254,7 +281,7 @@ class Lander(ParkedTables):
         if self.driver_rows > 0 and self.files is not None:
             table = batch.mapInArrow(self.source.decoder(ship=self.driver_rows // max(1, tasks)),
                                      RECORD_DDL).toArrow()
-            if not pc.any(pc.equal(table.column("kind"), "withheld")).as_py():
+            if not _withheld(table):
                 return DriverBatch(self.scratch, table)
             log.debug("more than %d row changes in the batch: decoded again, cached in Spark", self.driver_rows)
         return SparkBatch(self.spark, batch, self.source.decoder())
@@ -385,3 +412,8 @@ class Lander(ParkedTables):
         t = time.monotonic()
         self.format.land(subset, TableChanges(db, table, lake, columns, pk, schemas, batch_id, ingest))
         log.debug("%s.%s: landed in %.1fs", db, table, time.monotonic() - t)
+
+
+def _withheld(decoded: pa.Table) -> bool:
+    """Whether a decode stopped early (decode.decode_partition's ``ship``)."""
+    return bool(pc.any(pc.equal(decoded.column("kind"), "withheld")).as_py())

@@ -271,22 +271,7 @@ class KafkaStreamReader(DataSourceStreamReader):
     def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
         self._remember(start)
         self._remember(end)
-        left = [f"{t}-{p}" for t, parts in start.items() for p, o in parts.items()
-                if o > 0 and p not in end.get(t, {})]
-        if left:  # only a batch planned by another process (before a restart) can leave one out
-            raise SourceError(f"Kafka topic partitions {', '.join(left[:5])} are missing from the batch's end "
-                              "offsets (deleted, or left out of Kafka's metadata): their next records would "
-                              "not land")
-        spans = []
-        for topic, parts in end.items():
-            for partition, stop in parts.items():
-                # a partition found since the last batch starts at 0: a record gone already stops the read
-                first = start.get(topic, {}).get(partition, 0)
-                if stop < first:
-                    raise SourceError(f"Kafka topic partition {topic}-{partition} ends at offset {stop}, before "
-                                      f"offset {first} that was read already: was the topic recreated?")
-                if stop > first:
-                    spans.append(Span(topic, int(partition), first, stop))
+        spans = batch_spans(start, end)
         return [Split(s) for s in plan(spans, self.tasks, 1 if self.min_partitions > 0 else LEAST_PIECE)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -301,6 +286,27 @@ class KafkaStreamReader(DataSourceStreamReader):
             self._kafka.close()
             self._kafka = None
         self._sizes.close()
+
+
+def batch_spans(start: Offsets, end: Offsets) -> list[Span]:
+    """The offsets of a batch from ``start`` to ``end`` (a query's offsets), as spans of the partitions it reads."""
+    left = [f"{t}-{p}" for t, parts in start.items() for p, o in parts.items()
+            if o > 0 and p not in end.get(t, {})]
+    if left:  # only a batch planned by another process (before a restart) can leave one out
+        raise SourceError(f"Kafka topic partitions {', '.join(left[:5])} are missing from the batch's end "
+                          "offsets (deleted, or left out of Kafka's metadata): their next records would "
+                          "not land")
+    spans = []
+    for topic, parts in end.items():
+        for partition, stop in parts.items():
+            # a partition found since the last batch starts at 0: a record gone already stops the read
+            first = start.get(topic, {}).get(partition, 0)
+            if stop < first:
+                raise SourceError(f"Kafka topic partition {topic}-{partition} ends at offset {stop}, before "
+                                  f"offset {first} that was read already: was the topic recreated?")
+            if stop > first:
+                spans.append(Span(topic, int(partition), first, stop))
+    return spans
 
 
 # A span is cut for more tasks into pieces of at least this many records (a task reading a few records costs more

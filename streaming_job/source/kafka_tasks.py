@@ -37,6 +37,10 @@ class SourceError(RuntimeError):
     """Records of a batch are not in Kafka any more (or a topic was deleted), or Kafka does not give them."""
 
 
+class TooLarge(SourceError):
+    """A read bounded in bytes (read_spans' max_bytes) found more."""
+
+
 @dataclass(frozen=True)
 class Span:
     """Offsets [start, end) of one topic partition."""
@@ -72,13 +76,16 @@ def close_readers() -> None:
         _IDLE.popitem()[1].close()
 
 
-def read_spans(bootstrap: str, spans: Sequence[Span]) -> Iterator[pa.RecordBatch]:
-    """The committed records of ``spans``, in offset order per partition, as Arrow batches of SCHEMA."""
+def read_spans(bootstrap: str, spans: Sequence[Span], quiet_s: float = _READ_TIMEOUT_S,
+               max_bytes: int = 0) -> Iterator[pa.RecordBatch]:
+    """The committed records of ``spans``, in offset order per partition, as Arrow batches of SCHEMA. The read fails
+    (SourceError) after ``quiet_s`` without records while some are due, and (TooLarge) once it has read more than
+    ``max_bytes`` (0: no bound)."""
     if len({(s.topic, s.partition) for s in spans}) != len(spans):  # pieces of one partition: one at a time
         for s in spans:
-            yield from read_spans(bootstrap, [s])
+            yield from read_spans(bootstrap, [s], quiet_s, max_bytes)
         return
-    read = _Read(bootstrap, _IDLE.pop(bootstrap, None) or consumer(bootstrap), spans)
+    read = _Read(bootstrap, _IDLE.pop(bootstrap, None) or consumer(bootstrap), spans, quiet_s, max_bytes)
     try:
         yield from read.batches()
     except BaseException:  # closed early (GeneratorExit) or failed: its consumer's state is not to be trusted
@@ -92,10 +99,13 @@ def read_spans(bootstrap: str, spans: Sequence[Span]) -> Iterator[pa.RecordBatch
 class _Read:
     """One read of spans: the next offset due of each partition not finished, and the records not handed on."""
 
-    def __init__(self, bootstrap: str, kafka: Any, spans: Sequence[Span]) -> None:
+    def __init__(self, bootstrap: str, kafka: Any, spans: Sequence[Span], quiet_s: float, max_bytes: int) -> None:
         from kafka import TopicPartition
 
         self.bootstrap = bootstrap
+        self.quiet_s = quiet_s
+        self.max_bytes = max_bytes
+        self.handed = 0  # bytes handed on so far
         self.kafka = kafka
         self.spans = {TopicPartition(s.topic, s.partition): s for s in spans}
         self.due = {tp: s.start for tp, s in self.spans.items()}  # an open partition -> its next offset to read
@@ -116,14 +126,17 @@ class _Read:
         while self.due:
             if self._poll():
                 quiet_since = time.monotonic()
+            if self.max_bytes and self.handed + self.size > self.max_bytes:
+                raise TooLarge(f"more than {self.max_bytes} bytes of records")
             if self.size >= _BATCH_BYTES or (not self.due and self.columns["offset"]):
                 yield pa.RecordBatch.from_pydict(self.columns, schema=SCHEMA)
                 self.columns = {name: [] for name in SCHEMA.names}
+                self.handed += self.size
                 self.size = 0
             quiet = time.monotonic() - quiet_since
-            if self.due and quiet > _READ_TIMEOUT_S:
+            if self.due and quiet > self.quiet_s:
                 raise SourceError(f"Kafka did not give the committed records of {self._late()} for "
-                                  f"{_READ_TIMEOUT_S:.0f} s")
+                                  f"{self.quiet_s:.0f} s")
             if self.due and quiet > _STALL_S and not self.renewed:
                 log.warning("binlake_kafka: nothing from Kafka for %.0f s of %s: a new consumer", quiet, self._late())
                 self.kafka.close()

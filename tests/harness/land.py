@@ -136,7 +136,7 @@ def assert_change_rows(table: str, counts: collections.Counter, rows: list) -> N
     got = collections.Counter(r.op for r in rows)
     want = {op: counts[(verb, table)] for op, verb in (("insert", "insert"), ("update", "update"),
                                                          ("delete", "delete")) if counts[(verb, table)]}
-    assert dict(got) == want, table
+    assert dict(got) == want, (table, dict(got), want)
     keys = [(bytes(r.seq), r.row_index) for r in rows]
     assert len(set(keys)) == len(keys), f"{table}: duplicate changes"
     assert all(r.commit_date == r.commit_ts.date() and r.gtid for r in rows), table

@@ -43,6 +43,23 @@ def test_a_run_whose_last_batch_landed_rows_waits_for_its_event(monkeypatch) -> 
     assert not naps
 
 
+def test_a_batch_the_driver_read_itself_waits_for_its_event_though_spark_counted_no_rows(monkeypatch) -> None:
+    """A small batch read from Kafka by the driver (source/driver_read.py) has no input rows in Spark's progress:
+    the sink began it, so its event is waited for; a progress of no rows for a batch the sink never began is not."""
+    listener = SimpleNamespace(last_batch=5)
+    naps: list[float] = []
+
+    def nap(seconds: float) -> None:
+        naps.append(seconds)
+        listener.last_batch += 1
+
+    monkeypatch.setattr(job.time, "sleep", nap)
+    job._drain(_query(6, 0), listener, begun=6)
+    assert listener.last_batch == 6 and len(naps) == 1
+    job._drain(_query(7, 0), listener, begun=6)  # idle: no batch 7 began
+    assert len(naps) == 1
+
+
 def test_a_local_checkpoint_is_written_without_hadoops_filecontext_and_an_object_stores_with_it() -> None:
     """Spark's FileContext-based checkpoint manager starts chmod and readlink processes per file on a local disk
     (~20 per micro-batch): local checkpoints get its FileSystem-based one; any other is left to Spark's default."""
