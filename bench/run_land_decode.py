@@ -52,8 +52,8 @@ def decode_all(records: list[tuple[str, dict[str, bytes], bytes]], walker: objec
     for offset, (topic, headers, value) in enumerate(records):
         out = land_decode._Out()
         land_decode.decode_record(out, topic, 0, offset, headers, value)
-        assert all(r[0] == "row" for r in out.rows), out.rows[0][13]
-        rows += sum(r[land_decode.ROWS] for r in out.rows)
+        assert all(r.kind == "row" for r in out.rows), out.rows[0].error
+        rows += sum(r.rows or 0 for r in out.rows)
     return rows, time.perf_counter() - started
 
 

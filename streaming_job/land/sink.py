@@ -259,9 +259,11 @@ class Lander(ParkedTables):
     def _read_here(self, batch_id: int) -> tuple[BatchRows | None, int | None]:
         """A small batch read from Kafka and decoded by the driver, and its records' count (source/driver_read.py);
         (None, None) where Spark's tasks are to read it."""
+        start = time.monotonic()
         records = self.driver_read.records(batch_id) if self.driver_read is not None else None
         if records is None:
             return None, None
+        read = time.monotonic()
         try:
             decoded = pa.Table.from_batches(list(self.source.decoder(ship=self.driver_rows)(records.to_batches())),
                                             schema=RECORD_ARROW)
@@ -270,7 +272,8 @@ class Lander(ParkedTables):
             return None, None
         if _withheld(decoded):
             return None, None
-        log.debug("batch %d: %d records read by the driver", batch_id, records.num_rows)
+        log.debug("batch %d: %d records read by the driver (%.2fs), decoded (%.2fs)", batch_id, records.num_rows,
+                  read - start, time.monotonic() - read)
         return DriverBatch(self.scratch, decoded), records.num_rows
 
     def _decode(self, batch: DataFrame, tasks: int) -> BatchRows:

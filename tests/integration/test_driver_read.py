@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 
 DB = "driverread"
 TABLES = ("a", "b")
-READ_HERE = re.compile(r"batch (\d+): (\d+) records read by the driver")
+READ_HERE = re.compile(r"batch (\d+): (\d+) records read by the driver \(")
 RECORDS_IN = re.compile(r"batch (\d+): (\d+) records in, (\d+) row changes")
 NOT_HERE = re.compile(r"batch (\d+): not read by the driver: (.+)")
 
