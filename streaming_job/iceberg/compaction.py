@@ -52,6 +52,7 @@ from pyiceberg.typedef import EMPTY_DICT, KeyDefaultDict
 
 from ..batch.small_files import COMPACT_ROWS, REWRITE_SHARE, FileSize, fewest_rows, is_small
 from .position_deletes import FILE_PATH_ID, FilePositions, delete_manifest_writer, delete_manifests, write_delete_file
+from .transactions import transaction
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -217,7 +218,7 @@ class Compaction:
         head = table.current_snapshot()
         assert head is not None and head.summary is not None
         newest = {k: str(head.summary.additional_properties.get(k, v)) for k, v in properties.items()}
-        with table.transaction() as tx:
+        with transaction(table) as tx:
             write = _Rewrite(tx, table.io, newest, prepared.write_id, set(prepared.data), set(prepared.deletes),
                              prepared.merged)
             for f in prepared.added:

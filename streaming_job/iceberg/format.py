@@ -1,10 +1,9 @@
 """Apache Iceberg as the lake's format (lake_format.LakeFormat), written by pyiceberg from the driver.
 
-Why pyiceberg and not Spark's Iceberg runtime (docs/LAND.md, "Iceberg"): the Delta side writes its Parquet
-files and commits with pyarrow from the driver, a MERGE costs seconds per micro-batch; pyiceberg writes
-the same Arrow tables (its Parquet writer is pyarrow's) and commits in milliseconds, in the lake's catalog
-(iceberg/catalog.py: Iceberg's Hadoop catalog, iceberg/hadoop.py, or a SQL or REST one). A table's share of a
-batch:
+Why pyiceberg and not Spark's Iceberg runtime (docs/LAND.md, "Iceberg"): the Delta side writes its Parquet files and
+commits with pyarrow from the driver, a MERGE costs seconds per micro-batch; pyiceberg writes the same Arrow tables
+(its Parquet writer is pyarrow's) and commits in milliseconds, in the lake's catalog (iceberg/catalog.py: Iceberg's
+Hadoop catalog, iceberg/hadoop.py, or a SQL or REST one). A table's share of a batch:
 
 - the change log ``<db>.<table>__changes`` gets the typed row changes in one append snapshot;
 - the mirror ``<db>.<table>``, for a table with a key, the batch's last change per key (mirror.py): in one
@@ -96,6 +95,7 @@ from .tables import (
     mirror_schema,
     recorded_columns,
 )
+from .transactions import transaction
 from .upkeep import Due, Upkeep, copy_of, on_copy
 from .verify import IcebergMirror
 
@@ -413,7 +413,7 @@ class IcebergFormat(LakeFormat):
                 return rows(part.rename_columns(_moved(part.column_names, renames or [])), names)
 
             rewritten = mirror_parts(found, rewrite) if rows is not None and found.current_snapshot() else None
-            with found.transaction() as tx:
+            with transaction(found) as tx:
                 for move in renames or []:  # one at a time: a -> b, then b -> c
                     paths = field_paths([move], partial(_present, tx), nested)
                     if paths:
@@ -460,7 +460,7 @@ class IcebergFormat(LakeFormat):
         ``key``: a mirror's."""
         with self.upkeep.hold((namespace, name)):
             before = table.metadata.current_snapshot_id
-            with table.transaction() as tx:
+            with transaction(table) as tx:
                 write(tx)
             if table.metadata.current_snapshot_id != before:  # a commit that wrote nothing needs no upkeep
                 self.upkeep.due((namespace, name),

@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING
 from ingester.config import LandConfig
 from ingester.config_values import duration_seconds
 
+from .transactions import transaction
+
 if TYPE_CHECKING:
     from pyiceberg.table import Table
     from pyiceberg.table.snapshots import Snapshot
@@ -86,7 +88,7 @@ class IcebergMaintenance:
         writer commits to the table (upkeep.Upkeep.exclusive), ``table`` its newest."""
         wanted = self.table_properties()
         if name not in self._commits and any(table.metadata.properties.get(k) != v for k, v in wanted.items()):
-            with table.transaction() as tx:  # a table made before the setting changed
+            with transaction(table) as tx:  # a table made before the setting changed
                 tx.set_properties(wanted)
         compacted = prepared is not None and self._compactor().finish(name, table, prepared, properties)
         before = self._commits.get(name, 0)

@@ -18,6 +18,7 @@ from ..statements.table_statements import Properties, TableStatements
 from .renames import field_paths
 from .statements import IcebergStatementTables, _properties, mirror_parts
 from .tables import columns_property, mirror_schema, recorded_columns
+from .transactions import transaction
 
 if TYPE_CHECKING:
     from .format import IcebergFormat
@@ -75,7 +76,7 @@ class IcebergMirrorRewrite(MirrorRewrite):
         if found is None:
             return
         columns = recorded_columns(dict(found.metadata.properties)) or []
-        with self.fmt.upkeep.hold((db, name)), found.transaction() as tx:
+        with self.fmt.upkeep.hold((db, name)), transaction(found) as tx:
             for move in renames:  # one at a time: a -> b, then b -> c
                 paths = field_paths([move], partial(_present, tx), True)
                 if paths:
