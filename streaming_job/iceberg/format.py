@@ -78,6 +78,7 @@ from ..statements.table_statements import TableStatements
 from .catalog import IcebergCatalog, batch_properties, first_line, landed_batch
 from .maintenance import IcebergMaintenance
 from .orphans import OrphanFiles
+from .planning import KeptManifests
 from .position_deletes import locate, stage_batch
 from .renames import Renames, field_paths, in_place, renamed, renamed_images
 from .schema import iceberg_alters
@@ -152,6 +153,7 @@ class IcebergFormat(LakeFormat):
         self.deletes = deletes
         self.threads = threads
         self.file_keys: RecentFiles[FileKeys] = RecentFiles(key_memory, "land.key_memory")  # by data file path
+        self.manifests = KeptManifests(key_memory // 4, "land.key_memory")  # manifests' entries, deleted positions
         self.generations = ChangeLogGenerations(self._properties)
         statement_tables = IcebergStatementTables(self)
         self.table_statements = TableStatements(statement_tables, self.generations, self.forget)
@@ -313,7 +315,7 @@ class IcebergFormat(LakeFormat):
             held = self._holding(mirror, latest, pk) if len(latest) else []
             if held and self._by_position(held):
                 located = locate(mirror, latest.select(pk), pk, self.threads.workers if self.threads else None,
-                                 self.file_keys, held)
+                                 self.file_keys, held, self.manifests)
                 stage_batch(tx, mirror, upserts, located, properties, pk)
                 return
             if held:
@@ -334,15 +336,12 @@ class IcebergFormat(LakeFormat):
                         ", ".join(renamed))
         return [d for d in fills if not d.source]
 
-    @staticmethod
-    def _holding(mirror: Table, keys: pa.Table, pk: list[str]) -> list[FileScanTask]:
+    def _holding(self, mirror: Table, keys: pa.Table, pk: list[str]) -> list[FileScanTask]:
         """The mirror's data files that may hold one of the keys (by their key statistics, with their delete
         files): none for a batch of new keys above the mirror's (AUTO_INCREMENT inserts), which deletes nothing
         and skips the delete's planning."""
-        if mirror.current_snapshot() is None:
-            return []
         bounds = keys_filter(keys, pk[0])
-        return list(mirror.scan(row_filter=bounds if bounds is not None else AlwaysTrue()).plan_files())
+        return self.manifests.plan(mirror, bounds if bounds is not None else AlwaysTrue())
 
     def _by_position(self, held: list[FileScanTask]) -> bool:
         """Whether a batch's deletes go by position (land.deletion_vectors): ``always``, or ``auto`` where the

@@ -53,6 +53,7 @@ from pyiceberg.typedef import EMPTY_DICT
 from pyiceberg.types import BinaryType, DecimalType, IntegerType, LongType, PrimitiveType, StringType
 
 from ..batch.key_index import BatchKeys, FileKeys, file_keys
+from .planning import KeptManifests
 from .tables import keys_filter
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
 FILE_PATH_ID = 2147483546  # the spec's reserved field ids of a position delete file's columns
 POS_ID = 2147483545
 _FIELD_ID = b"PARQUET:field_id"
+_ONE_CALL = 1 << 62  # a budget that drops nothing: what one call reads
 DELETE_SCHEMA = pa.schema([pa.field("file_path", pa.string(), nullable=False, metadata={_FIELD_ID: str(FILE_PATH_ID)}),
                            pa.field("pos", pa.int64(), nullable=False, metadata={_FIELD_ID: str(POS_ID)})])
 
@@ -106,25 +108,26 @@ class Located:
 
 
 def locate(table: Table, keys: pa.Table, pk: list[str], pool: Executor | None = None,
-           cache: KeyCache | None = None, planned: Iterable[FileScanTask] | None = None) -> Located:
+           cache: KeyCache | None = None, planned: Iterable[FileScanTask] | None = None,
+           manifests: KeptManifests | None = None) -> Located:
     """The live rows of ``keys``' keys (a table of the key columns ``pk``, one row per key: a batch's last change
     per key) in ``table``'s current snapshot. ``pool``: the candidate files read side by side; ``cache``: their
     keys kept for the next batches (a data file never changes once written); ``planned``: the current snapshot's
-    scan tasks of the keys' range, where the caller has them already."""
+    scan tasks of the keys' range, where the caller has them already; ``manifests``: the manifests' entries and
+    delete files' positions kept between batches (planning.py; None: read for this call alone)."""
     snapshot = table.current_snapshot()
     if snapshot is None or not len(keys):
         return Located(None if snapshot is None else snapshot.snapshot_id, [], 0)
     schema = table.schema()
+    kept = manifests if manifests is not None else KeptManifests(_ONE_CALL)
     tasks = planned
     if tasks is None:
         bounds = keys_filter(keys, pk[0])
-        tasks = table.scan(row_filter=bounds if bounds is not None else AlwaysTrue(),
-                           snapshot_id=snapshot.snapshot_id).plan_files()
+        tasks = kept.plan(table, bounds if bounds is not None else AlwaysTrue())
     first = _FirstKeys.of(keys, pk[0], schema.find_field(pk[0]).field_id, schema.find_type(pk[0]))
     candidates = [t for t in tasks if first.may_hold(t.file)]
     batch = BatchKeys(keys, pk)
     key_ids = [schema.find_field(k).field_id for k in pk]
-    deleted = _DeletedPositions(table.io)
 
     def search(task: Any) -> FilePositions:
         path = task.file.file_path
@@ -135,7 +138,7 @@ def locate(table: Table, keys: pa.Table, pk: list[str], pool: Executor | None = 
                 cache.put(path, found)
         hit = found.positions(batch).astype(np.int64)
         if len(hit) and task.delete_files:
-            hit = np.setdiff1d(hit, deleted.of(path, task.delete_files), assume_unique=True)
+            hit = np.setdiff1d(hit, kept.deleted(table.io, path, task.delete_files), assume_unique=True)
         return FilePositions(task.file, hit)
 
     searched = list(pool.map(search, candidates)) if pool is not None else [search(t) for t in candidates]
@@ -183,32 +186,6 @@ def _key_columns(io: FileIO, path: str, field_ids: list[int], wanted: pa.Schema)
         names = [by_id.get(i, n) for i, n in zip(field_ids, wanted.names, strict=True)]
         read = parquet.read(columns=names)
     return pa.table([pc.cast(read.column(n), f.type) for n, f in zip(names, wanted, strict=True)], schema=wanted)
-
-
-class _DeletedPositions:
-    """Positions existing position delete files delete, by data file path; each delete file read once."""
-
-    def __init__(self, io: FileIO) -> None:
-        self.io = io
-        self.read: dict[str, dict[str, np.ndarray]] = {}
-
-    def of(self, path: str, delete_files: Iterable[DataFile]) -> np.ndarray:
-        found = [self._file(d).get(path) for d in delete_files if d.content == DataFileContent.POSITION_DELETES]
-        arrays = [a for a in found if a is not None]
-        return np.unique(np.concatenate(arrays)) if arrays else np.zeros(0, np.int64)
-
-    def _file(self, delete_file: DataFile) -> dict[str, np.ndarray]:
-        known = self.read.get(delete_file.file_path)
-        if known is None:
-            if delete_file.file_format != FileFormat.PARQUET:
-                raise ValueError(f"a position delete file in {delete_file.file_format}: {delete_file.file_path}")
-            with self.io.new_input(delete_file.file_path).open() as f:
-                rows = pq.read_table(f, columns=["file_path", "pos"])
-            grouped = rows.group_by("file_path").aggregate([("pos", "list")])
-            known = {p: np.asarray(v, np.int64) for p, v in zip(grouped.column("file_path").to_pylist(),
-                                                                grouped.column("pos_list").to_pylist(), strict=True)}
-            self.read[delete_file.file_path] = known
-        return known
 
 
 def write_delete_file(table: Table, files: Sequence[FilePositions], name: str) -> DataFile:
