@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -144,6 +144,11 @@ class LakeFormat(ABC):
         base = self.identity
         with self.identified(f"{base}~{name}" if name else base):
             yield
+
+    def landing(self) -> AbstractContextManager[None]:
+        """A whole batch lands inside (sink.Lander.process): a format with work of its own beside the batches lets
+        it go first (Iceberg's upkeep, iceberg/upkeep.py)."""
+        return nullcontext()
 
     @contextmanager
     def identified(self, identity: str) -> Iterator[None]:

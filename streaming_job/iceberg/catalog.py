@@ -106,6 +106,10 @@ class IcebergCatalog:
         from pyiceberg.catalog.sql import SqlCatalog
 
         from .hadoop import HadoopCatalog
+        from .transactions import StagedCommits
+
+        class _SqlCatalog(StagedCommits, SqlCatalog):
+            """pyiceberg's SQL catalog, its commits staged without copies (transactions.py)."""
 
         if self.hadoop:
             return HadoopCatalog(CATALOG_NAME, self.warehouse)
@@ -117,7 +121,7 @@ class IcebergCatalog:
         try:
             if self.rest:  # the tables' locations are the job's (the lake's paths), not the server's warehouse
                 return RestCatalog(CATALOG_NAME, uri=self.url, **io, **(self.auth.properties() if self.auth else {}))
-            return SqlCatalog(CATALOG_NAME, uri=self.url, warehouse=self.warehouse, **io)
+            return _SqlCatalog(CATALOG_NAME, uri=self.url, warehouse=self.warehouse, **io)
         except Exception as exc:
             raise LandError(f"cannot open the Iceberg catalog {redact(self.url)}: {first_line(exc)}") from None
 

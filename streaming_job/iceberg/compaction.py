@@ -159,10 +159,11 @@ class Compaction:
         prepared = self.prepare(name, table, key)
         return prepared is not None and self.finish(name, table, prepared, properties)
 
-    def prepare(self, name: tuple[str, str], table: Table, key: list[str]) -> Prepared | None:
+    def prepare(self, name: tuple[str, str], table: Table, key: list[str],
+                pause: Callable[[], None] = lambda: None) -> Prepared | None:
         """The table's due rewrites (``plan``) as of its current snapshot: the files read and their replacements
         written, nothing committed (None: nothing due). The job's writers may commit to the table meanwhile
-        (``finish`` follows them)."""
+        (``finish`` follows them); ``pause`` is called between the steps (upkeep.Upkeep.pause: batches first)."""
         current = table.current_snapshot()
         summary = current.summary if current is not None else None
         if current is None or summary is None or (int(summary.get("total-data-files") or 0) < self.compact_files
@@ -173,6 +174,7 @@ class Compaction:
         plan = self.plan(files, table.io)
         if not plan:
             return None
+        pause()
         started = time.monotonic()
         if files.deletes:  # the data files as readers plan them: with the delete files that apply to each
             tasks = {t.file.file_path: t for t in table.scan(snapshot_id=current.snapshot_id).plan_files()}
@@ -192,6 +194,7 @@ class Compaction:
                 return None
             if key and len(rows):
                 rows = rows.sort_by([(k, "ascending") for k in key])
+            pause()
         write_id = uuid.uuid4()
         gone = set(plan.data)
         merged = [d for n, group in enumerate(plan.merged)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -80,7 +81,7 @@ from .maintenance import IcebergMaintenance
 from .orphans import OrphanFiles
 from .planning import KeptManifests
 from .position_deletes import locate, stage_batch
-from .renames import Renames, field_paths, in_place, renamed, renamed_images
+from .renames import Renames, field_paths, has_field, in_place, moved, renamed, renamed_images
 from .schema import iceberg_alters
 from .statements import IcebergStatementTables, append_parts, mirror_parts
 from .tables import (
@@ -404,17 +405,17 @@ class IcebergFormat(LakeFormat):
         namespace, name, schema, columns = wanted.namespace, wanted.name, wanted.schema, wanted.columns
         rows, renames, nested = reshape.rows, reshape.renames, reshape.nested
         try:
-            names = _moved([f.name for f in found.schema().fields], renames or [])
+            names = moved([f.name for f in found.schema().fields], renames or [])
             names += [n for n in schema.names if n not in names]
 
             def rewrite(part: pa.Table) -> pa.Table:
                 assert rows is not None  # only called where there is a rewrite
-                return rows(part.rename_columns(_moved(part.column_names, renames or [])), names)
+                return rows(part.rename_columns(moved(part.column_names, renames or [])), names)
 
             rewritten = mirror_parts(found, rewrite) if rows is not None and found.current_snapshot() else None
             with transaction(found) as tx:
                 for move in renames or []:  # one at a time: a -> b, then b -> c
-                    paths = field_paths([move], partial(_present, tx), nested)
+                    paths = field_paths([move], partial(has_field, tx), nested)
                     if paths:
                         with tx.update_schema() as update:
                             for path, new in paths:
@@ -469,11 +470,16 @@ class IcebergFormat(LakeFormat):
         """A table's upkeep after the job's commits to it (on the upkeep's thread): its small files compacted and
         its old snapshots expired where due (iceberg/maintenance.py), its orphan files removed where due; the
         compaction read and written while the writers go on, then committed while they are kept out."""
-        prepared = self.maintenance.prepare(name, copy_of(due.table), due.key)
+        self.upkeep.pause()  # (batches first: upkeep.py)
+        prepared = self.maintenance.prepare(name, copy_of(due.table), due.key, self.upkeep.pause)
+        self.upkeep.pause()
         with self.upkeep.exclusive(name), on_copy(due.table) as table:
             self.maintenance.finish(name, table, prepared, due.properties, due.commits)
             if due.orphans:
                 self._remove_orphans(table)
+
+    def landing(self) -> AbstractContextManager[None]:
+        return self.upkeep.landing()
 
     def close(self) -> None:
         """The job ends: the tables' upkeep left done first (a failure of it raised)."""
@@ -482,18 +488,3 @@ class IcebergFormat(LakeFormat):
         finally:
             self._tables.clear()
 
-
-def _present(tx: Any, path: tuple[str, ...]) -> bool:
-    """Whether the table (as ``tx`` has staged it) has the field at ``path``."""
-    try:
-        tx.table_metadata.schema().find_field(".".join(path))
-    except ValueError:
-        return False
-    return True
-
-
-def _moved(names: list[str], renames: Renames) -> list[str]:
-    """Column ``names`` after the renames."""
-    for old, new in renames:
-        names = [new if n == old else n for n in names]
-    return names

@@ -51,6 +51,8 @@ from pyiceberg.table.update import AssertCreate
 from pyiceberg.typedef import EMPTY_DICT
 from pyiceberg.utils.config import Config
 
+from .transactions import StagedCommits
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.catalog import PropertiesUpdateSummary
@@ -79,7 +81,7 @@ def local_path(where: str) -> Path:
     return Path(where).absolute()
 
 
-class HadoopCatalog(MetastoreCatalog):
+class HadoopCatalog(StagedCommits, MetastoreCatalog):
     """Iceberg's Hadoop catalog on the local directory ``warehouse`` (a path or a file URI)."""
 
     def __init__(self, name: str, warehouse: str, **properties: str) -> None:

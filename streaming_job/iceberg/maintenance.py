@@ -39,6 +39,8 @@ from ingester.config_values import duration_seconds
 from .transactions import transaction
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyiceberg.table import Table
     from pyiceberg.table.snapshots import Snapshot
 
@@ -75,10 +77,12 @@ class IcebergMaintenance:
         with other values at the job's first commit to it)."""
         return {METADATA_VERSIONS: str(self.metadata_versions)}
 
-    def prepare(self, name: tuple[str, str], table: Table, key: list[str]) -> Prepared | None:
+    def prepare(self, name: tuple[str, str], table: Table, key: list[str],
+                pause: Callable[[], None] = lambda: None) -> Prepared | None:
         """The table's compaction as of its current snapshot, read and written, not committed (None: none due).
-        Called by the upkeep's one thread (iceberg/upkeep.py) while the job's writers may commit to the table."""
-        return self._compactor().prepare(name, table, key)
+        Called by the upkeep's one thread (iceberg/upkeep.py) while the job's writers may commit to the table;
+        ``pause`` between its steps."""
+        return self._compactor().prepare(name, table, key, pause)
 
     def finish(self, name: tuple[str, str], table: Table, prepared: Prepared | None, properties: dict[str, str],
                commits: int = 1) -> bool:

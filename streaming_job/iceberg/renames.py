@@ -66,3 +66,19 @@ def field_paths(renames: Renames, present: Any, nested: bool) -> list[tuple[tupl
     prefixes: list[tuple[str, ...]] = [("before",), ("after",)] if nested else [()]
     return [((*p, old), new) for old, new in renames for p in prefixes
             if present((*p, old)) and not present((*p, new))]
+
+
+def has_field(tx: Any, path: tuple[str, ...]) -> bool:
+    """Whether the table (as ``tx`` has staged it) has the field at ``path``."""
+    try:
+        tx.table_metadata.schema().find_field(".".join(path))
+    except ValueError:
+        return False
+    return True
+
+
+def moved(names: list[str], renames: Renames) -> list[str]:
+    """Column ``names`` after the renames."""
+    for old, new in renames:
+        names = [new if n == old else n for n in names]
+    return names

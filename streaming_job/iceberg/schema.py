@@ -15,7 +15,7 @@ from ..batch.default_values import default_values
 from ..batch.mirror import COMMIT_TS, SEQ
 from ..statements.schema_alter import Alters, MirrorRewrite, Transform
 from ..statements.table_statements import Properties, TableStatements
-from .renames import field_paths
+from .renames import field_paths, has_field
 from .statements import IcebergStatementTables, _properties, mirror_parts
 from .tables import columns_property, mirror_schema, recorded_columns
 from .transactions import transaction
@@ -70,7 +70,6 @@ class IcebergMirrorRewrite(MirrorRewrite):
     def rename_change_log(self, db: str, name: str, renames: list[tuple[str, str]]) -> None:
         """The change log's images' fields renamed in place (iceberg/renames.py), its recorded columns with them;
         those renamed already (a replay) left alone."""
-        from .format import _present  # (iceberg_format makes this module's object)
 
         found = self.fmt.table(db, name)
         if found is None:
@@ -78,7 +77,7 @@ class IcebergMirrorRewrite(MirrorRewrite):
         columns = recorded_columns(dict(found.metadata.properties)) or []
         with self.fmt.upkeep.hold((db, name)), transaction(found) as tx:
             for move in renames:  # one at a time: a -> b, then b -> c
-                paths = field_paths([move], partial(_present, tx), True)
+                paths = field_paths([move], partial(has_field, tx), True)
                 if paths:
                     with tx.update_schema() as update:
                         for path, new in paths:

@@ -22,6 +22,11 @@ The rules, kept by ``UpkeepQueue`` (the state, no threads) and ``Upkeep`` (its o
 - a failure is kept and raised once, by the next hold or settle (of any table) or by ``close``; one that comes while
   another waits to be raised is logged;
 - ``check`` runs before each upkeep (the lake's lease: lake/lease.py), so none commits once another job took it;
+- batches go first: while one lands (``Upkeep.landing``, the whole batch: its read, decoding and commits), the upkeep
+  waits at the boundaries of its steps (``Upkeep.pause``: before it starts, between a compaction's reads and writes,
+  before it keeps the writers out) for the batch's end, at most ``PAUSE_SECONDS`` a step, so that batches landing back
+  to back do not starve it. Both run in one process: an upkeep beside a batch took half of its time (the GIL), and
+  the slowest batches were those a compaction overlapped. ``settle`` lets it go on without pausing;
 - ``close`` waits for the entries left (at most one per table, each the work its batch used to do itself: a
   compaction within land.compact_bytes, an expiry, an orphans' listing), then ends the thread. Entries after it are
   dropped: the process is ending, and the next run compacts at its first commit to each table, counts expiry anew and
@@ -49,6 +54,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("binlake.land")
 Name = tuple[str, str]  # a table's (namespace, name)
+PAUSE_SECONDS = 2.0  # the longest an upkeep step waits for a landing batch
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,12 @@ class UpkeepQueue:
     slots: dict[Name, _Slot] = field(default_factory=dict)
     order: list[Name] = field(default_factory=list)  # tables whose upkeep waits, the oldest first
     failure: BaseException | None = None  # kept until raised
+    landing: int = 0  # batches landing now (Upkeep.landing)
+    settling: int = 0  # callers waiting for upkeeps to end (Upkeep.settle): no pause then
+
+    def quiet(self) -> bool:
+        """Whether an upkeep step may go on now: no batch lands, or someone waits for the upkeep."""
+        return not self.landing or self.settling > 0
 
     def add(self, name: Name, due: Due) -> None:
         """The table committed to: its upkeep waits (one entry per table)."""
@@ -221,8 +233,31 @@ class Upkeep:
     def settle(self, name: Name | None = None) -> None:
         """Until no upkeep of the table (None: of any) waits or runs; a failure raised. (Not while holding it.)"""
         with self._changed:
-            self._changed.wait_for(lambda: self._queue.idle(name))
+            self._queue.settling += 1
+            self._changed.notify_all()
+            try:
+                self._changed.wait_for(lambda: self._queue.idle(name))
+            finally:
+                self._queue.settling -= 1
             self._raise()
+
+    @contextmanager
+    def landing(self) -> Iterator[None]:
+        """A batch lands inside: the upkeep pauses at its next step boundary (``pause``) until it ends."""
+        with self._changed:
+            self._queue.landing += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._queue.landing -= 1
+                self._changed.notify_all()
+
+    def pause(self) -> None:
+        """On the upkeep's thread, between steps and never inside ``exclusive``: while a batch lands, until it ends,
+        at most ``PAUSE_SECONDS``."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._queue.quiet() or self._closed, timeout=PAUSE_SECONDS)
 
     def close(self) -> None:
         """The upkeep left done, the thread ended; a failure not raised yet raised."""

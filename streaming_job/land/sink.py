@@ -183,7 +183,8 @@ class Lander(ParkedTables):
 
     def process(self, batch: DataFrame, batch_id: int) -> None:
         start = time.monotonic()
-        with self._landing(batch_id):  # no parked table's catch-up meanwhile (parking.py)
+        # no parked table's catch-up meanwhile (parking.py), the format's upkeep paused (lake_format.LakeFormat.landing)
+        with self._landing(batch_id), self.format.landing():
             rows, records = self._read_here(batch_id)
             if rows is None:
                 rows = self._decode(*self._coalesced(batch))

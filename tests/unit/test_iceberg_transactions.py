@@ -1,14 +1,19 @@
-"""iceberg/transactions.py: a transaction that keeps its staged metadata between changes commits what pyiceberg's own
-commits (read back by pyiceberg from the catalog anew), and its metadata follows every staged change: an append, a
-delete, a property set, in one transaction and in several."""
+"""iceberg/transactions.py: a transaction that keeps its staged metadata between changes, committed through the job's
+catalogs (Hadoop and SQL, staging commits without copies), commits what pyiceberg's own transaction and SQL catalog
+commit (read back by pyiceberg from the catalog anew), and its metadata follows every staged change: an append, a
+delete, a property set, in one transaction and in several. ``staged_metadata`` is pyiceberg's
+``update_table_metadata`` without the deep copy: equal results, the base left as it was, unchanged parts shared."""
 
 from __future__ import annotations
 
 import pyarrow as pa
+from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import EqualTo
 from pyiceberg.table import Transaction
+from pyiceberg.table.update import update_table_metadata
+from pyiceberg.types import LongType
 
-from streaming_job.iceberg.transactions import KeptTransaction, transaction
+from streaming_job.iceberg.transactions import KeptTransaction, staged_metadata, transaction
 from tests.harness.iceberg import catalog
 
 _SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
@@ -26,9 +31,12 @@ def _state(cat, name: str) -> tuple[list, dict, list]:
 
 
 def test_kept_metadata_follows_each_staged_change_and_commits_what_pyicebergs_transaction_does(tmp_path) -> None:
-    results = []
-    for kind in (Transaction, KeptTransaction):
-        cat = catalog(tmp_path / kind.__name__)
+    plain = SqlCatalog("plain", uri=f"sqlite:///{tmp_path}/plain.db", warehouse=(tmp_path / "plain").as_uri())
+    catalogs = {"pyiceberg": (plain, Transaction), "hadoop": (catalog(tmp_path / "hadoop"), KeptTransaction),
+                "sql": (catalog(tmp_path / "sql", f"sqlite:///{tmp_path}/sql.db"), KeptTransaction)}
+    results = {}
+    for name, (cat, kind) in catalogs.items():
+        assert name == "pyiceberg" or type(cat).__name__ != "SqlCatalog"  # the job's catalogs stage commits
         cat.create_namespace("db")
         table = cat.create_table("db.t", _SCHEMA)
         for step in range(3):
@@ -43,9 +51,33 @@ def test_kept_metadata_follows_each_staged_change_and_commits_what_pyicebergs_tr
                 assert tx.table_metadata.properties[f"t.{step}"] == str(step)
                 assert len(tx.table_metadata.snapshots) > len(staged.snapshots)
             assert table.metadata.properties[f"t.{step}"] == str(step)
-        results.append(_state(cat, "db.t"))
-    assert results[0] == results[1]
-    rows, properties, ops = results[1]
+        results[name] = _state(cat, "db.t")
+    assert results["hadoop"] == results["pyiceberg"] == results["sql"]
+    rows, properties, ops = results["hadoop"]
     assert len(rows) == 27 and (3, "s0-3") not in rows and properties == {"t.0": "0", "t.1": "1", "t.2": "2"}
     assert ops[0] == "append" and len(ops) >= 6
     assert isinstance(transaction(table), KeptTransaction)
+
+
+def test_staged_metadata_is_pyicebergs_without_the_copy(tmp_path) -> None:
+    cat = catalog(tmp_path)
+    cat.create_namespace("db")
+    table = cat.create_table("db.t", _SCHEMA)
+    for step in range(3):
+        table.append(_rows(range(step * 5, step * 5 + 5), "a"))
+    base = table.metadata
+    dumped = base.model_dump()
+    tx = table.transaction()
+    with tx.update_schema() as schema:
+        schema.add_column("w", LongType())
+    tx.append(pa.table({"id": pa.array([100], pa.int64()), "v": ["x"], "w": pa.array([7], pa.int64())}))
+    tx.set_properties({"k": "v"})
+    tx.delete(EqualTo("id", 2))
+    updates = tx._updates
+    ours = staged_metadata(base, updates, table.metadata_location)
+    theirs = update_table_metadata(base, updates, metadata_location=table.metadata_location)
+    assert ours.model_dump() == theirs.model_dump()
+    assert len(ours.snapshots) >= 5 and ours.schema().find_field("w") and ours.metadata_log[-1].metadata_file == \
+        table.metadata_location
+    assert base.model_dump() == dumped  # the base as it was
+    assert ours.snapshots[0] is base.snapshots[0] and theirs.snapshots[0] is not base.snapshots[0]  # shared, copied

@@ -206,6 +206,43 @@ def test_close_waits_for_the_upkeep_left_and_later_entries_are_dropped() -> None
     assert len(work.done) == 2
 
 
+def test_an_upkeep_pauses_while_a_batch_lands_at_most_pause_seconds_and_not_while_settled(monkeypatch) -> None:
+    from streaming_job.iceberg import upkeep as upkeep_module
+
+    steps: list[str] = []
+    upkeep: Upkeep
+
+    def work(name: tuple[str, str], due: Due) -> None:  # a compaction's steps, as IcebergFormat._upkeep pauses them
+        upkeep.pause()
+        steps.append(f"{name[1]}:read")
+        upkeep.pause()
+        steps.append(f"{name[1]}:commit")
+
+    upkeep = Upkeep(work)
+    batch = upkeep.landing()
+    batch.__enter__()
+    upkeep.due(A, _due("a0", 0))
+    landed = threading.Event()
+    threading.Timer(0.4, lambda: (steps.append("batch landed"), batch.__exit__(None, None, None), landed.set())).start()
+    assert landed.wait(_WAIT)
+    upkeep.settle(A)
+    assert steps == ["batch landed", "a:read", "a:commit"]  # nothing of it ran beside the batch
+
+    monkeypatch.setattr(upkeep_module, "PAUSE_SECONDS", 0.2)  # batches back to back: the upkeep still goes on
+    steps.clear()
+    with upkeep.landing():
+        upkeep.due(B, _due("b0", 0))
+        deadline = threading.Event()
+        threading.Timer(_WAIT, deadline.set).start()
+        while len(steps) < 2 and not deadline.is_set():
+            deadline.wait(0.05)
+        assert steps == ["b:read", "b:commit"]
+        upkeep.due(C, _due("c0", 0))
+        upkeep.settle(C)  # a wait for the upkeep inside a batch (verify): no pause
+        assert steps[-2:] == ["c:read", "c:commit"]
+    upkeep.close()
+
+
 def test_no_upkeep_runs_once_the_check_refuses() -> None:
     from streaming_job.runtime.errors import LandError
 
@@ -239,8 +276,8 @@ class _Gated(IcebergMaintenance):
     started: threading.Event = field(default_factory=threading.Event)
     calls: list[tuple[tuple[str, str], str, int]] = field(default_factory=list)
 
-    def prepare(self, name: tuple[str, str], table: Any, key: list[str]) -> Any:
-        prepared = super().prepare(name, table, key)
+    def prepare(self, name: tuple[str, str], table: Any, key: list[str], pause: Any = lambda: None) -> Any:
+        prepared = super().prepare(name, table, key, pause)
         if name == self.table:
             self.started.set()
             assert self.gate.wait(_WAIT)
