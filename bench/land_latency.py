@@ -169,6 +169,9 @@ def run_latency(rate: float, duration: float, shape: Shape, land_log: Path | Non
         else:
             landed = (_first_snapshots(shape.iceberg(lake)) if lake_format == "iceberg"
                       else _first_versions(shape.files(lake) / "bench_lat" / "t"))
+        if preload:  # the mirror against the server's own SELECT: no update lost, no row doubled
+            mirror, source = _mirror_sums(shape, lake, lake_format), _server_sums(server)
+            _check(mirror == source, f"the mirror's (rows, sum(v), sum(w)) {mirror} differ from the server's {source}")
         inspected = inspect(shape.files(lake), started) if inspect is not None else None
     latencies = sorted(landed[i] - t for i, t in commits.items())
     _check(len(latencies) == len(commits), "rows missing from the mirror")
@@ -246,6 +249,28 @@ def _wait_landed(log: Path, rows: int, procs: list[subprocess.Popen], timeout: f
             raise BenchError(f"a process exited early; see {log}")
         time.sleep(0.5)
     raise BenchError(f"fewer than {rows} rows landed after {timeout:.0f} s")
+
+
+def _server_sums(server: Any) -> tuple[int, int, int]:
+    """(rows, sum(v), sum(w)) of the server's table: each UPDATE sets v to a value of its own."""
+    rows, v, w = server.execute("SELECT COUNT(*), SUM(v), SUM(w) FROM bench_lat.t")[0]
+    return int(rows), int(v), int(w)
+
+
+def _mirror_sums(shape: Shape, lake: Path, lake_format: str) -> tuple[int, int, int]:
+    """(rows, sum(v), sum(w)) of the mirror as pyiceberg (Iceberg) or delta-rs (Delta) reads it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if lake_format == "iceberg":
+        found = shape.iceberg(lake).load_table(("bench_lat", "t")).scan(selected_fields=("v", "w")).to_arrow()
+    else:
+        from deltalake import DeltaTable, QueryBuilder
+
+        table = DeltaTable(str(shape.files(lake) / "bench_lat" / "t"))
+        found = pa.table(QueryBuilder().register("t", table).execute("SELECT v, w FROM t").read_all())
+    return (len(found), int(pc.sum(found.column("v")).as_py() or 0),
+            int(pc.sum(pc.cast(found.column("w"), pa.int64())).as_py() or 0))
 
 
 def _first_versions(path: Path) -> dict[int, float]:

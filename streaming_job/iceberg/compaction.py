@@ -18,14 +18,14 @@
   into one file-scoped delete file per live data file they name (their rows for it), so a table keeps at most one
   file-scoped delete file per data file and fewer than ``compact_files`` others per partition, whatever its number
   of batches, and a data file's reader reads its own deletes only.
+- **Beside the job's batches**: a compaction is read and written beside them (``prepare``) and committed after the
+  newest (``finish``); the rows of the files it rewrites that their delete files deleted since are deleted in its
+  new files in the same snapshot (moved.py), so a steady load of spread updates never starves it.
 - **Which delete file names which data files**: its ``file_path`` bounds where equal (the file deletes rows of
   one data file), else its ``file_path`` column read once (a delete file never changes).
 
-pyiceberg 0.12 rewrites data entries only (``_OverwriteFiles`` writes every manifest it rewrites as a data
-manifest): ``_Rewrite`` is a snapshot producer of its own on pyiceberg's ``_SnapshotProducer`` (its manifest list,
-summary, added-data manifest, commit and retry, and its validation that the rewritten data files are still live and
-gained no delete file since), writing the manifests it changes itself: a data manifest through
-``_SnapshotProducer.new_manifest_writer``, a delete manifest through position_deletes' ``delete_manifests``."""
+
+The ``replace`` snapshot itself: replace.py."""
 
 from __future__ import annotations
 
@@ -41,25 +41,28 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyiceberg.exceptions import ValidationException
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
-from pyiceberg.manifest import DataFile, DataFileContent, ManifestContent, ManifestEntry, ManifestEntryStatus
+from pyiceberg.manifest import DataFile, DataFileContent, ManifestEntryStatus
 from pyiceberg.table import FileScanTask
-from pyiceberg.table.snapshots import Operation, Summary
-from pyiceberg.table.update.snapshot import _SnapshotProducer
-from pyiceberg.typedef import EMPTY_DICT, KeyDefaultDict
 
 from ..batch.small_files import COMPACT_ROWS, REWRITE_SHARE, FileSize, fewest_rows, is_small
-from .position_deletes import FILE_PATH_ID, FilePositions, delete_manifest_writer, delete_manifests, write_delete_file
+from .moved import MovedRows
+from .planning import ONE_CALL, KeptManifests
+from .position_deletes import (
+    FILE_PATH_ID,
+    FilePositions,
+    write_delete_file,
+    write_delete_files,
+)
+from .replace import ReplaceFiles
 from .transactions import transaction
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pyiceberg.io import FileIO
-    from pyiceberg.manifest import ManifestFile
-    from pyiceberg.table import Table, Transaction
+    from pyiceberg.table import Table
     from pyiceberg.table.snapshots import Snapshot
 
 log = logging.getLogger("binlake.land")
@@ -105,7 +108,7 @@ class Plan:
 class Prepared:
     """A compaction read and written, not committed: the snapshot (schema, partition spec) it read, the data files
     it rewrites, the delete files it removes (dropped or merged), those it adds (merged) and its new data files; the
-    delete files live when it read; its seconds so far."""
+    delete files live when it read; where its rows went (None: not followed); its seconds so far."""
 
     snapshot_id: int
     schema_id: int
@@ -116,6 +119,7 @@ class Prepared:
     merged: list[DataFile]
     added: list[DataFile]
     known_deletes: set[str]
+    moved: MovedRows | None
     seconds: float
 
     def discard(self, io: FileIO) -> None:
@@ -125,6 +129,10 @@ class Prepared:
                 io.delete(f.file_path)
             except FileNotFoundError:
                 pass
+
+
+class _Conflict(Exception):
+    """What a snapshot since a compaction read changed that it cannot go on from."""
 
 
 def _group(f: DataFile) -> Group:
@@ -160,10 +168,11 @@ class Compaction:
         return prepared is not None and self.finish(name, table, prepared, properties)
 
     def prepare(self, name: tuple[str, str], table: Table, key: list[str],
-                pause: Callable[[], None] = lambda: None) -> Prepared | None:
+                pause: Callable[[], None] = lambda: None, manifests: KeptManifests | None = None) -> Prepared | None:
         """The table's due rewrites (``plan``) as of its current snapshot: the files read and their replacements
         written, nothing committed (None: nothing due). The job's writers may commit to the table meanwhile
-        (``finish`` follows them); ``pause`` is called between the steps (upkeep.Upkeep.pause: batches first)."""
+        (``finish`` follows them); ``pause`` is called between the steps (upkeep.Upkeep.pause: batches first);
+        ``manifests``: the manifests' entries kept between plans (planning.py; None: read for this one)."""
         current = table.current_snapshot()
         summary = current.summary if current is not None else None
         if current is None or summary is None or (int(summary.get("total-data-files") or 0) < self.compact_files
@@ -177,14 +186,15 @@ class Compaction:
         pause()
         started = time.monotonic()
         if files.deletes:  # the data files as readers plan them: with the delete files that apply to each
-            tasks = {t.file.file_path: t for t in table.scan(snapshot_id=current.snapshot_id).plan_files()}
+            kept = manifests if manifests is not None else KeptManifests(ONE_CALL)
+            tasks = {t.file.file_path: t for t in kept.plan(table, AlwaysTrue())}  # (``current``'s: table's own)
         else:
             tasks = {p: FileScanTask(f) for p, f in files.small.items()}
         if any(p not in tasks for p in plan.data):  # (never: the files followed are the snapshot's)
             self.tables.pop(name, None)
             return None
         picked = [tasks[p] for p in plan.data]
-        rows = None
+        rows, moved = None, None
         if picked:
             try:
                 rows = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(picked)
@@ -192,6 +202,7 @@ class Compaction:
                 log.debug("%s.%s: %d files not compacted: %s", *name, len(picked), exc)
                 files.skipped.update(plan.data)
                 return None
+            moved = MovedRows.of(table, picked, rows, key)
             if key and len(rows):
                 rows = rows.sort_by([(k, "ascending") for k in key])
             pause()
@@ -201,19 +212,25 @@ class Compaction:
                   for d in self._merge(table, files, group, gone, tasks, f"{write_id}-deletes-{n:05d}")]
         added = list(_dataframe_to_data_files(table.metadata, rows, table.io, write_id, itertools.count())) \
             if rows is not None and len(rows) else []
+        for f in added:
+            f.spec_id = table.metadata.default_spec_id  # (pyiceberg's writer leaves it unset: a delete file needs it)
+        if moved is not None:
+            moved.wrote(table, added)
         return Prepared(current.snapshot_id, table.metadata.current_schema_id, table.metadata.default_spec_id,
                         write_id, [t.file for t in picked], [*plan.dropped, *itertools.chain(*plan.merged)], merged,
-                        added, set(files.deletes), time.monotonic() - started)
+                        added, set(files.deletes), moved, time.monotonic() - started)
 
     def finish(self, name: tuple[str, str], table: Table, prepared: Prepared, properties: dict[str, str]) -> bool:
         """``prepared`` committed as one ``replace`` snapshot after the table's newest (no writer commits
         meanwhile: upkeep.Upkeep.exclusive), with the batch ids of the newest snapshot's summary (``properties``'
-        keys; theirs where it has none); or given up, its files deleted, where a snapshot since the one it read
-        changed the schema or partition spec, removed a file it replaces, or added a delete file naming a data file
-        it rewrites (that row would come back). Whether it was committed."""
+        keys; theirs where it has none), and the rows of the files it rewrites that delete files committed since it
+        read deleted by position in its new files (moved.py: they would come back); or given up, its files deleted,
+        where a snapshot since the one it read changed the schema or partition spec or removed a file it replaces
+        (or added such deletes where it cannot follow them). Whether it was committed."""
         started = time.monotonic()
-        conflict = self._conflict(name, table, prepared)
-        if conflict is not None:
+        try:
+            followed = self._followed(name, table, prepared)
+        except _Conflict as conflict:
             log.info("%s.%s: compaction given up (%s since it read snapshot %d): the next one plans anew", *name,
                      conflict, prepared.snapshot_id)
             prepared.discard(table.io)
@@ -222,35 +239,48 @@ class Compaction:
         assert head is not None and head.summary is not None
         newest = {k: str(head.summary.additional_properties.get(k, v)) for k, v in properties.items()}
         with transaction(table) as tx:
-            write = _Rewrite(tx, table.io, newest, prepared.write_id, set(prepared.data), set(prepared.deletes),
-                             prepared.merged)
+            write = ReplaceFiles(tx, table.io, newest, prepared.write_id, set(prepared.data), set(prepared.deletes),
+                             [*prepared.merged, *followed])
             for f in prepared.added:
                 write.append_data_file(f)
             write.commit()
-        log.debug("%s.%s: %d data files rewritten, %d delete files removed or merged into %d in %.1fs (%.2fs "
-                  "keeping the writers out)", *name, len(prepared.data), len(prepared.deletes), len(prepared.merged),
+        log.debug("%s.%s: %d data files rewritten, %d delete files removed or merged into %d, %d rows deleted since "
+                  "followed, in %.1fs (%.2fs keeping the writers out)", *name, len(prepared.data),
+                  len(prepared.deletes), len(prepared.merged), sum(f.record_count for f in followed),
                   prepared.seconds + time.monotonic() - started, time.monotonic() - started)
         return True
 
-    def _conflict(self, name: tuple[str, str], table: Table, prepared: Prepared) -> str | None:
-        """What a snapshot since ``prepared``'s changed that it cannot go on from (None: nothing)."""
+    def _followed(self, name: tuple[str, str], table: Table, prepared: Prepared) -> list[DataFile]:
+        """The delete files of the new files' rows that the delete files committed since ``prepared`` read delete
+        in the files it rewrites (written, to add); _Conflict: what a snapshot since changed that it cannot go
+        on from."""
         metadata = table.metadata
         if (metadata.current_schema_id, metadata.default_spec_id) != (prepared.schema_id, prepared.spec_id):
             self.tables.pop(name, None)
-            return "the schema or partition spec changed"
+            raise _Conflict("the schema or partition spec changed")
         current = table.current_snapshot()
         if current is None:
-            return "no snapshot"
+            raise _Conflict("no snapshot")
         if current.snapshot_id == prepared.snapshot_id:
-            return None
+            return []
         files = self.files(name, table, current)  # followed from the snapshot prepare read
         gone = {f.file_path for f in prepared.data}
         if not gone <= files.data.keys() or not {d.file_path for d in prepared.deletes} <= files.deletes.keys():
-            return "a file it replaces was removed"
+            raise _Conflict("a file it replaces was removed")
+        naming: dict[str, list[DataFile]] = defaultdict(list)
         for path, d in files.deletes.items():
-            if path not in prepared.known_deletes and not gone.isdisjoint(self._names(files, d, table.io)):
-                return f"delete file {path} names a data file it rewrites"
-        return None
+            if path not in prepared.known_deletes:
+                for data in gone.intersection(self._names(files, d, table.io)):
+                    naming[data].append(d)
+        if not naming:
+            return []
+        if prepared.moved is None:
+            raise _Conflict(f"delete file {next(iter(naming.values()))[0].file_path} names a data file it rewrites")
+        kept = KeptManifests(ONE_CALL)
+        moved = prepared.moved.follow({p: kept.deleted(table.io, p, ds) for p, ds in naming.items()})
+        if moved is None:
+            raise _Conflict("a row deleted since is not in its new files once")
+        return write_delete_files(table, moved, f"{prepared.write_id}-moved") if moved else []
 
     def plan(self, files: TableFiles, io: FileIO) -> Plan:
         """The rewrites due: in each partition, the larger data files whose deleted share passes
@@ -396,71 +426,3 @@ def _since(table: Table, current: Snapshot, snapshot_id: int | None) -> list[Sna
         parent = snapshot.parent_snapshot_id
         snapshot = table.snapshot_by_id(parent) if parent is not None else None
     return None
-
-
-class _Rewrite(_SnapshotProducer["_Rewrite"]):
-    """A ``replace`` snapshot (Iceberg's operation of a rewrite of the same rows: files removed and added, no data
-    changed) in ``tx``, with the summary ``properties``: the data files ``data`` and the delete files ``deletes``
-    removed (each marked DELETED in a copy of its manifest that keeps the others EXISTING, as Java Iceberg does:
-    what expiry reads to delete them), the data files appended and the delete files ``added`` added (a delete
-    manifest of their own). pyiceberg 0.12 sums up the totals of appends, overwrites and deletes only: the summary
-    is an overwrite's, then named ``replace``."""
-
-    def __init__(self, tx: Transaction, io: FileIO, properties: dict[str, str], commit_uuid: uuid.UUID,
-                 data: set[DataFile], deletes: set[DataFile], added: list[DataFile]) -> None:
-        super().__init__(operation=Operation.OVERWRITE, transaction=tx, io=io, commit_uuid=commit_uuid,
-                         snapshot_properties=properties)
-        self._deleted_data_files = set(data)  # pyiceberg's validation: still live, no delete file added since
-        self._removed_deletes = deletes
-        self._added_deletes = added
-
-    def _deleted_entries(self) -> list[ManifestEntry]:
-        return []  # written in the manifests they were listed in (_existing_manifests)
-
-    def _existing_manifests(self) -> list[ManifestFile]:
-        parent = self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id) \
-            if self._parent_snapshot_id is not None else None
-        if parent is None:
-            raise ValueError("a rewrite of a table without a snapshot")
-        evaluators: dict[int, Callable[[ManifestFile], bool]] = KeyDefaultDict(self._build_manifest_evaluator)
-        out, found = [], set()
-        for manifest in parent.manifests(self._io):
-            deletes = manifest.content == ManifestContent.DELETES
-            removed = self._removed_deletes if deletes else self._deleted_data_files
-            if (not removed or not (manifest.has_added_files() or manifest.has_existing_files())
-                    or not (deletes or evaluators[manifest.partition_spec_id](manifest))):
-                out.append(manifest)  # none of the removed files' partitions (data manifests: pyiceberg's pruning)
-                continue
-            entries = manifest.fetch_manifest_entry(self._io, discard_deleted=True)
-            gone = {e.data_file.file_path for e in entries if e.data_file in removed}
-            if not gone:
-                out.append(manifest)
-                continue
-            found |= gone
-            spec = self.spec(manifest.partition_spec_id)
-            writer = delete_manifest_writer(self, spec) if deletes else self.new_manifest_writer(spec)
-            with writer:
-                for e in entries:
-                    dropped = e.data_file.file_path in gone
-                    writer.add_entry(ManifestEntry.from_args(
-                        status=ManifestEntryStatus.DELETED if dropped else ManifestEntryStatus.EXISTING,
-                        snapshot_id=self._snapshot_id if dropped else e.snapshot_id,
-                        sequence_number=e.sequence_number, file_sequence_number=e.file_sequence_number,
-                        data_file=e.data_file))
-            out.append(writer.to_manifest_file())
-        missing = {f.file_path for f in (*self._deleted_data_files, *self._removed_deletes)} - found
-        if missing:
-            raise ValidationException(f"files to rewrite are not live: {sorted(missing)}")
-        return [*delete_manifests(self, self._added_deletes), *out]
-
-    def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
-        # pyiceberg's summary counts the files it is given by their content (removed-delete-files,
-        # removed-position-deletes, the totals): the delete files join the data files for it alone
-        added, removed = self._added_data_files, self._deleted_data_files
-        self._added_data_files = [*added, *self._added_deletes]
-        self._deleted_data_files = {*removed, *self._removed_deletes}
-        try:
-            summary = super()._summary(snapshot_properties)
-        finally:
-            self._added_data_files, self._deleted_data_files = added, removed
-        return Summary(Operation.REPLACE, **summary.additional_properties)

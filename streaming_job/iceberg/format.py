@@ -471,7 +471,7 @@ class IcebergFormat(LakeFormat):
         its old snapshots expired where due (iceberg/maintenance.py), its orphan files removed where due; the
         compaction read and written while the writers go on, then committed while they are kept out."""
         self.upkeep.pause()  # (batches first: upkeep.py)
-        prepared = self.maintenance.prepare(name, copy_of(due.table), due.key, self.upkeep.pause)
+        prepared = self.maintenance.prepare(name, copy_of(due.table), due.key, self.upkeep.pause, self.manifests)
         self.upkeep.pause()
         with self.upkeep.exclusive(name), on_copy(due.table) as table:
             self.maintenance.finish(name, table, prepared, due.properties, due.commits)

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from pyiceberg.table.snapshots import Snapshot
 
     from .compaction import Compaction, Prepared
+    from .planning import KeptManifests
 
 log = logging.getLogger("binlake.land")
 METADATA_VERSIONS = "write.metadata.previous-versions-max"
@@ -78,11 +79,11 @@ class IcebergMaintenance:
         return {METADATA_VERSIONS: str(self.metadata_versions)}
 
     def prepare(self, name: tuple[str, str], table: Table, key: list[str],
-                pause: Callable[[], None] = lambda: None) -> Prepared | None:
+                pause: Callable[[], None] = lambda: None, manifests: KeptManifests | None = None) -> Prepared | None:
         """The table's compaction as of its current snapshot, read and written, not committed (None: none due).
         Called by the upkeep's one thread (iceberg/upkeep.py) while the job's writers may commit to the table;
-        ``pause`` between its steps."""
-        return self._compactor().prepare(name, table, key, pause)
+        ``pause`` between its steps; ``manifests``: the job's kept manifests (planning.py), its plan's."""
+        return self._compactor().prepare(name, table, key, pause, manifests)
 
     def finish(self, name: tuple[str, str], table: Table, prepared: Prepared | None, properties: dict[str, str],
                commits: int = 1) -> bool:

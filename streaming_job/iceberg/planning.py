@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import FileScanTask, Table
 
 _ENTRY_BYTES = 2048  # a decoded manifest entry (a DataFile with its column statistics), roughly, in Python objects
+ONE_CALL = 1 << 62  # a KeptManifests budget that drops nothing: what one call reads
 _DATA_FILE_BYTES = 256  # a delete file's positions of one data file: the path and the array's overhead
 
 
@@ -95,6 +96,21 @@ class KeptManifests:
         arrays = [a for a in found if a is not None]
         return np.unique(np.concatenate(arrays)) if arrays else np.zeros(0, np.int64)
 
+    def live(self, io: FileIO, path: str, delete_files: Iterable[DataFile], positions: np.ndarray) -> np.ndarray:
+        """Those of ``positions`` (of the data file ``path``) that its position delete files ``delete_files`` do not
+        delete: each delete file's positions searched (a batch's few rows of a file against its many deleted
+        ones; merging them first, as ``deleted`` does, took most of a batch's time on a mirror of 1,000,000 rows
+        under spread updates)."""
+        kept = np.ones(len(positions), bool)
+        for d in delete_files:
+            if d.content != DataFileContent.POSITION_DELETES:
+                continue
+            gone = self._delete_file(io, d).by_path.get(path)
+            if gone is not None and len(gone):
+                at = np.minimum(np.searchsorted(gone, positions), len(gone) - 1)
+                kept &= gone[at] != positions
+        return positions[kept]
+
     def _delete_file(self, io: FileIO, delete_file: DataFile) -> _Positions:
         kept = self.positions.get(delete_file.file_path)
         if kept is None:
@@ -103,7 +119,7 @@ class KeptManifests:
             with io.new_input(delete_file.file_path).open() as f:
                 rows = pq.read_table(f, columns=["file_path", "pos"])
             grouped = rows.group_by("file_path").aggregate([("pos", "list")])
-            kept = _Positions({p: np.asarray(v, np.int64) for p, v in zip(
+            kept = _Positions({p: np.sort(np.asarray(v, np.int64)) for p, v in zip(  # (sorted: the spec's order)
                 grouped.column("file_path").to_pylist(), grouped.column("pos_list").to_pylist(), strict=True)})
             self.positions.put(delete_file.file_path, kept)
         return kept

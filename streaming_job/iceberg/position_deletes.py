@@ -53,7 +53,7 @@ from pyiceberg.typedef import EMPTY_DICT
 from pyiceberg.types import BinaryType, DecimalType, IntegerType, LongType, PrimitiveType, StringType
 
 from ..batch.key_index import BatchKeys, FileKeys, file_keys
-from .planning import KeptManifests
+from .planning import ONE_CALL, KeptManifests
 from .tables import keys_filter
 
 if TYPE_CHECKING:
@@ -63,7 +63,6 @@ if TYPE_CHECKING:
 FILE_PATH_ID = 2147483546  # the spec's reserved field ids of a position delete file's columns
 POS_ID = 2147483545
 _FIELD_ID = b"PARQUET:field_id"
-_ONE_CALL = 1 << 62  # a budget that drops nothing: what one call reads
 DELETE_SCHEMA = pa.schema([pa.field("file_path", pa.string(), nullable=False, metadata={_FIELD_ID: str(FILE_PATH_ID)}),
                            pa.field("pos", pa.int64(), nullable=False, metadata={_FIELD_ID: str(POS_ID)})])
 
@@ -119,7 +118,7 @@ def locate(table: Table, keys: pa.Table, pk: list[str], pool: Executor | None = 
     if snapshot is None or not len(keys):
         return Located(None if snapshot is None else snapshot.snapshot_id, [], 0)
     schema = table.schema()
-    kept = manifests if manifests is not None else KeptManifests(_ONE_CALL)
+    kept = manifests if manifests is not None else KeptManifests(ONE_CALL)
     tasks = planned
     if tasks is None:
         bounds = keys_filter(keys, pk[0])
@@ -133,12 +132,12 @@ def locate(table: Table, keys: pa.Table, pk: list[str], pool: Executor | None = 
         path = task.file.file_path
         found = cache.get(path) if cache is not None else None
         if found is None:
-            found = file_keys(_key_columns(table.io, path, key_ids, keys.select(pk).schema))
+            found = file_keys(key_columns(table.io, path, key_ids, keys.select(pk).schema))
             if cache is not None:
                 cache.put(path, found)
         hit = found.positions(batch).astype(np.int64)
         if len(hit) and task.delete_files:
-            hit = np.setdiff1d(hit, kept.deleted(table.io, path, task.delete_files), assume_unique=True)
+            hit = kept.live(table.io, path, task.delete_files, hit)
         return FilePositions(task.file, hit)
 
     searched = list(pool.map(search, candidates)) if pool is not None else [search(t) for t in candidates]
@@ -176,7 +175,7 @@ class _FirstKeys(NamedTuple):
         return bisect.bisect_left(self.values, lo) < bisect.bisect_right(self.values, hi)
 
 
-def _key_columns(io: FileIO, path: str, field_ids: list[int], wanted: pa.Schema) -> pa.Table:
+def key_columns(io: FileIO, path: str, field_ids: list[int], wanted: pa.Schema) -> pa.Table:
     """A data file's key columns in file order, found by their field ids (by name in a file without ids) and
     named and typed as the batch's (an int column promoted to long since: cast)."""
     with io.new_input(path).open() as f:
@@ -216,6 +215,15 @@ def write_delete_file(table: Table, files: Sequence[FilePositions], name: str) -
     return delete
 
 
+def write_delete_files(table: Table, files: Sequence[FilePositions], name: str) -> list[DataFile]:
+    """``files``' positions as one position delete file per partition (``name``-NNNNN.parquet)."""
+    groups: dict[tuple[int, tuple[Any, ...]], list[FilePositions]] = {}
+    for found in files:
+        partition: Any = found.data_file.partition  # a pyiceberg Record: its values
+        groups.setdefault((found.data_file.spec_id, tuple(partition)), []).append(found)
+    return [write_delete_file(table, found, f"{name}-{n:05d}.parquet") for n, found in enumerate(groups.values())]
+
+
 def _long(value: int) -> bytes:
     return struct.pack("<q", value)  # the spec's single-value serialization of a long
 
@@ -239,12 +247,7 @@ def stage_batch(tx: Transaction, table: Table, rows: pa.Table | None, located: L
     if located.snapshot_id != metadata.current_snapshot_id:
         raise ValueError("the positions were located in another snapshot than the one the batch commits on")
     write_id = uuid.uuid4()
-    groups: dict[tuple[int, tuple[Any, ...]], list[FilePositions]] = {}
-    for found in located.files:
-        partition: Any = found.data_file.partition  # a pyiceberg Record: its values
-        groups.setdefault((found.data_file.spec_id, tuple(partition)), []).append(found)
-    deletes = [write_delete_file(table, files, f"{write_id}-deletes-{n:05d}.parquet")
-               for n, files in enumerate(groups.values())]
+    deletes = write_delete_files(table, located.files, f"{write_id}-deletes")
     data: list[DataFile] = []
     if rows is not None and len(rows):
         _check_pyarrow_schema_compatible(metadata.schema(), provided_schema=rows.schema,

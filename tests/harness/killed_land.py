@@ -14,15 +14,15 @@ import sys
 
 
 def _iceberg_compaction() -> None:
-    from streaming_job.iceberg import compaction
+    from streaming_job.iceberg import replace
 
-    written = compaction._Rewrite.commit
+    written = replace.ReplaceFiles.commit
 
     def commit(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         written(self, *args, **kwargs)
         os.kill(os.getpid(), signal.SIGKILL)
 
-    compaction._Rewrite.commit = commit  # type: ignore[method-assign]
+    replace.ReplaceFiles.commit = commit  # type: ignore[method-assign]
 
 
 POINTS = {"iceberg-compaction": _iceberg_compaction}

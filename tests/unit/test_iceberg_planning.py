@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from pyiceberg.expressions import AlwaysTrue, And, GreaterThanOrEqual, LessThanOrEqual
@@ -70,3 +71,14 @@ def test_kept_plans_are_pyicebergs_and_read_only_new_manifests(tmp_path: Any, mo
             del expected[k]
         expected.update(zip(upserts.column("id").to_pylist(), upserts.column("v").to_pylist(), strict=True))
         assert {r["id"]: r["v"] for r in table.scan().to_arrow().to_pylist()} == expected
+    # a file's live positions, searched delete file by delete file: the rows pyiceberg's read of it gives
+    from pyiceberg.io.pyarrow import ArrowScan
+
+    for task in kept.plan(table, AlwaysTrue()):
+        every = np.arange(task.file.record_count, dtype=np.int64)
+        live = kept.live(table.io, task.file.file_path, task.delete_files, every)
+        rows = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table([task])
+        assert len(live) == len(rows)
+        assert live.tolist() == np.setdiff1d(every, kept.deleted(table.io, task.file.file_path,
+                                                                 task.delete_files)).tolist()
+    assert any(t.delete_files for t in kept.plan(table, AlwaysTrue()))

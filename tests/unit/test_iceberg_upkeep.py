@@ -276,8 +276,9 @@ class _Gated(IcebergMaintenance):
     started: threading.Event = field(default_factory=threading.Event)
     calls: list[tuple[tuple[str, str], str, int]] = field(default_factory=list)
 
-    def prepare(self, name: tuple[str, str], table: Any, key: list[str], pause: Any = lambda: None) -> Any:
-        prepared = super().prepare(name, table, key, pause)
+    def prepare(self, name: tuple[str, str], table: Any, key: list[str], pause: Any = lambda: None,
+                manifests: Any = None) -> Any:
+        prepared = super().prepare(name, table, key, pause, manifests)
         if name == self.table:
             self.started.set()
             assert self.gate.wait(_WAIT)
