@@ -37,8 +37,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.expressions import AlwaysTrue
@@ -185,8 +183,8 @@ class Compaction:
             return None
         pause()
         started = time.monotonic()
+        kept = manifests if manifests is not None else KeptManifests(ONE_CALL)
         if files.deletes:  # the data files as readers plan them: with the delete files that apply to each
-            kept = manifests if manifests is not None else KeptManifests(ONE_CALL)
             tasks = {t.file.file_path: t for t in kept.plan(table, AlwaysTrue())}  # (``current``'s: table's own)
         else:
             tasks = {p: FileScanTask(f) for p, f in files.small.items()}
@@ -209,7 +207,7 @@ class Compaction:
         write_id = uuid.uuid4()
         gone = set(plan.data)
         merged = [d for n, group in enumerate(plan.merged)
-                  for d in self._merge(table, files, group, gone, tasks, f"{write_id}-deletes-{n:05d}")]
+                  for d in self._merge(table, files, group, gone, tasks, kept, f"{write_id}-deletes-{n:05d}")]
         added = list(_dataframe_to_data_files(table.metadata, rows, table.io, write_id, itertools.count())) \
             if rows is not None and len(rows) else []
         for f in added:
@@ -343,20 +341,15 @@ class Compaction:
         return [*several, *(d for path, ds in scoped.items() if len(ds) > 1 or path in named for d in ds)]
 
     def _merge(self, table: Table, files: TableFiles, group: list[DataFile], gone: set[str],
-               tasks: dict[str, FileScanTask], name: str) -> list[DataFile]:
+               tasks: dict[str, FileScanTask], kept: KeptManifests, name: str) -> list[DataFile]:
         """``group``'s delete files' rows for the data files still live after the rewrite of ``gone``, as one
         file-scoped delete file per data file (``name``-NNNNN.parquet): a reader reads a data file's own, where it
-        reads every delete file naming several data files of its partition with each of them."""
-        parts = []
-        for d in group:
-            with table.io.new_input(d.file_path).open() as f:
-                parts.append(pq.read_table(f, columns=["file_path", "pos"]))
-        rows = pa.concat_tables(parts).group_by("file_path").aggregate([("pos", "list")])
+        reads every delete file naming several data files of its partition with each of them. Their positions as
+        ``kept`` has them (planning.py: most read by the batches already)."""
         out: list[DataFile] = []
-        for path, positions in zip(rows.column("file_path").to_pylist(), rows.column("pos_list").to_pylist(),
-                                   strict=True):
+        for path in sorted({p for d in group for p in self._names(files, d, table.io)}):
             if path in files.data and path not in gone and path in tasks:
-                found = FilePositions(tasks[path].file, np.unique(np.asarray(positions, np.int64)))
+                found = FilePositions(tasks[path].file, kept.deleted(table.io, path, group))
                 out.append(write_delete_file(table, [found], f"{name}-{len(out):05d}.parquet"))
         return out
 
