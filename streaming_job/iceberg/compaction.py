@@ -47,12 +47,7 @@ from pyiceberg.table import FileScanTask
 from ..batch.small_files import COMPACT_ROWS, REWRITE_SHARE, FileSize, fewest_rows, is_small
 from .moved import MovedRows
 from .planning import ONE_CALL, KeptManifests
-from .position_deletes import (
-    FILE_PATH_ID,
-    FilePositions,
-    write_delete_file,
-    write_delete_files,
-)
+from .position_deletes import FILE_PATH_ID, FilePositions, write_delete_file, write_delete_files
 from .replace import ReplaceFiles
 from .transactions import transaction
 
