@@ -195,7 +195,7 @@ class Compaction:
                 log.debug("%s.%s: %d files not compacted: %s", *name, len(picked), exc)
                 files.skipped.update(plan.data)
                 return None
-            moved = MovedRows.of(table, picked, rows, key)
+            moved = MovedRows.of(table, picked, rows, key, kept)
             if key and len(rows):
                 rows = rows.sort_by([(k, "ascending") for k in key])
             pause()
@@ -269,8 +269,7 @@ class Compaction:
             return []
         if prepared.moved is None:
             raise _Conflict(f"delete file {next(iter(naming.values()))[0].file_path} names a data file it rewrites")
-        kept = KeptManifests(ONE_CALL)
-        moved = prepared.moved.follow({p: kept.deleted(table.io, p, ds) for p, ds in naming.items()})
+        moved = prepared.moved.follow(table.io, naming)
         if moved is None:
             raise _Conflict("a row deleted since is not in its new files once")
         return write_delete_files(table, moved, f"{prepared.write_id}-moved") if moved else []

@@ -27,14 +27,16 @@ import numpy as np
 import pyarrow as pa
 
 from ..batch.key_index import BatchKeys, FileKeys, file_keys
-from .planning import ONE_CALL, KeptManifests
 from .position_deletes import FilePositions, key_columns
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from pyiceberg.io import FileIO
     from pyiceberg.manifest import DataFile
     from pyiceberg.table import FileScanTask, Table
+
+    from .planning import KeptManifests
 
 
 class _Read(NamedTuple):
@@ -55,31 +57,31 @@ class _Written(NamedTuple):
 @dataclass
 class MovedRows:
     """The rows a compaction read (``read``: by old data file path; ``keys``: their key columns ``pk``, in read
-    order) and the new files it wrote them to (``written``)."""
+    order) and the new files it wrote them to (``written``); ``kept``: the delete files' positions (planning.py)."""
 
     pk: list[str]
     read: dict[str, _Read]
     keys: pa.Table
+    kept: KeptManifests
     written: list[_Written] = field(default_factory=list)
 
     @classmethod
-    def of(cls, table: Table, tasks: Sequence[FileScanTask], rows: pa.Table, pk: list[str]) -> MovedRows | None:
+    def of(cls, table: Table, tasks: Sequence[FileScanTask], rows: pa.Table, pk: list[str],
+           kept: KeptManifests) -> MovedRows | None:
         """``rows`` (pyiceberg's read of ``tasks``, in their order) with the positions each came from; None where
         the counts do not agree (the mirror is not keyed, or a file's rows less its deletes are not what was
         read)."""
         if not pk:
             return None
-        kept = KeptManifests(ONE_CALL)
         read, start = {}, 0
         for task in tasks:
-            path = task.file.file_path
-            gone = kept.deleted(table.io, path, task.delete_files) if task.delete_files else np.zeros(0, np.int64)
-            positions = np.setdiff1d(np.arange(task.file.record_count, dtype=np.int64), gone, assume_unique=True)
-            read[path] = _Read(positions, start)
+            positions = kept.live(table.io, task.file.file_path, task.delete_files,
+                                  np.arange(task.file.record_count, dtype=np.int64))
+            read[task.file.file_path] = _Read(positions, start)
             start += len(positions)
         if start != len(rows):
             return None
-        return cls(pk, read, rows.select(pk))
+        return cls(pk, read, rows.select(pk), kept)
 
     def wrote(self, table: Table, files: Sequence[DataFile]) -> None:
         """The new files' key columns read back (in the order the rows landed in them)."""
@@ -88,13 +90,14 @@ class MovedRows:
         self.written = [_Written(f, file_keys(key_columns(table.io, f.file_path, ids, self.keys.schema)))
                         for f in files]
 
-    def follow(self, deleted: dict[str, np.ndarray]) -> list[FilePositions] | None:
-        """The positions in the new files of the rows read whose old positions are ``deleted`` (by old data file
-        path; positions the read did not hold are not in the new files either); None where a key is not in the new
-        files exactly once."""
+    def follow(self, io: FileIO, deletes: dict[str, list[DataFile]]) -> list[FilePositions] | None:
+        """The positions in the new files of the rows read that the delete files ``deletes`` (by the old data file
+        they name) delete (positions the read did not hold are not in the new files either); None where a key is
+        not in the new files exactly once."""
         found = []
-        for path, positions in deleted.items():
+        for path, named in deletes.items():
             was = self.read[path]
+            positions = self.kept.deleted(io, path, named)
             at = np.searchsorted(was.positions, positions)
             held = at < len(was.positions)
             held[held] = was.positions[at[held]] == positions[held]
