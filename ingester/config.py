@@ -221,11 +221,13 @@ class LandConfig:
                               f"land.iceberg_catalog is {redact(self.iceberg_catalog or 'none')!r}, not an http(s) URL")
         return token, credential
 
-    # Compaction of small files by the batches' own commits (docs/LAND.md, "Small files", "Iceberg"): once a table
-    # (a change log: one commit date) holds compact_files data files under small_file_bytes, up to compact_bytes of
-    # them are rewritten together (Delta's change logs and mirrors, Iceberg's tables; a Delta mirror's rewrite is
-    # also bounded by the most of its files the driver reads for a batch)
-    compact_files: int = 32
+    # Compaction of small files (docs/LAND.md, "Small files", "Iceberg"): once a table (a change log: one commit
+    # date) holds compact_files data files under small_file_bytes, up to compact_bytes of them are rewritten
+    # together: Delta's change logs and mirrors by the batches' own commits (default 32; a Delta mirror's rewrite is
+    # also bounded by the most of its files the driver reads for a batch); Iceberg's tables by the upkeep beside the
+    # batches, which merges files of like rows tier by tier once a partition holds compact_files files under
+    # 500,000 rows (default 4: batch/small_files.py). None: the format's default
+    compact_files: int | None = None
     small_file_bytes: int = 8 << 20
     compact_bytes: int = 256 << 20
     # Mirrors with deletion vectors or position deletes: the driver keeps the keys of their files between batches

@@ -36,7 +36,7 @@ _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 def at_least(least: int) -> Any:
     def check(value: Any) -> str | None:
-        return None if value >= least else f"must be at least {least}, got {value}"
+        return None if value is None or value >= least else f"must be at least {least}, got {value}"
     return check
 
 

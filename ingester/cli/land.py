@@ -40,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--driver-rows", type=int, metavar="N",
                    help="a table's batch of at most N row changes is reduced for its mirror by the driver")
     p.add_argument("--compact-files", type=int, metavar="N",
-                   help="compact a table's small files once it has N of them (default 32)")
+                   help="compact a table's small files once it has N of them (default: Delta 32, Iceberg 4)")
     p.add_argument("--small-file-bytes", type=int, metavar="BYTES", help="a small file's bound (default 8 MiB)")
     p.add_argument("--compact-bytes", type=int, metavar="BYTES",
                    help="the most bytes of small files one compaction rewrites (default 256 MiB)")

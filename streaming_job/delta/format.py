@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 
 from ..batch.batch_rows import TableRows
 from ..batch.keys import MirrorKeys
+from ..batch.small_files import COMPACT_FILES
 from ..batch.writer import PARTITION_COLUMN, land_partition
 from ..decode.typed import typed_batches, typed_ddl
 from ..format.lake_format import (
@@ -78,9 +79,9 @@ class DeltaFormat(LakeFormat):
         spark, files, threads = services.spark, services.files, services.threads
         delta = DeltaTables(spark, services.app_id, files)
         columns = DeltaEvolution(spark, delta)
-        compaction = ChangeLogCompaction(settings.compact_files, settings.small_file_bytes, settings.compact_bytes,
-                                         files)
-        driver = DriverMirror(delta, threads, settings.driver_merge_bytes, settings.compact_files,
+        compact_files = settings.compact_files or COMPACT_FILES
+        compaction = ChangeLogCompaction(compact_files, settings.small_file_bytes, settings.compact_bytes, files)
+        driver = DriverMirror(delta, threads, settings.driver_merge_bytes, compact_files,
                               settings.small_file_bytes, settings.compact_bytes, settings.deletion_vectors,
                               settings.key_memory)
         keys = DeltaKeys(spark, partial(join, settings.lake), delta.log).mirror_keys(settings.keys)

@@ -62,8 +62,8 @@ class FormatSettings:
     driver_rows: int = LandConfig.driver_rows
     driver_merge_bytes: int = 256 << 20
     # land.compact_*: small files rewritten together (delta/compaction.py, delta/mirror_driver.py,
-    # iceberg/maintenance.py's defaults)
-    compact_files: int = LandConfig.compact_files
+    # iceberg/maintenance.py's defaults; compact_files None: the format's default)
+    compact_files: int | None = LandConfig.compact_files
     small_file_bytes: int = LandConfig.small_file_bytes
     compact_bytes: int = LandConfig.compact_bytes
     on_incompatible_change: Mode = "rewrite"  # land.on_incompatible_change (schema_alter.py)

@@ -1,13 +1,14 @@
 """Compaction of the job's Iceberg tables (maintenance.py), aware of their position delete files
 (position_deletes.py): a merge-on-read mirror's replaced and deleted rows are deleted by position, in delete files.
 
-- **Which files**: data files only (never a delete file) are rewritten: a partition's small ones
-  (batch.small_files) once it holds ``compact_files`` of them, and any larger data file whose deleted rows (the
-  positions the live delete files name in it) pass ``REWRITE_SHARE`` of its rows (the Delta side's rule for its
-  deletion vectors, delta/mirror_driver.py), with the partition's small files; those of fewest rows first, within
-  the compaction's rows and byte budget (a small file's deleted rows go at its partition's compaction). They are
-  read as every reader reads them: with the delete files that apply to them (pyiceberg's plan of the snapshot), so
-  a row deleted by position never comes back.
+- **Which files**: data files only (never a delete file) are rewritten: a partition's files small or under half of
+  ``merge_rows`` once it holds ``compact_files`` of them, tier by tier (batch.small_files.tiered: files grow
+  by merges of files of like rows up to ``merge_rows``), and any larger data file whose deleted rows (the
+  positions the live delete files name in it) pass ``MERGE_SHARE`` of its rows (the Delta side rewrites a file
+  in the batch at ``REWRITE_SHARE``, delta/mirror_driver.py), with the partition's small files; those of fewest
+  rows first, within the compaction's rows and byte budget (a small file's deleted rows go at its partition's
+  compaction). They are read as every reader reads them: with the delete files that apply to them (pyiceberg's
+  plan of the snapshot), so a row deleted by position never comes back.
 - **Delete files**: in the same ``replace`` snapshot, every live delete file none of whose data files is left (they
   are rewritten now, or were by an earlier copy-on-write delete or compaction) is removed (DELETED in its
   manifest); one that still names a live data file stays (its rows for rewritten files are unused). A batch writes a
@@ -20,7 +21,9 @@
   of batches, and a data file's reader reads its own deletes only.
 - **Beside the job's batches**: a compaction is read and written beside them (``prepare``) and committed after the
   newest (``finish``); the rows of the files it rewrites that their delete files deleted since are deleted in its
-  new files in the same snapshot (moved.py), so a steady load of spread updates never starves it.
+  new files in the same snapshot (moved.py), so a steady load of spread updates never starves it. Those deleted
+  while it read and wrote are followed beside the batches (``catch_up``), those of the batches since in ``finish``,
+  while it keeps them out.
 - **Which delete file names which data files**: its ``file_path`` bounds where equal (the file deletes rows of
   one data file), else its ``file_path`` column read once (a delete file never changes).
 
@@ -44,7 +47,7 @@ from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
 from pyiceberg.manifest import DataFile, DataFileContent, ManifestEntryStatus
 from pyiceberg.table import FileScanTask
 
-from ..batch.small_files import COMPACT_ROWS, REWRITE_SHARE, FileSize, fewest_rows, is_small
+from ..batch.small_files import COMPACT_ROWS, MERGE_ROWS, MERGE_SHARE, FileSize, fewest_rows, is_small, tiered
 from .moved import MovedRows
 from .planning import ONE_CALL, KeptManifests
 from .position_deletes import FILE_PATH_ID, FilePositions, write_delete_file, write_delete_files
@@ -64,11 +67,12 @@ Group = tuple[Any, ...]  # a file's partition: (spec id, *values)
 
 
 class LiveFile(NamedTuple):
-    """A live data file as a compaction weighs it."""
+    """A live data file as a compaction weighs it, and its manifest entry's file."""
 
     size: int
     rows: int
     group: Group
+    file: DataFile
 
 
 @dataclass
@@ -78,7 +82,7 @@ class TableFiles:
 
     snapshot_id: int
     data: dict[str, LiveFile] = field(default_factory=dict)
-    small: dict[str, DataFile] = field(default_factory=dict)
+    small: set[str] = field(default_factory=set)
     deletes: dict[str, DataFile] = field(default_factory=dict)
     names: dict[str, dict[str, int]] = field(default_factory=dict)  # delete file -> data file -> its rows there
     skipped: set[str] = field(default_factory=set)  # data files a compaction could not read together
@@ -114,10 +118,11 @@ class Prepared:
     known_deletes: set[str]
     moved: MovedRows | None
     seconds: float
+    followed: list[DataFile] = field(default_factory=list)  # delete files of rows deleted since, followed (catch_up)
 
     def discard(self, io: FileIO) -> None:
         """Its files deleted (never committed)."""
-        for f in (*self.merged, *self.added):
+        for f in (*self.merged, *self.added, *self.followed):
             try:
                 io.delete(f.file_path)
             except FileNotFoundError:
@@ -152,6 +157,7 @@ class Compaction:
     compact_files: int
     small_file_bytes: int
     budget: int
+    merge_rows: int = MERGE_ROWS  # a compaction's most rows (batch.small_files)
     tables: dict[tuple[str, str], TableFiles] = field(default_factory=dict)
 
     def compact(self, name: tuple[str, str], table: Table, properties: dict[str, str], key: list[str]) -> bool:
@@ -173,7 +179,7 @@ class Compaction:
             self.tables.pop(name, None)  # too few files in all: nothing to track
             return None
         files = self.files(name, table, current)
-        plan = self.plan(files, table.io)
+        plan = self.plan(files, table.io, self.merge_rows if key else min(self.merge_rows, COMPACT_ROWS))
         if not plan:
             return None
         pause()
@@ -182,7 +188,7 @@ class Compaction:
         if files.deletes:  # the data files as readers plan them: with the delete files that apply to each
             tasks = {t.file.file_path: t for t in kept.plan(table, AlwaysTrue())}  # (``current``'s: table's own)
         else:
-            tasks = {p: FileScanTask(f) for p, f in files.small.items()}
+            tasks = {p: FileScanTask(files.data[p].file) for p in plan.data}
         if any(p not in tasks for p in plan.data):  # (never: the files followed are the snapshot's)
             self.tables.pop(name, None)
             return None
@@ -221,13 +227,9 @@ class Compaction:
         where a snapshot since the one it read changed the schema or partition spec or removed a file it replaces
         (or added such deletes where it cannot follow them). Whether it was committed."""
         started = time.monotonic()
-        try:
-            followed = self._followed(name, table, prepared)
-        except _Conflict as conflict:
-            log.info("%s.%s: compaction given up (%s since it read snapshot %d): the next one plans anew", *name,
-                     conflict, prepared.snapshot_id)
-            prepared.discard(table.io)
+        if not self.catch_up(name, table, prepared):
             return False
+        followed = prepared.followed
         head = table.current_snapshot()
         assert head is not None and head.summary is not None
         newest = {k: str(head.summary.additional_properties.get(k, v)) for k, v in properties.items()}
@@ -243,10 +245,29 @@ class Compaction:
                   prepared.seconds + time.monotonic() - started, time.monotonic() - started)
         return True
 
-    def _followed(self, name: tuple[str, str], table: Table, prepared: Prepared) -> list[DataFile]:
+    def catch_up(self, name: tuple[str, str], table: Table, prepared: Prepared) -> bool:
+        """The deletes committed since ``prepared`` read (or last caught up) of rows in the files it rewrites
+        followed onto its new files as of ``table``'s current snapshot (``prepared.followed``), so that ``finish``
+        follows only those committed after: called beside the writers first, it keeps ``finish``'s time that keeps
+        them out to a batch's worth. False: given up (logged, its files deleted)."""
+        try:
+            followed = self._followed(name, table, prepared, f"{prepared.write_id}-moved{len(prepared.followed)}")
+        except _Conflict as conflict:
+            log.info("%s.%s: compaction given up (%s since it read snapshot %d): the next one plans anew", *name,
+                     conflict, prepared.snapshot_id)
+            prepared.discard(table.io)
+            return False
+        current = table.current_snapshot()
+        if current is not None and current.snapshot_id != prepared.snapshot_id:
+            prepared.followed += followed
+            prepared.known_deletes |= self.tables[name].deletes.keys()
+            prepared.snapshot_id = current.snapshot_id
+        return True
+
+    def _followed(self, name: tuple[str, str], table: Table, prepared: Prepared, written: str) -> list[DataFile]:
         """The delete files of the new files' rows that the delete files committed since ``prepared`` read delete
-        in the files it rewrites (written, to add); _Conflict: what a snapshot since changed that it cannot go
-        on from."""
+        in the files it rewrites (written as ``written``-NNNNN, to add); _Conflict: what a snapshot since changed
+        that it cannot go on from."""
         metadata = table.metadata
         if (metadata.current_schema_id, metadata.default_spec_id) != (prepared.schema_id, prepared.spec_id):
             self.tables.pop(name, None)
@@ -272,12 +293,15 @@ class Compaction:
         moved = prepared.moved.follow(table.io, naming)
         if moved is None:
             raise _Conflict("a row deleted since is not in its new files once")
-        return write_delete_files(table, moved, f"{prepared.write_id}-moved") if moved else []
+        return write_delete_files(table, moved, written) if moved else []
 
-    def plan(self, files: TableFiles, io: FileIO) -> Plan:
+    def plan(self, files: TableFiles, io: FileIO, merge_rows: int) -> Plan:
         """The rewrites due: in each partition, the larger data files whose deleted share passes
-        ``REWRITE_SHARE`` (then its small files with them), and its small files once it holds ``compact_files``
-        of them, those of fewest rows first within the rows and byte budget in all; the delete files naming no
+        ``MERGE_SHARE`` (then its small files with them), or once it holds ``compact_files`` files small or
+        under half of ``merge_rows``, those ``tiered`` picks (batch.small_files), within
+        the rows (``merge_rows``: a mirror's; a change log's, unkeyed, at most ``COMPACT_ROWS``: it grows forever and
+        is read by snapshots, and each tier costs the batches beside it CPU) and byte budget in all; the delete
+        files naming no
         data file left afterwards removed, and those left of a crowded partition (``excess_deletes``) merged,
         file-scoped. Nothing is due where no data file is and no partition is crowded (a dangling delete file waits
         for the next compaction)."""
@@ -286,23 +310,27 @@ class Compaction:
             for path, n in self._names(files, d, io).items():
                 deleted[path] += n
         heavy: dict[Group, list[FileSize]] = defaultdict(list)
-        small: dict[Group, list[FileSize]] = defaultdict(list)
+        small: dict[Group, list[FileSize]] = defaultdict(list)  # (of the open ones)
+        open_: dict[Group, list[FileSize]] = defaultdict(list)  # small, or under half of merge_rows
         for path, f in sorted(files.data.items()):
             if path in files.skipped:
                 continue
             weighed = FileSize(path, f.size, f.rows)
-            if path in files.small:
-                small[f.group].append(weighed)
-            elif deleted.get(path, 0) > REWRITE_SHARE * f.rows:
+            if deleted.get(path, 0) > MERGE_SHARE * f.rows and path not in files.small:
                 heavy[f.group].append(weighed)
+            elif path in files.small or f.rows < merge_rows // 2:
+                open_[f.group].append(weighed)
+                if path in files.small:
+                    small[f.group].append(weighed)
         out: list[str] = []
-        rows_left, bytes_left = COMPACT_ROWS, self.budget
-        for group in sorted({*heavy, *small}, key=lambda g: (len(heavy[g]), len(small[g])), reverse=True):
+        rows_left, bytes_left = merge_rows, self.budget
+        for group in sorted({*heavy, *open_}, key=lambda g: (len(heavy[g]), len(open_[g])), reverse=True):
             kept = fewest_rows(heavy[group], bytes_left, rows_left)
-            if kept or len(small[group]) >= self.compact_files:
-                more = fewest_rows(small[group], bytes_left - sum(k.size for k in kept),
-                                   rows_left - sum(k.rows for k in kept))
-                kept += more if kept or len(more) >= 2 else []
+            if kept:  # with the partition's small files
+                kept += fewest_rows(small[group], bytes_left - sum(k.size for k in kept),
+                                    rows_left - sum(k.rows for k in kept))
+            elif len(open_[group]) >= self.compact_files:
+                kept = tiered(open_[group], bytes_left, rows_left)
             out += [k.name for k in kept]
             rows_left -= sum(k.rows for k in kept)
             bytes_left -= sum(k.size for k in kept)
@@ -386,17 +414,18 @@ class Compaction:
                         self._added(known, entry.data_file)
                     elif entry.status == ManifestEntryStatus.DELETED:
                         path = entry.data_file.file_path
-                        for kept in (known.data, known.small, known.deletes, known.names):
+                        for kept in (known.data, known.deletes, known.names):
                             kept.pop(path, None)
+                        known.small.discard(path)
                         known.skipped.discard(path)
         known.snapshot_id = current.snapshot_id
         return known
 
     def _added(self, known: TableFiles, f: DataFile) -> None:
         if f.content == DataFileContent.DATA:
-            known.data[f.file_path] = LiveFile(f.file_size_in_bytes, f.record_count, _group(f))
+            known.data[f.file_path] = LiveFile(f.file_size_in_bytes, f.record_count, _group(f), f)
             if is_small(f.file_size_in_bytes, f.record_count, self.small_file_bytes):
-                known.small[f.file_path] = f
+                known.small.add(f.file_path)
         elif f.content == DataFileContent.POSITION_DELETES:
             known.deletes[f.file_path] = f  # (equality deletes: none binlake writes, never removed here)
 

@@ -57,6 +57,7 @@ from ..batch.mirror import (
     statement_seq,
 )
 from ..batch.recent_files import RecentFiles
+from ..batch.small_files import MERGE_FILES
 from ..batch.writer import PARTITION_COLUMN
 from ..decode.typed import typed_batches
 from ..format.lake_format import (
@@ -166,7 +167,7 @@ class IcebergFormat(LakeFormat):
               maintenance: IcebergMaintenance | None = None) -> IcebergFormat:
         """An Iceberg lake's format in the lake's ``catalog`` (built once by the job: Spark's session reads it too);
         ``maintenance``: land.iceberg_* (None: IcebergMaintenance's defaults with land.compact_*)."""
-        kept = maintenance or IcebergMaintenance(settings.compact_files, settings.small_file_bytes,
+        kept = maintenance or IcebergMaintenance(settings.compact_files or MERGE_FILES, settings.small_file_bytes,
                                                  settings.compact_bytes)
         return cls(catalog, services.app_id, settings.keys, services.evolution, services.spark, kept,
                    settings.on_incompatible_change, settings.deletion_vectors, services.threads, services.lease,
@@ -473,6 +474,7 @@ class IcebergFormat(LakeFormat):
         self.upkeep.pause()  # (batches first: upkeep.py)
         prepared = self.maintenance.prepare(name, copy_of(due.table), due.key, self.upkeep.pause, self.manifests)
         self.upkeep.pause()
+        prepared = self.maintenance.catch_up(name, copy_of(due.table), prepared)  # the writers' deletes meanwhile
         with self.upkeep.exclusive(name), on_copy(due.table) as table:
             self.maintenance.finish(name, table, prepared, due.properties, due.commits)
             if due.orphans:

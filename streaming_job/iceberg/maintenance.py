@@ -7,7 +7,7 @@ keeps them out of the table only while it commits (upkeep.Upkeep.exclusive), as 
 
 - **Compaction** (iceberg/compaction.py; the Delta side's settings, delta/compaction.py): once a table (a change
   log: one commit date) holds ``compact_files`` small data files (batch.small_files: under ``small_file_bytes``
-  and its rows), or a data file whose position-deleted rows pass batch.small_files.REWRITE_SHARE of it, those of
+  and its rows), or a data file whose position-deleted rows pass batch.small_files.MERGE_SHARE of it, those of
   fewest rows up to its rows and ``budget`` bytes are read (with their delete files applied) and written again
   (a mirror's rows in key order) in one ``replace`` snapshot: the same rows, which Iceberg's incremental readers
   skip; the delete files naming no live data file left are removed in it, and a partition's delete files merged
@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 from ingester.config import LandConfig
 from ingester.config_values import duration_seconds
 
+from ..batch.small_files import MERGE_FILES, MERGE_ROWS
 from .transactions import transaction
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ METADATA_VERSIONS = "write.metadata.previous-versions-max"
 
 @dataclass
 class IcebergMaintenance:
-    compact_files: int = 32
+    compact_files: int = MERGE_FILES
     small_file_bytes: int = 8 << 20
     budget: int = 256 << 20
     retention: datetime.timedelta = datetime.timedelta(hours=1)
@@ -62,13 +63,14 @@ class IcebergMaintenance:
     # orphan files (iceberg/orphans.py): removed where older than orphan_age, every orphan_every commits of a table
     orphan_age: datetime.timedelta = datetime.timedelta(hours=1)
     orphan_every: int = 1_000
+    merge_rows: int = MERGE_ROWS  # a compaction's most rows (batch.small_files)
     _compaction: Compaction | None = None
     _commits: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, land: LandConfig) -> IcebergMaintenance:
         """The configuration's settings (land.compact_*, land.iceberg_*)."""
-        return cls(land.compact_files, land.small_file_bytes, land.compact_bytes,
+        return cls(land.compact_files or MERGE_FILES, land.small_file_bytes, land.compact_bytes,
                    datetime.timedelta(seconds=duration_seconds(land.iceberg_snapshot_retention)),
                    land.iceberg_expire_every, land.iceberg_metadata_versions,
                    datetime.timedelta(seconds=duration_seconds(land.iceberg_orphan_age)), land.iceberg_orphan_every)
@@ -84,6 +86,11 @@ class IcebergMaintenance:
         Called by the upkeep's one thread (iceberg/upkeep.py) while the job's writers may commit to the table;
         ``pause`` between its steps; ``manifests``: the job's kept manifests (planning.py), its plan's."""
         return self._compactor().prepare(name, table, key, pause, manifests)
+
+    def catch_up(self, name: tuple[str, str], table: Table, prepared: Prepared | None) -> Prepared | None:
+        """``prepared`` with the deletes committed since it read followed onto its new files, beside the writers
+        (compaction.py: ``finish`` then follows only the newest); None where it was given up (or was None)."""
+        return prepared if prepared is not None and self._compactor().catch_up(name, table, prepared) else None
 
     def finish(self, name: tuple[str, str], table: Table, prepared: Prepared | None, properties: dict[str, str],
                commits: int = 1) -> bool:
@@ -110,7 +117,7 @@ class IcebergMaintenance:
         from .compaction import Compaction
 
         if self._compaction is None:
-            self._compaction = Compaction(self.compact_files, self.small_file_bytes, self.budget)
+            self._compaction = Compaction(self.compact_files, self.small_file_bytes, self.budget, self.merge_rows)
         return self._compaction
 
 

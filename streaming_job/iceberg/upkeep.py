@@ -41,6 +41,7 @@ snapshots expired before they were deleted), which orphans.py removes."""
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("binlake.land")
 Name = tuple[str, str]  # a table's (namespace, name)
 PAUSE_SECONDS = 2.0  # the longest an upkeep step waits for a landing batch
+UPKEEP_NICE = 10  # how much lower the upkeep thread's CPU priority is than the job's
 
 
 @dataclass(frozen=True)
@@ -275,6 +277,7 @@ class Upkeep:
             raise failure
 
     def _run(self) -> None:
+        _yield_cpu()
         while True:
             with self._changed:
                 while (taken := self._queue.take()) is None:
@@ -312,3 +315,13 @@ def on_copy(table: Table) -> Iterator[Table]:
         yield copy
     finally:
         table.metadata, table.metadata_location = copy.metadata, copy.metadata_location
+
+
+def _yield_cpu() -> None:
+    """The calling thread's CPU priority lowered (Linux: a thread's nice value is its own) by ``UPKEEP_NICE``: where
+    the batches and Spark keep the CPUs busy, the scheduler gives them first the time an upkeep would take (its
+    reads, sorts and writes of parquet run mostly outside the GIL, on this thread). Nothing where not allowed."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), os.getpriority(os.PRIO_PROCESS, 0) + UPKEEP_NICE)
+    except (AttributeError, OSError):
+        pass

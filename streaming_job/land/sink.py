@@ -102,7 +102,7 @@ class Lander(ParkedTables):
     # A batch under a steady trickle adds a small file to a table: once it has this many files under
     # small_file_bytes, the driver's commit rewrites up to compact_bytes of them together with the batch
     # (land.compact_*: mirror_driver.MirrorFiles.small, compaction.ChangeLogCompaction, iceberg_maintenance)
-    compact_files: int = LandConfig.compact_files
+    compact_files: int | None = LandConfig.compact_files
     small_file_bytes: int = LandConfig.small_file_bytes
     compact_bytes: int = LandConfig.compact_bytes
     key_memory: int = LandConfig.key_memory  # the mirrors' files' keys the driver keeps (land.key_memory)

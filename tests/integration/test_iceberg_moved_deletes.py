@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from streaming_job.batch.small_files import REWRITE_SHARE
+from streaming_job.batch.small_files import MERGE_SHARE
 from streaming_job.iceberg.maintenance import IcebergMaintenance
 from streaming_job.iceberg.position_deletes import locate, stage_batch
 from streaming_job.iceberg.tables import WantedTable
@@ -49,7 +49,7 @@ def test_deletes_a_compaction_followed_onto_its_new_files_read_alike_in_spark(sp
     smallest = min(t.file.file_size_in_bytes for t in table.scan().plan_files())
     compactor = IcebergMaintenance(compact_files=4, small_file_bytes=smallest)._compactor()
     rnd = random.Random(7)
-    _batch(table, rows, list(range(int(_ROWS * REWRITE_SHARE) + 20)), "b0", rnd)  # the first file: rewritten
+    _batch(table, rows, list(range(int(_ROWS * MERGE_SHARE) + 20)), "b0", rnd)  # the first file: rewritten
     moved = 0
     for n in range(1, 4):
         for i in range(4):

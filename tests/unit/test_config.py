@@ -225,7 +225,8 @@ def test_compaction_and_retention_settings_are_checked_where_they_are_set(tmp_pa
     from streaming_job.iceberg.maintenance import IcebergMaintenance
 
     defaults = load_config(None, environ={}).land
-    assert (defaults.compact_files, defaults.small_file_bytes, defaults.compact_bytes) == (32, 8 << 20, 256 << 20)
+    assert (defaults.compact_files, defaults.small_file_bytes, defaults.compact_bytes) == (None, 8 << 20, 256 << 20)
+    assert IcebergMaintenance.of(defaults).compact_files == 4  # the format's own (Delta's: 32)
     f = tmp_path / "land.yaml"
     f.write_text("land:\n  compact_files: 5\n  iceberg_snapshot_retention: 30m\n  iceberg_metadata_versions: 3\n")
     land = load_config(f, {"land": {"compact_bytes": 1000}},

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streaming_job.batch.small_files import REWRITE_SHARE
+from streaming_job.batch.small_files import MERGE_SHARE
 from streaming_job.iceberg import compaction
 from streaming_job.iceberg.maintenance import IcebergMaintenance, expire
 from streaming_job.iceberg.position_deletes import locate, stage_batch
@@ -101,8 +101,8 @@ class _Planned:
         self.plans: list[compaction.Plan] = []
         plan = compaction.Compaction.plan
 
-        def spy(this: Any, files: Any, io: Any) -> Any:
-            out = plan(this, files, io)
+        def spy(this: Any, files: Any, io: Any, merge_rows: int) -> Any:
+            out = plan(this, files, io, merge_rows)
             assert set(out.data) <= set(files.data) and not set(out.data) & set(files.deletes)
             self.plans.append(out)
             return out
@@ -115,8 +115,9 @@ def _mirror(tmp_path: Path, compact_files: int = 4) -> tuple[Any, IcebergMainten
     for start in range(0, 3 * _FILE_ROWS, _FILE_ROWS):  # three large files in key order
         table.append(_rows(list(range(start, start + _FILE_ROWS)), "v0"))
     smallest = min(f.file_size_in_bytes for f in _live(table)[0].values())
-    # the initial files are large, a batch's (tens of rows) small
-    return table, IcebergMaintenance(compact_files=compact_files, small_file_bytes=smallest)
+    # the initial files are large (not merged with others: half of merge_rows), a batch's (tens of rows) small
+    return table, IcebergMaintenance(compact_files=compact_files, small_file_bytes=smallest,
+                                     merge_rows=2 * _FILE_ROWS + 1)
 
 
 def _check(table: Any, expected: dict[int, str]) -> None:
@@ -190,7 +191,7 @@ def test_random_batches_compacted_read_as_the_expected_rows(tmp_path: Path, monk
 def test_a_file_whose_deleted_share_passes_the_bound_is_rewritten(tmp_path: Path) -> None:
     table, upkeep = _mirror(tmp_path, compact_files=8)
     expected = _scan(table)
-    deleted = list(range(0, int(_FILE_ROWS * REWRITE_SHARE) - 10))  # just under the share of the first file
+    deleted = list(range(0, int(_FILE_ROWS * MERGE_SHARE) - 10))  # just under the share of the first file
     _mor(table, [], deleted, 1)
     for k in deleted:
         del expected[k]
@@ -307,9 +308,10 @@ def test_rows_deleted_while_a_compaction_runs_stay_deleted_in_its_new_files(tmp_
     """Under a steady load of spread updates each batch deletes by position rows of the very files a compaction
     is rewriting: between each compaction's read (prepare, on a copy of the table) and its commit (finish), random
     batches update, delete and re-insert keys everywhere (among them keys of the files it rewrites, some twice), and
-    every compaction commits anyway, the rows deleted since deleted in its new files (moved.py): pyiceberg's scan
-    equals the dict kept aside after every commit, also from a fresh catalog, and the moved deletes are in a delete
-    file of the compaction's own that names its new files only."""
+    every compaction commits anyway, the rows deleted since deleted in its new files (moved.py; every other one
+    follows them in two steps, catch_up beside the batches and finish after more): pyiceberg's scan equals the dict
+    kept aside after every commit, also from a fresh catalog, and the moved deletes are in delete files of the
+    compaction's own that name its new files only."""
     from streaming_job.iceberg.upkeep import copy_of
 
     rnd = random.Random(seed)
@@ -328,17 +330,20 @@ def test_rows_deleted_while_a_compaction_runs_stay_deleted_in_its_new_files(tmp_
             del expected[k]
         expected.update({k: f"b{batch_id}-{k}" for k in upserts})
 
-    batch(list(range(int(_FILE_ROWS * REWRITE_SHARE) + 10)))  # the first large file past the share: rewritten
-    for _ in range(5):
+    batch(list(range(int(_FILE_ROWS * MERGE_SHARE) + 10)))  # the first large file past the share: rewritten
+    for turn in range(6):
         for _ in range(4):  # small files: due
             batch(rnd.sample(range(0, 7000), 25))
         prepared = compactor.prepare(_NAME, copy_of(table), ["id"])
         assert prepared is not None
-        rewritten = {f.file_path for f in prepared.data}
+        rewritten, known = {f.file_path for f in prepared.data}, set(prepared.known_deletes)
         for _ in range(rnd.randint(1, 3)):
-            live = list(expected)
-            batch([*rnd.sample(live, 40), *rnd.sample(range(0, 7000), 5)])
-        naming = {d.file_path for d in _live(table)[1].values()} - prepared.known_deletes
+            batch([*rnd.sample(list(expected), 40), *rnd.sample(range(0, 7000), 5)])
+        if turn % 2:  # followed beside the writers first (as the upkeep does), then the batches since by finish
+            assert compactor.catch_up(_NAME, copy_of(table), prepared)
+            for _ in range(rnd.randint(1, 2)):
+                batch([*rnd.sample(list(expected), 40), *rnd.sample(range(0, 7000), 5)])
+        naming = {d.file_path for d in _live(table)[1].values()} - known
         hits = any(_named(table, d) & rewritten for d in naming)
         assert compactor.finish(_NAME, table, prepared, _props(batch_id))
         _check(table, expected)

@@ -107,7 +107,8 @@ def test_old_snapshots_are_expired_as_the_job_commits_and_its_last_batch_stays_k
     from streaming_job.iceberg.maintenance import IcebergMaintenance
 
     fmt = _format(tmp_path)
-    fmt.maintenance = IcebergMaintenance(retention=datetime.timedelta(0), expire_every=3)
+    # (no compaction's snapshot among them)
+    fmt.maintenance = IcebergMaintenance(compact_files=32, retention=datetime.timedelta(0), expire_every=3)
     table = fmt.ready(WantedTable("db", "t", pa.schema([("id", pa.int64())]), [], dict))
     counts = []
     for batch in range(6):

@@ -146,3 +146,28 @@ def test_the_metadata_versions_setting_bounds_new_and_existing_tables(tmp_path) 
     metadata = Path(reread.location().removeprefix("file://")) / "metadata"
     assert len(list(metadata.glob("*.metadata.json"))) == 3  # the current one and two previous
     assert {r["id"]: r["v"] for r in reread.scan().to_arrow().to_pylist()} == expected
+
+
+def test_medium_files_are_merged_tier_by_tier_up_to_the_merge_rows(tmp_path) -> None:
+    """No file is small (small_file_bytes 1): each batch's file is a medium one, merged with others of like rows of
+    its partition once it has MERGE_FILES (compact_files) under half of merge_rows, until the merged files hold
+    that half or more. A partition keeps at most MERGE_FILES such files and about a file per half merge_rows rows,
+    never one past merge_rows."""
+    from streaming_job.batch.small_files import MERGE_FILES
+
+    fmt = local_format(tmp_path)
+    fmt.maintenance = IcebergMaintenance(compact_files=MERGE_FILES, small_file_bytes=1, merge_rows=40)
+    log = fmt.ready(WantedTable("db", "t__changes", _LOG, [], dict, partition="commit_date"))
+    landed: list[dict[str, Any]] = []
+    for batch in range(60):
+        landed += _log_batch(fmt, log, batch)
+        by_date: dict[Any, list[int]] = {}
+        for task in log.scan().plan_files():
+            by_date.setdefault(tuple(task.file.partition), []).append(task.file.record_count)
+        for counts in by_date.values():
+            assert max(counts) <= 40, (batch, by_date)
+            assert sum(1 for n in counts if n < 20) <= MERGE_FILES, (batch, by_date)
+            assert len(counts) <= sum(counts) // 20 + MERGE_FILES, (batch, by_date)
+    assert {n for counts in by_date.values() for n in counts if n >= 20}  # merged up to the top tier
+    rows = catalog(tmp_path).load_table(("db", "t__changes")).scan().to_arrow().to_pylist()
+    assert sorted(rows, key=lambda r: r["seq"]) == sorted(landed, key=lambda r: r["seq"])

@@ -37,7 +37,7 @@ def _age(paths, seconds: float) -> None:
 
 def test_only_files_no_live_metadata_names_and_older_than_the_bound_are_removed(tmp_path) -> None:
     fmt = local_format(tmp_path)
-    fmt.maintenance = IcebergMaintenance(metadata_versions=5)
+    fmt.maintenance = IcebergMaintenance(metadata_versions=5, compact_files=32)  # (no compaction)
     mirror = fmt.ready(WantedTable("db", "t", _MIRROR, [], dict))
     for batch in range(4):
         _commit(fmt, mirror, batch)

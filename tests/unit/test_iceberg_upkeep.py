@@ -188,6 +188,21 @@ def test_a_failure_is_raised_once_by_the_next_wait_of_any_table_and_one_after_th
         upkeep.close()
 
 
+def test_the_upkeep_runs_at_a_lower_cpu_priority_than_the_job() -> None:
+    """Its thread's nice value (Linux: a thread's own) is UPKEEP_NICE above the job's; the job's is unchanged."""
+    import os
+
+    from streaming_job.iceberg.upkeep import UPKEEP_NICE
+
+    seen: list[int] = []
+    job = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    upkeep = Upkeep(lambda name, due: seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+    upkeep.due(A, _due("a0", 0))
+    upkeep.close()
+    assert seen == [min(job + UPKEEP_NICE, 19)]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == job
+
+
 def test_close_waits_for_the_upkeep_left_and_later_entries_are_dropped() -> None:
     work = _Work()
     upkeep = Upkeep(work)

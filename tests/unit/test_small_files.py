@@ -10,7 +10,7 @@ from __future__ import annotations
 import orjson
 
 from streaming_job.batch.key_range import KeyRange
-from streaming_job.batch.small_files import COMPACT_ROWS, SMALL_ROWS, FileSize, fewest_rows, is_small
+from streaming_job.batch.small_files import COMPACT_ROWS, SMALL_ROWS, FileSize, fewest_rows, is_small, tiered
 from streaming_job.delta.commit import LiveFile
 from streaming_job.delta.compaction import ChangeLogFiles
 from streaming_job.delta.mirror_driver import MirrorFiles, rewritten_not_vectored
@@ -91,3 +91,21 @@ def test_fewest_rows_stop_at_the_first_file_past_a_budget():
     assert [f.name for f in fewest_rows(files, 20, 10_000)] == ["d", "a"]
     assert not is_small(100, SMALL_ROWS, 1 << 20) and is_small(100, SMALL_ROWS - 1, 1 << 20)
     assert not is_small(1 << 20, 1, 1 << 20)
+
+
+def test_a_tiered_merge_takes_files_of_like_rows_fewest_first() -> None:
+    def sizes(*rows: int) -> list[FileSize]:
+        return [FileSize(f"f{i}-{n}", n * 10, n) for i, n in enumerate(rows)]
+
+    def picked(files: list[FileSize], rows_budget: int = 10**9, byte_budget: int = 10**12) -> list[int]:
+        return [f.rows for f in tiered(files, byte_budget, rows_budget)]
+
+    # four times the rows taken before, at most: the 2,000,000-row file waits for a tier of its own
+    assert picked(sizes(200_000, 60_000, 50_000, 2_000_000, 70_000)) == [50_000, 60_000, 70_000, 200_000]
+    assert picked(sizes(50_000, 300_000, 250_000)) == []  # 250,000 > 4 x 50,000: none (fewer than two)
+    # files under the floor join whatever came before: a one-row file does not keep the batches' files apart
+    assert picked(sizes(1, 206, 1_900, 2_000, 2_100)) == [1, 206, 1_900, 2_000, 2_100]
+    assert picked(sizes(1, 20_000, 30_000)) == [1, 20_000, 30_000]  # 30,000 <= 4 x 20,001
+    assert picked(sizes(1, 50_000)) == []  # past the floor's 40,000
+    assert picked(sizes(10, 20, 30, 40), rows_budget=60) == [10, 20, 30]  # the rows budget
+    assert picked(sizes(10, 20, 30, 40), byte_budget=300) == [10, 20]  # and the bytes'
