@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.expressions import AlwaysTrue
-from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
 from pyiceberg.manifest import DataFile, DataFileContent, ManifestEntryStatus
 from pyiceberg.table import FileScanTask
 
@@ -52,6 +51,7 @@ from .moved import MovedRows
 from .planning import ONE_CALL, KeptManifests
 from .position_deletes import FILE_PATH_ID, FilePositions, write_delete_file, write_delete_files
 from .replace import ReplaceFiles
+from .rewrite import InProcess, RewriteLost, Rewriter, Unreadable
 from .transactions import transaction
 
 if TYPE_CHECKING:
@@ -158,6 +158,7 @@ class Compaction:
     small_file_bytes: int
     budget: int
     merge_rows: int = MERGE_ROWS  # a compaction's most rows (batch.small_files)
+    rewriter: Rewriter = field(default_factory=InProcess)  # its reads and writes of data files (rewrite.py)
     tables: dict[tuple[str, str], TableFiles] = field(default_factory=dict)
 
     def compact(self, name: tuple[str, str], table: Table, properties: dict[str, str], key: list[str]) -> bool:
@@ -193,28 +194,24 @@ class Compaction:
             self.tables.pop(name, None)
             return None
         picked = [tasks[p] for p in plan.data]
-        rows, moved = None, None
+        write_id = uuid.uuid4()
+        rewritten, moved = None, None
         if picked:
             try:
-                rows = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(picked)
-            except Exception as exc:  # none binlake wrote: columns are only added or promoted
+                rewritten = self.rewriter(table.metadata, table.io, picked, key, write_id)
+            except RewriteLost as lost:
+                log.warning("%s.%s: compaction given up (%s): the next one plans anew", *name, lost)
+                return None
+            except Unreadable as exc:  # none binlake wrote: columns are only added or promoted
                 log.debug("%s.%s: %d files not compacted: %s", *name, len(picked), exc)
                 files.skipped.update(plan.data)
                 return None
-            moved = MovedRows.of(table, picked, rows, key, kept)
-            if key and len(rows):
-                rows = rows.sort_by([(k, "ascending") for k in key])
+            moved = MovedRows.of(table, picked, rewritten, key, kept)
             pause()
-        write_id = uuid.uuid4()
         gone = set(plan.data)
         merged = [d for n, group in enumerate(plan.merged)
                   for d in self._merge(table, files, group, gone, tasks, kept, f"{write_id}-deletes-{n:05d}")]
-        added = list(_dataframe_to_data_files(table.metadata, rows, table.io, write_id, itertools.count())) \
-            if rows is not None and len(rows) else []
-        for f in added:
-            f.spec_id = table.metadata.default_spec_id  # (pyiceberg's writer leaves it unset: a delete file needs it)
-        if moved is not None:
-            moved.wrote(table, added)
+        added = rewritten.added if rewritten is not None else []
         return Prepared(current.snapshot_id, table.metadata.current_schema_id, table.metadata.default_spec_id,
                         write_id, [t.file for t in picked], [*plan.dropped, *itertools.chain(*plan.merged)], merged,
                         added, set(files.deletes), moved, time.monotonic() - started)

@@ -488,5 +488,6 @@ class IcebergFormat(LakeFormat):
         try:
             self.upkeep.close()
         finally:
+            self.maintenance.close()
             self._tables.clear()
 

@@ -15,7 +15,8 @@ keeps them out of the table only while it commits (upkeep.Upkeep.exclusive), as 
   it follows (it commits after the table's newest snapshot, while no writer commits: upkeep.py; it is given up, its
   files deleted, where a commit since it read the table removed a file it replaces, added a delete file naming a
   data file it rewrites, or changed the schema), so the job's newest snapshot always names its last batch
-  (iceberg_catalog.landed_batch), however many snapshots are expired.
+  (iceberg_catalog.landed_batch), however many snapshots are expired. Its reads and writes of data files run in a
+  worker process at the lowest CPU priority (iceberg/rewrite.py), off the CPU time the batches and Spark use.
 Their settings are the configuration's (``IcebergMaintenance.of``: land.compact_files, land.small_file_bytes,
 land.compact_bytes, land.iceberg_expire_every, land.iceberg_snapshot_retention, land.iceberg_metadata_versions).
 
@@ -37,6 +38,7 @@ from ingester.config import LandConfig
 from ingester.config_values import duration_seconds
 
 from ..batch.small_files import MERGE_FILES, MERGE_ROWS
+from .rewrite import Rewriter, WorkerProcess
 from .transactions import transaction
 
 if TYPE_CHECKING:
@@ -64,6 +66,8 @@ class IcebergMaintenance:
     orphan_age: datetime.timedelta = datetime.timedelta(hours=1)
     orphan_every: int = 1_000
     merge_rows: int = MERGE_ROWS  # a compaction's most rows (batch.small_files)
+    # a compaction's reads and writes of data files: in a worker process at the lowest CPU priority (rewrite.py)
+    rewriter: Rewriter = field(default_factory=WorkerProcess)
     _compaction: Compaction | None = None
     _commits: dict[tuple[str, str], int] = field(default_factory=dict)
 
@@ -117,8 +121,13 @@ class IcebergMaintenance:
         from .compaction import Compaction
 
         if self._compaction is None:
-            self._compaction = Compaction(self.compact_files, self.small_file_bytes, self.budget, self.merge_rows)
+            self._compaction = Compaction(self.compact_files, self.small_file_bytes, self.budget, self.merge_rows,
+                                          self.rewriter)
         return self._compaction
+
+    def close(self) -> None:
+        """The compactions' worker process ended (rewrite.py; the next compaction starts one again)."""
+        self.rewriter.close()
 
 
 def history(table: Table) -> list[Snapshot] | None:

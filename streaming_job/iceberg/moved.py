@@ -20,14 +20,14 @@ is given up as before.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
 from ..batch.key_index import BatchKeys, FileKeys, file_keys
-from .position_deletes import FilePositions, key_columns
+from .position_deletes import FilePositions
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import FileScanTask, Table
 
     from .planning import KeptManifests
+    from .rewrite import Rewritten
 
 
 class _Read(NamedTuple):
@@ -57,21 +58,21 @@ class _Written(NamedTuple):
 @dataclass
 class MovedRows:
     """The rows a compaction read (``read``: by old data file path; ``keys``: their key columns ``pk``, in read
-    order) and the new files it wrote them to (``written``); ``kept``: the delete files' positions (planning.py)."""
+    order), ``kept``: the delete files' positions (planning.py), and the new files it wrote them to (``written``)."""
 
     pk: list[str]
     read: dict[str, _Read]
     keys: pa.Table
     kept: KeptManifests
-    written: list[_Written] = field(default_factory=list)
+    written: list[_Written]
 
     @classmethod
-    def of(cls, table: Table, tasks: Sequence[FileScanTask], rows: pa.Table, pk: list[str],
+    def of(cls, table: Table, tasks: Sequence[FileScanTask], rewritten: Rewritten, pk: list[str],
            kept: KeptManifests) -> MovedRows | None:
-        """``rows`` (pyiceberg's read of ``tasks``, in their order) with the positions each came from; None where
-        the counts do not agree (the mirror is not keyed, or a file's rows less its deletes are not what was
-        read)."""
-        if not pk:
+        """The rows of ``rewritten`` (rewrite.py: its read of ``tasks``, in their order, and the new files it wrote
+        them to) with the positions each came from; None where the counts do not agree (the mirror is not keyed, or
+        a file's rows less its deletes are not what was read)."""
+        if not pk or rewritten.keys is None:
             return None
         read, start = {}, 0
         for task in tasks:
@@ -79,16 +80,10 @@ class MovedRows:
                                   np.arange(task.file.record_count, dtype=np.int64))
             read[task.file.file_path] = _Read(positions, start)
             start += len(positions)
-        if start != len(rows):
+        if start != rewritten.rows:
             return None
-        return cls(pk, read, rows.select(pk), kept)
-
-    def wrote(self, table: Table, files: Sequence[DataFile]) -> None:
-        """The new files' key columns read back (in the order the rows landed in them)."""
-        schema = table.schema()
-        ids = [schema.find_field(k).field_id for k in self.pk]
-        self.written = [_Written(f, file_keys(key_columns(table.io, f.file_path, ids, self.keys.schema)))
-                        for f in files]
+        written = [_Written(f, file_keys(keys)) for f, keys in zip(rewritten.added, rewritten.written, strict=True)]
+        return cls(pk, read, rewritten.keys, kept, written)
 
     def follow(self, io: FileIO, deletes: dict[str, list[DataFile]]) -> list[FilePositions] | None:
         """The positions in the new files of the rows read that the delete files ``deletes`` (by the old data file

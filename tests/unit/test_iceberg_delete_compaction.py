@@ -22,6 +22,7 @@ from streaming_job.batch.small_files import MERGE_SHARE
 from streaming_job.iceberg import compaction
 from streaming_job.iceberg.maintenance import IcebergMaintenance, expire
 from streaming_job.iceberg.position_deletes import locate, stage_batch
+from streaming_job.iceberg.rewrite import InProcess
 from streaming_job.iceberg.tables import WantedTable
 from tests.harness.iceberg import catalog, local_format
 
@@ -117,7 +118,7 @@ def _mirror(tmp_path: Path, compact_files: int = 4) -> tuple[Any, IcebergMainten
     smallest = min(f.file_size_in_bytes for f in _live(table)[0].values())
     # the initial files are large (not merged with others: half of merge_rows), a batch's (tens of rows) small
     return table, IcebergMaintenance(compact_files=compact_files, small_file_bytes=smallest,
-                                     merge_rows=2 * _FILE_ROWS + 1)
+                                     merge_rows=2 * _FILE_ROWS + 1, rewriter=InProcess())
 
 
 def _check(table: Any, expected: dict[int, str]) -> None:
