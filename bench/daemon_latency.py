@@ -83,10 +83,11 @@ def latency_consumer(bootstrap: str, topic: str, out: str) -> int:
 
 
 def steady_inserts(server: MariaDBServer, insert: str, rate: float, duration: float,
-                   writers: int, params: Callable[[int, int], tuple] | None = None) -> tuple[dict[int, float], float]:
+                   writers: int, params: Callable[[int, int], tuple] | None = None,
+                   other: Callable[[int], str | None] | None = None) -> tuple[dict[int, float], float]:
     """Autocommit INSERTs (``insert`` takes row id and writer index, or what ``params(row id, writer index)``
     gives) at ``rate``/s for ``duration`` s from ``writers`` threads: row id -> time the INSERT returned, and
-    the seconds it took."""
+    the seconds it took. ``other(row id)``: another statement for that row, where it gives one (same parameters)."""
     commits: dict[int, float] = {}
     lock = threading.Lock()
     per_writer = rate / writers
@@ -106,7 +107,8 @@ def steady_inserts(server: MariaDBServer, insert: str, rate: float, duration: fl
                 elif now - due > 1.0:  # far behind: do not burst to catch up
                     due = now
                 row_id = 1 + index + k * writers
-                cur.execute(insert, params(row_id, index) if params else (row_id, index))
+                statement = other(row_id) if other is not None else None
+                cur.execute(statement or insert, params(row_id, index) if params else (row_id, index))
                 local[row_id] = time.time()
                 due += 1 / per_writer
         with lock:

@@ -150,6 +150,9 @@ def main() -> int:
     parser.add_argument("--modes", default="vectors,rewrite,merge", help="of " + ", ".join(MODES))
     parser.add_argument("--rate", type=float, default=2000, help="target UPDATEs a second")
     parser.add_argument("--duration", type=float, default=60, help="seconds of UPDATEs")
+    parser.add_argument("--deletes", type=float, default=0.05,
+                        help="share of the transactions that DELETE their key instead of updating it (every "
+                             "round(1/share)-th; 0: none)")
     parser.add_argument("--keys", choices=sorted(KEYS), default="spread",
                         help="spread: distinct keys over the whole table; hot: nine in ten on its newest tenth")
     parser.add_argument("--format", choices=("delta", "iceberg"), default="delta", help="the lake's format")
@@ -172,11 +175,12 @@ def main() -> int:
             land_log = args.logs / f"land-{rows}-{mode}.log" if args.logs else None
             run = run_latency(args.rate, args.duration, shape, land_log, preload=rows,
                               inspect=inspect_iceberg if iceberg else inspect, merge_job=not vectors,
-                              keys=KEYS[args.keys], lake_format=args.format, key_type=args.key_type)
+                              keys=KEYS[args.keys], lake_format=args.format, key_type=args.key_type,
+                              deletes=args.deletes)
             results[(rows, mode)] = run
             after: LakeAfter = run.inspected
             print(f"{rows:,} rows, {mode}: p50 {run.pct(0.5):.2f} s, p99 {run.pct(0.99):.2f} s, "
-                  f"{after.written / len(run.latencies):,.0f} bytes written per changed row", flush=True)
+                  f"{after.written / run.changed:,.0f} bytes written per changed row", flush=True)
     report = _report(args, sizes, modes, results)
     args.output.write_text(report)
     print(report)
@@ -189,6 +193,13 @@ _KEYS_TEXT = {"spread": "distinct keys spread over the whole mirror",
               "hot": "keys nine in ten of them in the mirror's newest tenth (the rest spread over all of it)"}
 
 
+def _deleting(args: argparse.Namespace) -> str:
+    if not args.deletes:
+        return ""
+    return (f" (every {round(1 / args.deletes)}th a DELETE of its key instead: checked by the mirror's rows "
+            "against the server's, the latency is the UPDATEs')")
+
+
 def _report(args: argparse.Namespace, sizes: list[int], modes: list[str],
             results: dict[tuple[int, str], LatencyRun]) -> str:
     if args.format == "iceberg":
@@ -199,7 +210,8 @@ def _report(args: argparse.Namespace, sizes: list[int], modes: list[str],
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, commit {_git_revision()}, {_cpu_model()}, {os.cpu_count()} CPUs, "
         "local lake, Delta.",
         "",
-        f"Single-row autocommit UPDATEs of {_KEYS_TEXT[args.keys]} (key: {_KEY_TYPE_TEXT[args.key_type]}), target "
+        f"Single-row autocommit UPDATEs of {_KEYS_TEXT[args.keys]} (key: {_KEY_TYPE_TEXT[args.key_type]})"
+        f"{_deleting(args)}, target "
         f"{args.rate:,.0f}/s for {args.duration:.0f} s from 3 threads, through `binlake run` and `binlake land "
         "--trigger 1s` on the same 2 "
         "CPUs, after the mirror was landed through the binlog (bench/run_big_tables.py). Latency: the commit of the "
@@ -252,7 +264,7 @@ def _report_iceberg(args: argparse.Namespace, sizes: list[int], modes: list[str]
         "local lake, Iceberg (the lake's default catalog: Iceberg's Hadoop catalog), pyiceberg "
         f"{_version('pyiceberg')}.",
         "",
-        f"Single-row autocommit UPDATEs of {_KEYS_TEXT[args.keys]}, target {args.rate:,.0f}/s for "
+        f"Single-row autocommit UPDATEs of {_KEYS_TEXT[args.keys]}{_deleting(args)}, target {args.rate:,.0f}/s for "
         f"{args.duration:.0f} s from 3 threads, through `binlake run` and `binlake land --format iceberg --trigger 1s` "
         "on the same 2 CPUs, after the mirror was landed through the binlog (bench/run_big_tables.py --format "
         "iceberg). Latency: the commit of the first mirror snapshot holding a row's new value (pyiceberg's time "
@@ -303,7 +315,7 @@ def _table_rows(sizes: list[int], modes: list[str], results: dict[tuple[int, str
             copy = f"{after.compacted_files}, " if compacted_files else ""
             lines.append(f"| {rows:,} | {mode} | {run.achieved:,.0f} | {run.pct(0.5):.2f} s | {run.pct(0.9):.2f} s | "
                          f"{run.pct(0.99):.2f} s | {run.latencies[-1]:.2f} s | "
-                         f"{after.written / len(run.latencies):,.0f} | {after.files} ({after.vectored}) | "
+                         f"{after.written / run.changed:,.0f} | {after.files} ({after.vectored}) | "
                          f"{after.scan_delta_rs:.2f} s | {after.scan_spark:.2f} s | {copy}"
                          f"{after.compacted_delta_rs:.2f} s, {after.compacted_spark:.2f} s | {after.read_cost:.2f}x |")
     return lines

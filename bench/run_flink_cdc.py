@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon_latency import steady_inserts
-from land_latency import KEY_TYPES, LatencyRun, preload_sql, run_latency, spread
+from land_latency import KEY_TYPES, LatencyRun, first_added_values, preload_sql, run_latency, spread
 from land_shapes import Shape
 from run_big_tables import inspect, inspect_iceberg
 from run_decode import BenchError, _cpu_model, _git_revision, stop_processes
@@ -121,29 +121,6 @@ def _wait_records(catalog: Any, rows: int, proc: subprocess.Popen, timeout: floa
             return table
         time.sleep(0.5)
     return None
-
-
-def _first_added_values(table: Any, since_ms: int) -> tuple[dict[int, float], int]:
-    """Value of ``v`` (above 0) -> commit time (s) of the first snapshot after ``since_ms`` whose added data files
-    hold it, and the snapshots read."""
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-    from pyiceberg.manifest import DataFileContent, ManifestEntryStatus
-
-    first: dict[int, float] = {}
-    snapshots = [s for s in table.snapshots() if s.timestamp_ms > since_ms]
-    for snapshot in sorted(snapshots, key=lambda s: s.timestamp_ms):
-        for manifest in snapshot.manifests(table.io):
-            if manifest.added_snapshot_id != snapshot.snapshot_id:
-                continue
-            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-                found = entry.data_file
-                if entry.status != ManifestEntryStatus.ADDED or found.content != DataFileContent.DATA:
-                    continue
-                values = pq.read_table(found.file_path.removeprefix("file:"), columns=["v"]).column("v")
-                for v in values.filter(pc.greater(values, 0)).to_pylist():
-                    first.setdefault(v, snapshot.timestamp_ms / 1000)
-    return first, len(snapshots)
 
 
 def _live_files(table: Any) -> tuple[int, int, int, int]:
@@ -236,7 +213,7 @@ def run_flink(server: MySQLServer, rows: int, rate: float, duration: float, root
     finally:
         stop_processes([proc])
     table = catalog.load_table((DATABASE, "t"))
-    first, snapshots = _first_added_values(table, since_ms)
+    first, snapshots = first_added_values(table, "v", since_ms)
     latencies = sorted(first[i] - t for i, t in commits.items() if i in first)
     run = FlinkRun(load_s, submitted_s, insert_s, latencies, len(commits) / elapsed, len(commits), len(latencies),
                    snapshots, *_live_files(table), notes=notes)

@@ -28,10 +28,9 @@ MERGE_FLOOR = 10_000  # rows: files this small join a merge whatever its rows so
 # a file more than this share of whose rows are deleted (a Delta deletion vector's, Iceberg's position deletes) is
 # rewritten without them
 REWRITE_SHARE = 0.3
-# ... by a compaction off the batches' path (Iceberg's upkeep): a reader reads the deleted rows too, and a mirror's
-# files hold 10% of them on average, not 15%; the rewrites cost a fifth of the changed rows' rate, not a third
-# (0.1: 5%, and the upkeep busy half of a 2-CPU machine's time under 2,000 updates a second)
-MERGE_SHARE = 0.2
+# ... by a compaction off the batches' path (Iceberg's upkeep, its rewrites in a worker process at the lowest CPU
+# priority): a reader reads the deleted rows too, and a mirror's files hold 5% of them on average, not 15%
+MERGE_SHARE = 0.1
 
 
 class FileSize(NamedTuple):
