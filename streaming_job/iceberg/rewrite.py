@@ -11,7 +11,8 @@ Two ways to run it, one interface (``Rewriter``):
   parquet writes took up to half of the 2 CPUs a small deployment shares with Spark and the batches, and its
   Python steps held the job's interpreter lock against the batches' (a lower thread priority cannot help there:
   a thread waiting for the lock waits whatever its priority). A worker that ends (killed, out of memory) costs
-  this compaction only (``RewriteLost``); the next starts a new one.
+  this compaction only (``RewriteLost``); the next starts a new one. A worker whose job is gone (killed: it never
+  shut the worker down) ends within ``ORPHAN_CHECK_SECONDS``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import logging
 import multiprocessing
 import os
 import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, NamedTuple, Protocol
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("binlake.land")
 WORKER_NICE = 19  # the worker's nice value: the lowest priority, CPU time the batches and Spark leave over
 IDLE_SECONDS = 60.0  # a worker process without a rewrite this long ends
+ORPHAN_CHECK_SECONDS = 1.0  # how often a worker looks whether the job's process is still its parent
 
 
 class Rewritten(NamedTuple):
@@ -105,11 +108,21 @@ class InProcess:
         pass
 
 
-def _lowest_priority() -> None:
+def _start_worker() -> None:
+    """In the worker: the lowest CPU priority, and an end of its own once the job's process is gone (a job killed
+    never shuts its worker down: its parent changes)."""
     try:
         os.setpriority(os.PRIO_PROCESS, 0, WORKER_NICE)
     except (AttributeError, OSError):
         pass
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(ORPHAN_CHECK_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="binlake-rewrite-parent", daemon=True).start()
 
 
 class WorkerProcess:
@@ -129,7 +142,7 @@ class WorkerProcess:
                 self._idle.cancel()
             if self._pool is None:
                 self._pool = ProcessPoolExecutor(1, multiprocessing.get_context("spawn"),
-                                                 initializer=_lowest_priority)
+                                                 initializer=_start_worker)
             try:
                 return self._pool.submit(rewrite, metadata, io, list(tasks), key, write_id).result()
             except BrokenProcessPool as exc:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -98,6 +100,39 @@ def test_an_idle_worker_ends(tmp_path, monkeypatch) -> None:
     done, _ = _rewrite(worker, table)  # started again
     worker.close()
     assert done.rows == sum(len(ids) for ids in _IDS)
+
+
+def test_a_worker_whose_job_is_killed_ends(tmp_path) -> None:
+    """A job killed with SIGKILL never shuts its worker down: the worker ends on its own."""
+    _table(tmp_path)
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import multiprocessing, sys, uuid\n"
+        "from streaming_job.iceberg.rewrite import WorkerProcess\n"
+        "from tests.harness.iceberg import catalog\n"
+        "if __name__ == '__main__':  # (a spawned worker imports the main module)\n"
+        f"    table = catalog({str(tmp_path)!r}).load_table(('db', 't'))\n"
+        "    WorkerProcess()(table.metadata, table.io, list(table.scan().plan_files()), ['id'], uuid.uuid4())\n"
+        "    print(*[p.pid for p in multiprocessing.active_children()], flush=True)\n"
+        "    sys.stdin.read()\n")
+    job = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                           cwd=Path(__file__).resolve().parents[2])
+    pids = [int(p) for p in job.stdout.readline().split()]
+    assert pids and all(_alive(p) for p in pids)
+    job.kill()
+    job.wait(10)
+    deadline = time.monotonic() + 20
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in pids), pids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def test_an_unreadable_file_is_named_as_such_from_the_worker(tmp_path) -> None:
