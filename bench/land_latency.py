@@ -40,6 +40,7 @@ class LatencyRun:
     inspected: Any = None
     preload_s: float = 0.0  # seconds from the preload's first INSERT to its last row landed (with ``preload``)
     changed: int = 0  # the rows the transactions changed (UPDATEs and DELETEs: the latencies are the UPDATEs')
+    tidied: float = 0.0  # seconds from the changes' end to the quiet mirror's last snapshot (run_latency's quiet)
 
     def pct(self, q: float) -> float:
         return self.latencies[min(len(self.latencies) - 1, int(q * len(self.latencies)))]
@@ -74,7 +75,7 @@ def run_latency(rate: float, duration: float, shape: Shape, land_log: Path | Non
                 lake_format: str = "delta", preload: int = 0,
                 inspect: Callable[[Path, float], Any] | None = None, merge_job: bool = False,
                 keys: KeyChoice | None = None, key_type: str = "bigint", server: Any = None,
-                snapshot: bool = False, deletes: float = 0.0) -> LatencyRun:
+                snapshot: bool = False, deletes: float = 0.0, quiet: float = 0.0) -> LatencyRun:
     """Single-row transactions at ``rate``/s for ``duration`` s through `binlake run` and `binlake land
     --trigger 1s`, once two warm-up rows have landed (steady state: the first micro-batches of a process pay
     the JVM's warm-up once); a row's latency is the commit time of the first mirror version holding it
@@ -96,7 +97,11 @@ def run_latency(rate: float, duration: float, shape: Shape, land_log: Path | Non
     common table expression. ``snapshot``: the preload is in the table before `binlake run --snapshot initial` and
     the land job start, and ``preload_s`` runs from their start to its last row landed (Spark's start included).
     ``deletes``: the share of the preloaded table's transactions that DELETE their key instead (every
-    ``round(1 / deletes)``-th): checked by the mirror's rows against the server's, the latency is the UPDATEs'."""
+    ``round(1 / deletes)``-th): checked by the mirror's rows against the server's, the latency is the UPDATEs'.
+    ``quiet`` (Iceberg, with ``preload``): once the last change landed, the land job runs on until the mirror's
+    quiet compaction (land.iceberg_quiet_compaction) left it without delete files and no new snapshot came for
+    ``quiet`` seconds (at most ``_QUIET_WAIT`` s), and ``inspect`` is called with the snapshot id the changes ended at
+    as a third argument (the run's ``tidied``: seconds from then to the last snapshot)."""
     options = {"sync_binlog": 0, "innodb_flush_log_at_trx_commit": 0, "innodb_buffer_pool_size": "128M"}
     prefix = f"landlat{os.getpid()}"
     (BENCH_DIR / "data").mkdir(exist_ok=True)  # a fresh clone has none
@@ -120,6 +125,7 @@ def run_latency(rate: float, duration: float, shape: Shape, land_log: Path | Non
             server.execute("INSERT INTO bench_lat.t VALUES (0, 0)")  # warm-up row
         lake = Path(root) / "lake"
         logs = Path(root)
+        at_end, tidied = None, 0.0
         land = [sys.executable, "-m", "ingester.cli.main", "land", "--kafka", broker.bootstrap, "--topic-prefix",
                 prefix, "--lake", shape.lake(lake), "--checkpoint", shape.checkpoint(lake, lake_format), "--trigger",
                 "1s", "--format", lake_format, *shape.land_args]
@@ -157,6 +163,8 @@ def run_latency(rate: float, duration: float, shape: Shape, land_log: Path | Non
                     lambda row: _DELETE if every and row % every == 0 else None)
                 deleted = {row for row in commits if every and row % every == 0}
                 _wait_landed(logs / "land.log", 2 + preload + len(commits), procs, 900)
+                if quiet and lake_format == "iceberg":
+                    at_end, tidied = _wait_tidy(shape.iceberg(lake), quiet, procs)
                 changed = len(commits)
                 commits = {row: t for row, t in commits.items() if row not in deleted}
             else:
@@ -182,10 +190,35 @@ def run_latency(rate: float, duration: float, shape: Shape, land_log: Path | Non
         if preload:  # the mirror against the server's own SELECT: no update lost, no row doubled
             mirror, source = _mirror_sums(shape, lake, lake_format), _server_sums(server)
             _check(mirror == source, f"the mirror's (rows, sum(v), sum(w)) {mirror} differ from the server's {source}")
-        inspected = inspect(shape.files(lake), started) if inspect is not None else None
+        inspected = None
+        if inspect is not None:
+            inspected = inspect(shape.files(lake), started, *([at_end] if at_end is not None else []))
     latencies = sorted(landed[i] - t for i, t in commits.items())
     _check(len(latencies) == len(commits), "rows missing from the mirror")
-    return LatencyRun(latencies, changed / elapsed, inspected, preload_s if preload else 0.0, changed)
+    return LatencyRun(latencies, changed / elapsed, inspected, preload_s if preload else 0.0, changed, tidied)
+
+
+_QUIET_WAIT = 900.0  # seconds, at most, for a mirror's quiet compaction
+
+
+def _wait_tidy(catalog: Any, quiet: float, procs: list[subprocess.Popen]) -> tuple[int, float]:
+    """The mirror's snapshot id as the changes ended, then (the land job running on) the seconds until its last
+    snapshot, once it has no delete file and no snapshot came for ``quiet`` seconds (or ``_QUIET_WAIT`` passed)."""
+    def current() -> Any:
+        return catalog.load_table(("bench_lat", "t")).current_snapshot()
+
+    at_end = current().snapshot_id
+    began = last = time.monotonic()
+    seen = at_end
+    while time.monotonic() - began < _QUIET_WAIT:
+        _check(all(p.poll() is None for p in procs), "a process ended while the mirror was quiet")
+        time.sleep(2)
+        snapshot = current()
+        if snapshot.snapshot_id != seen:
+            seen, last = snapshot.snapshot_id, time.monotonic()
+        elif int(snapshot.summary.get("total-delete-files") or 0) == 0 and time.monotonic() - last >= quiet:
+            break
+    return at_end, last - began
 
 
 PRELOAD_TX_ROWS = 50_000
@@ -314,6 +347,8 @@ def first_added_values(table: Any, column: str = "v", since_ms: int = 0) -> tupl
     first: dict[int, float] = {}
     snapshots = [s for s in table.snapshots() if s.timestamp_ms > since_ms]
     for snapshot in sorted(snapshots, key=lambda s: s.timestamp_ms):
+        if snapshot.summary is not None and snapshot.summary.operation.value == "replace":
+            continue  # a compaction's: the same rows, no new value
         for manifest in snapshot.manifests(table.io):
             if manifest.added_snapshot_id != snapshot.snapshot_id:
                 continue

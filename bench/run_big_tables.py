@@ -45,6 +45,17 @@ KEYS = {"spread": spread, "hot": hot}  # which keys the UPDATEs change (land_lat
 
 
 @dataclass
+class Quiet:
+    """An Iceberg mirror once quiet: its live data files (with delete files), its full scans, what else it holds."""
+
+    files: int
+    with_deletes: int
+    scan_pyiceberg: float
+    scan_spark: float
+    shape: str
+
+
+@dataclass
 class LakeAfter:
     """What a run left in its mirror."""
 
@@ -58,6 +69,7 @@ class LakeAfter:
     compacted_delta_rs: float  # seconds: the same scans of that copy
     compacted_spark: float
     shape: str = ""  # more of what the mirror holds (Iceberg: its live delete files and manifests)
+    quiet: Quiet | None = None  # Iceberg: the mirror once its quiet compaction ended (run_latency's quiet)
 
     @property
     def read_cost(self) -> float:
@@ -65,10 +77,11 @@ class LakeAfter:
         return self.scan_spark / self.compacted_spark
 
 
-def inspect_iceberg(lake: Path, started: float) -> LakeAfter:
+def inspect_iceberg(lake: Path, started: float, at_end: int | None = None) -> LakeAfter:
     """The Iceberg mirror after a run: bytes of data and delete files written since ``started``, live data files
     (with delete files), and full scans (count and sum of ``v``) by pyiceberg and Spark, beside a compacted copy
-    (the rows written again in one append) in the same catalog."""
+    (the rows written again in one append) in the same catalog. ``at_end``: the snapshot the changes ended at, whose
+    figures these are (Iceberg's time travel), and the current one's too (``quiet``: after its quiet compaction)."""
     import time
 
     import pyarrow.compute as pc
@@ -81,39 +94,53 @@ def inspect_iceberg(lake: Path, started: float) -> LakeAfter:
     table = catalog.load_table(("bench_lat", "t"))
     data = lake / "bench_lat" / "t" / "data"
     written = sum(f.stat().st_size for f in data.rglob("*.parquet") if f.stat().st_mtime >= started)
-    tasks = list(table.scan().plan_files())
-    current = table.current_snapshot()
-    manifests = current.manifests(table.io) if current is not None else []
-    deletes = {d.file_path for t in tasks for d in t.delete_files}
-    shape = f"{len(deletes)} live delete files, {len(manifests)} manifests in its current snapshot"
+    snapshots = {"t": at_end, "quiet": None} if at_end is not None else {"t": None}
+
+    def shape_of(snapshot_id: int | None) -> tuple[list, str]:
+        tasks = list(table.scan(snapshot_id=snapshot_id).plan_files())
+        snapshot = table.snapshot_by_id(snapshot_id) if snapshot_id is not None else table.current_snapshot()
+        manifests = snapshot.manifests(table.io) if snapshot is not None else []
+        deletes = {d.file_path for t in tasks for d in t.delete_files}
+        return tasks, f"{len(deletes)} live delete files, {len(manifests)} manifests in its snapshot"
+
+    shapes = {name: shape_of(snapshot_id) for name, snapshot_id in snapshots.items()}
     rows = table.scan().to_arrow()
     copy = catalog.create_table(("bench_lat", "compacted"), table.schema())
     copy.append(rows)
 
     def scan_pyiceberg(name: str) -> float:
         begun = time.perf_counter()
-        found = catalog.load_table(("bench_lat", name)).scan(selected_fields=("v",)).to_arrow()
+        loaded = catalog.load_table(("bench_lat", "compacted" if name == "compacted" else "t"))
+        found = loaded.scan(selected_fields=("v",), snapshot_id=snapshots.get(name)).to_arrow()
         assert len(found) == len(rows) and pc.sum(found.column("v")).as_py() is not None
         return time.perf_counter() - begun
 
     spark = build_session("local[2]", 2, "binlake-bench-big-tables", iceberg=where.spark_conf())
 
     def scan_spark(name: str) -> float:
+        at = snapshots.get(name)
+        source = "compacted" if name == "compacted" else "t" + (f" VERSION AS OF {at}" if at is not None else "")
         begun = time.perf_counter()
-        found = spark.sql(f"SELECT count(*), sum(v) FROM binlake.bench_lat.{name}").collect()
+        found = spark.sql(f"SELECT count(*), sum(v) FROM binlake.bench_lat.{source}").collect()
         assert found[0][0] == len(rows)
         return time.perf_counter() - begun
 
     try:
-        times: dict[str, list[tuple[float, float]]] = {"t": [], "compacted": []}
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in [*snapshots, "compacted"]}
         for _ in range(_SCAN_TURNS + 1):  # a warm-up turn, the tables taken in turns
             for name in times:
                 times[name].append((scan_spark(name), scan_pyiceberg(name)))
     finally:
         spark.stop()
     best = {name: (min(t for t, _ in found[1:]), min(t for _, t in found[1:])) for name, found in times.items()}
+    tasks, shape = shapes["t"]
+    quiet = None
+    if "quiet" in shapes:
+        quiet_tasks, quiet_shape = shapes["quiet"]
+        quiet = Quiet(len(quiet_tasks), sum(1 for t in quiet_tasks if t.delete_files), best["quiet"][1],
+                      best["quiet"][0], quiet_shape)
     return LakeAfter(written, len(tasks), sum(1 for t in tasks if t.delete_files), len(rows), best["t"][1],
-                     best["t"][0], 1, best["compacted"][1], best["compacted"][0], shape)
+                     best["t"][0], 1, best["compacted"][1], best["compacted"][0], shape, quiet)
 
 
 def inspect(lake: Path, started: float) -> LakeAfter:
@@ -159,6 +186,10 @@ def main() -> int:
     parser.add_argument("--key-type", choices=sorted(KEY_TYPES), default="bigint",
                         help="the table's key: BIGINT, an order number as text (16 characters), a UUID's text or a "
                              "DATETIME(6)")
+    parser.add_argument("--quiet", type=float, default=45,
+                        help="Iceberg: after the changes, the land job runs on until the mirror has no delete file "
+                             "and no snapshot came for this many seconds (its quiet compaction: "
+                             "land.iceberg_quiet_compaction, 30 s), then the scans are taken of both (0: not waited)")
     parser.add_argument("--output", type=Path)
     parser.add_argument("--logs", type=Path, help="keep each run's land log here (land-<rows>-<mode>.latency.log)")
     args = parser.parse_args()
@@ -176,7 +207,7 @@ def main() -> int:
             run = run_latency(args.rate, args.duration, shape, land_log, preload=rows,
                               inspect=inspect_iceberg if iceberg else inspect, merge_job=not vectors,
                               keys=KEYS[args.keys], lake_format=args.format, key_type=args.key_type,
-                              deletes=args.deletes)
+                              deletes=args.deletes, quiet=args.quiet if iceberg else 0.0)
             results[(rows, mode)] = run
             after: LakeAfter = run.inspected
             print(f"{rows:,} rows, {mode}: p50 {run.pct(0.5):.2f} s, p99 {run.pct(0.99):.2f} s, "
@@ -300,6 +331,14 @@ def _report_iceberg(args: argparse.Namespace, sizes: list[int], modes: list[str]
             line += f"; read cost {cost:.2f}x a compacted copy's (goal <= 1.2x: {'met' if cost <= 1.2 else 'not met'})"
             shape = vectors.inspected.shape
             lines.append(line + (f"; the mirror: {shape}." if shape else "."))
+            quiet: Quiet | None = vectors.inspected.quiet
+            if quiet is not None:
+                cost = quiet.scan_spark / vectors.inspected.compacted_spark
+                lines.append(f"- {rows:,} rows, quiet: its quiet compaction (land.iceberg_quiet_compaction) ended "
+                             f"{vectors.tidied:.0f} s after the changes: {quiet.files} live data files "
+                             f"({quiet.with_deletes} with delete files), {quiet.shape}; scan pyiceberg "
+                             f"{quiet.scan_pyiceberg:.2f} s, Spark {quiet.scan_spark:.2f} s: read cost {cost:.2f}x "
+                             f"(goal <= 1.2x: {'met' if cost <= 1.2 else 'not met'}).")
         lines.append("")
     return "\n".join(lines)
 

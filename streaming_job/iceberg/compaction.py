@@ -168,19 +168,22 @@ class Compaction:
         return prepared is not None and self.finish(name, table, prepared, properties)
 
     def prepare(self, name: tuple[str, str], table: Table, key: list[str],
-                pause: Callable[[], None] = lambda: None, manifests: KeptManifests | None = None) -> Prepared | None:
-        """The table's due rewrites (``plan``) as of its current snapshot: the files read and their replacements
-        written, nothing committed (None: nothing due). The job's writers may commit to the table meanwhile
-        (``finish`` follows them); ``pause`` is called between the steps (upkeep.Upkeep.pause: batches first);
-        ``manifests``: the manifests' entries kept between plans (planning.py; None: read for this one)."""
+                pause: Callable[[], None] = lambda: None, manifests: KeptManifests | None = None,
+                tidy: bool = False) -> Prepared | None:
+        """The table's due rewrites (``plan``; ``tidy``: a quiet table's) as of its current snapshot: the files read
+        and their replacements written, nothing committed (None: nothing due). The job's writers may commit to the
+        table meanwhile (``finish`` follows them); ``pause`` is called between the steps (upkeep.Upkeep.pause:
+        batches first); ``manifests``: the manifests' entries kept between plans (planning.py; None: read for this
+        one)."""
         current = table.current_snapshot()
         summary = current.summary if current is not None else None
-        if current is None or summary is None or (int(summary.get("total-data-files") or 0) < self.compact_files
+        least = 2 if tidy else self.compact_files
+        if current is None or summary is None or (int(summary.get("total-data-files") or 0) < least
                                                   and int(summary.get("total-delete-files") or 0) == 0):
             self.tables.pop(name, None)  # too few files in all: nothing to track
             return None
         files = self.files(name, table, current)
-        plan = self.plan(files, table.io, self.merge_rows if key else min(self.merge_rows, COMPACT_ROWS))
+        plan = self.plan(files, table.io, self.merge_rows if key else min(self.merge_rows, COMPACT_ROWS), tidy)
         if not plan:
             return None
         pause()
@@ -292,7 +295,7 @@ class Compaction:
             raise _Conflict("a row deleted since is not in its new files once")
         return write_delete_files(table, moved, written) if moved else []
 
-    def plan(self, files: TableFiles, io: FileIO, merge_rows: int) -> Plan:
+    def plan(self, files: TableFiles, io: FileIO, merge_rows: int, tidy: bool = False) -> Plan:
         """The rewrites due: in each partition, the larger data files whose deleted share passes
         ``MERGE_SHARE`` (then its small files with them), or once it holds ``compact_files`` files small or
         under half of ``merge_rows``, those ``tiered`` picks (batch.small_files), within
@@ -301,7 +304,9 @@ class Compaction:
         files naming no
         data file left afterwards removed, and those left of a crowded partition (``excess_deletes``) merged,
         file-scoped. Nothing is due where no data file is and no partition is crowded (a dangling delete file waits
-        for the next compaction)."""
+        for the next compaction). ``tidy`` (a quiet table: upkeep.py): every data file with a deleted row, the
+        open files of a partition holding two of them (those of fewest rows first), and the delete files of any
+        partition past one file-scoped delete file per data file, so that the table ends as a compacted one."""
         deleted: dict[str, int] = defaultdict(int)
         for d in files.deletes.values():
             for path, n in self._names(files, d, io).items():
@@ -313,7 +318,8 @@ class Compaction:
             if path in files.skipped:
                 continue
             weighed = FileSize(path, f.size, f.rows)
-            if deleted.get(path, 0) > MERGE_SHARE * f.rows and path not in files.small:
+            heavy_share = deleted.get(path, 0) > MERGE_SHARE * f.rows and path not in files.small
+            if heavy_share or (tidy and deleted.get(path)):
                 heavy[f.group].append(weighed)
             elif path in files.small or f.rows < merge_rows // 2:
                 open_[f.group].append(weighed)
@@ -326,6 +332,9 @@ class Compaction:
             if kept:  # with the partition's small files
                 kept += fewest_rows(small[group], bytes_left - sum(k.size for k in kept),
                                     rows_left - sum(k.rows for k in kept))
+            elif tidy and len(open_[group]) >= 2:
+                kept = fewest_rows(open_[group], bytes_left, rows_left)
+                kept = kept if len(kept) >= 2 else []  # (one file alone: nothing merged)
             elif len(open_[group]) >= self.compact_files:
                 kept = tiered(open_[group], bytes_left, rows_left)
             out += [k.name for k in kept]
@@ -334,7 +343,7 @@ class Compaction:
         by_group: dict[Group, list[DataFile]] = defaultdict(list)
         for d in files.deletes.values():
             by_group[_group(d)].append(d)
-        crowded = {g for g, ds in by_group.items() if excess_deletes(ds) >= self.compact_files}
+        crowded = {g for g, ds in by_group.items() if excess_deletes(ds) >= (1 if tidy else self.compact_files)}
         if not out and not crowded:
             return Plan([], [], [])
         live = set(files.data) - set(out)

@@ -99,7 +99,7 @@ from .tables import (
     recorded_columns,
 )
 from .transactions import transaction
-from .upkeep import Due, Upkeep, copy_of, on_copy
+from .upkeep import Due, Upkeep, copy_of, loaded_due, on_copy
 from .verify import IcebergMirror
 
 if TYPE_CHECKING:
@@ -151,7 +151,7 @@ class IcebergFormat(LakeFormat):
         self._orphans: OrphanFiles | None = None
         self._columns: dict[tuple[str, str], list[tuple[str, str]]] = {}  # as the table has them (property)
         self.maintenance = maintenance or IcebergMaintenance()
-        self.upkeep = Upkeep(self._upkeep, lease)  # the tables' upkeep after their commits, on a thread of its own
+        self.upkeep = Upkeep(self._upkeep, lease, self.maintenance.quiet_after)  # after commits, and once quiet
         self.deletes = deletes
         self.threads = threads
         self.file_keys: RecentFiles[FileKeys] = RecentFiles(key_memory, "land.key_memory")  # by data file path
@@ -233,6 +233,8 @@ class IcebergFormat(LakeFormat):
                         return None
                     self._remove_orphans(found)
                     self._tables[(namespace, name)] = found
+                    if (quiet := loaded_due(found, self._batch(0))) is not None:  # compacted once quiet
+                        self.upkeep.loaded((namespace, name), quiet)
         return found
 
     def _remove_orphans(self, table: Table) -> None:
@@ -467,18 +469,23 @@ class IcebergFormat(LakeFormat):
                 self.upkeep.due((namespace, name),
                                 Due(table, properties, key or [], orphans=self.orphans.due((namespace, name))))
 
-    def _upkeep(self, name: tuple[str, str], due: Due) -> None:
-        """A table's upkeep after the job's commits to it (on the upkeep's thread): its small files compacted and
-        its old snapshots expired where due (iceberg/maintenance.py), its orphan files removed where due; the
-        compaction read and written while the writers go on, then committed while they are kept out."""
+    def _upkeep(self, name: tuple[str, str], due: Due) -> bool:
+        """A table's upkeep after the job's commits to it (on the upkeep's thread), or once it is quiet (``due.tidy``):
+        its small files compacted and its old snapshots expired where due (iceberg/maintenance.py), its orphan files
+        removed where due; the compaction read and written while the writers go on, then committed while they are
+        kept out. Whether a compaction was committed."""
         self.upkeep.pause()  # (batches first: upkeep.py)
-        prepared = self.maintenance.prepare(name, copy_of(due.table), due.key, self.upkeep.pause, self.manifests)
+        prepared = self.maintenance.prepare(name, copy_of(due.table), due.key, self.upkeep.pause, self.manifests,
+                                            due.tidy)
+        if due.tidy and prepared is None:
+            return False  # (nothing to commit: the writers are not kept out)
         self.upkeep.pause()
         prepared = self.maintenance.catch_up(name, copy_of(due.table), prepared)  # the writers' deletes meanwhile
         with self.upkeep.exclusive(name), on_copy(due.table) as table:
-            self.maintenance.finish(name, table, prepared, due.properties, due.commits)
+            compacted = self.maintenance.finish(name, table, prepared, due.properties, due.commits)
             if due.orphans:
                 self._remove_orphans(table)
+        return compacted
 
     def landing(self) -> AbstractContextManager[None]:
         return self.upkeep.landing()

@@ -17,8 +17,12 @@ keeps them out of the table only while it commits (upkeep.Upkeep.exclusive), as 
   data file it rewrites, or changed the schema), so the job's newest snapshot always names its last batch
   (iceberg_catalog.landed_batch), however many snapshots are expired. Its reads and writes of data files run in a
   worker process at the lowest CPU priority (iceberg/rewrite.py), off the CPU time the batches and Spark use.
+  A table no commit changed for land.iceberg_quiet_compaction (30 s) is compacted whole, step by step (upkeep.py's
+  tidy upkeeps; compaction.Compaction.plan's ``tidy``): every data file with deleted rows rewritten, its small files
+  merged, its delete files merged or removed, so that a quiet table reads as fast as a compacted one.
 Their settings are the configuration's (``IcebergMaintenance.of``: land.compact_files, land.small_file_bytes,
-land.compact_bytes, land.iceberg_expire_every, land.iceberg_snapshot_retention, land.iceberg_metadata_versions).
+land.compact_bytes, land.iceberg_expire_every, land.iceberg_snapshot_retention, land.iceberg_metadata_versions,
+land.iceberg_quiet_compaction).
 
 - **Expiry**: every ``expire_every`` commits of a table (an upkeep after several commits counts each), the
   snapshots older than ``retention`` (the current one never) leave the metadata, and the files no remaining snapshot
@@ -68,6 +72,7 @@ class IcebergMaintenance:
     merge_rows: int = MERGE_ROWS  # a compaction's most rows (batch.small_files)
     # a compaction's reads and writes of data files: in a worker process at the lowest CPU priority (rewrite.py)
     rewriter: Rewriter = field(default_factory=WorkerProcess)
+    quiet_after: float = 30.0  # seconds after a table's last commit when it is compacted whole (upkeep.py; 0: never)
     _compaction: Compaction | None = None
     _commits: dict[tuple[str, str], int] = field(default_factory=dict)
 
@@ -77,7 +82,8 @@ class IcebergMaintenance:
         return cls(land.compact_files or MERGE_FILES, land.small_file_bytes, land.compact_bytes,
                    datetime.timedelta(seconds=duration_seconds(land.iceberg_snapshot_retention)),
                    land.iceberg_expire_every, land.iceberg_metadata_versions,
-                   datetime.timedelta(seconds=duration_seconds(land.iceberg_orphan_age)), land.iceberg_orphan_every)
+                   datetime.timedelta(seconds=duration_seconds(land.iceberg_orphan_age)), land.iceberg_orphan_every,
+                   quiet_after=duration_seconds(land.iceberg_quiet_compaction))
 
     def table_properties(self) -> dict[str, str]:
         """The properties of a table that bound its metadata files (set at its creation, and on a table made
@@ -85,11 +91,13 @@ class IcebergMaintenance:
         return {METADATA_VERSIONS: str(self.metadata_versions)}
 
     def prepare(self, name: tuple[str, str], table: Table, key: list[str],
-                pause: Callable[[], None] = lambda: None, manifests: KeptManifests | None = None) -> Prepared | None:
+                pause: Callable[[], None] = lambda: None, manifests: KeptManifests | None = None,
+                tidy: bool = False) -> Prepared | None:
         """The table's compaction as of its current snapshot, read and written, not committed (None: none due).
         Called by the upkeep's one thread (iceberg/upkeep.py) while the job's writers may commit to the table;
-        ``pause`` between its steps; ``manifests``: the job's kept manifests (planning.py), its plan's."""
-        return self._compactor().prepare(name, table, key, pause, manifests)
+        ``pause`` between its steps; ``manifests``: the job's kept manifests (planning.py), its plan's; ``tidy``:
+        a quiet table's, which leaves it compacted (compaction.Compaction.plan)."""
+        return self._compactor().prepare(name, table, key, pause, manifests, tidy)
 
     def catch_up(self, name: tuple[str, str], table: Table, prepared: Prepared | None) -> Prepared | None:
         """``prepared`` with the deletes committed since it read followed onto its new files, beside the writers

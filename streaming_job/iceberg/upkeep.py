@@ -27,6 +27,11 @@ The rules, kept by ``UpkeepQueue`` (the state, no threads) and ``Upkeep`` (its o
   before it keeps the writers out) for the batch's end, at most ``PAUSE_SECONDS`` a step, so that batches landing back
   to back do not starve it. Both run in one process: an upkeep beside a batch took half of its time (the GIL), and
   the slowest batches were those a compaction overlapped. ``settle`` lets it go on without pausing;
+- a table no commit changed for ``quiet_after`` seconds (land.iceberg_quiet_compaction) gets a tidy upkeep
+  (``Due.tidy``: its compaction takes every file with deleted rows and merges all its small files and delete files:
+  maintenance.py), again while one commits something, until it finds nothing to do; the table is then tidy until
+  its next commit. A table the job loaded and has not committed to yet (a restarted job's: ``loaded``) counts as
+  committed at its load. Tidy upkeeps run only where no other waits, never once the upkeep closes;
 - ``close`` waits for the entries left (at most one per table, each the work its batch used to do itself: a
   compaction within land.compact_bytes, an expiry, an orphans' listing), then ends the thread. Entries after it are
   dropped: the process is ending, and the next run compacts at its first commit to each table, counts expiry anew and
@@ -40,14 +45,17 @@ snapshots expired before they were deleted), which orphans.py removes."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
+from ..batch.keys import recorded_key
 from .catalog import first_line
 
 if TYPE_CHECKING:
@@ -63,13 +71,15 @@ UPKEEP_NICE = 10  # how much lower the upkeep thread's CPU priority is than the 
 class Due:
     """A table's upkeep after the job's commits to it: ``table`` as the job committed it (its Table object),
     the newest commit's summary ``properties`` and ``key`` (a mirror's), how many ``commits`` it follows, and
-    whether its orphan files are to be looked for (orphans.OrphanFiles.due)."""
+    whether its orphan files are to be looked for (orphans.OrphanFiles.due); ``tidy``: the table's upkeep once it
+    is quiet (no commit counted)."""
 
     table: Table
     properties: dict[str, str]
     key: list[str]
     commits: int = 1
     orphans: bool = False
+    tidy: bool = False
 
     def then(self, newer: Due) -> Due:
         """This entry and a newer commit's, as one."""
@@ -90,6 +100,9 @@ class _Slot:
     running: bool = False
     committing: bool = False  # its upkeep keeps the writers out (Upkeep.exclusive)
     holds: int = 0  # writers holding the table
+    last: Due | None = None  # the newest commit's entry, while the table is not tidy
+    since: float = 0.0  # when (time.monotonic) it was last committed to
+    tidying: float | None = None  # ``since`` as its running tidy upkeep found it
 
 
 @dataclass
@@ -101,19 +114,30 @@ class UpkeepQueue:
     failure: BaseException | None = None  # kept until raised
     landing: int = 0  # batches landing now (Upkeep.landing)
     settling: int = 0  # callers waiting for upkeeps to end (Upkeep.settle): no pause then
+    quiet_after: float = 0.0  # seconds without a commit after which a table's tidy upkeep is due (0: never)
 
     def quiet(self) -> bool:
         """Whether an upkeep step may go on now: no batch lands, or someone waits for the upkeep."""
         return not self.landing or self.settling > 0
 
-    def add(self, name: Name, due: Due) -> None:
-        """The table committed to: its upkeep waits (one entry per table)."""
+    def add(self, name: Name, due: Due, now: float = 0.0) -> None:
+        """The table committed to at ``now`` (time.monotonic): its upkeep waits (one entry per table)."""
         slot = self.slots.setdefault(name, _Slot())
+        # (a commit of a statement names no key: the mirror's last known one kept for its tidy upkeep)
+        slot.last = due if due.key or slot.last is None else dataclasses.replace(due, key=slot.last.key)
+        slot.since = now
         if slot.due is None:
             self.order.append(name)
             slot.due = due
         else:
             slot.due = slot.due.then(due)
+
+    def loaded(self, name: Name, due: Due, now: float = 0.0) -> None:
+        """The table loaded by the job at ``now``, before any commit to it: its tidy upkeep falls due once it is quiet
+        (a table quiet when the job started is compacted too), as ``due`` (its newest snapshot's batch)."""
+        slot = self.slots.setdefault(name, _Slot())
+        if slot.last is None and slot.due is None and not slot.running:
+            slot.last, slot.since = due, now
 
     def running(self, name: Name) -> bool:
         slot = self.slots.get(name)
@@ -146,8 +170,9 @@ class UpkeepQueue:
     def release(self, name: Name) -> None:
         self.slots[name].holds -= 1
 
-    def take(self) -> Taken | None:
-        """The first waiting upkeep of a table no writer holds, now running (None: none)."""
+    def take(self, now: float = 0.0, tidy: bool = True) -> Taken | None:
+        """The first waiting upkeep of a table no writer holds, now running; where none waits (and ``tidy``), the
+        tidy upkeep of the table quiet longest since ``quiet_after`` seconds before ``now``. None: none."""
         for name in self.order:
             slot = self.slots[name]
             if not slot.holds:
@@ -155,12 +180,37 @@ class UpkeepQueue:
                 assert slot.due is not None
                 due, slot.due, slot.running = slot.due, None, True
                 return Taken(name, due)
-        return None
+        quiet = [(s.since, n) for n, s in self._untidy() if now - s.since >= self.quiet_after]
+        if not tidy or self.order or not quiet:
+            return None
+        name = min(quiet)[1]
+        slot = self.slots[name]
+        assert slot.last is not None
+        slot.running, slot.tidying = True, slot.since
+        return Taken(name, dataclasses.replace(slot.last, commits=0, orphans=False, tidy=True))
 
-    def finish(self, name: Name, error: BaseException | None) -> BaseException | None:
-        """The table's upkeep ended (``error``: how it failed); its failure where it is not kept (another waits to
-        be raised already)."""
-        self.slots[name].running = False
+    def quiet_in(self, now: float) -> float | None:
+        """Seconds from ``now`` until a table's tidy upkeep falls due (None: no table waits to be tidied)."""
+        waiting = [s.since for _, s in self._untidy()]
+        return max(min(waiting) + self.quiet_after - now, 0.0) if waiting and not self.order else None
+
+    def _untidy(self) -> list[tuple[Name, _Slot]]:
+        """The tables committed to since they were last tidy whose tidy upkeep could start (none waits, runs or
+        holds them)."""
+        if self.quiet_after <= 0:
+            return []
+        return [(n, s) for n, s in self.slots.items()
+                if s.last is not None and s.due is None and not s.running and not s.holds]
+
+    def finish(self, name: Name, error: BaseException | None, more: bool = False) -> BaseException | None:
+        """The table's upkeep ended (``error``: how it failed; ``more``: a tidy one did something, and may find more
+        to do); its failure where it is not kept (another waits to be raised already). A tidy upkeep that found
+        nothing (or failed) leaves the table tidy, unless a commit came since it started."""
+        slot = self.slots[name]
+        slot.running = False
+        if slot.tidying is not None and slot.tidying == slot.since and (error is not None or not more):
+            slot.last = None
+        slot.tidying = None
         if error is not None and self.failure is None:
             self.failure, error = error, None
         return error
@@ -180,12 +230,14 @@ class UpkeepQueue:
 
 class Upkeep:
     """``work(name, due)`` of each table's upkeep, on one thread of its own (started at the first), ``check()``
-    before each (it raises to refuse)."""
+    before each (it raises to refuse); ``work`` says whether a tidy upkeep did something (``Due.tidy``: due
+    ``quiet_after`` seconds after a table's last commit, 0: never)."""
 
-    def __init__(self, work: Callable[[Name, Due], None], check: Callable[[], None] | None = None) -> None:
+    def __init__(self, work: Callable[[Name, Due], bool], check: Callable[[], None] | None = None,
+                 quiet_after: float = 0.0) -> None:
         self._work = work
         self._check = check
-        self._queue = UpkeepQueue()
+        self._queue = UpkeepQueue(quiet_after=quiet_after)
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -196,11 +248,23 @@ class Upkeep:
             if self._closed:
                 log.debug("%s.%s: no upkeep after the job's end", *name)
                 return
-            self._queue.add(name, due)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="binlake-iceberg-upkeep", daemon=True)
-                self._thread.start()
-            self._changed.notify_all()
+            self._queue.add(name, due, time.monotonic())
+            self._start()
+
+    def loaded(self, name: Name, due: Due) -> None:
+        """The job loaded the table (not committed to it yet): its tidy upkeep falls due once it is quiet."""
+        with self._changed:
+            if self._closed or self._queue.quiet_after <= 0:
+                return
+            self._queue.loaded(name, due, time.monotonic())
+            self._start()
+
+    def _start(self) -> None:
+        """(Holding ``_changed``.) The thread started at the first entry; it looks at the queue again."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="binlake-iceberg-upkeep", daemon=True)
+            self._thread.start()
+        self._changed.notify_all()
 
     @contextmanager
     def hold(self, name: Name) -> Iterator[None]:
@@ -280,23 +344,35 @@ class Upkeep:
         _yield_cpu()
         while True:
             with self._changed:
-                while (taken := self._queue.take()) is None:
+                while (taken := self._queue.take(time.monotonic(), not self._closed)) is None:
                     if self._closed and self._queue.idle():
                         return
-                    self._changed.wait()
+                    self._changed.wait(None if self._closed else self._queue.quiet_in(time.monotonic()))
             error: BaseException | None = None
+            more = False
             try:
                 if self._check is not None:
                     self._check()
-                self._work(*taken)
+                more = self._work(*taken)
             except BaseException as exc:  # raised by the next hold, settle or close
                 error = exc
             with self._changed:
-                dropped = self._queue.finish(taken.name, error)
+                dropped = self._queue.finish(taken.name, error, more)
                 self._changed.notify_all()
             if dropped is not None:
                 log.error("%s.%s: upkeep failed (an earlier failure waits to be raised): %s", *taken.name,
                           first_line(dropped))
+
+
+def loaded_due(table: Table, batch: dict[str, str]) -> Due | None:
+    """The tidy upkeep's entry of a table the job loaded (Upkeep.loaded): its newest snapshot's values of a batch's
+    summary properties (``batch``'s keys: carried by its compaction's snapshot), a mirror's recorded key; None where
+    its newest snapshot is not a batch's."""
+    current = table.current_snapshot()
+    found = current.summary.additional_properties if current is not None and current.summary is not None else {}
+    if not all(k in found for k in batch):
+        return None
+    return Due(table, {k: found[k] for k in batch}, recorded_key(dict(table.metadata.properties)) or [], commits=0)
 
 
 def copy_of(table: Table) -> Table:

@@ -71,10 +71,11 @@ def spark_rows_in_store(store: Any, lake: str, checkpoint: Path, db: str,
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def local_format(lake: Path, app_id: str = "app-1", uri: str | None = None) -> Any:
+def local_format(lake: Path, app_id: str = "app-1", uri: str | None = None, maintenance: Any = None) -> Any:
     """An IcebergFormat on the lake's default catalog (Iceberg's Hadoop catalog on its path, or the SQLite one an
-    earlier lake has), or on the catalog ``uri`` names, without Spark (no defaults of added columns)."""
+    earlier lake has), or on the catalog ``uri`` names, without Spark (no defaults of added columns); ``maintenance``:
+    its IcebergMaintenance (the defaults without it)."""
     from streaming_job.iceberg.catalog import IcebergCatalog
     from streaming_job.iceberg.format import IcebergFormat
 
-    return IcebergFormat(IcebergCatalog(str(lake), uri), app_id)
+    return IcebergFormat(IcebergCatalog(str(lake), uri), app_id, maintenance=maintenance)

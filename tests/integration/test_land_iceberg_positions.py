@@ -6,7 +6,7 @@ BIGINT key past 2^63; after each round the mirrors equal the server's SELECT as 
 pyiceberg read them; the land driver killed with SIGKILL mid-stream lands every change once, and killed
 mid-compaction leaves files no metadata names, which the next run removes; the mirrors were
 compacted (every 4 files) and hold at most one file-scoped position delete file per data file and fewer than 4
-others, and no equality deletes."""
+others, and no equality deletes; once quiet (land.iceberg_quiet_compaction), none at all."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import random
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -22,7 +23,15 @@ from streaming_job.iceberg.compaction import excess_deletes
 from tests.harness.daemon import BINLAKE, run_daemon
 from tests.harness.iceberg import catalog
 from tests.harness.iceberg_files import local_path, metadata_locations, named, on_disk
-from tests.harness.land import committed_batches, kill_group, lake_frame, land_command, run_land, running_until
+from tests.harness.land import (
+    committed_batches,
+    kill_group,
+    lake_frame,
+    land_command,
+    landed_everything,
+    run_land,
+    running_until,
+)
 
 pytestmark = pytest.mark.integration
 _TABLES = {"t": ("id", "CREATE TABLE t (id INT PRIMARY KEY, v INT, s VARCHAR(20))"),
@@ -159,3 +168,37 @@ def test_random_changes_land_by_position_and_read_alike_in_spark_and_pyiceberg(m
     assert committed_batches(checkpoint) > before
     assert not any(p.exists() for p in orphans), [p for p in orphans if p.exists()]
     _assert_mirrors(spark, lake, conn, db)
+
+    # quiet: a job that lands a few updates (deleted by position, no compaction due: --compact-files 1000, a few
+    # rows of a file) and then has nothing to land compacts each table whole once it is quiet for
+    # land.iceberg_quiet_compaction (1 s here): no delete file left, no two small files, the same rows
+    def deletes() -> dict[str, int]:
+        tasks = {t: list(catalog(lake).load_table((db, t)).scan().plan_files()) for t in _TABLES}
+        return {t: sum(len(task.delete_files) for task in found) for t, found in tasks.items()}
+
+    with conn.cursor() as cur:
+        cur.execute("SELECT id FROM t ORDER BY id")
+        for k in rnd.sample([r[0] for r in cur.fetchall()], 3):
+            cur.execute("UPDATE t SET v = v + 1 WHERE id = %s", (k,))
+    conn.commit()
+    run_daemon(server, kafka, prefix)
+    known = {s.snapshot_id for s in catalog(lake).load_table((db, "t")).snapshots()}
+    quiet = ["--format", "iceberg", "--deletion-vectors", "always", "--compact-files", "1000", "--trigger", "1s"]
+    proc = subprocess.Popen([*cmd, *quiet], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True,
+                            env={**env, "BINLAKE_LAND_ICEBERG_QUIET_COMPACTION": "1s"})
+    try:
+        deadline = time.monotonic() + 300
+        while not landed_everything(kafka, prefix, checkpoint) or any(deletes().values()):
+            assert proc.poll() is None and time.monotonic() < deadline, deletes()
+            time.sleep(1)
+    finally:
+        kill_group(proc)
+    _assert_mirrors(spark, lake, conn, db)
+    added = [int(s.summary.get("added-position-delete-files") or 0)
+             for s in catalog(lake).load_table((db, "t")).snapshots() if s.snapshot_id not in known and s.summary]
+    assert sum(added) >= 1, added  # the updates were deleted by position; the quiet compactions left none
+    for table in _TABLES:
+        mirror = catalog(lake).load_table((db, table))
+        files = mirror.inspect.files().to_pylist()
+        assert len([f for f in files if f["record_count"] < 1000]) <= 1, (table, len(files))

@@ -102,8 +102,8 @@ class _Planned:
         self.plans: list[compaction.Plan] = []
         plan = compaction.Compaction.plan
 
-        def spy(this: Any, files: Any, io: Any, merge_rows: int) -> Any:
-            out = plan(this, files, io, merge_rows)
+        def spy(this: Any, files: Any, io: Any, merge_rows: int, tidy: bool = False) -> Any:
+            out = plan(this, files, io, merge_rows, tidy)
             assert set(out.data) <= set(files.data) and not set(out.data) & set(files.deletes)
             self.plans.append(out)
             return out
@@ -354,4 +354,32 @@ def test_rows_deleted_while_a_compaction_runs_stay_deleted_in_its_new_files(tmp_
         assert all(_named(table, d) <= added for d in moved)
         followed += len(moved)
     assert followed >= 3
+    assert _scan(catalog(tmp_path).load_table(_NAME)) == expected
+
+
+def test_a_quiet_tables_tidy_compactions_leave_no_deleted_row_nor_two_small_files(tmp_path: Path) -> None:
+    table, upkeep = _mirror(tmp_path)
+    expected = _scan(table)
+    rnd = random.Random(5)
+    for batch_id in (1, 2, 3):  # spread deletes and updates, each file's deleted share under MERGE_SHARE
+        keys = rnd.sample(range(0, 3 * _FILE_ROWS), 24)
+        deleted, upserts = keys[:12], [*keys[12:], 10_000 + batch_id]
+        _mor(table, upserts, deleted, batch_id)
+        for k in deleted:
+            expected.pop(k, None)
+        expected.update({k: f"b{batch_id}-{k}" for k in upserts})
+    assert not upkeep.compact(_NAME, table, _props(3), ["id"])  # nothing due by the batches' rules
+    assert len(_live(table)[1]) == 3
+    steps = 0
+    while (prepared := upkeep.prepare(_NAME, table, ["id"], tidy=True)) is not None:
+        assert upkeep.finish(_NAME, table, prepared, _props(3), commits=0)
+        steps += 1
+        assert steps < 10, "a tidy pass that never ends"
+        current = table.current_snapshot().summary
+        assert current.operation.value == "replace" and current["binlake.batch-id"] == "3"
+        _check(table, expected)
+    data, deletes = _live(table)
+    assert steps >= 2 and not deletes  # the budget (merge_rows) took two compactions
+    assert len([f for f in data.values() if f.record_count < upkeep.merge_rows // 2]) < 2
+    assert sum(f.record_count for f in data.values()) == len(expected)  # no deleted row left in a file
     assert _scan(catalog(tmp_path).load_table(_NAME)) == expected

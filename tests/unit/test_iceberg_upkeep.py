@@ -59,6 +59,72 @@ def test_a_held_table_upkeep_does_not_start_and_the_first_failure_is_kept() -> N
     assert queue.idle() and queue.raised() is first and queue.raised() is None
 
 
+def test_a_quiet_table_gets_tidy_upkeeps_until_one_does_nothing_and_a_commit_starts_over() -> None:
+    queue = UpkeepQueue(quiet_after=30.0)
+    queue.add(A, _due("a0", 0, orphans=True), now=100.0)
+    assert queue.take(100.0) == Taken(A, dataclasses.replace(_due("a0", 0), commits=1, orphans=True))
+    assert queue.take(120.0) is None and queue.quiet_in(120.0) is None  # (its upkeep runs)
+    queue.finish(A, None)
+    assert queue.take(129.0) is None and queue.quiet_in(129.0) == 1.0
+    tidy = Taken(A, dataclasses.replace(_due("a0", 0), commits=0, tidy=True))
+    assert queue.take(130.0, tidy=False) is None  # (the upkeep closes: none)
+    assert queue.take(130.0) == tidy and queue.running(A)
+    queue.finish(A, None, more=True)  # it compacted: the next one at once
+    assert queue.quiet_in(131.0) == 0.0 and queue.take(131.0) == tidy
+    queue.finish(A, None, more=False)  # nothing to do: tidy until the next commit
+    assert queue.take(1000.0) is None and queue.quiet_in(1000.0) is None and queue.idle()
+
+    queue.add(B, _due("b0", 0), now=1000.0)
+    queue.add(A, _due("a1", 1), now=1001.0)
+    queue.hold(C)
+    assert [queue.take(1001.0).name, queue.take(1001.0).name] == [B, A]  # (commits' upkeeps)
+    queue.finish(A, None)
+    queue.finish(B, None)
+    queue.hold(B)
+    assert queue.take(1031.0) == Taken(A, dataclasses.replace(_due("a1", 1), commits=0, tidy=True))  # B is held
+    queue.add(A, _due("a2", 2), now=1032.0)  # committed while its tidy upkeep runs: found nothing, still untidy
+    queue.finish(A, None, more=False)
+    assert queue.take(1033.0) == Taken(A, _due("a2", 2))
+    queue.finish(A, None)
+    queue.release(B)
+    assert queue.take(1040.0) == Taken(B, dataclasses.replace(_due("b0", 0), commits=0, tidy=True))  # quiet longest
+    queue.finish(B, ValueError("failed"), more=True)  # a failure leaves it tidy (raised once, not retried)
+    assert queue.raised() is not None
+    queue.add(A, _due("a3", 3), now=1041.0)
+    assert queue.take(1100.0) == Taken(A, _due("a3", 3))
+    queue.finish(A, None)
+    assert queue.take(1100.0).name == A and queue.take(1100.0) is None  # A's tidy upkeep; B is tidy
+
+    queue.loaded(C, _due("c0", 0), now=2000.0)  # loaded by the job (C held: not before it is released)
+    queue.add(B, _due("b1", 1), now=2001.0)
+    queue.loaded(B, _due("b-old", 0), now=2002.0)  # (B committed: its entry stays)
+    assert queue.take(2001.0) == Taken(B, _due("b1", 1))
+    queue.finish(B, None)
+    queue.release(C)
+    assert queue.take(2030.0) == Taken(C, dataclasses.replace(_due("c0", 0), commits=0, tidy=True))
+
+
+def test_the_upkeep_thread_runs_a_quiet_tables_tidy_upkeeps_after_quiet_after_seconds() -> None:
+    done: list[tuple[str, bool]] = []
+    finished = threading.Event()
+
+    def work(name: tuple[str, str], due: Due) -> bool:
+        done.append((due.table, due.tidy))
+        more = due.tidy and len(done) < 3
+        if due.tidy and not more:
+            finished.set()
+        return more
+
+    upkeep = Upkeep(work, quiet_after=0.3)
+    upkeep.due(A, _due("a0", 0))
+    upkeep.settle()
+    assert done == [("a0", False)]  # settle does not wait for a tidy upkeep not due yet
+    assert finished.wait(_WAIT)
+    assert done == [("a0", False), ("a0", True), ("a0", True)]
+    upkeep.close()
+    assert len(done) == 3
+
+
 class _Work:
     """An upkeep's work that waits for the test's word on the tables it gates (as it commits, ``upkeep``'s writers
     kept out, where it is given one), and records what it was given."""
@@ -292,8 +358,8 @@ class _Gated(IcebergMaintenance):
     calls: list[tuple[tuple[str, str], str, int]] = field(default_factory=list)
 
     def prepare(self, name: tuple[str, str], table: Any, key: list[str], pause: Any = lambda: None,
-                manifests: Any = None) -> Any:
-        prepared = super().prepare(name, table, key, pause, manifests)
+                manifests: Any = None, tidy: bool = False) -> Any:
+        prepared = super().prepare(name, table, key, pause, manifests, tidy)
         if name == self.table:
             self.started.set()
             assert self.gate.wait(_WAIT)
@@ -349,3 +415,40 @@ def test_a_compaction_runs_while_another_table_is_committed_and_the_tables_end_a
     # B: 5 commits, one upkeep: compacted (the newest batch's ids) and expired (its 5 commits counted)
     assert [(s.summary.operation.value, s.summary["binlake.batch-id"]) for s in b.snapshots()] == [("replace", "4")]
     assert len(list(b.scan().plan_files())) == 1
+
+
+@pytest.mark.parametrize("restarted", [False, True])
+def test_a_quiet_tables_small_files_are_merged_by_the_jobs_own_upkeep(tmp_path, restarted: bool) -> None:
+    import time
+
+    from streaming_job.iceberg.rewrite import InProcess
+
+    def maintenance(quiet_after: float) -> IcebergMaintenance:
+        return IcebergMaintenance(compact_files=8, quiet_after=quiet_after, rewriter=InProcess())
+
+    fmt = local_format(tmp_path, maintenance=maintenance(0 if restarted else 0.5))
+    table = fmt.ready(WantedTable(*A, _SCHEMA, [], dict))
+    written: list[dict[str, Any]] = []
+    for batch in range(3):  # three small files: no compaction due by the batches' rules (8)
+        rows = [{"id": batch * 10 + i, "v": f"a{batch}"} for i in range(2)]
+        properties = fmt._batch(batch)
+        fmt._commit(*A, table, lambda tx, rows=rows, properties=properties: tx.append(
+            pa.Table.from_pylist(rows, _SCHEMA), snapshot_properties=properties), properties)
+        written += rows
+    fmt.upkeep.settle()
+    assert len(catalog(tmp_path).load_table(A).inspect.files()) == 3
+    if restarted:  # a job that never compacts them ends; the next one loads the table and commits nothing
+        time.sleep(1.0)
+        assert len(catalog(tmp_path).load_table(A).inspect.files()) == 3
+        fmt.close()
+        fmt = local_format(tmp_path, maintenance=maintenance(0.5))
+        assert fmt.table(*A) is not None
+    deadline = time.monotonic() + _WAIT
+    while len(catalog(tmp_path).load_table(A).inspect.files()) > 1:  # quiet for half a second: merged
+        assert time.monotonic() < deadline, "no tidy upkeep"
+        time.sleep(0.1)
+    fmt.close()
+    reader = catalog(tmp_path).load_table(A)
+    assert sorted(reader.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == written
+    summary = reader.current_snapshot().summary
+    assert summary.operation.value == "replace" and landed_batch(reader, "app-1") == 2
