@@ -31,6 +31,11 @@ REWRITE_SHARE = 0.3
 # ... by a compaction off the batches' path (Iceberg's upkeep, its rewrites in a worker process at the lowest CPU
 # priority): a reader reads the deleted rows too, and a mirror's files hold 5% of them on average, not 15%
 MERGE_SHARE = 0.1
+# A quiet table's compaction (Iceberg's land.iceberg_quiet_compaction) takes up to this many times a compaction's
+# rows, and merges files under half of that: a 10,000,000-row mirror kept 13 files of up to 1,000,000 rows, and a
+# Spark scan of them took 1.46x one of a single file. A larger file whose deleted share passes MERGE_SHARE is then
+# rewritten alone (its rows past a compaction's): what a compaction holds in memory stays bounded by this
+TIDY_RATIO = 4
 
 
 class FileSize(NamedTuple):

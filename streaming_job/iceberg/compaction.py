@@ -46,7 +46,16 @@ from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.manifest import DataFile, DataFileContent, ManifestEntryStatus
 from pyiceberg.table import FileScanTask
 
-from ..batch.small_files import COMPACT_ROWS, MERGE_ROWS, MERGE_SHARE, FileSize, fewest_rows, is_small, tiered
+from ..batch.small_files import (
+    COMPACT_ROWS,
+    MERGE_ROWS,
+    MERGE_SHARE,
+    TIDY_RATIO,
+    FileSize,
+    fewest_rows,
+    is_small,
+    tiered,
+)
 from .moved import MovedRows
 from .planning import ONE_CALL, KeptManifests
 from .position_deletes import FILE_PATH_ID, FilePositions, write_delete_file, write_delete_files
@@ -304,9 +313,13 @@ class Compaction:
         files naming no
         data file left afterwards removed, and those left of a crowded partition (``excess_deletes``) merged,
         file-scoped. Nothing is due where no data file is and no partition is crowded (a dangling delete file waits
-        for the next compaction). ``tidy`` (a quiet table: upkeep.py): every data file with a deleted row, the
-        open files of a partition holding two of them (those of fewest rows first), and the delete files of any
-        partition past one file-scoped delete file per data file, so that the table ends as a compacted one."""
+        for the next compaction). A larger file past the share is rewritten alone, up to ``TIDY_RATIO`` times
+        ``merge_rows``. ``tidy`` (a quiet table: upkeep.py): every data file with a deleted row, the open files of a
+        partition holding two of them (those of fewest rows first), and the delete files of any partition past one
+        file-scoped delete file per data file, with ``TIDY_RATIO`` times the rows (files under half of that open),
+        so that the table ends as a compacted one."""
+        largest = TIDY_RATIO * merge_rows
+        merge_rows = largest if tidy else merge_rows
         deleted: dict[str, int] = defaultdict(int)
         for d in files.deletes.values():
             for path, n in self._names(files, d, io).items():
@@ -329,6 +342,8 @@ class Compaction:
         rows_left, bytes_left = merge_rows, self.budget
         for group in sorted({*heavy, *open_}, key=lambda g: (len(heavy[g]), len(open_[g])), reverse=True):
             kept = fewest_rows(heavy[group], bytes_left, rows_left)
+            if not kept and not out:  # a file past the compaction's rows (a quiet one's), alone
+                kept = fewest_rows(heavy[group], bytes_left, largest)[:1]
             if kept:  # with the partition's small files
                 kept += fewest_rows(small[group], bytes_left - sum(k.size for k in kept),
                                     rows_left - sum(k.rows for k in kept))

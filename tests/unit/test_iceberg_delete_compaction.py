@@ -379,7 +379,22 @@ def test_a_quiet_tables_tidy_compactions_leave_no_deleted_row_nor_two_small_file
         assert current.operation.value == "replace" and current["binlake.batch-id"] == "3"
         _check(table, expected)
     data, deletes = _live(table)
-    assert steps >= 2 and not deletes  # the budget (merge_rows) took two compactions
-    assert len([f for f in data.values() if f.record_count < upkeep.merge_rows // 2]) < 2
+    # one file, as a compacted table has: the files under TIDY_RATIO times a compaction's rows merged
+    assert steps == 1 and not deletes and len(data) == 1
     assert sum(f.record_count for f in data.values()) == len(expected)  # no deleted row left in a file
     assert _scan(catalog(tmp_path).load_table(_NAME)) == expected
+
+
+def test_a_file_past_a_compactions_rows_whose_deleted_share_passes_the_bound_is_rewritten_alone(tmp_path: Path) -> None:
+    table, upkeep = _mirror(tmp_path, compact_files=8)
+    upkeep.merge_rows = _FILE_ROWS // 2  # each of the three files holds twice a compaction's rows
+    expected = _scan(table)
+    deleted = list(range(_FILE_ROWS, _FILE_ROWS + int(_FILE_ROWS * MERGE_SHARE) + 10))  # the second file's
+    _mor(table, [], deleted, 1)
+    for k in deleted:
+        del expected[k]
+    before, _ = _live(table)
+    assert upkeep.compact(_NAME, table, _props(1), ["id"])
+    data, deletes = _live(table)
+    assert not deletes and len(set(before) - set(data)) == 1 and len(data) == 3
+    _check(table, expected)
