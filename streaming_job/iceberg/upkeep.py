@@ -180,8 +180,10 @@ class UpkeepQueue:
                 assert slot.due is not None
                 due, slot.due, slot.running = slot.due, None, True
                 return Taken(name, due)
+        if not tidy or self.order:  # (no look at every table while commits' upkeeps wait)
+            return None
         quiet = [(s.since, n) for n, s in self._untidy() if now - s.since >= self.quiet_after]
-        if not tidy or self.order or not quiet:
+        if not quiet:
             return None
         name = min(quiet)[1]
         slot = self.slots[name]
@@ -191,8 +193,10 @@ class UpkeepQueue:
 
     def quiet_in(self, now: float) -> float | None:
         """Seconds from ``now`` until a table's tidy upkeep falls due (None: no table waits to be tidied)."""
+        if self.order:
+            return None
         waiting = [s.since for _, s in self._untidy()]
-        return max(min(waiting) + self.quiet_after - now, 0.0) if waiting and not self.order else None
+        return max(min(waiting) + self.quiet_after - now, 0.0) if waiting else None
 
     def _untidy(self) -> list[tuple[Name, _Slot]]:
         """The tables committed to since they were last tidy whose tidy upkeep could start (none waits, runs or
@@ -254,7 +258,7 @@ class Upkeep:
     def loaded(self, name: Name, due: Due) -> None:
         """The job loaded the table (not committed to it yet): its tidy upkeep falls due once it is quiet."""
         with self._changed:
-            if self._closed or self._queue.quiet_after <= 0:
+            if self._closed or self._queue.quiet_after <= 0:  # (no thread started for nothing)
                 return
             self._queue.loaded(name, due, time.monotonic())
             self._start()
