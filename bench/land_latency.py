@@ -9,6 +9,7 @@ import datetime
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -98,10 +99,11 @@ def run_latency(rate: float, duration: float, shape: Shape, land_log: Path | Non
     the land job start, and ``preload_s`` runs from their start to its last row landed (Spark's start included).
     ``deletes``: the share of the preloaded table's transactions that DELETE their key instead (every
     ``round(1 / deletes)``-th): checked by the mirror's rows against the server's, the latency is the UPDATEs'.
-    ``quiet`` (Iceberg, with ``preload``): once the last change landed, the land job runs on until the mirror's
-    quiet compaction (land.iceberg_quiet_compaction) left it without delete files and no new snapshot came for
-    ``quiet`` seconds (at most ``_QUIET_WAIT`` s), and ``inspect`` is called with the snapshot id the changes ended at
-    as a third argument (the run's ``tidied``: seconds from then to the last snapshot)."""
+    ``quiet`` (with ``preload``): once the last change landed, the land job runs on until the mirror's quiet
+    compaction (land.quiet_compaction) left it without delete files (Delta: deletion vectors) and no new snapshot
+    (version) came for ``quiet`` seconds (at most ``_QUIET_WAIT`` s), and ``inspect`` is called with the mirror as the
+    changes ended as a third argument (Iceberg: its snapshot id; Delta: a copy of it) (the run's ``tidied``: seconds
+    from then to the last snapshot)."""
     options = {"sync_binlog": 0, "innodb_flush_log_at_trx_commit": 0, "innodb_buffer_pool_size": "128M"}
     prefix = f"landlat{os.getpid()}"
     (BENCH_DIR / "data").mkdir(exist_ok=True)  # a fresh clone has none
@@ -163,8 +165,9 @@ def run_latency(rate: float, duration: float, shape: Shape, land_log: Path | Non
                     lambda row: _DELETE if every and row % every == 0 else None)
                 deleted = {row for row in commits if every and row % every == 0}
                 _wait_landed(logs / "land.log", 2 + preload + len(commits), procs, 900)
-                if quiet and lake_format == "iceberg":
-                    at_end, tidied = _wait_tidy(shape.iceberg(lake), quiet, procs)
+                if quiet:
+                    at_end, tidied = (_wait_tidy(shape.iceberg(lake), quiet, procs) if lake_format == "iceberg"
+                                      else _wait_tidy_delta(shape.files(lake) / "bench_lat" / "t", quiet, procs))
                 changed = len(commits)
                 commits = {row: t for row, t in commits.items() if row not in deleted}
             else:
@@ -204,21 +207,46 @@ _QUIET_WAIT = 900.0  # seconds, at most, for a mirror's quiet compaction
 def _wait_tidy(catalog: Any, quiet: float, procs: list[subprocess.Popen]) -> tuple[int, float]:
     """The mirror's snapshot id as the changes ended, then (the land job running on) the seconds until its last
     snapshot, once it has no delete file and no snapshot came for ``quiet`` seconds (or ``_QUIET_WAIT`` passed)."""
-    def current() -> Any:
-        return catalog.load_table(("bench_lat", "t")).current_snapshot()
+    def current() -> tuple[int, bool]:
+        snapshot = catalog.load_table(("bench_lat", "t")).current_snapshot()
+        return snapshot.snapshot_id, int(snapshot.summary.get("total-delete-files") or 0) == 0
 
-    at_end = current().snapshot_id
+    return current()[0], _quiet_for(current, quiet, procs)
+
+
+def _wait_tidy_delta(table: Path, quiet: float, procs: list[subprocess.Popen]) -> tuple[Path, float]:
+    """As _wait_tidy, of a Delta mirror: a copy of it as the changes ended (its files and its log up to that version,
+    beside it: read as a table of its own, Spark's time travel works a version's state out at each read), then the
+    seconds until its last version, once no file has a deletion vector and no version came for ``quiet`` seconds."""
+    from streaming_job.lake.delta_log import TableLog
+
+    log = TableLog.read(str(table))
+    ended, version = table.with_name(table.name + "__ended"), log.version
+    newer = re.compile(r"^(\d{20})\.")
+    shutil.copytree(table, ended, ignore=lambda _, names: [
+        n for n in names if (m := newer.match(n)) is not None and int(m.group(1)) > version])
+
+    def current() -> tuple[int, bool]:
+        log.refresh()
+        return log.version, not any(a.get("deletionVector") for a in log.files.values())
+
+    return ended, _quiet_for(current, quiet, procs)
+
+
+def _quiet_for(current: Callable[[], tuple[int, bool]], quiet: float, procs: list[subprocess.Popen]) -> float:
+    """Seconds until the mirror's last version (``current``: its id, and whether it is clean) once it is clean and
+    no version came for ``quiet`` seconds (or ``_QUIET_WAIT`` passed)."""
     began = last = time.monotonic()
-    seen = at_end
+    seen = current()[0]
     while time.monotonic() - began < _QUIET_WAIT:
         _check(all(p.poll() is None for p in procs), "a process ended while the mirror was quiet")
         time.sleep(2)
-        snapshot = current()
-        if snapshot.snapshot_id != seen:
-            seen, last = snapshot.snapshot_id, time.monotonic()
-        elif int(snapshot.summary.get("total-delete-files") or 0) == 0 and time.monotonic() - last >= quiet:
+        version, clean = current()
+        if version != seen:
+            seen, last = version, time.monotonic()
+        elif clean and time.monotonic() - last >= quiet:
             break
-    return at_end, last - began
+    return last - began
 
 
 PRELOAD_TX_ROWS = 50_000

@@ -29,6 +29,7 @@ import shutil
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from land_latency import KEY_TYPES, LatencyRun, hot, run_latency, spread
 from land_shapes import Shape
@@ -46,13 +47,14 @@ KEYS = {"spread": spread, "hot": hot}  # which keys the UPDATEs change (land_lat
 
 @dataclass
 class Quiet:
-    """An Iceberg mirror once quiet: its live data files (with delete files), its full scans, what else it holds."""
+    """A mirror once quiet: its live data files (with delete files or deletion vectors), its full scans (by the
+    format's other reader, pyiceberg or delta-rs, and Spark), what else it holds."""
 
     files: int
     with_deletes: int
-    scan_pyiceberg: float
+    scan_reader: float
     scan_spark: float
-    shape: str
+    shape: str = ""
 
 
 @dataclass
@@ -69,7 +71,7 @@ class LakeAfter:
     compacted_delta_rs: float  # seconds: the same scans of that copy
     compacted_spark: float
     shape: str = ""  # more of what the mirror holds (Iceberg: its live delete files and manifests)
-    quiet: Quiet | None = None  # Iceberg: the mirror once its quiet compaction ended (run_latency's quiet)
+    quiet: Quiet | None = None  # the mirror once its quiet compaction ended (run_latency's quiet)
 
     @property
     def read_cost(self) -> float:
@@ -143,14 +145,17 @@ def inspect_iceberg(lake: Path, started: float, at_end: int | None = None) -> La
                      best["t"][0], 1, best["compacted"][1], best["compacted"][0], shape, quiet)
 
 
-def inspect(lake: Path, started: float) -> LakeAfter:
+def inspect(lake: Path, started: float, at_end: Path | None = None) -> LakeAfter:
+    """The Delta mirror after a run, as inspect_iceberg's. ``at_end``: a copy of it as the changes ended, whose
+    figures these are, and the mirror's current ones too (``quiet``: after its quiet compaction)."""
     from streaming_job.lake.delta_log import TableLog
     from streaming_job.land.job import build_session
 
     table = lake / "bench_lat" / "t"
     written = sum(f.stat().st_size for f in table.iterdir()
                   if f.is_file() and f.suffix in (".parquet", ".bin") and f.stat().st_mtime >= started)
-    log = TableLog.read(str(table))
+    ended = at_end or table
+    log = TableLog.read(str(ended))
     rows = log.rows()
     compacted = lake / "compacted"  # the mirror as Delta's own maintenance leaves it: no vector, no small file
     shutil.copytree(table, compacted)
@@ -158,14 +163,22 @@ def inspect(lake: Path, started: float) -> LakeAfter:
     try:
         spark.sql(f"REORG TABLE delta.`{compacted}` APPLY (PURGE)")
         spark.sql(f"OPTIMIZE delta.`{compacted}`")
-        for path in (table, compacted):  # delta-rs counts the rows the log's statistics say
+        for path in (ended, table, compacted):  # delta-rs counts the rows the log's statistics say
             assert scan_delta_rs(path)[0] == rows, (path, rows)
-        best = best_scans(spark, [table, compacted], _SCAN_TURNS)
+        best = best_scans(spark, list(dict.fromkeys([ended, compacted, table])), _SCAN_TURNS)
     finally:
         spark.stop()
-    (scan_spark, scan_rs), (compacted_spark, compacted_rs) = best[table], best[compacted]
-    return LakeAfter(written, len(log.files), sum(1 for a in log.files.values() if a.get("deletionVector")), rows,
-                     scan_rs, scan_spark, len(TableLog.read(str(compacted)).files), compacted_rs, compacted_spark)
+    (scan_spark, scan_rs), (compacted_spark, compacted_rs) = best[ended], best[compacted]
+    quiet = None
+    if at_end is not None:
+        now = TableLog.read(str(table))
+        quiet = Quiet(len(now.files), _vectored(now), best[table][1], best[table][0])
+    return LakeAfter(written, len(log.files), _vectored(log), rows, scan_rs, scan_spark,
+                     len(TableLog.read(str(compacted)).files), compacted_rs, compacted_spark, quiet=quiet)
+
+
+def _vectored(log: Any) -> int:
+    return sum(1 for a in log.files.values() if a.get("deletionVector"))
 
 
 _SCAN_TURNS = 9
@@ -189,7 +202,7 @@ def main() -> int:
     parser.add_argument("--quiet", type=float, default=45,
                         help="Iceberg: after the changes, the land job runs on until the mirror has no delete file "
                              "and no snapshot came for this many seconds (its quiet compaction: "
-                             "land.iceberg_quiet_compaction, 30 s), then the scans are taken of both (0: not waited)")
+                             "land.quiet_compaction, 30 s), then the scans are taken of both (0: not waited)")
     parser.add_argument("--output", type=Path)
     parser.add_argument("--logs", type=Path, help="keep each run's land log here (land-<rows>-<mode>.latency.log)")
     args = parser.parse_args()
@@ -207,7 +220,7 @@ def main() -> int:
             run = run_latency(args.rate, args.duration, shape, land_log, preload=rows,
                               inspect=inspect_iceberg if iceberg else inspect, merge_job=not vectors,
                               keys=KEYS[args.keys], lake_format=args.format, key_type=args.key_type,
-                              deletes=args.deletes, quiet=args.quiet if iceberg else 0.0)
+                              deletes=args.deletes, quiet=args.quiet if mode != "merge" else 0.0)
             results[(rows, mode)] = run
             after: LakeAfter = run.inspected
             print(f"{rows:,} rows, {mode}: p50 {run.pct(0.5):.2f} s, p99 {run.pct(0.99):.2f} s, "
@@ -255,7 +268,9 @@ def _report(args: argparse.Namespace, sizes: list[int], modes: list[str],
         "afterwards (each reader's best of five, the mirror's and the copy's scans taken in turns in one warm Spark "
         "session); the compacted copy: the mirror copied and "
         "compacted by Delta itself (`REORG TABLE ... APPLY (PURGE)`, then `OPTIMIZE`); read cost: the mirror's Spark "
-        "scan over the copy's (goal: within 1.2x).",
+        "scan over the copy's (goal: within 1.2x). With `--quiet`, the land job runs on after the changes until the "
+        "mirror's quiet compaction (land.quiet_compaction) is done: the table's figures are the mirror's as the "
+        "changes ended (a copy of it then), the quiet line's its current version's.",
         "",
         "| mirror rows | mode | achieved/s | p50 | p90 | p99 | max | bytes written per changed row | live files "
         "(with a vector) | scan, delta-rs | scan, Spark | compacted copy: files, scan delta-rs, scan Spark "
@@ -277,6 +292,7 @@ def _report(args: argparse.Namespace, sizes: list[int], modes: list[str],
             cost = vectors.inspected.read_cost
             line += f"; read cost {cost:.2f}x a compacted copy's (goal <= 1.2x: {'met' if cost <= 1.2 else 'not met'})."
             lines.append(line)
+            lines += _quiet_line(rows, vectors, "live files ({} with a deletion vector)", "delta-rs")
         smallest, largest = results[(sizes[0], "vectors")], results[(sizes[-1], "vectors")]
         if len(sizes) > 1:
             growth = largest.pct(0.99) / smallest.pct(0.99)
@@ -331,16 +347,22 @@ def _report_iceberg(args: argparse.Namespace, sizes: list[int], modes: list[str]
             line += f"; read cost {cost:.2f}x a compacted copy's (goal <= 1.2x: {'met' if cost <= 1.2 else 'not met'})"
             shape = vectors.inspected.shape
             lines.append(line + (f"; the mirror: {shape}." if shape else "."))
-            quiet: Quiet | None = vectors.inspected.quiet
-            if quiet is not None:
-                cost = quiet.scan_spark / vectors.inspected.compacted_spark
-                lines.append(f"- {rows:,} rows, quiet: its quiet compaction (land.iceberg_quiet_compaction) ended "
-                             f"{vectors.tidied:.0f} s after the changes: {quiet.files} live data files "
-                             f"({quiet.with_deletes} with delete files), {quiet.shape}; scan pyiceberg "
-                             f"{quiet.scan_pyiceberg:.2f} s, Spark {quiet.scan_spark:.2f} s: read cost {cost:.2f}x "
-                             f"(goal <= 1.2x: {'met' if cost <= 1.2 else 'not met'}).")
+            lines += _quiet_line(rows, vectors, "live data files ({} with delete files)", "pyiceberg")
         lines.append("")
     return "\n".join(lines)
+
+
+def _quiet_line(rows: int, run: LatencyRun, files: str, reader: str) -> list[str]:
+    """The report's line of a run's mirror once quiet (none without it): ``files`` of its live files (the count of
+    those with deletes in its braces), scanned by Spark and ``reader``."""
+    quiet: Quiet | None = run.inspected.quiet
+    if quiet is None:
+        return []
+    cost = quiet.scan_spark / run.inspected.compacted_spark
+    return [f"- {rows:,} rows, quiet: its quiet compaction (land.quiet_compaction) ended {run.tidied:.0f} s after the "
+            f"changes: {quiet.files} {files.format(quiet.with_deletes)}{', ' + quiet.shape if quiet.shape else ''}; "
+            f"scan {reader} {quiet.scan_reader:.2f} s, Spark {quiet.scan_spark:.2f} s: read cost {cost:.2f}x (goal "
+            f"<= 1.2x: {'met' if cost <= 1.2 else 'not met'})."]
 
 
 def _table_rows(sizes: list[int], modes: list[str], results: dict[tuple[int, str], LatencyRun],

@@ -252,10 +252,10 @@ class LandConfig:
     # deleted when the job first loads or creates the table and every iceberg_orphan_every commits of it (0: only then)
     iceberg_orphan_age: str = "1h"
     iceberg_orphan_every: int = 1000
-    # format iceberg: a table no commit changed for iceberg_quiet_compaction (a duration; 0: never) is compacted whole
-    # beside the batches (every file with deleted rows rewritten, its small files and delete files merged), so that
-    # it reads as fast as a freshly compacted one until its next change
-    iceberg_quiet_compaction: str = "30s"
+    # a table no commit changed for quiet_compaction (a duration; 0: never) is compacted whole beside the batches
+    # (every file with deleted rows rewritten, its small files and Iceberg's delete files merged; a Delta mirror the
+    # driver keeps), so that it reads as fast as a freshly compacted one until its next change
+    quiet_compaction: str = "30s"
 
 
 @dataclass

@@ -61,7 +61,7 @@ CHECKS: dict[tuple[str, str], Any] = {
     ("LandConfig", "iceberg_expire_every"): at_least(1),
     ("LandConfig", "iceberg_snapshot_retention"): duration, ("LandConfig", "iceberg_metadata_versions"): at_least(1),
     ("LandConfig", "iceberg_orphan_age"): duration, ("LandConfig", "iceberg_orphan_every"): at_least(0),
-    ("LandConfig", "iceberg_quiet_compaction"): duration,
+    ("LandConfig", "quiet_compaction"): duration,
 }
 
 

@@ -31,7 +31,7 @@ REWRITE_SHARE = 0.3
 # ... by a compaction off the batches' path (Iceberg's upkeep, its rewrites in a worker process at the lowest CPU
 # priority): a reader reads the deleted rows too, and a mirror's files hold 5% of them on average, not 15%
 MERGE_SHARE = 0.1
-# A quiet table's compaction (Iceberg's land.iceberg_quiet_compaction) takes up to this many times a compaction's
+# A quiet table's compaction (land.quiet_compaction) takes up to this many times a compaction's
 # rows, and merges files under half of that: a 10,000,000-row mirror kept 13 files of up to 1,000,000 rows, and a
 # Spark scan of them took 1.46x one of a single file. A larger file whose deleted share passes MERGE_SHARE is then
 # rewritten alone (its rows past a compaction's): what a compaction holds in memory stays bounded by this
@@ -75,3 +75,16 @@ def tiered(files: Iterable[FileSize], byte_budget: int, rows_budget: int) -> lis
         chosen.append(f)
         rows, size = rows + f.rows, size + f.size
     return chosen if len(chosen) >= 2 else []
+
+
+def tidy_pick(heavy: Iterable[FileSize], open_: Iterable[FileSize], byte_budget: int,
+              rows_budget: int) -> list[FileSize]:
+    """A quiet table's compaction pass (Delta's: delta/tidy.py): of the files with deleted rows (``heavy``), those of
+    fewest rows first within the budgets (the smallest alone where none fits), with the ``open_`` files (no deleted row,
+    under half of ``rows_budget``) that fit beside them; where none has deleted rows, the open files, at least two."""
+    heavy, open_ = list(heavy), list(open_)
+    kept = fewest_rows(heavy, byte_budget, rows_budget) or fewest_rows(heavy, 1 << 62, 1 << 62)[:1]
+    if not kept and len(open_) < 2:
+        return []
+    rest = fewest_rows(open_, byte_budget - sum(f.size for f in kept), rows_budget - sum(f.rows for f in kept))
+    return kept + rest if kept or len(rest) >= 2 else []

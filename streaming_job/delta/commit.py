@@ -246,6 +246,21 @@ def file_actions(adds: Sequence[Added], app_id: str, batch_id: int, removes: Seq
     return entries
 
 
+def compaction_actions(adds: Sequence[Added], removes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The log actions of a compaction (delta/tidy.py): the files it wrote and the live files it replaces (their add
+    actions, deletion vectors too), the same rows (``dataChange`` false), no SetTransaction."""
+    now_ms = int(time.time() * 1000)
+    entries: list[dict[str, Any]] = [
+        {"add": {"path": name, "partitionValues": values, "size": size, "modificationTime": now_ms,
+                 "dataChange": False, "stats": orjson.dumps(stats).decode()}} for name, values, size, stats in adds]
+    entries += [{"remove": {"path": add["path"], "deletionTimestamp": now_ms, "dataChange": False,
+                            "extendedFileMetadata": True, "partitionValues": add.get("partitionValues") or {},
+                            "size": int(add["size"]),
+                            **({"deletionVector": add["deletionVector"]} if add.get("deletionVector") else {})}}
+                for add in removes]
+    return entries
+
+
 class LogCommit(Commit):
     """DeltaCommit's interface over the driver's own reading and writing of the log (delta_log.TableLog):
     no JVM work but the schema of a new table. ``log`` is the table's state, brought up to date here."""

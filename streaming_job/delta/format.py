@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -16,7 +18,7 @@ from pyspark.sql import functions as F
 
 from ..batch.batch_rows import TableRows
 from ..batch.keys import MirrorKeys
-from ..batch.small_files import COMPACT_FILES
+from ..batch.small_files import COMPACT_FILES, TIDY_RATIO
 from ..batch.writer import PARTITION_COLUMN, land_partition
 from ..decode.typed import typed_batches, typed_ddl
 from ..format.lake_format import (
@@ -30,9 +32,11 @@ from ..format.lake_format import (
     quarantine_rows,
 )
 from ..format.mirror_read import MirrorRead
+from ..format.upkeep import Due
 from ..lake.files import LakeFiles
 from ..lake.generations import ChangeLogGenerations
 from ..lake.paths import join
+from ..statements.statements import Action
 from ..statements.table_statements import TableStatements
 from .commit import Commit
 from .compaction import ChangeLogCompaction
@@ -45,6 +49,7 @@ from .mirrors import Mirrors
 from .schema import delta_alters
 from .statements import DeltaStatementTables
 from .tables import DeltaTables, stats_columns
+from .tidy import DeltaTidy
 from .verify import DeltaMirrors
 
 if TYPE_CHECKING:
@@ -67,6 +72,7 @@ class DeltaFormat(LakeFormat):
     on_driver: DriverLanding
     in_spark: SparkLanding
     on_incompatible_change: Mode = "rewrite"  # land.on_incompatible_change (schema_alter.py)
+    tidy: DeltaTidy | None = None  # quiet mirrors compacted whole (land.quiet_compaction; None: never)
     name: str = "delta"
     verify: DeltaMirrors = field(init=False)
     generations: ChangeLogGenerations = field(init=False)
@@ -87,9 +93,11 @@ class DeltaFormat(LakeFormat):
         keys = DeltaKeys(spark, partial(join, settings.lake), delta.log).mirror_keys(settings.keys)
         mirrors = Mirrors(spark, settings.lake, delta, services.evolution, keys, driver,
                           SparkMirror(spark, delta, columns, settings.deletion_vectors == "always"), services.scratch)
+        tidy = DeltaTidy(files, TIDY_RATIO * settings.compact_bytes, services.lease, settings.quiet_compaction) \
+            if files is not None and settings.quiet_compaction > 0 else None
         return cls(spark, settings.lake, delta, columns, files, settings.driver_rows, keys, mirrors,
                    DriverLanding(delta, threads, compaction, mirrors), SparkLanding(delta, mirrors),
-                   settings.on_incompatible_change)
+                   settings.on_incompatible_change, tidy)
 
     def __post_init__(self) -> None:
         self.verify = DeltaMirrors(self.spark, self.lake, self.delta)
@@ -135,8 +143,39 @@ class DeltaFormat(LakeFormat):
         self.delta.append(df, join(self.lake, QUARANTINE_TABLE), batch_id)
 
     def land(self, rows: TableRows, changes: TableChanges) -> None:
-        self._land(rows, changes)
-        self.columns.landed(changes.db, changes.table, changes.columns)  # the lake now has the batch's columns
+        """(Its mirror held: no quiet compaction commits to it meanwhile, delta/tidy.py.)"""
+        with self._held([(changes.db, changes.table)]):
+            self._land(rows, changes)
+            self.columns.landed(changes.db, changes.table, changes.columns)  # the lake now has the batch's columns
+        if changes.pk:
+            self._touched(changes.db, changes.table)
+
+    def apply(self, action: Action) -> None:
+        with self._held(sorted(action.names)):
+            super().apply(action)
+        for db, table in action.names:
+            self._touched(db, table)
+
+    @contextmanager
+    def _held(self, names: Iterable[tuple[str, str]]) -> Iterator[None]:
+        with ExitStack() as stack:
+            if self.tidy is not None:
+                for name in names:
+                    stack.enter_context(self.tidy.upkeep.hold(name))
+            yield
+
+    def _touched(self, db: str, table: str) -> None:
+        """The mirror's quiet compaction falls due once no commit changes it for land.quiet_compaction."""
+        if self.tidy is not None:
+            self.tidy.upkeep.touched((db, table), Due(join(self.lake, db, table), {}, []))
+
+    def landing(self) -> AbstractContextManager[None]:
+        return self.tidy.upkeep.landing() if self.tidy is not None else nullcontext()
+
+    def close(self) -> None:
+        """The job ends: a quiet compaction under way finishes, none starts (a failure of one raised)."""
+        if self.tidy is not None:
+            self.tidy.upkeep.close()
 
     def _land(self, rows: TableRows, changes: TableChanges) -> None:
         """The change log brought to the batch's schema and its transaction opened; then one pass over the

@@ -69,6 +69,9 @@ class FormatSettings:
     on_incompatible_change: Mode = "rewrite"  # land.on_incompatible_change (schema_alter.py)
     deletion_vectors: VectorMode = LandConfig.deletion_vectors  # land.deletion_vectors (delta/mirror_driver.py)
     key_memory: int = LandConfig.key_memory  # land.key_memory: the mirrors' files' keys kept (batch/key_index.py)
+    # land.quiet_compaction in seconds: a table no commit changed for this long is compacted whole (0: never;
+    # format/upkeep.py: Delta's mirrors, delta/tidy.py; Iceberg's tables take it with iceberg/maintenance.py's settings)
+    quiet_compaction: float = 30.0
 
 
 @dataclass
@@ -147,7 +150,7 @@ class LakeFormat(ABC):
 
     def landing(self) -> AbstractContextManager[None]:
         """A whole batch lands inside (sink.Lander.process): a format with work of its own beside the batches lets
-        it go first (Iceberg's upkeep, iceberg/upkeep.py)."""
+        it go first (the upkeep of Iceberg's tables and of quiet Delta mirrors, format/upkeep.py)."""
         return nullcontext()
 
     @contextmanager

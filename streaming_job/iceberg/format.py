@@ -14,12 +14,12 @@ Hadoop catalog, iceberg/hadoop.py, or a SQL or REST one). A table's share of a b
   keys); else copy-on-write (files holding one are rewritten without it). Either is skipped where no data
   file's key range meets the batch's.
 
-After each commit the table's upkeep falls due, run on a thread of its own beside the next batches
-(iceberg/upkeep.py): its small files compacted and its old snapshots expired where due (iceberg/maintenance.py), and
-every land.iceberg_orphan_every commits the files a crash left (named by no live metadata) removed (iceberg/orphans.py;
-also when the job first loads a table, before its first commit to it). Every write of a table, and every read of its
-data files to write it, holds the table (upkeep.Upkeep.hold): it waits while the table's upkeep commits, and none
-commits meanwhile; other tables' writes do not wait. Renamed columns are renamed in place (iceberg/renames.py).
+After each commit the table's upkeep falls due, on a thread beside the next batches (format/upkeep.py): its small
+files compacted and its old snapshots expired where due (iceberg/maintenance.py), and every land.iceberg_orphan_every
+commits the files a crash left (named by no live metadata) removed (iceberg/orphans.py; also when the job first loads
+a table, before its first commit to it). Every write of a table, and every read of its data files to write it, holds
+the table (upkeep.Upkeep.hold): it waits while the table's upkeep commits, and none commits meanwhile; other tables'
+writes do not wait. Renamed columns are renamed in place (iceberg/renames.py).
 
 Exactly once: every snapshot carries (app id, batch id) in its summary; a table whose newest snapshot of
 this job has batch N already is skipped when batch N is replayed. The job is the tables' only writer."""
@@ -71,6 +71,7 @@ from ..format.lake_format import (
     quarantine_rows,
 )
 from ..format.mirror_read import MirrorRead
+from ..format.upkeep import Due, Upkeep
 from ..format.verify_results import ICEBERG_VERIFY, VERIFY_TABLE, result_schema
 from ..lake.files import LakeFiles
 from ..lake.generations import ChangeLogGenerations, parse_change_log
@@ -99,7 +100,7 @@ from .tables import (
     recorded_columns,
 )
 from .transactions import transaction
-from .upkeep import Due, Upkeep, copy_of, loaded_due, on_copy
+from .upkeep import copy_of, loaded_due, on_copy
 from .verify import IcebergMirror
 
 if TYPE_CHECKING:
@@ -136,8 +137,7 @@ class IcebergFormat(LakeFormat):
         the data files' keys side by side (one at a time without them); ``lease``: raises where the lake's lease is
         lost (lake/lease.py), checked before each table's upkeep; ``key_memory``: land.key_memory, the most bytes of
         the data files' keys kept between batches (position deletes)."""
-        self.where = where
-        # the snapshots' app id (with the batch's part: lake_format.LakeFormat.part), the calling thread's own
+        self.where = where  # (the app id: with the batch's part, lake_format.LakeFormat.part, the calling thread's own)
         self._app_id: ContextVar[str] = ContextVar(f"binlake-iceberg-app-id-{id(self)}", default=app_id)
         # the mirrors' keys, as each mirror records its own (its properties: mirror_properties, from its creation)
         self.keys = MirrorKeys(keys or {}, partial(join, where.lake), self.stored_key)
@@ -151,7 +151,7 @@ class IcebergFormat(LakeFormat):
         self._orphans: OrphanFiles | None = None
         self._columns: dict[tuple[str, str], list[tuple[str, str]]] = {}  # as the table has them (property)
         self.maintenance = maintenance or IcebergMaintenance()
-        self.upkeep = Upkeep(self._upkeep, lease, self.maintenance.quiet_after)  # after commits, and once quiet
+        self.upkeep: Upkeep[Table] = Upkeep(self._upkeep, lease, self.maintenance.quiet_after, "binlake-iceberg")
         self.deletes = deletes
         self.threads = threads
         self.file_keys: RecentFiles[FileKeys] = RecentFiles(key_memory, "land.key_memory")  # by data file path
@@ -469,7 +469,7 @@ class IcebergFormat(LakeFormat):
                 self.upkeep.due((namespace, name),
                                 Due(table, properties, key or [], orphans=self.orphans.due((namespace, name))))
 
-    def _upkeep(self, name: tuple[str, str], due: Due) -> bool:
+    def _upkeep(self, name: tuple[str, str], due: Due[Table]) -> bool:
         """A table's upkeep after the job's commits to it (on the upkeep's thread), or once it is quiet (``due.tidy``):
         its small files compacted and its old snapshots expired where due (iceberg/maintenance.py), its orphan files
         removed where due; the compaction read and written while the writers go on, then committed while they are

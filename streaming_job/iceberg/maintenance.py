@@ -17,12 +17,12 @@ keeps them out of the table only while it commits (upkeep.Upkeep.exclusive), as 
   data file it rewrites, or changed the schema), so the job's newest snapshot always names its last batch
   (iceberg_catalog.landed_batch), however many snapshots are expired. Its reads and writes of data files run in a
   worker process at the lowest CPU priority (iceberg/rewrite.py), off the CPU time the batches and Spark use.
-  A table no commit changed for land.iceberg_quiet_compaction (30 s) is compacted whole, step by step (upkeep.py's
+  A table no commit changed for land.quiet_compaction (30 s) is compacted whole, step by step (upkeep.py's
   tidy upkeeps; compaction.Compaction.plan's ``tidy``): every data file with deleted rows rewritten, its small files
   merged, its delete files merged or removed, so that a quiet table reads as fast as a compacted one.
 Their settings are the configuration's (``IcebergMaintenance.of``: land.compact_files, land.small_file_bytes,
 land.compact_bytes, land.iceberg_expire_every, land.iceberg_snapshot_retention, land.iceberg_metadata_versions,
-land.iceberg_quiet_compaction).
+land.quiet_compaction).
 
 - **Expiry**: every ``expire_every`` commits of a table (an upkeep after several commits counts each), the
   snapshots older than ``retention`` (the current one never) leave the metadata, and the files no remaining snapshot
@@ -83,7 +83,7 @@ class IcebergMaintenance:
                    datetime.timedelta(seconds=duration_seconds(land.iceberg_snapshot_retention)),
                    land.iceberg_expire_every, land.iceberg_metadata_versions,
                    datetime.timedelta(seconds=duration_seconds(land.iceberg_orphan_age)), land.iceberg_orphan_every,
-                   quiet_after=duration_seconds(land.iceberg_quiet_compaction))
+                   quiet_after=duration_seconds(land.quiet_compaction))
 
     def table_properties(self) -> dict[str, str]:
         """The properties of a table that bound its metadata files (set at its creation, and on a table made
@@ -94,7 +94,7 @@ class IcebergMaintenance:
                 pause: Callable[[], None] = lambda: None, manifests: KeptManifests | None = None,
                 tidy: bool = False) -> Prepared | None:
         """The table's compaction as of its current snapshot, read and written, not committed (None: none due).
-        Called by the upkeep's one thread (iceberg/upkeep.py) while the job's writers may commit to the table;
+        Called by the upkeep's one thread (format/upkeep.py) while the job's writers may commit to the table;
         ``pause`` between its steps; ``manifests``: the job's kept manifests (planning.py), its plan's; ``tidy``:
         a quiet table's, which leaves it compacted (compaction.Compaction.plan)."""
         return self._compactor().prepare(name, table, key, pause, manifests, tidy)

@@ -25,6 +25,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import JStreamingQueryListener, QueryProgressEvent
 
 from ingester.config import LandConfig
+from ingester.config_values import duration_seconds
 from ingester.registry_client import RegistryClient
 
 from ..iceberg.auth import RestAuth
@@ -281,7 +282,7 @@ def _run(spark: SparkSession, settings: LandSettings, files: LakeFiles | None, l
                     keys=land.keys, files=files, lease=lease, source=source_kind, lake_format=land.format,
                     iceberg_catalog=catalog, compact_files=land.compact_files,
                     small_file_bytes=land.small_file_bytes, compact_bytes=land.compact_bytes,
-                    key_memory=land.key_memory,
+                    key_memory=land.key_memory, quiet_compaction=duration_seconds(land.quiet_compaction),
                     deletion_vectors=land.deletion_vectors, iceberg_maintenance=IcebergMaintenance.of(land),
                     on_incompatible_change=land.on_incompatible_change, park_rows=land.park_rows,
                     checkpoint_files=checkpoint_files)

@@ -106,6 +106,7 @@ class Lander(ParkedTables):
     small_file_bytes: int = LandConfig.small_file_bytes
     compact_bytes: int = LandConfig.compact_bytes
     key_memory: int = LandConfig.key_memory  # the mirrors' files' keys the driver keeps (land.key_memory)
+    quiet_compaction: float = FormatSettings.quiet_compaction  # seconds (land.quiet_compaction; format/upkeep.py)
     deletion_vectors: VectorMode = LandConfig.deletion_vectors  # delta/mirror_driver.py, iceberg/format.py
     # format iceberg: the tables' upkeep (land.iceberg_*; None: IcebergMaintenance's defaults with the three above)
     iceberg_maintenance: IcebergMaintenance | None = None
@@ -141,7 +142,8 @@ class Lander(ParkedTables):
                                          f"{self.topic_prefix}._schema" if self.source.schema_topic else None)
         settings = FormatSettings(self.lake_format, self.lake, self.keys, self.driver_rows, self.driver_merge_bytes,
                                   self.compact_files, self.small_file_bytes, self.compact_bytes,
-                                  self.on_incompatible_change, self.deletion_vectors, self.key_memory)
+                                  self.on_incompatible_change, self.deletion_vectors, self.key_memory,
+                                  self.quiet_compaction)
         self.scratch = Scratch(self.spark, self.lake, self.files)
         self.scratch.clear()  # what a stopped run left (this job holds the lake's lease: job.run)
         services = FormatServices(self.spark, self.app_id, self.files, self.threads, self.evolution, self.scratch,

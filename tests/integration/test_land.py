@@ -11,6 +11,7 @@ import os
 import random
 import re
 import subprocess
+import time
 import urllib.request
 from collections.abc import Callable
 from decimal import Decimal
@@ -39,6 +40,7 @@ from tests.harness.land import (
     committed_batches,
     kill_group,
     lake_frame,
+    landed_everything,
     mirror_rows,
     plain_rows,
     run_land,
@@ -147,6 +149,29 @@ def test_kill_minus_nine_of_the_driver_neither_loses_nor_duplicates(make_mariadb
     assert progress[0] >= 1 and progress == sorted(progress) and progress[-1] < committed_batches(checkpoint), progress
     assert_kill_workload_landed(spark, lake, server, conn, db)
     assert any(add.get("deletionVector") for add in TableLog.read(str(lake / db / "a")).files.values())
+
+    # quiet (delta/tidy.py): a running job lands a few more changes, then compacts each mirror whole once no commit
+    # changed it for land.quiet_compaction (1 s here): no deletion vector and one file left, the server's rows
+    def untidy() -> dict[str, int]:
+        files = {t: TableLog.read(str(lake / db / t)).files.values() for t in ("a", "b")}
+        return {t: len(found) for t, found in files.items() if len(found) > 1 or any(a.get("deletionVector")
+                                                                                   for a in found)}
+
+    with conn.cursor() as cur:
+        cur.execute("UPDATE a SET n = n + 1 WHERE id < 5")
+        cur.execute("UPDATE b SET n = n + 1 WHERE id < 30")
+    conn.commit()
+    run_daemon(server, kafka, prefix)
+    proc = subprocess.Popen([*cmd[:-2], "--trigger", "1s"], env={**env, "BINLAKE_LAND_QUIET_COMPACTION": "1s"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not landed_everything(kafka, prefix, checkpoint) or untidy():
+            assert proc.poll() is None and time.monotonic() < deadline, untidy()
+            time.sleep(1)
+    finally:
+        kill_group(proc)
+    assert_kill_workload_landed(spark, lake, server, conn, db)
 
 
 def test_a_chunked_record_cut_by_max_offsets_per_trigger_lands_whole_in_the_next_batch(

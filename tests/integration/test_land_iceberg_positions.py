@@ -6,7 +6,7 @@ BIGINT key past 2^63; after each round the mirrors equal the server's SELECT as 
 pyiceberg read them; the land driver killed with SIGKILL mid-stream lands every change once, and killed
 mid-compaction leaves files no metadata names, which the next run removes; the mirrors were
 compacted (every 4 files) and hold at most one file-scoped position delete file per data file and fewer than 4
-others, and no equality deletes; once quiet (land.iceberg_quiet_compaction), none at all."""
+others, and no equality deletes; once quiet (land.quiet_compaction), none at all."""
 
 from __future__ import annotations
 
@@ -171,7 +171,7 @@ def test_random_changes_land_by_position_and_read_alike_in_spark_and_pyiceberg(m
 
     # quiet: a job that lands a few updates (deleted by position, no compaction due: --compact-files 1000, a few
     # rows of a file) and then has nothing to land compacts each table whole once it is quiet for
-    # land.iceberg_quiet_compaction (1 s here): no delete file left, no two small files, the same rows
+    # land.quiet_compaction (1 s here): no delete file left, no two small files, the same rows
     def deletes() -> dict[str, int]:
         tasks = {t: list(catalog(lake).load_table((db, t)).scan().plan_files()) for t in _TABLES}
         return {t: sum(len(task.delete_files) for task in found) for t, found in tasks.items()}
@@ -186,7 +186,7 @@ def test_random_changes_land_by_position_and_read_alike_in_spark_and_pyiceberg(m
     quiet = ["--format", "iceberg", "--deletion-vectors", "always", "--compact-files", "1000", "--trigger", "1s"]
     proc = subprocess.Popen([*cmd, *quiet], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True,
-                            env={**env, "BINLAKE_LAND_ICEBERG_QUIET_COMPACTION": "1s"})
+                            env={**env, "BINLAKE_LAND_QUIET_COMPACTION": "1s"})
     try:
         deadline = time.monotonic() + 300
         while not landed_everything(kafka, prefix, checkpoint) or any(deletes().values()):

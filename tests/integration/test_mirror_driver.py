@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import datetime
 import random
+import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pytest
 
@@ -406,3 +408,73 @@ def test_a_kill_mid_compaction_of_a_mirror_with_deletion_vectors_loses_nothing(s
         assert read == model, batch_id
     assert killed is not None
     assert _mirror(spark, path) == model
+
+
+def test_a_quiet_mirror_is_compacted_whole_unless_a_batch_changed_its_files_meanwhile(spark, tmp_path,
+                                                                                      monkeypatch) -> None:
+    """delta/tidy.py: a mirror kept with deletion vectors, once quiet (land.quiet_compaction), is rewritten without
+    its deleted rows into one file by an OPTIMIZE commit of the same rows (dataChange false): delta-rs and Spark read
+    the source's rows, and no deletion vector is left. A pass whose files a batch changed between its read and its
+    commit is dropped (its files deleted); the upkeep's next pass does it."""
+    import contextlib
+
+    from streaming_job.batch.mirror import candidate_schema
+    from streaming_job.delta import tidy as tidy_module
+    from streaming_job.format.upkeep import Due
+    from streaming_job.lake.delta_log import TableLog
+    from streaming_job.land.sink import Lander
+
+    lander = Lander(spark, str(tmp_path / "lake"), str(tmp_path / "cp"), deletion_vectors="always",
+                    small_file_bytes=1, quiet_compaction=0.5)
+    fmt = lander.format
+    path = lander.path("db", "t")
+    schema = candidate_schema(COLUMNS)
+    rnd = random.Random(20261204)
+    model: dict[int, tuple] = {}
+
+    def land(batch_id: int, n: int) -> None:
+        changes = _batch(rnd, model, batch_id, n)
+        rows = pa.Table.from_pylist([dict(zip(schema.names, c, strict=True)) for c in changes], schema=schema)
+        fmt.mirrors.from_driver(rows, "db", "t", COLUMNS, ["id"], batch_id)
+
+    for batch_id in range(6):
+        land(batch_id, 400 if batch_id == 0 else 100)
+    assert any(a.get("deletionVector") for a in TableLog.read(path).files.values())
+    written: list[str] = []
+    write = tidy_module.write_mirror_file
+
+    def recorded(*args: Any) -> Any:
+        added = write(*args)
+        written.append(added.path)
+        return added
+
+    monkeypatch.setattr(tidy_module, "write_mirror_file", recorded)
+    pauses: list[int] = []
+
+    def pause() -> None:  # its files read: a batch lands before it writes and commits
+        pauses.append(1)
+        if len(pauses) == 2:
+            land(6, 100)
+
+    version = TableLog.read(path).version
+    assert fmt.tidy is not None
+    assert not fmt.tidy.tidy(("db", "t"), path, pause, lambda name: contextlib.nullcontext())
+    assert written and not any((Path(path) / name).exists() for name in written)  # dropped: its files deleted
+    assert TableLog.read(path).version == version + 1  # (the batch's commit only)
+
+    fmt.tidy.upkeep.touched(("db", "t"), Due(path, {}, []))  # what a batch's land() does: quiet from now
+    deadline = time.monotonic() + 120
+    while any(a.get("deletionVector") for a in TableLog.read(path).files.values()) or \
+            len(TableLog.read(path).files) > 1:
+        assert time.monotonic() < deadline, TableLog.read(path).files.keys()
+        time.sleep(0.2)
+    fmt.close()
+    expected = dict(model)
+    read = {r["id"]: (r["v"], r["ts"], r["d"]) for r in delta_rs_rows(path).to_pylist()}
+    assert read == expected and _mirror(spark, path) == expected
+    assert _operations(spark, path)[-1] == "OPTIMIZE"
+    last = TableLog.read(path).version
+    commit = Path(path) / "_delta_log" / f"{last:020d}.json"
+    actions = [orjson.loads(line) for line in commit.read_bytes().splitlines()]
+    changed = [a[k]["dataChange"] for a in actions for k in ("add", "remove") if k in a]
+    assert changed and not any(changed) and not any("txn" in a for a in actions)

@@ -1,7 +1,8 @@
-"""The Iceberg tables' upkeep beside the batches (iceberg/upkeep.py): its state (one entry per table, coalesced;
-held tables skipped), its thread (a table's writer waits only while that table's upkeep commits, and that commit
-waits for the writers; failures raised by the next hold, settle or close; close drains), and a compaction on
-pyiceberg's SQL catalog (SQLite) running while its table and another are committed."""
+"""The tables' upkeep beside the batches (format/upkeep.py; Iceberg's, and quiet Delta mirrors'): its state (one entry
+per table, coalesced; held tables skipped; a Delta commit only restarts a table's quiet time), its thread (a table's
+writer waits only while that table's upkeep commits, and that commit waits for the writers; failures raised by the next
+hold, settle or close; close drains), and a compaction on pyiceberg's SQL catalog (SQLite) running while its table and
+another are committed."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from streaming_job.format.upkeep import Due, Taken, Upkeep, UpkeepQueue
 from streaming_job.iceberg.catalog import landed_batch
 from streaming_job.iceberg.maintenance import IcebergMaintenance
 from streaming_job.iceberg.tables import WantedTable
-from streaming_job.iceberg.upkeep import Due, Taken, Upkeep, UpkeepQueue
 from tests.harness.iceberg import catalog, local_format
 
 A, B, C = ("db", "a"), ("db", "b"), ("db", "c")
@@ -258,7 +259,7 @@ def test_the_upkeep_runs_at_a_lower_cpu_priority_than_the_job() -> None:
     """Its thread's nice value (Linux: a thread's own) is UPKEEP_NICE above the job's; the job's is unchanged."""
     import os
 
-    from streaming_job.iceberg.upkeep import UPKEEP_NICE
+    from streaming_job.format.upkeep import UPKEEP_NICE
 
     seen: list[int] = []
     job = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
@@ -288,7 +289,7 @@ def test_close_waits_for_the_upkeep_left_and_later_entries_are_dropped() -> None
 
 
 def test_an_upkeep_pauses_while_a_batch_lands_at_most_pause_seconds_and_not_while_settled(monkeypatch) -> None:
-    from streaming_job.iceberg import upkeep as upkeep_module
+    from streaming_job.format import upkeep as upkeep_module
 
     steps: list[str] = []
     upkeep: Upkeep
@@ -452,3 +453,20 @@ def test_a_quiet_tables_small_files_are_merged_by_the_jobs_own_upkeep(tmp_path, 
     assert sorted(reader.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == written
     summary = reader.current_snapshot().summary
     assert summary.operation.value == "replace" and landed_batch(reader, "app-1") == 2
+
+
+def test_a_table_touched_by_a_writer_that_keeps_it_waits_for_its_tidy_upkeep_only() -> None:
+    """Delta's batches compact in their own commits (delta/tidy.py): a commit only restarts the table's quiet time."""
+    queue = UpkeepQueue(quiet_after=30.0)
+    queue.touched(A, _due("a0", 0), now=100.0)
+    assert queue.take(100.0) is None and queue.quiet_in(100.0) == 30.0  # no upkeep of the commit
+    queue.touched(A, _due("a1", 1), now=110.0)  # committed again: quiet from then
+    assert queue.take(139.0) is None and queue.quiet_in(139.0) == 1.0
+    tidy = Taken(A, dataclasses.replace(_due("a1", 1), commits=0, tidy=True))
+    assert queue.take(140.0) == tidy
+    queue.touched(A, _due("a2", 2), now=141.0)  # a commit while it runs: tidied again once quiet
+    queue.finish(A, None, more=False)
+    assert queue.take(170.0) is None and queue.take(171.0) == Taken(A, dataclasses.replace(_due("a2", 2), commits=0,
+                                                                                           tidy=True))
+    queue.finish(A, None, more=False)
+    assert queue.take(10_000.0) is None and queue.idle()

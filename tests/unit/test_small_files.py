@@ -10,7 +10,15 @@ from __future__ import annotations
 import orjson
 
 from streaming_job.batch.key_range import KeyRange
-from streaming_job.batch.small_files import COMPACT_ROWS, SMALL_ROWS, FileSize, fewest_rows, is_small, tiered
+from streaming_job.batch.small_files import (
+    COMPACT_ROWS,
+    SMALL_ROWS,
+    FileSize,
+    fewest_rows,
+    is_small,
+    tidy_pick,
+    tiered,
+)
 from streaming_job.delta.commit import LiveFile
 from streaming_job.delta.compaction import ChangeLogFiles
 from streaming_job.delta.mirror_driver import MirrorFiles, rewritten_not_vectored
@@ -109,3 +117,20 @@ def test_a_tiered_merge_takes_files_of_like_rows_fewest_first() -> None:
     assert picked(sizes(1, 50_000)) == []  # past the floor's 40,000
     assert picked(sizes(10, 20, 30, 40), rows_budget=60) == [10, 20, 30]  # the rows budget
     assert picked(sizes(10, 20, 30, 40), byte_budget=300) == [10, 20]  # and the bytes'
+
+
+def test_a_quiet_tables_pass_takes_the_files_with_deleted_rows_and_the_open_files_beside_them() -> None:
+    """delta/tidy.py: files with deleted rows first (fewest rows first), then open files within what is left; the
+    smallest such file alone where none fits; open files alone only two or more at once."""
+    def f(name: str, rows: int, size: int = MIB) -> FileSize:
+        return FileSize(name, size, rows)
+
+    heavy = [f("h1", 900_000), f("h2", 300_000), f("h3", 3_000_000)]
+    open_ = [f("o1", 1_000_000), f("o2", 10), f("o3", 1_500_000)]
+    picked = [x.name for x in tidy_pick(heavy, open_, 1 << 40, 4_000_000)]
+    assert picked == ["h2", "h1", "o2", "o1", "o3"]  # h3 waits for the next pass (1.2M + 3M > 4M)
+    assert [x.name for x in tidy_pick([f("big", 9_000_000)], open_, 1 << 40, 4_000_000)] == ["big"]  # alone
+    assert [x.name for x in tidy_pick([f("h", 10, 3 * MIB)], open_, 2 * MIB, 4_000_000)] == ["h"]  # by bytes too
+    assert tidy_pick([], [f("o", 10)], 1 << 40, 4_000_000) == []  # one open file: nothing merged
+    assert [x.name for x in tidy_pick([], open_[:2], 1 << 40, 4_000_000)] == ["o2", "o1"]
+    assert tidy_pick([], [], 1 << 40, 4_000_000) == []
